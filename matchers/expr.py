@@ -1,0 +1,434 @@
+"""Subscription expressions: predicates, boolean trees, and their normal forms.
+
+A predicate is ``(attribute, operator, operand)``; its operand is checked and put in a
+canonical form when it is built (:func:`pred`), so that type errors surface at
+registration and equal predicates compare equal (``10`` and ``10.0`` are one
+predicate).  ``NOT`` is pushed down to the predicates (every operator has a
+complement), so the normal forms (:func:`dnf`, :func:`cnf`) are NOT-free.
+
+Semantics (shared by every matcher, defined by :mod:`matchers.oracle`): a predicate on
+an attribute the event lacks is false, negated ones too; a value whose type differs
+from the operand's makes the predicate false; numbers compare as float64; strings order
+by code point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Union
+
+from matchers.errors import SubscriptionError
+
+DEFAULT_MAX_TERMS = 256
+"""Default bound on the number of conjunctions (DNF) or clauses (CNF) of a subscription."""
+
+
+class Kind(IntEnum):
+    """Type of a value: what an operand or an event value is."""
+
+    NUM = 0
+    STR = 1
+    BOOL = 2
+
+
+class Op(IntEnum):
+    """Operators. Each has a complement (see :data:`COMPLEMENT`)."""
+
+    EQ = 0
+    NE = 1
+    LT = 2
+    LE = 3
+    GT = 4
+    GE = 5
+    IN = 6
+    NOT_IN = 7
+    BETWEEN = 8
+    NOT_BETWEEN = 9
+    PREFIX = 10
+    NOT_PREFIX = 11
+    SUFFIX = 12
+    NOT_SUFFIX = 13
+    CONTAINS = 14
+    NOT_CONTAINS = 15
+    LIKE = 16
+    NOT_LIKE = 17
+    MATCHES = 18
+    NOT_MATCHES = 19
+
+
+COMPLEMENT: dict[Op, Op] = {
+    Op.EQ: Op.NE, Op.NE: Op.EQ,
+    Op.LT: Op.GE, Op.GE: Op.LT,
+    Op.LE: Op.GT, Op.GT: Op.LE,
+    Op.IN: Op.NOT_IN, Op.NOT_IN: Op.IN,
+    Op.BETWEEN: Op.NOT_BETWEEN, Op.NOT_BETWEEN: Op.BETWEEN,
+    Op.PREFIX: Op.NOT_PREFIX, Op.NOT_PREFIX: Op.PREFIX,
+    Op.SUFFIX: Op.NOT_SUFFIX, Op.NOT_SUFFIX: Op.SUFFIX,
+    Op.CONTAINS: Op.NOT_CONTAINS, Op.NOT_CONTAINS: Op.CONTAINS,
+    Op.LIKE: Op.NOT_LIKE, Op.NOT_LIKE: Op.LIKE,
+    Op.MATCHES: Op.NOT_MATCHES, Op.NOT_MATCHES: Op.MATCHES,
+}
+
+ORDER_OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE})
+SET_OPS = frozenset({Op.IN, Op.NOT_IN})
+RANGE_OPS = frozenset({Op.BETWEEN, Op.NOT_BETWEEN})
+STRING_OPS = frozenset({
+    Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS,
+    Op.LIKE, Op.NOT_LIKE, Op.MATCHES, Op.NOT_MATCHES,
+})
+NEGATIVE_OPS = frozenset({
+    Op.NE, Op.NOT_IN, Op.NOT_BETWEEN, Op.NOT_PREFIX, Op.NOT_SUFFIX, Op.NOT_CONTAINS,
+    Op.NOT_LIKE, Op.NOT_MATCHES,
+})
+
+OP_SYMBOL: dict[Op, str] = {
+    Op.EQ: "=", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
+    Op.IN: "IN", Op.NOT_IN: "NOT IN", Op.BETWEEN: "BETWEEN", Op.NOT_BETWEEN: "NOT BETWEEN",
+    Op.PREFIX: "PREFIX", Op.NOT_PREFIX: "NOT PREFIX", Op.SUFFIX: "SUFFIX",
+    Op.NOT_SUFFIX: "NOT SUFFIX", Op.CONTAINS: "CONTAINS", Op.NOT_CONTAINS: "NOT CONTAINS",
+    Op.LIKE: "LIKE", Op.NOT_LIKE: "NOT LIKE", Op.MATCHES: "MATCHES", Op.NOT_MATCHES: "NOT MATCHES",
+}
+
+OP_BY_NAME: dict[str, Op] = {
+    "=": Op.EQ, "==": Op.EQ, "!=": Op.NE, "<>": Op.NE,
+    "<": Op.LT, "<=": Op.LE, ">": Op.GT, ">=": Op.GE,
+    "in": Op.IN, "not in": Op.NOT_IN, "between": Op.BETWEEN, "not between": Op.NOT_BETWEEN,
+    "prefix": Op.PREFIX, "not prefix": Op.NOT_PREFIX, "suffix": Op.SUFFIX,
+    "not suffix": Op.NOT_SUFFIX, "contains": Op.CONTAINS, "not contains": Op.NOT_CONTAINS,
+    "like": Op.LIKE, "not like": Op.NOT_LIKE, "matches": Op.MATCHES, "not matches": Op.NOT_MATCHES,
+}
+"""Operator names accepted by the JSON form (lower case, single spaces)."""
+
+Scalar = Union[float, str, bool]
+
+
+def kind_of(value: object) -> Kind | None:
+    """The :class:`Kind` of a Python value, or ``None`` for an unsupported one."""
+    if isinstance(value, bool):
+        return Kind.BOOL
+    if isinstance(value, (int, float)):
+        return Kind.NUM
+    if isinstance(value, str):
+        return Kind.STR
+    return None
+
+
+def _scalar(value: object, what: str) -> tuple[Scalar, Kind]:
+    kind = kind_of(value)
+    if kind is None:
+        raise SubscriptionError(f"{what} must be a number, a string or a boolean, not {value!r}")
+    if kind is Kind.NUM:
+        number = float(value)  # type: ignore[arg-type]
+        if not math.isfinite(number):
+            raise SubscriptionError(f"{what} must be a finite number, not {value!r}")
+        return number, kind
+    return value, kind  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class Pred:
+    """One predicate in canonical form; build it with :func:`pred`.
+
+    ``operand`` is a scalar, a sorted tuple of distinct scalars (``IN``, ``NOT IN``),
+    a ``(low, high)`` pair (``BETWEEN``, ``NOT BETWEEN``) or the pattern string of a
+    string operator (``LIKE`` keeps the SQL pattern; ``PREFIX``, ``SUFFIX`` and
+    ``CONTAINS`` hold the plain text).  ``kind`` is the operand's type.
+    """
+
+    attr: str
+    op: Op
+    operand: Scalar | tuple[Scalar, ...]
+    kind: Kind
+
+    def negate(self) -> Pred:
+        """The complementary predicate (false on a missing attribute, like this one)."""
+        return Pred(self.attr, COMPLEMENT[self.op], self.operand, self.kind)
+
+    def sort_key(self) -> tuple:
+        return (self.attr, int(self.op), int(self.kind), repr(self.operand))
+
+    def __str__(self) -> str:
+        attr = self.attr if _is_plain_name(self.attr) else "`" + self.attr.replace("`", "``") + "`"
+        if self.op in SET_OPS:
+            body = "(" + ", ".join(literal(v) for v in self.operand) + ")"  # type: ignore[union-attr]
+            return f"{attr} {OP_SYMBOL[self.op]} {body}"
+        if self.op in RANGE_OPS:
+            lo, hi = self.operand  # type: ignore[misc]
+            return f"{attr} {OP_SYMBOL[self.op]} {literal(lo)} AND {literal(hi)}"
+        if self.op in (Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS):
+            text = like_escape(self.operand)  # type: ignore[arg-type]
+            pattern = {
+                Op.PREFIX: text + "%", Op.SUFFIX: "%" + text, Op.CONTAINS: "%" + text + "%",
+            }[COMPLEMENT[self.op] if self.op in NEGATIVE_OPS else self.op]
+            neg = "NOT " if self.op in NEGATIVE_OPS else ""
+            return f"{attr} {neg}LIKE {literal(pattern)}"
+        return f"{attr} {OP_SYMBOL[self.op]} {literal(self.operand)}"  # type: ignore[arg-type]
+
+
+def _is_plain_name(name: str) -> bool:
+    parts = name.split(".")
+    return all(p and (p[0].isalpha() or p[0] == "_") and all(c.isalnum() or c == "_" for c in p) and p.isascii()
+               for p in parts)
+
+
+def literal(value: Scalar) -> str:
+    """Text-form literal of a scalar."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def like_escape(text: str) -> str:
+    """Escape ``%``, ``_`` and ``\\`` so that ``text`` is matched literally by LIKE."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def like_parse(pattern: str) -> list[tuple[str, str]]:
+    """Split a LIKE pattern into tokens ``('lit', text)``, ``('any', '%')``, ``('one', '_')``.
+
+    A backslash makes the next character literal; a trailing backslash is literal.
+    """
+    tokens: list[tuple[str, str]] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            tokens.append(("lit", pattern[i + 1]))
+            i += 2
+            continue
+        if c == "%":
+            if not tokens or tokens[-1] != ("any", "%"):
+                tokens.append(("any", "%"))
+        elif c == "_":
+            tokens.append(("one", "_"))
+        else:
+            tokens.append(("lit", c))
+        i += 1
+    merged: list[tuple[str, str]] = []
+    for kind, text in tokens:
+        if kind == "lit" and merged and merged[-1][0] == "lit":
+            merged[-1] = ("lit", merged[-1][1] + text)
+        else:
+            merged.append((kind, text))
+    return merged
+
+
+def _classify_like(attr: str, negated: bool, pattern: str) -> Pred:
+    tokens = like_parse(pattern)
+    kinds = [k for k, _ in tokens]
+    lits = [t for k, t in tokens if k == "lit"]
+    op: Op | None = None
+    text = ""
+    if "one" not in kinds:
+        if kinds == [] or kinds == ["lit"]:
+            op, text = Op.EQ, (lits[0] if lits else "")
+        elif kinds == ["lit", "any"]:
+            op, text = Op.PREFIX, lits[0]
+        elif kinds == ["any", "lit"]:
+            op, text = Op.SUFFIX, lits[0]
+        elif kinds in (["any", "lit", "any"], ["any"]):
+            op, text = Op.CONTAINS, (lits[0] if lits else "")
+    if op is None:
+        return Pred(attr, Op.NOT_LIKE if negated else Op.LIKE, pattern, Kind.STR)
+    return Pred(attr, COMPLEMENT[op] if negated else op, text, Kind.STR)
+
+
+def pred(attr: str, op: Op | str, operand: object) -> Pred:
+    """Build a checked, canonical predicate.
+
+    Raises :class:`SubscriptionError` for a type error: an ordering operator on a
+    boolean, mixed types in ``IN`` or ``BETWEEN``, an empty ``IN`` list, an inverted
+    ``BETWEEN``, a string operator on a non-string, an invalid regular expression.
+    ``IN`` of one value becomes ``=``; ``LIKE`` without ``_`` that is a pure prefix,
+    suffix or contains pattern becomes ``PREFIX``, ``SUFFIX`` or ``CONTAINS`` (and
+    ``=`` without wildcards).
+    """
+    if isinstance(op, str):
+        try:
+            op = OP_BY_NAME[" ".join(op.lower().split())]
+        except KeyError:
+            raise SubscriptionError(f"unknown operator {op!r}", expected="one of " + ", ".join(sorted(OP_BY_NAME))) from None
+    if not isinstance(attr, str) or not attr:
+        raise SubscriptionError(f"attribute name must be a non-empty string, not {attr!r}")
+    name = OP_SYMBOL[op]
+    if op in SET_OPS:
+        if isinstance(operand, (str, bytes)) or not hasattr(operand, "__iter__"):
+            raise SubscriptionError(f"{name} needs a list of values, not {operand!r}")
+        values = [_scalar(v, f"a value of {name}") for v in operand]  # type: ignore[union-attr]
+        if not values:
+            raise SubscriptionError(f"{name} needs at least one value: the list is empty")
+        kinds = {k for _, k in values}
+        if len(kinds) > 1:
+            raise SubscriptionError(f"{name} list mixes types: {sorted(k.name for k in kinds)}")
+        kind = kinds.pop()
+        distinct = tuple(sorted({v for v, _ in values}))
+        if len(distinct) == 1:
+            return Pred(attr, Op.EQ if op is Op.IN else Op.NE, distinct[0], kind)
+        return Pred(attr, op, distinct, kind)
+    if op in RANGE_OPS:
+        if isinstance(operand, (str, bytes)) or not hasattr(operand, "__len__") or len(operand) != 2:  # type: ignore[arg-type]
+            raise SubscriptionError(f"{name} needs two bounds, not {operand!r}")
+        (lo, klo), (hi, khi) = (_scalar(v, f"a bound of {name}") for v in operand)  # type: ignore[union-attr]
+        if klo is not khi:
+            raise SubscriptionError(f"{name} bounds have different types: {klo.name} and {khi.name}")
+        if klo is Kind.BOOL:
+            raise SubscriptionError(f"{name} cannot order booleans")
+        if lo > hi:  # type: ignore[operator]
+            raise SubscriptionError(f"{name} bounds are inverted: {literal(lo)} > {literal(hi)}")
+        return Pred(attr, op, (lo, hi), klo)
+    value, kind = _scalar(operand, f"the operand of {name}")
+    if op in ORDER_OPS and kind is Kind.BOOL:
+        raise SubscriptionError(f"{name} cannot order booleans: compare them with = or !=")
+    if op in STRING_OPS:
+        if kind is not Kind.STR:
+            raise SubscriptionError(f"{name} needs a string operand, not {literal(value)}")
+        if op in (Op.LIKE, Op.NOT_LIKE):
+            return _classify_like(attr, op is Op.NOT_LIKE, value)  # type: ignore[arg-type]
+        if op in (Op.MATCHES, Op.NOT_MATCHES):
+            check_regex(value)  # type: ignore[arg-type]
+    return Pred(attr, op, value, kind)
+
+
+def check_regex(pattern: str) -> None:
+    """Raise :class:`SubscriptionError` unless ``pattern`` compiles with RE2."""
+    import re2
+
+    try:
+        re2.compile(pattern)
+    except Exception as exc:  # re2 raises its own error type
+        raise SubscriptionError(f"invalid regular expression {pattern!r}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    children: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    children: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    child: Expr
+
+
+Expr = Union[Pred, And, Or, Not]
+Conjunction = tuple[Pred, ...]
+Clause = tuple[Pred, ...]
+
+
+def nnf(expr: Expr, negate: bool = False) -> Expr:
+    """Push ``NOT`` down to the predicates (De Morgan, operator complements)."""
+    if isinstance(expr, Pred):
+        return expr.negate() if negate else expr
+    if isinstance(expr, Not):
+        return nnf(expr.child, not negate)
+    children = tuple(nnf(c, negate) for c in expr.children)
+    is_and = isinstance(expr, And) != negate
+    return And(children) if is_and else Or(children)
+
+
+def _normal_form(expr: Expr, outer_is_or: bool, max_terms: int, what: str) -> tuple[tuple[Pred, ...], ...]:
+    """DNF (outer OR of ANDs) or CNF (outer AND of ORs) as sorted, absorbed term sets."""
+
+    def walk(e: Expr) -> list[frozenset[Pred]]:
+        if isinstance(e, Pred):
+            return [frozenset((e,))]
+        parts = [walk(c) for c in e.children]  # type: ignore[union-attr]
+        if isinstance(e, Or) == outer_is_or:
+            terms = [t for p in parts for t in p]
+        else:
+            terms = [frozenset()]
+            for p in parts:
+                if len(terms) * len(p) > max_terms:
+                    raise SubscriptionError(
+                        f"the expression expands to more than {max_terms} {what}; simplify it or raise the bound"
+                    )
+                terms = [a | b for a in terms for b in p]
+        terms = _absorb(terms)
+        if len(terms) > max_terms:
+            raise SubscriptionError(
+                f"the expression expands to more than {max_terms} {what}; simplify it or raise the bound"
+            )
+        return terms
+
+    terms = walk(nnf(expr))
+    return tuple(sorted((tuple(sorted(t, key=Pred.sort_key)) for t in terms),
+                        key=lambda t: [p.sort_key() for p in t]))
+
+
+def _absorb(terms: list[frozenset[Pred]]) -> list[frozenset[Pred]]:
+    """Drop duplicate terms and terms that contain another term (absorption law)."""
+    unique = sorted(set(terms), key=len)
+    kept: list[frozenset[Pred]] = []
+    for t in unique:
+        if not any(k <= t for k in kept):
+            kept.append(t)
+    return kept
+
+
+def dnf(expr: Expr, max_terms: int = DEFAULT_MAX_TERMS) -> tuple[Conjunction, ...]:
+    """Disjunctive normal form: a tuple of conjunctions, each a sorted tuple of distinct predicates.
+
+    Raises :class:`SubscriptionError` when it would have more than ``max_terms`` conjunctions.
+    """
+    return _normal_form(expr, True, max_terms, "conjunctions in DNF")
+
+
+def cnf(expr: Expr, max_terms: int = DEFAULT_MAX_TERMS) -> tuple[Clause, ...]:
+    """Conjunctive normal form: a tuple of disjunctive clauses, each a sorted tuple of distinct predicates.
+
+    Raises :class:`SubscriptionError` when it would have more than ``max_terms`` clauses.
+    """
+    return _normal_form(expr, False, max_terms, "clauses in CNF")
+
+
+def predicates(expr: Expr) -> list[Pred]:
+    """Every predicate of the tree, in order, with repeats."""
+    if isinstance(expr, Pred):
+        return [expr]
+    if isinstance(expr, Not):
+        return predicates(expr.child)
+    return [p for c in expr.children for p in predicates(c)]
+
+
+def to_text(expr: Expr) -> str:
+    """Text form of an expression (parses back to an equal expression)."""
+    if isinstance(expr, Pred):
+        return str(expr)
+    if isinstance(expr, Not):
+        return f"NOT ({to_text(expr.child)})"
+    sep = " AND " if isinstance(expr, And) else " OR "
+    return sep.join(f"({to_text(c)})" if not isinstance(c, Pred) else to_text(c) for c in expr.children)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A registered boolean subscription.
+
+    ``conjunctions`` is the DNF used by the matchers; ``expires`` an optional expiry
+    time (seconds since the epoch).
+    """
+
+    id: str
+    expr: Expr
+    conjunctions: tuple[Conjunction, ...] = field(compare=False)
+    expires: float | None = None
+
+    @classmethod
+    def of(cls, sub_id: str, expr: Expr, max_terms: int = DEFAULT_MAX_TERMS,
+           expires: float | None = None) -> Subscription:
+        """Normalise ``expr`` and build the subscription (errors name ``sub_id``)."""
+        try:
+            conjunctions = dnf(expr, max_terms)
+        except SubscriptionError as exc:
+            raise exc.with_id(sub_id) from None
+        if not conjunctions or any(not c for c in conjunctions):
+            raise SubscriptionError("the expression has no predicate to test", sub_id)
+        return cls(sub_id, expr, conjunctions, expires)

@@ -1,0 +1,123 @@
+"""The reference semantics, in plain Python: the definition every index is tested against.
+
+Written for clarity, not speed.  It evaluates the expression tree itself (not a
+normal form), over the flat event (see :func:`matchers.events.flatten`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from matchers.expr import And, Expr, Kind, Not, Op, Pred, Scalar, Subscription, kind_of, like_parse
+
+
+def holds(p: Pred, event: Mapping[str, Scalar]) -> bool:
+    """Whether predicate ``p`` holds on ``event``.
+
+    False when the attribute is missing or its value's type differs from the
+    operand's, for negated operators too (SQL's NULL rule).
+    """
+    if p.attr not in event:
+        return False
+    value = event[p.attr]
+    if kind_of(value) is not p.kind:
+        return False
+    if p.kind is Kind.NUM:
+        value = float(value)
+    op, x = p.op, p.operand
+    if op is Op.EQ:
+        return value == x
+    if op is Op.NE:
+        return value != x
+    if op is Op.LT:
+        return value < x
+    if op is Op.LE:
+        return value <= x
+    if op is Op.GT:
+        return value > x
+    if op is Op.GE:
+        return value >= x
+    if op is Op.IN:
+        return value in x
+    if op is Op.NOT_IN:
+        return value not in x
+    if op is Op.BETWEEN:
+        return x[0] <= value <= x[1]
+    if op is Op.NOT_BETWEEN:
+        return not (x[0] <= value <= x[1])
+    if op is Op.PREFIX:
+        return value.startswith(x)
+    if op is Op.NOT_PREFIX:
+        return not value.startswith(x)
+    if op is Op.SUFFIX:
+        return value.endswith(x)
+    if op is Op.NOT_SUFFIX:
+        return not value.endswith(x)
+    if op is Op.CONTAINS:
+        return x in value
+    if op is Op.NOT_CONTAINS:
+        return x not in value
+    if op is Op.LIKE:
+        return like_matches(x, value)
+    if op is Op.NOT_LIKE:
+        return not like_matches(x, value)
+    if op is Op.MATCHES:
+        return regex_search(x, value)
+    if op is Op.NOT_MATCHES:
+        return not regex_search(x, value)
+    raise AssertionError(f"unknown operator {op!r}")
+
+
+def like_matches(pattern: str, value: str) -> bool:
+    """SQL LIKE over the whole value, case-sensitive, by dynamic programming."""
+    tokens = like_parse(pattern)
+    # reachable[i]: positions in value reachable after consuming the first i tokens
+    reachable = {0}
+    for kind, text in tokens:
+        nxt: set[int] = set()
+        for pos in reachable:
+            if kind == "lit":
+                if value.startswith(text, pos):
+                    nxt.add(pos + len(text))
+            elif kind == "one":
+                if pos < len(value):
+                    nxt.add(pos + 1)
+            else:
+                nxt.update(range(pos, len(value) + 1))
+        reachable = nxt
+    return len(value) in reachable
+
+
+def regex_search(pattern: str, value: str) -> bool:
+    """Unanchored RE2 search."""
+    import re2
+
+    return re2.search(pattern, value) is not None
+
+
+def evaluate(expr: Expr, event: Mapping[str, Scalar]) -> bool:
+    """Truth of an expression tree on a flat event (``NOT`` by pushing it down)."""
+    if isinstance(expr, Pred):
+        return holds(expr, event)
+    if isinstance(expr, Not):
+        return evaluate(_push_not(expr.child), event)
+    if isinstance(expr, And):
+        return all(evaluate(c, event) for c in expr.children)
+    return any(evaluate(c, event) for c in expr.children)
+
+
+def _push_not(expr: Expr) -> Expr:
+    """``NOT expr`` with the negation moved one level down (De Morgan, complements)."""
+    from matchers.expr import Or
+
+    if isinstance(expr, Pred):
+        return expr.negate()
+    if isinstance(expr, Not):
+        return expr.child
+    children = tuple(Not(c) for c in expr.children)
+    return Or(children) if isinstance(expr, And) else And(children)
+
+
+def match(subscriptions: Iterable[Subscription], event: Mapping[str, Scalar]) -> list[str]:
+    """Sorted ids of the subscriptions that ``event`` satisfies."""
+    return sorted(s.id for s in subscriptions if evaluate(s.expr, event))
