@@ -1,0 +1,1 @@
+"""Spark Structured Streaming side of the service: Kafka I/O, Spark session, match jobs."""

@@ -1,0 +1,106 @@
+"""Kafka I/O for Spark: the ``kafka-py`` data source, embedded broker and admin helpers.
+
+The service calls only :func:`register`, :func:`read_stream` and :func:`write_batch`;
+``use_java_connector=True`` switches both to Spark's own ``format("kafka")`` where a
+cluster has that connector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from streaming.kafka.config import options_from_config, redact
+from streaming.kafka.errors import KafkaConnectorError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["KafkaConnectorError", "read_stream", "redact", "register", "write_batch"]
+
+JAVA_FORMAT = "kafka"
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``kafka-py`` data source with ``spark``."""
+    from streaming.kafka.source import KafkaDataSource
+
+    spark.dataSource.register(KafkaDataSource)
+
+
+def _format(use_java_connector: bool) -> str:
+    from streaming.kafka.source import NAME
+
+    return JAVA_FORMAT if use_java_connector else NAME
+
+
+def read_stream(
+    spark: SparkSession,
+    config: Mapping[str, Any],
+    topics: str | Iterable[str],
+    starting: str = "latest",
+    max_per_trigger: int | None = None,
+    use_java_connector: bool = False,
+    options: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """Streaming DataFrame of Kafka records (``key, value, topic, partition, offset, timestamp``).
+
+    Parameters
+    ----------
+    spark : SparkSession
+        Session with the ``kafka-py`` source registered (see :func:`register`).
+    config : Mapping[str, Any]
+        kafka-python client options (``bootstrap_servers``, security options).
+    topics : str or Iterable[str]
+        Topics to subscribe to (a comma-separated string or names).
+    starting : str
+        ``"earliest"``, ``"latest"`` or a JSON offset map, for a query without checkpoint.
+    max_per_trigger : int, optional
+        Cap on records per micro-batch, split across partitions.
+    use_java_connector : bool
+        Use Spark's Java ``format("kafka")`` instead of ``kafka-py``.
+    options : Mapping[str, str], optional
+        Further source options (``failOnDataLoss``, ``kafkaConsumer.pollTimeoutMs``).
+    """
+    names = topics if isinstance(topics, str) else ",".join(topics)
+    reader = (
+        spark.readStream.format(_format(use_java_connector))
+        .options(**options_from_config(config))
+        .option("subscribe", names)
+        .option("startingOffsets", starting)
+    )
+    if max_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(int(max_per_trigger)))
+    if options:
+        reader = reader.options(**options)
+    return reader.load()
+
+
+def write_batch(
+    df: DataFrame,
+    config: Mapping[str, Any],
+    topic: str | None = None,
+    use_java_connector: bool = False,
+) -> None:
+    """Write ``df`` (``value`` and optional ``key``, ``topic``, ``partition``) to Kafka.
+
+    Parameters
+    ----------
+    df : DataFrame
+        Rows to send; a non-null ``topic`` column value overrides ``topic`` per row.
+    config : Mapping[str, Any]
+        kafka-python client options.
+    topic : str, optional
+        Default topic for rows without a ``topic`` column value.
+    use_java_connector : bool
+        Use Spark's Java ``format("kafka")`` instead of ``kafka-py``.
+
+    Raises
+    ------
+    KafkaConnectorError
+        (inside the Spark error) if a record cannot be delivered.
+    """
+    writer = df.write.format(_format(use_java_connector)).options(**options_from_config(config))
+    if topic is not None:
+        writer = writer.option("topic", topic)
+    writer.mode("append").save()

@@ -1,0 +1,184 @@
+"""Kafka sink: Arrow batches of ``value`` (and optional ``key``, ``topic``, ``partition``) to Kafka.
+
+Every write flushes its producer and fails if any record was not acknowledged
+(``acks=all`` with retries), so a failed delivery fails the Spark task instead of
+dropping records. Delivery is at-least-once: a retried task may write a record twice.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from kafka import KafkaProducer
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+
+from streaming.kafka.config import client_kwargs
+from streaming.kafka.errors import DeliveryError, KafkaOptionError
+
+_PRODUCER_SETTINGS = {"acks": "all", "retries": 5, "linger_ms": 5}
+_PRODUCERS: dict[str, KafkaProducer] = {}
+_FLUSH_TIMEOUT_S = 120.0
+
+
+def _producer(kwargs: Mapping[str, Any]) -> tuple[str, KafkaProducer]:
+    """The cached producer of this process for ``kwargs`` (created on first use)."""
+    key = json.dumps(sorted((k, repr(v)) for k, v in kwargs.items()))
+    producer = _PRODUCERS.get(key)
+    if producer is None:
+        producer = KafkaProducer(**{**_PRODUCER_SETTINGS, **kwargs})
+        _PRODUCERS[key] = producer
+    return key, producer
+
+
+def _drop(key: str) -> None:
+    producer = _PRODUCERS.pop(key, None)
+    if producer is not None:
+        try:
+            producer.close(timeout=5)
+        except Exception:  # noqa: BLE001 - closing a broken producer must not mask the error
+            pass
+
+
+@atexit.register
+def close_producers() -> None:
+    """Flush and close every cached producer of this process."""
+    for key in list(_PRODUCERS):
+        _drop(key)
+
+
+def check_schema(schema: StructType, topic: str | None) -> None:
+    """Check the columns a Kafka write needs.
+
+    Raises
+    ------
+    KafkaOptionError
+        If ``value`` is missing, a column has an unsupported type, or no topic is given
+        by either a ``topic`` column or the ``topic`` option.
+    """
+    types = {f.name: f.dataType for f in schema.fields}
+    allowed = {
+        "value": (StringType, BinaryType),
+        "key": (StringType, BinaryType),
+        "topic": (StringType,),
+        "partition": (IntegerType,),
+    }
+    if "value" not in types:
+        raise KafkaOptionError(f"a Kafka write needs a 'value' column; got {schema.fieldNames()}")
+    for name, dtype in types.items():
+        if name in allowed and not isinstance(dtype, allowed[name]):
+            want = " or ".join(t.__name__ for t in allowed[name])
+            raise KafkaOptionError(f"column {name!r} must be {want}, got {dtype.simpleString()}")
+    if "topic" not in types and not topic:
+        raise KafkaOptionError("a Kafka write needs the 'topic' option or a 'topic' column")
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    return value.encode("utf-8")
+
+
+def produce_batches(
+    producer_kwargs: Mapping[str, Any], topic: str | None, batches: Iterator[pa.RecordBatch]
+) -> int:
+    """Send every row of ``batches`` and wait until all are acknowledged.
+
+    Parameters
+    ----------
+    producer_kwargs : Mapping[str, Any]
+        kafka-python producer arguments.
+    topic : str or None
+        Default topic; a non-null ``topic`` column value overrides it per row.
+    batches : Iterator[pyarrow.RecordBatch]
+        Rows with a ``value`` column and optional ``key``, ``topic``, ``partition``.
+
+    Returns
+    -------
+    int
+        Number of records delivered.
+
+    Raises
+    ------
+    DeliveryError
+        If a row has no topic or any record is not acknowledged.
+    """
+    key, producer = _producer(producer_kwargs)
+    failures: list[BaseException] = []
+    sent = 0
+    try:
+        for batch in batches:
+            cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+            values = cols["value"]
+            keys = cols.get("key") or [None] * batch.num_rows
+            topics = cols.get("topic") or [None] * batch.num_rows
+            parts = cols.get("partition") or [None] * batch.num_rows
+            for i in range(batch.num_rows):
+                target = topics[i] or topic
+                if not target:
+                    raise DeliveryError(
+                        f"row {sent + i} has a null topic and no topic option is set"
+                    )
+                future = producer.send(
+                    target, value=_as_bytes(values[i]), key=_as_bytes(keys[i]), partition=parts[i]
+                )
+                future.add_errback(failures.append)
+            sent += batch.num_rows
+        producer.flush(timeout=_FLUSH_TIMEOUT_S)
+    except BaseException:
+        _drop(key)
+        raise
+    if failures:
+        _drop(key)
+        raise DeliveryError(
+            f"{len(failures)} of {sent} records were not delivered; first error: {failures[0]!r}"
+        )
+    return sent
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    """Number of records one task delivered."""
+
+    records: int
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """Batch writer of ``df.write.format("kafka-py")``."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self._topic = options.get("topic")
+        check_schema(schema, self._topic)
+        self._kwargs = client_kwargs(options, "producer")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        """Deliver one task's rows."""
+        return KafkaCommitMessage(produce_batches(self._kwargs, self._topic, iterator))
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    """Streaming writer of ``df.writeStream.format("kafka-py")`` (at-least-once)."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self._topic = options.get("topic")
+        check_schema(schema, self._topic)
+        self._kwargs = client_kwargs(options, "producer")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        """Deliver one task's rows of a micro-batch."""
+        return KafkaCommitMessage(produce_batches(self._kwargs, self._topic, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Nothing to do: every task flushed and checked its records before returning."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Nothing to undo: Kafka records already delivered stay (at-least-once)."""
