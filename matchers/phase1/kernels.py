@@ -1,0 +1,190 @@
+"""Numba kernels of phase 1: hashed equality, sorted numeric ranges, CSR assembly.
+
+Every kernel runs twice per batch when it emits pairs: once with ``out_ev`` of length
+0 to count, once to fill (``emit`` returns the count either way).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+NUM, STR, BOOL = 0, 1, 2
+EMPTY = -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def mix(a1, a2):
+    """64-bit hash of a key pair (splitmix-style finaliser)."""
+    h = np.uint64(a1) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(a2)
+    h ^= h >> np.uint64(31)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(29)
+    return h
+
+
+@numba.njit(cache=True, nogil=True)
+def build_hash(k1, k2, size):
+    """Open-addressing table of distinct ``(k1[g], k2[g])`` -> ``g``; ``size`` a power of two."""
+    t1 = np.zeros(size, dtype=np.int64)
+    t2 = np.zeros(size, dtype=np.int64)
+    tg = np.full(size, EMPTY, dtype=np.int64)
+    mask = np.uint64(size - 1)
+    for g in range(len(k1)):
+        h = mix(k1[g], k2[g]) & mask
+        while tg[h] != EMPTY:
+            h = (h + np.uint64(1)) & mask
+        t1[h] = k1[g]
+        t2[h] = k2[g]
+        tg[h] = g
+    return t1, t2, tg
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def probe(t1, t2, tg, a1, a2):
+    """Group id of key ``(a1, a2)`` or ``EMPTY``."""
+    mask = np.uint64(len(tg) - 1)
+    h = mix(a1, a2) & mask
+    while tg[h] != EMPTY:
+        if t1[h] == a1 and t2[h] == a2:
+            return tg[h]
+        h = (h + np.uint64(1)) & mask
+    return EMPTY
+
+
+def value_bits(kinds, nums, codes):
+    """Hashed values of entries: the string code, or the float64 bits (``-0.0`` as ``0.0``)."""
+    return np.where(kinds == STR, codes.astype(np.int64), (nums + 0.0).view(np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def equality_pairs(offsets, attrs, kinds, vbits, t1, t2, tg, g_off, g_pids,
+                   neg_off, neg_pids, veto, stamp, out_ev, out_pid):
+    """Satisfied EQ/IN/NE/NOT_IN predicates as (event, pid) pairs.
+
+    Group ``g`` lists positive pids (``>= 0``) and vetoed negated pids (``-pid - 1``).
+    ``neg_off`` over ``attr * 3 + kind`` lists the negated pids of an attribute and type:
+    each holds unless the value vetoed it.
+    """
+    fill = len(out_ev) > 0
+    k = 0
+    n_keys = len(neg_off) - 1
+    for e in range(len(offsets) - 1):
+        for j in range(offsets[e], offsets[e + 1]):
+            a1 = np.int64(attrs[j]) * 3 + kinds[j]
+            stamp[0] += 1
+            s = stamp[0]
+            if kinds[j] != STR or vbits[j] >= 0:
+                g = probe(t1, t2, tg, a1, vbits[j])
+                if g != EMPTY:
+                    for i in range(g_off[g], g_off[g + 1]):
+                        p = g_pids[i]
+                        if p >= 0:
+                            if fill:
+                                out_ev[k] = e
+                                out_pid[k] = p
+                            k += 1
+                        else:
+                            veto[-p - 1] = s
+            if a1 < n_keys:
+                for i in range(neg_off[a1], neg_off[a1 + 1]):
+                    p = neg_pids[i]
+                    if veto[p] != s:
+                        if fill:
+                            out_ev[k] = e
+                            out_pid[k] = p
+                        k += 1
+    return k
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _emit_range(lo, hi, pids, e, out_ev, out_pid, k, fill):
+    if fill:
+        for i in range(lo, hi):
+            out_ev[k + i - lo] = e
+            out_pid[k + i - lo] = pids[i]
+    return k + max(hi - lo, 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def range_pairs(offsets, attrs, kinds, nums,
+                lt_off, lt_val, lt_pid, le_off, le_val, le_pid,
+                gt_off, gt_val, gt_pid, ge_off, ge_val, ge_pid,
+                bt_off, bt_lo, bt_hi, bt_pid, bt_blockmax,
+                nb_off, nb_lo, nb_lopid, nb_hi, nb_hipid,
+                out_ev, out_pid):
+    """Satisfied numeric range predicates as (event, pid) pairs.
+
+    Each ``*_off`` is a CSR over attribute ids into operands sorted within the attribute.
+    BETWEEN is sorted by low bound with the maximum high bound of each block of 32
+    entries, so blocks that cannot contain the value are skipped.
+    """
+    fill = len(out_ev) > 0
+    k = 0
+    n_attrs = len(lt_off) - 1
+    for e in range(len(offsets) - 1):
+        for j in range(offsets[e], offsets[e + 1]):
+            a = attrs[j]
+            if kinds[j] != NUM or a >= n_attrs:
+                continue
+            x = nums[j]
+            # x < v: operands above x
+            s, t = lt_off[a], lt_off[a + 1]
+            if t > s:
+                k = _emit_range(s + np.searchsorted(lt_val[s:t], x, "right"), t, lt_pid, e, out_ev, out_pid, k, fill)
+            s, t = le_off[a], le_off[a + 1]
+            if t > s:
+                k = _emit_range(s + np.searchsorted(le_val[s:t], x, "left"), t, le_pid, e, out_ev, out_pid, k, fill)
+            s, t = gt_off[a], gt_off[a + 1]
+            if t > s:
+                k = _emit_range(s, s + np.searchsorted(gt_val[s:t], x, "left"), gt_pid, e, out_ev, out_pid, k, fill)
+            s, t = ge_off[a], ge_off[a + 1]
+            if t > s:
+                k = _emit_range(s, s + np.searchsorted(ge_val[s:t], x, "right"), ge_pid, e, out_ev, out_pid, k, fill)
+            s, t = bt_off[a], bt_off[a + 1]
+            if t > s:
+                end = s + np.searchsorted(bt_lo[s:t], x, "right")
+                i = s
+                while i < end:
+                    if bt_blockmax[i >> 5] < x:
+                        i = ((i >> 5) + 1) << 5
+                        continue
+                    if bt_hi[i] >= x:
+                        if fill:
+                            out_ev[k] = e
+                            out_pid[k] = bt_pid[i]
+                        k += 1
+                    i += 1
+            s, t = nb_off[a], nb_off[a + 1]
+            if t > s:
+                k = _emit_range(s + np.searchsorted(nb_lo[s:t], x, "right"), t, nb_lopid, e, out_ev, out_pid, k, fill)
+                k = _emit_range(s, s + np.searchsorted(nb_hi[s:t], x, "left"), nb_hipid, e, out_ev, out_pid, k, fill)
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def block_max(values, block):
+    """Maximum of each block of ``block`` consecutive values."""
+    n = (len(values) + block - 1) // block
+    out = np.full(max(n, 1), -np.inf)
+    for i in range(len(values)):
+        b = i // block
+        if values[i] > out[b]:
+            out[b] = values[i]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def pairs_to_csr(n_events, ev, pid):
+    """Group (event, pid) pairs by event (stable counting sort) into CSR."""
+    offsets = np.zeros(n_events + 1, dtype=np.int64)
+    for e in ev:
+        offsets[e + 1] += 1
+    for e in range(n_events):
+        offsets[e + 1] += offsets[e]
+    pos = offsets[:-1].copy()
+    out = np.empty(len(pid), dtype=np.int32)
+    for i in range(len(ev)):
+        out[pos[ev[i]]] = pid[i]
+        pos[ev[i]] += 1
+    return offsets, out
