@@ -1,0 +1,201 @@
+"""Layout of the merged automaton: start edges, nodes, forward edges, instance buckets.
+
+Plain Python objects holding compiled closures; they are rebuilt from the subscription
+texts (never pickled). Instances are the only state that moves (see
+:meth:`matchers.cayuga.engine.Engine.export_instances`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable
+from typing import Any
+
+from . import algebra as A
+from .closures import items_fn, pred_fn, value_fn
+from .compiler import OpSpec, Step, View, dur_bound, leading_filters, node_preds
+
+StepsFn = Callable[[dict, int, int], "dict | None"]
+
+
+def steps_fn(steps: tuple[Step, ...]) -> StepsFn:
+    """Closure applying filters and projections to a record's attributes (``None``: filtered out)."""
+    compiled = []
+    for kind, arg in steps:
+        if kind == "filter":
+            compiled.append((True, pred_fn(arg)))
+        else:
+            compiled.append((False, items_fn(arg)))
+    if not compiled:
+        return lambda attrs, t0, t1: attrs
+
+    def apply(attrs, t0, t1):
+        dur = t1 - t0 + 1
+        for is_filter, fn in compiled:
+            if is_filter:
+                if fn(attrs, attrs, attrs, dur) is not True:
+                    return None
+            else:
+                attrs = fn(attrs, attrs, attrs, dur, attrs)
+        return attrs
+
+    return apply
+
+
+class Out:
+    """Forward edges sharing their unary operators (``post``): destinations and accepts.
+
+    ``dests`` and ``accept`` map to the subscriptions using them (reference counts).
+    """
+
+    __slots__ = ("post", "fn", "dests", "accept")
+
+    def __init__(self, post: tuple[Step, ...]):
+        self.post = post
+        self.fn = steps_fn(post)
+        self.dests: dict[str, set[str]] = {}
+        self.accept: set[str] = set()
+
+    def empty(self) -> bool:
+        return not self.dests and not self.accept
+
+
+class Start:
+    """A start edge: events of a view create records."""
+
+    __slots__ = ("id", "view", "fn", "cid", "out", "subs")
+
+    def __init__(self, sid: str, view: View):
+        self.id = sid
+        self.view = view
+        self.fn = steps_fn(view.steps)
+        self.cid = -1  # static conjunction id, -1 when there is none
+        self.out = Out(())
+        self.subs: set[str] = set()
+
+
+class Bucket:
+    """Instances of one node sharing the values bound by the node's equality predicates.
+
+    Instances with a numeric range bound are kept sorted by it; the others are in
+    ``plain``.
+    """
+
+    __slots__ = ("plain", "bounds", "insts")
+
+    def __init__(self) -> None:
+        self.plain: dict[Inst, None] = {}
+        self.bounds: list = []
+        self.insts: list[Inst] = []
+
+    def __len__(self) -> int:
+        return len(self.plain) + len(self.insts)
+
+    def add(self, inst: Inst, sorted_bound: bool) -> None:
+        if sorted_bound:
+            i = bisect_right(self.bounds, inst.bound)
+            self.bounds.insert(i, inst.bound)
+            self.insts.insert(i, inst)
+        else:
+            self.plain[inst] = None
+
+    def discard(self, inst: Inst) -> None:
+        if inst in self.plain:
+            del self.plain[inst]
+            return
+        i = bisect_left(self.bounds, inst.bound)
+        insts = self.insts
+        while insts[i] is not inst:
+            i += 1
+        del self.bounds[i], insts[i]
+
+    def candidates(self, op: str | None, v: Any) -> list[Inst]:
+        """Instances whose range predicate ``v op bound`` can hold (all plain ones)."""
+        out = list(self.plain)
+        if not self.insts:
+            return out
+        if op is None:
+            return out + self.insts
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool)):
+            return out
+        b = self.bounds
+        if op == ">":
+            return out + self.insts[: bisect_left(b, v)]
+        if op == ">=":
+            return out + self.insts[: bisect_right(b, v)]
+        if op == "<":
+            return out + self.insts[bisect_right(b, v):]
+        return out + self.insts[bisect_left(b, v):]
+
+
+class Inst:
+    """An automaton instance: the records it holds and where it is indexed."""
+
+    __slots__ = ("node", "first", "cur", "t0", "t1", "wit", "born", "key", "bound", "alive")
+
+    def __init__(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int):
+        self.node = node
+        self.first = first
+        self.cur = cur
+        self.t0 = t0
+        self.t1 = t1
+        self.wit = wit
+        self.born = born
+        self.key: tuple = ()
+        self.bound: Any = None
+        self.alive = False
+
+
+class Node:
+    """An automaton node: the operator its instances wait on, its edges and instances.
+
+    Parameters
+    ----------
+    nid : stable id (see :func:`.compiler.node_key`).
+    spec : the operator.
+    indexed : use the static, equality and range indexes (else every instance of the
+        node's stream is checked against every event).
+    """
+
+    def __init__(self, nid: str, spec: OpSpec, indexed: bool):
+        self.id = nid
+        self.spec = spec
+        self.kind = spec.kind
+        self.stream = spec.right.stream
+        self.view = spec.right
+        self.view_fn = steps_fn(spec.right.steps)
+        self.theta = pred_fn(spec.pred)
+        self.cont = pred_fn(spec.cont)
+        self.aggs = items_fn(spec.aggs, overlay=True)
+        preds = node_preds(spec)
+        self.static_atoms = preds.static if indexed else ()
+        self.eq_attrs = tuple(a for a, _ in preds.eq) if indexed else ()
+        self.eq_fns = tuple(value_fn(t) for _, t in preds.eq) if indexed else ()
+        if indexed and preds.rng is not None:
+            self.rng_attr, self.rng_op, rng_term = preds.rng
+            self.rng_fn = value_fn(rng_term)
+        else:
+            self.rng_attr, self.rng_op, self.rng_fn = None, None, None
+        self.cid = -1
+        self.outs: dict[tuple[Step, ...], Out] = {}
+        self.subs: set[str] = set()
+        self.buckets: dict[tuple, Bucket] = {}
+        self.deadline: float | None = None
+        self.count = 0
+
+    def update_deadline(self) -> None:
+        """The largest duration any forward edge of the node allows (``None``: unbounded).
+
+        Durations only grow along a path and a rebind edge emits nothing, so an instance
+        older than every forward edge allows can never contribute to a match.
+        """
+        base = A.split_and(self.spec.pred)
+        if self.kind == "fold":
+            base = base + A.split_and(self.spec.cont)
+        bounds = []
+        for post in self.outs:
+            bounds.append(dur_bound(base + leading_filters(post)))
+        if not bounds or any(b is None for b in bounds):
+            self.deadline = None
+        else:
+            self.deadline = max(bounds)  # type: ignore[type-var]

@@ -1,0 +1,290 @@
+"""Compile algebra expressions to left-deep automata (Demers et al., Section 2.3).
+
+A left-deep expression is a *chain*: a start view (a stream with filters and
+projections, the automaton's start edge) followed by binary operators ``NEXT`` or
+``FOLD``, each with a right view (the events its node waits for) and the unary
+operators applied to its output (folded into its forward edge). ``UNION`` of left-deep
+operands distributes into several chains of one subscription.
+
+Every operator becomes an automaton node holding instances (records built so far):
+
+* filter edge: an event of the right view that fails the operator's predicate
+  ``theta`` (or overlaps the instance) leaves the instance unchanged;
+* rebind edge (``FOLD`` only): ``theta`` and the iteration condition hold, the
+  instance's record is replaced by the new iteration's;
+* forward edges: ``theta`` (and for ``FOLD`` the iteration condition) and the
+  unary operators after the operator hold, a new instance enters the next node (or the
+  subscription accepts).
+
+An event that makes an instance traverse no edge drops it. Edge predicates split into a
+*static* part (event attribute against constant: evaluated for all edges in one pass per
+event by :mod:`.static`), a *dynamic* part (event attribute against a value bound in the
+instance: ``=`` through a hash on bound values, ``< <= > >=`` through bound values kept
+sorted) and a residual evaluated per candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from matchers.errors import SubscriptionError
+
+from . import algebra as A
+
+Step = tuple  # ("filter", Pred) | ("select", tuple[SelectItem, ...])
+
+RANGE_OPS = ("<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class View:
+    """Events of ``stream`` passed through ``steps`` (filters and projections in order)."""
+
+    stream: str
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """A binary operator of a chain: ``kind`` is ``"next"`` or ``"fold"``."""
+
+    kind: str
+    pred: A.Pred
+    cont: A.Pred
+    aggs: tuple[A.SelectItem, ...]
+    right: View
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A left-deep expression: the start view, then ``(operator, steps after it)`` pairs."""
+
+    start: View
+    ops: tuple[tuple[OpSpec, tuple[Step, ...]], ...]
+
+
+# ---------------------------------------------------------------- linearisation
+
+
+def chains(expr: A.Expr) -> list[Chain]:
+    """The chains of a left-deep expression (``UNION`` distributes over its operands).
+
+    Raises
+    ------
+    SubscriptionError
+        When the right operand of ``NEXT`` or ``FOLD`` is not a single stream (with
+        ``FILTER``/``SELECT`` around it): the automaton would not be left-deep.
+    """
+    if isinstance(expr, A.Stream):
+        return [Chain(View(expr.name, ()), ())]
+    if isinstance(expr, (A.Filter, A.Select)):
+        step = ("filter", expr.pred) if isinstance(expr, A.Filter) else ("select", expr.items)
+        return [_append_step(c, step) for c in chains(expr.src)]
+    if isinstance(expr, A.Union):
+        out = chains(expr.left)
+        for c in chains(expr.right):
+            if c not in out:
+                out.append(c)
+        return out
+    if isinstance(expr, (A.Next, A.Fold)):
+        name = "NEXT" if isinstance(expr, A.Next) else "FOLD"
+        rights = chains(expr.right)
+        if len(rights) != 1 or rights[0].ops:
+            raise SubscriptionError(
+                f"the right operand of {name} must be one stream, possibly inside FILTER or SELECT "
+                "(automata are left-deep)",
+                expected="a stream name on the right",
+            )
+        right = rights[0].start
+        if isinstance(expr, A.Next):
+            spec = OpSpec("next", expr.pred, A.TRUE, (), right)
+        else:
+            spec = OpSpec("fold", expr.pred, expr.cont, expr.aggs, right)
+        return [Chain(c.start, c.ops + ((spec, ()),)) for c in chains(expr.left)]
+    raise TypeError(f"not a stream expression: {expr!r}")
+
+
+def _append_step(c: Chain, step: Step) -> Chain:
+    if not c.ops:
+        return Chain(View(c.start.stream, c.start.steps + (step,)), ())
+    spec, post = c.ops[-1]
+    return Chain(c.start, c.ops[:-1] + ((spec, post + (step,)),))
+
+
+def node_key(c: Chain, k: int, owner: str | None) -> str:
+    """Stable id of the node of operator ``k`` of chain ``c``.
+
+    Equal prefixes give equal ids (state merging) unless ``owner`` (a subscription id)
+    is given, which makes the node private.
+    """
+    text = repr((c.start, c.ops[:k], c.ops[k][0], owner))
+    return "n" + hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+
+
+def start_key(view: View, owner: str | None) -> str:
+    """Stable id of a start edge (a view), private to ``owner`` when given."""
+    return "s" + hashlib.blake2b(repr((view, owner)).encode(), digest_size=10).hexdigest()
+
+
+# ---------------------------------------------------------------- predicate analysis
+
+_ABSENT = object()
+
+
+class _Names:
+    """Where an attribute of a view comes from: a raw event attribute, a computed value
+    (``None``) or nowhere (``_ABSENT``)."""
+
+    def __init__(self, explicit: dict | None = None, passthrough: bool = True, parent: _Names | None = None):
+        self.explicit = explicit or {}
+        self.passthrough = passthrough
+        self.parent = parent
+
+    def resolve(self, name: str):
+        if name in self.explicit:
+            return self.explicit[name]
+        if not self.passthrough:
+            return _ABSENT
+        return self.parent.resolve(name) if self.parent is not None else name
+
+
+def view_names(view: View) -> _Names:
+    """The attribute map of ``view`` (after all its steps)."""
+    names = _Names()
+    for kind, arg in view.steps:
+        if kind == "select":
+            names = _select_names(arg, names)
+    return names
+
+
+def view_static_atoms(view: View) -> list[tuple[str, str, object]]:
+    """Static atoms ``(raw attribute, operator, constant)`` that every event of ``view``
+    satisfies (a necessary condition; the view's steps remain the definition)."""
+    names = _Names()
+    atoms: list[tuple[str, str, object]] = []
+    for kind, arg in view.steps:
+        if kind == "select":
+            names = _select_names(arg, names)
+            continue
+        for part in A.split_and(arg):
+            atom = _static_atom(part, A.BARE, names)
+            if atom is not None:
+                atoms.append(atom)
+    return atoms
+
+
+def _select_names(items, names: _Names) -> _Names:
+    explicit: dict = {}
+    for item in items:
+        if item.expr is None:
+            continue
+        if isinstance(item.expr, A.Attr) and item.expr.scope == A.BARE:
+            explicit[item.name] = names.resolve(item.expr.name)
+        else:
+            explicit[item.name] = None
+    return _Names(explicit, any(i.expr is None for i in items), names)
+
+
+def _raw(term, scope: str, names: _Names):
+    if isinstance(term, A.Attr) and term.scope == scope:
+        r = names.resolve(term.name)
+        if isinstance(r, str):
+            return r
+    return None
+
+
+def _static_atom(part: A.Pred, scope: str, names: _Names):
+    if isinstance(part, A.Cmp):
+        left, right, op = part.left, part.right, part.op
+        if isinstance(left, A.Const) and not isinstance(right, A.Const):
+            left, right, op = right, left, A.FLIP[op]
+        raw = _raw(left, scope, names)
+        if raw is not None and isinstance(right, A.Const):
+            return (raw, op, right.value)
+    if isinstance(part, A.Contains):
+        raw = _raw(part.text, scope, names)
+        if raw is not None and isinstance(part.pattern, A.Const) and isinstance(part.pattern.value, str):
+            return (raw, "contains", part.pattern.value)
+    return None
+
+
+def _uses(term, scopes: set[str]) -> bool:
+    """Whether ``term`` refers to any of ``scopes`` (``"DUR"`` for the duration)."""
+    if isinstance(term, A.Attr):
+        return term.scope in scopes
+    if isinstance(term, A.Dur):
+        return "DUR" in scopes
+    if isinstance(term, A.Arith):
+        return _uses(term.left, scopes) or _uses(term.right, scopes)
+    if isinstance(term, A.Neg):
+        return _uses(term.operand, scopes)
+    return False
+
+
+@dataclass(frozen=True)
+class NodePreds:
+    """The parts of a node's input predicate (right view and ``theta``).
+
+    ``static``: atoms on the raw event; ``eq``: ``(raw attribute, bound term)``;
+    ``rng``: ``(raw attribute, operator with the event on the left, bound term)`` or
+    ``None``. Bound terms refer to ``$1``/``$`` only.
+    """
+
+    static: tuple[tuple[str, str, object], ...]
+    eq: tuple[tuple[str, A.Value], ...]
+    rng: tuple[str, str, A.Value] | None
+
+
+def node_preds(spec: OpSpec) -> NodePreds:
+    """Split the input predicate of an operator's node."""
+    names = view_names(spec.right)
+    static = list(view_static_atoms(spec.right))
+    eq: list[tuple[str, A.Value]] = []
+    rng = None
+    for part in A.split_and(spec.pred):
+        atom = _static_atom(part, A.SECOND, names)
+        if atom is not None:
+            static.append(atom)
+            continue
+        if not isinstance(part, A.Cmp):
+            continue
+        left, right, op = part.left, part.right, part.op
+        if _raw(left, A.SECOND, names) is None:
+            left, right, op = right, left, A.FLIP[op]
+        raw = _raw(left, A.SECOND, names)
+        if raw is None or _uses(right, {A.SECOND, A.BARE, "DUR"}):
+            continue
+        if op == "=":
+            eq.append((raw, right))
+        elif op in RANGE_OPS and rng is None:
+            rng = (raw, op, right)
+    eq.sort(key=lambda e: e[0])
+    return NodePreds(tuple(static), tuple(eq), rng)
+
+
+def dur_bound(parts: list[A.Pred]) -> float | None:
+    """The largest duration the conjunction of ``parts`` allows (``None``: unbounded)."""
+    bound = None
+    for part in parts:
+        if not isinstance(part, A.Cmp):
+            continue
+        left, right, op = part.left, part.right, part.op
+        if isinstance(right, A.Dur) and isinstance(left, A.Const):
+            left, right, op = right, left, A.FLIP[op]
+        if isinstance(left, A.Dur) and isinstance(right, A.Const) and op in ("<", "<=", "="):
+            c = right.value
+            if isinstance(c, (int, float)) and not isinstance(c, bool):
+                bound = c if bound is None else min(bound, c)
+    return bound
+
+
+def leading_filters(steps: tuple[Step, ...]) -> list[A.Pred]:
+    """Conjuncts of the filter steps before the first projection (they see the
+    operator's own output, so their ``DUR`` is the output's)."""
+    out: list[A.Pred] = []
+    for kind, arg in steps:
+        if kind != "filter":
+            break
+        out.extend(A.split_and(arg))
+    return out

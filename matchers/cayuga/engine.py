@@ -1,0 +1,422 @@
+"""The Cayuga automaton engine: stateful subscriptions matched over an event stream.
+
+For each event (Demers et al., Section 3):
+
+1. instances whose ``DUR`` bound has passed are dropped;
+2. the static predicates of all edges are evaluated in one pass (:mod:`.static`);
+3. the affected instances are found through the index on bound values: per
+   ``(stream, attributes of the equality predicates)`` a hash from the bound values to
+   the nodes' buckets, and in a bucket the instances sorted by the bound of a range
+   predicate; an instance is affected when the node's whole input predicate holds;
+4. affected instances traverse their rebind and forward edges (or are dropped), start
+   edges create instances, and completed patterns are reported.
+
+Instances created by an event are only visible to later events. A subscription added
+while instances are in flight only sees instances started after it was added, exactly as
+if it had its own automaton.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from matchers.errors import SubscriptionError
+
+from . import algebra as A
+from .automaton import Bucket, Inst, Node, Out, Start
+from .compiler import Chain, chains, node_key, start_key, view_static_atoms
+from .language import parse
+from .static import StaticFilters, tag
+
+
+class Match(NamedTuple):
+    """A completed pattern: the subscription, the output record and its witness."""
+
+    sub_id: str
+    attrs: dict[str, Any]
+    t0: int
+    t1: int
+    witness: tuple[str, ...]
+
+
+class _Group:
+    """Nodes of one stream sharing the attributes of their equality predicates."""
+
+    __slots__ = ("attrs", "active")
+
+    def __init__(self, attrs: tuple[str, ...]):
+        self.attrs = attrs
+        self.active: dict[tuple, dict[str, tuple[Node, Bucket]]] = {}
+
+
+class Engine:
+    """Stateful subscriptions compiled to one merged automaton.
+
+    Parameters
+    ----------
+    merge : share nodes between subscriptions with equivalent prefixes.
+    indexed : use the static-predicate index and the affected-instance index (without
+        them every start edge and every instance of the event's stream is checked).
+    """
+
+    def __init__(self, merge: bool = True, indexed: bool = True):
+        self.merge = merge
+        self.indexed = indexed
+        self.static = StaticFilters()
+        self._next_cid = 0
+        self._cid_owner: dict[int, Start | Node] = {}
+        self.starts: dict[str, Start] = {}
+        self.nodes: dict[str, Node] = {}
+        self._always: dict[str, dict[str, Start]] = {}  # starts without static atoms
+        self._groups: dict[tuple[str, tuple[str, ...]], _Group] = {}
+        self._groups_of_stream: dict[str, list[_Group]] = {}
+        self._subs: dict[str, tuple[str, list[Chain], int]] = {}
+        self._heap: list = []
+        self._heap_seq = 0
+        self.seq = 0
+        self.clock: int | None = None
+        self.instances = 0
+
+    # ------------------------------------------------------------ subscriptions
+    def __len__(self) -> int:
+        return len(self._subs)
+
+    def __contains__(self, sub_id: object) -> bool:
+        return sub_id in self._subs
+
+    def add(self, sub_id: str, text: str | A.Expr) -> None:
+        """Register (or replace) a stateful subscription.
+
+        Raises
+        ------
+        SubscriptionError
+            When the text does not parse or the expression is not left-deep.
+        """
+        try:
+            expr = parse(text) if isinstance(text, str) else text
+            chs = chains(expr)
+        except SubscriptionError as exc:
+            raise exc.with_id(sub_id) from None
+        if sub_id in self._subs:
+            self.remove(sub_id)
+        owner = None if self.merge else sub_id
+        for c in chs:
+            self._link(sub_id, c, owner)
+        self._subs[sub_id] = (text if isinstance(text, str) else repr(text), chs, self.seq)
+
+    def remove(self, sub_id: str) -> bool:
+        """Unregister a subscription; nodes no other subscription uses go with their instances."""
+        entry = self._subs.pop(sub_id, None)
+        if entry is None:
+            return False
+        owner = None if self.merge else sub_id
+        for c in entry[1]:
+            self._unlink_chain(sub_id, c, owner)
+        return True
+
+    def _link(self, sub: str, c: Chain, owner: str | None) -> None:
+        sid = start_key(c.start, owner)
+        start = self.starts.get(sid)
+        if start is None:
+            start = self._new_start(sid, c)
+        start.subs.add(sub)
+        if not c.ops:
+            start.out.accept.add(sub)
+            return
+        ids = [node_key(c, k, owner) for k in range(len(c.ops))]
+        start.out.dests.setdefault(ids[0], set()).add(sub)
+        for k, (spec, post) in enumerate(c.ops):
+            node = self.nodes.get(ids[k])
+            if node is None:
+                node = self._new_node(ids[k], spec)
+            node.subs.add(sub)
+            out = node.outs.get(post)
+            if out is None:
+                out = node.outs[post] = Out(post)
+            if k + 1 < len(ids):
+                out.dests.setdefault(ids[k + 1], set()).add(sub)
+            else:
+                out.accept.add(sub)
+            node.update_deadline()
+
+    def _unlink_chain(self, sub: str, c: Chain, owner: str | None) -> None:
+        start = self.starts.get(start_key(c.start, owner))
+        if start is None:
+            return
+        ids = [node_key(c, k, owner) for k in range(len(c.ops))]
+        _drop(start.out, ids[0] if ids else None, sub)
+        start.subs.discard(sub)
+        if not start.subs:
+            self._delete_start(start)
+        for k, (_spec, post) in enumerate(c.ops):
+            node = self.nodes.get(ids[k])
+            if node is None:
+                continue
+            out = node.outs.get(post)
+            if out is not None:
+                _drop(out, ids[k + 1] if k + 1 < len(ids) else None, sub)
+                if out.empty():
+                    del node.outs[post]
+            node.subs.discard(sub)
+            if not node.subs:
+                self._delete_node(node)
+            else:
+                node.update_deadline()
+
+    def _new_cid(self, owner: Start | Node, stream: str, atoms) -> int:
+        if not atoms:
+            return -1
+        cid = self._next_cid
+        self._next_cid += 1
+        self.static.add(cid, stream, tuple(atoms))
+        self._cid_owner[cid] = owner
+        return cid
+
+    def _new_start(self, sid: str, c: Chain) -> Start:
+        start = Start(sid, c.start)
+        atoms = view_static_atoms(c.start) if self.indexed else []
+        start.cid = self._new_cid(start, c.start.stream, atoms)
+        if start.cid < 0:
+            self._always.setdefault(c.start.stream, {})[sid] = start
+        self.starts[sid] = start
+        return start
+
+    def _delete_start(self, start: Start) -> None:
+        del self.starts[start.id]
+        if start.cid >= 0:
+            self.static.remove(start.cid)
+            del self._cid_owner[start.cid]
+        else:
+            del self._always[start.view.stream][start.id]
+
+    def _new_node(self, nid: str, spec) -> Node:
+        node = Node(nid, spec, self.indexed)
+        node.cid = self._new_cid(node, node.stream, node.static_atoms)
+        gkey = (node.stream, node.eq_attrs)
+        if gkey not in self._groups:
+            group = self._groups[gkey] = _Group(node.eq_attrs)
+            self._groups_of_stream.setdefault(node.stream, []).append(group)
+        self.nodes[nid] = node
+        return node
+
+    def _delete_node(self, node: Node) -> None:
+        for bucket in list(node.buckets.values()):
+            for inst in list(bucket.plain) + list(bucket.insts):
+                self._unlink(inst)
+        if node.cid >= 0:
+            self.static.remove(node.cid)
+            del self._cid_owner[node.cid]
+        del self.nodes[node.id]
+
+    # ------------------------------------------------------------ instances
+    def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int) -> None:
+        key = []
+        for fn in node.eq_fns:
+            v = fn(first, cur, cur, None)
+            if v is None:
+                return  # the equality can never hold: the instance could only loop
+            key.append(tag(v))
+        inst = Inst(node, first, cur, t0, t1, wit, born)
+        sorted_bound = False
+        if node.rng_fn is not None:
+            b = node.rng_fn(first, cur, cur, None)
+            if b is None:
+                return
+            inst.bound = b
+            sorted_bound = isinstance(b, (int, float)) and not isinstance(b, bool)
+        inst.key = k = tuple(key)
+        bucket = node.buckets.get(k)
+        if bucket is None:
+            bucket = node.buckets[k] = Bucket()
+            group = self._groups[(node.stream, node.eq_attrs)]
+            group.active.setdefault(k, {})[node.id] = (node, bucket)
+        bucket.add(inst, sorted_bound)
+        inst.alive = True
+        node.count += 1
+        self.instances += 1
+        if node.deadline is not None:
+            self._heap_seq += 1
+            heapq.heappush(self._heap, (t0 + node.deadline - 1, self._heap_seq, inst))
+
+    def _unlink(self, inst: Inst) -> None:
+        node = inst.node
+        bucket = node.buckets[inst.key]
+        bucket.discard(inst)
+        inst.alive = False
+        node.count -= 1
+        self.instances -= 1
+        if not len(bucket):
+            del node.buckets[inst.key]
+            group = self._groups[(node.stream, node.eq_attrs)]
+            nodes = group.active[inst.key]
+            del nodes[node.id]
+            if not nodes:
+                del group.active[inst.key]
+
+    def _expire(self, now: int) -> None:
+        heap = self._heap
+        while heap and heap[0][0] < now:
+            _, _, inst = heapq.heappop(heap)
+            if not inst.alive:
+                continue
+            d = inst.node.deadline
+            if d is None:
+                continue
+            if inst.t0 + d - 1 < now:
+                self._unlink(inst)
+            else:
+                self._heap_seq += 1
+                heapq.heappush(heap, (inst.t0 + d - 1, self._heap_seq, inst))
+
+    # ------------------------------------------------------------ matching
+    def process(self, event: A.Event) -> list[Match]:
+        """Advance every instance over one event; the patterns it completes.
+
+        Raises
+        ------
+        ValueError
+            When the event ends before the previous one (events must arrive in
+            temporal order) or its interval is empty.
+        """
+        t0, t1 = event.t0, event.t1
+        if t1 < t0:
+            raise ValueError(f"event {event.id!r}: t1 ({t1}) is before t0 ({t0})")
+        if self.clock is not None and t1 < self.clock:
+            raise ValueError(f"event {event.id!r} ends at {t1}, before the previous event ({self.clock})")
+        self.clock = t1
+        self.seq += 1
+        self._expire(t1)
+        stream, attrs, eid = event.stream, event.attrs, event.id
+        sat = self.static.match(stream, attrs) if self.indexed else ()
+        outputs: dict = {}
+        pending: list = []
+        views: dict = {}
+        # affected instances
+        affected = []
+        for group in self._groups_of_stream.get(stream, ()):
+            key = []
+            for a in group.attrs:
+                v = attrs.get(a)
+                if v is None:
+                    break
+                key.append(tag(v))
+            else:
+                active = group.active.get(tuple(key))
+                if not active:
+                    continue
+                for node, bucket in list(active.values()):
+                    if node.cid >= 0 and node.cid not in sat:
+                        continue
+                    vk = node.view
+                    if vk in views:
+                        v2 = views[vk]
+                    else:
+                        v2 = views[vk] = node.view_fn(attrs, t0, t1)
+                    if v2 is None:
+                        continue
+                    theta = node.theta
+                    for inst in bucket.candidates(node.rng_op, attrs.get(node.rng_attr) if node.rng_attr else None):
+                        if inst.t1 >= t0:
+                            continue
+                        dur = t1 - inst.t0 + 1
+                        if theta(inst.first, inst.cur, v2, dur) is True:
+                            affected.append((node, inst, v2, dur))
+        # transitions
+        for node, inst, v2, dur in affected:
+            self._unlink(inst)
+            wit = inst.wit + (eid,)
+            combined = {**inst.cur, **v2}
+            if node.kind == "fold":
+                if node.cont(inst.first, inst.cur, v2, dur) is not True:
+                    continue
+                combined = node.aggs(inst.first, inst.cur, v2, dur, combined)
+                pending.append((node, inst.first, combined, inst.t0, t1, wit, inst.born))
+            self._forward(node.outs.values(), combined, inst.t0, t1, wit, inst.born, pending, outputs)
+        # start edges
+        starts: list[Start] = []
+        if sat:
+            owner = self._cid_owner
+            starts.extend(o for o in map(owner.__getitem__, sat) if isinstance(o, Start))
+        always = self._always.get(stream)
+        if always:
+            starts.extend(always.values())
+        for start in starts:
+            rec = start.fn(attrs, t0, t1)
+            if rec is not None:
+                self._forward((start.out,), rec, t0, t1, (eid,), self.seq, pending, outputs, raw=True)
+        for args in pending:
+            self._insert(*args)
+        return list(outputs.values())
+
+    def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int,
+                 pending: list, outputs: dict, raw: bool = False) -> None:
+        nodes = self.nodes
+        for out in outs:
+            rec = attrs if raw else out.fn(attrs, t0, t1)
+            if rec is None:
+                continue
+            for nid in out.dests:
+                pending.append((nodes[nid], rec, rec, t0, t1, wit, born))
+            for sub in out.accept:
+                if born <= self._subs[sub][2]:
+                    continue  # added after this instance started
+                key = (sub, wit, t0, tuple(sorted(rec.items())))
+                if key not in outputs:
+                    outputs[key] = Match(sub, rec, t0, t1, wit)
+
+    def run(self, events: Iterable[A.Event]) -> list[tuple[int, Match]]:
+        """Process events in order; ``(index of the completing event, match)`` pairs."""
+        out = []
+        for i, e in enumerate(events):
+            out.extend((i, m) for m in self.process(e))
+        return out
+
+    # ------------------------------------------------------------ state
+    def export_instances(self) -> list[tuple]:
+        """Every live instance as plain data ``(node id, first, cur, t0, t1, witness, born)``."""
+        out = []
+        for node in self.nodes.values():
+            for bucket in node.buckets.values():
+                for inst in list(bucket.plain) + bucket.insts:
+                    out.append((node.id, inst.first, inst.cur, inst.t0, inst.t1, inst.wit, inst.born))
+        return out
+
+    def load_instances(self, instances: Iterable[tuple], clock: int | None, seq: int) -> int:
+        """Replace all instances by ``instances`` (from :meth:`export_instances`).
+
+        Instances of nodes that no longer exist are skipped. Returns how many were loaded.
+        """
+        self.clear_instances()
+        self.clock = clock
+        self.seq = max(self.seq, seq)
+        n = 0
+        for nid, first, cur, t0, t1, wit, born in instances:
+            node = self.nodes.get(nid)
+            if node is not None:
+                self._insert(node, first, cur, t0, t1, tuple(wit), born)
+                n += 1
+        return n
+
+    def clear_instances(self) -> None:
+        """Drop every instance (the subscriptions stay)."""
+        for node in self.nodes.values():
+            node.buckets.clear()
+            node.count = 0
+        for group in self._groups.values():
+            group.active.clear()
+        self._heap.clear()
+        self.instances = 0
+        self.clock = None
+
+
+def _drop(out: Out, dest: str | None, sub: str) -> None:
+    if dest is None:
+        out.accept.discard(sub)
+        return
+    subs = out.dests.get(dest)
+    if subs is not None:
+        subs.discard(sub)
+        if not subs:
+            del out.dests[dest]

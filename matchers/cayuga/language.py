@@ -1,0 +1,249 @@
+"""The text language of stateful subscriptions: parse CEL into the algebra.
+
+Examples
+--------
+>>> parse("SELECT * FROM FILTER{Name = 'IBM' AND Price > 100}(Stock)")  # doctest: +ELLIPSIS
+Select(...)
+
+Scopes of attribute references: a ``FILTER`` predicate and a ``SELECT`` list see bare
+attributes of their input (and ``DUR``); a ``NEXT`` predicate sees ``$1.x`` (or ``$.x``)
+for the left record and ``$2.x`` for the right one; a ``FOLD`` predicate or aggregate
+sees ``$1.x`` (the record that started the iteration), ``$.x`` (the latest one) and
+``$2.x``; ``DUR`` in a ``NEXT``/``FOLD`` predicate is the duration of the record they
+would produce. A mistake is a ``SubscriptionError`` naming its position and what was
+expected there.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import lark
+
+from matchers.errors import SubscriptionError
+
+from . import algebra as A
+
+_SCOPE_OF_PREFIX = {"$1": A.FIRST, "$": A.LAST, "$2": A.SECOND}
+
+# Which scopes a context allows, and the name of the context for messages.
+_FILTER = ("FILTER or SELECT", frozenset({A.BARE}))
+_NEXT = ("NEXT", frozenset({A.FIRST, A.LAST, A.SECOND}))
+_FOLD = ("FOLD", frozenset({A.FIRST, A.LAST, A.SECOND}))
+
+_TOKEN_NAMES = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a quoted string",
+    "SCOPED": "an attribute such as $1.x",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COMMA": "','",
+    "STAR": "'*'",
+    "CMP_OP": "a comparison",
+    "ADD_OP": "'+' or '-'",
+    "MUL_OP": "'*', '/' or '%'",
+    "MINUS": "'-'",
+    "$END": "the end of the text",
+}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    text = resources.files(__package__).joinpath("cel.lark").read_text()
+    return lark.Lark(text, parser="lalr", maybe_placeholders=False)
+
+
+def _expected(names: set[str] | frozenset[str] | None) -> str | None:
+    if not names:
+        return None
+    shown = sorted({_TOKEN_NAMES.get(n, n) for n in names})
+    return ", ".join(shown)
+
+
+def _where(text: str, line: int, column: int) -> str | int:
+    return column if "\n" not in text else f"line {line}, column {column}"
+
+
+def _end(text: str) -> str | int:
+    lines = text.split("\n")
+    return _where(text, len(lines), len(lines[-1]) + 1)
+
+
+def parse(text: str) -> A.Expr:
+    """Parse one stateful subscription written in CEL.
+
+    Parameters
+    ----------
+    text : the subscription.
+
+    Returns
+    -------
+    The algebra expression.
+
+    Raises
+    ------
+    SubscriptionError
+        With the position of the mistake and what was expected there.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise SubscriptionError("empty stateful subscription", position=1, expected="SELECT or a stream expression")
+    try:
+        tree = _parser().parse(text)
+    except lark.UnexpectedToken as exc:
+        tok = exc.token
+        if tok.type == "$END":
+            shown, pos = "end of the text", _end(text)
+        else:
+            shown, pos = repr(str(tok)), _where(text, exc.line, exc.column)
+        raise SubscriptionError(f"unexpected {shown}", position=pos, expected=_expected(exc.expected)) from None
+    except lark.UnexpectedCharacters as exc:
+        raise SubscriptionError(
+            f"unexpected character {text[exc.pos_in_stream]!r}",
+            position=_where(text, exc.line, exc.column),
+            expected=_expected(exc.allowed),
+        ) from None
+    except lark.UnexpectedEOF as exc:
+        raise SubscriptionError("unexpected end of the text", position=_end(text), expected=_expected(set(exc.expected))) from None
+    return _Converter(text).stream(tree)
+
+
+class _Converter:
+    """Walks the parse tree with the scope context each part is in."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def _fail(self, message: str, node, expected: str | None = None) -> SubscriptionError:
+        tok = node if isinstance(node, lark.Token) else _first_token(node)
+        pos = _where(self.text, tok.line, tok.column) if tok is not None else None
+        return SubscriptionError(message, position=pos, expected=expected)
+
+    # ---------------------------------------------------------- stream expressions
+    def stream(self, node) -> A.Expr:
+        if isinstance(node, lark.Token):  # a bare stream name reduced by '?'
+            return A.Stream(str(node))
+        kind = node.data
+        ch = node.children
+        if kind == "stream":
+            return A.Stream(str(ch[0]))
+        if kind == "query":
+            items = self.sel_list(ch[1], _FILTER)
+            return A.Select(items, self.stream(ch[3]))
+        if kind == "filter":
+            return A.Filter(self.pred(ch[1], _FILTER), self.stream(ch[2]))
+        if kind == "union":
+            return A.Union(self.stream(ch[0]), self.stream(ch[2]))
+        if kind == "next":
+            return A.Next(self.stream(ch[0]), self.pred(ch[2], _NEXT), self.stream(ch[3]))
+        if kind == "fold":
+            left = self.stream(ch[0])
+            pred = self.pred(ch[2], _FOLD)
+            cont = self.pred(ch[3], _FOLD)
+            if len(ch) == 6:
+                aggs = self.sel_list(ch[4], _FOLD, need_names=True)
+                right = self.stream(ch[5])
+            else:
+                aggs = ()
+                right = self.stream(ch[4])
+            return A.Fold(left, pred, cont, aggs, right)
+        raise self._fail("expected a stream expression", node, "a stream name, FILTER, SELECT or '('")
+
+    def sel_list(self, node, ctx, need_names: bool = False) -> tuple[A.SelectItem, ...]:
+        items = []
+        for item in node.children:
+            if item.data == "sel_star":
+                if need_names:
+                    raise self._fail("'*' is not an aggregate", item, "an expression AS a name")
+                items.append(A.SelectItem(None, None))
+                continue
+            expr_node = item.children[0]
+            value = self.value(expr_node, ctx)
+            if len(item.children) == 3:
+                name = str(item.children[2])
+            elif isinstance(value, A.Attr):
+                name = value.name
+            else:
+                raise self._fail("a computed item needs a name", expr_node, "AS <name>")
+            items.append(A.SelectItem(value, name))
+        return tuple(items)
+
+    # ---------------------------------------------------------- predicates and values
+    def pred(self, node, ctx) -> A.Pred:
+        if isinstance(node, lark.Tree):
+            kind = node.data
+            ch = node.children
+            if kind == "or_expr":
+                return A.Or(tuple(self.pred(c, ctx) for c in ch if not _is_kw(c)))
+            if kind == "and_expr":
+                return A.And(tuple(self.pred(c, ctx) for c in ch if not _is_kw(c)))
+            if kind == "not_":
+                return A.Not(self.pred(ch[1], ctx))
+            if kind == "cmp_expr":
+                op = str(ch[1])
+                op = "!=" if op == "<>" else op
+                return A.Cmp(op, self.value(ch[0], ctx), self.value(ch[2], ctx))
+            if kind == "contains":
+                return A.Contains(self.value(ch[1], ctx), self.value(ch[2], ctx))
+            if kind == "true":
+                return A.Truth(True)
+            if kind == "false":
+                return A.Truth(False)
+        raise self._fail("expected a condition", node, "a comparison, contains(...), TRUE or FALSE")
+
+    def value(self, node, ctx) -> A.Value:
+        name, scopes = ctx
+        if isinstance(node, lark.Tree):
+            kind = node.data
+            ch = node.children
+            if kind == "number":
+                s = str(ch[0])
+                return A.Const(float(s) if any(c in s for c in ".eE") else int(s))
+            if kind == "string":
+                return A.Const(str(ch[0])[1:-1].replace("''", "'"))
+            if kind == "dur":
+                return A.Dur()
+            if kind == "neg":
+                inner = self.value(ch[0], ctx)
+                if isinstance(inner, A.Const) and not isinstance(inner.value, (str, bool)):
+                    return A.Const(-inner.value)
+                return A.Neg(inner)
+            if kind == "bare":
+                tok = ch[0]
+                if A.BARE not in scopes:
+                    raise self._fail(f"attribute {str(tok)!r} needs a scope in {name}", tok, "$1., $. or $2. before it")
+                return A.Attr(A.BARE, str(tok))
+            if kind == "scoped":
+                tok = ch[0]
+                prefix, attr = str(tok).split(".", 1)
+                scope = _SCOPE_OF_PREFIX[prefix]
+                if scope not in scopes:
+                    raise self._fail(f"{prefix}.{attr} is not available in {name}", tok, "a bare attribute name")
+                if name == "NEXT" and scope == A.FIRST:
+                    scope = A.LAST  # one left record: $1 and $ are the same
+                return A.Attr(scope, attr)
+            if kind in ("sum_expr", "prod_expr"):
+                out = self.value(ch[0], ctx)
+                for i in range(1, len(ch), 2):
+                    out = A.Arith(str(ch[i]), out, self.value(ch[i + 1], ctx))
+                return out
+            if kind in ("true", "false"):
+                return A.Const(kind == "true")
+        raise self._fail("expected a value", node, "a number, a string or an attribute")
+
+
+def _is_kw(node) -> bool:
+    return isinstance(node, lark.Token) and node.type in ("AND", "OR", "NOT")
+
+
+def _first_token(node):
+    if isinstance(node, lark.Token):
+        return node
+    for c in node.children:
+        t = _first_token(c)
+        if t is not None:
+            return t
+    return None

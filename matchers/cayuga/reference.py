@@ -1,0 +1,120 @@
+"""Reference evaluator of the Cayuga algebra over a finite list of events.
+
+Written for clarity, not speed: every operator is computed from its definition, bottom
+up, over the whole list. It is the oracle the automaton engine is tested against.
+
+Each output record comes with its *position*: the arrival index of the event that
+completed it (the moment an online engine can emit it). Events must arrive in temporal
+order of ``t1``; among candidates for "the first event after", arrival order decides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import algebra as A
+
+Positioned = tuple[int, A.Record]
+
+
+def evaluate(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
+    """All records of ``expr`` over ``events``, ordered by position.
+
+    Parameters
+    ----------
+    expr : an algebra expression.
+    events : the input, in temporal order.
+
+    Returns
+    -------
+    ``(position, record)`` pairs; duplicates (same attributes, interval and witness)
+    appear once, as a union of sets.
+    """
+    for a, b in zip(events, events[1:]):
+        if b.t1 < a.t1:
+            raise ValueError("events must arrive in temporal order of t1")
+    return _eval(expr, events)
+
+
+def _eval(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
+    if isinstance(expr, A.Stream):
+        return [
+            (i, A.Record(dict(e.attrs), e.t0, e.t1, (e.id,)))
+            for i, e in enumerate(events)
+            if e.stream == expr.name
+        ]
+    if isinstance(expr, A.Filter):
+        out = []
+        for pos, r in _eval(expr.src, events):
+            if A.eval_pred(expr.pred, {A.BARE: r.attrs}, A.duration(r.t0, r.t1)) is True:
+                out.append((pos, r))
+        return out
+    if isinstance(expr, A.Select):
+        out = []
+        for pos, r in _eval(expr.src, events):
+            attrs = A.select_attrs(expr.items, {A.BARE: r.attrs}, r.attrs, A.duration(r.t0, r.t1))
+            out.append((pos, A.Record(attrs, r.t0, r.t1, r.witness)))
+        return out
+    if isinstance(expr, A.Union):
+        merged = sorted(_eval(expr.left, events) + _eval(expr.right, events), key=lambda pr: pr[0])
+        seen: set = set()
+        out = []
+        for pos, r in merged:
+            k = r.key()
+            if k not in seen:
+                seen.add(k)
+                out.append((pos, r))
+        return out
+    if isinstance(expr, A.Next):
+        rights = _eval(expr.right, events)
+        out = []
+        for _, r in _eval(expr.left, events):
+            ctx = {A.FIRST: r.attrs, A.LAST: r.attrs}
+            for qpos, s in rights:
+                if s.t0 <= r.t1:
+                    continue
+                ctx[A.SECOND] = s.attrs
+                if A.eval_pred(expr.pred, ctx, A.duration(r.t0, s.t1)) is True:
+                    out.append((qpos, _combine(r, s, {**r.attrs, **s.attrs})))
+                    break
+        out.sort(key=lambda pr: pr[0])
+        return out
+    if isinstance(expr, A.Fold):
+        rights = _eval(expr.right, events)
+        out = []
+        for _, r0 in _eval(expr.left, events):
+            cur = r0
+            while True:
+                found = None
+                for qpos, s in rights:
+                    if s.t0 <= cur.t1:
+                        continue
+                    ctx = {A.FIRST: r0.attrs, A.LAST: cur.attrs, A.SECOND: s.attrs}
+                    if A.eval_pred(expr.pred, ctx, A.duration(cur.t0, s.t1)) is True:
+                        found = (qpos, s, ctx)
+                        break
+                if found is None:
+                    break
+                qpos, s, ctx = found
+                dur = A.duration(cur.t0, s.t1)
+                if A.eval_pred(expr.cont, ctx, dur) is not True:
+                    break
+                cur = _combine(cur, s, _accumulate(expr.aggs, ctx, {**cur.attrs, **s.attrs}, dur))
+                out.append((qpos, cur))
+        out.sort(key=lambda pr: pr[0])
+        return out
+    raise TypeError(f"not a stream expression: {expr!r}")
+
+
+def _combine(left: A.Record, right: A.Record, attrs: dict[str, Any]) -> A.Record:
+    return A.Record(attrs, left.t0, right.t1, left.witness + right.witness)
+
+
+def _accumulate(aggs, ctx, attrs: dict[str, Any], dur: int) -> dict[str, Any]:
+    values = [(item.name, A.eval_value(item.expr, ctx, dur)) for item in aggs]
+    for name, v in values:
+        if v is None:
+            attrs.pop(name, None)
+        else:
+            attrs[name] = v
+    return attrs

@@ -1,0 +1,145 @@
+"""One-pass evaluation of the static edge predicates of every automaton edge.
+
+Each static predicate is a conjunction of atoms ``(attribute, operator, constant)`` over
+the raw event, registered under an integer id. Conjunctions are clustered by an *access
+atom* (Fabret et al.): an equality, found through a hash on ``(attribute, value)``; else
+a numeric range, found through the constants kept sorted per ``(attribute, operator)``;
+else the conjunction is checked for every event of its stream. Candidates found through
+their access atom are then checked atom by atom. Semantics are the algebra's: a missing
+attribute or a type mismatch makes an atom false.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from typing import Any
+
+from .algebra import compare
+
+Atom = tuple[str, str, Any]
+
+
+def tag(value: Any) -> Any:
+    """Hash key of a value under the algebra's equality (``True`` is not ``1``)."""
+    if isinstance(value, bool):
+        return ("\x00bool", value)
+    return value
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def holds(atom: Atom, attrs: dict[str, Any]) -> bool:
+    """Whether one static atom holds on an event's attributes."""
+    attr, op, c = atom
+    v = attrs.get(attr)
+    if op == "contains":
+        return isinstance(v, str) and c in v
+    return compare(op, v, c) is True
+
+
+class _StreamIndex:
+    def __init__(self) -> None:
+        self.eq: dict[tuple[str, Any], set[int]] = {}
+        self.rng: dict[tuple[str, str], tuple[list, list]] = {}  # sorted constants, ids
+        self.scan: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self.scan) + sum(len(s) for s in self.eq.values()) + sum(len(v[0]) for v in self.rng.values())
+
+
+class StaticFilters:
+    """Static conjunctions of all edges, matched against one event at a time."""
+
+    def __init__(self) -> None:
+        self._atoms: dict[int, tuple[Atom, ...]] = {}
+        self._where: dict[int, tuple[str, str, Any]] = {}
+        self._streams: dict[str, _StreamIndex] = {}
+
+    def __len__(self) -> int:
+        return len(self._atoms)
+
+    def add(self, cid: int, stream: str, atoms: tuple[Atom, ...]) -> None:
+        """Register conjunction ``cid`` over events of ``stream``."""
+        if cid in self._atoms:
+            raise ValueError(f"static conjunction {cid} is already registered")
+        idx = self._streams.setdefault(stream, _StreamIndex())
+        self._atoms[cid] = atoms
+        access = next((a for a in atoms if a[1] == "="), None)
+        if access is not None:
+            key = (access[0], tag(access[2]))
+            idx.eq.setdefault(key, set()).add(cid)
+            self._where[cid] = (stream, "eq", key)
+            return
+        access = next((a for a in atoms if a[1] in ("<", "<=", ">", ">=") and _is_num(a[2])), None)
+        if access is not None:
+            key = (access[0], access[1])
+            consts, ids = idx.rng.setdefault(key, ([], []))
+            i = bisect_right(consts, access[2])
+            consts.insert(i, access[2])
+            ids.insert(i, cid)
+            self._where[cid] = (stream, "rng", (key, access[2]))
+            return
+        idx.scan.add(cid)
+        self._where[cid] = (stream, "scan", None)
+
+    def remove(self, cid: int) -> None:
+        """Forget conjunction ``cid`` (unknown ids are ignored)."""
+        if self._atoms.pop(cid, None) is None:
+            return
+        stream, kind, key = self._where.pop(cid)
+        idx = self._streams[stream]
+        if kind == "eq":
+            ids = idx.eq[key]
+            ids.discard(cid)
+            if not ids:
+                del idx.eq[key]
+        elif kind == "rng":
+            (rkey, c) = key
+            consts, ids = idx.rng[rkey]
+            i = bisect_left(consts, c)
+            while ids[i] != cid:
+                i += 1
+            del consts[i], ids[i]
+            if not consts:
+                del idx.rng[rkey]
+        else:
+            idx.scan.discard(cid)
+
+    def match(self, stream: str, attrs: dict[str, Any]) -> set[int]:
+        """Ids of the conjunctions of ``stream`` that the event satisfies."""
+        idx = self._streams.get(stream)
+        if idx is None:
+            return set()
+        atoms_of = self._atoms
+        out: set[int] = set()
+        candidates: list = []
+        eq = idx.eq
+        if eq:
+            for name, value in attrs.items():
+                ids = eq.get((name, tag(value)))
+                if ids:
+                    candidates.append(ids)
+        for (name, op), (consts, ids) in idx.rng.items():
+            v = attrs.get(name)
+            if not _is_num(v):
+                continue
+            if op == ">":  # v > c
+                candidates.append(ids[: bisect_left(consts, v)])
+            elif op == ">=":
+                candidates.append(ids[: bisect_right(consts, v)])
+            elif op == "<":  # v < c
+                candidates.append(ids[bisect_right(consts, v):])
+            else:
+                candidates.append(ids[bisect_left(consts, v):])
+        if idx.scan:
+            candidates.append(idx.scan)
+        for group in candidates:
+            for cid in group:
+                for atom in atoms_of[cid]:
+                    if not holds(atom, attrs):
+                        break
+                else:
+                    out.add(cid)
+        return out
