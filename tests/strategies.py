@@ -1,0 +1,116 @@
+"""Random subscriptions and events for differential tests: seeded generators and hypothesis strategies.
+
+The value pools are small on purpose, so that equal values, boundaries, type
+mismatches and missing attributes happen often.
+"""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import strategies as st
+
+from matchers.errors import SubscriptionError
+from matchers.expr import And, Expr, Not, Or, Pred, Subscription, pred
+
+NUM_ATTRS = ("a", "b", "c")
+STR_ATTRS = ("s", "t.u")
+BOOL_ATTRS = ("f",)
+ATTRS = NUM_ATTRS + STR_ATTRS + BOOL_ATTRS
+NUMS = (0, 1, 2, 2.5, 3, 4, -1, 1e3)
+STRS = ("", "a", "ab", "abc", "b", "ba", "bab", "c", "xyz", "Ab", "é")
+PATTERNS = ("ab%", "%b", "%b%", "a_c", "a%c", "%", "_", "abc", "b\\%", "%a_")
+REGEXES = ("^a", "b$", "[xy]", "^$", "a.?b", "(?i)AB")
+
+NUM_OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "between", "not between")
+STR_OPS = NUM_OPS + ("like", "not like", "matches", "not matches")
+
+
+def _make(attr: str, op: str, pick) -> Pred:
+    """A predicate of ``op`` on ``attr``; ``pick(pool, k)`` draws ``k`` values from a pool."""
+    if attr in BOOL_ATTRS:
+        op = "=" if op in ("=", "in", "<", "<=") else "!="
+        return pred(attr, op, pick((True, False), 1)[0])
+    pool = NUMS if attr in NUM_ATTRS else STRS
+    if op in ("in", "not in"):
+        return pred(attr, op, pick(pool, 3))
+    if op in ("between", "not between"):
+        lo, hi = sorted(pick(pool, 2))
+        return pred(attr, op, (lo, hi))
+    if op in ("like", "not like"):
+        return pred(attr, op, pick(PATTERNS, 1)[0])
+    if op in ("matches", "not matches"):
+        return pred(attr, op, pick(REGEXES, 1)[0])
+    return pred(attr, op, pick(pool, 1)[0])
+
+
+def random_pred(rng: random.Random) -> Pred:
+    attr = rng.choice(ATTRS)
+    ops = STR_OPS if attr in STR_ATTRS else NUM_OPS
+    return _make(attr, rng.choice(ops), lambda pool, k: [rng.choice(pool) for _ in range(k)])
+
+
+def random_expr(rng: random.Random, depth: int = 0) -> Expr:
+    r = rng.random()
+    if depth >= 3 or r < 0.45:
+        return random_pred(rng)
+    if r < 0.75:
+        return And(tuple(random_expr(rng, depth + 1) for _ in range(rng.randint(2, 3))))
+    if r < 0.93:
+        return Or(tuple(random_expr(rng, depth + 1) for _ in range(rng.randint(2, 3))))
+    return Not(random_expr(rng, depth + 1))
+
+
+def random_event(rng: random.Random) -> dict:
+    """A flat event: each attribute present with probability 0.75, sometimes of the wrong type."""
+    event: dict = {}
+    for attr in ATTRS:
+        if rng.random() >= 0.75:
+            continue
+        r = rng.random()
+        if r < 0.1:  # wrong type
+            event[attr] = rng.choice((1.0, "1", True, "ab"))
+        elif attr in NUM_ATTRS:
+            event[attr] = float(rng.choice(NUMS + (0.5, 5, -3)))
+        elif attr in STR_ATTRS:
+            event[attr] = rng.choice(STRS + ("abcab", "xab", "zz", "a\nb"))
+        else:
+            event[attr] = rng.choice((True, False))
+    return event
+
+
+def random_subscriptions(rng: random.Random, n: int, prefix: str = "s") -> list[Subscription]:
+    subs = []
+    while len(subs) < n:
+        try:
+            subs.append(Subscription.of(f"{prefix}{len(subs)}", random_expr(rng), max_terms=32))
+        except SubscriptionError:
+            continue  # over the DNF bound
+    return subs
+
+
+# -- hypothesis -------------------------------------------------------------------------
+@st.composite
+def preds(draw) -> Pred:
+    attr = draw(st.sampled_from(ATTRS))
+    op = draw(st.sampled_from(STR_OPS if attr in STR_ATTRS else NUM_OPS))
+    return _make(attr, op, lambda pool, k: draw(st.lists(st.sampled_from(pool), min_size=k, max_size=k)))
+
+
+exprs = st.recursive(
+    preds(),
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map(lambda c: And(tuple(c))),
+        st.lists(inner, min_size=2, max_size=3).map(lambda c: Or(tuple(c))),
+        inner.map(Not),
+    ),
+    max_leaves=6,
+)
+
+_values = {
+    **{a: st.one_of(st.sampled_from(NUMS + (0.5, 5)).map(float), st.sampled_from(("1", True))) for a in NUM_ATTRS},
+    **{a: st.one_of(st.sampled_from(STRS + ("abcab", "xab")), st.text(max_size=4), st.just(1.0))
+       for a in STR_ATTRS},
+    **{a: st.sampled_from((True, False, 1.0)) for a in BOOL_ATTRS},
+}
+events = st.fixed_dictionaries({}, optional=_values)
