@@ -1,0 +1,291 @@
+"""Settings of the service: one frozen, typed object loaded from ``conf/pubsub.toml``.
+
+Precedence, lowest first: the defaults of the dataclasses below, the TOML file,
+environment variables ``PUBSUB_<SECTION>_<KEY>`` and ``--set section.key=value`` flags.
+Kafka client options (``[kafka.client]``, ``PUBSUB_KAFKA_CLIENT_<OPTION>``,
+``--set kafka.client.<option>=...``) and Spark settings (``[spark.conf]``,
+``--set spark.conf.<key>=...``) pass through unchanged; secrets among the Kafka options
+never appear in ``repr`` or :meth:`Settings.describe`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from matchers.errors import PubSubError
+from streaming.kafka.config import redact
+
+DEFAULT_PATH = Path("conf/pubsub.toml")
+ENV_PREFIX = "PUBSUB_"
+PAYLOADS = ("event", "id")
+
+
+class ConfigError(PubSubError, ValueError):
+    """A setting that is unknown or has a value of the wrong type."""
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    bootstrap_servers: str = ""
+    use_java_connector: bool = False
+    events_topic: str = "events"
+    subscriptions_topic: str = "subscriptions"
+    notifications_topic: str = "notifications"
+    errors_topic: str = "errors"
+    events_partitions: int = 2
+    subscriptions_partitions: int = 1
+    notifications_partitions: int = 2
+    errors_partitions: int = 1
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int = 100_000
+    client: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "client"}
+        return f"KafkaSettings({fields}, client={redact(self.client)})"
+
+    def client_config(self, bootstrap_servers: str | None = None) -> dict[str, Any]:
+        """kafka-python client options (``bootstrap_servers`` plus the pass-through ones)."""
+        servers = bootstrap_servers or self.bootstrap_servers
+        if not servers:
+            raise ConfigError("no Kafka bootstrap servers: configure kafka.bootstrap_servers or start the embedded broker")
+        return {**{k.replace(".", "_"): v for k, v in self.client.items()}, "bootstrap_servers": servers}
+
+    def topic_partitions(self) -> dict[str, int]:
+        """The service's topics and the partition counts to create them with."""
+        return {
+            self.events_topic: self.events_partitions,
+            self.subscriptions_topic: self.subscriptions_partitions,
+            self.notifications_topic: self.notifications_partitions,
+            self.errors_topic: self.errors_partitions,
+        }
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    app_name: str = "pubsub-match"
+    master: str = "local[2]"
+    trigger_interval: str = "1 second"
+    checkpoint_dir: str = "var/checkpoint"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MatchSettings:
+    matcher: str = "counting"
+    max_terms: int = 256
+    snapshot_every: int = 50
+    snapshots_kept: int = 2
+    max_catchup_versions: int = 20
+    event_id_field: str = "id"
+    valid_until_field: str = "valid_until"
+    max_validity_s: float = 86400.0
+
+
+@dataclass(frozen=True)
+class NotificationSettings:
+    payload: str = "event"
+
+
+@dataclass(frozen=True)
+class StatusSettings:
+    status_file: str = "var/status.json"
+    history: int = 20
+    log_level: str = "INFO"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of the service (see ``conf/pubsub.toml`` for what each means)."""
+
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    match: MatchSettings = field(default_factory=MatchSettings)
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
+    status: StatusSettings = field(default_factory=StatusSettings)
+
+    @property
+    def checkpoint(self) -> Path:
+        return Path(self.spark.checkpoint_dir)
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.checkpoint / "registry"
+
+    @property
+    def validity_dir(self) -> Path:
+        return self.checkpoint / "validity"
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """Every setting as nested plain dicts, Kafka secrets redacted (safe to print)."""
+        out: dict[str, dict[str, Any]] = {}
+        for section in dataclasses.fields(self):
+            values = dataclasses.asdict(getattr(self, section.name))
+            if section.name == "kafka":
+                values["client"] = redact(values["client"])
+            out[section.name] = values
+        return out
+
+    def replace(self, **sections: Mapping[str, Any]) -> Settings:
+        """A copy with some settings changed: ``replace(kafka={"events_topic": "e2"})``."""
+        return _build(self, {name: dict(values) for name, values in sections.items()}, "replace()")
+
+
+_PASS_THROUGH = {("kafka", "client"), ("spark", "conf")}
+
+
+def _sections() -> dict[str, type]:
+    return {f.name: get_type_hints(Settings)[f.name] for f in dataclasses.fields(Settings)}
+
+
+def _coerce(value: Any, kind: Any, where: str) -> Any:
+    """``value`` (a TOML value or a string from the environment/flags) as type ``kind``."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.strip().lower() in ("true", "1", "yes")
+        raise ConfigError(f"{where} must be true or false, not {value!r}")
+    if kind is int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ConfigError(f"{where} must be an integer, not {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where} must be an integer, not {value!r}") from None
+    if kind is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where} must be a number, not {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where} must be a number, not {value!r}") from None
+    if kind is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{where} must be a string, not {value!r}")
+        return str(value)
+    raise AssertionError(kind)
+
+
+def _build(base: Settings, overrides: Mapping[str, Mapping[str, Any]], source: str) -> Settings:
+    sections = _sections()
+    new: dict[str, Any] = {}
+    for name in overrides:
+        if name not in sections:
+            raise ConfigError(f"{source}: unknown section [{name}]; known: {', '.join(sections)}")
+    for name, cls in sections.items():
+        current = getattr(base, name)
+        values = overrides.get(name)
+        if not values:
+            new[name] = current
+            continue
+        hints = get_type_hints(cls)
+        changes: dict[str, Any] = {}
+        for key, value in values.items():
+            if key not in hints:
+                raise ConfigError(
+                    f"{source}: unknown setting {name}.{key}; known: {', '.join(sorted(hints))}"
+                )
+            if (name, key) in _PASS_THROUGH:
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"{source}: {name}.{key} must be a table of options")
+                changes[key] = {**getattr(current, key), **{str(k): v for k, v in value.items()}}
+            else:
+                changes[key] = _coerce(value, hints[key], f"{source}: {name}.{key}")
+        new[name] = dataclasses.replace(current, **changes)
+    settings = Settings(**new)
+    _validate(settings)
+    return settings
+
+
+def _validate(s: Settings) -> None:
+    if s.notifications.payload not in PAYLOADS:
+        raise ConfigError(f"notifications.payload must be one of {PAYLOADS}, not {s.notifications.payload!r}")
+    if s.kafka.starting_offsets not in ("earliest", "latest"):
+        raise ConfigError(f"kafka.starting_offsets must be earliest or latest, not {s.kafka.starting_offsets!r}")
+    for key in ("events_partitions", "subscriptions_partitions", "notifications_partitions", "errors_partitions"):
+        if getattr(s.kafka, key) < 1:
+            raise ConfigError(f"kafka.{key} must be at least 1")
+    if s.kafka.max_offsets_per_trigger < 0:
+        raise ConfigError("kafka.max_offsets_per_trigger must be 0 (no cap) or positive")
+    for key in ("max_terms", "snapshot_every", "snapshots_kept", "max_catchup_versions"):
+        if getattr(s.match, key) < 1:
+            raise ConfigError(f"match.{key} must be at least 1")
+    if s.match.max_validity_s <= 0:
+        raise ConfigError("match.max_validity_s must be positive")
+    if s.status.history < 1:
+        raise ConfigError("status.history must be at least 1")
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Overrides from ``PUBSUB_<SECTION>_<KEY>`` variables (an unknown key of a known section is an error)."""
+    sections = _sections()
+    out: dict[str, dict[str, Any]] = {}
+    for var, value in environ.items():
+        if not var.startswith(ENV_PREFIX):
+            continue
+        rest = var[len(ENV_PREFIX):].lower()
+        section = next((s for s in sections if rest.startswith(s + "_")), None)
+        if section is None:
+            continue  # not a setting (e.g. PUBSUB_BOOTSTRAP_SERVERS of the test fixtures)
+        key = rest[len(section) + 1:]
+        passed = next((p for (s, p) in _PASS_THROUGH if s == section and key.startswith(p + "_")), None)
+        if passed is not None:
+            out.setdefault(section, {}).setdefault(passed, {})[key[len(passed) + 1:]] = value
+        else:
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+def parse_set(items: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Overrides from ``section.key=value`` strings (``kafka.client.sasl.mechanism=PLAIN``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        parts = name.strip().split(".")
+        if not sep or len(parts) < 2 or not all(parts):
+            raise ConfigError(f"--set {item!r}: expected section.key=value")
+        section, key = parts[0], parts[1]
+        if (section, key) in _PASS_THROUGH and len(parts) > 2:
+            out.setdefault(section, {}).setdefault(key, {})[".".join(parts[2:])] = value
+        elif len(parts) == 2:
+            out.setdefault(section, {})[key] = value
+        else:
+            raise ConfigError(f"--set {item!r}: only kafka.client.* and spark.conf.* take dotted keys")
+    return out
+
+
+def load(
+    path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Load the settings.
+
+    Parameters
+    ----------
+    path : TOML file; ``None`` reads ``conf/pubsub.toml`` when it exists (else the defaults).
+    overrides : ``section.key=value`` strings from ``--set`` flags.
+    environ : environment to read ``PUBSUB_*`` from (``os.environ`` by default).
+
+    Raises
+    ------
+    ConfigError
+        On an unreadable file, an unknown setting or a value of the wrong type.
+    """
+    settings = Settings()
+    file = Path(path) if path is not None else DEFAULT_PATH
+    if path is not None or file.exists():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read configuration {file}: {exc}") from None
+        settings = _build(settings, data, str(file))
+    settings = _build(settings, _from_env(os.environ if environ is None else environ), "environment")
+    return _build(settings, parse_set(overrides), "--set")

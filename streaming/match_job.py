@@ -1,0 +1,385 @@
+"""The "match" query: subscription changes, then events matched on the executors.
+
+The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure functions:
+
+1. :func:`apply_changes` (driver): parse the batch's subscription records, append the
+   accepted ones plus the deletes of expired subscriptions to the registry as the next
+   version (idempotent per batch id), and reject bad ones as error records;
+2. :func:`retro_notifications` (driver): match new or changed subscriptions against the
+   still-valid events of earlier batches (:mod:`streaming.validity`);
+3. :func:`match_partition` (executors, through ``mapInArrow``): bring the worker's cached
+   index to the batch's version (:mod:`streaming.executor_cache`), parse, flatten, encode
+   and match the events, and emit notification and error rows;
+4. write every row to Kafka with one writer (per-row ``topic`` column).
+
+The driver never collects events.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import orjson
+import pyarrow as pa
+from pyspark.accumulators import AccumulatorParam
+
+from matchers.base import create
+from matchers.events import flatten
+from matchers.expr import Subscription
+from streaming import notifications
+from streaming.config import Settings
+from streaming.executor_cache import IndexSpec, index_for
+from streaming.metrics import BatchMetrics, StatusFile
+from streaming.records import (
+    DELETE,
+    UPSERT,
+    Change,
+    ErrorRecord,
+    Position,
+    SubscriptionParser,
+    default_parser,
+    error,
+    parse_changes,
+    parse_event,
+)
+from streaming.registry import Delta, Registry
+from streaming.validity import ValidEvent, ValidityStore, validity_end
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("streaming.match")
+
+OUT_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string())])
+OUT_DDL = "key binary, value binary, topic string"
+
+# Slots of the metrics vector the tasks add to.
+M_EVENTS, M_ERRORS, M_MATCHES, M_MATCH_NS, M_INDEX_NS, M_VALID, M_INDEX_BYTES = range(7)
+N_METRICS = 7
+
+
+class MetricsParam(AccumulatorParam):
+    """Element-wise sums of the task metrics, except index bytes: the largest."""
+
+    def zero(self, value: list[int]) -> list[int]:
+        return [0] * N_METRICS
+
+    def addInPlace(self, a: list[int], b: list[int]) -> list[int]:  # noqa: N802 - PySpark's name
+        out = [x + y for x, y in zip(a, b, strict=True)]
+        out[M_INDEX_BYTES] = max(a[M_INDEX_BYTES], b[M_INDEX_BYTES])
+        return out
+
+
+class ChangeOutcome(NamedTuple):
+    """What a batch's subscription records did to the registry."""
+
+    delta: Delta | None
+    errors: list[ErrorRecord]
+    now: float
+    replay: bool
+    accepted: int
+    expired: int
+
+
+class BatchContext(NamedTuple):
+    """Everything an executor needs for a batch (shipped with the task)."""
+
+    batch_id: int
+    now: float
+    index: IndexSpec
+    notifications_topic: str
+    errors_topic: str
+    payload: str
+    event_id_field: str
+    valid_until_field: str
+    max_validity_s: float
+    validity_dir: str
+
+    @classmethod
+    def of(cls, settings: Settings, batch_id: int, now: float, index: IndexSpec) -> BatchContext:
+        return cls(batch_id, now, index, settings.kafka.notifications_topic, settings.kafka.errors_topic,
+                   settings.notifications.payload, settings.match.event_id_field,
+                   settings.match.valid_until_field, settings.match.max_validity_s, str(settings.validity_dir))
+
+
+# -- driver side ---------------------------------------------------------------------------
+def apply_changes(
+    registry: Registry,
+    batch_id: int,
+    rows: Iterable[tuple[bytes | None, bytes | None, str, int, int]],
+    parse: SubscriptionParser,
+    max_terms: int,
+    now: float,
+) -> ChangeOutcome:
+    """Validate a batch's subscription records and record them as the next registry version.
+
+    A replayed batch (its id at or below the last one recorded) gets the version and
+    the time it recorded the first time, so the same subscriptions match its events.
+    Subscriptions whose expiry time is at or before ``now`` are deleted in the same version.
+    """
+    ordered = sorted(rows, key=lambda r: (r[2], r[3], r[4]))
+    changes, errors = parse_changes(ordered, parse, max_terms)
+    if registry.is_replay(batch_id):
+        delta = registry.delta_of_batch(batch_id)
+        return ChangeOutcome(delta, errors, delta.time if delta else now, True, len(changes), 0)
+    final: dict[str, Change] = {}
+    for c in changes:
+        final.pop(c.id, None)
+        final[c.id] = c
+    expired = [Change(DELETE, i, None) for i in registry.expired(now) if i not in final]
+    expired += [Change(DELETE, c.id, None) for c in final.values()
+                if c.op == UPSERT and c.subscription.expires is not None and c.subscription.expires <= now]  # type: ignore[union-attr]
+    delta = registry.append(batch_id, [*changes, *expired], now)
+    return ChangeOutcome(delta, errors, now, False, len(changes), len(expired))
+
+
+SHIPPED_CHANGES = 20_000
+"""Most changes sent along with a batch's tasks; workers further behind read the registry files."""
+
+
+def shipped_deltas(registry: Registry, version: int, max_catchup: int) -> tuple[Delta, ...]:
+    """The newest deltas up to ``version`` (at most ``max_catchup`` of them and :data:`SHIPPED_CHANGES` changes)."""
+    recent = registry.deltas_since(max(0, version - max_catchup)) or []
+    out: list[Delta] = []
+    total = 0
+    for delta in reversed([d for d in recent if d.version <= version]):
+        total += len(delta.changes)
+        if total > SHIPPED_CHANGES:
+            break
+        out.append(delta)
+    return tuple(reversed(out))
+
+
+def new_subscriptions(delta: Delta | None) -> list[Subscription]:
+    """Subscriptions a delta adds or changes (and does not delete again)."""
+    if delta is None:
+        return []
+    last: dict[str, Change] = {}
+    for c in delta.changes:
+        last.pop(c.id, None)
+        last[c.id] = c
+    return [c.subscription for c in last.values() if c.op == UPSERT]  # type: ignore[misc]
+
+
+def retro_notifications(
+    matcher_name: str,
+    subscriptions: Sequence[Subscription],
+    events: Sequence[ValidEvent],
+    batch_id: int,
+    payload: str,
+) -> list[tuple[str, bytes]]:
+    """Notifications ``(subscription id, value)`` of new subscriptions for still-valid events."""
+    if not subscriptions or not events:
+        return []
+    matcher = create(matcher_name)
+    matcher.add(subscriptions)
+    flat = [flatten(orjson.loads(e.raw)) for e in events]
+    result = matcher.match(matcher.encode(flat))
+    now_ms = int(time.time() * 1000)
+    out = []
+    for i, e in enumerate(events):
+        for key in result.keys[result.offsets[i]:result.offsets[i + 1]]:
+            sub_id = matcher.subscription(int(key)).id
+            out.append((sub_id, notifications.encode(
+                sub_id, e.topic, e.partition, e.offset, e.event_id, e.raw if payload == "event" else None,
+                e.timestamp_ms, now_ms, batch_id, retro=True)))
+    return out
+
+
+# -- executor side -------------------------------------------------------------------------
+def _task_partition() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+def match_partition(
+    batches: Iterator[pa.RecordBatch],
+    ctx: BatchContext,
+    metrics: Any = None,
+    partition_id: Callable[[], int] = _task_partition,
+) -> Iterator[pa.RecordBatch]:
+    """Match one partition's event records; yields ``key, value, topic`` rows for Kafka.
+
+    Parameters
+    ----------
+    batches : Arrow batches with the Kafka source columns (``value, topic, partition,
+        offset, timestamp``) of event records.
+    ctx : the batch's context.
+    metrics : a Spark accumulator of :class:`MetricsParam` vectors (or ``None``).
+    partition_id : the input partition's number (names this task's file of valid events).
+    """
+    t0 = time.perf_counter_ns()
+    entry = index_for(ctx.index)
+    matcher = entry.matcher
+    index_ns = time.perf_counter_ns() - t0
+    counts = [0] * N_METRICS
+    valid: list[ValidEvent] = []
+    with_event = ctx.payload == notifications.PAYLOAD_EVENT
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        t1 = time.perf_counter_ns()
+        values = rb.column("value").to_pylist()
+        topics = rb.column("topic").to_pylist()
+        parts = rb.column("partition").to_pylist()
+        offsets = rb.column("offset").to_pylist()
+        stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
+        out_keys: list[bytes | None] = []
+        out_values: list[bytes] = []
+        out_topics: list[str] = []
+        events: list[dict] = []
+        kept: list[tuple[int, Any]] = []
+        for i, value in enumerate(values):
+            obj, reason = parse_event(value)
+            if obj is None:
+                rec = error("event", value, Position(topics[i], parts[i], offsets[i]), reason or "")
+                out_keys.append(None)
+                out_values.append(rec.to_json())
+                out_topics.append(ctx.errors_topic)
+                counts[M_ERRORS] += 1
+                continue
+            events.append(flatten(obj))
+            event_id = obj.get(ctx.event_id_field)
+            if event_id is None:
+                event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
+            kept.append((i, event_id))
+            until = validity_end(obj, ctx.valid_until_field, ctx.now, ctx.max_validity_s)
+            if until is not None:
+                ms = stamps[i] // 1000 if stamps[i] is not None else None
+                valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, value.strip()))
+        counts[M_EVENTS] += len(events)
+        if events:
+            result = matcher.match(matcher.encode(events))
+            now_ms = int(time.time() * 1000)
+            res_off, res_keys = result.offsets, result.keys
+            subscription = matcher.subscription
+            for j, (i, event_id) in enumerate(kept):
+                lo, hi = int(res_off[j]), int(res_off[j + 1])
+                if lo == hi:
+                    continue
+                ms = stamps[i] // 1000 if stamps[i] is not None else None
+                raw = values[i] if with_event else None
+                for key in res_keys[lo:hi]:
+                    sub_id = subscription(int(key)).id
+                    out_keys.append(sub_id.encode("utf-8"))
+                    out_values.append(notifications.encode(
+                        sub_id, topics[i], parts[i], offsets[i], event_id, raw, ms, now_ms, ctx.batch_id))
+                    out_topics.append(ctx.notifications_topic)
+            counts[M_MATCHES] += result.total
+        counts[M_MATCH_NS] += time.perf_counter_ns() - t1
+        if out_values:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary()), pa.array(out_topics, pa.string())],
+                schema=OUT_SCHEMA,
+            )
+    ValidityStore(ctx.validity_dir).write(ctx.batch_id, partition_id(), valid)
+    counts[M_VALID] = len(valid)
+    counts[M_INDEX_NS] = index_ns
+    counts[M_INDEX_BYTES] = matcher.memory_bytes()
+    if metrics is not None:
+        metrics.add(counts)
+
+
+# -- the query -----------------------------------------------------------------------------
+class MatchJob:
+    """The foreachBatch function of the match query and the state it keeps on the driver.
+
+    Parameters
+    ----------
+    settings : the service's settings.
+    spark : the session.
+    client_config : kafka-python client options (bootstrap servers resolved).
+    parse : subscription record parser (the language's by default).
+    """
+
+    def __init__(self, settings: Settings, spark: SparkSession, client_config: dict[str, Any],
+                 parse: SubscriptionParser | None = None):
+        self.settings = settings
+        self.spark = spark
+        self.client_config = client_config
+        self.parse = parse or default_parser()
+        m = settings.match
+        self.registry = Registry(settings.registry_dir, m.snapshot_every, m.snapshots_kept, m.max_catchup_versions)
+        self.validity = ValidityStore(settings.validity_dir)
+        self.status = StatusFile(settings.status.status_file, settings.status.history)
+        self.metrics = spark.sparkContext.accumulator([0] * N_METRICS, MetricsParam())
+        self.last: BatchMetrics | None = None
+        self.batches = 0
+        self._lock = threading.Lock()
+
+    # foreachBatch
+    def process(self, df: DataFrame, batch_id: int) -> None:
+        """Handle one micro-batch (see the module docstring)."""
+        with self._lock:
+            self._process(df, int(batch_id))
+
+    def _process(self, df: DataFrame, batch_id: int) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from streaming.kafka import write_batch
+
+        t0 = time.perf_counter()
+        k, m = self.settings.kafka, self.settings.match
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            rows = [tuple(r) for r in df.filter(F.col("topic") == k.subscriptions_topic)
+                    .select("key", "value", "topic", "partition", "offset").collect()]
+            outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time())
+            version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
+            retro = retro_notifications(
+                m.matcher, new_subscriptions(outcome.delta),
+                self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload)
+            index = IndexSpec(str(self.settings.registry_dir), m.matcher, version,
+                              shipped_deltas(self.registry, version, m.max_catchup_versions),
+                              m.max_catchup_versions)
+            ctx = BatchContext.of(self.settings, batch_id, outcome.now, index)
+            self.metrics.value = [0] * N_METRICS
+            events = df.filter(F.col("topic") == k.events_topic)
+            out = events.mapInArrow(partial(match_partition, ctx=ctx, metrics=self.metrics), OUT_DDL)
+            driver_rows = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
+            driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
+            if driver_rows:
+                out = out.unionByName(self.spark.createDataFrame(driver_rows, OUT_DDL))
+            write_batch(out, self.client_config, use_java_connector=k.use_java_connector)
+            input_rows = len(rows) + self.metrics.value[M_EVENTS] + self.metrics.value[M_ERRORS]
+        finally:
+            df.unpersist()
+        self.validity.prune(outcome.now)
+        v = self.metrics.value
+        metrics = BatchMetrics(
+            batch_id=batch_id, input_rows=input_rows, events=v[M_EVENTS], subscription_records=len(rows),
+            subscription_changes=outcome.accepted, expired=outcome.expired, rejected=len(outcome.errors),
+            event_errors=v[M_ERRORS], matches=v[M_MATCHES], retro_matches=len(retro), valid_events_kept=v[M_VALID],
+            match_ms=v[M_MATCH_NS] / 1e6, index_ms=v[M_INDEX_NS] / 1e6, batch_ms=(time.perf_counter() - t0) * 1e3,
+            registry_version=version, subscriptions=len(self.registry), index_bytes=v[M_INDEX_BYTES],
+            replay=outcome.replay,
+        )
+        self.last = metrics
+        self.batches += 1
+        log.info(metrics.log_line())
+        self.status.write("running", metrics, registry=dict(self.registry.describe()))
+
+    def start(self, spark: SparkSession | None = None) -> StreamingQuery:
+        """Start the match query (reading events and subscriptions, checkpoint under the settings')."""
+        from streaming.kafka import read_stream
+
+        spark = spark or self.spark
+        k, s = self.settings.kafka, self.settings.spark
+        df = read_stream(spark, self.client_config, [k.events_topic, k.subscriptions_topic],
+                         starting=k.starting_offsets, max_per_trigger=k.max_offsets_per_trigger or None,
+                         use_java_connector=k.use_java_connector)
+        self.status.write("starting", registry=dict(self.registry.describe()))
+        return (df.writeStream.queryName("match")
+                .foreachBatch(self.process)
+                .option("checkpointLocation", str(self.settings.checkpoint / "query"))
+                .trigger(processingTime=s.trigger_interval)
+                .start())

@@ -1,0 +1,89 @@
+"""Per-batch metrics: one log line per micro-batch and the status file ``status`` reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streaming.registry import write_atomic
+
+
+@dataclass
+class BatchMetrics:
+    """What one micro-batch did. Times in milliseconds; ``match_ms`` sums the tasks' matching time."""
+
+    batch_id: int
+    input_rows: int = 0
+    events: int = 0
+    subscription_records: int = 0
+    subscription_changes: int = 0
+    expired: int = 0
+    rejected: int = 0
+    event_errors: int = 0
+    matches: int = 0
+    retro_matches: int = 0
+    valid_events_kept: int = 0
+    match_ms: float = 0.0
+    index_ms: float = 0.0
+    batch_ms: float = 0.0
+    registry_version: int = 0
+    subscriptions: int = 0
+    index_bytes: int = 0
+    replay: bool = False
+    finished_at: float = field(default_factory=time.time)
+
+    def log_line(self) -> str:
+        """The batch as one log line."""
+        return (
+            f"batch={self.batch_id} rows={self.input_rows} events={self.events} "
+            f"sub_changes={self.subscription_changes} rejected={self.rejected + self.event_errors} "
+            f"expired={self.expired} matches={self.matches} retro={self.retro_matches} "
+            f"match_ms={self.match_ms:.1f} index_ms={self.index_ms:.1f} batch_ms={self.batch_ms:.0f} "
+            f"version={self.registry_version} subs={self.subscriptions} "
+            f"index_mb={self.index_bytes / 2**20:.1f}{' replay' if self.replay else ''}"
+        )
+
+
+class StatusFile:
+    """The running job's status: state, totals and the last ``history`` batches, as JSON."""
+
+    def __init__(self, path: str | Path, history: int = 20):
+        self.path = Path(path)
+        self.history = history
+        self.started_at = time.time()
+        self.batches: list[dict[str, Any]] = []
+        self.totals: dict[str, float] = {}
+
+    def write(self, state: str, metrics: BatchMetrics | None = None, **extra: Any) -> None:
+        """Record ``state`` (and a finished batch) atomically."""
+        if metrics is not None:
+            row = dataclasses.asdict(metrics)
+            self.batches = (self.batches + [row])[-self.history:]
+            for key in ("input_rows", "events", "subscription_changes", "rejected", "event_errors", "matches",
+                        "retro_matches"):
+                self.totals[key] = self.totals.get(key, 0) + row[key]
+            self.totals["batches"] = self.totals.get("batches", 0) + 1
+        doc = {
+            "state": state,
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "updated_at": time.time(),
+            "totals": self.totals,
+            "last_batch": self.batches[-1] if self.batches else None,
+            "batches": self.batches,
+            **extra,
+        }
+        write_atomic(self.path, json.dumps(doc, indent=1).encode("utf-8"))
+
+
+def read_status(path: str | Path) -> dict[str, Any] | None:
+    """The status document, or ``None`` when no job wrote one."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None

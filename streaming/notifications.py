@@ -1,0 +1,88 @@
+"""Notifications: one JSON record per (subscription, event) match, with a deterministic id.
+
+The id is a hash of the subscription id and the event's topic, partition and offset,
+so a replay after a crash produces the same id and a consumer can drop the duplicate
+(:class:`Deduplicator`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+
+PAYLOAD_EVENT = "event"
+PAYLOAD_ID = "id"
+
+
+def notification_id(sub_id: str, topic: str, partition: int, offset: int) -> str:
+    """Deterministic id of the notification of ``sub_id`` for the event at topic/partition/offset."""
+    text = f"{len(sub_id)}:{sub_id}|{topic}|{int(partition)}|{int(offset)}"
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def encode(
+    sub_id: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    event_id: Any,
+    event_raw: bytes | None,
+    event_ms: int | None,
+    matched_ms: int,
+    batch_id: int,
+    retro: bool = False,
+) -> bytes:
+    """The notification record's JSON value.
+
+    Parameters
+    ----------
+    event_id : the event's own id field, or ``"topic/partition/offset"`` when it has none.
+    event_raw : the event's JSON bytes (already validated as an object) to embed, or
+        ``None`` for the id-only payload.
+    event_ms : the event record's Kafka timestamp (milliseconds), if any.
+    matched_ms : when the match was made (milliseconds since the epoch).
+    retro : the subscription arrived after the event and matched it while it was still valid.
+    """
+    head = orjson.dumps({
+        "id": notification_id(sub_id, topic, partition, offset),
+        "subscription": sub_id,
+        "event_id": event_id,
+        "topic": topic,
+        "partition": int(partition),
+        "offset": int(offset),
+        "event_time_ms": event_ms,
+        "matched_ms": int(matched_ms),
+        "batch": int(batch_id),
+        "retro": retro,
+    })
+    if event_raw is None:
+        return head
+    return head[:-1] + b',"event":' + event_raw.strip() + b"}"
+
+
+def decode(value: bytes) -> dict[str, Any]:
+    """A notification record's value as a dict."""
+    return orjson.loads(value)
+
+
+class Deduplicator:
+    """Drops notifications whose id was seen among the last ``capacity`` ones."""
+
+    def __init__(self, capacity: int = 1_000_000):
+        self.capacity = capacity
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self.duplicates = 0
+
+    def fresh(self, nid: str) -> bool:
+        """Whether ``nid`` is new (and remember it)."""
+        if nid in self._seen:
+            self._seen.move_to_end(nid)
+            self.duplicates += 1
+            return False
+        self._seen[nid] = None
+        if len(self._seen) > self.capacity:
+            self._seen.popitem(last=False)
+        return True

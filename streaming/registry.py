@@ -1,0 +1,308 @@
+"""The versioned subscription registry: deltas plus periodic snapshots on disk.
+
+Layout under the registry directory (inside the query's checkpoint directory)::
+
+    deltas/<version:012d>.pkl      Delta: version, batch id, batch time, changes
+    snapshots/<version:012d>.pkl   Snapshot: version, batch id, time, {id: Subscription}
+
+Version 0 is the empty registry. The driver appends each micro-batch's accepted
+changes as the next version, recording the batch id, so that a batch replayed after a
+crash finds its version instead of appending it twice. Every file is written to a
+temporary name, flushed to disk and renamed, so a reader sees whole files or none.
+Executors rebuild an index from the latest snapshot at or below the version they need
+plus the deltas after it (:func:`load_state`, :func:`read_deltas`).
+
+The files are pickles written by this service for itself; the checkpoint directory
+must be as trusted as the code.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import pickle
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from matchers.expr import Subscription
+from streaming.records import DELETE, UPSERT, Change
+
+DELTAS = "deltas"
+SNAPSHOTS = "snapshots"
+SUFFIX = ".pkl"
+
+
+class Delta(NamedTuple):
+    """The changes that make ``version`` out of ``version - 1``."""
+
+    version: int
+    batch_id: int
+    time: float
+    changes: tuple[Change, ...]
+
+
+class Snapshot(NamedTuple):
+    """The whole registry at ``version``."""
+
+    version: int
+    batch_id: int
+    time: float
+    subscriptions: dict[str, Subscription]
+
+
+class RegistryError(RuntimeError):
+    """The registry on disk is inconsistent (a missing delta, an unreadable file)."""
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file, or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _name(version: int) -> str:
+    return f"{version:012d}{SUFFIX}"
+
+
+def _versions(directory: Path) -> list[int]:
+    """Sorted versions of the complete files in ``directory``."""
+    if not directory.is_dir():
+        return []
+    out = []
+    for entry in os.listdir(directory):
+        if entry.endswith(SUFFIX) and not entry.startswith("."):
+            try:
+                out.append(int(entry[: -len(SUFFIX)]))
+            except ValueError:
+                continue
+    return sorted(out)
+
+
+def _read(path: Path):
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:
+        raise RegistryError(f"cannot read registry file {path}: {exc}") from exc
+
+
+def net_changes(deltas: Iterable[Delta]) -> tuple[list[str], list[Subscription]]:
+    """What a run of consecutive deltas does, net: ``(ids to delete, subscriptions to upsert)``.
+
+    The latest change of an id wins; an upsert replaces a present subscription.
+    """
+    last: dict[str, Change] = {}
+    for delta in deltas:
+        for change in delta.changes:
+            last.pop(change.id, None)
+            last[change.id] = change
+    deletes = [c.id for c in last.values() if c.op == DELETE]
+    upserts = [c.subscription for c in last.values() if c.op == UPSERT]
+    return deletes, upserts  # type: ignore[return-value]
+
+
+def apply_deltas(subscriptions: dict[str, Subscription], deltas: Iterable[Delta]) -> dict[str, Subscription]:
+    """Apply deltas in order to ``{id: Subscription}`` (in place) and return it."""
+    for delta in deltas:
+        for change in delta.changes:
+            if change.op == UPSERT:
+                subscriptions[change.id] = change.subscription  # type: ignore[assignment]
+            else:
+                subscriptions.pop(change.id, None)
+    return subscriptions
+
+
+def read_deltas(directory: str | Path, after: int, upto: int) -> list[Delta]:
+    """Deltas ``after + 1 .. upto`` from disk, in order.
+
+    Raises
+    ------
+    RegistryError
+        If one of them is missing (pruned after a newer snapshot, or never written).
+    """
+    base = Path(directory) / DELTAS
+    out = []
+    for version in range(after + 1, upto + 1):
+        try:
+            delta = _read(base / _name(version))
+        except FileNotFoundError:
+            raise RegistryError(f"registry delta {version} is missing in {base}") from None
+        out.append(delta)
+    return out
+
+
+def load_state(directory: str | Path, version: int | None = None) -> Snapshot:
+    """The registry at ``version`` (the latest when ``None``): latest snapshot at or below it plus deltas."""
+    directory = Path(directory)
+    for _attempt in range(3):  # a concurrent prune may remove a file between listing and reading
+        try:
+            return _load_state(directory, version)
+        except FileNotFoundError:
+            continue
+    return _load_state(directory, version)
+
+
+def _load_state(directory: Path, version: int | None) -> Snapshot:
+    deltas = _versions(directory / DELTAS)
+    latest = max(deltas[-1] if deltas else 0, *(_versions(directory / SNAPSHOTS) or [0]))
+    target = latest if version is None else version
+    if target > latest:
+        raise RegistryError(f"registry version {target} is not on disk (latest is {latest}) in {directory}")
+    snaps = [v for v in _versions(directory / SNAPSHOTS) if v <= target]
+    if snaps:
+        snap: Snapshot = _read(directory / SNAPSHOTS / _name(snaps[-1]))
+        subs = snap.subscriptions
+        base_version, batch_id, time = snap.version, snap.batch_id, snap.time
+    else:
+        subs, base_version, batch_id, time = {}, 0, -1, 0.0
+    later = read_deltas(directory, base_version, target)
+    apply_deltas(subs, later)
+    if later:
+        batch_id, time = later[-1].batch_id, later[-1].time
+    return Snapshot(target, batch_id, time, subs)
+
+
+class Registry:
+    """The driver's registry: current subscriptions, appends, snapshots, pruning.
+
+    Parameters
+    ----------
+    directory : where the deltas and snapshots live (created if missing).
+    snapshot_every : write a snapshot when this many versions passed since the last one.
+    snapshots_kept : snapshots to keep; deltas at or below the oldest kept one are removed.
+    recent : how many recent deltas to keep in memory for executors to catch up with.
+    """
+
+    def __init__(self, directory: str | Path, snapshot_every: int = 50, snapshots_kept: int = 2,
+                 recent: int = 20):
+        self.directory = Path(directory)
+        self.snapshot_every = snapshot_every
+        self.snapshots_kept = snapshots_kept
+        self.recent_limit = recent
+        (self.directory / DELTAS).mkdir(parents=True, exist_ok=True)
+        (self.directory / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
+        state = load_state(self.directory)
+        self.version = state.version
+        self.batch_id = state.batch_id
+        self.subscriptions: dict[str, Subscription] = state.subscriptions
+        snaps = _versions(self.directory / SNAPSHOTS)
+        self.snapshot_version = snaps[-1] if snaps else 0
+        first = max(self.snapshot_version, self.version - recent)
+        self.recent: list[Delta] = read_deltas(self.directory, first, self.version)
+        self._batches = {d.batch_id: d for d in self.recent}
+        self._expiry: list[tuple[float, str]] = [
+            (s.expires, s.id) for s in self.subscriptions.values() if s.expires is not None
+        ]
+        heapq.heapify(self._expiry)
+
+    def __len__(self) -> int:
+        return len(self.subscriptions)
+
+    def delta_of_batch(self, batch_id: int) -> Delta | None:
+        """The delta a batch already recorded (``None`` if it recorded none)."""
+        delta = self._batches.get(batch_id)
+        if delta is None and batch_id <= self.batch_id:
+            found = [d for d in read_deltas(self.directory, self.snapshot_version, self.version)
+                     if d.batch_id == batch_id]
+            delta = found[0] if found else None
+        return delta
+
+    def is_replay(self, batch_id: int) -> bool:
+        """Whether ``batch_id`` is at or before the last batch that recorded a version."""
+        return batch_id <= self.batch_id
+
+    def expired(self, now: float) -> list[str]:
+        """Ids of present subscriptions whose expiry time is at or before ``now``."""
+        out = []
+        while self._expiry and self._expiry[0][0] <= now:
+            expires, sub_id = heapq.heappop(self._expiry)
+            sub = self.subscriptions.get(sub_id)
+            if sub is not None and sub.expires == expires:
+                out.append(sub_id)
+        return out
+
+    def append(self, batch_id: int, changes: Iterable[Change], time: float) -> Delta | None:
+        """Record a batch's changes as the next version (idempotent per batch id).
+
+        Returns the new delta, the delta the batch recorded before (a replay), or
+        ``None`` when there is nothing to record.
+        """
+        if self.is_replay(batch_id):
+            return self.delta_of_batch(batch_id)
+        changes = tuple(c._replace(position=None) for c in changes)
+        if not changes:
+            return None
+        delta = Delta(self.version + 1, batch_id, time, changes)
+        write_atomic(self.directory / DELTAS / _name(delta.version), pickle.dumps(delta, protocol=5))
+        apply_deltas(self.subscriptions, [delta])
+        for c in changes:
+            if c.op == UPSERT and c.subscription.expires is not None:  # type: ignore[union-attr]
+                heapq.heappush(self._expiry, (c.subscription.expires, c.id))  # type: ignore[union-attr]
+        self.version, self.batch_id = delta.version, batch_id
+        self.recent.append(delta)
+        self._batches[batch_id] = delta
+        if len(self.recent) > self.recent_limit:
+            dropped = self.recent.pop(0)
+            self._batches.pop(dropped.batch_id, None)
+        if self.version - self.snapshot_version >= self.snapshot_every:
+            self.snapshot()
+        return delta
+
+    def deltas_since(self, version: int) -> list[Delta] | None:
+        """The in-memory deltas after ``version`` up to the current one (``None`` if not all in memory)."""
+        if version >= self.version:
+            return []
+        if not self.recent or self.recent[0].version > version + 1:
+            return None
+        return [d for d in self.recent if d.version > version]
+
+    def snapshot(self) -> None:
+        """Write a snapshot of the current version and prune old files."""
+        snap = Snapshot(self.version, self.batch_id, self.recent[-1].time if self.recent else 0.0,
+                        self.subscriptions)
+        write_atomic(self.directory / SNAPSHOTS / _name(self.version), pickle.dumps(snap, protocol=5))
+        self.snapshot_version = self.version
+        self.prune()
+
+    def prune(self) -> None:
+        """Remove snapshots beyond ``snapshots_kept`` and the deltas at or below the oldest kept one."""
+        snaps = _versions(self.directory / SNAPSHOTS)
+        keep = snaps[-self.snapshots_kept:]
+        for v in snaps[: -self.snapshots_kept]:
+            (self.directory / SNAPSHOTS / _name(v)).unlink(missing_ok=True)
+        if keep:
+            for v in _versions(self.directory / DELTAS):
+                if v <= keep[0]:
+                    (self.directory / DELTAS / _name(v)).unlink(missing_ok=True)
+
+    def describe(self) -> Mapping[str, object]:
+        """Version, size and files, for ``status`` and ``scripts/show.py``."""
+        return {
+            "directory": str(self.directory),
+            "version": self.version,
+            "last_batch_id": self.batch_id,
+            "subscriptions": len(self.subscriptions),
+            "snapshots": _versions(self.directory / SNAPSHOTS),
+            "deltas_on_disk": len(_versions(self.directory / DELTAS)),
+        }
