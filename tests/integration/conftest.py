@@ -1,0 +1,73 @@
+"""Session fixtures of the integration tests: one broker, one Spark session, unique topics.
+
+Set ``PUBSUB_BOOTSTRAP_SERVERS`` to run against a real Kafka instead of the embedded
+Tansu broker.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from streaming.kafka.admin import ensure_topics
+from streaming.kafka.broker import EmbeddedBroker
+
+BOOTSTRAP_ENV = "PUBSUB_BOOTSTRAP_SERVERS"
+
+
+class ExternalBroker:
+    """A broker the tests do not manage (``PUBSUB_BOOTSTRAP_SERVERS``)."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+
+    def __repr__(self) -> str:
+        return f"ExternalBroker({self.bootstrap_servers})"
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The broker of this test run: embedded Tansu, or the one named by the environment."""
+    external = os.environ.get(BOOTSTRAP_ENV)
+    if external:
+        yield ExternalBroker(external)
+        return
+    log_path = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with EmbeddedBroker(log_path=log_path) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_config(kafka_broker: Any) -> dict[str, Any]:
+    """kafka-python client options for the test broker (do not mutate)."""
+    return {"bootstrap_servers": kafka_broker.bootstrap_servers}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The one Spark session (``local[2]``) of this test run, ``kafka-py`` registered."""
+    from streaming.spark import get_session
+
+    session = get_session(app_name="pubsub-tests", master="local[2]")
+    try:
+        yield session
+    finally:
+        for query in session.streams.active:
+            query.stop()
+        session.stop()
+
+
+@pytest.fixture
+def topic_factory(kafka_config: dict[str, Any]) -> Callable[..., str]:
+    """Create a topic with a unique name: ``topic_factory(prefix="t", partitions=1)``."""
+
+    def make(prefix: str = "t", partitions: int = 1) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        ensure_topics(kafka_config, {name: partitions})
+        return name
+
+    return make
