@@ -1,0 +1,87 @@
+# Content-based pub/sub matching on Spark Structured Streaming.
+# `make help` lists the targets.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*?## "} /^[a-zA-Z_-]+:.*?## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is required ($(PYTHON) is $$($(PYTHON) --version))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+.PHONY: setup
+setup: $(STAMP) check-java ## Create the virtual environment and install everything
+	@echo "ready: $(VENV) ($$($(PY) --version))"
+
+.PHONY: check-java
+check-java: ## Check that Java (17 or newer, needed by Spark) is on the machine
+	@command -v java >/dev/null 2>&1 || { echo "Java is missing: Spark needs a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless), or set JAVA_HOME"; exit 1; }
+	@java -version 2>&1 | head -1
+
+.PHONY: run
+run: run-stream ## Same as run-stream
+
+.PHONY: run-stream
+run-stream: setup ## Run the service on its embedded defaults (embedded broker, conf/pubsub.toml)
+	$(PY) -m streaming run $(ARGS)
+
+.PHONY: demo
+demo: setup ## Match a generated stock-ticker workload with the command-line matcher
+	@mkdir -p var/demo
+	$(PY) -m scripts.workloads stock_ticker --subs var/demo/subs.jsonl --events var/demo/events.jsonl --n-subs 10000 --n-events 20000 --seed 1
+	$(PY) -m matchers match --subscriptions var/demo/subs.jsonl --events var/demo/events.jsonl --matcher counting --out var/demo/matches.jsonl
+	@head -3 var/demo/matches.jsonl
+
+.PHONY: test
+test: setup ## Run every test (unit, differential, integration with Spark and the embedded broker)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+.PHONY: test-unit
+test-unit: setup ## Run the tests that need neither Spark nor the broker
+	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
+
+.PHONY: bench
+bench: setup ## Run every benchmark at paper sizes (long; results in docs/)
+	$(PY) -m scripts.bench
+	$(PY) -m scripts.bench.fabret
+	$(PY) -m scripts.bench.opindex
+	$(PY) -m scripts.bench.vci
+	$(PY) -m scripts.bench.amkh
+	$(PY) -m scripts.bench.cayuga
+	$(PY) -m scripts.bench.kafka_read
+	$(PY) -m scripts.bench.e2e
+
+.PHONY: bench-quick
+bench-quick: setup ## Run every benchmark in its quick mode (minutes)
+	$(PY) -m scripts.bench --quick
+	$(PY) -m scripts.bench.fabret --quick
+	$(PY) -m scripts.bench.opindex --quick
+	$(PY) -m scripts.bench.vci --quick
+	$(PY) -m scripts.bench.amkh --quick
+	$(PY) -m scripts.bench.cayuga --quick
+
+.PHONY: lint
+lint: setup ## Lint (ruff) and type-check (mypy)
+	$(VENV)/bin/ruff check matchers streaming scripts tests
+	$(VENV)/bin/mypy matchers streaming
+
+.PHONY: clean
+clean: ## Remove caches, checkpoints and logs (keeps the virtual environment)
+	rm -rf var .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+.PHONY: distclean
+distclean: clean ## Also remove the virtual environment
+	rm -rf $(VENV)

@@ -1,0 +1,161 @@
+"""Command line: match JSONL events against JSONL subscriptions with a registered matcher.
+
+``python -m matchers match --subscriptions S.jsonl --events E.jsonl --matcher counting --out M.jsonl``
+writes one line ``{"event": ID, "subscriptions": [sorted ids]}`` per event, in input
+order.  Bad lines are reported on stderr with their line number and skipped; the exit
+code is 1 if any line was bad.  ``python -m matchers list`` prints the matcher names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from typing import IO
+
+import orjson
+from tqdm import tqdm
+
+from matchers import base
+from matchers.errors import PubSubError
+from matchers.events import flatten
+from matchers.expr import DEFAULT_MAX_TERMS, Subscription
+
+BATCH = 10_000
+
+
+def _lines(path: str) -> Iterator[tuple[int, bytes]]:
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                yield number, line
+
+
+def _report(stream: IO[str], path: str, number: int, reason: str) -> None:
+    print(f"{path}:{number}: {reason}", file=stream)
+
+
+def read_subscriptions(path: str, max_terms: int, err: IO[str]) -> tuple[list[Subscription], int]:
+    """Parse a subscriptions file; returns the good ones and the number of bad lines."""
+    from matchers.language import parse_record
+
+    subs: dict[str, Subscription] = {}
+    bad = 0
+    for number, line in _lines(path):
+        try:
+            record = orjson.loads(line)
+            if not isinstance(record, dict):
+                raise PubSubError("a subscription line must be a JSON object")
+            sub = parse_record(record, max_terms=max_terms)
+        except orjson.JSONDecodeError as exc:
+            bad += 1
+            _report(err, path, number, f"not valid JSON: {exc}")
+            continue
+        except PubSubError as exc:
+            bad += 1
+            _report(err, path, number, str(exc))
+            continue
+        if sub.id in subs:
+            _report(err, path, number, f"subscription {sub.id!r} defined again: the last definition wins")
+        subs[sub.id] = sub
+    return list(subs.values()), bad
+
+
+def read_events(path: str, err: IO[str]) -> Iterator[tuple[object, dict] | None]:
+    """Yield ``(event id, flat attributes)`` per good line, ``None`` per bad one."""
+    for number, line in _lines(path):
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            _report(err, path, number, f"not valid JSON: {exc}")
+            yield None
+            continue
+        if not isinstance(obj, dict):
+            _report(err, path, number, "an event line must be a JSON object")
+            yield None
+            continue
+        event_id = obj.pop("id", number)
+        problems: list[str] = []
+        flat = flatten(obj, problems)
+        for problem in problems:
+            _report(err, path, number, f"warning: {problem}")
+        yield event_id, flat
+
+
+def cmd_match(args: argparse.Namespace) -> int:
+    err = sys.stderr
+    started = time.perf_counter()
+    subs, bad = read_subscriptions(args.subscriptions, args.max_terms, err)
+    matcher = base.create(args.matcher)
+    matcher.add(subs)
+    built = time.perf_counter()
+    out = open(args.out, "wb") if args.out != "-" else sys.stdout.buffer
+    n_events = n_matches = 0
+    match_seconds = 0.0
+    try:
+        pending: list[tuple[object, dict]] = []
+
+        def flush() -> None:
+            nonlocal n_matches, match_seconds
+            t0 = time.perf_counter()
+            batch = matcher.encode([e for _, e in pending])
+            result = matcher.match(batch)
+            match_seconds += time.perf_counter() - t0
+            for i, (event_id, _) in enumerate(pending):
+                ids = matcher.ids(result.keys[result.offsets[i]:result.offsets[i + 1]])
+                n_matches += len(ids)
+                out.write(orjson.dumps({"event": event_id, "subscriptions": ids}) + b"\n")
+            pending.clear()
+
+        with tqdm(desc="events", unit="ev", disable=None, file=err) as bar:
+            for item in read_events(args.events, err):
+                if item is None:
+                    bad += 1
+                    continue
+                pending.append(item)
+                n_events += 1
+                if len(pending) >= BATCH:
+                    flush()
+                    bar.update(BATCH)
+            n_left = len(pending)
+            flush()
+            bar.update(n_left)
+    finally:
+        if out is not sys.stdout.buffer:
+            out.close()
+    if not args.quiet:
+        rate = n_events / match_seconds if match_seconds else float("inf")
+        print(f"{len(subs)} subscriptions, {n_events} events, {n_matches} matches, {bad} bad lines; "
+              f"{args.matcher}: build {built - started:.2f} s, match {match_seconds:.2f} s ({rate:,.0f} events/s), "
+              f"index {matcher.memory_bytes() / 1e6:.1f} MB", file=err)
+    return 1 if bad else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for name in base.names():
+        print(name)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m matchers", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("match", help="match a JSONL file of events against a JSONL file of subscriptions")
+    m.add_argument("--subscriptions", "-s", required=True, help='JSONL: {"id": ..., "expr": "..."} or {"id": ..., "json": {...}}')
+    m.add_argument("--events", "-e", required=True, help="JSONL: one JSON object per line, optional \"id\"")
+    m.add_argument("--matcher", "-m", default="counting", help="registered matcher name (see `list`)")
+    m.add_argument("--out", "-o", default="-", help="output JSONL (default: stdout)")
+    m.add_argument("--max-terms", type=int, default=DEFAULT_MAX_TERMS, help="bound on DNF conjunctions per subscription")
+    m.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
+    m.set_defaults(func=cmd_match)
+    ls = sub.add_parser("list", help="print the registered matcher names, one a line")
+    ls.set_defaults(func=cmd_list)
+    args = parser.parse_args(argv)
+    if args.command == "match" and args.matcher not in base.names():
+        parser.error(f"unknown matcher {args.matcher!r}; known: {', '.join(base.names())}")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
