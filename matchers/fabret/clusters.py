@@ -1,0 +1,512 @@
+"""Column-wise subscription clusters, access predicates and multi-attribute hash tables.
+
+:class:`ClusterStore` holds the data structures of Section 2.2 of Fabret et al. as
+contiguous arrays (the layout is described in :mod:`matchers.fabret.kernels`):
+
+* **entries**: one per conjunction of a subscription's DNF, with its predicate ids
+  (equality predicates of distinct attributes first, sorted by attribute, then the
+  rest), its subscription key, its *group* (the attribute set ``A(s)`` of its equality
+  predicates) and its place ``(cluster, row)``, so that a deletion finds its row in O(1)
+  and swap-removes it;
+* **access entries**: an access predicate is either a single predicate id (the
+  "natural" clustering: one equality predicate, or, for a conjunction without any
+  equality predicate, its most selective predicate) or a conjunction of equality
+  predicates over the schema of a multi-attribute hash table;
+* **clusters**: per access entry, one cluster per size (number of predicates left to
+  check), each a slab of the pool with one column per predicate position plus the
+  subscription line.
+
+Placement (:meth:`ClusterStore.place`) puts each entry under the available access
+predicate with the lowest probability ``nu`` of being satisfied by an event (the
+cheapest checking cost of the cost model), and orders the columns of its row by
+ascending ``nu`` so that the first column fails most often (early exit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+
+import numpy as np
+
+from matchers.fabret import kernels
+from matchers.fabret.kernels import EMPTY, MAX_SCHEMA
+
+SINGLE = -1
+"""Table id of access entries reached by a single predicate id (no hashing)."""
+
+
+def _grown(arr: np.ndarray, n: int, fill) -> np.ndarray:
+    """``arr`` with at least ``n`` rows (doubling), new rows set to ``fill``."""
+    if len(arr) >= n:
+        return arr
+    size = max(n, 2 * len(arr), 16)
+    out = np.full((size,) + arr.shape[1:], fill, dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
+class ClusterStore:
+    """Entries, clusters, access entries and multi-attribute hash tables of one matcher."""
+
+    def __init__(self) -> None:
+        # predicate ids
+        self.pid_eq_attr = np.full(64, -1, dtype=np.int32)
+        self.pid_access = np.full(64, -1, dtype=np.int32)
+        # entries
+        self.e_key = np.full(64, -1, dtype=np.int32)
+        self.e_start = np.zeros(64, dtype=np.int64)
+        self.e_len = np.zeros(64, dtype=np.int32)
+        self.e_k = np.zeros(64, dtype=np.int32)
+        self.e_group = np.full(64, -1, dtype=np.int32)
+        self.e_cluster = np.full(64, -1, dtype=np.int32)
+        self.e_row = np.full(64, -1, dtype=np.int32)
+        self.e_top = 0
+        self.e_free: list[int] = []
+        self.n_entries = 0
+        self.epool = np.zeros(1024, dtype=np.int32)
+        self.epool_top = 0
+        self.epool_garbage = 0
+        # groups: attribute sets of the equality predicates of entries
+        self.groups: list[tuple[int, ...]] = []
+        self.group_of: dict[tuple[int, ...], int] = {}
+        self._group_cands: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+        # cluster pool
+        self.pool = np.zeros(4096, dtype=np.int32)
+        self.top = 0
+        self.garbage = 0
+        # clusters
+        self.c_start = np.zeros(64, dtype=np.int64)
+        self.c_cap = np.zeros(64, dtype=np.int32)
+        self.c_len = np.zeros(64, dtype=np.int32)
+        self.c_size = np.zeros(64, dtype=np.int32)
+        self.c_access = np.full(64, -1, dtype=np.int32)
+        self.c_next = np.full(64, -1, dtype=np.int32)
+        self.c_movable = np.zeros(64, dtype=np.int32)
+        self.c_top = 0
+        self.c_free: list[int] = []
+        self.cluster_of: dict[tuple[int, int], int] = {}
+        # access entries
+        self.a_first = np.full(64, -1, dtype=np.int32)
+        self.a_table = np.full(64, SINGLE, dtype=np.int32)
+        self.a_key = np.full((64, MAX_SCHEMA), -1, dtype=np.int32)
+        self.a_width = np.zeros(64, dtype=np.int32)
+        self.a_count = np.zeros(64, dtype=np.int64)
+        self.a_top = 0
+        self.a_free: list[int] = []
+        self.access_of: dict[tuple[int, ...], int] = {}
+        # multi-attribute hash tables
+        self.t_attrs = np.full((8, MAX_SCHEMA), -1, dtype=np.int32)
+        self.t_k = np.zeros(8, dtype=np.int32)
+        self.t_size = np.zeros(8, dtype=np.int64)
+        self.t_hits = np.zeros(8, dtype=np.float64)
+        self.t_top = 0
+        self.t_free: list[int] = []
+        self.table_of: dict[tuple[int, ...], int] = {}
+        self.slots = np.full(1024, EMPTY, dtype=np.int32)
+        self.slots_used = 0
+        self.version = 0
+        """Bumped whenever the set of tables changes."""
+
+    # -- predicate ids ----------------------------------------------------------------
+    def set_pid(self, pid: int, eq_attr: int) -> None:
+        """Record a predicate id: its attribute if it is an equality predicate, else -1."""
+        if pid >= len(self.pid_eq_attr):
+            self.pid_eq_attr = _grown(self.pid_eq_attr, pid + 1, -1)
+            self.pid_access = _grown(self.pid_access, pid + 1, -1)
+        self.pid_eq_attr[pid] = eq_attr
+
+    # -- entries ----------------------------------------------------------------------
+    def new_entries(self, keys: Sequence[int], pid_lists: Sequence[Sequence[int]]) -> np.ndarray:
+        """Create entries (not yet placed) for conjunctions given as predicate-id lists."""
+        ids = np.empty(len(keys), dtype=np.int64)
+        need = self.e_top + len(keys)
+        for name, fill in (("e_key", -1), ("e_start", 0), ("e_len", 0), ("e_k", 0), ("e_group", -1),
+                           ("e_cluster", -1), ("e_row", -1)):
+            setattr(self, name, _grown(getattr(self, name), need, fill))
+        total = sum(len(p) for p in pid_lists)
+        self.epool = _grown(self.epool, self.epool_top + total, 0)
+        eq_attr = self.pid_eq_attr
+        flat: list[int] = []
+        starts = np.empty(len(keys), dtype=np.int64)
+        lens = np.empty(len(keys), dtype=np.int32)
+        ks = np.empty(len(keys), dtype=np.int32)
+        groups = np.empty(len(keys), dtype=np.int32)
+        top = self.epool_top
+        for i, pids in enumerate(pid_lists):
+            eqs: dict[int, int] = {}
+            rest = []
+            for p in pids:
+                a = int(eq_attr[p])
+                if a >= 0 and a not in eqs:
+                    eqs[a] = p
+                else:
+                    rest.append(p)
+            attrs = tuple(sorted(eqs))
+            g = self.group_of.get(attrs)
+            if g is None:
+                g = self.group_of[attrs] = len(self.groups)
+                self.groups.append(attrs)
+            flat.extend(eqs[a] for a in attrs)
+            flat.extend(rest)
+            starts[i] = top
+            lens[i] = len(pids)
+            top += len(pids)
+            ks[i] = len(attrs)
+            groups[i] = g
+        for i in range(len(keys)):
+            ids[i] = self.e_free.pop() if self.e_free else self._next_entry()
+        self.epool[self.epool_top:top] = flat
+        self.epool_top = top
+        self.e_key[ids] = keys
+        self.e_start[ids] = starts
+        self.e_len[ids] = lens
+        self.e_k[ids] = ks
+        self.e_group[ids] = groups
+        self.n_entries += len(keys)
+        return ids
+
+    def _next_entry(self) -> int:
+        self.e_top += 1
+        return self.e_top - 1
+
+    def free_entries(self, entries: np.ndarray) -> None:
+        """Forget unplaced entries."""
+        self.epool_garbage += int(self.e_len[entries].sum())
+        self.e_key[entries] = -1
+        self.e_len[entries] = 0
+        self.e_group[entries] = -1
+        self.e_free.extend(int(e) for e in entries)
+        self.n_entries -= len(entries)
+        if self.epool_garbage > max(65536, self.epool_top // 2):
+            live = np.nonzero(self.e_key[: self.e_top] >= 0)[0]
+            dst = np.zeros(max(1024, 2 * (self.epool_top - self.epool_garbage)), dtype=np.int32)
+            self.epool_top = int(kernels.compact_segments(self.epool, self.e_start, self.e_len, live, dst))
+            self.epool = dst
+            self.epool_garbage = 0
+
+    def entry_pids(self, e: int) -> np.ndarray:
+        """Predicate ids of an entry (equality predicates of its group first)."""
+        s = self.e_start[e]
+        return self.epool[s : s + self.e_len[e]]
+
+    def live_entries(self) -> np.ndarray:
+        return np.nonzero(self.e_key[: self.e_top] >= 0)[0]
+
+    # -- tables -----------------------------------------------------------------------
+    def create_table(self, schema: tuple[int, ...]) -> int:
+        """A new (empty) multi-attribute hash table over ``schema`` (sorted attribute ids)."""
+        if not 2 <= len(schema) <= MAX_SCHEMA:
+            raise ValueError(f"a hash table schema has 2 to {MAX_SCHEMA} attributes, not {schema}")
+        if schema in self.table_of:
+            return self.table_of[schema]
+        t = self.t_free.pop() if self.t_free else self.t_top
+        if t == self.t_top:
+            self.t_top += 1
+            self.t_attrs = _grown(self.t_attrs, self.t_top, -1)
+            self.t_k = _grown(self.t_k, self.t_top, 0)
+            self.t_size = _grown(self.t_size, self.t_top, 0)
+            self.t_hits = _grown(self.t_hits, self.t_top, 0.0)
+        self.t_attrs[t] = -1
+        self.t_attrs[t, : len(schema)] = schema
+        self.t_k[t] = len(schema)
+        self.t_size[t] = 0
+        self.t_hits[t] = 0.0
+        self.table_of[schema] = t
+        self._tables_changed()
+        return t
+
+    def drop_table(self, t: int) -> np.ndarray:
+        """Remove table ``t``; returns its entries, unplaced (the caller places them again)."""
+        entries = self.table_entries(t)
+        self.unplace(entries)
+        schema = tuple(int(a) for a in self.t_attrs[t, : self.t_k[t]])
+        del self.table_of[schema]
+        self.t_attrs[t] = -1
+        self.t_k[t] = 0
+        self.t_free.append(t)
+        self._tables_changed()
+        return entries
+
+    def _tables_changed(self) -> None:
+        self.version += 1
+        self._group_cands.clear()
+
+    def live_tables(self) -> np.ndarray:
+        return np.asarray(sorted(self.table_of.values()), dtype=np.int32)
+
+    def schemas(self) -> list[tuple[int, ...]]:
+        return sorted(self.table_of)
+
+    def table_entries(self, t: int) -> np.ndarray:
+        """Entries placed under table ``t``."""
+        accesses = [a for key, a in self.access_of.items() if key[0] == t]
+        return self._entries_of_accesses(accesses)
+
+    def _entries_of_accesses(self, accesses: Sequence[int]) -> np.ndarray:
+        parts = []
+        for a in accesses:
+            c = int(self.a_first[a])
+            while c >= 0:
+                parts.append(self.cluster_entries(c))
+                c = int(self.c_next[c])
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def cluster_entries(self, c: int) -> np.ndarray:
+        """Entry ids of the rows of cluster ``c``."""
+        line = self.c_start[c] + self.c_size[c] * self.c_cap[c]
+        return self.pool[line : line + self.c_len[c]].astype(np.int64)
+
+    def live_clusters(self) -> np.ndarray:
+        return np.asarray(sorted(self.cluster_of.values()), dtype=np.int64)
+
+    # -- placement --------------------------------------------------------------------
+    def candidates(self, g: int) -> list[tuple[int, tuple[int, ...]]]:
+        """Access options of group ``g``: ``(table, column positions)``; singletons use ``SINGLE``."""
+        cands = self._group_cands.get(g)
+        if cands is None:
+            attrs = self.groups[g]
+            cands = [(SINGLE, (j,)) for j in range(len(attrs))]
+            pos = {a: j for j, a in enumerate(attrs)}
+            for schema, t in self.table_of.items():
+                if len(schema) <= len(attrs) and all(a in pos for a in schema):
+                    cands.append((t, tuple(pos[a] for a in schema)))
+            self._group_cands[g] = cands
+        return cands
+
+    def choose(self, entries: np.ndarray, log_nu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Best access option of each entry: ``(table, eq-column bitmask)``.
+
+        The option minimises ``nu`` of the access predicate (independent attributes:
+        the product of the predicates' ``nu``); ties go to the wider schema.  An entry
+        without equality predicates gets ``(SINGLE, 0)`` (its most selective predicate).
+        """
+        tables = np.full(len(entries), SINGLE, dtype=np.int32)
+        masks = np.zeros(len(entries), dtype=np.int64)
+        groups = self.e_group[entries]
+        order = np.argsort(groups, kind="stable")
+        bounds = np.flatnonzero(np.diff(groups[order])) + 1
+        for idx in np.split(order, bounds):
+            if len(idx) == 0:
+                continue
+            g = int(groups[idx[0]])
+            k = len(self.groups[g])
+            if k == 0:
+                continue
+            ents = entries[idx]
+            cols = self.epool[self.e_start[ents][:, None] + np.arange(k)[None, :]]
+            lnu = log_nu[cols]
+            cands = self.candidates(g)
+            scores = np.empty((len(ents), len(cands)))
+            for j, (_, cpos) in enumerate(cands):
+                scores[:, j] = lnu[:, list(cpos)].sum(axis=1) - 1e-9 * len(cpos)
+            best = scores.argmin(axis=1)
+            cand_t = np.asarray([t for t, _ in cands], dtype=np.int32)
+            cand_m = np.asarray([sum(1 << p for p in cpos) for _, cpos in cands], dtype=np.int64)
+            tables[idx] = cand_t[best]
+            masks[idx] = cand_m[best]
+        return tables, masks
+
+    def place(self, entries: np.ndarray, log_nu: np.ndarray,
+              tables: np.ndarray | None = None, masks: np.ndarray | None = None) -> None:
+        """Put unplaced entries into clusters (best access option unless given)."""
+        if len(entries) == 0:
+            return
+        if tables is None or masks is None:
+            tables, masks = self.choose(entries, log_nu)
+        row_cluster = np.empty(len(entries), dtype=np.int32)
+        row_off = np.zeros(len(entries) + 1, dtype=np.int64)
+        flat: list[int] = []
+        new_hashed: list[int] = []
+        epool, e_start, e_len, e_k = self.epool, self.e_start, self.e_len, self.e_k
+        for i, e in enumerate(entries.tolist()):
+            s = int(e_start[e])
+            pids = epool[s : s + e_len[e]].tolist()
+            k = int(e_k[e])
+            t = int(tables[i])
+            if t == SINGLE:
+                if k > 0:
+                    j = int(masks[i]).bit_length() - 1
+                else:
+                    j = min(range(len(pids)), key=lambda x: log_nu[pids[x]])
+                key: tuple[int, ...] = (SINGLE, pids[j])
+                rest = pids[:j] + pids[j + 1:]
+            else:
+                m = int(masks[i])
+                key = (t, *(pids[j] for j in range(k) if m >> j & 1))
+                rest = [p for j, p in enumerate(pids) if not (j < k and m >> j & 1)]
+            a = self.access_of.get(key)
+            if a is None:
+                a = self._new_access(key)
+                if t != SINGLE:
+                    new_hashed.append(a)
+            rest.sort(key=log_nu.__getitem__)
+            n = len(rest)
+            c = self.cluster_of.get((a, n))
+            if c is None:
+                c = self._new_cluster(a, n)
+            row_cluster[i] = c
+            flat.extend(rest)
+            row_off[i + 1] = len(flat)
+        if new_hashed:
+            self._hash_add(np.asarray(new_hashed, dtype=np.int32))
+        self._reserve(row_cluster)
+        kernels.append_rows(self.pool, self.c_start, self.c_cap, self.c_len, self.c_size, row_cluster,
+                            row_off, np.asarray(flat, dtype=np.int32), entries.astype(np.int32),
+                            self.e_cluster, self.e_row)
+        self._count(entries, row_cluster, 1)
+
+    def unplace(self, entries: np.ndarray) -> None:
+        """Take entries out of their clusters (swap-remove); empty clusters and access
+        entries are dropped."""
+        if len(entries) == 0:
+            return
+        clusters = self.e_cluster[entries]
+        self._count(entries, clusters, -1)
+        kernels.remove_rows(self.pool, self.c_start, self.c_cap, self.c_len, self.c_size,
+                            self.e_cluster, self.e_row, entries.astype(np.int64))
+        for c in np.unique(clusters).tolist():
+            if self.c_len[c] == 0:
+                self._drop_cluster(c)
+
+    def _count(self, entries: np.ndarray, clusters: np.ndarray, sign: int) -> None:
+        acc = self.c_access[clusters]
+        movable = (self.e_k[entries] > self.a_width[acc]).astype(np.int32)
+        np.add.at(self.c_movable, clusters, sign * movable)
+        np.add.at(self.a_count, acc, sign)
+        tabs = self.a_table[acc]
+        hashed = tabs >= 0
+        if hashed.any():
+            np.add.at(self.t_size, tabs[hashed], sign)
+
+    # -- access entries and clusters ----------------------------------------------------
+    def _new_access(self, key: tuple[int, ...]) -> int:
+        a = self.a_free.pop() if self.a_free else self.a_top
+        if a == self.a_top:
+            self.a_top += 1
+            self.a_first = _grown(self.a_first, self.a_top, -1)
+            self.a_table = _grown(self.a_table, self.a_top, SINGLE)
+            self.a_key = _grown(self.a_key, self.a_top, -1)
+            self.a_width = _grown(self.a_width, self.a_top, 0)
+            self.a_count = _grown(self.a_count, self.a_top, 0)
+        t = key[0]
+        self.a_first[a] = -1
+        self.a_table[a] = t
+        self.a_key[a] = -1
+        self.a_key[a, : len(key) - 1] = key[1:]
+        self.a_width[a] = len(key) - 1
+        self.a_count[a] = 0
+        self.access_of[key] = a
+        if t == SINGLE:
+            self.pid_access[key[1]] = a
+        return a
+
+    def _drop_access(self, a: int) -> None:
+        t = int(self.a_table[a])
+        width = int(self.a_width[a])
+        key = (t, *(int(p) for p in self.a_key[a, :width]))
+        del self.access_of[key]
+        if t == SINGLE:
+            self.pid_access[key[1]] = -1
+        else:
+            kernels.hash_delete(self.slots, self.a_table, self.a_key, self.t_k, np.asarray([a], dtype=np.int32))
+        self.a_key[a] = -1
+        self.a_free.append(a)
+
+    def _new_cluster(self, a: int, n: int) -> int:
+        c = self.c_free.pop() if self.c_free else self.c_top
+        if c == self.c_top:
+            self.c_top += 1
+            for name, fill in (("c_start", 0), ("c_cap", 0), ("c_len", 0), ("c_size", 0),
+                               ("c_access", -1), ("c_next", -1), ("c_movable", 0)):
+                setattr(self, name, _grown(getattr(self, name), self.c_top, fill))
+        self.c_start[c] = 0
+        self.c_cap[c] = 0
+        self.c_len[c] = 0
+        self.c_size[c] = n
+        self.c_access[c] = a
+        self.c_movable[c] = 0
+        self.c_next[c] = self.a_first[a]
+        self.a_first[a] = c
+        self.cluster_of[(a, n)] = c
+        return c
+
+    def _drop_cluster(self, c: int) -> None:
+        a = int(self.c_access[c])
+        prev, cur = -1, int(self.a_first[a])
+        while cur != c:
+            prev, cur = cur, int(self.c_next[cur])
+        if prev < 0:
+            self.a_first[a] = self.c_next[c]
+        else:
+            self.c_next[prev] = self.c_next[c]
+        del self.cluster_of[(a, int(self.c_size[c]))]
+        self.garbage += int((self.c_size[c] + 1) * self.c_cap[c])
+        self.c_cap[c] = 0
+        self.c_access[c] = -1
+        self.c_free.append(c)
+        if self.a_first[a] < 0:
+            self._drop_access(a)
+
+    def _reserve(self, row_cluster: np.ndarray) -> None:
+        """Make room for the new rows: full clusters move to slabs of twice the capacity."""
+        clusters, counts = np.unique(row_cluster, return_counts=True)
+        need = self.c_len[clusters].astype(np.int64) + counts
+        full = need > self.c_cap[clusters]
+        if not full.any():
+            return
+        clusters, need = clusters[full], need[full]
+        new_caps = np.maximum(np.maximum(need, 2 * self.c_cap[clusters].astype(np.int64)), 2)
+        new_caps = new_caps.astype(np.int32)
+        extra = int(((self.c_size[clusters] + 1).astype(np.int64) * new_caps).sum())
+        old = int(((self.c_size[clusters] + 1).astype(np.int64) * self.c_cap[clusters]).sum())
+        if self.garbage + old > max(1 << 20, self.top // 2):
+            self._compact(extra)
+            old = int(((self.c_size[clusters] + 1).astype(np.int64) * self.c_cap[clusters]).sum())
+        self.pool = _grown(self.pool, self.top + extra, 0)
+        self.top = int(kernels.relocate(self.pool, self.c_start, self.c_cap, self.c_len, self.c_size,
+                                        clusters.astype(np.int64), new_caps, self.top))
+        self.garbage += old
+
+    def _compact(self, extra: int) -> None:
+        clusters = self.live_clusters()
+        live = int(((self.c_size[clusters] + 1).astype(np.int64) * self.c_cap[clusters]).sum())
+        new_pool = np.zeros(max(4096, int(1.5 * (live + extra))), dtype=np.int32)
+        self.top = int(kernels.compact(self.pool, new_pool, self.c_start, self.c_cap, self.c_len,
+                                       self.c_size, clusters))
+        self.pool = new_pool
+        self.garbage = 0
+
+    def _hash_add(self, accesses: np.ndarray) -> None:
+        if 2 * (self.slots_used + len(accesses)) > len(self.slots):
+            live = np.asarray([a for key, a in self.access_of.items() if key[0] != SINGLE], dtype=np.int32)
+            size = len(self.slots)
+            while 2 * len(live) + 2 > size // 2:
+                size *= 2
+            self.slots = np.full(size, EMPTY, dtype=np.int32)
+            kernels.hash_insert(self.slots, self.a_table, self.a_key, self.t_k, live)
+            self.slots_used = len(live)
+            return
+        reused = kernels.hash_insert(self.slots, self.a_table, self.a_key, self.t_k, accesses)
+        self.slots_used += len(accesses) - int(reused)
+
+    # -- matching ---------------------------------------------------------------------
+    def match(self, ev_off: np.ndarray, ev_pids: np.ndarray, n_attrs: int, bits: np.ndarray,
+              pid_hits: np.ndarray, attr_hits: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Phase 2 over a batch (see :func:`kernels.match_batch`)."""
+        return kernels.match_batch(
+            ev_off, ev_pids, n_attrs, bits, self.pid_eq_attr, self.pid_access, self.a_first, self.c_next,
+            self.c_start, self.c_cap, self.c_len, self.c_size, self.pool, self.e_key, self.live_tables(),
+            self.t_attrs, self.t_k, self.slots, self.a_table, self.a_key, pid_hits, attr_hits, self.t_hits,
+        )
+
+    def memory_bytes(self) -> int:
+        """Bytes of every array of the store plus a rough size of its Python maps."""
+        arrays = sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+        maps = 100 * (len(self.access_of) + len(self.cluster_of) + len(self.group_of))
+        return int(arrays + maps)
+
+
+def subsets(attrs: tuple[int, ...], max_size: int) -> list[tuple[int, ...]]:
+    """Schemas of 2 to ``max_size`` attributes contained in ``attrs`` (potential tables)."""
+    return [s for k in range(2, min(max_size, len(attrs)) + 1) for s in combinations(attrs, k)]

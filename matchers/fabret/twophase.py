@@ -1,0 +1,151 @@
+"""The two-phase matching algorithm of Fabret et al. (Fig. 2), shared by the three matchers.
+
+Phase 1 (predicate testing) is :class:`matchers.phase1.PredicateIndex`: every distinct
+predicate has one id, the predicate bit vector has one entry per id, and phase 1
+returns the satisfied ids of each event.  Phase 2 sets the bit vector, collects the
+clusters of the satisfied access predicates (single predicates directly, conjunctions
+of equality predicates through the multi-attribute hash tables) and runs the
+cluster-matching loop (:mod:`matchers.fabret.kernels`).
+
+A subscription is in DNF: each conjunction is one clustered *entry*; an event's matches
+are the distinct keys of its matched entries.  The matchers differ only in which
+multi-attribute hash tables exist and when they change: none (propagation), computed
+by the greedy algorithm (static), or maintained online (dynamic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from matchers.base import Matcher, Matches
+from matchers.events import Dictionary, EventBatch
+from matchers.expr import Op, Pred, Subscription
+from matchers.fabret.clusters import ClusterStore, _grown
+from matchers.fabret.cost import EventStats
+
+
+def _default_phase1(dictionary: Dictionary):
+    from matchers.phase1 import PredicateIndex
+
+    return PredicateIndex(dictionary)
+
+
+class TwoPhaseMatcher(Matcher):
+    """Base of the Fabret et al. matchers.
+
+    Parameters
+    ----------
+    dictionary : shared attribute and string dictionaries.
+    predicate_index : factory ``dictionary -> PredicateIndex`` for phase 1 (default:
+        :class:`matchers.phase1.PredicateIndex`).
+    prior_weight, decay : see :class:`~matchers.fabret.cost.EventStats`.
+    """
+
+    def __init__(self, dictionary: Dictionary | None = None, *,
+                 predicate_index: Callable[[Dictionary], Any] | None = None,
+                 prior_weight: float = 20.0, decay: float = 1.0, **params: Any):
+        super().__init__(dictionary, **params)
+        self.phase1 = (predicate_index or _default_phase1)(self.dictionary)
+        self.store = ClusterStore()
+        self.stats = EventStats(prior_weight, decay)
+        self.bits = np.zeros(64, dtype=np.uint8)
+        self.pid_refs = np.zeros(64, dtype=np.int32)
+        self.key_entry = np.full(64, -1, dtype=np.int64)
+        self.e_sibling = np.full(64, -1, dtype=np.int64)
+        self.checks = 0
+        """Rows checked by the cluster-matching loop since creation (for benchmarks)."""
+        self._log_nu: np.ndarray | None = None
+        self._log_nu_events = -1.0
+
+    # -- Matcher ----------------------------------------------------------------------
+    def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
+        keys: list[int] = []
+        pid_lists: list[list[int]] = []
+        for key, sub in entries:
+            for conj in sub.conjunctions:
+                keys.append(key)
+                pid_lists.append([self._acquire(p) for p in conj])
+        ents = self.store.new_entries(keys, pid_lists)
+        self._link(ents, keys)
+        self.store.place(ents, self.log_nu())
+        self._changed(len(entries))
+
+    def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
+        ents = self.entries_of([key for key, _ in entries])
+        pids = np.concatenate([self.store.entry_pids(e) for e in ents.tolist()])
+        np.subtract.at(self.pid_refs, pids, 1)
+        self.store.unplace(ents)
+        self.store.free_entries(ents)
+        for key, sub in entries:
+            self.key_entry[key] = -1
+            for conj in sub.conjunctions:
+                for p in conj:
+                    self.phase1.release(p)
+        self._changed(len(entries))
+
+    def _match(self, batch: EventBatch) -> Matches:
+        offsets, pids = self.phase1.satisfied(batch)
+        cap = max(int(self.phase1.capacity), len(self.store.pid_eq_attr))
+        if len(self.bits) < cap:
+            self.bits = _grown(self.bits, cap, 0)
+        n_attrs = max(self.dictionary.n_attrs, 1)
+        self.stats.reserve(cap, n_attrs)
+        out_off, keys, checks = self.store.match(
+            np.ascontiguousarray(offsets, dtype=np.int64), np.ascontiguousarray(pids, dtype=np.int32),
+            n_attrs, self.bits, self.stats.pid_hits, self.stats.attr_hits)
+        self.stats.seen(batch.n)
+        self.checks += int(checks)
+        self._matched(batch.n)
+        return Matches(out_off, keys)
+
+    def memory_bytes(self) -> int:
+        own = self.bits.nbytes + self.pid_refs.nbytes + self.key_entry.nbytes + self.e_sibling.nbytes
+        return int(self.store.memory_bytes() + self.phase1.memory_bytes() + self.stats.memory_bytes() + own)
+
+    # -- hooks for the clustering strategies --------------------------------------------
+    def _changed(self, n: int) -> None:
+        """Called after ``n`` subscriptions were inserted or deleted."""
+
+    def _matched(self, n: int) -> None:
+        """Called after a batch of ``n`` events was matched."""
+
+    # -- helpers ----------------------------------------------------------------------
+    def log_nu(self, refresh: bool = False) -> np.ndarray:
+        """``log(nu)`` of every predicate id, recomputed when events were seen since the
+        last call (or when ``refresh``)."""
+        if refresh or self._log_nu is None or self._log_nu_events != self.stats.events_total \
+                or len(self._log_nu) < len(self.store.pid_eq_attr):
+            n = len(self.store.pid_eq_attr)
+            self.pid_refs = _grown(self.pid_refs, n, 0)
+            live = self.pid_refs[:n] > 0
+            self._log_nu = self.stats.log_nu(self.store.pid_eq_attr, live)
+            self._log_nu_events = self.stats.events_total
+        return self._log_nu
+
+    def entries_of(self, keys: list[int]) -> np.ndarray:
+        """Entry ids of the conjunctions of subscription keys."""
+        out: list[int] = []
+        for key in keys:
+            e = int(self.key_entry[key])
+            while e >= 0:
+                out.append(e)
+                e = int(self.e_sibling[e])
+        return np.asarray(out, dtype=np.int64)
+
+    def _link(self, ents: np.ndarray, keys: list[int]) -> None:
+        self.key_entry = _grown(self.key_entry, max(keys) + 1, -1)
+        self.e_sibling = _grown(self.e_sibling, int(ents.max()) + 1, -1)
+        for e, key in zip(ents.tolist(), keys, strict=True):
+            self.e_sibling[e] = self.key_entry[key]
+            self.key_entry[key] = e
+
+    def _acquire(self, p: Pred) -> int:
+        pid = int(self.phase1.acquire(p))
+        attr = self.dictionary.attr(p.attr) if p.op is Op.EQ else -1
+        self.store.set_pid(pid, attr)
+        self.pid_refs = _grown(self.pid_refs, pid + 1, 0)
+        self.pid_refs[pid] += 1
+        return pid
