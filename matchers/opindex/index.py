@@ -1,0 +1,549 @@
+"""OpIndex (Zhang, Chan, Tan, VLDB 2014): pivot attributes, operator partitions, signatures.
+
+Level 1 puts each *entry* (a DNF conjunction, or in CNF mode a whole subscription)
+under its pivot attribute, the least frequent of its attributes in the event stream
+(Eq. 1, :mod:`.pivot`).  Level 2 splits a pivot's predicates by operator family into
+lists sorted by ``(typed attribute, operand)``, each cut into ``b`` segments by
+attribute with a ``w``-bit signature per segment (Section 4.2, :mod:`.layout`).  A
+predicate becomes one or more *items* whose weights add up to 1 exactly when it holds:
+
+* ``= IN`` one equality item per value (at most one can fire);
+* ``< <= > >=`` one ordering item (``<`` is ``<=`` the next float below);
+* ``BETWEEN lo hi`` is ``>= lo`` (+1) and ``> hi`` (-1); ``NOT BETWEEN`` is ``< lo``
+  (+1) and ``> hi`` (+1): two items, no expansion (footnote 7);
+* ``!= NOT IN`` a presence item (+1) and one equality item per value (-1);
+* string operators (prefix, suffix, contains, LIKE, regex, string ordering, and
+  their negations) one item on the id of the string predicate, evaluated once per
+  distinct (attribute, string) of a batch by :class:`matchers.strings.StringEvaluator`
+  (prefix/suffix by hashed lookups of the value's own affixes, contains by one
+  Aho-Corasick scan, LIKE and regex by one RE2 set per attribute).
+
+Matching (Algorithm 2) accumulates per clause slot; a DNF entry has one slot that
+holds when all its predicates fired, a CNF entry one slot per disjunctive clause that
+holds when any of its predicates fired, and the entry matches when all its slots
+hold (the paper's m-bit bitmap, kept as a count of clauses still unsatisfied, so
+there is no 64-clause limit).  CNF entries are stored under every attribute of their
+smallest clause (Section 6.1); a CNF expansion that is too large falls back to DNF
+entries for that subscription.
+
+Updates: an insert finds each item's segment and binary-searches its position
+(Lemma 5); a full segment moves to the end of the pool with twice its capacity
+(amortised O(1)); a delete removes the items and recomputes the touched signatures;
+the pool is compacted when holes exceed half of it.  Re-pivoting: every
+``repivot_every`` events, entries whose pivot's event frequency exceeds
+``repivot_gap`` are revisited, and one moves when another of its attributes (or
+clauses) is cheaper by more than ``repivot_gap`` *and* by a factor ``repivot_ratio``
+(a move costs a delete and an insert; the expected saving per event is the
+frequency difference).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from matchers.base import Matcher, Matches, register
+from matchers.errors import SubscriptionError
+from matchers.events import STR, EventBatch
+from matchers.expr import DEFAULT_MAX_TERMS, Kind, Op, Pred, Subscription, cnf
+from matchers.opindex import kernels as K
+from matchers.opindex.layout import (
+    DEFAULT_SEGMENTS,
+    DEFAULT_SIGNATURE_BITS,
+    F_EQ,
+    F_GE,
+    F_LE,
+    F_PRES,
+    F_STR,
+    N_FAMILIES,
+    VALUE_SIGNED,
+)
+from matchers.opindex.pivot import Frequencies
+from matchers.strings import StringEvaluator
+
+_VALUE_SIGNED = np.asarray(VALUE_SIGNED, dtype=np.bool_)
+_NEG_INF, _POS_INF = -math.inf, math.inf
+
+
+def _grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
+    if n <= len(arr):
+        return arr
+    out = np.full(max(n, 2 * len(arr), 64), fill, dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    """IEEE bits of float64 values with -0.0 folded into 0.0 (equal values, equal bits)."""
+    return (np.asarray(values, dtype=np.float64) + 0.0).view(np.uint64)
+
+
+class _Rows:
+    """Items being built: columns as Python lists, packed once."""
+
+    __slots__ = ("slot", "family", "attr", "ta", "val", "cslot", "weight")
+
+    def __init__(self) -> None:
+        self.slot: list[int] = []
+        self.family: list[int] = []
+        self.attr: list[int] = []
+        self.ta: list[int] = []
+        self.val: list[float] = []
+        self.cslot: list[int] = []
+        self.weight: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.ta)
+
+
+@register("opindex")
+class OpIndex(Matcher):
+    """The OpIndex matcher.
+
+    Parameters
+    ----------
+    segments : ``b``, segments per predicate list (1 disables the directory).
+    signature_bits : ``w``, bits per segment signature, 0 to 64 (0 disables signatures).
+    normal_form : ``"dnf"`` (a conjunction per entry) or ``"cnf"`` (a subscription per
+        entry with the pivots of its smallest clause).
+    window : events over which attribute frequencies are measured.
+    repivot_every : events between two re-pivoting checks (0 disables re-pivoting).
+    repivot_gap, repivot_ratio : how much cheaper a new pivot must be to move an entry.
+    max_clauses : bound on the CNF expansion of a subscription before falling back to DNF.
+    """
+
+    def __init__(self, dictionary=None, segments: int = DEFAULT_SEGMENTS,
+                 signature_bits: int = DEFAULT_SIGNATURE_BITS, normal_form: str = "dnf",
+                 window: int = 20_000, repivot_every: int = 10_000, repivot_gap: float = 0.05,
+                 repivot_ratio: float = 2.0, max_clauses: int = DEFAULT_MAX_TERMS, **params):
+        super().__init__(dictionary, **params)
+        if int(segments) < 1:
+            raise ValueError("segments must be at least 1")
+        if not 0 <= int(signature_bits) <= 64:
+            raise ValueError("signature_bits must be between 0 and 64")
+        if normal_form not in ("dnf", "cnf"):
+            raise ValueError("normal_form must be 'dnf' or 'cnf'")
+        self.segments = int(segments)
+        self.signature_bits = int(signature_bits)
+        self.normal_form = normal_form
+        self.repivot_every = int(repivot_every)
+        self.repivot_gap = float(repivot_gap)
+        self.repivot_ratio = float(repivot_ratio)
+        self.max_clauses = int(max_clauses)
+        self.freq = Frequencies(window)
+        self.strings = StringEvaluator()
+        self._spids: dict[Pred, list[int]] = {}  # string predicate -> [id, references]
+        self._free_spids: list[int] = []
+        self._n_spids = 0
+        # level 1: pivot attribute -> slot; (slot, family) -> first bucket of its list
+        self._pivot_slot = np.full(0, -1, dtype=np.int32)
+        self._n_pivots = 0
+        self._fam_block = np.full(0, -1, dtype=np.int64)
+        # level 2: buckets (segments) and the item pool
+        self._n_buckets = 0
+        self._b_start = np.zeros(0, dtype=np.int64)
+        self._b_len = np.zeros(0, dtype=np.int32)
+        self._b_cap = np.zeros(0, dtype=np.int32)
+        self._b_sig = np.zeros(0, dtype=np.uint64)
+        self._b_family = np.zeros(0, dtype=np.int8)
+        self._it_ta = np.zeros(1024, dtype=np.int32)
+        self._it_val = np.zeros(1024, dtype=np.float64)
+        self._it_slot = np.zeros(1024, dtype=np.int32)
+        self._it_w = np.zeros(1024, dtype=np.int8)
+        self._pool_state = np.zeros(2, dtype=np.int64)  # used, holes
+        # clause slots and entries
+        self._n_cslots = 0
+        self._free_cslots: dict[int, list[int]] = defaultdict(list)
+        self._s_need = np.zeros(0, dtype=np.int32)
+        self._s_entry = np.zeros(0, dtype=np.int32)
+        self._s_stamp = np.full(0, -1, dtype=np.int64)
+        self._acc = np.zeros(0, dtype=np.int32)
+        self._n_entries = 0
+        self._free_entries: list[int] = []
+        self._e_nslots = np.zeros(0, dtype=np.int32)
+        self._e_key = np.zeros(0, dtype=np.int32)
+        self._e_stamp = np.full(0, -1, dtype=np.int64)
+        self._e_rem = np.zeros(0, dtype=np.int32)
+        self._entry_info: dict[int, tuple] = {}  # entry -> (terms, pivots, slot base, is_cnf)
+        self._entries_of: dict[int, list[int]] = {}  # subscription key -> entries
+        self._by_pivot: dict[int, set[int]] = defaultdict(set)
+        self._epoch = 0
+        self._last_check = 0
+        self.repivots = 0
+        """Entries moved to another pivot so far."""
+
+    # -- entries ------------------------------------------------------------------
+    def _entries_for(self, sub: Subscription) -> list[tuple[tuple, bool]]:
+        """The entries of a subscription: ``(terms, is_cnf)`` pairs."""
+        if self.normal_form == "cnf":
+            try:
+                clauses = cnf(sub.expr, self.max_clauses)
+            except SubscriptionError:
+                clauses = ()
+            if clauses and all(clauses):
+                return [(clauses, True)]
+        return [((conj,), False) for conj in sub.conjunctions]
+
+    def _attr_ids(self, terms) -> list[int]:
+        attr = self.dictionary.attr
+        return sorted({attr(p.attr) for clause in terms for p in clause})
+
+    def _choose_pivots(self, terms, is_cnf: bool) -> tuple[int, ...]:
+        attr = self.dictionary.attr
+        if not is_cnf:
+            return (self.freq.choose(self._attr_ids(terms)),)
+        best, best_key = None, None
+        for clause in terms:
+            attrs = sorted({attr(p.attr) for p in clause})
+            key = (len(clause), self.freq.cost(attrs), attrs)
+            if best_key is None or key < best_key:
+                best, best_key = attrs, key
+        return tuple(best)
+
+    def _new_entry(self, key: int, terms, is_cnf: bool, rows: _Rows) -> None:
+        entry = self._free_entries.pop() if self._free_entries else self._n_entries
+        if entry == self._n_entries:
+            self._n_entries += 1
+            n = self._n_entries
+            self._e_nslots = _grow(self._e_nslots, n)
+            self._e_key = _grow(self._e_key, n)
+            self._e_stamp = _grow(self._e_stamp, n, -1)
+            self._e_rem = _grow(self._e_rem, n)
+        k = len(terms)
+        free = self._free_cslots[k]
+        base = free.pop() if free else self._n_cslots
+        if base == self._n_cslots:
+            self._n_cslots += k
+            n = self._n_cslots
+            self._s_need = _grow(self._s_need, n)
+            self._s_entry = _grow(self._s_entry, n)
+            self._s_stamp = _grow(self._s_stamp, n, -1)
+            self._acc = _grow(self._acc, n)
+        for ci, clause in enumerate(terms):
+            self._s_need[base + ci] = 1 if is_cnf else len(clause)
+            self._s_entry[base + ci] = entry
+        self._e_nslots[entry] = k
+        self._e_key[entry] = key
+        pivots = self._choose_pivots(terms, is_cnf)
+        self._entry_info[entry] = (terms, pivots, base, is_cnf)
+        self._entries_of.setdefault(key, []).append(entry)
+        for p in pivots:
+            self._by_pivot[p].add(entry)
+        self.freq.use(self._attr_ids(terms), 1)
+        self._emit(entry, rows, acquire=True)
+
+    def _drop_entry(self, entry: int, rows: _Rows) -> None:
+        terms, pivots, base, _ = self._entry_info.pop(entry)
+        self._emit(entry, rows, acquire=False, info=(terms, pivots, base))
+        for p in pivots:
+            members = self._by_pivot[p]
+            members.discard(entry)
+            if not members:
+                del self._by_pivot[p]
+        self.freq.use(self._attr_ids(terms), -1)
+        self._free_cslots[len(terms)].append(base)
+        self._free_entries.append(entry)
+
+    # -- items ----------------------------------------------------------------------
+    def _spid(self, p: Pred, aid: int, acquire: bool) -> int:
+        ref = self._spids.get(p)
+        if not acquire:
+            return ref[0]  # type: ignore[index]
+        if ref is None:
+            spid = self._free_spids.pop() if self._free_spids else self._n_spids
+            if spid == self._n_spids:
+                self._n_spids += 1
+            ref = self._spids[p] = [spid, 0]
+            self.strings.add(spid, p, aid)
+        ref[1] += 1
+        return ref[0]
+
+    def _release(self, p: Pred, aid: int) -> None:
+        ref = self._spids[p]
+        ref[1] -= 1
+        if ref[1] == 0:
+            del self._spids[p]
+            self.strings.remove(ref[0], p, aid)
+            self._free_spids.append(ref[0])
+
+    def _value(self, aid: int, kind: Kind, v) -> float:
+        if kind is Kind.STR:
+            return float(self.dictionary.code(aid, v))
+        return 1.0 if v is True else 0.0 if v is False else float(v)
+
+    def _items(self, p: Pred, aid: int, acquire: bool) -> list[tuple[int, int, float, int]]:
+        """``(family, ta, value, weight)`` items of a predicate (see the module doc)."""
+        kind = p.kind
+        ta = aid * 3 + int(kind)
+        op = p.op
+        x = p.operand
+        if kind is Kind.STR and StringEvaluator.owns(p):
+            return [(F_STR, ta, float(self._spid(p, aid, acquire)), 1)]
+        if op is Op.EQ:
+            return [(F_EQ, ta, self._value(aid, kind, x), 1)]
+        if op is Op.NE:
+            return [(F_PRES, ta, 0.0, 1), (F_EQ, ta, self._value(aid, kind, x), -1)]
+        if op is Op.IN:
+            return [(F_EQ, ta, self._value(aid, kind, v), 1) for v in x]  # type: ignore[union-attr]
+        if op is Op.NOT_IN:
+            return [(F_PRES, ta, 0.0, 1)] + [(F_EQ, ta, self._value(aid, kind, v), -1) for v in x]  # type: ignore[union-attr]
+        if op is Op.LT:
+            return [(F_LE, ta, math.nextafter(x, _NEG_INF), 1)]
+        if op is Op.LE:
+            return [(F_LE, ta, x, 1)]
+        if op is Op.GT:
+            return [(F_GE, ta, math.nextafter(x, _POS_INF), 1)]
+        if op is Op.GE:
+            return [(F_GE, ta, x, 1)]
+        if op is Op.BETWEEN:
+            lo, hi = x  # type: ignore[misc]
+            return [(F_GE, ta, lo, 1), (F_GE, ta, math.nextafter(hi, _POS_INF), -1)]
+        if op is Op.NOT_BETWEEN:
+            lo, hi = x  # type: ignore[misc]
+            return [(F_LE, ta, math.nextafter(lo, _NEG_INF), 1), (F_GE, ta, math.nextafter(hi, _POS_INF), 1)]
+        raise AssertionError(f"operator {op!r} on {kind!r} has no item encoding")
+
+    def _emit(self, entry: int, rows: _Rows, acquire: bool, info=None) -> None:
+        """Append the items of an entry (under each of its pivots) to ``rows``."""
+        terms, pivots, base = info if info is not None else self._entry_info[entry][:3]
+        attr = self.dictionary.attr
+        items = []
+        for ci, clause in enumerate(terms):
+            for p in clause:
+                aid = attr(p.attr)
+                for it in self._items(p, aid, acquire):
+                    items.append((aid, base + ci, it))
+        for pivot in pivots:
+            slot = self._slot_of(pivot)
+            for aid, cslot, (family, ta, val, weight) in items:
+                rows.slot.append(slot)
+                rows.family.append(family)
+                rows.attr.append(aid)
+                rows.ta.append(ta)
+                rows.val.append(val)
+                rows.cslot.append(cslot)
+                rows.weight.append(weight)
+
+    def _release_strings(self, terms) -> None:
+        attr = self.dictionary.attr
+        for clause in terms:
+            for p in clause:
+                if p.kind is Kind.STR and StringEvaluator.owns(p):
+                    self._release(p, attr(p.attr))
+
+    def _slot_of(self, pivot: int) -> int:
+        if pivot >= len(self._pivot_slot):
+            self._pivot_slot = _grow(self._pivot_slot, pivot + 1, -1)
+        slot = int(self._pivot_slot[pivot])
+        if slot < 0:
+            slot = self._n_pivots
+            self._n_pivots += 1
+            self._pivot_slot[pivot] = slot
+            self._fam_block = _grow(self._fam_block, self._n_pivots * N_FAMILIES, -1)
+        return slot
+
+    def _pack(self, rows: _Rows):
+        """Columns of ``rows`` with each item's bucket and signature bit (allocating lists)."""
+        slot = np.asarray(rows.slot, dtype=np.int64)
+        family = np.asarray(rows.family, dtype=np.int64)
+        lists = slot * N_FAMILIES + family
+        missing = np.unique(lists[self._fam_block[lists] < 0])
+        if len(missing):
+            first = self._n_buckets
+            self._n_buckets += len(missing) * self.segments
+            n = self._n_buckets
+            self._b_start = _grow(self._b_start, n)
+            self._b_len = _grow(self._b_len, n)
+            self._b_cap = _grow(self._b_cap, n)
+            self._b_sig = _grow(self._b_sig, n)
+            self._b_family = _grow(self._b_family, n)
+            blocks = first + np.arange(len(missing), dtype=np.int64) * self.segments
+            self._fam_block[missing] = blocks
+            self._b_family[first:n] = np.repeat((missing % N_FAMILIES).astype(np.int8), self.segments)
+        attr = np.asarray(rows.attr, dtype=np.int64)
+        ta = np.asarray(rows.ta, dtype=np.int32)
+        val = np.asarray(rows.val, dtype=np.float64) + 0.0
+        cslot = np.asarray(rows.cslot, dtype=np.int32)
+        weight = np.asarray(rows.weight, dtype=np.int8)
+        bucket = np.empty(len(ta), dtype=np.int64)
+        bit = np.empty(len(ta), dtype=np.int64)
+        K.item_keys(self._fam_block[lists], family, attr, ta, _bits(val), _VALUE_SIGNED,
+                    self.segments, self.signature_bits, bucket, bit)
+        return bucket, ta, val, cslot, weight, bit
+
+    def _store(self, rows: _Rows) -> None:
+        if not len(rows):
+            return
+        bucket, ta, val, cslot, weight, bit = self._pack(rows)
+        order = np.lexsort((val, ta, bucket))
+        bucket, ta, val, cslot, weight, bit = (a[order] for a in (bucket, ta, val, cslot, weight, bit))
+        done = 0
+        while True:
+            done = K.insert_items(done, bucket, ta, val, cslot, weight, bit, self._b_start, self._b_len,
+                                  self._b_cap, self._b_sig, self._it_ta, self._it_val, self._it_slot,
+                                  self._it_w, self._pool_state)
+            if done == len(bucket):
+                break
+            need = int(self._pool_state[0]) + 4 * (len(bucket) - done) + 2 * int(self._b_cap[bucket[done]]) + 8
+            size = max(2 * len(self._it_ta), need)
+            self._it_ta = _grow(self._it_ta, size)
+            self._it_val = _grow(self._it_val, size)
+            self._it_slot = _grow(self._it_slot, size)
+            self._it_w = _grow(self._it_w, size)
+
+    def _unstore(self, rows: _Rows) -> None:
+        if not len(rows):
+            return
+        bucket, ta, val, cslot, weight, _ = self._pack(rows)
+        missing = K.delete_items(bucket, ta, val, cslot, weight, self._b_start, self._b_len,
+                                 self._it_ta, self._it_val, self._it_slot, self._it_w)
+        if missing:
+            raise AssertionError(f"opindex: {missing} items to delete were not found")
+        K.resign(np.unique(bucket), self._b_family, _VALUE_SIGNED, self.signature_bits,
+                 self._b_start, self._b_len, self._b_sig, self._it_ta, self._it_val.view(np.uint64))
+        used, holes = (int(v) for v in self._pool_state)
+        if holes > max(1 << 16, used // 2):
+            self._compact()
+
+    def _compact(self) -> None:
+        size = max(1024, int(self._b_cap[: self._n_buckets].sum()) * 5 // 4)
+        new = (np.zeros(size, np.int32), np.zeros(size, np.float64), np.zeros(size, np.int32),
+               np.zeros(size, np.int8))
+        used = K.compact(self._b_start[: self._n_buckets], self._b_len, self._b_cap, self._it_ta, self._it_val,
+                         self._it_slot, self._it_w, *new)
+        self._it_ta, self._it_val, self._it_slot, self._it_w = new
+        self._pool_state[:] = (used, 0)
+
+    # -- Matcher --------------------------------------------------------------------
+    def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
+        rows = _Rows()
+        for key, sub in entries:
+            for terms, is_cnf in self._entries_for(sub):
+                self._new_entry(key, terms, is_cnf, rows)
+        self._store(rows)
+
+    def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
+        rows = _Rows()
+        dropped = []
+        for key, _ in entries:
+            for entry in self._entries_of.pop(key):
+                dropped.append(self._entry_info[entry][0])
+                self._drop_entry(entry, rows)
+        self._unstore(rows)
+        for terms in dropped:
+            self._release_strings(terms)
+
+    def _match(self, batch: EventBatch) -> Matches:
+        self.freq.observe(batch.attrs, batch.n)
+        if self.repivot_every and self.freq.seen_events - self._last_check >= self.repivot_every:
+            self._last_check = self.freq.seen_events
+            self.repivot()
+        ev_val = batch.nums.astype(np.float64, copy=True)
+        is_str = batch.kinds == STR
+        ev_val[is_str] = batch.codes[is_str]
+        soff, spid = self._string_hits(batch, is_str)
+        offsets, keys, self._epoch = K.match_batch(
+            batch.offsets, batch.attrs, batch.kinds, ev_val, _bits(ev_val), soff, spid,
+            _bits(spid.astype(np.float64)), self._pivot_slot, self._fam_block, N_FAMILIES,
+            self.segments, self.signature_bits, _VALUE_SIGNED, self._b_start, self._b_len, self._b_sig,
+            self._it_ta, self._it_val, self._it_slot, self._it_w, self._s_need, self._s_entry,
+            self._e_nslots, self._e_key, self._acc, self._s_stamp, self._e_rem, self._e_stamp,
+            self._epoch, np.empty(max(1, self._n_cslots), np.int32), np.empty(max(1, self._n_entries), np.int32),
+            np.empty(max(16, batch.n), np.int32))
+        return Matches(offsets, keys[: offsets[-1]].copy())
+
+    def _string_hits(self, batch: EventBatch, is_str: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR over the batch's entries of the satisfied string-predicate ids."""
+        nnz = len(batch.attrs)
+        if not self._spids or not is_str.any():
+            return np.zeros(nnz + 1, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        counts = np.zeros(nnz, dtype=np.int64)
+        parts = []
+        pids_for, strings, texts = self.strings.pids_for, batch.strings, batch.texts
+        for j in np.flatnonzero(is_str).tolist():
+            hit = pids_for(int(batch.attrs[j]), strings[texts[j]])
+            if len(hit):
+                counts[j] = len(hit)
+                parts.append(hit)
+        soff = np.zeros(nnz + 1, dtype=np.int64)
+        np.cumsum(counts, out=soff[1:])
+        spid = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, dtype=np.int32)
+        return soff, spid
+
+    # -- re-pivoting --------------------------------------------------------------------
+    def repivot(self) -> int:
+        """Move entries whose pivot became too frequent in the event window; returns the count."""
+        if not self._by_pivot or not self.freq.events_in_window:
+            return 0
+        pivots = np.fromiter(self._by_pivot, dtype=np.int64, count=len(self._by_pivot))
+        freq = self.freq.event_frequency(pivots)
+        hot = pivots[freq > self.repivot_gap]
+        moves = []
+        for p in hot.tolist():
+            for entry in self._by_pivot[p]:
+                terms, old, base, is_cnf = self._entry_info[entry]
+                new = self._choose_pivots(terms, is_cnf)
+                if new == old:
+                    continue
+                before, after = self._cost(old), self._cost(new)
+                if before - after > self.repivot_gap and before > self.repivot_ratio * after:
+                    moves.append((entry, new))
+        if not moves:
+            return 0
+        old_rows, new_rows = _Rows(), _Rows()
+        for entry, new in dict(moves).items():
+            terms, old, base, is_cnf = self._entry_info[entry]
+            self._emit(entry, old_rows, acquire=False)
+            for p in old:
+                members = self._by_pivot[p]
+                members.discard(entry)
+                if not members:
+                    del self._by_pivot[p]
+            self._entry_info[entry] = (terms, new, base, is_cnf)
+            for p in new:
+                self._by_pivot[p].add(entry)
+            self._emit(entry, new_rows, acquire=False)
+        self._unstore(old_rows)
+        self._store(new_rows)
+        self.repivots += len(dict(moves))
+        return len(dict(moves))
+
+    def _cost(self, pivots: tuple[int, ...]) -> float:
+        return float(self.freq.event_frequency(np.asarray(pivots, dtype=np.int64)).sum())
+
+    # -- introspection ------------------------------------------------------------------
+    def pivot_of(self, sub_id: str) -> list[tuple[str, ...]]:
+        """Pivot attribute names of each entry of a subscription (for tests and tools)."""
+        names = self.dictionary.attr_names
+        return [tuple(names[p] for p in self._entry_info[e][1]) for e in self._entries_of[self._key_of[sub_id]]]
+
+    def stats(self) -> dict[str, float]:
+        """Sizes of the structures: pivots, lists, buckets, items, entries."""
+        nb = self._n_buckets
+        return {
+            "pivots": self._n_pivots,
+            "lists": int((self._fam_block[: self._n_pivots * N_FAMILIES] >= 0).sum()),
+            "buckets": nb,
+            "items": int(self._b_len[:nb].sum()),
+            "entries": len(self._entry_info),
+            "string_predicates": len(self._spids),
+        }
+
+    def memory_bytes(self) -> int:
+        arrays = (self._pivot_slot, self._fam_block, self._b_start, self._b_len, self._b_cap, self._b_sig,
+                  self._b_family, self._it_ta, self._it_val, self._it_slot, self._it_w, self._s_need,
+                  self._s_entry, self._s_stamp, self._acc, self._e_nslots, self._e_key, self._e_stamp,
+                  self._e_rem)
+        return int(sum(a.nbytes for a in arrays) + self.strings.memory_bytes() + self.freq.memory_bytes())
+
+
+@register("opindex-bs")
+class OpIndexBS(OpIndex):
+    """OpIndex-BS: the paper's unoptimised variant, one segment per list and no signatures."""
+
+    def __init__(self, dictionary=None, **params):
+        params.setdefault("segments", 1)
+        params.setdefault("signature_bits", 0)
+        super().__init__(dictionary, **params)

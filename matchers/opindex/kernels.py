@@ -1,0 +1,435 @@
+"""Numba kernels of the OpIndex and the k-index baseline.
+
+Plain ``njit`` functions over contiguous arrays; the Python orchestration lives in
+:mod:`.index` and :mod:`.kindex`.  The OpIndex item pool holds every predicate list:
+bucket ``k`` (one segment of one (pivot, family) list) owns the pool range
+``b_start[k] : b_start[k] + b_len[k]`` (capacity ``b_cap[k]``), sorted by
+``(ta, value)``; ``b_sig[k]`` is its signature.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
+
+
+@numba.njit(cache=True, nogil=True)
+def mix(x):
+    """splitmix64 finaliser of a uint64."""
+    z = np.uint64(x) + _GOLD
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True)
+def segment_of(attr, segments):
+    """Segment of an attribute in a predicate list (all its predicates share it)."""
+    return np.int64(mix(np.uint64(attr)) % np.uint64(segments))
+
+
+@numba.njit(cache=True, nogil=True)
+def signature_bit(ta, vbits, value_signed, width):
+    """Bit of a predicate (or event value) in a ``width``-bit segment signature.
+
+    Equality-like families hash the typed attribute and the operand bits; the
+    ordering and presence families hash the typed attribute only (Section 4.2).
+    """
+    h = np.uint64(ta) * _GOLD
+    if value_signed:
+        h = h ^ vbits
+    return np.int64(mix(h) % np.uint64(width))
+
+
+@numba.njit(cache=True, nogil=True)
+def item_keys(block, family, attr, ta, vbits, value_signed, segments, width, bucket, bit):
+    """Bucket and signature bit of items (``block``: first bucket of the item's list)."""
+    for i in range(len(block)):
+        bucket[i] = block[i] + segment_of(attr[i], segments)
+        bit[i] = signature_bit(ta[i], vbits[i], value_signed[family[i]], width) if width > 0 else 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _upper(it_ta, it_val, lo, hi, ta, val):
+    """First position in ``[lo, hi)`` whose key is greater than ``(ta, val)``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        t = it_ta[mid]
+        if t < ta or (t == ta and it_val[mid] <= val):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
+def _lower(it_ta, it_val, lo, hi, ta, val):
+    """First position in ``[lo, hi)`` whose key is not less than ``(ta, val)``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        t = it_ta[mid]
+        if t < ta or (t == ta and it_val[mid] < val):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
+def _lower_ta(it_ta, lo, hi, ta):
+    """First position in ``[lo, hi)`` whose typed attribute is not less than ``ta``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if it_ta[mid] < ta:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
+def insert_items(start, bucket, ta, val, slot, weight, bit,
+                 b_start, b_len, b_cap, b_sig, it_ta, it_val, it_slot, it_w, state):
+    """Insert items ``start:`` in sorted position (Lemma 5: O(log eta) search per item).
+
+    A full bucket moves to the pool's end with twice its capacity (amortised O(1));
+    ``state[0]`` is the pool's used length, ``state[1]`` the capacity left in holes.
+    Returns the index of the first item not inserted (the pool is full), or ``len``.
+    """
+    pool = len(it_ta)
+    for i in range(start, len(bucket)):
+        k = bucket[i]
+        n = b_len[k]
+        if n == b_cap[k]:
+            cap = max(4, 2 * n)
+            if state[0] + cap > pool:
+                return i
+            s0 = b_start[k]
+            s1 = state[0]
+            for j in range(n):
+                it_ta[s1 + j] = it_ta[s0 + j]
+                it_val[s1 + j] = it_val[s0 + j]
+                it_slot[s1 + j] = it_slot[s0 + j]
+                it_w[s1 + j] = it_w[s0 + j]
+            state[1] += b_cap[k]
+            b_start[k] = s1
+            b_cap[k] = cap
+            state[0] += cap
+        s = b_start[k]
+        pos = _upper(it_ta, it_val, s, s + n, ta[i], val[i])
+        for j in range(s + n, pos, -1):
+            it_ta[j] = it_ta[j - 1]
+            it_val[j] = it_val[j - 1]
+            it_slot[j] = it_slot[j - 1]
+            it_w[j] = it_w[j - 1]
+        it_ta[pos] = ta[i]
+        it_val[pos] = val[i]
+        it_slot[pos] = slot[i]
+        it_w[pos] = weight[i]
+        b_len[k] = n + 1
+        b_sig[k] |= np.uint64(1) << np.uint64(bit[i])
+    return len(bucket)
+
+
+@numba.njit(cache=True, nogil=True)
+def delete_items(bucket, ta, val, slot, weight, b_start, b_len, it_ta, it_val, it_slot, it_w):
+    """Remove one stored copy of each item; returns how many were not found (0 if consistent)."""
+    missing = 0
+    for i in range(len(bucket)):
+        k = bucket[i]
+        s = b_start[k]
+        e = s + b_len[k]
+        pos = _lower(it_ta, it_val, s, e, ta[i], val[i])
+        found = -1
+        while pos < e and it_ta[pos] == ta[i] and it_val[pos] == val[i]:
+            if it_slot[pos] == slot[i] and it_w[pos] == weight[i]:
+                found = pos
+                break
+            pos += 1
+        if found < 0:
+            missing += 1
+            continue
+        for j in range(found, e - 1):
+            it_ta[j] = it_ta[j + 1]
+            it_val[j] = it_val[j + 1]
+            it_slot[j] = it_slot[j + 1]
+            it_w[j] = it_w[j + 1]
+        b_len[k] -= 1
+    return missing
+
+
+@numba.njit(cache=True, nogil=True)
+def resign(buckets, b_family, value_signed, width, b_start, b_len, b_sig, it_ta, it_vbits):
+    """Recompute the signatures of ``buckets`` from their items (after deletions)."""
+    for i in range(len(buckets)):
+        k = buckets[i]
+        sig = np.uint64(0)
+        if width > 0:
+            signed = value_signed[b_family[k]]
+            for j in range(b_start[k], b_start[k] + b_len[k]):
+                sig |= np.uint64(1) << np.uint64(signature_bit(it_ta[j], it_vbits[j], signed, width))
+        b_sig[k] = sig
+
+
+@numba.njit(cache=True, nogil=True)
+def compact(b_start, b_len, b_cap, it_ta, it_val, it_slot, it_w, new_ta, new_val, new_slot, new_w):
+    """Copy every bucket into fresh pool arrays without holes; returns the used length."""
+    used = 0
+    for k in range(len(b_start)):
+        s = b_start[k]
+        for j in range(b_len[k]):
+            new_ta[used + j] = it_ta[s + j]
+            new_val[used + j] = it_val[s + j]
+            new_slot[used + j] = it_slot[s + j]
+            new_w[used + j] = it_w[s + j]
+        b_start[k] = used
+        used += b_cap[k]
+    return used
+
+
+@numba.njit(cache=True, nogil=True)
+def _touch(c, w, acc, s_stamp, epoch, touched, nt):
+    if s_stamp[c] != epoch:
+        s_stamp[c] = epoch
+        acc[c] = 0
+        touched[nt] = c
+        nt += 1
+    acc[c] += w
+    return nt
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan(k, ta, val, vbits, family, value_signed, width, b_start, b_len, b_sig,
+          it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt):
+    """Apply the items of bucket ``k`` that fire for the event value ``(ta, val)``."""
+    n = b_len[k]
+    if n == 0:
+        return nt
+    if width > 0:
+        bit = signature_bit(ta, vbits, value_signed[family], width)
+        if (b_sig[k] >> np.uint64(bit)) & np.uint64(1) == 0:
+            return nt
+    s = b_start[k]
+    e = s + n
+    if family == 0 or family == 4:  # equality on the value (or on the string-predicate id)
+        p = _lower(it_ta, it_val, s, e, ta, val)
+        while p < e and it_ta[p] == ta and it_val[p] == val:
+            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+            p += 1
+    elif family == 1:  # operand >= value
+        p = _lower(it_ta, it_val, s, e, ta, val)
+        while p < e and it_ta[p] == ta:
+            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+            p += 1
+    elif family == 2:  # operand <= value
+        p = _lower_ta(it_ta, s, e, ta)
+        while p < e and it_ta[p] == ta and it_val[p] <= val:
+            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+            p += 1
+    else:  # presence
+        p = _lower_ta(it_ta, s, e, ta)
+        while p < e and it_ta[p] == ta:
+            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+            p += 1
+    return nt
+
+
+@numba.njit(cache=True, nogil=True)
+def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev_sbits,
+                pivot_slot, fam_block, n_families, segments, width, value_signed,
+                b_start, b_len, b_sig, it_ta, it_val, it_slot, it_w,
+                s_need, s_entry, e_nslots, e_key,
+                acc, s_stamp, e_rem, e_stamp, epoch, touched, touched_e, out_keys):
+    """Match a batch (Algorithm 2): for each pivot attribute of the event, scan the
+    segments of its predicate lists selected by the event's attributes, accumulate
+    clause counters, and report the entries whose clauses all hold.
+
+    ``ev_val`` holds numbers, booleans as 1/0 and string codes; ``ev_soff``/``ev_spid``
+    list the satisfied string-predicate ids of each string entry.  A clause slot holds
+    when its accumulator reaches ``s_need`` (DNF: the conjunction's size; CNF: 1).
+    Returns ``(offsets, n_keys, epoch)``; keys are sorted and distinct per event.
+    """
+    n = len(ev_off) - 1
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    n_out = 0
+    for i in range(n):
+        epoch += 1
+        s = ev_off[i]
+        e = ev_off[i + 1]
+        nt = 0
+        for jp in range(s, e):
+            pa = ev_attr[jp]
+            if pa >= len(pivot_slot):
+                continue
+            slot = pivot_slot[pa]
+            if slot < 0:
+                continue
+            base = slot * n_families
+            for j in range(s, e):
+                a = ev_attr[j]
+                kind = ev_kind[j]
+                ta = a * 3 + kind
+                seg = segment_of(a, segments)
+                if kind == 1:  # string: equality on its code, then its string predicates
+                    blk = fam_block[base + 0]
+                    if blk >= 0 and ev_val[j] >= 0:
+                        nt = _scan(blk + seg, ta, ev_val[j], ev_vbits[j], 0, value_signed, width,
+                                   b_start, b_len, b_sig, it_ta, it_val, it_slot, it_w,
+                                   acc, s_stamp, epoch, touched, nt)
+                    blk = fam_block[base + 4]
+                    if blk >= 0:
+                        for q in range(ev_soff[j], ev_soff[j + 1]):
+                            nt = _scan(blk + seg, ta, np.float64(ev_spid[q]), ev_sbits[q], 4,
+                                       value_signed, width, b_start, b_len, b_sig, it_ta, it_val,
+                                       it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+                else:
+                    for f in range(3):
+                        blk = fam_block[base + f]
+                        if blk >= 0 and (kind == 0 or f == 0):
+                            nt = _scan(blk + seg, ta, ev_val[j], ev_vbits[j], f, value_signed, width,
+                                       b_start, b_len, b_sig, it_ta, it_val, it_slot, it_w,
+                                       acc, s_stamp, epoch, touched, nt)
+                blk = fam_block[base + 3]
+                if blk >= 0:
+                    nt = _scan(blk + seg, ta, 0.0, np.uint64(0), 3, value_signed, width,
+                               b_start, b_len, b_sig, it_ta, it_val, it_slot, it_w,
+                               acc, s_stamp, epoch, touched, nt)
+        ne = 0
+        for t in range(nt):
+            c = touched[t]
+            if acc[c] >= s_need[c]:
+                en = s_entry[c]
+                if e_stamp[en] != epoch:
+                    e_stamp[en] = epoch
+                    e_rem[en] = e_nslots[en]
+                    touched_e[ne] = en
+                    ne += 1
+                e_rem[en] -= 1
+        first = n_out
+        for t in range(ne):
+            en = touched_e[t]
+            if e_rem[en] == 0:
+                if n_out == len(out_keys):
+                    grown = np.empty(2 * len(out_keys) + 16, dtype=out_keys.dtype)
+                    grown[:n_out] = out_keys[:n_out]
+                    out_keys = grown
+                out_keys[n_out] = e_key[en]
+                n_out += 1
+        if n_out - first > 1:
+            part = np.sort(out_keys[first:n_out])
+            m = 0
+            for t in range(len(part)):
+                if t == 0 or part[t] != part[t - 1]:
+                    out_keys[first + m] = part[t]
+                    m += 1
+            n_out = first + m
+        offsets[i + 1] = n_out
+    return offsets, out_keys, epoch
+
+
+# -- k-index (Whang et al., VLDB 2009), counting variant ------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def kindex_tokens(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, tok_cells, n_cells, bp_off, bp, spid_base):
+    """Tokens of each event: per value its presence token (the typed attribute), its
+    domain cell, and its satisfied string predicates.  Returns ``(offsets, tokens)``."""
+    n = len(ev_off) - 1
+    nnz = len(ev_attr)
+    tok = np.empty(2 * nnz + len(ev_spid), dtype=np.int64)
+    off = np.zeros(n + 1, dtype=np.int64)
+    nt = 0
+    for i in range(n):
+        for j in range(ev_off[i], ev_off[i + 1]):
+            kind = ev_kind[j]
+            ta = ev_attr[j] * 3 + kind
+            if ta >= len(tok_cells):
+                continue
+            tok[nt] = ta
+            nt += 1
+            base = tok_cells[ta]
+            if base >= 0:
+                if kind == 0:
+                    lo = bp_off[ta]
+                    hi = bp_off[ta + 1]
+                    v = ev_val[j]
+                    a = lo
+                    b = hi
+                    while a < b:
+                        mid = (a + b) >> 1
+                        if bp[mid] < v:
+                            a = mid + 1
+                        else:
+                            b = mid
+                    cell = 2 * (a - lo)
+                    if a < hi and bp[a] == v:
+                        cell += 1
+                    tok[nt] = base + cell
+                    nt += 1
+                else:
+                    c = np.int64(ev_val[j])
+                    if 0 <= c < n_cells[ta]:
+                        tok[nt] = base + c
+                        nt += 1
+            for q in range(ev_soff[j], ev_soff[j + 1]):
+                tok[nt] = spid_base + ev_spid[q]
+                nt += 1
+        off[i + 1] = nt
+    return off, tok[:nt]
+
+
+@numba.njit(cache=True, nogil=True)
+def kindex_match(ev_off, ev_tok_off, ev_tok, post_off, post_entry, post_in, post_size, e_need, e_key,
+                 acc, e_stamp, e_bad, epoch, touched, out_keys):
+    """Match a batch on the k-index: each event token's posting list raises (``∈``) or
+    rejects (``∉``) its conjunctions, skipping the size partitions larger than the
+    event; a conjunction of K predicates matches when K of its ``∈`` postings are hit
+    and none of its ``∉`` ones.  Returns ``(offsets, keys, epoch)``.
+    """
+    n = len(ev_off) - 1
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    n_out = 0
+    for i in range(n):
+        epoch += 1
+        nt = 0
+        m = ev_off[i + 1] - ev_off[i]
+        for t in range(ev_tok_off[i], ev_tok_off[i + 1]):
+            tok = ev_tok[t]
+            for p in range(post_off[tok], post_off[tok + 1]):
+                if post_size[p] > m:
+                    break
+                en = post_entry[p]
+                if e_stamp[en] != epoch:
+                    e_stamp[en] = epoch
+                    acc[en] = 0
+                    e_bad[en] = False
+                    touched[nt] = en
+                    nt += 1
+                if post_in[p]:
+                    acc[en] += 1
+                else:
+                    e_bad[en] = True
+        first = n_out
+        for t in range(nt):
+            en = touched[t]
+            if acc[en] == e_need[en] and not e_bad[en]:
+                if n_out == len(out_keys):
+                    grown = np.empty(2 * len(out_keys) + 16, dtype=out_keys.dtype)
+                    grown[:n_out] = out_keys[:n_out]
+                    out_keys = grown
+                out_keys[n_out] = e_key[en]
+                n_out += 1
+        if n_out - first > 1:
+            part = np.sort(out_keys[first:n_out])
+            m2 = 0
+            for t in range(len(part)):
+                if t == 0 or part[t] != part[t - 1]:
+                    out_keys[first + m2] = part[t]
+                    m2 += 1
+            n_out = first + m2
+        offsets[i + 1] = n_out
+    return offsets, out_keys, epoch
