@@ -1,0 +1,67 @@
+"""Settings: file, environment and flag precedence, types, pass-through options, secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streaming.config import ConfigError, Settings, load, parse_set
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_shipped_file_loads_with_documented_defaults():
+    s = load(ROOT / "conf" / "pubsub.toml", environ={})
+    assert s.match.matcher == "counting"
+    assert s.kafka.bootstrap_servers == ""
+    assert s.kafka.topic_partitions()["events"] == s.kafka.events_partitions
+    assert s.spark.conf["spark.sql.shuffle.partitions"] == "2"
+    assert s.registry_dir == Path(s.spark.checkpoint_dir) / "registry"
+
+
+def test_precedence_file_env_flag(tmp_path):
+    conf = tmp_path / "p.toml"
+    conf.write_text('[match]\nmatcher = "a"\nmax_terms = 10\n[kafka]\nevents_topic = "e1"\n')
+    env = {"PUBSUB_MATCH_MATCHER": "b", "PUBSUB_KAFKA_EVENTS_TOPIC": "e2", "PUBSUB_BOOTSTRAP_SERVERS": "x:1"}
+    s = load(conf, ["match.matcher=c"], env)
+    assert (s.match.matcher, s.match.max_terms, s.kafka.events_topic) == ("c", 10, "e2")
+
+
+def test_types_are_coerced_and_checked():
+    s = load(None, ["match.max_terms=12", "kafka.use_java_connector=true", "match.max_validity_s=5"], {})
+    assert s.match.max_terms == 12 and s.kafka.use_java_connector is True and s.match.max_validity_s == 5.0
+    for bad in ("match.max_terms=x", "kafka.use_java_connector=maybe", "match.max_terms=0",
+                "notifications.payload=all", "match.nope=1", "nosection.key=1", "matcher"):
+        with pytest.raises(ConfigError):
+            load(None, [bad], {})
+
+
+def test_pass_through_kafka_options_and_secrets_never_printed():
+    env = {"PUBSUB_KAFKA_CLIENT_SASL_PLAIN_PASSWORD": "hunter2"}
+    s = load(None, ["kafka.client.security.protocol=SASL_SSL", "kafka.bootstrap_servers=h:9092",
+                    "spark.conf.spark.sql.shuffle.partitions=4"], env)
+    cfg = s.kafka.client_config()
+    assert cfg["bootstrap_servers"] == "h:9092"
+    assert cfg["security_protocol"] == "SASL_SSL" and cfg["sasl_plain_password"] == "hunter2"
+    assert s.spark.conf["spark.sql.shuffle.partitions"] == "4"
+    assert "hunter2" not in repr(s) and "hunter2" not in str(s.describe())
+
+
+def test_no_bootstrap_servers_is_an_error_for_clients():
+    with pytest.raises(ConfigError):
+        Settings().kafka.client_config()
+    assert Settings().kafka.client_config("127.0.0.1:1")["bootstrap_servers"] == "127.0.0.1:1"
+
+
+def test_parse_set_and_replace():
+    assert parse_set(["a.b=c=d"]) == {"a": {"b": "c=d"}}
+    s = Settings().replace(kafka={"events_topic": "x"}, match={"snapshot_every": "3"})
+    assert s.kafka.events_topic == "x" and s.match.snapshot_every == 3
+
+
+def test_unreadable_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[match\n")
+    with pytest.raises(ConfigError):
+        load(bad, [], {})

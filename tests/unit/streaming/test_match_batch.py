@@ -1,0 +1,165 @@
+"""The match query's pure functions: registry changes, executor matching, retro notifications."""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+
+from matchers.events import flatten
+from matchers.oracle import match as oracle_match
+from streaming import executor_cache, notifications
+from streaming.config import Settings
+from streaming.executor_cache import IndexSpec
+from streaming.match_job import (
+    M_ERRORS,
+    M_EVENTS,
+    M_MATCHES,
+    M_VALID,
+    N_METRICS,
+    BatchContext,
+    apply_changes,
+    match_partition,
+    new_subscriptions,
+    retro_notifications,
+    shipped_deltas,
+)
+from streaming.records import default_parser
+from streaming.registry import Registry
+from streaming.validity import ValidityStore
+
+from .helpers import kafka_batch, random_event, random_subscriptions
+
+
+class Acc:
+    def __init__(self):
+        self.value = [0] * N_METRICS
+
+    def add(self, v):
+        self.value = [a + b for a, b in zip(self.value, v, strict=True)]
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    executor_cache.clear()
+    yield
+    executor_cache.clear()
+
+
+def settings_for(tmp_path, **match):
+    return Settings().replace(spark={"checkpoint_dir": str(tmp_path)}, match=match)
+
+
+def sub_rows(records, topic="subscriptions"):
+    return [(r.get("id", "").encode() if isinstance(r, dict) else None,
+             orjson.dumps(r) if isinstance(r, dict) else r, topic, 0, i) for i, r in enumerate(records)]
+
+
+def run_partition(settings, registry, batch_id, now, batches, payload="event"):
+    settings = settings.replace(notifications={"payload": payload})
+    spec = IndexSpec(str(settings.registry_dir), "counting", registry.version,
+                     shipped_deltas(registry, registry.version, 20))
+    ctx = BatchContext.of(settings, batch_id, now, spec)
+    acc = Acc()
+    out = list(match_partition(iter(batches), ctx, acc, partition_id=lambda: 0))
+    rows = [r for rb in out for r in rb.to_pylist()]
+    return rows, acc.value
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_notifications_equal_the_oracle(tmp_path, seed):
+    rng = random.Random(seed)
+    settings = settings_for(tmp_path)
+    reg = Registry(settings.registry_dir)
+    subs = random_subscriptions(rng, 120)
+    from streaming.records import UPSERT, Change
+
+    reg.append(0, [Change(UPSERT, s.id, s) for s in subs], 0.0)
+    events = [random_event(rng) for _ in range(300)]
+    raw = [orjson.dumps(e) for e in events]
+    bad = {17: b"{not json", 40: b"\xff\xfe", 41: b"[1,2]", 99: b'{"a": [1, 2], "price": null}'}
+    for i, v in bad.items():
+        raw[i] = v
+    batches = [kafka_batch(raw[:150], first_offset=0), kafka_batch(raw[150:], first_offset=150)]
+    rows, m = run_partition(settings, reg, 1, 1000.0, batches)
+    got = {(r["key"].decode(), orjson.loads(r["value"])["offset"]) for r in rows if r["topic"] == "notifications"}
+    want = set()
+    for i, e in enumerate(events):
+        if i in bad:
+            continue
+        for sid in oracle_match(subs, flatten(e)):
+            want.add((sid, i))
+    assert got == want and len(got) > 50
+    errors = [orjson.loads(r["value"]) for r in rows if r["topic"] == "errors"]
+    assert sorted(e["offset"] for e in errors) == [17, 40, 41]
+    assert {e["offset"]: e["encoding"] for e in errors}[40] == "base64"
+    assert m[M_EVENTS] == 297 and m[M_ERRORS] == 3 and m[M_MATCHES] == len(want)
+    one = next(orjson.loads(r["value"]) for r in rows if r["topic"] == "notifications")
+    assert one["id"] == notifications.notification_id(one["subscription"], "events", 0, one["offset"])
+    assert one["event"] == orjson.loads(raw[one["offset"]]) and one["event_time_ms"] == 1_700_000_000_000
+    assert one["event_id"] == f"events/0/{one['offset']}"
+
+
+def test_id_payload_and_event_id_field(tmp_path):
+    settings = settings_for(tmp_path)
+    reg = Registry(settings.registry_dir)
+    from matchers.expr import Subscription, pred
+    from streaming.records import UPSERT, Change
+
+    reg.append(0, [Change(UPSERT, "s", Subscription.of("s", pred("price", "<", 5)))], 0.0)
+    batch = kafka_batch([b'{"id": "e-1", "price": 1}', b'{"price": 1}', b'{"price": 9}'])
+    rows, _ = run_partition(settings, reg, 1, 0.0, [batch], payload="id")
+    docs = [orjson.loads(r["value"]) for r in rows]
+    assert [d["event_id"] for d in docs] == ["e-1", "events/0/1"]
+    assert all("event" not in d for d in docs)
+
+
+def test_changes_then_replay_then_expiry(tmp_path):
+    parse = default_parser()
+    reg = Registry(tmp_path / "registry")
+    rows = sub_rows([
+        {"op": "upsert", "id": "s1", "expr": "price < 5"},
+        {"op": "upsert", "id": "s2", "expr": "price > 5", "expires": 50},
+        {"op": "upsert", "id": "bad", "expr": "price <"},
+        {"op": "upsert", "id": "old", "expr": "price > 5", "expires": 5},
+    ])
+    out = apply_changes(reg, 0, rows, parse, 256, now=10.0)
+    assert not out.replay and out.accepted == 3 and out.expired == 1
+    assert [e.position.offset for e in out.errors] == [2]
+    assert set(reg.subscriptions) == {"s1", "s2"} and reg.version == 1
+    assert [s.id for s in new_subscriptions(out.delta)] == ["s1", "s2"]
+    again = apply_changes(Registry(tmp_path / "registry"), 0, rows, parse, 256, now=99.0)
+    assert again.replay and again.delta == out.delta and again.now == 10.0 and len(again.errors) == 1
+    later = apply_changes(reg, 1, [], parse, 256, now=60.0)
+    assert later.expired == 1 and set(reg.subscriptions) == {"s1"} and reg.version == 2
+    nothing = apply_changes(reg, 2, [], parse, 256, now=61.0)
+    assert nothing.delta is None and reg.version == 2
+
+
+def test_valid_events_are_kept_and_matched_by_new_subscriptions(tmp_path):
+    settings = settings_for(tmp_path)
+    reg = Registry(settings.registry_dir)
+    batch = kafka_batch([
+        b'{"price": 3, "valid_until": 500}',
+        b'{"price": 4, "valid_until": 50}',
+        b'{"price": 8, "valid_until": 500}',
+        b'{"price": 2}',
+    ])
+    rows, m = run_partition(settings, reg, 0, 100.0, [batch])
+    assert rows == [] and m[M_VALID] == 2
+    store = ValidityStore(settings.validity_dir)
+    assert [e.offset for e in store.valid_events(1, 100.0)] == [0, 2]
+    assert store.valid_events(0, 100.0) == []  # the batch's own events are matched by the main path
+    out = apply_changes(reg, 1, sub_rows([{"id": "late", "expr": "price < 5"}]), default_parser(), 256, 200.0)
+    retro = retro_notifications("counting", new_subscriptions(out.delta), store.valid_events(1, 200.0), 1, "event")
+    assert len(retro) == 1
+    doc = orjson.loads(retro[0][1])
+    assert retro[0][0] == "late" and doc["offset"] == 0 and doc["retro"] is True
+    assert doc["id"] == notifications.notification_id("late", "events", 0, 0)
+    assert store.valid_events(2, 600.0) == []
+    assert store.prune(600.0) == 1 and store.count_files() == 0
+    # a replayed task rewrites its file instead of adding one
+    run_partition(settings, reg, 0, 100.0, [batch])
+    run_partition(settings, reg, 0, 100.0, [batch])
+    assert store.count_files() == 1
