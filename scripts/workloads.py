@@ -281,7 +281,7 @@ def vci(n_subs: int = 10_000, n_events: int = 10_000, R: int = 5000, W: int = 20
 
 # -- AMKH ---------------------------------------------------------------------------------
 def amkh(n_subs: int = 100_000, n_events: int = 1000, x: int = 95, n_equality: int = 10,
-         n_general: int = 10, p_equal: float = 0.5, seed: int = 0) -> Workload:
+         n_general: int = 10, p_equal: float = 0.5, event_hi: int = 95, seed: int = 0) -> Workload:
     """AMKH simulation (Wu & Yu, Section 3, Fig. 1).
 
     ``n_equality`` equality-only attributes ``e0..`` and ``n_general`` general attributes
@@ -289,12 +289,12 @@ def amkh(n_subs: int = 100_000, n_events: int = 1000, x: int = 95, n_equality: i
     the other equality-only attributes, and a clause on the fixed general attribute ``g0``
     whose operator is ``=`` with probability ``p_equal``, else ``>`` or ``<`` equally.
     Predicate values are uniform integers in ``[6, x]`` (Fig. 1 varies ``x`` from 15 to
-    95); event values are uniform in ``[6, 95]`` on every attribute.
+    95); event values are uniform in ``[6, event_hi]`` on every attribute (95 in the paper).
     """
     if n_equality < 2 or n_general < 1:
         raise ValueError("AMKH needs at least 2 equality-only and 1 general attribute")
-    if x < 6:
-        raise ValueError(f"the predicate value range [6, x] needs x >= 6, got {x}")
+    if x < 6 or event_hi < 6:
+        raise ValueError(f"the value ranges [6, x] and [6, event_hi] need x, event_hi >= 6, got {x}, {event_hi}")
     sub_rng, event_rng = _rngs(seed)
     eq_names = [f"e{i}" for i in range(n_equality)]
     gen_names = [f"g{i}" for i in range(n_general)]
@@ -308,7 +308,7 @@ def amkh(n_subs: int = 100_000, n_events: int = 1000, x: int = 95, n_equality: i
         for v, j, o in zip(vals.tolist(), second.tolist(), ops.tolist(), strict=True)
     )
     names = eq_names + gen_names
-    values = event_rng.integers(6, 96, size=(n_events, len(names)))
+    values = event_rng.integers(6, event_hi + 1, size=(n_events, len(names)))
     events = [dict(zip(names, row, strict=True)) for row in values.tolist()]
     return Workload(subs, events)
 
