@@ -314,8 +314,10 @@ def _syntax_error(text: str, exc: UnexpectedInput, sub_id: str | None) -> Subscr
         shown = repr(char) if char.isprintable() and not char.isspace() else f"{char!r} (U+{ord(char):04X})"
         return SubscriptionError(f"unexpected character {shown}", sub_id, _position(text, offset), expected)
     if isinstance(exc, UnexpectedToken):
-        accepts = set(exc.accepts or exc.expected)
         token = exc.token
+        # The parser may have reduced before failing; ask a fresh one what was valid before the token.
+        before = len(text) if token.type == "$END" else _start(token)
+        accepts = _accepts_before(text, before) or set(exc.accepts or exc.expected)
         if token.type == "$END":
             end = len(text.rstrip())
             return SubscriptionError("the expression ends too early", sub_id, _position(text, end),
