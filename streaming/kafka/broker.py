@@ -158,8 +158,12 @@ class EmbeddedBroker:
                     f"see {self._log_path}: {self._tail_log()}"
                 )
             try:
+                # Cheap TCP check first: the client's own bootstrap retries for seconds.
+                with socket.create_connection((self.host, self._port), timeout=1.0):
+                    pass
                 consumer = KafkaConsumer(
                     bootstrap_servers=[self.bootstrap_servers],
+                    bootstrap_timeout_ms=3000,
                     request_timeout_ms=3000,
                     connections_max_idle_ms=10_000,
                     fetch_max_wait_ms=100,

@@ -1,0 +1,79 @@
+"""The embedded broker, topic administration and the tail probe against the real broker."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from streaming.kafka.admin import ensure_topics, partition_counts
+from streaming.kafka.broker import EmbeddedBroker, broker_binary
+from streaming.kafka.errors import BrokerError
+from streaming.kafka.watermarks import Watermarks
+from tests.integration.kafka_helpers import consume_all, produce
+
+pytestmark = pytest.mark.integration
+
+
+def test_broker_starts_answers_and_stops(tmp_path: Any) -> None:
+    log_path = tmp_path / "broker.log"
+    with EmbeddedBroker(log_path=log_path) as broker:
+        assert broker.running
+        host, port = broker.bootstrap_servers.split(":")
+        assert host == "127.0.0.1" and int(port) > 0
+        config = {"bootstrap_servers": broker.bootstrap_servers}
+        assert ensure_topics(config, {"solo": 2}) == {"solo": 2}
+        pid = broker._process.pid  # noqa: SLF001 - checking the process really goes away
+    assert not broker.running
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert log_path.exists()
+    broker.stop()  # idempotent
+
+
+def test_broker_missing_binary_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CALF_TANSU_BIN", "/nonexistent/tansu")
+    with pytest.raises(BrokerError, match="CALF_TANSU_BIN"):
+        broker_binary()
+
+
+def test_broker_that_exits_is_reported(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "tansu"
+    fake.write_text('#!/bin/sh\n[ "$1" = --version ] && exit 0\necho boom; exit 3\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("CALF_TANSU_BIN", str(fake))
+    with pytest.raises(BrokerError, match="exited with code 3"):
+        EmbeddedBroker(log_path=tmp_path / "log", start_timeout_s=10).start()
+
+
+def test_ensure_topics_is_idempotent(kafka_config: dict, topic_factory: Any) -> None:
+    name = topic_factory("admin", partitions=3)
+    assert ensure_topics(kafka_config, {name: 3}) == {name: 3}
+    assert ensure_topics(kafka_config, {name: 5}) == {name: 3}  # existing count kept
+    assert partition_counts(kafka_config, [name, f"{name}-missing"]) == {name: 3}
+
+
+def test_true_end_covers_the_tail_of_a_multi_record_batch(
+    kafka_config: dict, topic_factory: Any, kafka_broker: Any
+) -> None:
+    topic = topic_factory("tail", partitions=1)
+    produce(kafka_config, topic, [f"r{i}" for i in range(3000)], partition=0, linger_ms=500)
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=kafka_config["bootstrap_servers"])
+    try:
+        reported = consumer.end_offsets([tp])[tp]
+    finally:
+        consumer.close()
+    watermarks = Watermarks({"bootstrap_servers": [kafka_config["bootstrap_servers"]]})
+    try:
+        assert watermarks.latest([(topic, 0)]) == {(topic, 0): 3000}
+        if isinstance(kafka_broker, EmbeddedBroker):
+            assert reported < 3000, "the embedded broker no longer hides the tail"
+        produce(kafka_config, topic, ["one-more"], partition=0)
+        assert watermarks.latest([(topic, 0)]) == {(topic, 0): 3001}
+        assert watermarks.latest([(topic, 0)]) == {(topic, 0): 3001}
+    finally:
+        watermarks.close()
+    assert len(consume_all(kafka_config, topic)) == 3001
