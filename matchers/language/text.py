@@ -283,7 +283,7 @@ def parse_text(text: str, sub_id: str | None = None) -> Expr:
                                 expected="a text such as \"price < 100\"")
     if not text.strip():
         raise SubscriptionError("the expression is empty", sub_id, "1:1",
-                                "a predicate such as price < 100")
+                                "a predicate (such as price < 100)")
     try:
         node = _parser().parse(text)
     except _Fail as fail:
@@ -360,7 +360,7 @@ def _describe(accepts: set[str]) -> str | None:
     if rest & _VALUE_TERMINALS:
         # where a predicate may start, or on the right of a comparison (an attribute there is an error)
         starts = rest & {"NOT", "_LPAR"}
-        items.append("a predicate such as price < 100" if starts else "a value")
+        items.append("a predicate (such as price < 100)" if starts else "a value")
         rest -= _NAME_TERMINALS | _VALUE_TERMINALS
     if "CMP_OP" in rest and rest & _STRING_OP_TERMINALS:
         items.append(_OPERATORS_TEXT)

@@ -12,7 +12,7 @@ from matchers.language import MAX_DEPTH, parse_text
 
 OPERATORS = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES)"
 AFTER_PREDICATE = "AND, OR or the end of the expression"
-PREDICATE = "a predicate such as price < 100, NOT or '('"
+PREDICATE = "a predicate (such as price < 100), NOT or '('"
 
 
 def error_of(text: str, sub_id: str | None = None) -> SubscriptionError:
@@ -23,8 +23,8 @@ def error_of(text: str, sub_id: str | None = None) -> SubscriptionError:
 
 @pytest.mark.parametrize("text,position,message,expected", [
     # empty input, early end, trailing garbage
-    ("", "1:1", "the expression is empty", "a predicate such as price < 100"),
-    ("  \n\t ", "1:1", "the expression is empty", "a predicate such as price < 100"),
+    ("", "1:1", "the expression is empty", "a predicate (such as price < 100)"),
+    ("  \n\t ", "1:1", "the expression is empty", "a predicate (such as price < 100)"),
     ("price", "1:6", "ends too early", OPERATORS),
     ("price <", "1:8", "ends too early", "a value"),
     ("price < 100 AND", "1:16", "ends too early", PREDICATE),
