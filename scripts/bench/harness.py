@@ -1,0 +1,426 @@
+"""Benchmark harness: every registered matcher on named workloads, next to counting and brute.
+
+Each (workload, matcher) run happens in a forked child process pinned to one CPU, with
+numba limited to one thread, so that a run measures one core, a crash or a hang cannot
+take the harness down, and a run over its time limit is killed and reported as skipped.
+
+A run measures, in this order:
+
+* ``jit_s``: a throw-away instance on 20 subscriptions and 4 events, so that compiling
+  or loading the kernels from numba's cache stays out of the other figures;
+* ``add_s``: ``matcher.add(subscriptions)``;
+* ``prepare_s``: the first ``match`` of one event (lazy packing, if the matcher does it);
+  ``build_s = add_s + prepare_s``;
+* ``encode_us``: encoding the events with the matcher's dictionary, per event (not part
+  of the matching time);
+* ``match_us``: ``matcher.match`` over the encoded events in batches of ``batch_size``,
+  per event; when the matching phase exceeds half the time limit it stops early and the
+  figure covers the events matched so far (noted);
+* ``memory_bytes`` (the matcher's own report) and bytes per predicate (predicate
+  occurrences in the subscriptions' DNF);
+* the ids matched on a sample of events, compared with ``counting`` (or ``brute`` when
+  counting is absent) and, on a smaller sample, with :mod:`matchers.oracle`.
+
+Results go to ``docs/bench/harness-<date>.json`` (``goal-<date>.json`` for ``--goal``) and
+``docs/bench.md`` is rendered from the newest of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import multiprocessing as mp
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+BASELINES = ("counting", "brute")
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+FULL_SIZES: dict[str, tuple[int, int]] = {
+    "fabret-w0": (100_000, 1111),
+    "fabret-w1": (100_000, 1111),
+    "fabret-w2": (100_000, 1111),
+    "fabret-w6": (100_000, 1111),
+    "opindex": (1_000_000, 10_000),
+    "opindex-zipf": (1_000_000, 10_000),
+    "vci": (1_024_000, 10_000),
+    "amkh": (100_000, 1000),
+    "stock": (100_000, 10_000),
+    "ecommerce": (100_000, 5000),
+}
+"""Default (n_subs, n_events) of a full run: the papers' sizes where the machine allows."""
+
+QUICK_SIZES: dict[str, tuple[int, int]] = {
+    "fabret-w0": (10_000, 1111),
+    "opindex": (20_000, 2000),
+    "vci": (10_000, 2000),
+    "stock": (5000, 2000),
+    "ecommerce": (5000, 1000),
+}
+"""Workloads and sizes of ``--quick`` (about a minute)."""
+
+GOAL = dict(workload="opindex", n_subs=1_000_000, n_events=20_000, events_per_s=25_000, build_s=10.0,
+            bytes_per_predicate=100.0)
+"""Issue 2's goal: counting on OpIndex Table 3 defaults at N = 1,000,000."""
+
+
+# -- one run, in a child process ------------------------------------------------------
+_WORKLOAD = None  # (subscriptions, events), inherited by forked children
+
+
+def _pin_one_core() -> int | None:
+    """Pin this process to one CPU and numba to one thread; the CPU used, if pinning works."""
+    cpu = None
+    if hasattr(os, "sched_getaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        cpu = cpus[-1]
+        os.sched_setaffinity(0, {cpu})
+    try:
+        import numba
+
+        numba.set_num_threads(1)
+    except (ImportError, ValueError):
+        pass
+    return cpu
+
+
+def _measure(name: str, batch_size: int, match_budget_s: float, sample: int, params: dict) -> dict:
+    """Build and time one matcher on the inherited workload (runs in the child)."""
+    from matchers.base import create
+
+    subscriptions, events = _WORKLOAD  # type: ignore[misc]
+    cpu = _pin_one_core()
+    t0 = time.perf_counter()
+    warm = create(name, **params)  # compile or load the kernels outside the measurements
+    warm.add(subscriptions[:20])
+    warm.match(warm.encode(events[:4]))
+    jit_s = time.perf_counter() - t0
+    del warm
+    matcher = create(name, **params)
+    t0 = time.perf_counter()
+    matcher.add(subscriptions)
+    add_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    batch = matcher.encode(events)
+    encode_s = time.perf_counter() - t0
+    first = matcher.encode(events[:1])
+    t0 = time.perf_counter()
+    matcher.match(first)
+    prepare_s = time.perf_counter() - t0
+    n = len(events)
+    matched = 0
+    total_matches = 0
+    match_s = 0.0
+    note = ""
+    for lo in range(0, n, batch_size):
+        part = _slice(batch, lo, min(n, lo + batch_size))
+        t0 = time.perf_counter()
+        result = matcher.match(part)
+        match_s += time.perf_counter() - t0
+        matched += part.n
+        total_matches += result.total
+        if match_s > match_budget_s and matched < n:
+            note = f"matched {matched} of {n} events (time limit)"
+            break
+    memory = matcher.memory_bytes()
+    ids = matcher.match_ids(_slice(batch, 0, min(sample, n)))
+    return dict(
+        matcher=name, cpu=cpu, jit_s=jit_s, add_s=add_s, prepare_s=prepare_s, build_s=add_s + prepare_s,
+        encode_us=encode_s / max(n, 1) * 1e6, match_us=match_s / max(matched, 1) * 1e6,
+        events_per_s=matched / match_s if match_s > 0 else float("inf"), events_matched=matched,
+        matches_per_event=total_matches / max(matched, 1), memory_bytes=int(memory), note=note,
+        sample_ids=ids,
+    )
+
+
+def _slice(batch, lo: int, hi: int):
+    """Events ``lo:hi`` of an encoded batch as a batch of their own."""
+    from matchers.events import EventBatch
+
+    a, b = batch.offsets[lo], batch.offsets[hi]
+    return EventBatch(batch.offsets[lo:hi + 1] - a, batch.attrs[a:b], batch.kinds[a:b], batch.nums[a:b],
+                      batch.codes[a:b], batch.texts[a:b], batch.strings)
+
+
+def _child(conn, *args) -> None:
+    try:
+        conn.send(("ok", _measure(*args)))
+    except BaseException as exc:  # report anything, the parent decides
+        conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"))
+    finally:
+        conn.close()
+
+
+def run_isolated(name: str, workload, timeout_s: float, batch_size: int = 1000, sample: int = 200,
+                 params: dict | None = None) -> dict:
+    """Measure one matcher in a forked child; a timeout or crash becomes a result with a note."""
+    global _WORKLOAD
+    _WORKLOAD = workload
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, name, batch_size, timeout_s / 2, sample, params or {}))
+    start = time.perf_counter()
+    proc.start()
+    child.close()
+    try:
+        if parent.poll(timeout_s):
+            status, payload = parent.recv()
+        else:
+            status, payload = "timeout", f"skipped: no result within {timeout_s:.0f} s (killed)"
+    except EOFError:
+        status, payload = "error", f"child died (exit code {proc.exitcode})"
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        _WORKLOAD = None
+    if status == "ok":
+        payload["wall_s"] = time.perf_counter() - start
+        return payload
+    return dict(matcher=name, note=str(payload).strip(), failed=True)
+
+
+# -- agreement ------------------------------------------------------------------------
+def _oracle_ids(subscriptions, events) -> list[list[str]]:
+    from matchers.oracle import match
+
+    return [match(subscriptions, e) for e in events]
+
+
+def _disagreements(ids: list[list[str]], reference: list[list[str]]) -> list[int]:
+    return [i for i, (a, b) in enumerate(zip(ids, reference, strict=False)) if a != b]
+
+
+# -- a workload -------------------------------------------------------------------------
+def bench_workload(name: str, matchers: Sequence[str], n_subs: int, n_events: int, seed: int, timeout_s: float,
+                   batch_size: int, progress=None, params: dict | None = None) -> dict:
+    """Generate one workload and run every matcher on it; returns the workload's record."""
+    from scripts.workloads import generate, parameters
+
+    gen_params = {**(params or {}), "n_subs": n_subs, "n_events": n_events, "seed": seed}
+    t0 = time.perf_counter()
+    subscriptions, events = generate(name, **gen_params)
+    generate_s = time.perf_counter() - t0
+    n_preds = sum(len(c) for s in subscriptions for c in s.conjunctions)
+    described = {**parameters(name), **gen_params}
+    print(f"\n== {name}: {described}", flush=True)
+    print(f"   {len(subscriptions)} subscriptions, {n_preds} predicates, {len(events)} events "
+          f"(generated in {generate_s:.1f} s)", flush=True)
+    oracle_n = max(0, min(20, 2_000_000 // max(1, n_subs)))
+    oracle = _oracle_ids(subscriptions, events[:oracle_n])
+    runs = []
+    order = [m for m in BASELINES if m in matchers] + [m for m in matchers if m not in BASELINES]
+    for m in order:
+        if progress is not None:
+            progress.set_description(f"{name} / {m}")
+        run = run_isolated(m, (subscriptions, events), timeout_s, batch_size)
+        runs.append(run)
+        if progress is not None:
+            progress.update(1)
+    reference_name = next((r["matcher"] for r in runs if r["matcher"] in BASELINES and not r.get("failed")), None)
+    reference = next((r["sample_ids"] for r in runs if r["matcher"] == reference_name), None)
+    base = {r["matcher"]: r for r in runs if not r.get("failed")}
+    for r in runs:
+        if r.get("failed"):
+            continue
+        ids = r.pop("sample_ids")
+        r["bytes_per_predicate"] = r["memory_bytes"] / max(1, n_preds)
+        for b in BASELINES:
+            if b in base and base[b]["match_us"] > 0:
+                r[f"speedup_vs_{b}"] = base[b]["match_us"] / r["match_us"] if r["match_us"] > 0 else None
+        r["oracle_checked"] = oracle_n
+        bad_oracle = _disagreements(ids, oracle)
+        r["oracle_disagreements"] = len(bad_oracle)
+        if reference is not None and r["matcher"] != reference_name:
+            bad = _disagreements(ids, reference)
+            r["reference"] = reference_name
+            r["disagreements"] = len(bad)
+            r["disagreeing_events"] = bad[:20]
+        if bad_oracle or r.get("disagreements"):
+            print(f"\n!!!!!!!! DISAGREEMENT: {r['matcher']} on {name}: {r.get('disagreements', 0)} of "
+                  f"{min(len(ids), len(reference or []))} sample events differ from {reference_name}, "
+                  f"{len(bad_oracle)} of {oracle_n} from the oracle (events {r.get('disagreeing_events', bad_oracle)[:10]})"
+                  " !!!!!!!!\n", flush=True)
+    for r in runs:
+        if r["matcher"] == reference_name and "sample_ids" in r:
+            r.pop("sample_ids")
+    print(table(runs), flush=True)
+    return dict(workload=name, parameters=described, n_subscriptions=len(subscriptions), n_predicates=n_preds,
+                n_events=len(events), generate_s=generate_s, runs=runs)
+
+
+# -- output ---------------------------------------------------------------------------------
+COLUMNS = ("matcher", "build s (add + prepare)", "encode µs/ev", "match µs/ev", "events/s", "× counting", "× brute",
+           "memory MB", "B/pred", "matches/ev", "agrees", "note")
+
+
+def _row(r: dict) -> list[str]:
+    if r.get("failed"):
+        return [r["matcher"]] + ["-"] * 10 + [r["note"].splitlines()[0][:120]]
+
+    def ratio(key: str) -> str:
+        v = r.get(key)
+        return f"{v:.2f}" if v is not None else "-"
+
+    agrees = "yes"
+    if r.get("oracle_disagreements") or r.get("disagreements"):
+        agrees = f"**NO** ({r.get('disagreements', 0)} vs {r.get('reference')}, {r['oracle_disagreements']} vs oracle)"
+    return [r["matcher"], f"{r['build_s']:.2f} ({r['add_s']:.2f} + {r['prepare_s']:.2f})", f"{r['encode_us']:.1f}", f"{r['match_us']:.2f}",
+            f"{r['events_per_s']:,.0f}", ratio("speedup_vs_counting"), ratio("speedup_vs_brute"),
+            f"{r['memory_bytes'] / 1e6:.1f}", f"{r['bytes_per_predicate']:.1f}", f"{r['matches_per_event']:.2f}",
+            agrees, r.get("note", "")]
+
+
+def table(runs: list[dict]) -> str:
+    """Markdown table of a workload's runs."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_row(r)) + " |" for r in runs]
+    return "\n".join(lines)
+
+
+def environment() -> dict:
+    import numba
+    import numpy
+
+    return dict(python=platform.python_version(), numpy=numpy.__version__, numba=numba.__version__,
+                machine=platform.machine(), processor=platform.processor() or platform.machine(),
+                cpus=os.cpu_count(), one_core=True)
+
+
+def _newest(pattern: str) -> dict | None:
+    files = sorted((DOCS / "bench").glob(pattern))
+    return json.loads(files[-1].read_text()) if files else None
+
+
+def render_markdown() -> str:
+    """``docs/bench.md`` from the newest harness and goal results."""
+    out = ["# Matcher benchmarks (harness)", "",
+           "Generated by `python -m scripts.bench` (`--quick`, `--goal`); do not edit by hand.",
+           "Every run is one forked process pinned to one CPU (numba limited to one thread). Build = `add` + the "
+           "first match of one event (lazy packing, where a matcher packs lazily). Matching time excludes encoding, "
+           "which is reported separately. `× counting` / `× brute`: speed-up of matching over that baseline "
+           "measured in the same run. Kernel compilation or loading happens on a throw-away instance before the "
+           "measurements. B/pred: the matcher's `memory_bytes()` over predicate occurrences in the "
+           "subscriptions' DNF. `agrees`: the matched ids of a sample of events equal counting's (brute's when "
+           "counting is absent) and the reference oracle's on a smaller sample.", ""]
+    goal = _newest("goal-*.json")
+    if goal is not None:
+        out += ["## Goal of issue 2", "", f"Run {goal['date']} ({goal['environment']['processor']}, "
+                f"numpy {goal['environment']['numpy']}, numba {goal['environment']['numba']}).", "",
+                f"Workload: `{goal['workload']['workload']}` {goal['workload']['parameters']}.", ""]
+        out += [f"* {c['what']}: {c['value']} (goal {c['goal']}): **{'met' if c['met'] else 'NOT met'}**"
+                for c in goal["checks"]]
+        out += ["", table(goal["workload"]["runs"]), ""]
+    harness = _newest("harness-*.json")
+    if harness is not None:
+        out += [f"## All matchers ({'quick' if harness['quick'] else 'full'} run, {harness['date']})", "",
+                f"Environment: {harness['environment']}.", ""]
+        for w in harness["workloads"]:
+            out += [f"### {w['workload']}", "", f"Parameters: `{w['parameters']}`; {w['n_subscriptions']:,} "
+                    f"subscriptions, {w['n_predicates']:,} predicates, {w['n_events']:,} events.", "",
+                    table(w["runs"]), ""]
+    return "\n".join(out) + "\n"
+
+
+def _write(kind: str, record: dict) -> Path:
+    (DOCS / "bench").mkdir(parents=True, exist_ok=True)
+    path = DOCS / "bench" / f"{kind}-{record['date']}.json"
+    path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    (DOCS / "bench.md").write_text(render_markdown())
+    return path
+
+
+# -- entry point -------------------------------------------------------------------------
+def goal(args) -> int:
+    """Issue 2's goal: counting (and brute as the baseline) on OpIndex Table 3 defaults at 1M."""
+    from tqdm import tqdm
+
+    n_subs = args.n_subs or GOAL["n_subs"]
+    n_events = args.n_events or GOAL["n_events"]
+    matchers = args.matchers.split(",") if args.matchers else ["counting", "brute"]
+    with tqdm(total=len(matchers), file=sys.stderr, unit="run") as bar:
+        record = bench_workload(GOAL["workload"], matchers, n_subs, n_events, args.seed, args.timeout,
+                                args.batch, bar)
+    counting = next((r for r in record["runs"] if r["matcher"] == "counting" and not r.get("failed")), None)
+    checks = []
+    if counting is None:
+        print("!!!!!!!! counting did not run: goal not measured !!!!!!!!")
+    else:
+        checks = [
+            dict(what="events/s on one core", value=round(counting["events_per_s"]), goal=f">= {GOAL['events_per_s']:,}",
+                 met=counting["events_per_s"] >= GOAL["events_per_s"] and not counting["note"]),
+            dict(what="build time (s)", value=round(counting["build_s"], 2), goal=f"< {GOAL['build_s']}",
+                 met=counting["build_s"] < GOAL["build_s"]),
+            dict(what="bytes per predicate", value=round(counting["bytes_per_predicate"], 1),
+                 goal=f"< {GOAL['bytes_per_predicate']}", met=counting["bytes_per_predicate"] < GOAL["bytes_per_predicate"]),
+            dict(what="agrees with the oracle on the sample", value=counting["oracle_disagreements"] == 0,
+                 goal="True", met=counting["oracle_disagreements"] == 0),
+        ]
+        print(f"\nGoal (counting, opindex defaults, N = {n_subs:,}, {n_events:,} events):")
+        for c in checks:
+            print(f"  {c['what']}: {c['value']} (goal {c['goal']}) -> {'MET' if c['met'] else 'NOT MET'}")
+    out = dict(date=dt.date.today().isoformat(), environment=environment(), workload=record, checks=checks,
+               met=bool(checks) and all(c["met"] for c in checks))
+    if not args.no_write:
+        print(f"wrote {_write('goal', out)} and {DOCS / 'bench.md'}")
+    return 0 if out["met"] else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from tqdm import tqdm
+
+    from matchers.base import names
+    from scripts.workloads import WORKLOADS
+
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench",
+                                     description="Every registered matcher on named workloads, next to counting "
+                                                 "and brute measured in the same run.")
+    parser.add_argument("--matchers", help="comma-separated matcher names (default: all registered)")
+    parser.add_argument("--workloads", help=f"comma-separated workload names out of: {', '.join(WORKLOADS)}")
+    parser.add_argument("--n-subs", type=int, help="subscriptions per workload (default: per workload)")
+    parser.add_argument("--n-events", type=int, help="events per workload (default: per workload)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=1000, help="events per match call (a micro-batch)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds per (workload, matcher) run before it is killed and skipped "
+                             "(default 300, quick 60); matching stops early after half of it")
+    parser.add_argument("--quick", action="store_true", help="small sizes, about a minute")
+    parser.add_argument("--goal", action="store_true", help="issue 2's goal: counting on OpIndex defaults at 1M")
+    parser.add_argument("--no-write", action="store_true", help="print only, write no files")
+    args = parser.parse_args(argv)
+    if args.timeout is None:
+        args.timeout = 60.0 if args.quick else 300.0
+    if args.goal:
+        return goal(args)
+    registered = names()
+    matchers = args.matchers.split(",") if args.matchers else registered
+    unknown = [m for m in matchers if m not in registered]
+    if unknown:
+        parser.error(f"unknown matchers {unknown}; registered: {', '.join(registered)}")
+    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    workloads = args.workloads.split(",") if args.workloads else list(sizes)
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
+    records = []
+    with tqdm(total=len(workloads) * len(matchers), file=sys.stderr, unit="run") as bar:
+        for w in workloads:
+            n_subs, n_events = sizes.get(w, (10_000, 1000))
+            records.append(bench_workload(w, matchers, args.n_subs or n_subs, args.n_events or n_events,
+                                          args.seed, args.timeout, args.batch, bar))
+    out = dict(date=dt.date.today().isoformat(), quick=args.quick, environment=environment(),
+               arguments=vars(args), workloads=records)
+    failures = [(w["workload"], r["matcher"]) for w in records for r in w["runs"]
+                if r.get("disagreements") or r.get("oracle_disagreements")]
+    if failures:
+        print(f"\n!!!!!!!! {len(failures)} matcher runs DISAGREE with the reference: {failures} !!!!!!!!")
+    if not args.no_write:
+        print(f"wrote {_write('harness', out)} and {DOCS / 'bench.md'}")
+    return 1 if failures else 0
