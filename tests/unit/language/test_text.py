@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from matchers import oracle
+from matchers.errors import SubscriptionError
 from matchers.expr import And, Kind, Not, Op, Or, pred, to_text
 from matchers.language import RESERVED_WORDS, parse_text
 
@@ -183,3 +184,12 @@ def test_prefix_of_empty_text_is_kept_apart_from_contains():
 def test_to_text_back_quotes_reserved_words(word):
     p = P(word, "=", 1)
     assert parse_text(to_text(p)) == p
+
+
+@pytest.mark.parametrize("word", sorted(RESERVED_WORDS))
+def test_reserved_words_are_keywords_in_any_case(word):
+    for spelling in (word, word.upper(), word.title()):
+        with pytest.raises(SubscriptionError):
+            parse_text(f"{spelling} = 1")
+        assert parse_text(f"`{spelling}` = 1").attr == spelling
+        assert parse_text(f"{spelling}.x = 1 AND y.{spelling} = 1").children[0].attr == f"{spelling}.x"
