@@ -84,6 +84,10 @@ def _coerce(name: str, value: Any) -> Any:
             raise KafkaOptionError(
                 f"kafka.api.version must look like 2.8.0, got {text!r}"
             ) from None
+    if name == "acks":
+        if text in ("all", "-1", "0", "1"):
+            return text if text == "all" else int(text)
+        raise KafkaOptionError(f"option kafka.acks must be all, -1, 0 or 1, got {text!r}")
     default = _DEFAULTS.get(name)
     try:
         if isinstance(default, bool):
