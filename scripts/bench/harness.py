@@ -58,11 +58,10 @@ FULL_SIZES: dict[str, tuple[int, int]] = {
 """Default (n_subs, n_events) of a full run: the papers' sizes where the machine allows."""
 
 QUICK_SIZES: dict[str, tuple[int, int]] = {
-    "fabret-w0": (10_000, 1111),
-    "opindex": (20_000, 2000),
-    "vci": (10_000, 2000),
-    "stock": (5000, 2000),
-    "ecommerce": (5000, 1000),
+    "fabret-w0": (10_000, 500),
+    "opindex": (20_000, 1000),
+    "stock": (5000, 1000),
+    "ecommerce": (5000, 500),
 }
 """Workloads and sizes of ``--quick`` (about a minute)."""
 
