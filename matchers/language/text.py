@@ -255,7 +255,7 @@ def _parser() -> lark.Lark:
 
 @lru_cache(maxsize=1)
 def _plain_parser() -> lark.Lark:
-    """A tree-building twin, used only to learn what was expected at a lexing error."""
+    """A tree-building twin, used only after an error to learn what was valid at its place."""
     return lark.Lark(_grammar(), parser="lalr", lexer="basic")
 
 
