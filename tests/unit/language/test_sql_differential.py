@@ -102,7 +102,8 @@ def test_text_form_agrees_with_sqlite(database, seed):
         text = _expression(rng)
         rows = database.execute(f"SELECT id, ({text}) FROM ev ORDER BY id").fetchall()
         tree = parse_text(text)
-        for (i, sql_value), event in zip(rows, events, strict=True):
+        for (row_id, sql_value), (index, event) in zip(rows, enumerate(events), strict=True):
+            assert row_id == index
             assert oracle.evaluate(tree, event) == (sql_value == 1), (text, event, sql_value)
             checked += 1
     assert checked == 300 * 40
