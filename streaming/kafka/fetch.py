@@ -1,10 +1,13 @@
 """Executor-side reading of one offset range into Arrow record batches.
 
-Each Python worker keeps one kafka-python consumer per client configuration (workers
-are reused across micro-batches), assigns it the partition of the range and seeks to
-its start: no consumer group is involved. Reading stops at the range's end offset;
-offsets that hold no record (compaction, transaction markers) are skipped because the
-consumer's position moves past them.
+Each Python worker keeps one consumer per client configuration (workers are reused
+across micro-batches), assigns it the partition of the range at the range's start: no
+consumer group is involved. Reading stops at the range's end offset; offsets that hold
+no record (compaction, transaction markers) are skipped.
+
+Two clients do the fetching: confluent-kafka (librdkafka, about 3x faster here) when it
+is installed and every client option has a librdkafka equivalent, kafka-python
+otherwise. Both build the same Arrow batches.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import pyarrow as pa
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
-from streaming.kafka.errors import DataLossError, FetchTimeoutError
+from streaming.kafka.errors import DataLossError, FetchTimeoutError, KafkaConnectorError
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.schema import ARROW_SCHEMA
 
@@ -31,15 +34,93 @@ _READ_SETTINGS = {
     "fetch_max_wait_ms": 100,
     "max_partition_fetch_bytes": 8 * 1024 * 1024,
 }
-_CONSUMERS: dict[str, KafkaConsumer] = {}
+_CONSUMERS: dict[str, Any] = {}
+CLIENTS = ("auto", "confluent", "kafka-python")
+
+# kafka-python argument -> librdkafka property, for the options a read may carry.
+_RDKAFKA_NAMES = {
+    "bootstrap_servers": "bootstrap.servers",
+    "client_id": "client.id",
+    "security_protocol": "security.protocol",
+    "sasl_mechanism": "sasl.mechanism",
+    "sasl_plain_username": "sasl.username",
+    "sasl_plain_password": "sasl.password",
+    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
+    "ssl_cafile": "ssl.ca.location",
+    "ssl_certfile": "ssl.certificate.location",
+    "ssl_keyfile": "ssl.key.location",
+    "ssl_password": "ssl.key.password",
+    "ssl_crlfile": "ssl.crl.location",
+    "isolation_level": "isolation.level",
+    "check_crcs": "check.crcs",
+    "receive_message_max_bytes": "receive.message.max.bytes",
+}
+# Tuning arguments of kafka-python that have no bearing on what a read returns.
+_RDKAFKA_IGNORED = frozenset(
+    {
+        "request_timeout_ms",
+        "fetch_max_wait_ms",
+        "fetch_min_bytes",
+        "fetch_max_bytes",
+        "max_partition_fetch_bytes",
+        "max_poll_records",
+        "connections_max_idle_ms",
+        "metadata_max_age_ms",
+        "reconnect_backoff_ms",
+        "reconnect_backoff_max_ms",
+        "retry_backoff_ms",
+        "api_version",
+        "client_dns_lookup",
+    }
+)
 
 
-def _consumer(kwargs: Mapping[str, Any]) -> tuple[str, KafkaConsumer]:
+def rdkafka_config(kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """librdkafka consumer properties equivalent to kafka-python ``kwargs``.
+
+    Returns
+    -------
+    dict or None
+        None when confluent-kafka is not installed or an argument has no equivalent
+        (the read then uses kafka-python, so that no setting is silently dropped).
+    """
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        return None
+    conf: dict[str, Any] = {
+        "group.id": "kafka-py-reader-unused",  # required by librdkafka; never joined
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",
+        "fetch.wait.max.ms": 100,
+    }
+    for name, value in kwargs.items():
+        if name in _RDKAFKA_IGNORED:
+            continue
+        if name == "ssl_check_hostname":
+            conf["ssl.endpoint.identification.algorithm"] = "https" if value else "none"
+            continue
+        if name not in _RDKAFKA_NAMES:
+            return None
+        if name == "bootstrap_servers" and not isinstance(value, str):
+            value = ",".join(value)
+        conf[_RDKAFKA_NAMES[name]] = value
+    return conf
+
+
+def _consumer(kwargs: Mapping[str, Any], client: str) -> tuple[str, Any]:
     """The cached consumer of this process for ``kwargs`` (created on first use)."""
-    key = json.dumps(sorted((k, repr(v)) for k, v in kwargs.items()))
+    key = json.dumps([client, sorted((k, repr(v)) for k, v in kwargs.items())])
     consumer = _CONSUMERS.get(key)
     if consumer is None:
-        consumer = KafkaConsumer(**{**kwargs, **_READ_SETTINGS})
+        if client == "confluent":
+            from confluent_kafka import Consumer
+
+            consumer = Consumer(kwargs)
+        else:
+            consumer = KafkaConsumer(**{**kwargs, **_READ_SETTINGS})
         _CONSUMERS[key] = consumer
     return key, consumer
 
@@ -90,6 +171,7 @@ def read_range(
     timeout_s: float = 120.0,
     fail_on_data_loss: bool = True,
     batch_rows: int = 10_000,
+    client: str = "auto",
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``rng`` (offsets ``[start, end)``) as Arrow record batches.
 
@@ -105,6 +187,8 @@ def read_range(
         Raise when offsets of the range are no longer in the log; otherwise skip them.
     batch_rows : int
         Rows per yielded batch (at most).
+    client : {"auto", "confluent", "kafka-python"}
+        Fetching client; ``auto`` takes confluent-kafka when :func:`rdkafka_config` allows.
 
     Raises
     ------
@@ -113,9 +197,118 @@ def read_range(
     DataLossError
         If ``fail_on_data_loss`` and the range starts before the log does.
     """
+    if client not in CLIENTS:
+        raise ValueError(f"client must be one of {CLIENTS}, got {client!r}")
     if rng.end <= rng.start:
-        return
-    key, consumer = _consumer(consumer_kwargs)
+        return iter(())
+    conf = rdkafka_config(consumer_kwargs) if client != "kafka-python" else None
+    if conf is not None:
+        return _read_confluent(conf, rng, timeout_s, fail_on_data_loss, batch_rows)
+    if client == "confluent":
+        raise ValueError("confluent-kafka is not installed or cannot express these options")
+    return _read_kafka_python(consumer_kwargs, rng, timeout_s, fail_on_data_loss, batch_rows)
+
+
+def _data_loss(rng: OffsetRange, position: int, first: int) -> DataLossError:
+    if first <= position:
+        return DataLossError(
+            f"{rng.topic}-{rng.partition}: offset {position} of range [{rng.start}, {rng.end}) "
+            "is past the end of the log (was the topic deleted and recreated?)"
+        )
+    return DataLossError(
+        f"{rng.topic}-{rng.partition}: offsets [{position}, {min(first, rng.end)}) "
+        f"of range [{rng.start}, {rng.end}) are no longer in the log "
+        f"(log starts at {first}); set failOnDataLoss=false to skip them"
+    )
+
+
+def _no_progress(rng: OffsetRange, position: int, timeout_s: float) -> FetchTimeoutError:
+    return FetchTimeoutError(
+        f"{rng.topic}-{rng.partition}: no progress at offset {position} for "
+        f"{timeout_s:.0f} s while reading [{rng.start}, {rng.end}); "
+        "the offsets may not exist (yet) or the broker is unreachable"
+    )
+
+
+def _read_confluent(
+    conf: dict[str, Any],
+    rng: OffsetRange,
+    timeout_s: float,
+    fail_on_data_loss: bool,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    """confluent-kafka loop; an end-of-partition event at or past ``end`` ends the range."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    key, consumer = _consumer(conf, "confluent")
+    try:
+        consumer.assign([CTopicPartition(rng.topic, rng.partition, rng.start)])
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        offsets: list[int] = []
+        stamps: list[int] = []
+        position = rng.start
+        progress_at = time.monotonic()
+        while position < rng.end:
+            # Ask for no more than the range still needs: consume() returns once it has
+            # that many messages (an end-of-partition event counts), not at its timeout.
+            wanted = max(1, min(batch_rows, rng.end - position))
+            for msg in consumer.consume(num_messages=wanted, timeout=0.5):
+                err = msg.error()
+                if err is None:
+                    offset = msg.offset()
+                    if offset >= rng.end:
+                        position = rng.end
+                        break
+                    keys.append(msg.key())
+                    values.append(msg.value())
+                    offsets.append(offset)
+                    stamps.append(msg.timestamp()[1])
+                    position = offset + 1
+                    progress_at = time.monotonic()
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    # Everything below the partition's end has been delivered; offsets up
+                    # to it that held no record (markers, compaction) are skipped.
+                    if msg.offset() >= rng.end:
+                        position = rng.end
+                        break
+                elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                    first, _ = consumer.get_watermark_offsets(
+                        CTopicPartition(rng.topic, rng.partition), timeout=30
+                    )
+                    if fail_on_data_loss or first <= position:
+                        raise _data_loss(rng, position, first)
+                    position = first
+                    if position < rng.end:
+                        consumer.assign([CTopicPartition(rng.topic, rng.partition, position)])
+                    break
+                elif err.fatal() or not err.retriable():
+                    raise KafkaConnectorError(
+                        f"{rng.topic}-{rng.partition}: fetch failed at {position}: {err.str()}"
+                    )
+            if position < rng.end and time.monotonic() - progress_at > timeout_s:
+                raise _no_progress(rng, position, timeout_s)
+            if len(offsets) >= batch_rows:
+                yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
+                keys, values, offsets, stamps = [], [], [], []
+        if offsets:
+            yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
+        consumer.unassign()
+    except BaseException:
+        _drop(key)
+        raise
+
+
+def _read_kafka_python(
+    consumer_kwargs: Mapping[str, Any],
+    rng: OffsetRange,
+    timeout_s: float,
+    fail_on_data_loss: bool,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    """kafka-python loop; the consumer's position moves past offsets without records."""
+    key, consumer = _consumer(consumer_kwargs, "kafka-python")
     kp = TopicPartition(rng.topic, rng.partition)
     try:
         consumer.assign([kp])
@@ -131,12 +324,8 @@ def read_range(
                 polled = consumer.poll(timeout_ms=500, max_records=batch_rows).get(kp, ())
             except OffsetOutOfRangeError:
                 first = consumer.beginning_offsets([kp])[kp]
-                if fail_on_data_loss:
-                    raise DataLossError(
-                        f"{rng.topic}-{rng.partition}: offsets [{position}, {min(first, rng.end)}) "
-                        f"of range [{rng.start}, {rng.end}) are no longer in the log "
-                        f"(log starts at {first}); set failOnDataLoss=false to skip them"
-                    ) from None
+                if fail_on_data_loss or first <= position:
+                    raise _data_loss(rng, position, first) from None
                 position = max(position, first)
                 if position >= rng.end:
                     break
@@ -154,11 +343,7 @@ def read_range(
                 position = moved
                 progress_at = time.monotonic()
             elif time.monotonic() - progress_at > timeout_s:
-                raise FetchTimeoutError(
-                    f"{rng.topic}-{rng.partition}: no progress at offset {position} for "
-                    f"{timeout_s:.0f} s while reading [{rng.start}, {rng.end}); "
-                    "the offsets may not exist (yet) or the broker is unreachable"
-                )
+                raise _no_progress(rng, position, timeout_s)
             if len(offsets) >= batch_rows:
                 yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
                 keys, values, offsets, stamps = [], [], [], []
