@@ -27,8 +27,8 @@ def evaluate(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
 
     Returns
     -------
-    ``(position, record)`` pairs; duplicates (same attributes, interval and witness)
-    appear once, as a union of sets.
+    ``(position, record)`` pairs; an operator's output is a set: a record (same
+    attributes, interval and witness) appears once however many ways it is derived.
     """
     for a, b in zip(events, events[1:]):
         if b.t1 < a.t1:
@@ -54,17 +54,9 @@ def _eval(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
         for pos, r in _eval(expr.src, events):
             attrs = A.select_attrs(expr.items, {A.BARE: r.attrs}, r.attrs, A.duration(r.t0, r.t1))
             out.append((pos, A.Record(attrs, r.t0, r.t1, r.witness)))
-        return out
+        return _distinct(out)
     if isinstance(expr, A.Union):
-        merged = sorted(_eval(expr.left, events) + _eval(expr.right, events), key=lambda pr: pr[0])
-        seen: set = set()
-        out = []
-        for pos, r in merged:
-            k = r.key()
-            if k not in seen:
-                seen.add(k)
-                out.append((pos, r))
-        return out
+        return _distinct(_eval(expr.left, events) + _eval(expr.right, events))
     if isinstance(expr, A.Next):
         rights = _eval(expr.right, events)
         out = []
@@ -77,8 +69,7 @@ def _eval(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
                 if A.eval_pred(expr.pred, ctx, A.duration(r.t0, s.t1)) is True:
                     out.append((qpos, _combine(r, s, {**r.attrs, **s.attrs})))
                     break
-        out.sort(key=lambda pr: pr[0])
-        return out
+        return _distinct(out)
     if isinstance(expr, A.Fold):
         rights = _eval(expr.right, events)
         out = []
@@ -101,9 +92,22 @@ def _eval(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
                     break
                 cur = _combine(cur, s, _accumulate(expr.aggs, ctx, {**cur.attrs, **s.attrs}, dur))
                 out.append((qpos, cur))
-        out.sort(key=lambda pr: pr[0])
-        return out
+        return _distinct(out)
     raise TypeError(f"not a stream expression: {expr!r}")
+
+
+def _distinct(records: list[Positioned]) -> list[Positioned]:
+    """Records ordered by position, each once: operators produce sets (two derivations
+    of the same record, e.g. through both operands of a union or through different
+    iterations of nested FOLDs, are one record)."""
+    seen: set = set()
+    out = []
+    for pos, r in sorted(records, key=lambda pr: pr[0]):
+        k = r.key()
+        if k not in seen:
+            seen.add(k)
+            out.append((pos, r))
+    return out
 
 
 def _combine(left: A.Record, right: A.Record, attrs: dict[str, Any]) -> A.Record:

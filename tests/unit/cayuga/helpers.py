@@ -1,0 +1,27 @@
+"""Comparison of the engine with the reference evaluator."""
+
+from __future__ import annotations
+
+from matchers.cayuga.algebra import Event
+from matchers.cayuga.engine import Engine, Match
+from matchers.cayuga.language import parse
+from matchers.cayuga.reference import evaluate
+
+
+def match_key(pos: int, m: Match) -> tuple:
+    return (pos, m.sub_id, tuple(sorted(m.attrs.items())), m.t0, m.t1, m.witness)
+
+
+def reference_matches(subs: dict[str, str], events: list[Event]) -> list[tuple]:
+    out = []
+    for sub_id, text in subs.items():
+        for pos, r in evaluate(parse(text), events):
+            out.append(match_key(pos, Match(sub_id, r.attrs, r.t0, r.t1, r.witness)))
+    return sorted(out, key=repr)
+
+
+def engine_matches(subs: dict[str, str], events: list[Event], **kw) -> list[tuple]:
+    eng = Engine(**kw)
+    for sub_id, text in subs.items():
+        eng.add(sub_id, text)
+    return sorted((match_key(pos, m) for pos, m in eng.run(events)), key=repr)

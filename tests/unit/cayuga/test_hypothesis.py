@@ -1,0 +1,97 @@
+"""Hypothesis-generated left-deep subscriptions and streams: engine equals reference."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from matchers.cayuga.algebra import Event
+
+from .helpers import engine_matches, reference_matches
+
+STATIC = ["x = 1", "x != 2", "y > 2", "y <= 3", "x = 1 OR y = 0", "NOT y < 2", "TRUE", "DUR <= 2"]
+THETA = [
+    "TRUE",
+    "$2.x = $1.x",
+    "$2.x = $.x",
+    "$2.y > $.y",
+    "$2.y <= $1.y + 1",
+    "$2.x = 1",
+    "$2.y >= 2",
+    "$2.x = $1.x AND $2.y > $.y",
+    "$2.x = $.x AND $2.y < $.y * 2",
+    "$2.x != $1.x OR $2.y = 0",
+    "NOT $2.y = $.y",
+    "DUR <= 6",
+    "$2.c = $.c",
+]
+CONT = ["TRUE", "$2.y >= $.y", "$2.y != $1.y", "DUR <= 8", "$2.x = $.x"]
+AGGS = ["", ", $.c + 1 AS c", ", $.y + $2.y AS s", ", $1.y AS y0"]
+POST = ["", "FILTER{DUR >= 3}", "FILTER{DUR <= 5}", "FILTER{y > 1}", "FILTER{c > 2}", "SELECT x, y, c FROM"]
+
+
+@st.composite
+def views(draw):
+    stream = draw(st.sampled_from(["A", "B"]))
+    text = stream
+    if draw(st.booleans()):
+        text = f"FILTER{{{draw(st.sampled_from(STATIC))}}}({text})"
+    if draw(st.booleans()):
+        text = f"(SELECT *, {draw(st.sampled_from(['1', 'y', 'x + y']))} AS c FROM {text})"
+    if draw(st.integers(0, 4)) == 0:
+        text = f"(SELECT y AS x, x AS y, c FROM {text})"
+    return text
+
+
+@st.composite
+def subscriptions(draw):
+    text = draw(views())
+    for _ in range(draw(st.integers(0, 3))):
+        right = draw(views())
+        if draw(st.booleans()):
+            text = f"({text}) NEXT{{{draw(st.sampled_from(THETA))}}} {right}"
+        else:
+            theta, cont, aggs = draw(st.sampled_from(THETA)), draw(st.sampled_from(CONT)), draw(st.sampled_from(AGGS))
+            text = f"({text}) FOLD{{{theta}, {cont}{aggs}}} {right}"
+        post = draw(st.sampled_from(POST))
+        if post.startswith("FILTER"):
+            text = f"{post}({text})"
+        elif post:
+            text = f"({post} {text})"
+    if draw(st.integers(0, 5)) == 0:
+        text = f"({text}) UNION ({draw(views())})"
+    return text
+
+
+@st.composite
+def streams(draw):
+    n = draw(st.integers(0, 30))
+    t = 0
+    out = []
+    for i in range(n):
+        t += draw(st.integers(0, 2))
+        length = draw(st.sampled_from([0, 0, 0, 1, 2]))
+        attrs = {"x": draw(st.integers(0, 2)), "y": draw(st.integers(0, 4))}
+        if draw(st.integers(0, 6)) == 0:
+            del attrs["x"]
+        if draw(st.integers(0, 6)) == 0:
+            attrs["y"] = "s"
+        out.append(Event(f"e{i}", draw(st.sampled_from(["A", "B"])), max(0, t - length), t, attrs))
+    return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(subs=st.lists(subscriptions(), min_size=1, max_size=3), events=streams())
+def test_engine_equals_reference(subs, events):
+    named = {f"q{i}": text for i, text in enumerate(subs)}
+    expected = reference_matches(named, events)
+    assert engine_matches(named, events) == expected
+    assert engine_matches(named, events, merge=False) == expected
+    assert engine_matches(named, events, indexed=False) == expected
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=subscriptions(), events=streams())
+def test_shared_prefixes_with_identical_copies(text, events):
+    named = {"a": text, "b": text, "c": f"FILTER{{DUR >= 2}}({text})"}
+    assert engine_matches(named, events) == reference_matches(named, events)
