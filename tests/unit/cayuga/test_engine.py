@@ -42,8 +42,8 @@ def test_merging_shares_nodes_and_keeps_results():
         merged.add(sid, text)
         private.add(sid, text)
     assert len(merged.nodes) < len(private.nodes) == 40
-    a = sorted(match_key(p, m) for p, m in merged.run(events))
-    b = sorted(match_key(p, m) for p, m in private.run(events))
+    a = sorted((match_key(p, m) for p, m in merged.run(events)), key=repr)
+    b = sorted((match_key(p, m) for p, m in private.run(events)), key=repr)
     assert a == b == reference_matches(subs, events)
     assert merged.instances <= private.instances
 
@@ -62,12 +62,12 @@ def test_remove_and_readd_mid_stream():
         if i == 200:
             eng.add("q0", subs["q0"])
         got.extend(match_key(i, m) for m in eng.process(e))
-    got.sort()
+    got.sort(key=repr)
     # q2.. over everything; q1 until event 99; q0 until 99 and again from 200 (fresh state)
     expected = [k for k in reference_matches(subs, events) if k[1] not in ("q0", "q1")]
     early = reference_matches({"q0": subs["q0"], "q1": subs["q1"]}, events[:100])
     late = [(k[0] + 200,) + k[1:] for k in reference_matches({"q0": subs["q0"]}, events[200:])]
-    assert got == sorted(expected + early + late)
+    assert got == sorted(expected + early + late, key=repr)
 
 
 def test_removing_every_subscription_frees_the_automaton():
@@ -125,7 +125,7 @@ def test_export_and_load_instances_resumes_exactly():
         fresh.add(sid, text)
     assert fresh.load_instances(state, clock, seq) == len(state)
     got += [match_key(i + 200, m) for i, e in enumerate(events[200:]) for m in fresh.process(e)]
-    assert sorted(got) == reference_matches(subs, events)
+    assert sorted(got, key=repr) == reference_matches(subs, events)
 
 
 def test_out_of_order_event_is_rejected():
