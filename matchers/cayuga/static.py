@@ -143,3 +143,58 @@ class StaticFilters:
                 else:
                     out.add(cid)
         return out
+
+
+STREAM_ATTR = "$stream"
+"""Attribute carrying the stream name when static conjunctions go to a project matcher
+(CEL names cannot start with ``$``, so it never clashes with an event attribute)."""
+
+_OP_NAMES = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "contains": "contains"}
+
+
+class MatcherFilters:
+    """The same conjunctions evaluated by one of the project's matchers, a batch at a time.
+
+    Each conjunction becomes a subscription (its atoms and the stream name); a batch of
+    events is encoded and matched in one call, which is where the compiled kernels pay.
+
+    Parameters
+    ----------
+    name : a matcher registered in :mod:`matchers.base` (``"counting"``, ...).
+    """
+
+    def __init__(self, name: str):
+        from matchers import base
+
+        self.name = name
+        self._matcher = base.create(name)
+        self._never: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self._matcher) + len(self._never)
+
+    def add(self, cid: int, stream: str, atoms: tuple[Atom, ...]) -> None:
+        from matchers import expr as E
+        from matchers.errors import SubscriptionError
+
+        try:
+            preds = [E.pred(STREAM_ATTR, "=", stream)]
+            preds += [E.pred(a, _OP_NAMES[op], c) for a, op, c in atoms]
+        except SubscriptionError:
+            self._never.add(cid)  # e.g. booleans ordered: the conjunction can never hold
+            return
+        self._matcher.add([E.Subscription.of(str(cid), E.And(tuple(preds)))])
+
+    def remove(self, cid: int) -> None:
+        self._never.discard(cid)
+        self._matcher.remove([str(cid)])
+
+    def match(self, stream: str, attrs: dict[str, Any]) -> set[int]:
+        return self.match_batch([(stream, attrs)])[0]
+
+    def match_batch(self, events: list[tuple[str, dict[str, Any]]]) -> list[set[int]]:
+        """Satisfied conjunction ids of each ``(stream, attributes)``."""
+        if not len(self._matcher):
+            return [set() for _ in events]
+        flat = [{**attrs, STREAM_ATTR: stream} for stream, attrs in events]
+        return [set(map(int, ids)) for ids in self._matcher.match_events(flat)]

@@ -210,3 +210,18 @@ def test_closures_agree_with_interpreter():
 def test_reference_rejects_unordered_input():
     with pytest.raises(ValueError):
         evaluate(parse("S"), [A.Event("a", "S", 3, 3, {}), A.Event("b", "S", 1, 1, {})])
+
+
+@pytest.mark.parametrize("matcher", ["counting", "propagation"])
+def test_static_predicates_through_project_matchers(matcher):
+    subs = _sub_family(30, 5)
+    subs.update({k: v for k, v in TABLE1.items() if k not in ("S6", "S7")})
+    subs["bools"] = "FILTER{flag < TRUE}(Stock) NEXT{TRUE} Stock"
+    events = stock_ticks(300, 2)
+    eng = Engine(static_matcher=matcher)
+    for sid, text in subs.items():
+        eng.add(sid, text)
+    got = []
+    for lo in range(0, len(events), 64):
+        got += [match_key(lo + i, m) for i, m in eng.process_batch(events[lo:lo + 64])]
+    assert sorted(got, key=repr) == reference_matches(subs, events)
