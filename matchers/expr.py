@@ -103,6 +103,11 @@ OP_BY_NAME: dict[str, Op] = {
 
 Scalar = Union[float, str, bool]
 
+KEYWORDS = frozenset({"and", "or", "not", "in", "between", "like", "matches", "true", "false"})
+"""Keywords of the text form (any letter case): an attribute spelt like one is back-quoted."""
+
+_KIND_WORDS = {Kind.NUM: "numbers", Kind.STR: "strings", Kind.BOOL: "booleans"}
+
 
 def kind_of(value: object) -> Kind | None:
     """The :class:`Kind` of a Python value, or ``None`` for an unsupported one."""
@@ -120,7 +125,10 @@ def _scalar(value: object, what: str) -> tuple[Scalar, Kind]:
     if kind is None:
         raise SubscriptionError(f"{what} must be a number, a string or a boolean, not {value!r}")
     if kind is Kind.NUM:
-        number = float(value)  # type: ignore[arg-type]
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except OverflowError:
+            number = math.inf
         if not math.isfinite(number):
             raise SubscriptionError(f"{what} must be a finite number, not {value!r}")
         return number, kind
@@ -160,7 +168,7 @@ class Pred:
         if self.op in (Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS):
             text = like_escape(self.operand)  # type: ignore[arg-type]
             pattern = {
-                Op.PREFIX: text + "%", Op.SUFFIX: "%" + text, Op.CONTAINS: "%" + text + "%",
+                Op.PREFIX: text + "%", Op.SUFFIX: "%" + text, Op.CONTAINS: "%" + text + "%" if text else "%",
             }[COMPLEMENT[self.op] if self.op in NEGATIVE_OPS else self.op]
             neg = "NOT " if self.op in NEGATIVE_OPS else ""
             return f"{attr} {neg}LIKE {literal(pattern)}"
@@ -168,6 +176,8 @@ class Pred:
 
 
 def _is_plain_name(name: str) -> bool:
+    if name.lower() in KEYWORDS:
+        return False
     parts = name.split(".")
     return all(p and (p[0].isalpha() or p[0] == "_") and all(c.isalnum() or c == "_" for c in p) and p.isascii()
                for p in parts)
@@ -263,7 +273,7 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
             raise SubscriptionError(f"{name} needs at least one value: the list is empty")
         kinds = {k for _, k in values}
         if len(kinds) > 1:
-            raise SubscriptionError(f"{name} list mixes types: {sorted(k.name for k in kinds)}")
+            raise SubscriptionError(f"{name} list mixes types: " + " and ".join(sorted(_KIND_WORDS[k] for k in kinds)))
         kind = kinds.pop()
         distinct = tuple(sorted({v for v, _ in values}))
         if len(distinct) == 1:
@@ -274,7 +284,7 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
             raise SubscriptionError(f"{name} needs two bounds, not {operand!r}")
         (lo, klo), (hi, khi) = (_scalar(v, f"a bound of {name}") for v in operand)  # type: ignore[union-attr]
         if klo is not khi:
-            raise SubscriptionError(f"{name} bounds have different types: {klo.name} and {khi.name}")
+            raise SubscriptionError(f"{name} bounds have different types: {_KIND_WORDS[klo]} and {_KIND_WORDS[khi]}")
         if klo is Kind.BOOL:
             raise SubscriptionError(f"{name} cannot order booleans")
         if lo > hi:  # type: ignore[operator]
@@ -290,6 +300,8 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
             return _classify_like(attr, op is Op.NOT_LIKE, value)  # type: ignore[arg-type]
         if op in (Op.MATCHES, Op.NOT_MATCHES):
             check_regex(value)  # type: ignore[arg-type]
+        if value == "" and op in (Op.PREFIX, Op.SUFFIX, Op.NOT_PREFIX, Op.NOT_SUFFIX):
+            op = Op.NOT_CONTAINS if op in NEGATIVE_OPS else Op.CONTAINS  # one form of "any string"
     return Pred(attr, op, value, kind)
 
 
@@ -297,10 +309,15 @@ def check_regex(pattern: str) -> None:
     """Raise :class:`SubscriptionError` unless ``pattern`` compiles with RE2."""
     import re2
 
+    options = re2.Options()
+    options.log_errors = False
     try:
-        re2.compile(pattern)
+        re2.compile(pattern, options)
     except Exception as exc:  # re2 raises its own error type
-        raise SubscriptionError(f"invalid regular expression {pattern!r}: {exc}") from None
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise SubscriptionError(f"invalid regular expression {pattern!r}: {detail}") from None
 
 
 @dataclass(frozen=True, slots=True)
