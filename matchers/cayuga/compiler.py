@@ -288,3 +288,62 @@ def leading_filters(steps: tuple[Step, ...]) -> list[A.Pred]:
             break
         out.extend(A.split_and(arg))
     return out
+
+
+# ---------------------------------------------------------------- partitioning
+
+
+class _Combined:
+    """Provenance of a combined record: the right view's attribute where the event has
+    it, else the left record's (an aggregate's name comes from neither)."""
+
+    def __init__(self, left, right: _Names, aggs: tuple[A.SelectItem, ...]):
+        self.left, self.right = left, right
+        self.aggs = {i.name for i in aggs}
+
+    def resolve(self, name: str):
+        if name in self.aggs:
+            return None
+        r, lft = self.right.resolve(name), self.left.resolve(name)
+        if r is _ABSENT:
+            return lft
+        return r if r == lft else None
+
+
+def partition_attribute(chs: list[Chain]) -> str | None:
+    """The raw event attribute every instance of the subscription agrees on, if any.
+
+    An attribute ``a`` partitions a subscription when every operator's predicate has a
+    conjunct ``$2.a' = $.a''`` (or ``$1.a''``) where both sides carry the raw ``a`` of the
+    events that built them: all events of an instance then share the value of ``a``, and
+    the subscription can run on each value's events separately. ``None`` when there is
+    no such attribute (or the subscription has no operator).
+    """
+    found: set[str] | None = None
+    for c in chs:
+        if not c.ops:
+            return None
+        left = view_names(c.start)
+        chain_cands: set[str] | None = None
+        for spec, post in c.ops:
+            right = view_names(spec.right)
+            comb = _Combined(left, right, spec.aggs)
+            cands = set()
+            for raw, term in node_preds(spec).eq:
+                if not isinstance(term, A.Attr):
+                    continue
+                if term.scope == A.FIRST and left.resolve(term.name) == raw:
+                    cands.add(raw)
+                elif term.scope == A.LAST and left.resolve(term.name) == raw and (
+                    spec.kind == "next" or comb.resolve(term.name) == raw
+                ):
+                    cands.add(raw)
+            chain_cands = cands if chain_cands is None else chain_cands & cands
+            left = comb
+            for kind, arg in post:
+                if kind == "select":
+                    left = _select_names(arg, left)
+        found = chain_cands if found is None else found & (chain_cands or set())
+        if not found:
+            return None
+    return min(found) if found else None

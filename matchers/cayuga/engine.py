@@ -80,7 +80,7 @@ class Engine:
         self._subs: dict[str, tuple[str, list[Chain], int]] = {}
         self._heap: list = []
         self._heap_seq = 0
-        self.seq = 0
+        self.epoch = 0
         self.clock: int | None = None
         self.instances = 0
 
@@ -91,8 +91,11 @@ class Engine:
     def __contains__(self, sub_id: object) -> bool:
         return sub_id in self._subs
 
-    def add(self, sub_id: str, text: str | A.Expr) -> None:
+    def add(self, sub_id: str, text: str | A.Expr, since: int | None = None) -> None:
         """Register (or replace) a stateful subscription.
+
+        It sees the instances started at epoch ``since`` or later; by default the epoch
+        advances and it sees only instances started from now on.
 
         Raises
         ------
@@ -109,7 +112,10 @@ class Engine:
         owner = None if self.merge else sub_id
         for c in chs:
             self._link(sub_id, c, owner)
-        self._subs[sub_id] = (text if isinstance(text, str) else repr(text), chs, self.seq)
+        if since is None:
+            self.epoch += 1
+            since = self.epoch
+        self._subs[sub_id] = (text if isinstance(text, str) else repr(text), chs, since)
 
     def remove(self, sub_id: str) -> bool:
         """Unregister a subscription; nodes no other subscription uses go with their instances."""
@@ -308,7 +314,6 @@ class Engine:
         if self.clock is not None and t1 < self.clock:
             raise ValueError(f"event {event.id!r} ends at {t1}, before the previous event ({self.clock})")
         self.clock = t1
-        self.seq += 1
         self._expire(t1)
         stream, attrs, eid = event.stream, event.attrs, event.id
         if sat is None:
@@ -368,7 +373,7 @@ class Engine:
         for start in starts:
             rec = start.fn(attrs, t0, t1)
             if rec is not None:
-                self._forward((start.out,), rec, t0, t1, (eid,), self.seq, pending, outputs, raw=True)
+                self._forward((start.out,), rec, t0, t1, (eid,), self.epoch, pending, outputs, raw=True)
         for args in pending:
             self._insert(*args)
         return list(outputs.values())
@@ -383,7 +388,7 @@ class Engine:
             for nid in out.dests:
                 pending.append((nodes[nid], rec, rec, t0, t1, wit, born))
             for sub in out.accept:
-                if born <= self._subs[sub][2]:
+                if born < self._subs[sub][2]:
                     continue  # added after this instance started
                 key = (sub, wit, t0, tuple(sorted(rec.items())))
                 if key not in outputs:
@@ -406,14 +411,13 @@ class Engine:
                     out.append((node.id, inst.first, inst.cur, inst.t0, inst.t1, inst.wit, inst.born))
         return out
 
-    def load_instances(self, instances: Iterable[tuple], clock: int | None, seq: int) -> int:
+    def load_instances(self, instances: Iterable[tuple], clock: int | None) -> int:
         """Replace all instances by ``instances`` (from :meth:`export_instances`).
 
         Instances of nodes that no longer exist are skipped. Returns how many were loaded.
         """
         self.clear_instances()
         self.clock = clock
-        self.seq = max(self.seq, seq)
         n = 0
         for nid, first, cur, t0, t1, wit, born in instances:
             node = self.nodes.get(nid)

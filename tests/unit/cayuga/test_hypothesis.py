@@ -95,3 +95,25 @@ def test_engine_equals_reference(subs, events):
 def test_shared_prefixes_with_identical_copies(text, events):
     named = {"a": text, "b": text, "c": f"FILTER{{DUR >= 2}}({text})"}
     assert engine_matches(named, events) == reference_matches(named, events)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=subscriptions(), events=streams())
+def test_partitioned_runs_equal_one_run(text, events):
+    from matchers.cayuga.compiler import chains, partition_attribute
+    from matchers.cayuga.language import parse
+    from matchers.cayuga.static import tag
+
+    attr = partition_attribute(chains(parse(text)))
+    if attr is None:
+        return
+    positions = {e.id: i for i, e in enumerate(events)}
+    groups: dict = {}
+    for e in events:
+        if attr in e.attrs:
+            groups.setdefault(tag(e.attrs[attr]), []).append(e)
+    got = []
+    for part in groups.values():
+        for k in engine_matches({"q": text}, part):
+            got.append((positions[k[5][-1]],) + k[1:])
+    assert sorted(got, key=repr) == reference_matches({"q": text}, events)

@@ -91,3 +91,35 @@ def test_union_distributes_into_chains():
     cs = chains(parse("(FILTER{x = 1}(S) UNION T) NEXT{TRUE} U"))
     assert [c.start.stream for c in cs] == ["S", "T"]
     assert all(len(c.ops) == 1 for c in cs)
+
+
+@pytest.mark.parametrize(
+    "name, attr",
+    [("S1", None), ("S2", None), ("S3", "name"), ("S4", "name"), ("S5", None), ("S6", None), ("S7", None), ("AutQ", "name")],
+)
+def test_partition_attribute_of_table1(name, attr):
+    from matchers.cayuga.compiler import partition_attribute
+
+    assert partition_attribute(chains(parse(TABLE1[name]))) == attr
+
+
+@pytest.mark.parametrize(
+    "text, attr",
+    [
+        ("S NEXT{$2.k = $1.k AND $2.j = $1.j} S", "j"),
+        ("S NEXT{$2.k = $1.j} S", None),
+        ("(SELECT k AS j FROM S) NEXT{$2.k = $1.j} S", "k"),
+        ("(SELECT *, 1 AS k FROM S) NEXT{$2.k = $1.k} S", None),
+        ("S FOLD{$2.k = $1.k, TRUE, $2.v AS k} S", "k"),
+        ("S FOLD{$2.k = $.k, TRUE, $2.v AS k} S", None),
+        ("(S NEXT{$2.k = $1.k} (SELECT v AS k FROM S)) NEXT{$2.k = $1.k} S", None),
+        ("(S NEXT{$2.k = $1.k} S) NEXT{$2.k = $1.k} S", "k"),
+        ("(S NEXT{$2.k = $1.k} S) NEXT{TRUE} S", None),
+        ("(S NEXT{$2.k = $1.k} S) UNION (T NEXT{$2.k = $1.k} T)", "k"),
+        ("(S NEXT{$2.k = $1.k} S) UNION T", None),
+    ],
+)
+def test_partition_attribute(text, attr):
+    from matchers.cayuga.compiler import partition_attribute
+
+    assert partition_attribute(chains(parse(text))) == attr
