@@ -70,7 +70,7 @@ class ClusterStore:
         # groups: attribute sets of the equality predicates of entries
         self.groups: list[tuple[int, ...]] = []
         self.group_of: dict[tuple[int, ...], int] = {}
-        self._group_cands: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+        self._table_pos: dict[int, np.ndarray] = {}
         # cluster pool
         self.pool = np.zeros(4096, dtype=np.int32)
         self.top = 0
@@ -109,12 +109,11 @@ class ClusterStore:
         """Bumped whenever the set of tables changes."""
 
     # -- predicate ids ----------------------------------------------------------------
-    def set_pid(self, pid: int, eq_attr: int) -> None:
-        """Record a predicate id: its attribute if it is an equality predicate, else -1."""
-        if pid >= len(self.pid_eq_attr):
-            self.pid_eq_attr = _grown(self.pid_eq_attr, pid + 1, -1)
-            self.pid_access = _grown(self.pid_access, pid + 1, -1)
-        self.pid_eq_attr[pid] = eq_attr
+    def reserve_pids(self, n: int) -> None:
+        """Make the per-predicate-id arrays cover ids ``0 .. n-1``."""
+        if n > len(self.pid_eq_attr):
+            self.pid_eq_attr = _grown(self.pid_eq_attr, n, -1)
+            self.pid_access = _grown(self.pid_access, n, -1)
 
     # -- entries ----------------------------------------------------------------------
     def new_entries(self, keys: Sequence[int], pid_lists: Sequence[Sequence[int]]) -> np.ndarray:
@@ -230,7 +229,7 @@ class ClusterStore:
 
     def _tables_changed(self) -> None:
         self.version += 1
-        self._group_cands.clear()
+        self._table_pos = {t: v for t, v in self._table_pos.items() if t in self.table_of.values()}
 
     def live_tables(self) -> np.ndarray:
         return np.asarray(sorted(self.table_of.values()), dtype=np.int32)
@@ -257,55 +256,82 @@ class ClusterStore:
         line = self.c_start[c] + self.c_size[c] * self.c_cap[c]
         return self.pool[line : line + self.c_len[c]].astype(np.int64)
 
+    def access_log_nu(self, accesses: np.ndarray, log_nu: np.ndarray) -> np.ndarray:
+        """``log(nu)`` of access entries (sum over their predicates)."""
+        keys = self.a_key[accesses]
+        return np.where(keys >= 0, log_nu[np.maximum(keys, 0)], 0.0).sum(axis=1)
+
     def live_clusters(self) -> np.ndarray:
         return np.asarray(sorted(self.cluster_of.values()), dtype=np.int64)
 
     # -- placement --------------------------------------------------------------------
-    def candidates(self, g: int) -> list[tuple[int, tuple[int, ...]]]:
-        """Access options of group ``g``: ``(table, column positions)``; singletons use ``SINGLE``."""
-        cands = self._group_cands.get(g)
-        if cands is None:
-            attrs = self.groups[g]
-            cands = [(SINGLE, (j,)) for j in range(len(attrs))]
-            pos = {a: j for j, a in enumerate(attrs)}
-            for schema, t in self.table_of.items():
-                if len(schema) <= len(attrs) and all(a in pos for a in schema):
-                    cands.append((t, tuple(pos[a] for a in schema)))
-            self._group_cands[g] = cands
-        return cands
+    def _positions(self, t: int) -> np.ndarray:
+        """Position of each schema attribute of table ``t`` among the equality attributes of
+        every group (``int8[n_groups, k]``, -1 where the group lacks it)."""
+        cached = self._table_pos.get(t)
+        n_groups = len(self.groups)
+        if cached is not None and len(cached) == n_groups:
+            return cached
+        done = 0 if cached is None else len(cached)
+        schema = self.t_attrs[t, : self.t_k[t]].tolist()
+        rows = np.full((n_groups - done, len(schema)), -1, dtype=np.int8)
+        for g in range(done, n_groups):
+            where = {a: j for j, a in enumerate(self.groups[g]) if j < 63}
+            for j, a in enumerate(schema):
+                rows[g - done, j] = where.get(a, -1)
+        out = rows if cached is None else np.concatenate([cached, rows])
+        self._table_pos[t] = out
+        return out
 
-    def choose(self, entries: np.ndarray, log_nu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Best access option of each entry: ``(table, eq-column bitmask)``.
+    def choose(self, entries: np.ndarray, log_nu: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Best access option of each entry: ``(table, option, log nu)``.
 
         The option minimises ``nu`` of the access predicate (independent attributes:
-        the product of the predicates' ``nu``); ties go to the wider schema.  An entry
-        without equality predicates gets ``(SINGLE, 0)`` (its most selective predicate).
+        the product of the predicates' ``nu``); ties go to the wider schema.  ``option``
+        is, for a table, the bitmask of the equality positions forming its key, and for
+        a single access predicate (``SINGLE``) the position of that equality predicate
+        (an entry without any gets its most selective predicate, chosen by :meth:`place`).
         """
-        tables = np.full(len(entries), SINGLE, dtype=np.int32)
-        masks = np.zeros(len(entries), dtype=np.int64)
+        n = len(entries)
+        tables = np.full(n, SINGLE, dtype=np.int32)
+        options = np.zeros(n, dtype=np.int64)
+        scores = np.zeros(n)
+        if n == 0:
+            return tables, options, scores
         groups = self.e_group[entries]
-        order = np.argsort(groups, kind="stable")
-        bounds = np.flatnonzero(np.diff(groups[order])) + 1
-        for idx in np.split(order, bounds):
-            if len(idx) == 0:
+        ks = self.e_k[entries].astype(np.int64)
+        starts = self.e_start[entries]
+        for has_eq in (True, False):
+            sel = np.flatnonzero(ks > 0) if has_eq else np.flatnonzero(ks == 0)
+            if len(sel) == 0:
                 continue
-            g = int(groups[idx[0]])
-            k = len(self.groups[g])
-            if k == 0:
+            widths = ks[sel] if has_eq else self.e_len[entries[sel]].astype(np.int64)
+            seg = np.repeat(np.arange(len(sel)), widths)
+            seg_start = np.cumsum(widths) - widths
+            off = np.arange(int(widths.sum())) - seg_start[seg]
+            vals = log_nu[self.epool[starts[sel][seg] + off]]
+            mins = np.minimum.reduceat(vals, seg_start)
+            scores[sel] = mins
+            if has_eq:
+                hit = np.flatnonzero(vals == mins[seg])
+                _, first = np.unique(seg[hit], return_index=True)
+                options[sel] = off[hit[first]]
+        ranked = scores - 1e-9
+        for t in self.live_tables().tolist():
+            pos = self._positions(t)[groups]
+            ok = np.flatnonzero((pos >= 0).all(axis=1))
+            if len(ok) == 0:
                 continue
-            ents = entries[idx]
-            cols = self.epool[self.e_start[ents][:, None] + np.arange(k)[None, :]]
-            lnu = log_nu[cols]
-            cands = self.candidates(g)
-            scores = np.empty((len(ents), len(cands)))
-            for j, (_, cpos) in enumerate(cands):
-                scores[:, j] = lnu[:, list(cpos)].sum(axis=1) - 1e-9 * len(cpos)
-            best = scores.argmin(axis=1)
-            cand_t = np.asarray([t for t, _ in cands], dtype=np.int32)
-            cand_m = np.asarray([sum(1 << p for p in cpos) for _, cpos in cands], dtype=np.int64)
-            tables[idx] = cand_t[best]
-            masks[idx] = cand_m[best]
-        return tables, masks
+            p = pos[ok].astype(np.int64)
+            actual = log_nu[self.epool[starts[ok][:, None] + p]].sum(axis=1)
+            tie = actual - 1e-9 * p.shape[1]
+            better = tie < ranked[ok]
+            upd = ok[better]
+            ranked[upd] = tie[better]
+            scores[upd] = actual[better]
+            tables[upd] = t
+            options[upd] = (np.int64(1) << p[better]).sum(axis=1)
+        return tables, options, scores
 
     def place(self, entries: np.ndarray, log_nu: np.ndarray,
               tables: np.ndarray | None = None, masks: np.ndarray | None = None) -> None:
@@ -313,7 +339,7 @@ class ClusterStore:
         if len(entries) == 0:
             return
         if tables is None or masks is None:
-            tables, masks = self.choose(entries, log_nu)
+            tables, masks, _ = self.choose(entries, log_nu)
         row_cluster = np.empty(len(entries), dtype=np.int32)
         row_off = np.zeros(len(entries) + 1, dtype=np.int64)
         flat: list[int] = []
@@ -326,7 +352,7 @@ class ClusterStore:
             t = int(tables[i])
             if t == SINGLE:
                 if k > 0:
-                    j = int(masks[i]).bit_length() - 1
+                    j = int(masks[i])
                 else:
                     j = min(range(len(pids)), key=lambda x: log_nu[pids[x]])
                 key: tuple[int, ...] = (SINGLE, pids[j])

@@ -22,7 +22,7 @@ import numpy as np
 
 from matchers.base import Matcher, Matches
 from matchers.events import Dictionary, EventBatch
-from matchers.expr import Op, Pred, Subscription
+from matchers.expr import Op, Subscription
 from matchers.fabret.clusters import ClusterStore, _grown
 from matchers.fabret.cost import EventStats
 
@@ -64,10 +64,21 @@ class TwoPhaseMatcher(Matcher):
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
         keys: list[int] = []
         pid_lists: list[list[int]] = []
+        acquire = self.phase1.acquire
+        attr_of = self.dictionary.attr_ids
+        eq_pids: list[int] = []
+        eq_attrs: list[int] = []
         for key, sub in entries:
             for conj in sub.conjunctions:
                 keys.append(key)
-                pid_lists.append([self._acquire(p) for p in conj])
+                pids = [acquire(p) for p in conj]
+                pid_lists.append(pids)
+                for p, pid in zip(conj, pids, strict=True):
+                    if p.op is Op.EQ:
+                        eq_pids.append(pid)
+                        eq_attrs.append(attr_of[p.attr])
+        flat = np.fromiter((pid for pids in pid_lists for pid in pids), dtype=np.int64)
+        self._track_pids(flat, np.asarray(eq_pids, dtype=np.int64), np.asarray(eq_attrs, dtype=np.int32))
         ents = self.store.new_entries(keys, pid_lists)
         self._link(ents, keys)
         self.store.place(ents, self.log_nu())
@@ -76,6 +87,7 @@ class TwoPhaseMatcher(Matcher):
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
         ents = self.entries_of([key for key, _ in entries])
         pids = np.concatenate([self.store.entry_pids(e) for e in ents.tolist()])
+        self._removing(ents)
         np.subtract.at(self.pid_refs, pids, 1)
         self.store.unplace(ents)
         self.store.free_entries(ents)
@@ -112,6 +124,9 @@ class TwoPhaseMatcher(Matcher):
     def _matched(self, n: int) -> None:
         """Called after a batch of ``n`` events was matched."""
 
+    def _removing(self, entries: np.ndarray) -> None:
+        """Called before entries of deleted subscriptions leave their clusters."""
+
     # -- helpers ----------------------------------------------------------------------
     def log_nu(self, refresh: bool = False) -> np.ndarray:
         """``log(nu)`` of every predicate id, recomputed when events were seen since the
@@ -142,10 +157,13 @@ class TwoPhaseMatcher(Matcher):
             self.e_sibling[e] = self.key_entry[key]
             self.key_entry[key] = e
 
-    def _acquire(self, p: Pred) -> int:
-        pid = int(self.phase1.acquire(p))
-        attr = self.dictionary.attr(p.attr) if p.op is Op.EQ else -1
-        self.store.set_pid(pid, attr)
-        self.pid_refs = _grown(self.pid_refs, pid + 1, 0)
-        self.pid_refs[pid] += 1
-        return pid
+    def _track_pids(self, pids: np.ndarray, eq_pids: np.ndarray, eq_attrs: np.ndarray) -> None:
+        """Take references on acquired predicate ids and record which are equalities."""
+        if len(pids) == 0:
+            return
+        top = int(pids.max()) + 1
+        self.store.reserve_pids(top)
+        self.store.pid_eq_attr[pids] = -1
+        self.store.pid_eq_attr[eq_pids] = eq_attrs
+        self.pid_refs = _grown(self.pid_refs, top, 0)
+        np.add.at(self.pid_refs, pids, 1)
