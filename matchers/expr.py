@@ -150,6 +150,10 @@ class Pred:
     operand: Scalar | tuple[Scalar, ...]
     kind: Kind
 
+    def __hash__(self) -> int:
+        # ints, not the enums: Enum.__hash__ is Python code, and predicates are hashed a lot
+        return hash((self.attr, int(self.op), self.operand, int(self.kind)))
+
     def negate(self) -> Pred:
         """The complementary predicate (false on a missing attribute, like this one)."""
         return Pred(self.attr, COMPLEMENT[self.op], self.operand, self.kind)

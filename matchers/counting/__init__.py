@@ -20,6 +20,7 @@ import numpy as np
 from matchers.base import Matcher, Matches, register
 from matchers.counting import kernels as K
 from matchers.events import EventBatch
+from matchers.errors import SubscriptionError
 from matchers.expr import Subscription
 from matchers.phase1 import PredicateIndex
 
@@ -30,7 +31,7 @@ CHUNK_EVENTS = 2048
 def _grow(arr: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
     if n <= len(arr):
         return arr
-    out = np.full(max(n, 2 * len(arr), 64), fill, dtype=arr.dtype)
+    out = np.full((max(n, 2 * len(arr), 64), *arr.shape[1:]), fill, dtype=arr.dtype)
     out[: len(arr)] = arr
     return out
 
@@ -54,8 +55,7 @@ class CountingMatcher(Matcher):
         self.phase1 = PredicateIndex(self.dictionary, range_evaluator)
         self._n_slots = 0
         self._n_flat = 0
-        self._conj_size = np.zeros(0, dtype=np.int32)  # 0: dead slot
-        self._conj_key = np.zeros(0, dtype=np.int32)
+        self._slots = np.zeros((0, 2), dtype=np.int64)  # (stamp << 16 | count, key << 16 | size)
         self._slot_start = np.zeros(0, dtype=np.int64)  # into _flat
         self._flat = np.zeros(0, dtype=np.int32)  # pids of each slot, contiguous
         self._key_first = np.zeros(0, dtype=np.int64)  # first slot of a key
@@ -67,8 +67,6 @@ class CountingMatcher(Matcher):
         self._pend_pairs = 0
         self._pend_csr: tuple[np.ndarray, np.ndarray] | None = None
         self._dead_pairs = 0
-        self._counts = np.zeros(0, dtype=np.int32)
-        self._stamps = np.zeros(0, dtype=np.int64)
         self._key_seen = np.zeros(0, dtype=np.int64)
         self._stamp = np.zeros(1, dtype=np.int64)
 
@@ -84,18 +82,21 @@ class CountingMatcher(Matcher):
             firsts.append(slot)
             counts_per_key.append(len(sub.conjunctions))
             for conj in sub.conjunctions:
+                if len(conj) > K.MAX_SIZE:
+                    raise SubscriptionError(f"a conjunction has {len(conj)} predicates; the counting "
+                                            f"matcher holds at most {K.MAX_SIZE}", sub.id)
                 sizes.append(len(conj))
                 pids.extend(acquire(p) for p in conj)
                 slot += 1
         n_new, n_pids = slot - self._n_slots, len(pids)
         s0, f0 = self._n_slots, self._n_flat
-        self._conj_size = _grow(self._conj_size, slot)
-        self._conj_key = _grow(self._conj_key, slot)
+        self._slots = _grow(self._slots, slot)
         self._slot_start = _grow(self._slot_start, slot)
         self._flat = _grow(self._flat, f0 + n_pids)
         size_arr = np.asarray(sizes, dtype=np.int32)
-        self._conj_size[s0:slot] = size_arr
-        self._conj_key[s0:slot] = np.repeat(np.asarray(keys, dtype=np.int32), counts_per_key)
+        slot_keys = np.repeat(np.asarray(keys, dtype=np.int64), counts_per_key)
+        self._slots[s0:slot, 0] = 0
+        self._slots[s0:slot, 1] = (slot_keys << K.SIZE_BITS) | size_arr
         self._slot_start[s0:slot] = f0 + np.r_[0, np.cumsum(size_arr)[:-1]]
         pid_arr = np.asarray(pids, dtype=np.int32)
         self._flat[f0:f0 + n_pids] = pid_arr
@@ -117,8 +118,9 @@ class CountingMatcher(Matcher):
         release = self.phase1.release
         for key, sub in entries:
             first, count = int(self._key_first[key]), int(self._key_count[key])
-            self._dead_pairs += int(self._conj_size[first:first + count].sum())
-            self._conj_size[first:first + count] = 0
+            info = self._slots[first:first + count, 1]
+            self._dead_pairs += int((info & K.SIZE_MASK).sum())
+            info &= ~np.int64(K.SIZE_MASK)
             self._key_count[key] = 0
             for conj in sub.conjunctions:
                 for p in conj:
@@ -129,15 +131,15 @@ class CountingMatcher(Matcher):
     def _rebuild(self) -> None:
         """Fold pending entries into main, drop dead slots and renumber the live ones."""
         n = self._n_slots
-        sizes = self._conj_size[:n]
+        sizes = (self._slots[:n, 1] & K.SIZE_MASK).astype(np.int32)
         live = np.flatnonzero(sizes > 0)
         new_of_old = np.full(n, -1, dtype=np.int64)
         new_of_old[live] = np.arange(len(live))
         lengths = sizes[live]
         flat = K.gather_segments(self._flat, self._slot_start[:n][live], lengths)
         total = len(flat)
-        self._conj_size = lengths.copy()
-        self._conj_key = self._conj_key[:n][live].copy()
+        self._slots = self._slots[:n][live].copy()
+        self._slots[:, 0] = 0
         self._slot_start = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64)
         self._flat = flat
         self._n_slots, self._n_flat = len(live), total
@@ -147,8 +149,6 @@ class CountingMatcher(Matcher):
         self._main_off, self._main_slot = K.csr_by_key(self.phase1.capacity, flat.astype(np.int64), slot_of_pair)
         self._pend_pid, self._pend_slot, self._pend_pairs, self._pend_csr = [], [], 0, None
         self._dead_pairs = 0
-        self._counts = np.zeros(len(live), dtype=np.int32)
-        self._stamps = np.zeros(len(live), dtype=np.int64)
 
     def _pending(self) -> tuple[np.ndarray, np.ndarray]:
         if self._pend_csr is None:
@@ -163,9 +163,6 @@ class CountingMatcher(Matcher):
     # -- matching -------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
         pend_off, pend_slot = self._pending()
-        if len(self._counts) < self._n_slots:
-            self._counts = _grow(self._counts, self._n_slots)
-            self._stamps = _grow(self._stamps, self._n_slots)
         self._key_seen = _grow(self._key_seen, self.capacity)
         out_off = np.zeros(batch.n + 1, dtype=np.int64)
         out_keys = np.empty(max(1024, batch.n), dtype=np.int32)
@@ -178,16 +175,14 @@ class CountingMatcher(Matcher):
             off[0] = k
             out_keys, k = K.count_matches(
                 sat_off, sat_pid, self._main_off, self._main_slot, pend_off, pend_slot,
-                self._conj_size, self._conj_key, self._counts, self._stamps, self._key_seen,
-                self._stamp, off, out_keys, k,
+                self._slots, self._key_seen, self._stamp, off, out_keys, k,
             )
             out_off[lo + 1:hi + 1] = off[1:]
         return Matches(out_off, out_keys[:k].copy())
 
     def memory_bytes(self) -> int:
-        arrays = (self._conj_size, self._conj_key, self._slot_start, self._flat, self._key_first,
-                  self._key_count, self._main_off, self._main_slot, self._counts, self._stamps,
-                  self._key_seen, *self._pending())
+        arrays = (self._slots, self._slot_start, self._flat, self._key_first, self._key_count,
+                  self._main_off, self._main_slot, self._key_seen, *self._pending())
         return (sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
                 + sys.getsizeof(self.phase1._ids) + sum(a.nbytes for a in self._pend_pid + self._pend_slot))
 

@@ -6,17 +6,46 @@ import numba
 import numpy as np
 
 
+SIZE_BITS = 16
+SIZE_MASK = (1 << SIZE_BITS) - 1
+MAX_SIZE = SIZE_MASK
+"""Largest conjunction the packed slot layout holds."""
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _visit(slots, slot, s, key_seen, out_keys, k):
+    """Count one satisfied predicate of ``slot``; emit its key when the count completes."""
+    state = slots[slot, 0]
+    if (state >> SIZE_BITS) != s:
+        state = s << SIZE_BITS
+    state += 1
+    slots[slot, 0] = state
+    info = slots[slot, 1]
+    if (state & SIZE_MASK) == (info & SIZE_MASK):
+        key = info >> SIZE_BITS
+        if key_seen[key] != s:
+            key_seen[key] = s
+            if k == len(out_keys):
+                grown = np.empty(2 * len(out_keys) + 1024, dtype=out_keys.dtype)
+                grown[:k] = out_keys[:k]
+                out_keys = grown
+            out_keys[k] = key
+            k += 1
+    return out_keys, k
+
+
 @numba.njit(cache=True, nogil=True)
 def count_matches(sat_off, sat_pid, main_off, main_slot, pend_off, pend_slot,
-                  conj_size, conj_key, counts, stamps, key_seen, stamp, out_off, out_keys, base):
+                  slots, key_seen, stamp, out_off, out_keys, base):
     """Count satisfied predicates per conjunction; emit each event's matched keys.
 
-    For every satisfied pid, every conjunction slot containing it (main and pending
-    CSR) gets its count raised; a conjunction whose count reaches its size matches,
-    and its key is emitted once per event (sorted within the event).  Counters are
-    reset lazily: a slot's count is stale unless ``stamps[slot]`` is the event's
-    stamp.  Dead slots have size 0 and never match.  Returns the (possibly regrown)
-    ``out_keys`` and the number of keys written from ``base`` on.
+    ``slots[i] = (state, info)`` packs, for conjunction slot ``i``, the event stamp and
+    count (``stamp << 16 | count``) next to its key and size (``key << 16 | size``), so
+    that one cache line serves a visit.  A count is stale, hence zero, unless its stamp
+    is the event's.  Dead slots have size 0 and never match.  Every satisfied pid
+    visits its slots in the main and the pending CSR; a key is emitted once per event,
+    sorted within the event.  Returns the (possibly regrown) ``out_keys`` and the
+    number of keys written from ``base`` on.
     """
     k = base
     n_main = len(main_off) - 1
@@ -27,31 +56,12 @@ def count_matches(sat_off, sat_pid, main_off, main_slot, pend_off, pend_slot,
         start = k
         for i in range(sat_off[e], sat_off[e + 1]):
             pid = sat_pid[i]
-            for level in range(2):
-                if level == 0:
-                    if pid >= n_main:
-                        continue
-                    lo, hi, slots = main_off[pid], main_off[pid + 1], main_slot
-                else:
-                    if pid >= n_pend:
-                        continue
-                    lo, hi, slots = pend_off[pid], pend_off[pid + 1], pend_slot
-                for j in range(lo, hi):
-                    slot = slots[j]
-                    if stamps[slot] != s:
-                        stamps[slot] = s
-                        counts[slot] = 0
-                    counts[slot] += 1
-                    if counts[slot] == conj_size[slot]:
-                        key = conj_key[slot]
-                        if key_seen[key] != s:
-                            key_seen[key] = s
-                            if k == len(out_keys):
-                                grown = np.empty(2 * len(out_keys) + 1024, dtype=out_keys.dtype)
-                                grown[:k] = out_keys[:k]
-                                out_keys = grown
-                            out_keys[k] = key
-                            k += 1
+            if pid < n_main:
+                for j in range(main_off[pid], main_off[pid + 1]):
+                    out_keys, k = _visit(slots, main_slot[j], s, key_seen, out_keys, k)
+            if pid < n_pend:
+                for j in range(pend_off[pid], pend_off[pid + 1]):
+                    out_keys, k = _visit(slots, pend_slot[j], s, key_seen, out_keys, k)
         out_keys[start:k].sort()
         out_off[e + 1] = k
     return out_keys, k

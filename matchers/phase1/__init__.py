@@ -43,16 +43,21 @@ class PredicateIndex:
             range_evaluator if range_evaluator is not None else RangeEvaluator(),
             StringEvaluator(),
         ]
+        self._owners: dict[tuple, object] = {}
         self._ids: dict[Pred, int] = {}
         self._preds: list[Pred | None] = []
         self._refs: list[int] = []
         self._free: list[int] = []
 
     def _owner(self, p: Pred):
-        for evaluator in self.evaluators:
-            if evaluator.owns(p):
-                return evaluator
-        raise ValueError(f"no phase-1 evaluator owns predicate {p}")
+        """The evaluator of ``p`` (by operator and type, looked up once per pair)."""
+        owner = self._owners.get((p.op, p.kind))
+        if owner is None:
+            owner = next((e for e in self.evaluators if e.owns(p)), None)
+            if owner is None:
+                raise ValueError(f"no phase-1 evaluator owns predicate {p}")
+            self._owners[(p.op, p.kind)] = owner
+        return owner
 
     def acquire(self, p: Pred) -> int:
         """Id of ``p``, adding it on first use; every call takes one reference."""
@@ -69,7 +74,9 @@ class PredicateIndex:
             self._preds.append(p)
             self._refs.append(1)
         self._ids[p] = pid
-        self._owner(p).add(pid, p, self.dictionary.attr(p.attr))
+        owner = self._owners.get((p.op, p.kind)) or self._owner(p)
+        attr_id = self.dictionary.attr_ids.get(p.attr)
+        owner.add(pid, p, attr_id if attr_id is not None else self.dictionary.attr(p.attr))
         return pid
 
     def release(self, p: Pred) -> None:

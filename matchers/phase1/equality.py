@@ -7,6 +7,8 @@ is listed once under its attribute and type, and its operands veto it.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from matchers.events import Dictionary, EventBatch
@@ -14,16 +16,18 @@ from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
 
 _OPS = frozenset({Op.EQ, Op.NE, Op.IN, Op.NOT_IN})
+_DOUBLE, _BITS = struct.Struct("<d"), struct.Struct("<q")
 _EMPTY = np.zeros(0, dtype=np.int32)
 
 
 def operand_bits(p: Pred, attr_id: int, dictionary: Dictionary) -> list[int]:
     """Hashed values of a predicate's operands (as :func:`kernels.value_bits` hashes events)."""
+    if p.kind is Kind.NUM and not isinstance(p.operand, tuple):
+        return [_BITS.unpack(_DOUBLE.pack(p.operand + 0.0))[0]]
     values = p.operand if isinstance(p.operand, tuple) else (p.operand,)
     if p.kind is Kind.STR:
         return [dictionary.code(attr_id, v) for v in values]  # type: ignore[arg-type]
-    nums = np.asarray([float(v) for v in values], dtype=np.float64) + 0.0
-    return nums.view(np.int64).tolist()
+    return [_BITS.unpack(_DOUBLE.pack(float(v) + 0.0))[0] for v in values]
 
 
 class EqualityEvaluator:
