@@ -67,7 +67,7 @@ class IntervalIndex:
                 break
             extra = 2 * extra + 1024 if first == before else 0
             self.lists.grow(extra)
-        for i, x, y in zip(ids.tolist(), xs.tolist(), ys.tolist()):
+        for i, x, y in zip(ids.tolist(), xs.tolist(), ys.tolist(), strict=True):
             self._bounds[i] = (x, y)
 
     def delete(self, ids) -> int:
