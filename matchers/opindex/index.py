@@ -112,12 +112,18 @@ class OpIndex(Matcher):
     repivot_every : events between two re-pivoting checks (0 disables re-pivoting).
     repivot_gap, repivot_ratio : how much cheaper a new pivot must be to move an entry.
     max_clauses : bound on the CNF expansion of a subscription before falling back to DNF.
+    sweep_factor : a list holding at most this many items per event value is walked
+        once instead of searched once per event value (0: always search, as the paper).
     """
+
+    compact_min_holes = 1 << 16
+    """Pool holes tolerated before compaction, whatever the pool size."""
 
     def __init__(self, dictionary=None, segments: int = DEFAULT_SEGMENTS,
                  signature_bits: int = DEFAULT_SIGNATURE_BITS, normal_form: str = "dnf",
                  window: int = 20_000, repivot_every: int = 10_000, repivot_gap: float = 0.05,
-                 repivot_ratio: float = 2.0, max_clauses: int = DEFAULT_MAX_TERMS, **params):
+                 repivot_ratio: float = 2.0, max_clauses: int = DEFAULT_MAX_TERMS,
+                 sweep_factor: float = 1.0, **params):
         super().__init__(dictionary, **params)
         if int(segments) < 1:
             raise ValueError("segments must be at least 1")
@@ -132,6 +138,7 @@ class OpIndex(Matcher):
         self.repivot_gap = float(repivot_gap)
         self.repivot_ratio = float(repivot_ratio)
         self.max_clauses = int(max_clauses)
+        self.sweep_factor = float(sweep_factor)
         self.freq = Frequencies(window)
         self.strings = StringEvaluator()
         self._spids: dict[Pred, list[int]] = {}  # string predicate -> [id, references]
@@ -141,6 +148,8 @@ class OpIndex(Matcher):
         self._pivot_slot = np.full(0, -1, dtype=np.int32)
         self._n_pivots = 0
         self._fam_block = np.full(0, -1, dtype=np.int64)
+        self._l_len = np.zeros(0, dtype=np.int64)
+        self._l_sig = np.zeros(0, dtype=np.uint64)
         # level 2: buckets (segments) and the item pool
         self._n_buckets = 0
         self._b_start = np.zeros(0, dtype=np.int64)
@@ -148,6 +157,7 @@ class OpIndex(Matcher):
         self._b_cap = np.zeros(0, dtype=np.int32)
         self._b_sig = np.zeros(0, dtype=np.uint64)
         self._b_family = np.zeros(0, dtype=np.int8)
+        self._b_list = np.zeros(0, dtype=np.int64)
         self._it_ta = np.zeros(1024, dtype=np.int32)
         self._it_val = np.zeros(1024, dtype=np.float64)
         self._it_slot = np.zeros(1024, dtype=np.int32)
@@ -190,48 +200,54 @@ class OpIndex(Matcher):
         attr = self.dictionary.attr
         return sorted({attr(p.attr) for clause in terms for p in clause})
 
-    def _choose_pivots(self, terms, is_cnf: bool) -> tuple[int, ...]:
-        attr = self.dictionary.attr
+    def _choose_pivots(self, terms, is_cnf: bool, aids: list[int] | None = None) -> tuple[int, ...]:
         if not is_cnf:
-            return (self.freq.choose(self._attr_ids(terms)),)
+            return (self.freq.choose(aids if aids is not None else self._attr_ids(terms)),)
+        attr = self.dictionary.attr
         best, best_key = None, None
         for clause in terms:
             attrs = sorted({attr(p.attr) for p in clause})
             key = (len(clause), self.freq.cost(attrs), attrs)
             if best_key is None or key < best_key:
                 best, best_key = attrs, key
-        return tuple(best)
+        return tuple(best)  # type: ignore[arg-type]
 
-    def _new_entry(self, key: int, terms, is_cnf: bool, rows: _Rows) -> None:
+    def _reserve(self, n_entries: int, n_cslots: int) -> None:
+        """Grow the per-entry and per-slot arrays for that many more of each."""
+        n = self._n_entries + n_entries
+        self._e_nslots = _grow(self._e_nslots, n)
+        self._e_key = _grow(self._e_key, n)
+        self._e_stamp = _grow(self._e_stamp, n, -1)
+        self._e_rem = _grow(self._e_rem, n)
+        n = self._n_cslots + n_cslots
+        self._s_need = _grow(self._s_need, n)
+        self._s_entry = _grow(self._s_entry, n)
+        self._s_stamp = _grow(self._s_stamp, n, -1)
+        self._acc = _grow(self._acc, n)
+
+    def _new_entry(self, key: int, terms, is_cnf: bool, aids: list[int], rows: _Rows) -> None:
+        """Index one entry (arrays already reserved, its attributes already counted)."""
         entry = self._free_entries.pop() if self._free_entries else self._n_entries
         if entry == self._n_entries:
             self._n_entries += 1
-            n = self._n_entries
-            self._e_nslots = _grow(self._e_nslots, n)
-            self._e_key = _grow(self._e_key, n)
-            self._e_stamp = _grow(self._e_stamp, n, -1)
-            self._e_rem = _grow(self._e_rem, n)
         k = len(terms)
-        free = self._free_cslots[k]
+        free = self._free_cslots.get(k)
         base = free.pop() if free else self._n_cslots
         if base == self._n_cslots:
             self._n_cslots += k
-            n = self._n_cslots
-            self._s_need = _grow(self._s_need, n)
-            self._s_entry = _grow(self._s_entry, n)
-            self._s_stamp = _grow(self._s_stamp, n, -1)
-            self._acc = _grow(self._acc, n)
-        for ci, clause in enumerate(terms):
-            self._s_need[base + ci] = 1 if is_cnf else len(clause)
-            self._s_entry[base + ci] = entry
+        if is_cnf:
+            self._s_need[base:base + k] = 1
+        else:
+            self._s_need[base] = len(terms[0])
+        self._s_entry[base:base + k] = entry
         self._e_nslots[entry] = k
         self._e_key[entry] = key
-        pivots = self._choose_pivots(terms, is_cnf)
+        pivots = self._choose_pivots(terms, is_cnf, aids)
         self._entry_info[entry] = (terms, pivots, base, is_cnf)
         self._entries_of.setdefault(key, []).append(entry)
+        by_pivot = self._by_pivot
         for p in pivots:
-            self._by_pivot[p].add(entry)
-        self.freq.use(self._attr_ids(terms), 1)
+            by_pivot[p].add(entry)
         self._emit(entry, rows, acquire=True)
 
     def _drop_entry(self, entry: int, rows: _Rows) -> None:
@@ -308,23 +324,30 @@ class OpIndex(Matcher):
     def _emit(self, entry: int, rows: _Rows, acquire: bool, info=None) -> None:
         """Append the items of an entry (under each of its pivots) to ``rows``."""
         terms, pivots, base = info if info is not None else self._entry_info[entry][:3]
-        attr = self.dictionary.attr
-        items = []
+        ids = self.dictionary.attr_ids
+        items_of = self._items
+        attrs: list[int] = []
+        cslots: list[int] = []
+        items: list[tuple[int, int, float, int]] = []
         for ci, clause in enumerate(terms):
             for p in clause:
-                aid = attr(p.attr)
-                for it in self._items(p, aid, acquire):
-                    items.append((aid, base + ci, it))
+                aid = ids[p.attr]
+                its = items_of(p, aid, acquire)
+                items.extend(its)
+                attrs.extend([aid] * len(its))
+                cslots.extend([base + ci] * len(its))
+        families = [it[0] for it in items]
+        tas = [it[1] for it in items]
+        vals = [it[2] for it in items]
+        weights = [it[3] for it in items]
         for pivot in pivots:
-            slot = self._slot_of(pivot)
-            for aid, cslot, (family, ta, val, weight) in items:
-                rows.slot.append(slot)
-                rows.family.append(family)
-                rows.attr.append(aid)
-                rows.ta.append(ta)
-                rows.val.append(val)
-                rows.cslot.append(cslot)
-                rows.weight.append(weight)
+            rows.slot.extend([self._slot_of(pivot)] * len(items))
+            rows.family.extend(families)
+            rows.attr.extend(attrs)
+            rows.ta.extend(tas)
+            rows.val.extend(vals)
+            rows.cslot.extend(cslots)
+            rows.weight.extend(weights)
 
     def _release_strings(self, terms) -> None:
         attr = self.dictionary.attr
@@ -342,6 +365,8 @@ class OpIndex(Matcher):
             self._n_pivots += 1
             self._pivot_slot[pivot] = slot
             self._fam_block = _grow(self._fam_block, self._n_pivots * N_FAMILIES, -1)
+            self._l_len = _grow(self._l_len, self._n_pivots * N_FAMILIES)
+            self._l_sig = _grow(self._l_sig, self._n_pivots * N_FAMILIES)
         return slot
 
     def _pack(self, rows: _Rows):
@@ -359,9 +384,11 @@ class OpIndex(Matcher):
             self._b_cap = _grow(self._b_cap, n)
             self._b_sig = _grow(self._b_sig, n)
             self._b_family = _grow(self._b_family, n)
+            self._b_list = _grow(self._b_list, n)
             blocks = first + np.arange(len(missing), dtype=np.int64) * self.segments
             self._fam_block[missing] = blocks
             self._b_family[first:n] = np.repeat((missing % N_FAMILIES).astype(np.int8), self.segments)
+            self._b_list[first:n] = np.repeat(missing, self.segments)
         attr = np.asarray(rows.attr, dtype=np.int64)
         ta = np.asarray(rows.ta, dtype=np.int32)
         val = np.asarray(rows.val, dtype=np.float64) + 0.0
@@ -381,7 +408,8 @@ class OpIndex(Matcher):
         bucket, ta, val, cslot, weight, bit = (a[order] for a in (bucket, ta, val, cslot, weight, bit))
         done = 0
         while True:
-            done = K.insert_items(done, bucket, ta, val, cslot, weight, bit, self._b_start, self._b_len,
+            done = K.insert_items(done, bucket, ta, val, cslot, weight, bit, self._b_list, self._l_len,
+                                  self._l_sig, self._b_start, self._b_len,
                                   self._b_cap, self._b_sig, self._it_ta, self._it_val, self._it_slot,
                                   self._it_w, self._pool_state)
             if done == len(bucket):
@@ -397,14 +425,16 @@ class OpIndex(Matcher):
         if not len(rows):
             return
         bucket, ta, val, cslot, weight, _ = self._pack(rows)
-        missing = K.delete_items(bucket, ta, val, cslot, weight, self._b_start, self._b_len,
+        missing = K.delete_items(bucket, ta, val, cslot, weight, self._b_list, self._l_len,
+                                 self._b_start, self._b_len,
                                  self._it_ta, self._it_val, self._it_slot, self._it_w)
         if missing:
             raise AssertionError(f"opindex: {missing} items to delete were not found")
-        K.resign(np.unique(bucket), self._b_family, _VALUE_SIGNED, self.signature_bits,
-                 self._b_start, self._b_len, self._b_sig, self._it_ta, self._it_val.view(np.uint64))
+        K.resign(np.unique(bucket), self._b_list, self._fam_block, self.segments, self._b_family,
+                 _VALUE_SIGNED, self.signature_bits, self._b_start, self._b_len, self._b_sig, self._l_sig,
+                 self._it_ta, self._it_val.view(np.uint64))
         used, holes = (int(v) for v in self._pool_state)
-        if holes > max(1 << 16, used // 2):
+        if holes > max(self.compact_min_holes, used // 2):
             self._compact()
 
     def _compact(self) -> None:
@@ -418,10 +448,21 @@ class OpIndex(Matcher):
 
     # -- Matcher --------------------------------------------------------------------
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
-        rows = _Rows()
+        specs = []
+        n_slots = 0
+        used: list[int] = []
         for key, sub in entries:
             for terms, is_cnf in self._entries_for(sub):
-                self._new_entry(key, terms, is_cnf, rows)
+                aids = self._attr_ids(terms)
+                specs.append((key, terms, is_cnf, aids))
+                used.extend(aids)
+                n_slots += len(terms)
+        # the subscription-side frequencies (the fallback of Eq. 1) count the whole batch first
+        self.freq.use(used, 1)
+        self._reserve(len(specs), n_slots)
+        rows = _Rows()
+        for key, terms, is_cnf, aids in specs:
+            self._new_entry(key, terms, is_cnf, aids, rows)
         self._store(rows)
 
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
@@ -446,11 +487,12 @@ class OpIndex(Matcher):
         soff, spid = self._string_hits(batch, is_str)
         offsets, keys, self._epoch = K.match_batch(
             batch.offsets, batch.attrs, batch.kinds, ev_val, _bits(ev_val), soff, spid,
-            _bits(spid.astype(np.float64)), self._pivot_slot, self._fam_block, N_FAMILIES,
-            self.segments, self.signature_bits, _VALUE_SIGNED, self._b_start, self._b_len, self._b_sig,
+            _bits(spid.astype(np.float64)), self._pivot_slot, self._fam_block, self._l_len, self._l_sig,
+            N_FAMILIES, self.segments, self.signature_bits, _VALUE_SIGNED, self.sweep_factor,
+            self._b_start, self._b_len, self._b_sig,
             self._it_ta, self._it_val, self._it_slot, self._it_w, self._s_need, self._s_entry,
             self._e_nslots, self._e_key, self._acc, self._s_stamp, self._e_rem, self._e_stamp,
-            self._epoch, np.empty(max(1, self._n_cslots), np.int32), np.empty(max(1, self._n_entries), np.int32),
+            self._epoch, np.full(3 * self.dictionary.n_attrs, -1, np.int64), np.empty(max(1, self._n_cslots), np.int32), np.empty(max(1, self._n_entries), np.int32),
             np.empty(max(16, batch.n), np.int32))
         return Matches(offsets, keys[: offsets[-1]].copy())
 
@@ -532,7 +574,7 @@ class OpIndex(Matcher):
         }
 
     def memory_bytes(self) -> int:
-        arrays = (self._pivot_slot, self._fam_block, self._b_start, self._b_len, self._b_cap, self._b_sig,
+        arrays = (self._pivot_slot, self._fam_block, self._l_len, self._l_sig, self._b_list, self._b_start, self._b_len, self._b_cap, self._b_sig,
                   self._b_family, self._it_ta, self._it_val, self._it_slot, self._it_w, self._s_need,
                   self._s_entry, self._s_stamp, self._acc, self._e_nslots, self._e_key, self._e_stamp,
                   self._e_rem)
@@ -541,9 +583,11 @@ class OpIndex(Matcher):
 
 @register("opindex-bs")
 class OpIndexBS(OpIndex):
-    """OpIndex-BS: the paper's unoptimised variant, one segment per list and no signatures."""
+    """OpIndex-BS: the paper's unoptimised variant, one segment per list, no signatures,
+    every list searched by value (no whole-list sweep)."""
 
     def __init__(self, dictionary=None, **params):
         params.setdefault("segments", 1)
         params.setdefault("signature_bits", 0)
+        params.setdefault("sweep_factor", 0.0)
         super().__init__(dictionary, **params)

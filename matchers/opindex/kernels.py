@@ -17,7 +17,7 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def mix(x):
     """splitmix64 finaliser of a uint64."""
     z = np.uint64(x) + _GOLD
@@ -26,13 +26,13 @@ def mix(x):
     return z ^ (z >> np.uint64(31))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def segment_of(attr, segments):
     """Segment of an attribute in a predicate list (all its predicates share it)."""
     return np.int64(mix(np.uint64(attr)) % np.uint64(segments))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def signature_bit(ta, vbits, value_signed, width):
     """Bit of a predicate (or event value) in a ``width``-bit segment signature.
 
@@ -53,7 +53,7 @@ def item_keys(block, family, attr, ta, vbits, value_signed, segments, width, buc
         bit[i] = signature_bit(ta[i], vbits[i], value_signed[family[i]], width) if width > 0 else 0
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _upper(it_ta, it_val, lo, hi, ta, val):
     """First position in ``[lo, hi)`` whose key is greater than ``(ta, val)``."""
     while lo < hi:
@@ -66,7 +66,7 @@ def _upper(it_ta, it_val, lo, hi, ta, val):
     return lo
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _lower(it_ta, it_val, lo, hi, ta, val):
     """First position in ``[lo, hi)`` whose key is not less than ``(ta, val)``."""
     while lo < hi:
@@ -79,7 +79,7 @@ def _lower(it_ta, it_val, lo, hi, ta, val):
     return lo
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _lower_ta(it_ta, lo, hi, ta):
     """First position in ``[lo, hi)`` whose typed attribute is not less than ``ta``."""
     while lo < hi:
@@ -92,7 +92,7 @@ def _lower_ta(it_ta, lo, hi, ta):
 
 
 @numba.njit(cache=True, nogil=True)
-def insert_items(start, bucket, ta, val, slot, weight, bit,
+def insert_items(start, bucket, ta, val, slot, weight, bit, b_list, l_len, l_sig,
                  b_start, b_len, b_cap, b_sig, it_ta, it_val, it_slot, it_w, state):
     """Insert items ``start:`` in sorted position (Lemma 5: O(log eta) search per item).
 
@@ -131,12 +131,16 @@ def insert_items(start, bucket, ta, val, slot, weight, bit,
         it_slot[pos] = slot[i]
         it_w[pos] = weight[i]
         b_len[k] = n + 1
-        b_sig[k] |= np.uint64(1) << np.uint64(bit[i])
+        mask = np.uint64(1) << np.uint64(bit[i])
+        b_sig[k] |= mask
+        lst = b_list[k]
+        l_len[lst] += 1
+        l_sig[lst] |= mask
     return len(bucket)
 
 
 @numba.njit(cache=True, nogil=True)
-def delete_items(bucket, ta, val, slot, weight, b_start, b_len, it_ta, it_val, it_slot, it_w):
+def delete_items(bucket, ta, val, slot, weight, b_list, l_len, b_start, b_len, it_ta, it_val, it_slot, it_w):
     """Remove one stored copy of each item; returns how many were not found (0 if consistent)."""
     missing = 0
     for i in range(len(bucket)):
@@ -159,12 +163,14 @@ def delete_items(bucket, ta, val, slot, weight, b_start, b_len, it_ta, it_val, i
             it_slot[j] = it_slot[j + 1]
             it_w[j] = it_w[j + 1]
         b_len[k] -= 1
+        l_len[b_list[k]] -= 1
     return missing
 
 
 @numba.njit(cache=True, nogil=True)
-def resign(buckets, b_family, value_signed, width, b_start, b_len, b_sig, it_ta, it_vbits):
-    """Recompute the signatures of ``buckets`` from their items (after deletions)."""
+def resign(buckets, b_list, fam_block, segments, b_family, value_signed, width,
+           b_start, b_len, b_sig, l_sig, it_ta, it_vbits):
+    """Recompute the signatures of ``buckets`` and of their lists (after deletions)."""
     for i in range(len(buckets)):
         k = buckets[i]
         sig = np.uint64(0)
@@ -173,6 +179,13 @@ def resign(buckets, b_family, value_signed, width, b_start, b_len, b_sig, it_ta,
             for j in range(b_start[k], b_start[k] + b_len[k]):
                 sig |= np.uint64(1) << np.uint64(signature_bit(it_ta[j], it_vbits[j], signed, width))
         b_sig[k] = sig
+    for i in range(len(buckets)):
+        lst = b_list[buckets[i]]
+        blk = fam_block[lst]
+        sig = np.uint64(0)
+        for k in range(blk, blk + segments):
+            sig |= b_sig[k]
+        l_sig[lst] = sig
 
 
 @numba.njit(cache=True, nogil=True)
@@ -191,7 +204,7 @@ def compact(b_start, b_len, b_cap, it_ta, it_val, it_slot, it_w, new_ta, new_val
     return used
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _touch(c, w, acc, s_stamp, epoch, touched, nt):
     if s_stamp[c] != epoch:
         s_stamp[c] = epoch
@@ -202,19 +215,11 @@ def _touch(c, w, acc, s_stamp, epoch, touched, nt):
     return nt
 
 
-@numba.njit(cache=True, nogil=True)
-def _scan(k, ta, val, vbits, family, value_signed, width, b_start, b_len, b_sig,
-          it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt):
-    """Apply the items of bucket ``k`` that fire for the event value ``(ta, val)``."""
-    n = b_len[k]
-    if n == 0:
-        return nt
-    if width > 0:
-        bit = signature_bit(ta, vbits, value_signed[family], width)
-        if (b_sig[k] >> np.uint64(bit)) & np.uint64(1) == 0:
-            return nt
+@numba.njit(cache=True, nogil=True, inline="always")
+def _probe(k, family, ta, val, b_start, b_len, it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt):
+    """Range-scan bucket ``k`` for the items that fire on the event value ``(ta, val)``."""
     s = b_start[k]
-    e = s + n
+    e = s + b_len[k]
     if family == 0 or family == 4:  # equality on the value (or on the string-predicate id)
         p = _lower(it_ta, it_val, s, e, ta, val)
         while p < e and it_ta[p] == ta and it_val[p] == val:
@@ -238,28 +243,91 @@ def _scan(k, ta, val, vbits, family, value_signed, width, b_start, b_len, b_sig,
     return nt
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sweep(blk, segments, family, ev_pos, ev_val, ev_soff, ev_spid, b_start, b_len,
+           it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt):
+    """Walk a whole (short) list and fire the items whose event value satisfies them."""
+    n_ta = len(ev_pos)
+    for k in range(blk, blk + segments):
+        s = b_start[k]
+        for p in range(s, s + b_len[k]):
+            ta = it_ta[p]
+            if ta >= n_ta:
+                continue
+            j = ev_pos[ta]
+            if j < 0:
+                continue
+            v = ev_val[j]
+            o = it_val[p]
+            if family == 0:
+                fire = v == o
+            elif family == 1:
+                fire = v <= o
+            elif family == 2:
+                fire = v >= o
+            elif family == 3:
+                fire = True
+            else:
+                fire = False
+                for q in range(ev_soff[j], ev_soff[j + 1]):
+                    if ev_spid[q] == o:
+                        fire = True
+                        break
+            if fire:
+                nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+    return nt
+
+
 @numba.njit(cache=True, nogil=True)
 def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev_sbits,
-                pivot_slot, fam_block, n_families, segments, width, value_signed,
+                pivot_slot, fam_block, l_len, l_sig, n_families, segments, width, value_signed, sweep_factor,
                 b_start, b_len, b_sig, it_ta, it_val, it_slot, it_w,
                 s_need, s_entry, e_nslots, e_key,
-                acc, s_stamp, e_rem, e_stamp, epoch, touched, touched_e, out_keys):
-    """Match a batch (Algorithm 2): for each pivot attribute of the event, scan the
-    segments of its predicate lists selected by the event's attributes, accumulate
-    clause counters, and report the entries whose clauses all hold.
+                acc, s_stamp, e_rem, e_stamp, epoch, ev_pos, touched, touched_e, out_keys):
+    """Match a batch (Algorithm 2).
+
+    For each pivot attribute of an event, each of its predicate lists is searched: the
+    list's signature, then for each event value the segment of its attribute, that
+    segment's signature, and a range scan of the segment; a list no longer than
+    ``sweep_factor`` times the event size is instead walked once, looking each item's
+    attribute up in the event (cheaper than one probe per event value).  Fired items
+    add their weight to clause slots; a slot holds when it reaches ``s_need`` (DNF:
+    the conjunction's size; CNF: 1) and an entry matches when all its slots hold.
 
     ``ev_val`` holds numbers, booleans as 1/0 and string codes; ``ev_soff``/``ev_spid``
-    list the satisfied string-predicate ids of each string entry.  A clause slot holds
-    when its accumulator reaches ``s_need`` (DNF: the conjunction's size; CNF: 1).
-    Returns ``(offsets, n_keys, epoch)``; keys are sorted and distinct per event.
+    list the satisfied string-predicate ids of each string value; ``ev_pos`` is a
+    scratch array over typed attributes filled with -1.  Returns ``(offsets, keys,
+    epoch)``; keys are sorted and distinct per event.
     """
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
     n_out = 0
+    n_ta = len(ev_pos)
+    max_m = 0
+    for i in range(n):
+        max_m = max(max_m, ev_off[i + 1] - ev_off[i])
+    seg = np.empty(max_m, dtype=np.int64)
+    bit_v = np.empty(max_m, dtype=np.int64)
+    bit_a = np.empty(max_m, dtype=np.int64)
+    sbit = np.empty(len(ev_spid), dtype=np.int64)
+    if width > 0:
+        for q in range(len(ev_spid)):
+            sbit[q] = 0
     for i in range(n):
         epoch += 1
         s = ev_off[i]
         e = ev_off[i + 1]
+        m = e - s
+        for j in range(s, e):
+            ta = ev_attr[j] * 3 + ev_kind[j]
+            if ta < n_ta:
+                ev_pos[ta] = j
+            seg[j - s] = segment_of(ev_attr[j], segments)
+            if width > 0:
+                bit_v[j - s] = signature_bit(ta, ev_vbits[j], True, width)
+                bit_a[j - s] = signature_bit(ta, ev_vbits[j], False, width)
+                for q in range(ev_soff[j], ev_soff[j + 1]):
+                    sbit[q] = signature_bit(ta, ev_sbits[q], True, width)
         nt = 0
         for jp in range(s, e):
             pa = ev_attr[jp]
@@ -268,36 +336,44 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
             slot = pivot_slot[pa]
             if slot < 0:
                 continue
-            base = slot * n_families
-            for j in range(s, e):
-                a = ev_attr[j]
-                kind = ev_kind[j]
-                ta = a * 3 + kind
-                seg = segment_of(a, segments)
-                if kind == 1:  # string: equality on its code, then its string predicates
-                    blk = fam_block[base + 0]
-                    if blk >= 0 and ev_val[j] >= 0:
-                        nt = _scan(blk + seg, ta, ev_val[j], ev_vbits[j], 0, value_signed, width,
-                                   b_start, b_len, b_sig, it_ta, it_val, it_slot, it_w,
-                                   acc, s_stamp, epoch, touched, nt)
-                    blk = fam_block[base + 4]
-                    if blk >= 0:
+            for f in range(n_families):
+                lst = slot * n_families + f
+                blk = fam_block[lst]
+                if blk < 0 or l_len[lst] == 0:
+                    continue
+                if l_len[lst] <= sweep_factor * m:
+                    nt = _sweep(blk, segments, f, ev_pos, ev_val, ev_soff, ev_spid, b_start, b_len,
+                                it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+                    continue
+                lsig = l_sig[lst]
+                for j in range(s, e):
+                    kind = ev_kind[j]
+                    if f == 4:
+                        if kind != 1:
+                            continue
+                        ta = ev_attr[j] * 3 + kind
                         for q in range(ev_soff[j], ev_soff[j + 1]):
-                            nt = _scan(blk + seg, ta, np.float64(ev_spid[q]), ev_sbits[q], 4,
-                                       value_signed, width, b_start, b_len, b_sig, it_ta, it_val,
-                                       it_slot, it_w, acc, s_stamp, epoch, touched, nt)
-                else:
-                    for f in range(3):
-                        blk = fam_block[base + f]
-                        if blk >= 0 and (kind == 0 or f == 0):
-                            nt = _scan(blk + seg, ta, ev_val[j], ev_vbits[j], f, value_signed, width,
-                                       b_start, b_len, b_sig, it_ta, it_val, it_slot, it_w,
-                                       acc, s_stamp, epoch, touched, nt)
-                blk = fam_block[base + 3]
-                if blk >= 0:
-                    nt = _scan(blk + seg, ta, 0.0, np.uint64(0), 3, value_signed, width,
-                               b_start, b_len, b_sig, it_ta, it_val, it_slot, it_w,
-                               acc, s_stamp, epoch, touched, nt)
+                            if width > 0:
+                                mask = np.uint64(1) << np.uint64(sbit[q])
+                                if lsig & mask == 0 or b_sig[blk + seg[j - s]] & mask == 0:
+                                    continue
+                            nt = _probe(blk + seg[j - s], 4, ta, np.float64(ev_spid[q]), b_start, b_len,
+                                        it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+                        continue
+                    if (f == 1 or f == 2) and kind != 0:
+                        continue
+                    if f == 0 and kind == 1 and ev_val[j] < 0:
+                        continue
+                    if width > 0:
+                        mask = np.uint64(1) << np.uint64(bit_v[j - s] if f == 0 else bit_a[j - s])
+                        if lsig & mask == 0 or b_sig[blk + seg[j - s]] & mask == 0:
+                            continue
+                    nt = _probe(blk + seg[j - s], f, ev_attr[j] * 3 + kind, ev_val[j], b_start, b_len,
+                                it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+        for j in range(s, e):
+            ta = ev_attr[j] * 3 + ev_kind[j]
+            if ta < n_ta:
+                ev_pos[ta] = -1
         ne = 0
         for t in range(nt):
             c = touched[t]
@@ -321,12 +397,12 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
                 n_out += 1
         if n_out - first > 1:
             part = np.sort(out_keys[first:n_out])
-            m = 0
+            u = 0
             for t in range(len(part)):
                 if t == 0 or part[t] != part[t - 1]:
-                    out_keys[first + m] = part[t]
-                    m += 1
-            n_out = first + m
+                    out_keys[first + u] = part[t]
+                    u += 1
+            n_out = first + u
         offsets[i + 1] = n_out
     return offsets, out_keys, epoch
 

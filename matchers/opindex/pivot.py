@@ -34,12 +34,12 @@ class Frequencies:
 
     # -- subscriptions ------------------------------------------------------------
     def use(self, attrs: list[int], delta: int) -> None:
-        """Count (``delta=1``) or uncount (``-1``) one entry's distinct attributes."""
+        """Count (``delta=1``) or uncount (``-1``) entries' attributes (one id per entry using it)."""
         if attrs:
-            top = max(attrs) + 1
-            if top > len(self.sub_counts):
-                self.sub_counts = _grow(self.sub_counts, top)
-            self.sub_counts[attrs] += delta
+            counts = np.bincount(np.asarray(attrs, dtype=np.int64))
+            if len(counts) > len(self.sub_counts):
+                self.sub_counts = _grow(self.sub_counts, len(counts))
+            self.sub_counts[: len(counts)] += delta * counts
 
     # -- events ---------------------------------------------------------------------
     def observe(self, attrs: np.ndarray, n_events: int) -> None:
