@@ -221,6 +221,12 @@ def bench_workload(name: str, matchers: Sequence[str], n_subs: int, n_events: in
             progress.set_description(f"{name} / {m}")
         run = run_isolated(m, (subscriptions, events), timeout_s, batch_size)
         runs.append(run)
+        if run.get("failed"):
+            print(f"   {m}: FAILED: {run['note'].splitlines()[0]}", flush=True)
+        else:
+            print(f"   {m}: build {run['build_s']:.2f} s, match {run['match_us']:.2f} µs/event "
+                  f"({run['events_per_s']:,.0f} events/s), {run['memory_bytes'] / max(1, n_preds):.1f} B/predicate "
+                  f"{run['note']}", flush=True)
         if progress is not None:
             progress.update(1)
     reference_name = next((r["matcher"] for r in runs if r["matcher"] in BASELINES and not r.get("failed")), None)
@@ -321,6 +327,7 @@ def render_markdown() -> str:
     if harness is not None:
         out += [f"## All matchers ({'quick' if harness['quick'] else 'full'} run, {harness['date']})", "",
                 f"Environment: {harness['environment']}.", ""]
+        out += ["![events/s per workload and matcher](img/harness.png)", ""]
         for w in harness["workloads"]:
             out += [f"### {w['workload']}", "", f"Parameters: `{w['parameters']}`; {w['n_subscriptions']:,} "
                     f"subscriptions, {w['n_predicates']:,} predicates, {w['n_events']:,} events.", "",
@@ -328,10 +335,43 @@ def render_markdown() -> str:
     return "\n".join(out) + "\n"
 
 
+def plot(workloads: list[dict], path: Path) -> None:
+    """Grouped bars of events/s (log scale) per workload and matcher."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matchers = sorted({r["matcher"] for w in workloads for r in w["runs"]},
+                      key=lambda m: (m not in BASELINES, BASELINES.index(m) if m in BASELINES else 0, m))
+    width = 0.8 / max(1, len(matchers))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(workloads) + 2), 4.5))
+    for j, m in enumerate(matchers):
+        xs, ys = [], []
+        for i, w in enumerate(workloads):
+            run = next((r for r in w["runs"] if r["matcher"] == m and not r.get("failed")), None)
+            if run is not None:
+                xs.append(i + (j - (len(matchers) - 1) / 2) * width)
+                ys.append(run["events_per_s"])
+        ax.bar(xs, ys, width=width, label=m)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(workloads)))
+    ax.set_xticklabels([f"{w['workload']}\n{w['n_subscriptions']:,} subs" for w in workloads], fontsize=8)
+    ax.set_ylabel("events/s (one core, log scale)")
+    ax.set_title("Matching throughput per workload")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _write(kind: str, record: dict) -> Path:
     (DOCS / "bench").mkdir(parents=True, exist_ok=True)
     path = DOCS / "bench" / f"{kind}-{record['date']}.json"
     path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    if kind == "harness":
+        plot(record["workloads"], DOCS / "img" / "harness.png")
     (DOCS / "bench.md").write_text(render_markdown())
     return path
 

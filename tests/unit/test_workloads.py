@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 
 import numpy as np
 import pytest
 
+from matchers import base
+from matchers.brute import BruteForceMatcher
 from matchers.expr import Kind, Op, Subscription, to_text
 from scripts import workloads as wl
+from scripts.bench import harness
 from scripts.workloads import FABRET_WORKLOADS, WORKLOADS, generate
 
 
@@ -219,3 +223,36 @@ def test_cli_writes_jsonl(tmp_path):
     assert event_lines == [{"id": i, **e} for i, e in enumerate(expected.events)]
     with pytest.raises(SystemExit):
         wl.main(["vci", "--subs", str(subs), "--events", str(events), "--param", "nonsense=1"])
+
+
+# -- the benchmark harness (scripts/bench/harness.py) -------------------------------------
+class _Sleepy(BruteForceMatcher):
+    """A matcher too slow for any size: the harness must kill it and carry on."""
+
+    def _insert(self, entries):
+        time.sleep(60)
+
+
+def test_harness_measures_and_checks_agreement(capsys):
+    record = harness.bench_workload("stock", ["brute"], n_subs=300, n_events=60, seed=1, timeout_s=60,
+                                    batch_size=25, params={"n_symbols": 20})
+    (run,) = record["runs"]
+    assert not run.get("failed"), run
+    assert run["events_matched"] == 60 and run["match_us"] > 0 and run["memory_bytes"] > 0
+    assert run["oracle_checked"] == 20 and run["oracle_disagreements"] == 0
+    assert record["n_predicates"] == sum(len(c) for s in wl.stock_ticker(n_subs=300, n_events=1, n_symbols=20,
+                                                                           seed=1).subscriptions
+                                         for c in s.conjunctions)
+    assert "| brute |" in capsys.readouterr().out
+
+
+def test_harness_kills_a_run_over_its_time_limit(monkeypatch):
+    monkeypatch.setitem(base._REGISTRY, "test-sleepy", _Sleepy)
+    w = wl.vci(n_subs=50, n_events=10, seed=0)
+    start = time.perf_counter()
+    run = harness.run_isolated("test-sleepy", w, timeout_s=2)
+    assert run["failed"] and "skipped" in run["note"]
+    assert time.perf_counter() - start < 30
+    crash = harness.run_isolated("no-such-matcher", w, timeout_s=30)
+    assert crash["failed"] and "unknown matcher" in crash["note"]
+    assert "failed" not in harness.run_isolated("brute", w, timeout_s=60)
