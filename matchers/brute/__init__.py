@@ -8,8 +8,9 @@ The speed baseline next to every index in the benchmarks, and a second oracle ne
 2. predicates are evaluated column-wise with numpy, one broadcast per (operator, kind)
    group over all attributes at once, into a ``(events x predicates)`` truth matrix;
    string predicates other than ``=``/``!=``/``IN``/``NOT IN`` (prefix, suffix,
-   contains, LIKE, MATCHES, string ordering) run :func:`matchers.oracle.holds` on the
-   chunk's distinct strings, cached per (predicate, string);
+   contains, LIKE, MATCHES, string ordering) run :func:`matchers.oracle.holds` once per
+   distinct string of their attribute in the batch, cached per (predicate, string), and
+   are looked up per event;
 3. a numba kernel ANDs each conjunction's columns and ORs the conjunctions of a
    subscription (numpy could only do it by materialising every conjunction's columns
    for every event).
@@ -212,6 +213,7 @@ class BruteForceMatcher(Matcher):
         entry_col = np.full(len(attrs), -1, dtype=np.int64)
         entry_col[inside] = packed.attr_index[attrs[inside]]
         keep = entry_col >= 0
+        side = self._side_tables(packed, batch, entry_col)
         chunk = max(1, min(n, self.cell_budget // max(1, packed.n_cols, packed.n_dense)))
         offsets = [np.zeros(1, dtype=np.int64)]
         keys = []
@@ -220,7 +222,7 @@ class BruteForceMatcher(Matcher):
             hi = min(n, lo + chunk)
             a, b = batch.offsets[lo], batch.offsets[hi]
             sel = np.flatnonzero(keep[a:b]) + a
-            sat = self._truth(packed, batch, hi - lo, entry_event[sel] - lo, entry_col[sel], sel)
+            sat = self._truth(packed, batch, hi - lo, entry_event[sel] - lo, entry_col[sel], sel, side)
             off, found = match_conjunctions(sat, packed.conj_offsets, packed.conj_cols, packed.conj_keys)
             offsets.append(off[1:] + done)
             keys.append(found)
@@ -228,7 +230,7 @@ class BruteForceMatcher(Matcher):
         return Matches(np.concatenate(offsets), np.concatenate(keys) if keys else np.zeros(0, dtype=np.int32))
 
     def _truth(self, packed: _Packed, batch: EventBatch, n: int, rows: np.ndarray, cols: np.ndarray,
-               sel: np.ndarray) -> np.ndarray:
+               sel: np.ndarray, side: tuple[dict[int, np.ndarray], list[np.ndarray]]) -> np.ndarray:
         """The ``(n, n_cols)`` truth matrix of a chunk whose kept entries are ``sel``."""
         shape = (n, max(1, packed.n_dense))
         kind = np.full(shape, -1, dtype=np.int8)
@@ -264,32 +266,47 @@ class BruteForceMatcher(Matcher):
                 hit = np.logical_or.reduceat(values[:, g.set_owner] == g.set_values, g.set_starts, axis=1)
                 ok &= hit if op is Op.IN else ~hit
             sat[:, g.start:g.start + len(g.attr)] = ok
-        for col, p, attr in packed.side:
-            sat[:, col] = self._side(p, text[:, attr], batch.strings)
+        positions, truths = side
+        slots = {attr: pos[text[:, attr]] for attr, pos in positions.items()}  # -1 (absent) -> last slot
+        for (col, _, attr), truth in zip(packed.side, truths, strict=True):
+            sat[:, col] = truth[slots[attr]]
         return sat
 
-    def _side(self, p: Pred, texts: np.ndarray, strings: list[str]) -> np.ndarray:
-        """A string predicate on one column of string indexes (``-1``: absent or not a string)."""
-        out = np.zeros(len(texts), dtype=np.bool_)
-        present = texts >= 0
-        if not present.any():
-            return out
-        distinct, inverse = np.unique(texts[present], return_inverse=True)
+    def _side_tables(self, packed: _Packed, batch: EventBatch,
+                     entry_col: np.ndarray) -> tuple[dict[int, np.ndarray], list[np.ndarray]]:
+        """Truth of each side-path predicate on the batch's distinct strings of its attribute.
+
+        Returns ``positions`` (per dense attribute column: batch string index -> slot, with
+        index ``-1`` mapping to the last slot) and, per side predicate, a bool array over
+        the slots whose last entry (absent, or not a string) is false.
+        """
+        if not packed.side:
+            return {}, []
+        is_str = batch.kinds == int(Kind.STR)
+        positions: dict[int, np.ndarray] = {}
+        distinct: dict[int, list[str]] = {}
+        for attr in {a for _, _, a in packed.side}:
+            ids = np.unique(batch.texts[is_str & (entry_col == attr)])
+            pos = np.full(len(batch.strings) + 1, len(ids), dtype=np.int64)
+            pos[ids] = np.arange(len(ids))
+            positions[attr] = pos
+            distinct[attr] = [batch.strings[i] for i in ids.tolist()]
         if self._cached > STRING_CACHE_LIMIT:
             self._string_cache.clear()
             self._cached = 0
-        cache = self._string_cache[p]
-        attr = p.attr
-        truth = np.empty(len(distinct), dtype=np.bool_)
-        for i, t in enumerate(distinct.tolist()):
-            s = strings[t]
-            hit = cache.get(s)
-            if hit is None:
-                hit = cache[s] = holds(p, {attr: s})
-                self._cached += 1
-            truth[i] = hit
-        out[present] = truth[inverse]
-        return out
+        truths = []
+        for _, p, attr in packed.side:
+            values = distinct[attr]
+            cache = self._string_cache[p]
+            truth = np.zeros(len(values) + 1, dtype=np.bool_)
+            for i, value in enumerate(values):
+                hit = cache.get(value)
+                if hit is None:
+                    hit = cache[value] = holds(p, {p.attr: value})
+                    self._cached += 1
+                truth[i] = hit
+            truths.append(truth)
+        return positions, truths
 
     def memory_bytes(self) -> int:
         """Packed arrays plus an estimate of the predicate and conjunction maps (~100 B a predicate)."""
