@@ -225,7 +225,7 @@ class OpIndex(Matcher):
         self._s_stamp = _grow(self._s_stamp, n, -1)
         self._acc = _grow(self._acc, n)
 
-    def _new_entry(self, key: int, terms, is_cnf: bool, aids: list[int], rows: _Rows) -> None:
+    def _new_entry(self, key: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: _Rows) -> None:
         """Index one entry (arrays already reserved, its attributes already counted)."""
         entry = self._free_entries.pop() if self._free_entries else self._n_entries
         if entry == self._n_entries:
@@ -242,7 +242,6 @@ class OpIndex(Matcher):
         self._s_entry[base:base + k] = entry
         self._e_nslots[entry] = k
         self._e_key[entry] = key
-        pivots = self._choose_pivots(terms, is_cnf, aids)
         self._entry_info[entry] = (terms, pivots, base, is_cnf)
         self._entries_of.setdefault(key, []).append(entry)
         by_pivot = self._by_pivot
@@ -460,9 +459,14 @@ class OpIndex(Matcher):
         # the subscription-side frequencies (the fallback of Eq. 1) count the whole batch first
         self.freq.use(used, 1)
         self._reserve(len(specs), n_slots)
+        # entries of one pivot get neighbouring counters (the paper's per-pivot counter
+        # arrays): a bulk load is laid out pivot by pivot
+        chosen = [(self._choose_pivots(terms, is_cnf, aids), i) for i, (_, terms, is_cnf, aids) in enumerate(specs)]
+        chosen.sort()
         rows = _Rows()
-        for key, terms, is_cnf, aids in specs:
-            self._new_entry(key, terms, is_cnf, aids, rows)
+        for pivots, i in chosen:
+            key, terms, is_cnf, _ = specs[i]
+            self._new_entry(key, terms, is_cnf, pivots, rows)
         self._store(rows)
 
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:

@@ -54,7 +54,7 @@ def check_structure(m: OpIndex) -> None:
     """Lists sorted by (ta, value), lengths and signatures consistent, one copy of each item."""
     nb = m._n_buckets
     expected_items = 0
-    for entry, (terms, pivots, base, _) in m._entry_info.items():
+    for terms, pivots, _, _ in m._entry_info.values():
         count = sum(len(m._items(p, m.dictionary.attr_ids[p.attr], acquire=False)) for c in terms for p in c)
         expected_items += count * len(pivots)
     assert int(m._b_len[:nb].sum()) == expected_items
@@ -63,7 +63,7 @@ def check_structure(m: OpIndex) -> None:
         s, n = int(m._b_start[k]), int(m._b_len[k])
         assert 0 <= n <= m._b_cap[k]
         ta, val = m._it_ta[s:s + n], m._it_val[s:s + n]
-        keys = list(zip(ta.tolist(), val.tolist()))
+        keys = list(zip(ta.tolist(), val.tolist(), strict=True))
         assert keys == sorted(keys)
         if m.signature_bits:
             for j in range(s, s + n):

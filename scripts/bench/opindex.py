@@ -1,0 +1,378 @@
+"""OpIndex benchmarks: Section 7.3 and Fig. 14 of Zhang, Chan, Tan (VLDB 2014), rerun here.
+
+Matching time per event against N, Γmax, m, θ1, σ and the Zipf exponent; memory
+against N and σ; insertion time; the prefix operator (Fig. 14).  Every figure is
+measured for OpIndex, OpIndex-BS, the k-index and this project's counting matcher in
+the same run, on the Table 3 generator of :mod:`scripts.workloads` (defaults: N = 1M,
+d = 20K, Γmax = 4, m = 20, θ1 = 40%, σ = 50, Zipf = 0), and reported with the ratios
+to the baselines.
+
+Run ``python -m scripts.bench.opindex [--quick]``; results go to
+``docs/bench/opindex.json``, tables to ``docs/opindex.md`` (between the bench
+markers) and plots to ``docs/img/opindex-*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from matchers.base import create
+from matchers.expr import And, Subscription, pred
+from scripts.workloads import Workload, generate, parameters
+
+ROOT = Path(__file__).resolve().parents[2]
+MATCHERS = ("opindex", "opindex-bs", "counting", "kindex")
+TABLE3 = {"n_subs": 1_000_000, "d": 20_000, "gamma_max": 4, "m": 20, "theta1": 0.4, "sigma": 50, "zipf": 0.0}
+
+QUICK = {
+    "events": 300, "base_n": 20_000, "n": [10_000, 20_000, 40_000],
+    "gamma_max": [4, 12, 20], "m": [20, 60, 120], "theta1": [0.2, 0.6, 1.0], "sigma": [50, 800, 12_800],
+    "zipf": [0.0, 0.6, 1.0], "prefix_n": 10_000, "prefix_share": [0.0, 0.5, 1.0], "prefix_len": [1, 3, 5],
+    "big_n_matchers": MATCHERS, "kindex_max_n": 40_000,
+}
+FULL = {
+    "events": 1000, "base_n": 200_000, "n": [1_000_000, 2_000_000, 5_000_000],
+    "gamma_max": [4, 8, 12, 16, 20], "m": [20, 40, 60, 80, 100, 120], "theta1": [0.2, 0.4, 0.6, 0.8, 1.0],
+    "sigma": [50, 200, 800, 3200, 12_800], "zipf": [0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
+    "prefix_n": 200_000, "prefix_share": [0.0, 0.25, 0.5, 0.75, 1.0], "prefix_len": [1, 2, 3, 4, 5, 6],
+    "big_n_matchers": ("opindex", "counting"), "kindex_max_n": 1_000_000,
+}
+
+
+# -- measuring ----------------------------------------------------------------------------
+def measure(name: str, w: Workload, repeats: int = 3) -> dict:
+    """Insert ``w``'s subscriptions into a new matcher and time matching its events."""
+    gc.collect()
+    matcher = create(name)
+    t0 = time.perf_counter()
+    matcher.add(w.subscriptions)
+    if hasattr(matcher, "build"):
+        matcher.build()  # the k-index is static: its build is its insertion
+    insert_s = time.perf_counter() - t0
+    batch = matcher.encode(w.events)
+    warm = matcher.encode(w.events[:10])
+    matcher.match(warm)  # compile (numba caches) outside the timing
+    moved = 0
+    if hasattr(matcher, "repivot"):
+        matcher.match(batch)
+        moved = matcher.repivot()  # settle the pivots on the observed event stream
+    best = float("inf")
+    matches = 0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = matcher.match(batch)
+        best = min(best, time.perf_counter() - t0)
+        matches = result.total
+    out = {
+        "matcher": name,
+        "insert_s": insert_s,
+        "insert_us_per_sub": 1e6 * insert_s / max(1, len(w.subscriptions)),
+        "match_ms_per_event": 1e3 * best / max(1, len(w.events)),
+        "matches_per_event": matches / max(1, len(w.events)),
+        "memory_mb": matcher.memory_bytes() / 2**20,
+    }
+    if moved:
+        out["repivoted"] = moved
+    if hasattr(matcher, "postings"):
+        out["postings"] = matcher.postings
+    del matcher, batch
+    gc.collect()
+    return out
+
+
+def table3(n_subs: int, n_events: int, **overrides) -> Workload:
+    params = {"n_subs": n_subs, "n_events": n_events, "d": TABLE3["d"], "gamma_max": TABLE3["gamma_max"],
+              "m": TABLE3["m"], "theta1": TABLE3["theta1"], "sigma": TABLE3["sigma"]}
+    zipf = overrides.pop("zipf", 0.0)
+    params.update(overrides)
+    if zipf > 0:
+        return generate("opindex-zipf", zipf_alpha=zipf, **params)
+    return generate("opindex", **params)
+
+
+def prefix_workload(n_subs: int, n_events: int, share: float, length: int, seed: int = 0) -> Workload:
+    """Fig. 14: 10,000 numeric and 100 string attributes, operators ``=`` and prefix only.
+
+    A subscription has 1 to 4 predicates; each is a prefix of ``length`` characters of
+    a word on a string attribute with probability ``share``, else ``=`` on a numeric
+    attribute (σ = 50).  An event has 20 attributes, 2 of them strings holding words.
+    Words are drawn from a fixed pseudo-word vocabulary (the paper used Wikipedia's).
+    """
+    rnd = random.Random(seed)
+    syllables = ("ka", "lo", "tri", "vo", "nex", "ar", "mi", "qu", "sol", "ra", "tek", "on", "lu", "fy", "ze",
+                 "bri", "do", "pe", "st", "an")
+    vocab = sorted({"".join(rnd.choice(syllables) for _ in range(rnd.randint(2, 5))) for _ in range(20_000)})
+    nums = [f"n{i}" for i in range(10_000)]
+    strs = [f"w{i}" for i in range(100)]
+    subs = []
+    for i in range(n_subs):
+        chosen: dict[str, object] = {}
+        for _ in range(rnd.randint(1, 4)):
+            if rnd.random() < share:
+                attr = rnd.choice(strs)
+                chosen.setdefault(attr, pred(attr, "prefix", rnd.choice(vocab)[:length]))
+            else:
+                attr = rnd.choice(nums)
+                chosen.setdefault(attr, pred(attr, "=", rnd.randint(1, 50)))
+        parts = tuple(chosen.values())
+        subs.append(Subscription.of(f"p{i}", parts[0] if len(parts) == 1 else And(parts)))  # type: ignore[arg-type]
+    events = []
+    for _ in range(n_events):
+        event: dict = {nums[a]: float(rnd.randint(1, 50)) for a in rnd.sample(range(10_000), 18)}
+        event.update({strs[a]: rnd.choice(vocab) for a in rnd.sample(range(100), 2)})
+        events.append(event)
+    return Workload(subs, events)
+
+
+# -- experiments ----------------------------------------------------------------------------
+def run(quick: bool, progress: bool = True) -> dict:
+    cfg = QUICK if quick else FULL
+    n_events = cfg["events"]
+    experiments: list[tuple[str, object, dict, tuple[str, ...]]] = []
+    for n in cfg["n"]:
+        names = tuple(x for x in MATCHERS if x in cfg["big_n_matchers"] or n <= cfg["kindex_max_n"])
+        names = tuple(x for x in names if x != "kindex" or n <= cfg["kindex_max_n"])
+        experiments.append(("n", n, {"n_subs": n}, names))
+    for key in ("gamma_max", "m", "theta1", "sigma", "zipf"):
+        for value in cfg[key]:
+            experiments.append((key, value, {"n_subs": cfg["base_n"], key: value}, MATCHERS))
+    for share in cfg["prefix_share"]:
+        experiments.append(("prefix_share", share, {"prefix": True, "share": share, "length": 3},
+                            ("opindex", "counting")))
+    for length in cfg["prefix_len"]:
+        experiments.append(("prefix_len", length, {"prefix": True, "share": 1.0, "length": length},
+                            ("opindex", "counting")))
+    results = []
+    bar = tqdm(total=sum(len(e[3]) for e in experiments), disable=not progress, file=sys.stderr, unit="run")
+    for axis, value, spec, names in experiments:
+        spec = dict(spec)
+        if spec.pop("prefix", False):
+            w = prefix_workload(cfg["prefix_n"], n_events, spec["share"], spec["length"])
+            workload = {"generator": "fig14-prefix", "n_subs": cfg["prefix_n"], "n_events": n_events,
+                        "share": spec["share"], "length": spec["length"]}
+        else:
+            n_subs = spec.pop("n_subs")
+            w = table3(n_subs, n_events, **spec)
+            workload = {**TABLE3, "n_subs": n_subs, "n_events": n_events, **spec}
+        for name in names:
+            bar.set_description(f"{axis}={value} {name}")
+            r = measure(name, w, repeats=2 if quick else 3)
+            r.update(axis=axis, value=value, workload=workload)
+            results.append(r)
+            tqdm.write(f"{axis}={value} {name}: {r['match_ms_per_event']:.4f} ms/event, "
+                       f"{r['insert_us_per_sub']:.1f} us/sub, {r['memory_mb']:.1f} MB, "
+                       f"{r['matches_per_event']:.1f} matches/event", file=sys.stderr)
+            bar.update()
+        del w
+        gc.collect()
+    bar.close()
+    return {
+        "mode": "quick" if quick else "full",
+        "machine": {"python": platform.python_version(), "cpus": _cpus(), "platform": platform.platform()},
+        "table3_defaults": TABLE3,
+        "config": {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in cfg.items()},
+        "workload_defaults": parameters("opindex"),
+        "results": results,
+        "goals": goals(results),
+    }
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+def _pick(results: list[dict], axis: str, value, name: str) -> dict | None:
+    for r in results:
+        if r["axis"] == axis and r["value"] == value and r["matcher"] == name:
+            return r
+    return None
+
+
+def goals(results: list[dict]) -> dict:
+    """The issue's goals, on the smallest N of the N sweep (N = 1M in full mode)."""
+    ns = sorted({r["value"] for r in results if r["axis"] == "n"})
+    out: dict = {}
+    if ns:
+        n0 = ns[0]
+        op = _pick(results, "n", n0, "opindex")
+        for base, target in (("counting", 3.0), ("kindex", 10.0)):
+            other = _pick(results, "n", n0, base)
+            if op and other:
+                ratio = other["match_ms_per_event"] / op["match_ms_per_event"]
+                out[f"speedup_vs_{base}"] = {"n_subs": n0, "ratio": ratio, "target": target, "met": ratio >= target}
+    sig = [r for r in results if r["axis"] == "sigma" and r["matcher"] == "opindex"]
+    if len(sig) >= 2:
+        mems = [r["memory_mb"] for r in sorted(sig, key=lambda r: r["value"])]
+        spread = max(mems) / min(mems)
+        out["memory_flat_in_sigma"] = {"max_over_min": spread, "target": 1.1, "met": spread <= 1.1}
+    return out
+
+
+# -- output --------------------------------------------------------------------------------
+AXES = {
+    "n": ("N (subscriptions)", "Matching time vs N (Fig. 10a)"),
+    "gamma_max": ("Γmax", "Matching time vs Γmax (Fig. 10b)"),
+    "m": ("m (event size)", "Matching time vs m (Fig. 10c)"),
+    "theta1": ("θ1 (share of =)", "Matching time vs θ1 (Fig. 10d)"),
+    "sigma": ("σ (value space)", "Matching time vs σ (Fig. 10e)"),
+    "zipf": ("Zipf exponent", "Matching time vs Zipf (Fig. 10f)"),
+    "prefix_share": ("share of prefix predicates", "Prefix operator: share (Fig. 14a)"),
+    "prefix_len": ("prefix length", "Prefix operator: length (Fig. 14b)"),
+}
+
+
+def markdown(data: dict) -> str:
+    res = data["results"]
+    lines = [f"Mode: **{data['mode']}**; machine: {data['machine']['cpus']} CPUs, Python "
+             f"{data['machine']['python']}. Table 3 defaults: " + ", ".join(f"{k}={v}" for k, v in TABLE3.items())
+             + f"; parameter sweeps at N = {data['config']['base_n']:,}, {data['config']['events']} events per "
+             "measurement, best of the repeats. Times are milliseconds per event; ratios are "
+             "baseline time / OpIndex time measured in the same run.", ""]
+    goals_ = data["goals"]
+    if goals_:
+        lines += ["### Goals", "", "| goal | measured | target | met |", "|---|---|---|---|"]
+        for key, g in goals_.items():
+            if "ratio" in g:
+                lines.append(f"| OpIndex {key.replace('_', ' ')} (N = {g['n_subs']:,}) | {g['ratio']:.2f}x | "
+                             f">= {g['target']:.0f}x | {'yes' if g['met'] else 'no'} |")
+            else:
+                lines.append(f"| OpIndex memory max/min over σ | {g['max_over_min']:.3f} | <= {g['target']} | "
+                             f"{'yes' if g['met'] else 'no'} |")
+        lines.append("")
+    for axis, (label, title) in AXES.items():
+        rows = [r for r in res if r["axis"] == axis]
+        if not rows:
+            continue
+        names = [n for n in MATCHERS if any(r["matcher"] == n for r in rows)]
+        values = sorted({r["value"] for r in rows})
+        lines += [f"### {title}", "", f"![{title}](img/opindex-{axis}.png)", ""]
+        head = f"| {label} | " + " | ".join(f"{n} ms" for n in names)
+        ratio_names = [n for n in names if n != "opindex"]
+        head += " | " + " | ".join(f"{n}/opindex" for n in ratio_names) + " | matches/event |"
+        lines += [head, "|" + "---|" * (2 + len(names) + len(ratio_names))]
+        for v in values:
+            cells = []
+            by = {n: _pick(res, axis, v, n) for n in names}
+            for n in names:
+                cells.append(f"{by[n]['match_ms_per_event']:.4f}" if by[n] else "–")
+            op = by.get("opindex")
+            for n in ratio_names:
+                cells.append(f"{by[n]['match_ms_per_event'] / op['match_ms_per_event']:.2f}"
+                             if by[n] and op else "–")
+            mpe = next((by[n]["matches_per_event"] for n in names if by[n]), 0.0)
+            lines.append(f"| {v:,} | " + " | ".join(cells) + f" | {mpe:.1f} |" if isinstance(v, int)
+                         else f"| {v} | " + " | ".join(cells) + f" | {mpe:.1f} |")
+        lines.append("")
+    for axis, title in (("n", "Memory and insertion vs N (Fig. 8a, 9a)"), ("sigma", "Memory vs σ (Fig. 8b)"),
+                        ("gamma_max", "Insertion vs Γmax (Fig. 9b)")):
+        rows = [r for r in res if r["axis"] == axis]
+        if not rows:
+            continue
+        names = [n for n in MATCHERS if any(r["matcher"] == n for r in rows)]
+        lines += [f"### {title}", "", f"![{title}](img/opindex-memory-{axis}.png)", "",
+                  f"| {AXES[axis][0]} | " + " | ".join(f"{n} MB | {n} µs/sub" for n in names) + " |",
+                  "|" + "---|" * (1 + 2 * len(names))]
+        for v in sorted({r["value"] for r in rows}):
+            cells = []
+            for n in names:
+                r = _pick(res, axis, v, n)
+                cells += [f"{r['memory_mb']:.1f}", f"{r['insert_us_per_sub']:.1f}"] if r else ["–", "–"]
+            lines.append(f"| {v:,} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plots(data: dict, img_dir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    img_dir.mkdir(parents=True, exist_ok=True)
+    res = data["results"]
+    for axis, (label, title) in AXES.items():
+        rows = [r for r in res if r["axis"] == axis]
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for name in MATCHERS:
+            pts = sorted((r["value"], r["match_ms_per_event"]) for r in rows if r["matcher"] == name)
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o", label=name)
+        ax.set_xlabel(label)
+        ax.set_ylabel("ms per event")
+        ax.set_yscale("log")
+        ax.set_title(f"{title} [{data['mode']}]")
+        ax.legend()
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(img_dir / f"opindex-{axis}.png", dpi=110)
+        plt.close(fig)
+    for axis in ("n", "sigma", "gamma_max"):
+        rows = [r for r in res if r["axis"] == axis]
+        if not rows:
+            continue
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+        for name in MATCHERS:
+            pts = sorted((r["value"], r["memory_mb"], r["insert_us_per_sub"]) for r in rows if r["matcher"] == name)
+            if pts:
+                xs, mem, ins = zip(*pts, strict=True)
+                a1.plot(xs, mem, marker="o", label=name)
+                a2.plot(xs, ins, marker="o", label=name)
+        for a, ylabel in ((a1, "memory (MB)"), (a2, "insertion (µs per subscription)")):
+            a.set_xlabel(AXES[axis][0])
+            a.set_ylabel(ylabel)
+            a.set_yscale("log")
+            a.grid(alpha=0.3)
+            a.legend()
+        fig.suptitle(f"Memory and insertion vs {AXES[axis][0]} [{data['mode']}]")
+        fig.tight_layout()
+        fig.savefig(img_dir / f"opindex-memory-{axis}.png", dpi=110)
+        plt.close(fig)
+
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def write_markdown(text: str, path: Path) -> None:
+    """Replace the results section of ``path`` (between the bench markers)."""
+    doc = path.read_text() if path.exists() else f"# OpIndex\n\n## Results\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in doc:
+        doc += f"\n## Results\n\n{BEGIN}\n{END}\n"
+    head, rest = doc.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1] if END in rest else ""
+    path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, about a minute or two")
+    parser.add_argument("--out", type=Path, default=None, help="JSON path (default docs/bench/opindex[-quick].json)")
+    parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/opindex.md and the plots")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    data = run(args.quick, progress=not args.no_progress)
+    out = args.out or ROOT / "docs" / "bench" / ("opindex-quick.json" if args.quick else "opindex.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1, default=float))
+    print(markdown(data))
+    if not args.no_docs:
+        plots(data, ROOT / "docs" / "img")
+        write_markdown(markdown(data), ROOT / "docs" / "opindex.md")
+    print(f"results: {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
