@@ -3,14 +3,14 @@
 Runs its own embedded broker, fills one topic with ``--records`` records of about
 ``--size`` bytes over ``--partitions`` partitions, then measures records per second of:
 
-* fetch only, in this process, for one partition range at a time:
+* fetch only, in this process, one partition range after the other:
   ``kafka-python tuples`` (the plain loop: one Python tuple per record, the baseline),
-  ``kafka-python arrow`` (:func:`streaming.kafka.fetch.read_range`, what the source runs)
-  and ``confluent-kafka arrow`` (librdkafka's consumer feeding the same Arrow batches);
+  then :func:`streaming.kafka.fetch.read_range` (what the source runs) with each client,
+  ``kafka-python arrow`` and ``confluent-kafka arrow``;
 * Spark streaming reads (``startingOffsets=earliest``, ``processAllAvailable`` into a
-  ``noop`` sink, then a count): the ``kafka-py`` source, which yields Arrow record
-  batches, against a baseline source in this module whose ``read()`` yields one tuple
-  per record (what a plain kafka-python data source does).
+  ``noop`` sink): a baseline source in this module whose ``read()`` yields one tuple per
+  record from kafka-python (what a plain kafka-python data source does), then the
+  ``kafka-py`` source (Arrow record batches) with each fetch client.
 
 Ratios are against the baseline measured in the same run. Results go to
 ``docs/bench/kafka_read.json``, a table to ``docs/kafka.md`` (between the bench markers)
@@ -32,11 +32,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from tqdm import tqdm
 
-from streaming.kafka.fetch import read_range, to_batch
+from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.source import KafkaDataSource, KafkaStreamReader
 
@@ -74,7 +73,7 @@ def _tuples(kwargs: dict, rng: OffsetRange) -> Iterator[tuple]:
     kp = TopicPartition(rng.topic, rng.partition)
     consumer.assign([kp])
     consumer.seek(kp, rng.start)
-    utc = datetime.timezone.utc
+    utc = datetime.UTC
     try:
         position = rng.start
         while position < rng.end:
@@ -84,44 +83,6 @@ def _tuples(kwargs: dict, rng: OffsetRange) -> Iterator[tuple]:
                 stamp = datetime.datetime.fromtimestamp(rec.timestamp / 1000, tz=utc)
                 yield (rec.key, rec.value, rec.topic, rec.partition, rec.offset, stamp)
             position = consumer.position(kp)
-    finally:
-        consumer.close()
-
-
-def _confluent_batches(bootstrap: str, rng: OffsetRange, rows: int = 10_000) -> Iterator[pa.RecordBatch]:
-    """librdkafka consumer feeding the same Arrow batches (fetch comparison only)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-unused",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
-    try:
-        keys, values, offsets, stamps = [], [], [], []
-        position = rng.start
-        while position < rng.end:
-            for msg in consumer.consume(num_messages=rows, timeout=0.5):
-                if msg.error():
-                    continue
-                off = msg.offset()
-                if off >= rng.end:
-                    position = rng.end
-                    break
-                keys.append(msg.key())
-                values.append(msg.value())
-                offsets.append(off)
-                stamps.append(msg.timestamp()[1])
-                position = off + 1
-            if len(offsets) >= rows:
-                yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
-                keys, values, offsets, stamps = [], [], [], []
-        if offsets:
-            yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
     finally:
         consumer.close()
 
@@ -151,16 +112,13 @@ def bench_fetch(bootstrap: str, ranges: list[OffsetRange]) -> list[dict]:
     kwargs = {"bootstrap_servers": [bootstrap]}
     loops: dict[str, Callable[[OffsetRange], int]] = {
         "kafka-python tuples": lambda r: sum(1 for _ in _tuples(kwargs, r)),
-        "kafka-python arrow": lambda r: sum(b.num_rows for b in read_range(kwargs, r)),
+        "kafka-python arrow": lambda r: sum(
+            b.num_rows for b in read_range(kwargs, r, client="kafka-python")
+        ),
+        "confluent-kafka arrow": lambda r: sum(
+            b.num_rows for b in read_range(kwargs, r, client="confluent")
+        ),
     }
-    try:
-        import confluent_kafka  # noqa: F401
-
-        loops["confluent-kafka arrow"] = lambda r: sum(
-            b.num_rows for b in _confluent_batches(bootstrap, r)
-        )
-    except ImportError:
-        print("confluent-kafka not installed: its fetch loop is skipped")
     results = []
     for name, loop in tqdm(loops.items(), desc="fetch loops", unit="loop"):
         seconds, n = _timed(lambda loop=loop: sum(loop(r) for r in ranges))
@@ -176,13 +134,19 @@ def bench_spark(bootstrap: str, topic: str, records: int) -> list[dict]:
     spark.dataSource.register(TupleKafkaDataSource)
     results = []
     try:
-        for fmt in tqdm(("kafka-py-tuples", "kafka-py"), desc="spark reads", unit="source"):
+        cases = [
+            ("kafka-py-tuples", "kafka-python", "tuples, kafka-python (baseline)"),
+            ("kafka-py", "kafka-python", "kafka-py arrow, kafka-python"),
+            ("kafka-py", "confluent", "kafka-py arrow, confluent-kafka (default)"),
+        ]
+        for fmt, client, label in tqdm(cases, desc="spark reads", unit="source"):
             with tempfile.TemporaryDirectory() as chk:
                 df = (
                     spark.readStream.format(fmt)
                     .option("kafka.bootstrap.servers", bootstrap)
                     .option("subscribe", topic)
                     .option("startingOffsets", "earliest")
+                    .option("kafkaClient", client)
                     .load()
                 )
                 t0 = time.perf_counter()
@@ -193,8 +157,8 @@ def bench_spark(bootstrap: str, topic: str, records: int) -> list[dict]:
                     n = sum(p["numInputRows"] for p in query.recentProgress)
                 finally:
                     query.stop()
-            assert n == records, f"{fmt} read {n} of {records} records"
-            results.append({"case": f"spark stream: {fmt}", "records": n, "seconds": seconds})
+            assert n == records, f"{label} read {n} of {records} records"
+            results.append({"case": f"spark stream: {label}", "records": n, "seconds": seconds})
     finally:
         spark.stop()
     return results
@@ -280,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "size": args.size,
         "partitions": args.partitions,
         "master": "local[2]",
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
     }
     print("workload:", json.dumps(params))

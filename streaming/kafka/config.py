@@ -19,6 +19,8 @@ from streaming.kafka.errors import KafkaOptionError
 Role = Literal["consumer", "producer", "admin"]
 
 PREFIX = "kafka."
+#: Values of the ``kafkaClient`` option: which library talks to Kafka in reads and writes.
+CLIENTS = ("auto", "confluent", "kafka-python")
 _CONSUMER_KEYS = frozenset(KafkaConsumer.DEFAULT_CONFIG)
 _PRODUCER_KEYS = frozenset(KafkaProducer.DEFAULT_CONFIG)
 _ADMIN_KEYS = _CONSUMER_KEYS & _PRODUCER_KEYS
@@ -186,3 +188,107 @@ def options_from_config(config: Mapping[str, Any]) -> dict[str, str]:
 def config_client_kwargs(config: Mapping[str, Any], role: Role) -> dict[str, Any]:
     """kafka-python arguments for ``role`` from a client config dict (validated, coerced)."""
     return client_kwargs(options_from_config(config), role)
+
+
+# kafka-python argument -> librdkafka property.
+_RDKAFKA_NAMES = {
+    "bootstrap_servers": "bootstrap.servers",
+    "client_id": "client.id",
+    "security_protocol": "security.protocol",
+    "sasl_mechanism": "sasl.mechanism",
+    "sasl_plain_username": "sasl.username",
+    "sasl_plain_password": "sasl.password",
+    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
+    "ssl_cafile": "ssl.ca.location",
+    "ssl_certfile": "ssl.certificate.location",
+    "ssl_keyfile": "ssl.key.location",
+    "ssl_password": "ssl.key.password",
+    "ssl_crlfile": "ssl.crl.location",
+    "receive_message_max_bytes": "receive.message.max.bytes",
+    "request_timeout_ms": "socket.timeout.ms",
+    "reconnect_backoff_ms": "reconnect.backoff.ms",
+    "reconnect_backoff_max_ms": "reconnect.backoff.max.ms",
+    "retry_backoff_ms": "retry.backoff.ms",
+    "metadata_max_age_ms": "metadata.max.age.ms",
+    "connections_max_idle_ms": "connections.max.idle.ms",
+    # consumer
+    "isolation_level": "isolation.level",
+    "check_crcs": "check.crcs",
+    "fetch_max_bytes": "fetch.max.bytes",
+    "max_partition_fetch_bytes": "max.partition.fetch.bytes",
+    "fetch_min_bytes": "fetch.min.bytes",
+    # producer
+    "acks": "acks",
+    "retries": "retries",
+    "linger_ms": "linger.ms",
+    "compression_type": "compression.type",
+    "enable_idempotence": "enable.idempotence",
+    "delivery_timeout_ms": "delivery.timeout.ms",
+    "max_request_size": "message.max.bytes",
+}
+# kafka-python arguments with no librdkafka counterpart that change nothing a client
+# reads or writes (timeouts of kafka-python's own loops, version probing, batching).
+_RDKAFKA_IGNORED = frozenset(
+    {
+        "api_version",
+        "bootstrap_timeout_ms",
+        "client_dns_lookup",
+        "fetch_max_wait_ms",
+        "max_poll_records",
+        "max_block_ms",
+        "batch_size",
+        "max_in_flight_requests_per_connection",
+    }
+)
+
+
+def rdkafka_config(kwargs: Mapping[str, Any], role: Role) -> dict[str, Any] | None:
+    """librdkafka (confluent-kafka) properties equivalent to kafka-python ``kwargs``.
+
+    Parameters
+    ----------
+    kwargs : Mapping[str, Any]
+        kafka-python arguments, as :func:`client_kwargs` builds them.
+    role : {"consumer", "producer", "admin"}
+        The client the properties are for (kept for symmetry with :func:`client_kwargs`).
+
+    Returns
+    -------
+    dict or None
+        None when confluent-kafka is not installed or an argument has no librdkafka
+        equivalent, so that the caller falls back to kafka-python rather than silently
+        dropping a setting (a security option above all).
+    """
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        return None
+    conf: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        if name in _RDKAFKA_IGNORED or name not in _ROLE_KEYS[role]:
+            continue
+        if name == "ssl_check_hostname":
+            conf["ssl.endpoint.identification.algorithm"] = "https" if value else "none"
+            continue
+        if name not in _RDKAFKA_NAMES:
+            return None
+        if name == "bootstrap_servers" and not isinstance(value, str):
+            value = ",".join(value)
+        if name == "compression_type" and value is None:
+            continue
+        conf[_RDKAFKA_NAMES[name]] = value
+    return conf
+
+
+def client_option(options: Mapping[str, Any]) -> str:
+    """The ``kafkaClient`` option: ``auto`` (default), ``confluent`` or ``kafka-python``.
+
+    Raises
+    ------
+    KafkaOptionError
+        If the value is not one of :data:`CLIENTS`.
+    """
+    value = str(options.get("kafkaClient", "auto")).strip().lower()
+    if value not in CLIENTS:
+        raise KafkaOptionError(f"option kafkaClient must be one of {CLIENTS}, got {value!r}")
+    return value

@@ -23,6 +23,7 @@ import pyarrow as pa
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
+from streaming.kafka.config import CLIENTS, rdkafka_config
 from streaming.kafka.errors import DataLossError, FetchTimeoutError, KafkaConnectorError
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.schema import ARROW_SCHEMA
@@ -35,79 +36,15 @@ _READ_SETTINGS = {
     "max_partition_fetch_bytes": 8 * 1024 * 1024,
 }
 _CONSUMERS: dict[str, Any] = {}
-CLIENTS = ("auto", "confluent", "kafka-python")
 
-# kafka-python argument -> librdkafka property, for the options a read may carry.
-_RDKAFKA_NAMES = {
-    "bootstrap_servers": "bootstrap.servers",
-    "client_id": "client.id",
-    "security_protocol": "security.protocol",
-    "sasl_mechanism": "sasl.mechanism",
-    "sasl_plain_username": "sasl.username",
-    "sasl_plain_password": "sasl.password",
-    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
-    "ssl_cafile": "ssl.ca.location",
-    "ssl_certfile": "ssl.certificate.location",
-    "ssl_keyfile": "ssl.key.location",
-    "ssl_password": "ssl.key.password",
-    "ssl_crlfile": "ssl.crl.location",
-    "isolation_level": "isolation.level",
-    "check_crcs": "check.crcs",
-    "receive_message_max_bytes": "receive.message.max.bytes",
+_RDKAFKA_READ_SETTINGS = {
+    "group.id": "kafka-py-reader-unused",  # required by librdkafka; never joined
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": True,
+    "auto.offset.reset": "error",
+    "fetch.wait.max.ms": 100,
 }
-# Tuning arguments of kafka-python that have no bearing on what a read returns.
-_RDKAFKA_IGNORED = frozenset(
-    {
-        "request_timeout_ms",
-        "fetch_max_wait_ms",
-        "fetch_min_bytes",
-        "fetch_max_bytes",
-        "max_partition_fetch_bytes",
-        "max_poll_records",
-        "connections_max_idle_ms",
-        "metadata_max_age_ms",
-        "reconnect_backoff_ms",
-        "reconnect_backoff_max_ms",
-        "retry_backoff_ms",
-        "api_version",
-        "client_dns_lookup",
-    }
-)
-
-
-def rdkafka_config(kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """librdkafka consumer properties equivalent to kafka-python ``kwargs``.
-
-    Returns
-    -------
-    dict or None
-        None when confluent-kafka is not installed or an argument has no equivalent
-        (the read then uses kafka-python, so that no setting is silently dropped).
-    """
-    try:
-        import confluent_kafka  # noqa: F401
-    except ImportError:
-        return None
-    conf: dict[str, Any] = {
-        "group.id": "kafka-py-reader-unused",  # required by librdkafka; never joined
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "error",
-        "fetch.wait.max.ms": 100,
-    }
-    for name, value in kwargs.items():
-        if name in _RDKAFKA_IGNORED:
-            continue
-        if name == "ssl_check_hostname":
-            conf["ssl.endpoint.identification.algorithm"] = "https" if value else "none"
-            continue
-        if name not in _RDKAFKA_NAMES:
-            return None
-        if name == "bootstrap_servers" and not isinstance(value, str):
-            value = ",".join(value)
-        conf[_RDKAFKA_NAMES[name]] = value
-    return conf
 
 
 def _consumer(kwargs: Mapping[str, Any], client: str) -> tuple[str, Any]:
@@ -201,8 +138,9 @@ def read_range(
         raise ValueError(f"client must be one of {CLIENTS}, got {client!r}")
     if rng.end <= rng.start:
         return iter(())
-    conf = rdkafka_config(consumer_kwargs) if client != "kafka-python" else None
+    conf = rdkafka_config(consumer_kwargs, "consumer") if client != "kafka-python" else None
     if conf is not None:
+        conf.update(_RDKAFKA_READ_SETTINGS)
         return _read_confluent(conf, rng, timeout_s, fail_on_data_loss, batch_rows)
     if client == "confluent":
         raise ValueError("confluent-kafka is not installed or cannot express these options")

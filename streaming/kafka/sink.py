@@ -1,5 +1,8 @@
 """Kafka sink: Arrow batches of ``value`` (and optional ``key``, ``topic``, ``partition``) to Kafka.
 
+The producer is confluent-kafka (librdkafka) when it is installed and can express every
+``kafka.*`` option, kafka-python otherwise (option ``kafkaClient`` forces one).
+
 Every write flushes its producer and fails if any record was not acknowledged
 (``acks=all`` with retries), so a failed delivery fails the Spark task instead of
 dropping records. Delivery is at-least-once: a retried task may write a record twice.
@@ -22,31 +25,39 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from streaming.kafka.config import client_kwargs
+from streaming.kafka.config import CLIENTS, client_kwargs, client_option, rdkafka_config
 from streaming.kafka.errors import DeliveryError, KafkaOptionError
 
 _PRODUCER_SETTINGS = {"acks": "all", "retries": 5, "linger_ms": 5}
-_PRODUCERS: dict[str, KafkaProducer] = {}
+_RDKAFKA_WRITE_SETTINGS = {"acks": "all", "retries": 5, "linger.ms": 5}
+_PRODUCERS: dict[str, Any] = {}
 _FLUSH_TIMEOUT_S = 120.0
 
 
-def _producer(kwargs: Mapping[str, Any]) -> tuple[str, KafkaProducer]:
-    """The cached producer of this process for ``kwargs`` (created on first use)."""
-    key = json.dumps(sorted((k, repr(v)) for k, v in kwargs.items()))
+def _producer(conf: Mapping[str, Any], client: str) -> tuple[str, Any]:
+    """The cached producer of this process for ``conf`` (created on first use)."""
+    key = json.dumps([client, sorted((k, repr(v)) for k, v in conf.items())])
     producer = _PRODUCERS.get(key)
     if producer is None:
-        producer = KafkaProducer(**{**_PRODUCER_SETTINGS, **kwargs})
+        if client == "confluent":
+            from confluent_kafka import Producer
+
+            producer = Producer(dict(conf))
+        else:
+            producer = KafkaProducer(**{**_PRODUCER_SETTINGS, **conf})
         _PRODUCERS[key] = producer
     return key, producer
 
 
 def _drop(key: str) -> None:
     producer = _PRODUCERS.pop(key, None)
-    if producer is not None:
-        try:
+    try:
+        if isinstance(producer, KafkaProducer):
             producer.close(timeout=5)
-        except Exception:  # noqa: BLE001 - closing a broken producer must not mask the error
-            pass
+        elif producer is not None:
+            producer.flush(5)
+    except Exception:  # noqa: BLE001 - closing a broken producer must not mask the error
+        pass
 
 
 @atexit.register
@@ -89,7 +100,10 @@ def _as_bytes(value: Any) -> bytes | None:
 
 
 def produce_batches(
-    producer_kwargs: Mapping[str, Any], topic: str | None, batches: Iterator[pa.RecordBatch]
+    producer_kwargs: Mapping[str, Any],
+    topic: str | None,
+    batches: Iterator[pa.RecordBatch],
+    client: str = "auto",
 ) -> int:
     """Send every row of ``batches`` and wait until all are acknowledged.
 
@@ -101,6 +115,8 @@ def produce_batches(
         Default topic; a non-null ``topic`` column value overrides it per row.
     batches : Iterator[pyarrow.RecordBatch]
         Rows with a ``value`` column and optional ``key``, ``topic``, ``partition``.
+    client : {"auto", "confluent", "kafka-python"}
+        Producing client; ``auto`` takes confluent-kafka when it can express the options.
 
     Returns
     -------
@@ -112,25 +128,82 @@ def produce_batches(
     DeliveryError
         If a row has no topic or any record is not acknowledged.
     """
-    key, producer = _producer(producer_kwargs)
+    if client not in CLIENTS:
+        raise ValueError(f"client must be one of {CLIENTS}, got {client!r}")
+    conf = rdkafka_config(producer_kwargs, "producer") if client != "kafka-python" else None
+    if conf is not None:
+        return _produce_confluent({**_RDKAFKA_WRITE_SETTINGS, **conf}, topic, batches)
+    if client == "confluent":
+        raise ValueError("confluent-kafka is not installed or cannot express these options")
+    return _produce_kafka_python(producer_kwargs, topic, batches)
+
+
+def _rows(
+    batch: pa.RecordBatch, topic: str | None, first: int
+) -> Iterator[tuple[str, bytes | None, bytes | None, int | None]]:
+    """(topic, value, key, partition) of each row; a row without topic is an error."""
+    cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+    n = batch.num_rows
+    values = cols["value"]
+    keys = cols.get("key") or [None] * n
+    topics = cols.get("topic") or [None] * n
+    parts = cols.get("partition") or [None] * n
+    for i in range(n):
+        target = topics[i] or topic
+        if not target:
+            raise DeliveryError(f"row {first + i} has a null topic and no topic option is set")
+        yield target, _as_bytes(values[i]), _as_bytes(keys[i]), parts[i]
+
+
+def _produce_confluent(
+    conf: dict[str, Any], topic: str | None, batches: Iterator[pa.RecordBatch]
+) -> int:
+    key, producer = _producer(conf, "confluent")
+    failures: list[Any] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err)
+
+    sent = 0
+    try:
+        for batch in batches:
+            for target, value, rkey, part in _rows(batch, topic, sent):
+                extra = {} if part is None else {"partition": part}
+                while True:
+                    try:
+                        producer.produce(
+                            target, value=value, key=rkey, on_delivery=on_delivery, **extra
+                        )
+                        break
+                    except BufferError:  # local queue full: serve callbacks, then retry
+                        producer.poll(0.05)
+            sent += batch.num_rows
+            producer.poll(0)
+        remaining = producer.flush(_FLUSH_TIMEOUT_S)
+    except BaseException:
+        _drop(key)
+        raise
+    if remaining or failures:
+        _drop(key)
+        first = f"; first error: {failures[0]}" if failures else ""
+        raise DeliveryError(
+            f"{len(failures) + remaining} of {sent} records were not delivered "
+            f"({remaining} unacknowledged after {_FLUSH_TIMEOUT_S:.0f} s){first}"
+        )
+    return sent
+
+
+def _produce_kafka_python(
+    producer_kwargs: Mapping[str, Any], topic: str | None, batches: Iterator[pa.RecordBatch]
+) -> int:
+    key, producer = _producer(producer_kwargs, "kafka-python")
     failures: list[BaseException] = []
     sent = 0
     try:
         for batch in batches:
-            cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
-            values = cols["value"]
-            keys = cols.get("key") or [None] * batch.num_rows
-            topics = cols.get("topic") or [None] * batch.num_rows
-            parts = cols.get("partition") or [None] * batch.num_rows
-            for i in range(batch.num_rows):
-                target = topics[i] or topic
-                if not target:
-                    raise DeliveryError(
-                        f"row {sent + i} has a null topic and no topic option is set"
-                    )
-                future = producer.send(
-                    target, value=_as_bytes(values[i]), key=_as_bytes(keys[i]), partition=parts[i]
-                )
+            for target, value, rkey, part in _rows(batch, topic, sent):
+                future = producer.send(target, value=value, key=rkey, partition=part)
                 future.add_errback(failures.append)
             sent += batch.num_rows
         producer.flush(timeout=_FLUSH_TIMEOUT_S)
@@ -159,10 +232,13 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         self._topic = options.get("topic")
         check_schema(schema, self._topic)
         self._kwargs = client_kwargs(options, "producer")
+        self._client = client_option(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Deliver one task's rows."""
-        return KafkaCommitMessage(produce_batches(self._kwargs, self._topic, iterator))
+        return KafkaCommitMessage(
+            produce_batches(self._kwargs, self._topic, iterator, self._client)
+        )
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
@@ -172,10 +248,13 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         self._topic = options.get("topic")
         check_schema(schema, self._topic)
         self._kwargs = client_kwargs(options, "producer")
+        self._client = client_option(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Deliver one task's rows of a micro-batch."""
-        return KafkaCommitMessage(produce_batches(self._kwargs, self._topic, iterator))
+        return KafkaCommitMessage(
+            produce_batches(self._kwargs, self._topic, iterator, self._client)
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Nothing to do: every task flushed and checked its records before returning."""

@@ -12,8 +12,9 @@ Options (case-insensitive):
 * ``maxOffsetsPerTrigger``: cap on offsets per micro-batch, split across partitions.
 * ``failOnDataLoss``: ``true`` (default) fails a read whose offsets are gone from the log.
 * ``kafkaConsumer.pollTimeoutMs``: longest wait without progress in a read (120000).
-* ``fetchClient``: ``auto`` (default: confluent-kafka when installed and able to express
-  the ``kafka.*`` options, else kafka-python), ``confluent`` or ``kafka-python``.
+* ``kafkaClient``: ``auto`` (default: confluent-kafka when installed and able to express
+  the ``kafka.*`` options, else kafka-python), ``confluent`` or ``kafka-python``; reads
+  and writes.
 * ``topic``: writes; a ``topic`` column overrides it per row.
 """
 
@@ -33,9 +34,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from streaming.kafka import offsets as off
-from streaming.kafka.config import client_kwargs
+from streaming.kafka.config import client_kwargs, client_option
 from streaming.kafka.errors import DataLossError, KafkaOptionError
-from streaming.kafka.fetch import CLIENTS, read_range
+from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import TP, OffsetMap, OffsetRange
 from streaming.kafka.schema import SOURCE_SCHEMA
 from streaming.kafka.sink import KafkaBatchWriter, KafkaStreamWriter
@@ -101,11 +102,7 @@ class _ReaderBase:
         self._fail_on_data_loss = _bool_option(options, "failOnDataLoss", True)
         timeout_ms = _positive_int_option(options, "kafkaConsumer.pollTimeoutMs") or 120_000
         self._timeout_s = timeout_ms / 1000.0
-        self._client = str(options.get("fetchClient", "auto")).strip().lower()
-        if self._client not in CLIENTS:
-            raise KafkaOptionError(
-                f"option fetchClient must be one of {CLIENTS}, got {self._client!r}"
-            )
+        self._client = client_option(options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one topic-partition offset range (runs on an executor)."""

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from streaming.kafka import read_stream, write_batch
+from streaming.kafka.broker import free_port
 from streaming.kafka.config import config_client_kwargs
 from streaming.kafka.errors import DeliveryError, KafkaOptionError
 from streaming.kafka.sink import check_schema, produce_batches
@@ -17,15 +18,23 @@ from tests.integration.kafka_helpers import consume_all, produce
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_batch_write_routes_rows_by_topic_column(
-    spark: Any, kafka_config: dict, topic_factory: Any
+    spark: Any, kafka_config: dict, topic_factory: Any, client: str
 ) -> None:
     notes = topic_factory("notifications", partitions=2)
     errors = topic_factory("errors", partitions=1)
     rows = [(f"k{i}", f"note{i}", notes if i % 3 else errors) for i in range(300)]
     rows += [(None, "default-topic", None)]  # a null topic falls back to the option
     df = spark.createDataFrame(rows, "key string, value string, topic string").repartition(3)
-    write_batch(df, kafka_config, topic=notes)
+    (
+        df.write.format("kafka-py")
+        .option("kafka.bootstrap.servers", kafka_config["bootstrap_servers"])
+        .option("topic", notes)
+        .option("kafkaClient", client)
+        .mode("append")
+        .save()
+    )
     got_notes = consume_all(kafka_config, notes)
     got_errors = consume_all(kafka_config, errors)
     want_notes = sorted(
@@ -44,7 +53,7 @@ def test_batch_write_binary_values_and_explicit_partition(
     topic = topic_factory("binary", partitions=3)
     payloads = [bytes([i % 256, 0, 255]) * (i % 7 + 1) for i in range(50)]
     df = spark.createDataFrame([(p, 2) for p in payloads], "value binary, partition int")
-    write_batch(df, kafka_config, topic=topic)
+    write_batch(df, kafka_config, topic=topic)  # the service's entry point, default client
     got = consume_all(kafka_config, topic)
     assert {r.partition for r in got} == {2}
     assert sorted(r.value for r in got) == sorted(payloads)
@@ -58,7 +67,7 @@ def test_streaming_write_delivers_every_row(
     out_a = topic_factory("out-a", partitions=1)
     out_b = topic_factory("out-b", partitions=2)
     produce(kafka_config, source, [(f"k{i}", f"{i}") for i in range(400)], linger_ms=100)
-    df = read_stream(spark, kafka_config, source, starting="earliest", max_per_trigger=150)
+    df = read_stream(spark, kafka_config, source, starting="earliest")
     routed = df.selectExpr(
         "key",
         "concat('seen-', cast(value as string)) as value",
@@ -81,21 +90,32 @@ def test_streaming_write_delivers_every_row(
     assert {r.key for r in got_a + got_b} == {f"k{i}".encode() for i in range(400)}
 
 
-def test_undeliverable_records_raise() -> None:
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_undeliverable_records_raise(client: str) -> None:
     """A producer that cannot reach its broker fails the write instead of dropping rows."""
-    from streaming.kafka.broker import free_port
-
     config = {
         "bootstrap_servers": f"127.0.0.1:{free_port()}",
-        "max_block_ms": 1500,
+        "bootstrap_timeout_ms": 1000,
+        "max_block_ms": 1000,
         "request_timeout_ms": 1000,
-        "delivery_timeout_ms": 2000,
+        "delivery_timeout_ms": 1500,
         "retries": 0,
     }
     batch = pa.RecordBatch.from_pydict({"value": [b"x", b"y"]})
+    kwargs = config_client_kwargs(config, "producer")
     with pytest.raises(Exception) as info:
-        produce_batches(config_client_kwargs(config, "producer"), "nowhere", iter([batch]))
-    assert not isinstance(info.value, AssertionError)
+        produce_batches(kwargs, "nowhere", iter([batch]), client=client)
+    assert not isinstance(info.value, (AssertionError, ValueError))
+    if client == "confluent":
+        assert isinstance(info.value, DeliveryError)
+        assert "2 of 2 records were not delivered" in str(info.value)
+
+
+def test_row_without_topic_is_a_delivery_error(kafka_config: dict) -> None:
+    batch = pa.RecordBatch.from_pydict({"value": ["a"], "topic": pa.array([None], pa.string())})
+    kwargs = config_client_kwargs(kafka_config, "producer")
+    with pytest.raises(DeliveryError, match="null topic"):
+        produce_batches(kwargs, None, iter([batch]))
 
 
 def test_write_schema_is_checked(spark: Any) -> None:

@@ -14,6 +14,10 @@ from kafka.errors import IncompatibleBrokerVersion
 
 from streaming.kafka import read_stream
 from streaming.kafka.admin import admin_client, ensure_topics
+from streaming.kafka.config import config_client_kwargs
+from streaming.kafka.errors import FetchTimeoutError
+from streaming.kafka.fetch import read_range
+from streaming.kafka.offsets import OffsetRange
 from tests.integration.kafka_helpers import consume_all, produce
 
 pytestmark = pytest.mark.integration
@@ -174,8 +178,9 @@ def test_restart_from_checkpoint_rereads_uncommitted_batch_and_continues(
     assert len(rows) == 550
 
 
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_batch_read_between_json_offsets(
-    spark: Any, kafka_config: dict, topic_factory: Any
+    spark: Any, kafka_config: dict, topic_factory: Any, client: str
 ) -> None:
     topic = topic_factory("batch", partitions=2)
     produce(kafka_config, topic, [f"x{i}" for i in range(40)], partition=0, linger_ms=100)
@@ -188,6 +193,7 @@ def test_batch_read_between_json_offsets(
         .option("subscribe", topic)
         .option("startingOffsets", start)
         .option("endingOffsets", end)
+        .option("kafkaClient", client)
         .load()
     )
     rows = sorted((r.partition, r.offset, r.value) for r in df.collect())
@@ -198,6 +204,7 @@ def test_batch_read_between_json_offsets(
         spark.read.format("kafka-py")
         .option("kafka.bootstrap.servers", kafka_config["bootstrap_servers"])
         .option("subscribe", topic)
+        .option("kafkaClient", client)
         .load()
     )
     assert everything.count() == 70
@@ -209,3 +216,16 @@ def test_batch_read_between_json_offsets(
         "offset",
         "timestamp",
     ]
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_read_range_past_the_log_end_times_out_clearly(
+    kafka_config: dict, topic_factory: Any, client: str
+) -> None:
+    topic = topic_factory("short", partitions=1)
+    produce(kafka_config, topic, [f"s{i}" for i in range(10)], linger_ms=50)
+    kwargs = config_client_kwargs(kafka_config, "consumer")
+    got = list(read_range(kwargs, OffsetRange(topic, 0, 3, 10), client=client))
+    assert [o for b in got for o in b.column("offset").to_pylist()] == list(range(3, 10))
+    with pytest.raises(FetchTimeoutError, match=r"no progress at offset 10 .* \[3, 12\)"):
+        list(read_range(kwargs, OffsetRange(topic, 0, 3, 12), timeout_s=1.5, client=client))

@@ -7,8 +7,10 @@ import pytest
 from streaming.kafka.config import (
     REDACTED,
     client_kwargs,
+    client_option,
     config_client_kwargs,
     options_from_config,
+    rdkafka_config,
     redact,
 )
 from streaming.kafka.errors import KafkaOptionError
@@ -104,3 +106,32 @@ def test_redact_hides_every_secret_and_nothing_else() -> None:
     }
     assert shown["kafka.sasl.plain.username"] == "alice"
     assert "s3cret" not in repr(shown)
+
+
+def test_rdkafka_config_translates_or_refuses() -> None:
+    consumer = rdkafka_config(client_kwargs(SECURE, "consumer"), "consumer")
+    assert consumer == {
+        "bootstrap.servers": "b1:9093,b2:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "s3cret",
+        "ssl.ca.location": "/etc/ca.pem",
+        "ssl.endpoint.identification.algorithm": "none",
+        "socket.timeout.ms": 40000,
+    }
+    producer = rdkafka_config(client_kwargs(SECURE, "producer"), "producer")
+    assert producer is not None and producer["acks"] == "all"
+    assert "fetch.wait.max.ms" not in producer
+    # No librdkafka equivalent: the caller must fall back to kafka-python.
+    assert (
+        rdkafka_config({"bootstrap_servers": ["h:1"], "sasl_kerberos_name": "x"}, "consumer")
+        is None
+    )
+
+
+def test_client_option() -> None:
+    assert client_option({}) == "auto"
+    assert client_option({"kafkaClient": " Confluent "}) == "confluent"
+    with pytest.raises(KafkaOptionError, match="kafkaClient"):
+        client_option({"kafkaClient": "java"})
