@@ -101,33 +101,33 @@ def test_fabret_workloads_match_oracle(name, params, workload):
 
 
 def test_dynamic_creates_and_deletes_tables():
-    wl = fabret("W0", n_subs=3000, n_events=200, seed=5, lo=1, hi=3)
+    wl = fabret("W0", n_subs=1500, n_events=60, seed=5, lo=1, hi=3)
     matcher = create("dynamic", **SMALL_DYNAMIC)
     live = {}
-    for chunk in range(0, 3000, 500):
-        batch = wl.subscriptions[chunk:chunk + 500]
+    for chunk in range(0, 1500, 300):
+        batch = wl.subscriptions[chunk:chunk + 300]
         matcher.add(batch)
         live.update({s.id: s for s in batch})
-        check(matcher, live, wl.events[:40])
+        check(matcher, live, wl.events[:15])
     assert matcher.tables_created > 0 and matcher.store.table_of
     assert any(len(schema) > 2 for schema in matcher.store.table_of)
     created = matcher.tables_created
     # delete nearly everything, interleaved with events: the tables lose their benefit
     ids = sorted(live)
     random.Random(1).shuffle(ids)
-    for chunk in range(0, 2990, 230):
-        gone = ids[chunk:chunk + 230]
+    for chunk in range(0, 1490, 150):
+        gone = ids[chunk:chunk + 150]
         matcher.remove(gone)
         for sub_id in gone:
             live.pop(sub_id, None)
-        matcher.match_events(wl.events[:60])
+        matcher.match_events(wl.events)
     check(matcher, live, wl.events)
     assert matcher.tables_deleted > 0
     # re-insert: tables come back
-    matcher.add(wl.subscriptions[:2000])
-    live.update({s.id: s for s in wl.subscriptions[:2000]})
+    matcher.add(wl.subscriptions[:1000])
+    live.update({s.id: s for s in wl.subscriptions[:1000]})
     matcher.maintain()
-    check(matcher, live, wl.events)
+    check(matcher, live, wl.events[:30])
     assert matcher.tables_created > created
 
 
