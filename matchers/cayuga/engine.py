@@ -266,6 +266,17 @@ class Engine:
             if not nodes:
                 del group.active[inst.key]
 
+    def next_expiry(self) -> int | None:
+        """The last time at which the oldest bounded instance can still fire (``None``: none)."""
+        heap = self._heap
+        while heap and not heap[0][2].alive:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def expire(self, now: int) -> None:
+        """Drop the instances that can no longer fire at time ``now`` or later."""
+        self._expire(now)
+
     def _expire(self, now: int) -> None:
         heap = self._heap
         while heap and heap[0][0] < now:

@@ -1,0 +1,500 @@
+"""The "patterns" queries: stateful Cayuga subscriptions over the events topic.
+
+Two streaming queries share a checkpoint directory:
+
+* ``pattern-subscriptions`` reads the subscriptions topic and keeps the *pattern
+  registry*: records ``{"op": "upsert", "id": ..., "pattern": "<CEL>"}`` register a
+  stateful subscription (compiled first: a bad one becomes an error record), ``{"op":
+  "delete", "id": ...}`` or a tombstone removes one. Records without ``"pattern"`` are
+  the match job's and are left alone. Each micro-batch that changes something writes
+  the next registry version (a whole JSON file, written atomically and recorded with
+  its batch id so a replayed batch is not applied twice).
+* ``patterns`` reads the events topic, parses each event (bad ones become error
+  records), and keys it by the partition attribute of the subscriptions
+  (:func:`matchers.cayuga.compiler.partition_attribute`: ``name=IBM`` for
+  ``$2.name = $1.name``; one key ``*`` for subscriptions without one; an event goes to
+  every key it belongs to). ``applyInPandasWithState`` holds each key's automaton
+  instances in Spark's keyed state, so they survive a restart from the checkpoint; an
+  event-time timeout drops instances whose ``DUR`` bound has passed. Every completed
+  pattern is a notification carrying its witness (output attributes and the ids of the
+  events that built it) and a deterministic id.
+
+Reserved event fields (:class:`PatternSettings`): the stream name (``stream``), the end
+time ``t1`` (``ts``, integer ticks) and optionally the start time ``t0`` (``ts_start``),
+the id (``id``; else ``topic/partition/offset``). Events of one key are processed in
+order of ``(t1, partition, offset)``; an event ending before one already processed for
+its key is late and becomes an error record.
+
+A subscription registered at registry version ``v`` sees the instances started while
+the registry was at ``v`` or later (in-flight instances of shared prefixes are not
+reported to it), exactly as if it had its own automaton.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pandas as pd
+
+from matchers.cayuga.algebra import Event
+from matchers.cayuga.compiler import chains, partition_attribute
+from matchers.cayuga.engine import Engine
+from matchers.cayuga.language import parse
+from matchers.errors import PubSubError
+from matchers.events import flatten
+from streaming.records import DELETE, OPS, UPSERT, ErrorRecord, Position, error, load_json, parse_event
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("streaming.patterns")
+
+ALL_KEY = "*"
+OUT_DDL = "key binary, value binary, topic string"
+STATE_DDL = "instances binary, clock long"
+ROWS_DDL = (
+    "gkey string, ts timestamp, t0 long, t1 long, eid string, stream string, attrs binary, "
+    "partition int, offset long"
+)
+
+
+@dataclass(frozen=True)
+class PatternSettings:
+    """Settings of the patterns queries.
+
+    Parameters
+    ----------
+    stream_field, time_field, start_field, id_field : reserved event fields.
+    default_stream : stream of an event without a stream field.
+    time_unit_ms : milliseconds per tick of the time fields (event time for Spark).
+    watermark_delay : how late (event time) an event may arrive and still be matched.
+    max_keys_per_event : bound on the keys (partition attributes) one event goes to.
+    """
+
+    stream_field: str = "stream"
+    time_field: str = "ts"
+    start_field: str = "ts_start"
+    id_field: str = "id"
+    default_stream: str = "events"
+    time_unit_ms: int = 1000
+    watermark_delay: str = "0 seconds"
+    max_keys_per_event: int = 64
+
+
+# ---------------------------------------------------------------- pattern registry
+
+
+class PatternRegistry:
+    """Versioned stateful subscriptions on disk: ``v<version>.json`` per version.
+
+    Each file holds the whole set ``{id: [text, since_version]}`` and the batch id that
+    made it. The directory lives under the checkpoint and survives restarts.
+    """
+
+    def __init__(self, directory: str | Path):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def latest(self) -> tuple[int, int, dict[str, list]]:
+        """``(version, batch id, patterns)`` of the newest version (version 0: empty)."""
+        return load_registry(str(self.dir))
+
+    def apply(self, batch_id: int, changes: list[tuple[str, str, str | None]]) -> int:
+        """Write the next version with ``(op, id, text)`` changes; idempotent per batch."""
+        version, last_batch, patterns = self.latest()
+        if batch_id <= last_batch or not changes:
+            return version
+        patterns = dict(patterns)
+        new_version = version + 1
+        for op, sub_id, text in changes:
+            if op == DELETE:
+                patterns.pop(sub_id, None)
+            else:
+                patterns[sub_id] = [text, new_version]
+        data = orjson.dumps({"version": new_version, "batch_id": batch_id, "patterns": patterns})
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.dir / f"v{new_version:012d}.json")
+        return new_version
+
+
+_VERSION_FILE = re.compile(r"^v(\d{12})\.json$")
+_registry_cache: dict[str, tuple[int, tuple[int, int, dict[str, list]]]] = {}
+
+
+def load_registry(directory: str) -> tuple[int, int, dict[str, list]]:
+    """Newest registry version in ``directory`` (cached per process by version)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return 0, -1, {}
+    versions = [int(m.group(1)) for n in names if (m := _VERSION_FILE.match(n))]
+    if not versions:
+        return 0, -1, {}
+    v = max(versions)
+    cached = _registry_cache.get(directory)
+    if cached is not None and cached[0] == v:
+        return cached[1]
+    obj = orjson.loads((Path(directory) / f"v{v:012d}.json").read_bytes())
+    value = (v, int(obj["batch_id"]), obj["patterns"])
+    _registry_cache[directory] = (v, value)
+    return value
+
+
+def parse_pattern_change(
+    key: bytes | None, value: bytes | None, position: Position, known: set[str]
+) -> tuple[str, str, str | None] | ErrorRecord | None:
+    """One subscriptions record as a pattern change, an error, or ``None`` (not a pattern)."""
+    stage = "pattern"
+    key_id = None
+    if key is not None:
+        try:
+            key_id = key.decode("utf-8")
+        except UnicodeDecodeError:
+            key_id = None
+    if value is None:
+        return (DELETE, key_id, None) if key_id in known else None
+    obj, reason = load_json(value)
+    if reason is not None or not isinstance(obj, dict):
+        return None  # the match job reports records that are not JSON objects
+    op = obj.get("op", UPSERT)
+    sub_id = obj.get("id", key_id)
+    if op == DELETE:
+        return (DELETE, sub_id, None) if isinstance(sub_id, str) and sub_id in known else None
+    if "pattern" not in obj:
+        return None
+    if op not in OPS:
+        return error(stage, value, position, f"unknown op {op!r}: expected 'upsert' or 'delete'", key)
+    if not isinstance(sub_id, str) or not sub_id:
+        return error(stage, value, position, "a pattern record needs a non-empty string id", key)
+    text = obj["pattern"]
+    if not isinstance(text, str):
+        return error(stage, value, position, '"pattern" must be a string (a CEL expression)', key)
+    try:
+        chains(parse(text))
+    except PubSubError as exc:
+        return error(stage, value, position, f"subscription {sub_id!r}: {exc}", key)
+    return (UPSERT, sub_id, text)
+
+
+def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterable[tuple]) -> tuple[int, list[ErrorRecord]]:
+    """Apply a batch of subscriptions records ``(key, value, topic, partition, offset)``.
+
+    Returns the registry version after the batch and the error records.
+    """
+    _, _, patterns = registry.latest()
+    known = set(patterns)
+    changes: list[tuple[str, str, str | None]] = []
+    errors: list[ErrorRecord] = []
+    for key, value, topic, partition, offset in rows:
+        out = parse_pattern_change(key, value, Position(topic, partition, offset), known)
+        if out is None:
+            continue
+        if isinstance(out, ErrorRecord):
+            errors.append(out)
+            continue
+        changes.append(out)
+        if out[0] == DELETE:
+            known.discard(out[1])
+        else:
+            known.add(out[1])
+    return registry.apply(batch_id, changes), errors
+
+
+# ---------------------------------------------------------------- events to keyed rows
+
+_partition_cache: dict[tuple[str, int], tuple[list[str], bool]] = {}
+
+
+def partition_keys(registry_dir: str) -> tuple[int, list[str], bool]:
+    """Registry version, the partition attributes in use, and whether any pattern has none."""
+    version, _, patterns = load_registry(registry_dir)
+    cached = _partition_cache.get((registry_dir, version))
+    if cached is None:
+        attrs: set[str] = set()
+        unkeyed = False
+        for text, _since in patterns.values():
+            a = partition_attribute(chains(parse(text)))
+            if a is None:
+                unkeyed = True
+            else:
+                attrs.add(a)
+        cached = (sorted(attrs), unkeyed)
+        _partition_cache[(registry_dir, version)] = cached
+    return version, cached[0], cached[1]
+
+
+def group_key(attr: str, value: Any) -> str:
+    """The state key of the events whose ``attr`` is ``value``."""
+    return f"{attr}={orjson.dumps(value).decode()}"
+
+
+def to_keyed_rows(
+    batches: Iterator[pd.DataFrame], registry_dir: str, settings: PatternSettings, errors_topic: str,
+    kafka_config: dict,
+) -> Iterator[pd.DataFrame]:
+    """``mapInPandas`` body: Kafka event records to rows keyed by partition value.
+
+    A bad event becomes an error record sent straight to the errors topic (at least
+    once: a retried task may send it again); it never reaches the keyed state, so it
+    cannot move the event-time watermark.
+    """
+    for pdf in batches:
+        _, attrs_in_use, unkeyed = partition_keys(registry_dir)
+        out: list[tuple] = []
+        errors: list[ErrorRecord] = []
+        for value, topic, partition, offset, timestamp in zip(
+            pdf["value"], pdf["topic"], pdf["partition"], pdf["offset"], pdf["timestamp"]
+        ):
+            pos = Position(topic, int(partition), int(offset))
+            row = _event_row(value, pos, timestamp, settings)
+            if isinstance(row, ErrorRecord):
+                errors.append(row)
+                continue
+            t0, t1, eid, stream, attrs = row
+            ts = pd.Timestamp(t1 * settings.time_unit_ms, unit="ms", tz="UTC")
+            blob = orjson.dumps(attrs)
+            keys = [group_key(a, attrs[a]) for a in attrs_in_use if a in attrs]
+            if unkeyed:
+                keys.append(ALL_KEY)
+            for k in keys[: settings.max_keys_per_event]:
+                out.append((k, ts, t0, t1, eid, stream, blob, pos.partition, pos.offset))
+        if errors:
+            send_errors(kafka_config, errors_topic, [e.to_json() for e in errors])
+        yield pd.DataFrame(out, columns=["gkey", "ts", "t0", "t1", "eid", "stream", "attrs", "partition", "offset"])
+
+
+def send_errors(kafka_config: dict, topic: str, values: list[bytes]) -> None:
+    """Send error records to ``topic`` and wait for their acknowledgement."""
+    import pyarrow as pa
+
+    from streaming.kafka.config import config_client_kwargs
+    from streaming.kafka.sink import produce_batches
+
+    batch = pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})
+    produce_batches(config_client_kwargs(kafka_config, "producer"), topic, iter([batch]))
+
+
+def _event_row(value, pos: Position, timestamp, settings: PatternSettings):
+    obj, reason = parse_event(value)
+    if reason is not None:
+        return error("event", value, pos, reason)
+    problems: list[str] = []
+    attrs = flatten(obj, problems)
+    stream = attrs.pop(settings.stream_field, settings.default_stream)
+    if not isinstance(stream, str):
+        return error("event", value, pos, f"the stream field {settings.stream_field!r} must be a string")
+    t1 = attrs.pop(settings.time_field, None)
+    if t1 is None:
+        t1 = int(pd.Timestamp(timestamp).value // 1_000_000 // settings.time_unit_ms) if timestamp is not None else 0
+    t0 = attrs.pop(settings.start_field, t1)
+    if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and float(t).is_integer() for t in (t0, t1)):
+        return error("event", value, pos, f"{settings.time_field!r} and {settings.start_field!r} must be integer ticks")
+    t0, t1 = int(t0), int(t1)
+    if t0 > t1:
+        return error("event", value, pos, f"{settings.start_field!r} ({t0}) is after {settings.time_field!r} ({t1})")
+    eid = attrs.pop(settings.id_field, None)
+    if not isinstance(eid, (str, int, float)) or isinstance(eid, bool):
+        eid = f"{pos.topic}/{pos.partition}/{pos.offset}"
+    return t0, t1, str(eid if not isinstance(eid, float) or not eid.is_integer() else int(eid)), stream, _ints(attrs)
+
+
+def _ints(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Flattened numbers are floats; integral ones go back to ints for readable witnesses."""
+    return {k: (int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 2**53 else v) for k, v in attrs.items()}
+
+
+# ---------------------------------------------------------------- keyed state
+
+_engines: dict[tuple[str, int, str | None], Engine] = {}
+
+
+def engine_for(registry_dir: str, gkey: str) -> Engine:
+    """The worker's compiled automaton of the subscriptions partitioned like ``gkey``."""
+    version, _, patterns = load_registry(registry_dir)
+    attr = None if gkey == ALL_KEY else gkey.split("=", 1)[0]
+    ck = (registry_dir, version, attr)
+    eng = _engines.get(ck)
+    if eng is None:
+        for old in [k for k in _engines if k[0] == registry_dir and k[1] != version]:
+            del _engines[old]
+        eng = Engine()
+        for sub_id, (text, since) in sorted(patterns.items()):
+            if partition_attribute(chains(parse(text))) == attr:
+                eng.add(sub_id, text, since=since)
+        eng.epoch = version
+        _engines[ck] = eng
+    return eng
+
+
+def notification(sub_id: str, match, gkey: str) -> bytes:
+    """A pattern notification; its id is a hash of the subscription and the witness."""
+    text = "\x1f".join((sub_id, *match.witness))
+    nid = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    return orjson.dumps({
+        "id": nid,
+        "subscription": sub_id,
+        "kind": "pattern",
+        "key": gkey,
+        "witness": {"events": list(match.witness), "attrs": match.attrs, "t0": match.t0, "t1": match.t1},
+    })
+
+
+def advance(key: tuple, pdfs: Iterator[pd.DataFrame], state, registry_dir: str, settings: PatternSettings,
+            notifications_topic: str, errors_topic: str) -> Iterator[pd.DataFrame]:
+    """``applyInPandasWithState`` body: one key's instances over its new events.
+
+    Lifecycle: on new events, load the key's instances, process the events in order
+    (late ones become error records), store the instances back and set the event-time
+    timeout to the earliest ``DUR`` expiry; on a timeout, drop the expired instances
+    (and the state when none is left).
+    """
+    gkey = key[0]
+    rows: list[tuple[bytes | None, bytes, str]] = []
+    eng = engine_for(registry_dir, gkey)
+    if state.exists:
+        blob, clock = state.get
+        eng.load_instances(orjson.loads(blob), clock)
+    else:
+        eng.load_instances((), None)
+    if state.hasTimedOut:
+        eng.expire(state.getCurrentWatermarkMs() // settings.time_unit_ms)
+    else:
+        pdf = pd.concat(list(pdfs), ignore_index=True).sort_values(["t1", "partition", "offset"], kind="stable")
+        for t0, t1, eid, stream, attrs, part, off in zip(
+            pdf["t0"], pdf["t1"], pdf["eid"], pdf["stream"], pdf["attrs"], pdf["partition"], pdf["offset"]
+        ):
+            ev = Event(eid, stream, int(t0), int(t1), orjson.loads(attrs))
+            if eng.clock is not None and ev.t1 < eng.clock:
+                err = ErrorRecord(bytes(attrs).decode(), "utf-8", Position("", int(part), int(off)),
+                                  f"late event {eid!r} for key {gkey}: ends at {ev.t1}, "
+                                  f"before the last processed ({eng.clock})", "pattern")
+                rows.append((None, err.to_json(), errors_topic))
+                continue
+            for m in eng.process(ev):
+                rows.append((m.sub_id.encode(), notification(m.sub_id, m, gkey), notifications_topic))
+    instances = eng.export_instances()
+    if instances:
+        state.update((orjson.dumps(instances), eng.clock))
+        nxt = eng.next_expiry()
+        if nxt is not None:
+            at = (nxt + 1) * settings.time_unit_ms
+            if at > state.getCurrentWatermarkMs():
+                state.setTimeoutTimestamp(at)
+    else:
+        state.remove()
+    eng.clear_instances()
+    yield pd.DataFrame(rows, columns=["key", "value", "topic"])
+
+
+# ---------------------------------------------------------------- queries
+
+
+def registry_dir(checkpoint_dir: str | Path) -> str:
+    return str(Path(checkpoint_dir) / "pattern-registry")
+
+
+def start_subscriptions_query(spark: SparkSession, kafka_config: dict, subscriptions_topic: str,
+                              errors_topic: str, checkpoint_dir: str | Path,
+                              trigger: str = "1 second") -> StreamingQuery:
+    """The query keeping the pattern registry from the subscriptions topic."""
+    from streaming import kafka
+
+    kafka.register(spark)
+    registry = PatternRegistry(registry_dir(checkpoint_dir))
+    config = dict(kafka_config)
+
+    def on_batch(df: DataFrame, batch_id: int) -> None:
+        rows = [(r.key, r.value, r.topic, r.partition, r.offset)
+                for r in df.select("key", "value", "topic", "partition", "offset").collect()]
+        version, errors = apply_pattern_records(registry, batch_id, rows)
+        if errors:
+            err_df = spark.createDataFrame([(None, e.to_json(), errors_topic) for e in errors], OUT_DDL)
+            kafka.write_batch(err_df, config)
+        log.info("pattern registry at version %d after batch %d (%d errors)", version, batch_id, len(errors))
+
+    src = kafka.read_stream(spark, config, subscriptions_topic, starting="earliest")
+    return (src.writeStream.foreachBatch(on_batch)
+            .option("checkpointLocation", str(Path(checkpoint_dir) / "pattern-subscriptions"))
+            .queryName("pattern-subscriptions").trigger(processingTime=trigger).start())
+
+
+def start_patterns_query(spark: SparkSession, kafka_config: dict, events_topic: str, notifications_topic: str,
+                         errors_topic: str, checkpoint_dir: str | Path, settings: PatternSettings | None = None,
+                         trigger: str = "1 second", max_per_trigger: int | None = None) -> StreamingQuery:
+    """The stateful query: events keyed by partition value, instances in keyed state."""
+    from functools import partial
+
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from streaming import kafka
+
+    kafka.register(spark)
+    settings = settings or PatternSettings()
+    rdir = registry_dir(checkpoint_dir)
+    Path(rdir).mkdir(parents=True, exist_ok=True)
+    src = kafka.read_stream(spark, dict(kafka_config), events_topic, starting="earliest",
+                            max_per_trigger=max_per_trigger)
+    rows = src.select("value", "topic", "partition", "offset", "timestamp").mapInPandas(
+        partial(to_keyed_rows, registry_dir=rdir, settings=settings, errors_topic=errors_topic,
+                kafka_config=dict(kafka_config)), ROWS_DDL
+    )
+    out = (rows.withWatermark("ts", settings.watermark_delay).groupBy("gkey").applyInPandasWithState(
+        partial(advance, registry_dir=rdir, settings=settings, notifications_topic=notifications_topic,
+                errors_topic=errors_topic),
+        OUT_DDL, STATE_DDL, "append", GroupStateTimeout.EventTimeTimeout,
+    ))
+    return (out.writeStream.format("kafka-py").options(**kafka_options(kafka_config))
+            .option("checkpointLocation", str(Path(checkpoint_dir) / "patterns"))
+            .queryName("patterns").trigger(processingTime=trigger).outputMode("append").start())
+
+
+def kafka_options(config: dict) -> dict[str, str]:
+    from streaming.kafka.config import options_from_config
+
+    return options_from_config(config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both patterns queries until killed: ``python -m streaming.patterns --bootstrap HOST:PORT ...``."""
+    p = argparse.ArgumentParser(prog="python -m streaming.patterns", description=main.__doc__)
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--events", default="events")
+    p.add_argument("--subscriptions", default="subscriptions")
+    p.add_argument("--notifications", default="notifications")
+    p.add_argument("--errors", default="errors")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--trigger", default="1 second")
+    p.add_argument("--master", default="local[2]")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    from streaming.spark import get_session
+
+    spark = get_session(app_name="pubsub-patterns", master=args.master)
+    config = {"bootstrap_servers": args.bootstrap}
+    q1 = start_subscriptions_query(spark, config, args.subscriptions, args.errors, args.checkpoint, args.trigger)
+    q2 = start_patterns_query(spark, config, args.events, args.notifications, args.errors, args.checkpoint,
+                              trigger=args.trigger)
+    print(json.dumps({"started": [q1.name, q2.name]}), flush=True)
+    spark.streams.awaitAnyTermination()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

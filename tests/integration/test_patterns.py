@@ -1,0 +1,67 @@
+"""End to end through Kafka and Spark: Table 1 and AutQ as stateful subscriptions."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from matchers.cayuga.algebra import Event
+from streaming.patterns import start_patterns_query, start_subscriptions_query
+from tests.unit.cayuga.helpers import reference_matches
+from tests.unit.cayuga.streams import TABLE1, rss_posts, stock_ticks
+
+from .kafka_helpers import consume_all, produce
+
+pytestmark = pytest.mark.integration
+
+
+def event_json(e: Event) -> bytes:
+    return orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, "ts_start": e.t0, **e.attrs})
+
+
+def table1_events() -> list[Event]:
+    stock = stock_ticks(250, 2)
+    last = stock[-1].t1
+    posts = [Event(e.id, e.stream, e.t0 + last + 1, e.t1 + last + 1, e.attrs) for e in rss_posts(120, 3)]
+    return stock + posts
+
+
+def witnesses(records) -> set[tuple[str, tuple[str, ...]]]:
+    out = set()
+    for r in records:
+        n = orjson.loads(r.value)
+        out.add((n["subscription"], tuple(n["witness"]["events"])))
+    return out
+
+
+def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_path):
+    events_t, subs_t = topic_factory("pev", 2), topic_factory("psub")
+    notes_t, errors_t = topic_factory("pnote"), topic_factory("perr")
+    records = [(name, orjson.dumps({"op": "upsert", "id": name, "pattern": text})) for name, text in TABLE1.items()]
+    records.append(("bad", orjson.dumps({"id": "bad", "pattern": "Stock NEXT{name = 1} Stock"})))
+    records.append(("plain", orjson.dumps({"id": "plain", "expr": "price > 1"})))  # the match job's
+    produce(kafka_config, subs_t, records)
+    q = start_subscriptions_query(spark, kafka_config, subs_t, errors_t, tmp_path, trigger="0 seconds")
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    events = table1_events()
+    payload = [(e.attrs.get("name") or e.attrs.get("website"), event_json(e)) for e in events]
+    payload.insert(10, (None, b"not json"))
+    produce(kafka_config, events_t, payload)
+    q = start_patterns_query(spark, kafka_config, events_t, notes_t, errors_t, tmp_path, trigger="0 seconds")
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    expected = {(k[1], k[5]) for k in reference_matches(TABLE1, events)}
+    got_records = consume_all(kafka_config, notes_t)
+    assert witnesses(got_records) == expected
+    assert len(got_records) == len(expected)
+    ids = {orjson.loads(r.value)["id"] for r in got_records}
+    assert len(ids) == len(got_records)
+    errors = [orjson.loads(r.value) for r in consume_all(kafka_config, errors_t)]
+    reasons = " | ".join(e["reason"] for e in errors)
+    assert len(errors) == 2, reasons
+    assert "'bad'" in reasons and "JSON" in reasons
