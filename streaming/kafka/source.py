@@ -30,7 +30,12 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from streaming.kafka import offsets as off
@@ -147,11 +152,12 @@ class KafkaBatchReader(_ReaderBase, DataSourceReader):
         return [InputPartition(tuple(r)) for r in off.ranges(start, end)]
 
 
-class KafkaStreamReader(_ReaderBase, DataSourceStreamReader):
+class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("kafka-py")``: micro-batches of per-partition offset ranges.
 
     Offsets are ``{"topic": {"partition": next_offset}}``. Partitions that appear while the
     query runs (new partitions, topics created later) are read from their first offset.
+    With ``Trigger.AvailableNow`` the query reads up to the true ends seen when it started.
     """
 
     def __init__(self, options: Mapping[str, str]) -> None:
@@ -162,6 +168,7 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader):
         self._max_per_trigger = _positive_int_option(options, "maxOffsetsPerTrigger")
         self._watermarks: Watermarks | None = None
         self._latest: OffsetMap | None = None
+        self._target: OffsetMap | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -179,6 +186,11 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader):
         """Offsets the query starts from (``startingOffsets``) when it has no checkpoint."""
         tps = self.watermarks.partitions(self._topics, refresh=True)
         return off.to_json(resolve(self._starting, tps, self.watermarks, "startingOffsets"))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the ends a ``Trigger.AvailableNow`` query reads up to: the true ends now."""
+        tps = self.watermarks.partitions(self._topics, refresh=True)
+        self._target = self.watermarks.latest(tps)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``ReadMaxRows(maxOffsetsPerTrigger)`` when the option is set."""
@@ -202,7 +214,11 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader):
                 ends[tp] = begin[tp]
         # Partitions that vanished keep their offsets; new ones start at 0 (see ranges()).
         latest = {**begin, **ends}
-        self._latest = latest
+        self._latest = dict(latest)
+        if self._target is not None:  # Trigger.AvailableNow: nothing past the target
+            for tp in latest:
+                floor = begin.get(tp, 0)
+                latest[tp] = max(floor, min(latest[tp], self._target.get(tp, floor)))
         if isinstance(limit, ReadMaxRows):
             return off.to_json(off.cap(begin, latest, limit.max_rows))
         return off.to_json(latest)

@@ -229,3 +229,30 @@ def test_read_range_past_the_log_end_times_out_clearly(
     assert [o for b in got for o in b.column("offset").to_pylist()] == list(range(3, 10))
     with pytest.raises(FetchTimeoutError, match=r"no progress at offset 10 .* \[3, 12\)"):
         list(read_range(kwargs, OffsetRange(topic, 0, 3, 12), timeout_s=1.5, client=client))
+
+
+def test_trigger_available_now_reads_everything_then_stops(
+    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+) -> None:
+    topic = topic_factory("avail", partitions=2)
+    produce(kafka_config, topic, [f"v{i}" for i in range(120)], linger_ms=100)
+    df = read_stream(spark, kafka_config, topic, starting="earliest", max_per_trigger=50)
+    batches: dict[int, list[tuple]] = {}
+
+    def sink(batch_df: Any, batch_id: int) -> None:
+        batches[batch_id] = sorted(
+            (r.topic, r.partition, r.offset, r.key, r.value, True) for r in batch_df.collect()
+        )
+
+    query = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(180)
+    finally:
+        query.stop()
+    assert _rows(batches) == _expected(kafka_config, topic)
+    assert max(len(rows) for rows in batches.values()) <= 50

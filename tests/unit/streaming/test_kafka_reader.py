@@ -123,3 +123,16 @@ def test_batch_reader_rejects_backward_specs() -> None:
         KafkaBatchReader({**BASE, "startingOffsets": "latest"})
     with pytest.raises(KafkaOptionError):
         KafkaBatchReader({**BASE, "endingOffsets": "earliest"})
+
+
+def test_available_now_stops_at_the_ends_seen_when_prepared() -> None:
+    log = ScriptedLog({("ev", 0): 0}, {("ev", 0): 10})
+    reader = _reader(log, startingOffsets="earliest", maxOffsetsPerTrigger="6")
+    start = reader.initialOffset()
+    reader.prepareForTriggerAvailableNow()
+    log.end.update({("ev", 0): 50, ("subs", 0): 5})  # arrives after the query started
+    first = reader.latestOffset(start, ReadMaxRows(6))
+    assert first == {"ev": {"0": 6}, "subs": {"0": 0}}
+    second = reader.latestOffset(first, ReadMaxRows(6))
+    assert second == {"ev": {"0": 10}, "subs": {"0": 0}}
+    assert reader.latestOffset(second, ReadMaxRows(6)) == second
