@@ -122,27 +122,38 @@ class EmbeddedBroker:
         if self.running:
             return self
         binary = broker_binary()
-        if self._port is None:
-            self._port = free_port(self.host)
         if self._log_path is None:
             fd, name = tempfile.mkstemp(prefix="tansu-", suffix=".log")
             os.close(fd)
             self._log_path = Path(name)
-        url = f"tcp://{self.host}:{self._port}"
-        self._log_file = open(self._log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self._process = subprocess.Popen(
-            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url],
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        _RUNNING.add(self)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        auto_port = self._port is None
+        attempts = 3 if auto_port else 1
+        for attempt in range(attempts):
+            if auto_port:
+                # Another process may take the port before the broker binds it: retry.
+                self._port = free_port(self.host)
+            url = f"tcp://{self.host}:{self._port}"
+            self._log_file = open(self._log_path, "ab")  # noqa: SIM115 - closed in stop()
+            self._process = subprocess.Popen(
+                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url],
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            _RUNNING.add(self)
+            try:
+                self._wait_ready()
+                break
+            except BrokerError:
+                exited = self._process is not None and self._process.poll() is not None
+                self.stop()
+                if not (exited and attempt + 1 < attempts):
+                    raise
+                log.warning("broker on port %s exited at start; retrying on another", self._port)
+            except BaseException:
+                self.stop()
+                raise
         log.info("embedded broker at %s (log %s)", self.bootstrap_servers, self._log_path)
         return self
 
