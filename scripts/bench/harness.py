@@ -119,17 +119,24 @@ def _measure(name: str, batch_size: int, match_budget_s: float, sample: int, par
     total_matches = 0
     match_s = match_cpu_s = 0.0
     note = ""
-    for lo in range(0, n, batch_size):
-        part = _slice(batch, lo, min(n, lo + batch_size))
+    size = min(batch_size, 10)  # a first small batch tells whether full batches fit the time budget
+    lo = 0
+    while lo < n:
+        part = _slice(batch, lo, min(n, lo + size))
         t0, c0 = time.perf_counter(), time.process_time()
         result = matcher.match(part)
         match_s += time.perf_counter() - t0
         match_cpu_s += time.process_time() - c0
         matched += part.n
+        lo += part.n
         total_matches += result.total
         if match_s > match_budget_s and matched < n:
-            note = f"matched {matched} of {n} events (time limit)"
+            note += f"matched {matched} of {n} events (time limit)"
             break
+        per_event = match_s / matched
+        size = int(max(1, min(batch_size, match_budget_s / 20 / per_event if per_event > 0 else batch_size)))
+        if size < batch_size and "batches" not in note:
+            note = f"batches of {size} events (slow) "
     memory = matcher.memory_bytes()
     ids = matcher.match_ids(_slice(batch, 0, min(sample, n)))
     return dict(
