@@ -1,0 +1,140 @@
+"""Crash test: the job is SIGKILLed mid-stream and restarted from its checkpoint.
+
+No expected notification may be missing, every duplicate carries the id of one already
+sent, and the registry comes back at the version it had (no replayed batch appends
+its changes twice).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from matchers.expr import to_text
+from streaming.metrics import read_status
+from streaming.notifications import notification_id
+from streaming.registry import load_state, read_deltas
+from tests.integration.kafka_helpers import consume_all, produce
+from tests.integration.service_fixtures import expected_pairs, make_topics
+from tests.unit.streaming.helpers import random_event, random_subscriptions
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+N_EVENTS = 1600
+ROUNDS = 8
+
+
+def start_job(env: dict[str, str], log: Path) -> subprocess.Popen:
+    out = open(log, "ab")  # noqa: SIM115 - handed to the child
+    return subprocess.Popen([sys.executable, "-m", "streaming", "run"], cwd=ROOT, env=env, stdout=out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the job exited with {proc.returncode} while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+
+
+def totals(status_file: Path) -> dict:
+    doc = read_status(status_file)
+    return (doc or {}).get("totals") or {}
+
+
+def test_sigkill_mid_stream_then_restart(kafka_config: dict, topic_factory: Any, tmp_path: Path):
+    rng = random.Random(99)
+    topics = make_topics(topic_factory)
+    checkpoint = tmp_path / "ckpt"
+    status_file = tmp_path / "status.json"
+    env = {
+        **os.environ,
+        "PUBSUB_KAFKA_BOOTSTRAP_SERVERS": kafka_config["bootstrap_servers"],
+        "PUBSUB_KAFKA_EVENTS_TOPIC": topics.events,
+        "PUBSUB_KAFKA_SUBSCRIPTIONS_TOPIC": topics.subscriptions,
+        "PUBSUB_KAFKA_NOTIFICATIONS_TOPIC": topics.notifications,
+        "PUBSUB_KAFKA_ERRORS_TOPIC": topics.errors,
+        "PUBSUB_KAFKA_MAX_OFFSETS_PER_TRIGGER": "250",
+        "PUBSUB_SPARK_CHECKPOINT_DIR": str(checkpoint),
+        "PUBSUB_SPARK_TRIGGER_INTERVAL": "0 seconds",
+        "PUBSUB_MATCH_SNAPSHOT_EVERY": "4",
+        "PUBSUB_STATUS_STATUS_FILE": str(status_file),
+    }
+    log = tmp_path / "job.log"
+    subs = random_subscriptions(rng, 40)
+    produce(kafka_config, topics.subscriptions,
+            [(s.id, orjson.dumps({"id": s.id, "expr": to_text(s.expr)})) for s in subs])
+    job = start_job(env, log)
+    producer_error: list[BaseException] = []
+    try:
+        wait_for(lambda: totals(status_file).get("subscription_changes", 0) >= 40, 240, "the subscriptions", job)
+        events = [random_event(rng) for _ in range(N_EVENTS)]
+        per_round = N_EVENTS // ROUNDS
+
+        def feed() -> None:  # events, and changes of never-matching subscriptions that bump the version
+            try:
+                for r in range(ROUNDS):
+                    chunk = events[r * per_round:(r + 1) * per_round]
+                    produce(kafka_config, topics.events, [orjson.dumps(e) for e in chunk], linger_ms=100)
+                    dummy = [(f"z{r}", orjson.dumps({"id": f"z{r}", "expr": f"never_present = {r}"}))]
+                    if r % 2:
+                        dummy.append((f"z{r - 1}", orjson.dumps({"op": "delete", "id": f"z{r - 1}"})))
+                    produce(kafka_config, topics.subscriptions, dummy)
+                    time.sleep(0.5)
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                producer_error.append(exc)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        wait_for(lambda: totals(status_file).get("events", 0) >= N_EVENTS // 4, 240, "a quarter of the events", job)
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+        version_before = load_state(checkpoint / "registry").version
+        feeder.join(120)
+        assert not producer_error, producer_error
+        status_file.unlink()
+        job = start_job(env, log)
+        wait_for(lambda: (read_status(status_file) or {}).get("registry") is not None, 240, "the restart", job)
+        assert read_status(status_file)["registry"]["version"] == version_before
+        wait_for(lambda: sum(1 for _ in consume_all(kafka_config, topics.events)) == N_EVENTS, 60, "the events")
+        located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(kafka_config, topics.events)]
+        want = expected_pairs(subs, located)
+
+        def delivered() -> set:
+            docs = [orjson.loads(r.value) for r in consume_all(kafka_config, topics.notifications)]
+            return {(d["subscription"], d["partition"], d["offset"]) for d in docs}
+
+        wait_for(lambda: delivered() >= want, 300, "every expected notification", job)
+        time.sleep(2)  # the batches after the last event carry the last dummy changes
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(120) == 0
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+    docs = [orjson.loads(r.value) for r in consume_all(kafka_config, topics.notifications)]
+    got = {(d["subscription"], d["partition"], d["offset"]) for d in docs}
+    assert got == want
+    ids: dict[tuple, set] = {}
+    for d in docs:
+        ids.setdefault((d["subscription"], d["partition"], d["offset"]), set()).add(d["id"])
+    assert all(v == {notification_id(s, topics.events, p, o)} for (s, p, o), v in ids.items())
+    state = load_state(checkpoint / "registry")
+    assert set(state.subscriptions) == {s.id for s in subs} | {f"z{r}" for r in range(1, ROUNDS, 2)}
+    first = max(0, state.version - 3)
+    batch_ids = [d.batch_id for d in read_deltas(checkpoint / "registry", first, state.version)]
+    assert batch_ids == sorted(set(batch_ids))  # one version per batch, never two
+    print(f"duplicates after the crash: {len(docs) - len(got)}; registry version {version_before} -> {state.version}")
