@@ -168,6 +168,27 @@ def _no_progress(rng: OffsetRange, position: int, timeout_s: float) -> FetchTime
     )
 
 
+def _permanent_errors() -> frozenset[int]:
+    try:
+        from confluent_kafka import KafkaError
+    except ImportError:
+        return frozenset()
+    names = (
+        "_AUTHENTICATION",
+        "_SSL",
+        "SASL_AUTHENTICATION_FAILED",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "_UNKNOWN_TOPIC",
+        "_UNKNOWN_PARTITION",
+    )
+    return frozenset(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))
+
+
+#: librdkafka errors that waiting cannot cure: a read fails at once on them.
+_PERMANENT_ERRORS = _permanent_errors()
+
+
 def _read_confluent(
     conf: dict[str, Any],
     rng: OffsetRange,
@@ -196,6 +217,8 @@ def _read_confluent(
                 err = msg.error()
                 if err is None:
                     offset = msg.offset()
+                    if offset < position:  # never deliver an offset twice
+                        continue
                     if offset >= rng.end:
                         position = rng.end
                         break
@@ -221,10 +244,12 @@ def _read_confluent(
                     if position < rng.end:
                         consumer.assign([CTopicPartition(rng.topic, rng.partition, position)])
                     break
-                elif err.fatal() or not err.retriable():
+                elif err.fatal() or err.code() in _PERMANENT_ERRORS:
                     raise KafkaConnectorError(
                         f"{rng.topic}-{rng.partition}: fetch failed at {position}: {err.str()}"
                     )
+                # Other errors (lost connections, leader changes) are transient: librdkafka
+                # recovers by itself and the no-progress timeout bounds the wait.
             if position < rng.end and time.monotonic() - progress_at > timeout_s:
                 raise _no_progress(rng, position, timeout_s)
             if len(offsets) >= batch_rows:
