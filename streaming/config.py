@@ -289,3 +289,18 @@ def load(
         settings = _build(settings, data, str(file))
     settings = _build(settings, _from_env(os.environ if environ is None else environ), "environment")
     return _build(settings, parse_set(overrides), "--set")
+
+
+def add_arguments(parser: Any) -> None:
+    """Add ``--config``, ``--set`` and ``--bootstrap`` to an ``argparse`` parser (scripts share them)."""
+    parser.add_argument("--config", type=Path, default=None, help="TOML settings (default conf/pubsub.toml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a setting (repeatable)")
+    parser.add_argument("--bootstrap", default=None,
+                        help="Kafka bootstrap servers (default kafka.bootstrap_servers of the settings)")
+
+
+def from_arguments(args: Any) -> tuple[Settings, dict[str, Any]]:
+    """Settings and kafka-python client options from the arguments of :func:`add_arguments`."""
+    settings = load(args.config, args.overrides)
+    return settings, settings.kafka.client_config(args.bootstrap)

@@ -1,0 +1,100 @@
+"""Follow notifications (or error records) as a consumer group member, pretty or as JSON lines.
+
+Replay duplicates (same notification id) are dropped unless ``--keep-duplicates``.
+The group consumer uses a short ``max.poll.interval.ms`` so that joining a group on
+the embedded broker does not wait for the whole default rebalance timeout.
+
+Examples::
+
+    python -m scripts.follow --bootstrap 127.0.0.1:9092 --group me
+    python -m scripts.follow --errors --from-beginning --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+import orjson
+from kafka import KafkaConsumer
+
+from streaming.config import ConfigError, add_arguments, from_arguments
+from streaming.kafka.config import config_client_kwargs
+from streaming.notifications import Deduplicator
+
+GROUP_SETTINGS = {"max_poll_interval_ms": 5000, "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+
+
+def pretty(doc: dict, errors: bool) -> str:
+    if errors:
+        where = f"{doc.get('topic')}/{doc.get('partition')}@{doc.get('offset')}"
+        return f"[{doc.get('stage')}] {where}: {doc.get('reason')}  raw={doc.get('raw', '')[:120]!r}"
+    when = time.strftime("%H:%M:%S", time.localtime(doc.get("matched_ms", 0) / 1000))
+    lag = ""
+    if doc.get("event_time_ms"):
+        lag = f" (+{doc['matched_ms'] - doc['event_time_ms']} ms)"
+    event = orjson.dumps(doc["event"]).decode() if "event" in doc else ""
+    retro = " retro" if doc.get("retro") else ""
+    return f"{when}{lag} {doc['subscription']} <- {doc['event_id']}{retro} {event}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.follow", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    parser.add_argument("--group", default="follow", help="consumer group id")
+    parser.add_argument("--errors", action="store_true", help="follow the errors topic instead")
+    parser.add_argument("--topic", default=None, help="topic to follow (overrides the configured one)")
+    parser.add_argument("--from-beginning", action="store_true", help="a new group starts at the earliest offset")
+    parser.add_argument("--json", action="store_true", help="print the records as JSON lines")
+    parser.add_argument("--subscription", action="append", default=[], help="only these subscription ids")
+    parser.add_argument("--keep-duplicates", action="store_true")
+    parser.add_argument("--max", type=int, default=0, help="stop after this many records (0: never)")
+    parser.add_argument("--idle-timeout", type=float, default=0.0, help="stop after this many idle seconds")
+    args = parser.parse_args(argv)
+    try:
+        settings, client = from_arguments(args)
+    except ConfigError as exc:
+        parser.error(str(exc))
+    topic = args.topic or (settings.kafka.errors_topic if args.errors else settings.kafka.notifications_topic)
+    consumer = KafkaConsumer(topic, **config_client_kwargs(client, "consumer"), group_id=args.group,
+                             auto_offset_reset="earliest" if args.from_beginning else "latest", **GROUP_SETTINGS)
+    dedup = None if args.keep_duplicates or args.errors else Deduplicator()
+    wanted = set(args.subscription)
+    shown = 0
+    idle_since = time.monotonic()
+    try:
+        while True:
+            batch = consumer.poll(timeout_ms=500)
+            if not batch:
+                if args.idle_timeout and time.monotonic() - idle_since > args.idle_timeout:
+                    break
+                continue
+            idle_since = time.monotonic()
+            for records in batch.values():
+                for record in records:
+                    try:
+                        doc = orjson.loads(record.value)
+                    except orjson.JSONDecodeError:
+                        print(f"unreadable record at {record.partition}@{record.offset}", file=sys.stderr)
+                        continue
+                    if wanted and doc.get("subscription") not in wanted:
+                        continue
+                    if dedup is not None and not dedup.fresh(doc.get("id", "")):
+                        continue
+                    print(record.value.decode("utf-8") if args.json else pretty(doc, args.errors), flush=True)
+                    shown += 1
+                    if args.max and shown >= args.max:
+                        return 0
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+        if dedup is not None and dedup.duplicates:
+            print(f"dropped {dedup.duplicates} replay duplicate(s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

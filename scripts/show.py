@@ -1,0 +1,96 @@
+"""Show the service's topics (partitions, records) and the subscription registry's state.
+
+Examples::
+
+    python -m scripts.show --bootstrap 127.0.0.1:9092           # topics, registry, job status
+    python -m scripts.show --no-topics --subscriptions 20         # registry only, 20 subscriptions
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from streaming.config import ConfigError, add_arguments, load
+
+
+def show_topics(settings, client) -> None:
+    from streaming.kafka.config import config_client_kwargs
+    from streaming.kafka.watermarks import Watermarks
+
+    marks = Watermarks(config_client_kwargs(client, "consumer"))
+    try:
+        names = [settings.kafka.events_topic, settings.kafka.subscriptions_topic,
+                 settings.kafka.notifications_topic, settings.kafka.errors_topic]
+        print("topics:")
+        for name in names:
+            tps = marks.partitions([name], refresh=True)
+            if not tps:
+                print(f"  {name:<24} (missing)")
+                continue
+            begin, end = marks.earliest(tps), marks.latest(tps)
+            records = sum(end[tp] - begin[tp] for tp in tps)
+            print(f"  {name:<24} partitions={len(tps)} records={records} ends={[end[tp] for tp in sorted(tps)]}")
+    finally:
+        marks.close()
+
+
+def show_registry(settings, n_subs: int) -> None:
+    from matchers.expr import to_text
+    from streaming.registry import RegistryError, load_state
+
+    directory = settings.registry_dir
+    if not directory.exists():
+        print(f"registry: none at {directory}")
+        return
+    try:
+        state = load_state(directory)
+    except RegistryError as exc:
+        print(f"registry: unreadable: {exc}")
+        return
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state.time)) if state.time else "-"
+    print(f"registry: {directory} version={state.version} subscriptions={len(state.subscriptions)} "
+          f"last batch={state.batch_id} at {stamp}")
+    for sub_id in sorted(state.subscriptions)[:n_subs]:
+        sub = state.subscriptions[sub_id]
+        expires = f" expires={sub.expires}" if sub.expires is not None else ""
+        print(f"  {sub_id}: {to_text(sub.expr)}{expires}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.show", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    parser.add_argument("--no-topics", action="store_true", help="skip the Kafka topics")
+    parser.add_argument("--subscriptions", type=int, default=0, metavar="N", help="list N subscriptions")
+    parser.add_argument("--json-status", action="store_true", help="print the job's status document")
+    args = parser.parse_args(argv)
+    try:
+        settings = load(args.config, args.overrides)
+    except ConfigError as exc:
+        parser.error(str(exc))
+    if not args.no_topics:
+        servers = args.bootstrap or settings.kafka.bootstrap_servers
+        if servers:
+            show_topics(settings, settings.kafka.client_config(servers))
+        else:
+            print("topics: no bootstrap servers configured (pass --bootstrap)")
+    show_registry(settings, args.subscriptions)
+    from streaming.metrics import read_status
+
+    status = read_status(settings.status.status_file)
+    if status is None:
+        print(f"job: no status at {settings.status.status_file}")
+    elif args.json_status:
+        print(json.dumps(status, indent=1))
+    else:
+        last = status.get("last_batch") or {}
+        print(f"job: {status['state']} pid={status['pid']} batches={int(status.get('totals', {}).get('batches', 0))} "
+              f"last batch={last.get('batch_id')} ({last.get('batch_ms', 0):.0f} ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
