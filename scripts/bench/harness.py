@@ -134,8 +134,8 @@ def _measure(name: str, batch_size: int, match_budget_s: float, sample: int, par
             note += f"matched {matched} of {n} events (time limit)"
             break
         per_event = match_s / matched
-        size = int(max(1, min(batch_size, match_budget_s / 20 / per_event if per_event > 0 else batch_size)))
-        if size < batch_size and "batches" not in note:
+        size = int(max(1, min(batch_size, match_budget_s / 4 / per_event if per_event > 0 else batch_size)))
+        if size < batch_size // 2 and "batches" not in note:
             note = f"batches of {size} events (slow) "
     memory = matcher.memory_bytes()
     ids = matcher.match_ids(_slice(batch, 0, min(sample, n)))
