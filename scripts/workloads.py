@@ -171,6 +171,8 @@ def fabret(workload: str = "W0", n_subs: int = 100_000, n_events: int = 1111, se
     spec.update(params)
     n_t, offset, fixed, n_free = spec["n_t"], spec["attr_offset"], tuple(spec["fixed"]), spec["n_free"]
     lo, hi, n_a, skew = spec["lo"], spec["hi"], spec["n_a"], spec["skew_values"]
+    if len(fixed) + n_free < 1:
+        raise ValueError("a subscription needs at least one predicate (fixed or free)")
     if len(fixed) + n_free > n_t:
         raise ValueError(f"{len(fixed)} fixed + {n_free} free predicates exceed the {n_t} names")
     if not lo <= hi:
