@@ -143,9 +143,8 @@ class BruteForceMatcher(Matcher):
         attr_index = np.full(max(dictionary.n_attrs, 1), -1, dtype=np.int64)
         by_group: dict[tuple[Op, int], list[int]] = defaultdict(list)
         side_pids: list[int] = []
-        for pid, p in enumerate(self._preds):
-            if p is None:
-                continue
+        live: dict[int, Pred] = {pid: p for pid, p in enumerate(self._preds) if p is not None}
+        for pid, p in live.items():
             aid = dictionary.attr(p.attr)
             if attr_index[aid] < 0:
                 attr_index[aid] = 0
@@ -159,8 +158,8 @@ class BruteForceMatcher(Matcher):
         groups: list[_Group] = []
         start = 0
         for (op, kind), pids in sorted(by_group.items()):
-            preds = [self._preds[pid] for pid in pids]
-            attr = np.array([attr_index[dictionary.attr(p.attr)] for p in preds], dtype=np.int64)  # type: ignore[union-attr]
+            preds = [live[pid] for pid in pids]
+            attr = np.array([attr_index[dictionary.attr(p.attr)] for p in preds], dtype=np.int64)
             x = np.zeros(0)
             y = np.zeros(0)
             owner = values = starts = np.zeros(0, dtype=np.int64)
@@ -171,18 +170,18 @@ class BruteForceMatcher(Matcher):
                 values = np.array([v for vs in lists for v in vs], dtype=np.float64)
                 starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
             elif op in (Op.BETWEEN, Op.NOT_BETWEEN):
-                x = np.array([p.operand[0] for p in preds], dtype=np.float64)  # type: ignore[index,union-attr]
-                y = np.array([p.operand[1] for p in preds], dtype=np.float64)  # type: ignore[index,union-attr]
+                x = np.array([p.operand[0] for p in preds], dtype=np.float64)  # type: ignore[index]
+                y = np.array([p.operand[1] for p in preds], dtype=np.float64)  # type: ignore[index]
             else:
-                x = np.array([self._operand_value(p, p.operand) for p in preds], dtype=np.float64)  # type: ignore[union-attr]
+                x = np.array([self._operand_value(p, p.operand) for p in preds], dtype=np.float64)
             groups.append(_Group(op, kind, start, attr, x, y, owner, values, starts))
             col_of[pids] = np.arange(start, start + len(pids))
             start += len(pids)
         side = []
         for pid in side_pids:
-            p = self._preds[pid]
+            p = live[pid]
             col_of[pid] = start
-            side.append((start, p, int(attr_index[dictionary.attr(p.attr)])))  # type: ignore[union-attr]
+            side.append((start, p, int(attr_index[dictionary.attr(p.attr)])))
             start += 1
         keys = sorted(self._conjs_of)
         conjs = [(key, conj) for key in keys for conj in self._conjs_of[key]]

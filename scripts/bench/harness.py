@@ -41,6 +41,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 BASELINES = ("counting", "brute")
 
@@ -68,7 +69,7 @@ QUICK_SIZES: dict[str, tuple[int, int]] = {
 }
 """Workloads and sizes of ``--quick`` (about a minute)."""
 
-GOAL = dict(workload="opindex", n_subs=1_000_000, n_events=20_000, events_per_s=25_000, build_s=10.0,
+GOAL: dict[str, Any] = dict(workload="opindex", n_subs=1_000_000, n_events=20_000, events_per_s=25_000, build_s=10.0,
             bytes_per_predicate=100.0)
 """Issue 2's goal: counting on OpIndex Table 3 defaults at N = 1,000,000."""
 
