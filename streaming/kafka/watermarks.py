@@ -55,6 +55,7 @@ class Watermarks:
         discovery_interval_s: float = 1.0,
     ) -> None:
         self._kwargs = {**consumer_kwargs, **_PROBE_SETTINGS}
+        self._read_committed = consumer_kwargs.get("isolation_level") == "read_committed"
         self._probe_timeout_s = probe_timeout_s
         self._discovery_interval_s = discovery_interval_s
         self._consumer: KafkaConsumer | None = None
@@ -134,7 +135,9 @@ class Watermarks:
                     candidates = [reported[tp], position or 0]
                     if last:
                         candidates.append(last[-1].offset + 1)
-                    if high is not None:
+                    if high is not None and not self._read_committed:
+                        # Under read_committed the end is the last stable offset, which
+                        # ListOffsets reports; the high watermark may lie past it.
                         candidates.append(high)
                     learned[tp] = max(candidates)
                     pending.discard(tp)
