@@ -435,7 +435,8 @@ def goal(args) -> int:
                met=bool(checks) and all(c["met"] for c in checks if "CPU" not in c["what"]))
     if not args.no_write:
         print(f"wrote {_write('goal', out)} and {DOCS / 'bench.md'}")
-    return 0 if out["met"] else 1
+    # a benchmark, not a test: an unmet goal is reported, only a failed or wrong run is an error
+    return 0 if counting is not None and counting["oracle_disagreements"] == 0 else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

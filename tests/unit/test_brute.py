@@ -25,6 +25,7 @@ GENERATORS = {
     "fabret-w2": dict(lo=1, hi=4, n_t=12, n_a=12),
     "fabret-w3": dict(lo=1, hi=3),
     "fabret-w4": dict(lo=1, hi=3),
+    "fabret-w5": dict(lo=1, hi=3),
     "fabret-w6": dict(lo=1, hi=3),
     "opindex": dict(d=40, m=12, sigma=6),
     "opindex-zipf": dict(d=40, m=12, sigma=6),
