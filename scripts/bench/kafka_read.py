@@ -1,4 +1,4 @@
-"""Benchmark of Kafka reads: the fetch loop alone, then streaming reads into Spark.
+"""Benchmark of Kafka I/O: the fetch loop alone, the produce loop, streaming reads into Spark.
 
 Runs its own embedded broker, fills one topic with ``--records`` records of about
 ``--size`` bytes over ``--partitions`` partitions, then measures records per second of:
@@ -7,6 +7,8 @@ Runs its own embedded broker, fills one topic with ``--records`` records of abou
   ``kafka-python tuples`` (the plain loop: one Python tuple per record, the baseline),
   then :func:`streaming.kafka.fetch.read_range` (what the source runs) with each client,
   ``kafka-python arrow`` and ``confluent-kafka arrow``;
+* the sink's produce loop (:func:`streaming.kafka.sink.produce_batches`, flushed and
+  checked) with each client, in this process;
 * Spark streaming reads (``startingOffsets=earliest``, ``processAllAvailable`` into a
   ``noop`` sink): a baseline source in this module whose ``read()`` yields one tuple per
   record from kafka-python (what a plain kafka-python data source does), then the
@@ -32,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from tqdm import tqdm
 
@@ -126,6 +129,29 @@ def bench_fetch(bootstrap: str, ranges: list[OffsetRange]) -> list[dict]:
     return results
 
 
+def bench_produce(bootstrap: str, records: int, size: int, partitions: int) -> list[dict]:
+    """Sink-side records/s of :func:`streaming.kafka.sink.produce_batches`, per client."""
+    from streaming.kafka.admin import ensure_topics
+    from streaming.kafka.sink import produce_batches
+
+    pad = "x" * max(0, size - 60)
+    values = [
+        f'{{"sub": "s{i % 1000}", "event": {i}, "pad": "{pad}"}}'.encode() for i in range(records)
+    ]
+    batches = [
+        pa.RecordBatch.from_pydict({"value": values[i : i + 10_000]})
+        for i in range(0, records, 10_000)
+    ]
+    kwargs = {"bootstrap_servers": [bootstrap]}
+    results = []
+    for client in tqdm(("kafka-python", "confluent"), desc="produce loops", unit="client"):
+        topic = f"bench-write-{client}"
+        ensure_topics({"bootstrap_servers": bootstrap}, {topic: partitions})
+        seconds, n = _timed(lambda c=client, t=topic: produce_batches(kwargs, t, iter(batches), c))
+        results.append({"case": f"produce: {client}", "records": n, "seconds": seconds})
+    return results
+
+
 def bench_spark(bootstrap: str, topic: str, records: int) -> list[dict]:
     """Streaming read into Spark: kafka-py (Arrow batches) vs the tuple-yielding baseline."""
     from streaming.spark import get_session
@@ -175,7 +201,7 @@ def bench_spark(bootstrap: str, topic: str, records: int) -> list[dict]:
 
 
 def _with_ratios(results: list[dict]) -> list[dict]:
-    base = {"fetch": None, "spark stream": None}
+    base = {"fetch": None, "spark stream": None, "produce": None}
     for r in results:
         r["records_per_s"] = r["records"] / r["seconds"]
         kind = r["case"].split(":")[0]
@@ -277,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ranges = [OffsetRange(t, p, 0, ends[(t, p)]) for t, p in tps]
         assert sum(r.end for r in ranges) == records, (ranges, records)
         results = bench_fetch(bootstrap, ranges)
+        results += bench_produce(bootstrap, records, args.size, args.partitions)
         if not args.no_spark:
             results += bench_spark(bootstrap, topic, records)
     results = _with_ratios(results)
