@@ -259,7 +259,14 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:
+        _append_only(overwrite)
         return KafkaBatchWriter(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
+        _append_only(overwrite)
         return KafkaStreamWriter(self.options, schema)
+
+
+def _append_only(overwrite: bool) -> None:
+    if overwrite:
+        raise KafkaOptionError("a Kafka topic can only be appended to: use mode('append')")

@@ -87,8 +87,14 @@ class Watermarks:
             self.consumer.topics()  # forces a metadata request for every topic
             self._last_refresh = now
         found: list[TP] = []
+        topics = list(topics)
         for topic in topics:
             found.extend((topic, p) for p in sorted(self.consumer.partitions_for_topic(topic)))
+        # A partition gone from the metadata (topic deleted) forgets its learned end, so
+        # that a recreated topic is probed afresh.
+        present = set(found)
+        for tp in [tp for tp in self._reported if tp[0] in topics and tp not in present]:
+            del self._reported[tp], self._true[tp]
         return found
 
     def earliest(self, tps: Iterable[TP]) -> OffsetMap:

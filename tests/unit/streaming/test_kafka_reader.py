@@ -136,3 +136,17 @@ def test_available_now_stops_at_the_ends_seen_when_prepared() -> None:
     second = reader.latestOffset(first, ReadMaxRows(6))
     assert second == {"ev": {"0": 10}, "subs": {"0": 0}}
     assert reader.latestOffset(second, ReadMaxRows(6)) == second
+
+
+def test_writes_are_append_only() -> None:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from streaming.kafka.source import KafkaDataSource
+
+    schema = StructType([StructField("value", StringType())])
+    source = KafkaDataSource({"kafka.bootstrap.servers": "h:1", "topic": "t"})
+    assert source.writer(schema, overwrite=False) is not None
+    with pytest.raises(KafkaOptionError, match="append"):
+        source.writer(schema, overwrite=True)
+    with pytest.raises(KafkaOptionError, match="append"):
+        source.streamWriter(schema, overwrite=True)
