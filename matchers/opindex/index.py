@@ -147,17 +147,16 @@ class OpIndex(Matcher):
         # level 1: pivot attribute -> slot; (slot, family) -> first bucket of its list
         self._pivot_slot = np.full(0, -1, dtype=np.int32)
         self._n_pivots = 0
-        self._fam_block = np.full(0, -1, dtype=np.int64)
-        self._l_len = np.zeros(0, dtype=np.int64)
-        self._l_sig = np.zeros(0, dtype=np.uint64)
+        self._list_of = np.full(0, -1, dtype=np.int64)
         # level 2: buckets (segments) and the item pool
-        self._n_buckets = 0
-        self._b_start = np.zeros(0, dtype=np.int64)
-        self._b_len = np.zeros(0, dtype=np.int32)
-        self._b_cap = np.zeros(0, dtype=np.int32)
-        self._b_sig = np.zeros(0, dtype=np.uint64)
-        self._b_family = np.zeros(0, dtype=np.int8)
-        self._b_list = np.zeros(0, dtype=np.int64)
+        self._n_lists = 0
+        self._l_start = np.zeros(0, dtype=np.int64)
+        self._l_len = np.zeros(0, dtype=np.int64)
+        self._l_cap = np.zeros(0, dtype=np.int64)
+        self._l_sig = np.zeros(0, dtype=np.uint64)
+        self._l_family = np.zeros(0, dtype=np.int8)
+        self._seg_off = np.zeros(0, dtype=np.int32)  # (b + 1) per list
+        self._s_sig = np.zeros(0, dtype=np.uint64)  # b per list
         self._it_ta = np.zeros(1024, dtype=np.int32)
         self._it_val = np.zeros(1024, dtype=np.float64)
         self._it_slot = np.zeros(1024, dtype=np.int32)
@@ -363,57 +362,52 @@ class OpIndex(Matcher):
             slot = self._n_pivots
             self._n_pivots += 1
             self._pivot_slot[pivot] = slot
-            self._fam_block = _grow(self._fam_block, self._n_pivots * N_FAMILIES, -1)
-            self._l_len = _grow(self._l_len, self._n_pivots * N_FAMILIES)
-            self._l_sig = _grow(self._l_sig, self._n_pivots * N_FAMILIES)
+            self._list_of = _grow(self._list_of, self._n_pivots * N_FAMILIES, -1)
         return slot
 
     def _pack(self, rows: _Rows):
-        """Columns of ``rows`` with each item's bucket and signature bit (allocating lists)."""
+        """Columns of ``rows`` with each item's list, segment and signature bit (allocating lists)."""
         slot = np.asarray(rows.slot, dtype=np.int64)
         family = np.asarray(rows.family, dtype=np.int64)
-        lists = slot * N_FAMILIES + family
-        missing = np.unique(lists[self._fam_block[lists] < 0])
+        pairs = slot * N_FAMILIES + family
+        missing = np.unique(pairs[self._list_of[pairs] < 0])
         if len(missing):
-            first = self._n_buckets
-            self._n_buckets += len(missing) * self.segments
-            n = self._n_buckets
-            self._b_start = _grow(self._b_start, n)
-            self._b_len = _grow(self._b_len, n)
-            self._b_cap = _grow(self._b_cap, n)
-            self._b_sig = _grow(self._b_sig, n)
-            self._b_family = _grow(self._b_family, n)
-            self._b_list = _grow(self._b_list, n)
-            blocks = first + np.arange(len(missing), dtype=np.int64) * self.segments
-            self._fam_block[missing] = blocks
-            self._b_family[first:n] = np.repeat((missing % N_FAMILIES).astype(np.int8), self.segments)
-            self._b_list[first:n] = np.repeat(missing, self.segments)
+            first = self._n_lists
+            self._n_lists += len(missing)
+            n, b = self._n_lists, self.segments
+            self._l_start = _grow(self._l_start, n)
+            self._l_len = _grow(self._l_len, n)
+            self._l_cap = _grow(self._l_cap, n)
+            self._l_sig = _grow(self._l_sig, n)
+            self._l_family = _grow(self._l_family, n)
+            self._seg_off = _grow(self._seg_off, n * (b + 1))
+            self._s_sig = _grow(self._s_sig, n * b)
+            self._list_of[missing] = first + np.arange(len(missing), dtype=np.int64)
+            self._l_family[first:n] = (missing % N_FAMILIES).astype(np.int8)
         attr = np.asarray(rows.attr, dtype=np.int64)
         ta = np.asarray(rows.ta, dtype=np.int32)
         val = np.asarray(rows.val, dtype=np.float64) + 0.0
         cslot = np.asarray(rows.cslot, dtype=np.int32)
         weight = np.asarray(rows.weight, dtype=np.int8)
-        bucket = np.empty(len(ta), dtype=np.int64)
+        seg = np.empty(len(ta), dtype=np.int64)
         bit = np.empty(len(ta), dtype=np.int64)
-        K.item_keys(self._fam_block[lists], family, attr, ta, _bits(val), _VALUE_SIGNED,
-                    self.segments, self.signature_bits, bucket, bit)
-        return bucket, ta, val, cslot, weight, bit
+        K.item_keys(family, attr, ta, _bits(val), _VALUE_SIGNED, self.segments, self.signature_bits, seg, bit)
+        return self._list_of[pairs], seg, ta, val, cslot, weight, bit
 
     def _store(self, rows: _Rows) -> None:
         if not len(rows):
             return
-        bucket, ta, val, cslot, weight, bit = self._pack(rows)
-        order = np.lexsort((val, ta, bucket))
-        bucket, ta, val, cslot, weight, bit = (a[order] for a in (bucket, ta, val, cslot, weight, bit))
+        cols = self._pack(rows)
+        order = np.lexsort((cols[3], cols[2], cols[1], cols[0]))
+        lst, seg, ta, val, cslot, weight, bit = (c[order] for c in cols)
         done = 0
         while True:
-            done = K.insert_items(done, bucket, ta, val, cslot, weight, bit, self._b_list, self._l_len,
-                                  self._l_sig, self._b_start, self._b_len,
-                                  self._b_cap, self._b_sig, self._it_ta, self._it_val, self._it_slot,
-                                  self._it_w, self._pool_state)
-            if done == len(bucket):
+            done = K.insert_items(done, lst, seg, ta, val, cslot, weight, bit, self.segments, self._l_start,
+                                  self._l_len, self._l_cap, self._l_sig, self._seg_off, self._s_sig,
+                                  self._it_ta, self._it_val, self._it_slot, self._it_w, self._pool_state)
+            if done == len(lst):
                 break
-            need = int(self._pool_state[0]) + 4 * (len(bucket) - done) + 2 * int(self._b_cap[bucket[done]]) + 8
+            need = int(self._pool_state[0]) + 4 * (len(lst) - done) + 2 * int(self._l_cap[lst[done]]) + 8
             size = max(2 * len(self._it_ta), need)
             self._it_ta = _grow(self._it_ta, size)
             self._it_val = _grow(self._it_val, size)
@@ -423,24 +417,22 @@ class OpIndex(Matcher):
     def _unstore(self, rows: _Rows) -> None:
         if not len(rows):
             return
-        bucket, ta, val, cslot, weight, _ = self._pack(rows)
-        missing = K.delete_items(bucket, ta, val, cslot, weight, self._b_list, self._l_len,
-                                 self._b_start, self._b_len,
-                                 self._it_ta, self._it_val, self._it_slot, self._it_w)
+        lst, seg, ta, val, cslot, weight, _ = self._pack(rows)
+        missing = K.delete_items(lst, seg, ta, val, cslot, weight, self.segments, self._l_start, self._l_len,
+                                 self._seg_off, self._it_ta, self._it_val, self._it_slot, self._it_w)
         if missing:
             raise AssertionError(f"opindex: {missing} items to delete were not found")
-        K.resign(np.unique(bucket), self._b_list, self._fam_block, self.segments, self._b_family,
-                 _VALUE_SIGNED, self.signature_bits, self._b_start, self._b_len, self._b_sig, self._l_sig,
-                 self._it_ta, self._it_val.view(np.uint64))
+        K.resign(np.unique(lst), self._l_family, _VALUE_SIGNED, self.signature_bits, self.segments,
+                 self._l_start, self._seg_off, self._l_sig, self._s_sig, self._it_ta, self._it_val.view(np.uint64))
         used, holes = (int(v) for v in self._pool_state)
         if holes > max(self.compact_min_holes, used // 2):
             self._compact()
 
     def _compact(self) -> None:
-        size = max(1024, int(self._b_cap[: self._n_buckets].sum()) * 5 // 4)
+        size = max(1024, int(self._l_cap[: self._n_lists].sum()) * 5 // 4)
         new = (np.zeros(size, np.int32), np.zeros(size, np.float64), np.zeros(size, np.int32),
                np.zeros(size, np.int8))
-        used = K.compact(self._b_start[: self._n_buckets], self._b_len, self._b_cap, self._it_ta, self._it_val,
+        used = K.compact(self._l_start[: self._n_lists], self._l_len, self._l_cap, self._it_ta, self._it_val,
                          self._it_slot, self._it_w, *new)
         self._it_ta, self._it_val, self._it_slot, self._it_w = new
         self._pool_state[:] = (used, 0)
@@ -491,9 +483,9 @@ class OpIndex(Matcher):
         soff, spid = self._string_hits(batch, is_str)
         offsets, keys, self._epoch = K.match_batch(
             batch.offsets, batch.attrs, batch.kinds, ev_val, _bits(ev_val), soff, spid,
-            _bits(spid.astype(np.float64)), self._pivot_slot, self._fam_block, self._l_len, self._l_sig,
+            _bits(spid.astype(np.float64)), self._pivot_slot, self._list_of,
             N_FAMILIES, self.segments, self.signature_bits, _VALUE_SIGNED, self.sweep_factor,
-            self._b_start, self._b_len, self._b_sig,
+            self._l_start, self._l_len, self._l_sig, self._seg_off, self._s_sig,
             self._it_ta, self._it_val, self._it_slot, self._it_w, self._s_need, self._s_entry,
             self._e_nslots, self._e_key, self._acc, self._s_stamp, self._e_rem, self._e_stamp,
             self._epoch, np.full(3 * self.dictionary.n_attrs, -1, np.int64), np.empty(max(1, self._n_cslots), np.int32), np.empty(max(1, self._n_entries), np.int32),
@@ -566,22 +558,20 @@ class OpIndex(Matcher):
         return [tuple(names[p] for p in self._entry_info[e][1]) for e in self._entries_of[self._key_of[sub_id]]]
 
     def stats(self) -> dict[str, float]:
-        """Sizes of the structures: pivots, lists, buckets, items, entries."""
-        nb = self._n_buckets
+        """Sizes of the structures: pivots, lists, items, entries, string predicates."""
         return {
             "pivots": self._n_pivots,
-            "lists": int((self._fam_block[: self._n_pivots * N_FAMILIES] >= 0).sum()),
-            "buckets": nb,
-            "items": int(self._b_len[:nb].sum()),
+            "lists": self._n_lists,
+            "items": int(self._l_len[: self._n_lists].sum()),
             "entries": len(self._entry_info),
             "string_predicates": len(self._spids),
         }
 
     def memory_bytes(self) -> int:
-        arrays = (self._pivot_slot, self._fam_block, self._l_len, self._l_sig, self._b_list, self._b_start, self._b_len, self._b_cap, self._b_sig,
-                  self._b_family, self._it_ta, self._it_val, self._it_slot, self._it_w, self._s_need,
-                  self._s_entry, self._s_stamp, self._acc, self._e_nslots, self._e_key, self._e_stamp,
-                  self._e_rem)
+        arrays = (self._pivot_slot, self._list_of, self._l_start, self._l_len, self._l_cap, self._l_sig,
+                  self._l_family, self._seg_off, self._s_sig, self._it_ta, self._it_val, self._it_slot,
+                  self._it_w, self._s_need, self._s_entry, self._s_stamp, self._acc, self._e_nslots,
+                  self._e_key, self._e_stamp, self._e_rem)
         return int(sum(a.nbytes for a in arrays) + self.strings.memory_bytes() + self.freq.memory_bytes())
 
 

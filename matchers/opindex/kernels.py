@@ -2,9 +2,10 @@
 
 Plain ``njit`` functions over contiguous arrays; the Python orchestration lives in
 :mod:`.index` and :mod:`.kindex`.  The OpIndex item pool holds every predicate list:
-bucket ``k`` (one segment of one (pivot, family) list) owns the pool range
-``b_start[k] : b_start[k] + b_len[k]`` (capacity ``b_cap[k]``), sorted by
-``(ta, value)``; ``b_sig[k]`` is its signature.
+list ``k`` (one (pivot, family) pair) owns the pool range ``l_start[k] :
+l_start[k] + l_len[k]`` (capacity ``l_cap[k]``), its ``b`` segments stored one after
+the other (``seg_off[k * (b + 1) + s]`` is where segment ``s`` starts), each sorted by
+``(ta, value)``; ``s_sig[k * b + s]`` is a segment's signature, ``l_sig[k]`` their OR.
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ def signature_bit(ta, vbits, value_signed, width):
 
 
 @numba.njit(cache=True, nogil=True)
-def item_keys(block, family, attr, ta, vbits, value_signed, segments, width, bucket, bit):
-    """Bucket and signature bit of items (``block``: first bucket of the item's list)."""
-    for i in range(len(block)):
-        bucket[i] = block[i] + segment_of(attr[i], segments)
+def item_keys(family, attr, ta, vbits, value_signed, segments, width, seg, bit):
+    """Segment and signature bit of items."""
+    for i in range(len(attr)):
+        seg[i] = segment_of(attr[i], segments)
         bit[i] = signature_bit(ta[i], vbits[i], value_signed[family[i]], width) if width > 0 else 0
 
 
@@ -92,36 +93,40 @@ def _lower_ta(it_ta, lo, hi, ta):
 
 
 @numba.njit(cache=True, nogil=True)
-def insert_items(start, bucket, ta, val, slot, weight, bit, b_list, l_len, l_sig,
-                 b_start, b_len, b_cap, b_sig, it_ta, it_val, it_slot, it_w, state):
-    """Insert items ``start:`` in sorted position (Lemma 5: O(log eta) search per item).
+def insert_items(start, lst, seg, ta, val, slot, weight, bit, segments,
+                 l_start, l_len, l_cap, l_sig, seg_off, s_sig, it_ta, it_val, it_slot, it_w, state):
+    """Insert items ``start:`` in sorted position (Lemma 5: O(1) to find the segment,
+    O(log eta) to find the place in it, then the list's tail shifts by one).
 
-    A full bucket moves to the pool's end with twice its capacity (amortised O(1));
+    A full list moves to the pool's end with twice its capacity (amortised O(1));
     ``state[0]`` is the pool's used length, ``state[1]`` the capacity left in holes.
     Returns the index of the first item not inserted (the pool is full), or ``len``.
     """
     pool = len(it_ta)
-    for i in range(start, len(bucket)):
-        k = bucket[i]
-        n = b_len[k]
-        if n == b_cap[k]:
+    stride = segments + 1
+    for i in range(start, len(lst)):
+        k = lst[i]
+        n = l_len[k]
+        if n == l_cap[k]:
             cap = max(4, 2 * n)
             if state[0] + cap > pool:
                 return i
-            s0 = b_start[k]
+            s0 = l_start[k]
             s1 = state[0]
             for j in range(n):
                 it_ta[s1 + j] = it_ta[s0 + j]
                 it_val[s1 + j] = it_val[s0 + j]
                 it_slot[s1 + j] = it_slot[s0 + j]
                 it_w[s1 + j] = it_w[s0 + j]
-            state[1] += b_cap[k]
-            b_start[k] = s1
-            b_cap[k] = cap
+            state[1] += l_cap[k]
+            l_start[k] = s1
+            l_cap[k] = cap
             state[0] += cap
-        s = b_start[k]
-        pos = _upper(it_ta, it_val, s, s + n, ta[i], val[i])
-        for j in range(s + n, pos, -1):
+        base = l_start[k]
+        so = k * stride
+        sg = seg[i]
+        pos = _upper(it_ta, it_val, base + seg_off[so + sg], base + seg_off[so + sg + 1], ta[i], val[i])
+        for j in range(base + n, pos, -1):
             it_ta[j] = it_ta[j - 1]
             it_val[j] = it_val[j - 1]
             it_slot[j] = it_slot[j - 1]
@@ -130,24 +135,28 @@ def insert_items(start, bucket, ta, val, slot, weight, bit, b_list, l_len, l_sig
         it_val[pos] = val[i]
         it_slot[pos] = slot[i]
         it_w[pos] = weight[i]
-        b_len[k] = n + 1
+        for t in range(sg + 1, stride):
+            seg_off[so + t] += 1
+        l_len[k] = n + 1
         mask = np.uint64(1) << np.uint64(bit[i])
-        b_sig[k] |= mask
-        lst = b_list[k]
-        l_len[lst] += 1
-        l_sig[lst] |= mask
-    return len(bucket)
+        s_sig[k * segments + sg] |= mask
+        l_sig[k] |= mask
+    return len(lst)
 
 
 @numba.njit(cache=True, nogil=True)
-def delete_items(bucket, ta, val, slot, weight, b_list, l_len, b_start, b_len, it_ta, it_val, it_slot, it_w):
+def delete_items(lst, seg, ta, val, slot, weight, segments, l_start, l_len, seg_off,
+                 it_ta, it_val, it_slot, it_w):
     """Remove one stored copy of each item; returns how many were not found (0 if consistent)."""
     missing = 0
-    for i in range(len(bucket)):
-        k = bucket[i]
-        s = b_start[k]
-        e = s + b_len[k]
-        pos = _lower(it_ta, it_val, s, e, ta[i], val[i])
+    stride = segments + 1
+    for i in range(len(lst)):
+        k = lst[i]
+        base = l_start[k]
+        so = k * stride
+        sg = seg[i]
+        e = base + seg_off[so + sg + 1]
+        pos = _lower(it_ta, it_val, base + seg_off[so + sg], e, ta[i], val[i])
         found = -1
         while pos < e and it_ta[pos] == ta[i] and it_val[pos] == val[i]:
             if it_slot[pos] == slot[i] and it_w[pos] == weight[i]:
@@ -157,50 +166,49 @@ def delete_items(bucket, ta, val, slot, weight, b_list, l_len, b_start, b_len, i
         if found < 0:
             missing += 1
             continue
-        for j in range(found, e - 1):
+        end = base + l_len[k]
+        for j in range(found, end - 1):
             it_ta[j] = it_ta[j + 1]
             it_val[j] = it_val[j + 1]
             it_slot[j] = it_slot[j + 1]
             it_w[j] = it_w[j + 1]
-        b_len[k] -= 1
-        l_len[b_list[k]] -= 1
+        for t in range(sg + 1, stride):
+            seg_off[so + t] -= 1
+        l_len[k] -= 1
     return missing
 
 
 @numba.njit(cache=True, nogil=True)
-def resign(buckets, b_list, fam_block, segments, b_family, value_signed, width,
-           b_start, b_len, b_sig, l_sig, it_ta, it_vbits):
-    """Recompute the signatures of ``buckets`` and of their lists (after deletions)."""
-    for i in range(len(buckets)):
-        k = buckets[i]
-        sig = np.uint64(0)
-        if width > 0:
-            signed = value_signed[b_family[k]]
-            for j in range(b_start[k], b_start[k] + b_len[k]):
-                sig |= np.uint64(1) << np.uint64(signature_bit(it_ta[j], it_vbits[j], signed, width))
-        b_sig[k] = sig
-    for i in range(len(buckets)):
-        lst = b_list[buckets[i]]
-        blk = fam_block[lst]
-        sig = np.uint64(0)
-        for k in range(blk, blk + segments):
-            sig |= b_sig[k]
-        l_sig[lst] = sig
+def resign(lists, l_family, value_signed, width, segments, l_start, seg_off, l_sig, s_sig, it_ta, it_vbits):
+    """Recompute the segment and list signatures of ``lists`` from their items."""
+    stride = segments + 1
+    for i in range(len(lists)):
+        k = lists[i]
+        signed = value_signed[l_family[k]]
+        total = np.uint64(0)
+        for sg in range(segments):
+            sig = np.uint64(0)
+            if width > 0:
+                for j in range(l_start[k] + seg_off[k * stride + sg], l_start[k] + seg_off[k * stride + sg + 1]):
+                    sig |= np.uint64(1) << np.uint64(signature_bit(it_ta[j], it_vbits[j], signed, width))
+            s_sig[k * segments + sg] = sig
+            total |= sig
+        l_sig[k] = total
 
 
 @numba.njit(cache=True, nogil=True)
-def compact(b_start, b_len, b_cap, it_ta, it_val, it_slot, it_w, new_ta, new_val, new_slot, new_w):
-    """Copy every bucket into fresh pool arrays without holes; returns the used length."""
+def compact(l_start, l_len, l_cap, it_ta, it_val, it_slot, it_w, new_ta, new_val, new_slot, new_w):
+    """Copy every list into fresh pool arrays without holes; returns the used length."""
     used = 0
-    for k in range(len(b_start)):
-        s = b_start[k]
-        for j in range(b_len[k]):
+    for k in range(len(l_start)):
+        s = l_start[k]
+        for j in range(l_len[k]):
             new_ta[used + j] = it_ta[s + j]
             new_val[used + j] = it_val[s + j]
             new_slot[used + j] = it_slot[s + j]
             new_w[used + j] = it_w[s + j]
-        b_start[k] = used
-        used += b_cap[k]
+        l_start[k] = used
+        used += l_cap[k]
     return used
 
 
@@ -216,10 +224,8 @@ def _touch(c, w, acc, s_stamp, epoch, touched, nt):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _probe(k, family, ta, val, b_start, b_len, it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt):
-    """Range-scan bucket ``k`` for the items that fire on the event value ``(ta, val)``."""
-    s = b_start[k]
-    e = s + b_len[k]
+def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt):
+    """Range-scan the segment ``[s, e)`` for the items that fire on the event value ``(ta, val)``."""
     if family == 0 or family == 4:  # equality on the value (or on the string-predicate id)
         p = _lower(it_ta, it_val, s, e, ta, val)
         while p < e and it_ta[p] == ta and it_val[p] == val:
@@ -244,44 +250,42 @@ def _probe(k, family, ta, val, b_start, b_len, it_ta, it_val, it_slot, it_w, acc
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _sweep(blk, segments, family, ev_pos, ev_val, ev_soff, ev_spid, b_start, b_len,
-           it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt):
-    """Walk a whole (short) list and fire the items whose event value satisfies them."""
+def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slot, it_w,
+           acc, s_stamp, epoch, touched, nt):
+    """Walk a whole (short) list ``[s, e)`` and fire the items whose event value satisfies them."""
     n_ta = len(ev_pos)
-    for k in range(blk, blk + segments):
-        s = b_start[k]
-        for p in range(s, s + b_len[k]):
-            ta = it_ta[p]
-            if ta >= n_ta:
-                continue
-            j = ev_pos[ta]
-            if j < 0:
-                continue
-            v = ev_val[j]
-            o = it_val[p]
-            if family == 0:
-                fire = v == o
-            elif family == 1:
-                fire = v <= o
-            elif family == 2:
-                fire = v >= o
-            elif family == 3:
-                fire = True
-            else:
-                fire = False
-                for q in range(ev_soff[j], ev_soff[j + 1]):
-                    if ev_spid[q] == o:
-                        fire = True
-                        break
-            if fire:
-                nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+    for p in range(s, e):
+        ta = it_ta[p]
+        if ta >= n_ta:
+            continue
+        j = ev_pos[ta]
+        if j < 0:
+            continue
+        v = ev_val[j]
+        o = it_val[p]
+        if family == 0:
+            fire = v == o
+        elif family == 1:
+            fire = v <= o
+        elif family == 2:
+            fire = v >= o
+        elif family == 3:
+            fire = True
+        else:
+            fire = False
+            for q in range(ev_soff[j], ev_soff[j + 1]):
+                if ev_spid[q] == o:
+                    fire = True
+                    break
+        if fire:
+            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
     return nt
 
 
 @numba.njit(cache=True, nogil=True)
 def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev_sbits,
-                pivot_slot, fam_block, l_len, l_sig, n_families, segments, width, value_signed, sweep_factor,
-                b_start, b_len, b_sig, it_ta, it_val, it_slot, it_w,
+                pivot_slot, list_of, n_families, segments, width, value_signed, sweep_factor,
+                l_start, l_len, l_sig, seg_off, s_sig, it_ta, it_val, it_slot, it_w,
                 s_need, s_entry, e_nslots, e_key,
                 acc, s_stamp, e_rem, e_stamp, epoch, ev_pos, touched, touched_e, out_keys):
     """Match a batch (Algorithm 2).
@@ -309,10 +313,7 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
     seg = np.empty(max_m, dtype=np.int64)
     bit_v = np.empty(max_m, dtype=np.int64)
     bit_a = np.empty(max_m, dtype=np.int64)
-    sbit = np.empty(len(ev_spid), dtype=np.int64)
-    if width > 0:
-        for q in range(len(ev_spid)):
-            sbit[q] = 0
+    sbit = np.zeros(len(ev_spid), dtype=np.int64)
     for i in range(n):
         epoch += 1
         s = ev_off[i]
@@ -337,17 +338,22 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
             if slot < 0:
                 continue
             for f in range(n_families):
-                lst = slot * n_families + f
-                blk = fam_block[lst]
-                if blk < 0 or l_len[lst] == 0:
+                k = list_of[slot * n_families + f]
+                if k < 0:
                     continue
-                if l_len[lst] <= sweep_factor * m:
-                    nt = _sweep(blk, segments, f, ev_pos, ev_val, ev_soff, ev_spid, b_start, b_len,
-                                it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+                n_items = l_len[k]
+                if n_items == 0:
                     continue
-                lsig = l_sig[lst]
+                base = l_start[k]
+                if n_items <= sweep_factor * m:
+                    nt = _sweep(base, base + n_items, f, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val,
+                                it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+                    continue
+                lsig = l_sig[k]
+                so = k * (segments + 1)
                 for j in range(s, e):
                     kind = ev_kind[j]
+                    sg = seg[j - s]
                     if f == 4:
                         if kind != 1:
                             continue
@@ -355,10 +361,11 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
                         for q in range(ev_soff[j], ev_soff[j + 1]):
                             if width > 0:
                                 mask = np.uint64(1) << np.uint64(sbit[q])
-                                if lsig & mask == 0 or b_sig[blk + seg[j - s]] & mask == 0:
+                                if lsig & mask == 0 or s_sig[k * segments + sg] & mask == 0:
                                     continue
-                            nt = _probe(blk + seg[j - s], 4, ta, np.float64(ev_spid[q]), b_start, b_len,
-                                        it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+                            nt = _probe(base + seg_off[so + sg], base + seg_off[so + sg + 1], 4, ta,
+                                        np.float64(ev_spid[q]), it_ta, it_val, it_slot, it_w,
+                                        acc, s_stamp, epoch, touched, nt)
                         continue
                     if (f == 1 or f == 2) and kind != 0:
                         continue
@@ -366,10 +373,10 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
                         continue
                     if width > 0:
                         mask = np.uint64(1) << np.uint64(bit_v[j - s] if f == 0 else bit_a[j - s])
-                        if lsig & mask == 0 or b_sig[blk + seg[j - s]] & mask == 0:
+                        if lsig & mask == 0 or s_sig[k * segments + sg] & mask == 0:
                             continue
-                    nt = _probe(blk + seg[j - s], f, ev_attr[j] * 3 + kind, ev_val[j], b_start, b_len,
-                                it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+                    nt = _probe(base + seg_off[so + sg], base + seg_off[so + sg + 1], f, ev_attr[j] * 3 + kind,
+                                ev_val[j], it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt)
         for j in range(s, e):
             ta = ev_attr[j] * 3 + ev_kind[j]
             if ta < n_ta:

@@ -22,7 +22,7 @@ from matchers.events import Dictionary
 from matchers.expr import And, Or, Subscription, pred
 from matchers.opindex import KIndex, OpIndex
 from matchers.opindex import kernels as K
-from matchers.opindex.layout import N_FAMILIES, VALUE_SIGNED
+from matchers.opindex.layout import VALUE_SIGNED
 from scripts import workloads
 from tests.strategies import events, exprs, random_event, random_subscriptions
 
@@ -51,30 +51,31 @@ def check(matcher, live: dict[str, Subscription], evs: list[dict]) -> None:
 
 
 def check_structure(m: OpIndex) -> None:
-    """Lists sorted by (ta, value), lengths and signatures consistent, one copy of each item."""
-    nb = m._n_buckets
+    """Segments sorted by (ta, value), offsets, lengths and signatures consistent, one copy of each item."""
     expected_items = 0
     for terms, pivots, _, _ in m._entry_info.values():
         count = sum(len(m._items(p, m.dictionary.attr_ids[p.attr], acquire=False)) for c in terms for p in c)
         expected_items += count * len(pivots)
-    assert int(m._b_len[:nb].sum()) == expected_items
+    assert int(m._l_len[: m._n_lists].sum()) == expected_items
     vbits = m._it_val.view(np.uint64)
-    for k in range(nb):
-        s, n = int(m._b_start[k]), int(m._b_len[k])
-        assert 0 <= n <= m._b_cap[k]
-        ta, val = m._it_ta[s:s + n], m._it_val[s:s + n]
-        keys = list(zip(ta.tolist(), val.tolist(), strict=True))
-        assert keys == sorted(keys)
-        if m.signature_bits:
-            for j in range(s, s + n):
-                bit = K.signature_bit(m._it_ta[j], vbits[j], VALUE_SIGNED[m._b_family[k]], m.signature_bits)
-                assert (int(m._b_sig[k]) >> bit) & 1
-            assert (int(m._l_sig[m._b_list[k]]) & int(m._b_sig[k])) == int(m._b_sig[k])
-    lists = m._n_pivots * N_FAMILIES
-    for lst in range(lists):
-        blk = int(m._fam_block[lst])
-        total = int(m._b_len[blk:blk + m.segments].sum()) if blk >= 0 else 0
-        assert int(m._l_len[lst]) == total
+    b = m.segments
+    for k in range(m._n_lists):
+        start, n = int(m._l_start[k]), int(m._l_len[k])
+        assert 0 <= n <= m._l_cap[k]
+        offs = m._seg_off[k * (b + 1): (k + 1) * (b + 1)].tolist()
+        assert offs[0] == 0 and offs[-1] == n and offs == sorted(offs)
+        lsig = 0
+        for sg in range(b):
+            lo, hi = start + offs[sg], start + offs[sg + 1]
+            keys = list(zip(m._it_ta[lo:hi].tolist(), m._it_val[lo:hi].tolist(), strict=True))
+            assert keys == sorted(keys)
+            for j in range(lo, hi):
+                assert K.segment_of(m._it_ta[j] // 3, b) == sg
+                if m.signature_bits:
+                    bit = K.signature_bit(m._it_ta[j], vbits[j], VALUE_SIGNED[m._l_family[k]], m.signature_bits)
+                    assert (int(m._s_sig[k * b + sg]) >> bit) & 1
+            lsig |= int(m._s_sig[k * b + sg])
+        assert int(m._l_sig[k]) == lsig
 
 
 SMALL_WORKLOADS = {
@@ -144,7 +145,7 @@ def test_insert_delete_reinsert_sequences(variant):
     assert len(matcher) == 0
     assert matcher.match_events(evs) == [[] for _ in evs]
     if isinstance(matcher, OpIndex):
-        assert int(matcher._b_len[: matcher._n_buckets].sum()) == 0
+        assert int(matcher._l_len[: matcher._n_lists].sum()) == 0
         assert not matcher._spids and not matcher._by_pivot
 
 
