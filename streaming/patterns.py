@@ -23,7 +23,9 @@ Reserved event fields (:class:`PatternSettings`): the stream name (``stream``), 
 time ``t1`` (``ts``, integer ticks) and optionally the start time ``t0`` (``ts_start``),
 the id (``id``; else ``topic/partition/offset``). Events of one key are processed in
 order of ``(t1, partition, offset)``; an event ending before one already processed for
-its key is late and becomes an error record.
+its key is late and becomes an error record. Events wait in the key's state until the
+event-time watermark passes them (the last events of a stream complete once a later
+event, e.g. a heartbeat, moves the watermark).
 
 A subscription registered at registry version ``v`` sees the instances started while
 the registry was at ``v`` or later (in-flight instances of shared prefixes are not
@@ -63,8 +65,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("streaming.patterns")
 
 ALL_KEY = "*"
+NO_KEY = ""
 OUT_DDL = "key binary, value binary, topic string"
-STATE_DDL = "instances binary, clock long"
+STATE_DDL = "instances binary, clock long, buffer binary"
 ROWS_DDL = (
     "gkey string, ts timestamp, t0 long, t1 long, eid string, stream string, attrs binary, "
     "partition int, offset long"
@@ -80,7 +83,9 @@ class PatternSettings:
     stream_field, time_field, start_field, id_field : reserved event fields.
     default_stream : stream of an event without a stream field.
     time_unit_ms : milliseconds per tick of the time fields (event time for Spark).
-    watermark_delay : how late (event time) an event may arrive and still be matched.
+    watermark_delay : how far (event time) events of one key may arrive out of order;
+        an event is processed once the watermark passes it, and Spark drops an event
+        that arrives after the watermark has passed it.
     max_keys_per_event : bound on the keys (partition attributes) one event goes to.
     """
 
@@ -90,7 +95,7 @@ class PatternSettings:
     id_field: str = "id"
     default_stream: str = "events"
     time_unit_ms: int = 1000
-    watermark_delay: str = "0 seconds"
+    watermark_delay: str = "5 seconds"
     max_keys_per_event: int = 64
 
 
@@ -273,6 +278,8 @@ def to_keyed_rows(
             keys = [group_key(a, attrs[a]) for a in attrs_in_use if a in attrs]
             if unkeyed:
                 keys.append(ALL_KEY)
+            if not keys:
+                keys.append(NO_KEY)  # still moves the event-time watermark
             for k in keys[: settings.max_keys_per_event]:
                 out.append((k, ts, t0, t1, eid, stream, blob, pos.partition, pos.offset))
         if errors:
@@ -358,45 +365,64 @@ def notification(sub_id: str, match, gkey: str) -> bytes:
 
 def advance(key: tuple, pdfs: Iterator[pd.DataFrame], state, registry_dir: str, settings: PatternSettings,
             notifications_topic: str, errors_topic: str) -> Iterator[pd.DataFrame]:
-    """``applyInPandasWithState`` body: one key's instances over its new events.
+    """``applyInPandasWithState`` body: one key's instances over its events.
 
-    Lifecycle: on new events, load the key's instances, process the events in order
-    (late ones become error records), store the instances back and set the event-time
-    timeout to the earliest ``DUR`` expiry; on a timeout, drop the expired instances
-    (and the state when none is left).
+    Lifecycle: new events join the key's buffer; the buffered events that the
+    event-time watermark has passed are processed in order of ``(t1, partition,
+    offset)`` (Kafka partitions interleave freely up to the watermark delay); instances
+    whose ``DUR`` bound the watermark has passed are dropped. The state keeps the
+    instances and the buffer; the event-time timeout is set to the next buffered event
+    or ``DUR`` expiry, so a key that receives no more events still completes and
+    expires. A key with neither instances nor buffer has no state.
     """
     gkey = key[0]
     rows: list[tuple[bytes | None, bytes, str]] = []
+    if gkey == NO_KEY:
+        yield pd.DataFrame(rows, columns=["key", "value", "topic"])
+        return
     eng = engine_for(registry_dir, gkey)
+    unit = settings.time_unit_ms
+    buffer: list = []
     if state.exists:
-        blob, clock = state.get
+        blob, clock, buf = state.get
         eng.load_instances(orjson.loads(blob), clock)
+        buffer = orjson.loads(buf)
     else:
         eng.load_instances((), None)
-    if state.hasTimedOut:
-        eng.expire(state.getCurrentWatermarkMs() // settings.time_unit_ms)
-    else:
-        pdf = pd.concat(list(pdfs), ignore_index=True).sort_values(["t1", "partition", "offset"], kind="stable")
-        for t0, t1, eid, stream, attrs, part, off in zip(
-            pdf["t0"], pdf["t1"], pdf["eid"], pdf["stream"], pdf["attrs"], pdf["partition"], pdf["offset"]
-        ):
-            ev = Event(eid, stream, int(t0), int(t1), orjson.loads(attrs))
-            if eng.clock is not None and ev.t1 < eng.clock:
-                err = ErrorRecord(bytes(attrs).decode(), "utf-8", Position("", int(part), int(off)),
-                                  f"late event {eid!r} for key {gkey}: ends at {ev.t1}, "
-                                  f"before the last processed ({eng.clock})", "pattern")
-                rows.append((None, err.to_json(), errors_topic))
-                continue
-            for m in eng.process(ev):
-                rows.append((m.sub_id.encode(), notification(m.sub_id, m, gkey), notifications_topic))
+    if not state.hasTimedOut:
+        for pdf in pdfs:
+            for t0, t1, eid, stream, attrs, part, off in zip(
+                pdf["t0"], pdf["t1"], pdf["eid"], pdf["stream"], pdf["attrs"], pdf["partition"], pdf["offset"],
+                strict=True,
+            ):
+                buffer.append([int(t1), int(part), int(off), int(t0), eid, stream, bytes(attrs).decode()])
+    watermark_ms = state.getCurrentWatermarkMs()
+    now = watermark_ms // unit
+    buffer.sort(key=lambda b: (b[0], b[1], b[2]))
+    ready = 0
+    while ready < len(buffer) and buffer[ready][0] <= now:
+        ready += 1
+    for t1, part, off, t0, eid, stream, attrs in buffer[:ready]:
+        if eng.clock is not None and t1 < eng.clock:
+            err = ErrorRecord(attrs, "utf-8", Position("", part, off),
+                              f"late event {eid!r} for key {gkey}: ends at {t1}, "
+                              f"before the last processed ({eng.clock})", "pattern")
+            rows.append((None, err.to_json(), errors_topic))
+            continue
+        for m in eng.process(Event(eid, stream, t0, t1, orjson.loads(attrs))):
+            rows.append((m.sub_id.encode(), notification(m.sub_id, m, gkey), notifications_topic))
+    buffer = buffer[ready:]
+    eng.expire(now)
     instances = eng.export_instances()
-    if instances:
-        state.update((orjson.dumps(instances), eng.clock))
+    if instances or buffer:
+        state.update((orjson.dumps(instances), eng.clock, orjson.dumps(buffer)))
+        wake = [b[0] * unit for b in buffer[:1]]
         nxt = eng.next_expiry()
         if nxt is not None:
-            at = (nxt + 1) * settings.time_unit_ms
-            if at > state.getCurrentWatermarkMs():
-                state.setTimeoutTimestamp(at)
+            wake.append((nxt + 1) * unit)
+        wake = [w for w in wake if w > watermark_ms]
+        if wake:
+            state.setTimeoutTimestamp(min(wake))
     else:
         state.remove()
     eng.clear_instances()

@@ -19,6 +19,11 @@ def event_json(e: Event) -> bytes:
     return orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, "ts_start": e.t0, **e.attrs})
 
 
+def heartbeat(after: int) -> bytes:
+    """An event of no subscription's stream far ahead: it moves the watermark past the rest."""
+    return orjson.dumps({"id": "heartbeat", "stream": "heartbeat", "ts": after + 1000})
+
+
 def table1_events() -> list[Event]:
     stock = stock_ticks(250, 2)
     last = stock[-1].t1
@@ -49,14 +54,15 @@ def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_
     events = table1_events()
     payload = [(e.attrs.get("name") or e.attrs.get("website"), event_json(e)) for e in events]
     payload.insert(10, (None, b"not json"))
+    payload.append((None, heartbeat(events[-1].t1)))
     produce(kafka_config, events_t, payload)
+    expected = {(k[1], k[5]) for k in reference_matches(TABLE1, events)}
     q = start_patterns_query(spark, kafka_config, events_t, notes_t, errors_t, tmp_path, trigger="0 seconds")
     try:
         q.processAllAvailable()
+        got_records = consume_all(kafka_config, notes_t, timeout=240, min_records=len(expected))
     finally:
         q.stop()
-    expected = {(k[1], k[5]) for k in reference_matches(TABLE1, events)}
-    got_records = consume_all(kafka_config, notes_t)
     assert witnesses(got_records) == expected
     assert len(got_records) == len(expected)
     ids = {orjson.loads(r.value)["id"] for r in got_records}

@@ -1,0 +1,105 @@
+"""Instances in flight survive a SIGKILL of the patterns job and complete after the restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from streaming.spark import PROJECT_ROOT
+from tests.unit.cayuga.helpers import reference_matches
+from tests.unit.cayuga.streams import TABLE1, stock_ticks
+
+from .kafka_helpers import consume_all, produce
+from .test_patterns import event_json, heartbeat
+
+pytestmark = pytest.mark.integration
+
+SUBS = {k: TABLE1[k] for k in ("S2", "S3", "S4", "AutQ")}
+
+
+def _start(kafka_config, topics, checkpoint: Path, log: Path) -> subprocess.Popen:
+    cmd = [
+        sys.executable, "-m", "streaming.patterns", "--bootstrap", kafka_config["bootstrap_servers"],
+        "--events", topics["events"], "--subscriptions", topics["subs"], "--notifications", topics["notes"],
+        "--errors", topics["errors"], "--checkpoint", str(checkpoint), "--trigger", "1 second",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    return subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _kill(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+def _wait_for(pred, proc: subprocess.Popen, log: Path, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the job exited ({proc.returncode}) waiting for {what}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-3000:]}")
+
+
+def _distinct(kafka_config, topic) -> dict[str, tuple]:
+    out = {}
+    for r in consume_all(kafka_config, topic, timeout=5):
+        n = orjson.loads(r.value)
+        out[n["id"]] = (n["subscription"], tuple(n["witness"]["events"]))
+    return out
+
+
+def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path):
+    topics = {"events": topic_factory("rev", 2), "subs": topic_factory("rsub"),
+              "notes": topic_factory("rnote"), "errors": topic_factory("rerr")}
+    checkpoint, log = tmp_path / "ckpt", tmp_path / "job.log"
+    events = stock_ticks(240, 7)
+    first, second = events[:120], events[120:]
+    # the watermark (5 ticks behind) lets the first half's early events through
+    early = [e for e in first if e.t1 < first[-1].t1 - 10]
+    expected_first = {(k[1], k[5]) for k in reference_matches(SUBS, early)}
+    expected_all = {(k[1], k[5]) for k in reference_matches(SUBS, events)}
+    assert expected_all - expected_first, "some patterns must span the restart"
+
+    produce(kafka_config, topics["subs"],
+            [(n, orjson.dumps({"op": "upsert", "id": n, "pattern": t})) for n, t in SUBS.items()])
+    proc = _start(kafka_config, topics, checkpoint, log)
+    try:
+        registry = checkpoint / "pattern-registry"
+        _wait_for(lambda: registry.exists() and any(registry.glob("v*.json")), proc, log, 300, "the registry")
+        produce(kafka_config, topics["events"], [(e.attrs["name"], event_json(e)) for e in first])
+        _wait_for(lambda: set(_distinct(kafka_config, topics["notes"]).values()) >= expected_first,
+                  proc, log, 300, "the first half's notifications")
+        commits = checkpoint / "patterns" / "commits"
+        n_commits = len(list(commits.iterdir()))
+        _wait_for(lambda: len(list(commits.iterdir())) > n_commits or n_commits > 0, proc, log, 30, "a commit")
+    finally:
+        _kill(proc, signal.SIGKILL)
+    produce(kafka_config, topics["events"],
+            [(e.attrs["name"], event_json(e)) for e in second] + [(None, heartbeat(events[-1].t1))])
+    proc = _start(kafka_config, topics, checkpoint, log)
+    try:
+        _wait_for(lambda: set(_distinct(kafka_config, topics["notes"]).values()) >= expected_all,
+                  proc, log, 300, "every notification after the restart")
+    finally:
+        _kill(proc, signal.SIGTERM)
+    got = _distinct(kafka_config, topics["notes"])
+    assert set(got.values()) == expected_all
+    assert len(got) == len(expected_all)
