@@ -256,3 +256,13 @@ def test_trigger_available_now_reads_everything_then_stops(
         query.stop()
     assert _rows(batches) == _expected(kafka_config, topic)
     assert max(len(rows) for rows in batches.values()) <= 50
+
+
+def test_java_connector_switch_selects_spark_format_kafka(spark: Any, kafka_config: dict) -> None:
+    """``use_java_connector=True`` asks Spark for ``format("kafka")`` with the same options."""
+    try:
+        df = read_stream(spark, kafka_config, "events", use_java_connector=True)
+    except Exception as exc:  # noqa: BLE001 - the connector jar is absent here
+        assert "Failed to find data source: kafka" in str(exc)
+    else:  # a cluster with the connector: same columns as kafka-py
+        assert df.columns[:6] == ["key", "value", "topic", "partition", "offset", "timestamp"]
