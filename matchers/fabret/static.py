@@ -3,7 +3,9 @@
 The greedy algorithm starts from the natural configuration (single equality
 predicates as access predicates, free since phase 1 hashes them anyway) and adds, one
 at a time, the schema of highest matching benefit per unit of space, while the space
-stays under the bound and some schema has a positive benefit.  The matching cost of a
+stays under the bound and some schema has a positive benefit.  Without a space bound
+the schema of highest benefit is added (per unit of space, every W0 schema scores
+about the same, and the ranking follows the noise of the sampled statistics).  The matching cost of a
 configuration is formula (3.1): for each subscription the ``nu`` of its best access
 predicate times the checking cost, plus per table ``k_r`` and ``mu(H) (c_h + k_h |H|)``.
 The candidate schemas ``GA(S)`` are the subsets of 2 to ``max_schema`` attributes of
@@ -172,10 +174,12 @@ class StaticMatcher(TwoPhaseMatcher):
             ok = open_ & (benefit > 0)
             if not ok.any():
                 break
-            per_space = np.where(delta > 0, benefit / np.maximum(delta, 1e-12), np.inf)
-            per_space[~ok] = -np.inf
-            best = int(np.argmax(np.where(np.isinf(per_space) & ok, np.finfo(float).max / 2 + benefit,
-                                          per_space)))
+            if self.space_bound is None:
+                rank = benefit.copy()
+            else:  # benefit per unit of space, infinite (then by benefit) when space is saved
+                rank = np.where(delta > 0, benefit / np.maximum(delta, 1e-12), np.finfo(float).max / 2 + benefit)
+            rank[~ok] = -np.inf
+            best = int(np.argmax(rank))
             if self.space_bound is not None and space + max(float(delta[best]), 0.0) > self.space_bound:
                 break
             chosen.append(schemas[best])
