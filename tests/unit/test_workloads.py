@@ -8,6 +8,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from matchers import base
 from matchers.brute import BruteForceMatcher
@@ -256,3 +258,32 @@ def test_harness_kills_a_run_over_its_time_limit(monkeypatch):
     crash = harness.run_isolated("no-such-matcher", w, timeout_s=30)
     assert crash["failed"] and "unknown matcher" in crash["note"]
     assert "failed" not in harness.run_isolated("brute", w, timeout_s=60)
+
+
+@settings(max_examples=25, deadline=None)
+@given(d=st.integers(1, 60), gamma_max=st.integers(1, 6), m=st.integers(1, 12), sigma=st.integers(1, 9),
+       theta1=st.floats(0, 1), dist=st.sampled_from(["uniform", "zipf"]), alpha=st.floats(0, 2),
+       seed=st.integers(0, 2**32 - 1))
+def test_opindex_invariants_for_any_parameters(d, gamma_max, m, sigma, theta1, dist, alpha, seed):
+    assume(gamma_max <= d and m <= d)
+    w = wl.opindex(n_subs=60, n_events=20, d=d, gamma_max=gamma_max, m=m, theta1=theta1, sigma=sigma, dist=dist,
+                   zipf_alpha=alpha, seed=seed)
+    for sub in w.subscriptions:
+        conj = preds_of(sub)
+        assert 1 <= len(conj) <= gamma_max and len({p.attr for p in conj}) == len(conj)
+        assert all(p.op in (Op.EQ, Op.LE, Op.GE) and 1 <= p.operand <= sigma for p in conj)
+        assert all(0 <= int(p.attr[1:]) < d for p in conj)
+        if theta1 == 1.0:
+            assert all(p.op is Op.EQ for p in conj)
+    for e in w.events:
+        assert len(e) == m and all(1 <= v <= sigma for v in e.values())
+
+
+@settings(max_examples=25, deadline=None)
+@given(R=st.integers(2, 400), W=st.integers(1, 500), seed=st.integers(0, 2**32 - 1))
+def test_vci_invariants_for_any_parameters(R, W, seed):  # noqa: N803
+    w = wl.vci(n_subs=50, n_events=20, R=R, W=W, seed=seed)
+    for sub in w.subscriptions:
+        lo, hi = preds_of(sub)[0].operand
+        assert 1 <= lo < hi <= R and hi - lo <= W
+    assert all(1 <= e["x"] <= R for e in w.events)
