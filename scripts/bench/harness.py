@@ -294,7 +294,7 @@ def _row(r: dict) -> list[str]:
         v = r.get(key)
         return f"{v:.2f}" if v is not None else "-"
 
-    agrees = "yes"
+    agrees = f"yes ({r.get('sample_checked', 0)}; oracle {r.get('oracle_checked', 0)})"
     if r.get("oracle_disagreements") or r.get("disagreements"):
         agrees = f"**NO** ({r.get('disagreements', 0)} vs {r.get('reference')}, {r['oracle_disagreements']} vs oracle)"
     return [r["matcher"], f"{r['build_s']:.2f} ({r['add_s']:.2f} + {r['prepare_s']:.2f})", f"{r['encode_us']:.1f}", f"{r['match_us']:.2f}",
@@ -341,7 +341,7 @@ def render_markdown() -> str:
            "which excludes waiting for a core on a shared machine). Kernel compilation or loading happens on a throw-away instance before the "
            "measurements. B/pred: the matcher's `memory_bytes()` over predicate occurrences in the "
            "subscriptions' DNF. `agrees`: the matched ids of a sample of events equal counting's (brute's when "
-           "counting is absent) and the reference oracle's on a smaller sample. `load` is the machine's 1-minute "
+           "counting is absent) and the reference oracle's on a smaller sample (sizes in brackets). `load` is the machine's 1-minute "
            "load average when the run ended: on this 2-core machine shared with other jobs, a load above 2 means "
            "the figures are slower than on an idle machine; compare ratios, not absolute times.", ""]
     goal = _newest("goal-*.json")
