@@ -61,6 +61,10 @@ class _CellIntervals:
     def __len__(self) -> int:
         return len(self._bounds)
 
+    def compact(self) -> None:
+        """Pack the lists tightly (memory figures then count stored entries, not spare room)."""
+        self.lists.grow()
+
     def query_many(self, cells) -> tuple[np.ndarray, np.ndarray]:
         """Ids covering each cell as CSR ``(offsets, ids)``."""
         cells = np.ascontiguousarray(cells, dtype=np.int64)

@@ -90,6 +90,10 @@ class IntervalIndex:
         self.lists.maybe_compact()
         return len(known)
 
+    def compact(self) -> None:
+        """Pack the id lists tightly (memory figures then count stored ids, not spare room)."""
+        self.lists.grow()
+
     # -- queries ------------------------------------------------------------------------
     def count_many(self, cells) -> np.ndarray:
         """int64[n]: how many intervals cover each cell (count only, no ids emitted)."""

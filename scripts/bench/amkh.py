@@ -1,0 +1,155 @@
+"""AMKH simulation (Wu & Yu, Section 3, Fig. 1) on this machine.
+
+Workload (:func:`scripts.workloads.amkh`): 10 equality-only attributes ``e0..e9`` and 10
+general ones ``g0..g9``; each subscription is ``e0 = v AND ej = v AND g0 op v`` with ``j``
+uniform in 1..9, ``op`` ``=`` half of the time else ``>`` or ``<``; predicate values
+uniform in ``[6, x]``, ``x`` from 15 to 95; event values uniform in ``[6, 95]`` on all 20
+attributes.  For MKH (Eq. 1: every attribute hashed, clause IDs as they are), AMKH(0,-)
+(equality-only attributes hashed), AMKH(1,2) (plus one general attribute, IDs folded
+mod 2) and AMKH with its adaptive choice, it reports per event the unmatched
+subscriptions examined (Fig. 1's measure), the candidate coordinates probed, and the
+matching time, next to the counting matcher's matching time measured in the same run.
+Times are CPU time of the process (``time.process_time``) over all events of the run.
+
+Results: ``docs/bench/amkh.json`` (``amkh-quick.json`` for ``--quick``),
+``docs/bench/amkh-tables.md`` (full runs) and ``docs/img/amkh-fig1.png``
+(``amkh-quick-fig1.png``).
+
+Usage::
+
+    python -m scripts.bench.amkh [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+from matchers.amkh import AmkhMatcher
+from matchers.base import create
+from scripts.bench.harness import _one_thread, environment
+from scripts.workloads import amkh as amkh_workload
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+VARIANTS = {
+    "MKH": dict(mkh=True),
+    "AMKH(0,-)": dict(G=0),
+    "AMKH(1,2)": dict(G=1, B=2),
+    "AMKH(adaptive)": dict(),
+}
+FULL = dict(xs=list(range(15, 96, 10)), n_subs=100_000, n_events=1000)
+QUICK = dict(xs=[15, 35, 55, 75, 95], n_subs=10_000, n_events=300)
+SUB_BATCH = 10_000
+
+
+def run_one(name: str, subs, events) -> dict:
+    """Build one matcher and match every event once; its counters and CPU times."""
+    matcher = create("counting") if name == "counting" else AmkhMatcher(**VARIANTS[name])
+    c0 = time.process_time()
+    for lo in range(0, len(subs), SUB_BATCH):
+        matcher.add(subs[lo:lo + SUB_BATCH])
+    load_s = time.process_time() - c0
+    batch = matcher.encode(events)
+    matcher.match(matcher.encode(events[:10]))  # compile / warm up
+    if isinstance(matcher, AmkhMatcher):
+        matcher.counters[:] = 0
+    c0 = time.process_time()
+    result = matcher.match(batch)
+    match_s = time.process_time() - c0
+    n = len(events)
+    row = dict(matcher=name, load_s=load_s, match_us=match_s / n * 1e6, matches=result.total / n)
+    if isinstance(matcher, AmkhMatcher):
+        probes, examined, unmatched = (int(v) for v in matcher.counters)
+        row.update(candidates=probes / n, examined=examined / n, unmatched=unmatched / n,
+                   hashed=[matcher.dictionary.attr_names[a] for a in matcher.config.hashed],
+                   folds=list(matcher.config.folds))
+    return row
+
+
+def table(res: dict) -> str:
+    xs = res["xs"]
+    rows = res["rows"]
+    by = {(r["matcher"], r["x"]): r for r in rows}
+    names = list(VARIANTS)
+    head = (f"n={res['n_subs']:,} subscriptions, {res['n_events']} events; per event: unmatched subscriptions "
+            "examined (candidate coordinates), matching µs; counting in the same run")
+    lines = [head, "", "| x | matches | " + " | ".join(f"{n} unmatched (cands)" for n in names) + " | "
+             + " | ".join(f"{n} µs" for n in names) + " | counting µs | AMKH(adaptive) / counting |",
+             "|---" * (4 + 2 * len(names)) + "|"]
+    for x in xs:
+        cnt = by[("counting", x)]
+        cells = [f"{by[(n, x)]['unmatched']:.1f} ({by[(n, x)]['candidates']:.1f})" for n in names]
+        times = [f"{by[(n, x)]['match_us']:.1f}" for n in names]
+        ratio = by[("AMKH(adaptive)", x)]["match_us"] / cnt["match_us"]
+        lines.append(f"| {x} | {cnt['matches']:.2f} | " + " | ".join(cells) + " | " + " | ".join(times)
+                     + f" | {cnt['match_us']:.1f} | {ratio:.2f}x |")
+    return "\n".join(lines)
+
+
+def plot(res: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for name in VARIANTS:
+        rows = [r for r in res["rows"] if r["matcher"] == name]
+        ax1.plot([r["x"] for r in rows], [r["unmatched"] for r in rows], marker="o", label=name)
+        ax2.plot([r["x"] for r in rows], [r["match_us"] for r in rows], marker="o", label=name)
+    rows = [r for r in res["rows"] if r["matcher"] == "counting"]
+    ax2.plot([r["x"] for r in rows], [r["match_us"] for r in rows], marker="s", ls="--", label="counting")
+    ax1.set(xlabel="upper range of predicate values x", ylabel="unmatched subscriptions examined per event",
+            title=f"Fig. 1 (n={res['n_subs']:,})")
+    ax2.set(xlabel="upper range of predicate values x", ylabel="µs per event (CPU)", yscale="log",
+            title="matching time")
+    ax1.legend(fontsize=8)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="10,000 subscriptions, 5 values of x")
+    args = parser.parse_args(argv)
+    _one_thread()
+    cfg = QUICK if args.quick else FULL
+    res: dict = dict(environment=environment(), quick=args.quick, xs=cfg["xs"], n_subs=cfg["n_subs"],
+                     n_events=cfg["n_events"], rows=[])
+    started = time.time()
+    todo = [(x, name) for x in cfg["xs"] for name in (*VARIANTS, "counting")]
+    workloads = {}
+    for x, name in tqdm(todo, desc="amkh fig1", file=sys.stderr):
+        if x not in workloads:
+            workloads.clear()
+            workloads[x] = amkh_workload(n_subs=cfg["n_subs"], n_events=cfg["n_events"], x=x, seed=x)
+        subs, events = workloads[x]
+        row = run_one(name, subs, events)
+        row["x"] = x
+        res["rows"].append(row)
+    res["seconds"] = round(time.time() - started, 1)
+    text = table(res)
+    print(text)
+    prefix = "amkh-quick" if args.quick else "amkh"
+    (DOCS / "bench").mkdir(parents=True, exist_ok=True)
+    out = DOCS / "bench" / f"{prefix}.json"
+    out.write_text(json.dumps(res, indent=1))
+    img = DOCS / "img" / f"{prefix}-fig1.png"
+    plot(res, img)
+    if not args.quick:
+        (DOCS / "bench" / "amkh-tables.md").write_text(text + "\n")
+    print(f"wrote {out} and {img}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
