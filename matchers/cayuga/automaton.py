@@ -13,6 +13,7 @@ from typing import Any
 
 from . import algebra as A
 from .closures import items_fn, pred_fn, value_fn
+from .static import conj_fn
 from .compiler import OpSpec, Step, View, dur_bound, leading_filters, node_preds
 
 StepsFn = Callable[[dict, int, int], "dict | None"]
@@ -169,6 +170,7 @@ class Node:
         self.aggs = items_fn(spec.aggs, overlay=True)
         preds = node_preds(spec)
         self.static_atoms = preds.static if indexed else ()
+        self.static_fn = conj_fn(self.static_atoms) if self.static_atoms else None
         self.eq_attrs = tuple(a for a, _ in preds.eq) if indexed else ()
         self.eq_fns = tuple(value_fn(t) for _, t in preds.eq) if indexed else ()
         if indexed and preds.rng is not None:
@@ -176,7 +178,6 @@ class Node:
             self.rng_fn = value_fn(rng_term)
         else:
             self.rng_attr, self.rng_op, self.rng_fn = None, None, None
-        self.cid = -1
         self.outs: dict[tuple[Step, ...], Out] = {}
         self.subs: set[str] = set()
         self.buckets: dict[tuple, Bucket] = {}

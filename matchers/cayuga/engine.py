@@ -3,11 +3,14 @@
 For each event (Demers et al., Section 3):
 
 1. instances whose ``DUR`` bound has passed are dropped;
-2. the static predicates of all edges are evaluated in one pass (:mod:`.static`);
+2. the static predicates of all start edges are evaluated in one pass (:mod:`.static`);
 3. the affected instances are found through the index on bound values: per
    ``(stream, attributes of the equality predicates)`` a hash from the bound values to
-   the nodes' buckets, and in a bucket the instances sorted by the bound of a range
-   predicate; an instance is affected when the node's whole input predicate holds;
+   the *active* nodes' buckets (the nodes holding instances with those values), and in
+   a bucket the instances sorted by the bound of a range predicate; the static part of
+   such a node's input predicate is checked once per event, and an instance is affected
+   when the node's whole input predicate holds (Cayuga's active-node index: inactive
+   nodes cost nothing, however many subscriptions there are);
 4. affected instances traverse their rebind and forward edges (or are dropped), start
    edges create instances, and completed patterns are reported.
 
@@ -204,7 +207,6 @@ class Engine:
 
     def _new_node(self, nid: str, spec) -> Node:
         node = Node(nid, spec, self.indexed)
-        node.cid = self._new_cid(node, node.stream, node.static_atoms)
         gkey = (node.stream, node.eq_attrs)
         if gkey not in self._groups:
             group = self._groups[gkey] = _Group(node.eq_attrs)
@@ -216,9 +218,6 @@ class Engine:
         for bucket in list(node.buckets.values()):
             for inst in list(bucket.plain) + list(bucket.insts):
                 self._unlink(inst)
-        if node.cid >= 0:
-            self.static.remove(node.cid)
-            del self._cid_owner[node.cid]
         del self.nodes[node.id]
 
     # ------------------------------------------------------------ instances
@@ -346,7 +345,7 @@ class Engine:
                 if not active:
                     continue
                 for node, bucket in list(active.values()):
-                    if node.cid >= 0 and node.cid not in sat:
+                    if node.static_fn is not None and not node.static_fn(attrs):
                         continue
                     vk = node.view
                     if vk in views:

@@ -39,8 +39,43 @@ def holds(atom: Atom, attrs: dict[str, Any]) -> bool:
     return compare(op, v, c) is True
 
 
+def atom_fn(atom: Atom):
+    """A closure testing one static atom on an event's attributes (same as :func:`holds`)."""
+    attr, op, c = atom
+    if op == "contains":
+        return lambda attrs: isinstance(v := attrs.get(attr), str) and c in v
+    if _is_num(c):
+        if op == "=":
+            return lambda attrs: type(v := attrs.get(attr)) in _NUM and v == c
+        if op == "!=":
+            return lambda attrs: type(v := attrs.get(attr)) in _NUM and v != c
+        if op == "<":
+            return lambda attrs: type(v := attrs.get(attr)) in _NUM and v < c
+        if op == "<=":
+            return lambda attrs: type(v := attrs.get(attr)) in _NUM and v <= c
+        if op == ">":
+            return lambda attrs: type(v := attrs.get(attr)) in _NUM and v > c
+        return lambda attrs: type(v := attrs.get(attr)) in _NUM and v >= c
+    return lambda attrs: holds(atom, attrs)
+
+
+_NUM = (int, float)
+
+
+def conj_fn(atoms: tuple[Atom, ...]):
+    """A closure testing a conjunction of static atoms."""
+    fns = tuple(atom_fn(a) for a in atoms)
+    if len(fns) == 1:
+        return fns[0]
+    if len(fns) == 2:
+        f, g = fns
+        return lambda attrs: f(attrs) and g(attrs)
+    return lambda attrs: all(fn(attrs) for fn in fns)
+
+
 class _StreamIndex:
     def __init__(self) -> None:
+        self.eq_attrs: dict[str, int] = {}
         self.eq: dict[tuple[str, Any], set[int]] = {}
         self.rng: dict[tuple[str, str], tuple[list, list]] = {}  # sorted constants, ids
         self.scan: set[int] = set()
@@ -54,6 +89,7 @@ class StaticFilters:
 
     def __init__(self) -> None:
         self._atoms: dict[int, tuple[Atom, ...]] = {}
+        self._fns: dict[int, Any] = {}
         self._where: dict[int, tuple[str, str, Any]] = {}
         self._streams: dict[str, _StreamIndex] = {}
 
@@ -66,9 +102,11 @@ class StaticFilters:
             raise ValueError(f"static conjunction {cid} is already registered")
         idx = self._streams.setdefault(stream, _StreamIndex())
         self._atoms[cid] = atoms
+        self._fns[cid] = conj_fn(atoms) if atoms else (lambda attrs: True)
         access = next((a for a in atoms if a[1] == "="), None)
         if access is not None:
             key = (access[0], tag(access[2]))
+            idx.eq_attrs[access[0]] = idx.eq_attrs.get(access[0], 0) + 1
             idx.eq.setdefault(key, set()).add(cid)
             self._where[cid] = (stream, "eq", key)
             return
@@ -88,9 +126,13 @@ class StaticFilters:
         """Forget conjunction ``cid`` (unknown ids are ignored)."""
         if self._atoms.pop(cid, None) is None:
             return
+        del self._fns[cid]
         stream, kind, key = self._where.pop(cid)
         idx = self._streams[stream]
         if kind == "eq":
+            idx.eq_attrs[key[0]] -= 1
+            if not idx.eq_attrs[key[0]]:
+                del idx.eq_attrs[key[0]]
             ids = idx.eq[key]
             ids.discard(cid)
             if not ids:
@@ -112,12 +154,13 @@ class StaticFilters:
         idx = self._streams.get(stream)
         if idx is None:
             return set()
-        atoms_of = self._atoms
+        fns = self._fns
         out: set[int] = set()
         candidates: list = []
         eq = idx.eq
-        if eq:
-            for name, value in attrs.items():
+        for name in idx.eq_attrs:
+            value = attrs.get(name)
+            if value is not None:
                 ids = eq.get((name, tag(value)))
                 if ids:
                     candidates.append(ids)
@@ -137,10 +180,7 @@ class StaticFilters:
             candidates.append(idx.scan)
         for group in candidates:
             for cid in group:
-                for atom in atoms_of[cid]:
-                    if not holds(atom, attrs):
-                        break
-                else:
+                if fns[cid](attrs):
                     out.add(cid)
         return out
 
