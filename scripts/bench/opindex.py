@@ -52,6 +52,19 @@ d = 20K (the same number of entries per pivot, so the same list sizes as the pap
 defaults, at a tenth of the build time)."""
 
 
+KINDEX_MAX_POSTINGS = 80_000_000
+"""The k-index is skipped where its range expansion would pass this many postings
+(about 1.5 GB while it builds): the paper's k-index ran out of memory there too."""
+
+
+def kindex_postings(workload: dict) -> float:
+    """Rough count of the k-index's postings on a Table 3 workload (ranges cover half of 2σ cells)."""
+    if workload.get("generator") == "fig14-prefix":
+        return 0.0
+    gamma = (workload["gamma_max"] + 1) / 2
+    return workload["n_subs"] * gamma * (1 - workload["theta1"]) * workload["sigma"]
+
+
 # -- measuring ----------------------------------------------------------------------------
 def measure(name: str, w: Workload, repeats: int = 3) -> dict:
     """Insert ``w``'s subscriptions into a new matcher and time matching its events."""
