@@ -312,6 +312,7 @@ class MatchJob:
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.metrics = spark.sparkContext.accumulator([0] * N_METRICS, MetricsParam())
         self.last: BatchMetrics | None = None
+        self.history: list[BatchMetrics] = []
         self.batches = 0
         self._lock = threading.Lock()
 
@@ -364,6 +365,7 @@ class MatchJob:
             replay=outcome.replay,
         )
         self.last = metrics
+        self.history = (self.history + [metrics])[-1000:]
         self.batches += 1
         log.info(metrics.log_line())
         self.status.write("running", metrics, registry=dict(self.registry.describe()))

@@ -1,0 +1,454 @@
+"""End-to-end benchmark of the match service: Kafka in, Spark micro-batches, Kafka out.
+
+For each subscription count (100,000 and 1,000,000; ``--quick``: 100,000 with fewer
+events) on Fabret et al.'s workload W1 (Table 1: two fixed ``=``, one fixed ``<=`` and
+one free ``=`` predicate per subscription, events of 32 attributes, values 1..35), it
+runs its own embedded broker and the service's match query in this process and measures:
+
+* **registration**: the subscriptions sent as records (JSON form) until the registry holds them;
+* **sustained events/s**: a backlog of ``--events`` events is put on the events topic
+  while the query is stopped, then the query restarts and drains it; events divided by
+  the wall time of the drain (and by the summed batch times);
+* **latency**: a producer offers ``--rate`` events/s for ``--duration`` seconds while a
+  reader takes the notifications off their topic; produce-to-notification latency is
+  the reader's receive time minus the event record's Kafka timestamp (p50, p99, max);
+* **where the time goes**: the per-event cost of each executor step measured in this
+  process (JSON parsing, flattening, encoding, matching, building notifications) and the
+  plain read rate of the ``kafka-py`` source into Spark, next to the batch times;
+* **Spark SQL baseline**, the way a Spark user would write the matching: predicates
+  exploded into a table, events parsed and exploded into (event, attribute, value), a
+  join on the attribute, the operator applied in a filter, and the satisfied predicates
+  counted per (event, subscription); a subscription matches when the count equals its
+  number of predicates. It runs on a sample of the events (it is far slower) and its
+  matches are checked against the service's matcher on that sample.
+
+Results: ``docs/bench/e2e.json``, tables in ``docs/e2e.md``, plot ``docs/img/e2e.png``.
+
+Usage: ``python -m scripts.bench.e2e [--quick] [--subs 100000,1000000] [--events N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+from tqdm import tqdm
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+WORKLOAD = "W1"
+GOAL_EVENTS_PER_S = 20_000
+GOAL_P99_S = 3.0
+
+
+def log(msg: str) -> None:
+    print(f"[e2e {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- Kafka helpers (confluent-kafka for speed: the benchmark's producer must not be the bottleneck)
+def producer(bootstrap: str):
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                     "queue.buffering.max.messages": 1_000_000, "acks": "all"})
+
+
+def produce_all(bootstrap: str, topic: str, items: Sequence[tuple[bytes | None, bytes]], desc: str) -> None:
+    p = producer(bootstrap)
+    for i, (key, value) in enumerate(tqdm(items, desc=desc, unit="rec", mininterval=2.0, file=sys.stderr)):
+        while True:
+            try:
+                p.produce(topic, value=value, key=key)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 10000 == 0:
+            p.poll(0)
+    left = p.flush(120)
+    if left:
+        raise RuntimeError(f"{left} records to {topic} were not delivered")
+
+
+# -- the pieces ------------------------------------------------------------------------------
+def workload(n_subs: int, n_events: int, seed: int):
+    from scripts.workloads import fabret
+
+    return fabret(WORKLOAD, n_subs=n_subs, n_events=n_events, seed=seed)
+
+
+def subscription_records(subs) -> list[tuple[bytes, bytes]]:
+    from matchers.language import to_json
+
+    return [(s.id.encode(), orjson.dumps({"op": "upsert", "id": s.id, "json": to_json(s.expr)})) for s in subs]
+
+
+def step_costs(subs, events: list[dict], matcher_name: str) -> dict[str, float]:
+    """Per-event microseconds of each executor step, in this process."""
+    from matchers.base import create
+    from matchers.events import flatten
+    from streaming import notifications
+    from streaming.records import parse_event
+
+    m = create(matcher_name)
+    t = time.perf_counter()
+    m.add(subs)
+    build_s = time.perf_counter() - t
+    raw = [orjson.dumps({"id": i, **e}) for i, e in enumerate(events)]
+    m.match(m.encode([flatten(e) for e in events[:10]]))  # compile / load kernels
+    t0 = time.perf_counter()
+    objs = [parse_event(v)[0] for v in raw]
+    t1 = time.perf_counter()
+    flat = [flatten(o) for o in objs]
+    t2 = time.perf_counter()
+    batch = m.encode(flat)
+    t3 = time.perf_counter()
+    res = m.match(batch)
+    t4 = time.perf_counter()
+    n_notes = 0
+    for i in range(batch.n):
+        for key in res.keys[res.offsets[i]:res.offsets[i + 1]]:
+            notifications.encode(m.subscription(int(key)).id, "events", 0, i, i, raw[i], 1, 2, 0)
+            n_notes += 1
+    t5 = time.perf_counter()
+    n = len(events)
+    return {"build_s": build_s, "parse_us": 1e6 * (t1 - t0) / n, "flatten_us": 1e6 * (t2 - t1) / n,
+            "encode_us": 1e6 * (t3 - t2) / n, "match_us": 1e6 * (t4 - t3) / n, "notify_us": 1e6 * (t5 - t4) / n,
+            "matches_per_event": res.total / n, "index_mb": m.memory_bytes() / 2**20}
+
+
+def source_read_rate(spark, bootstrap: str, topic: str) -> float:
+    """Records/s of a plain batch read of ``topic`` through the kafka-py source into a Spark count."""
+    df = (spark.read.format("kafka-py").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+          .option("startingOffsets", "earliest").load())
+    t = time.perf_counter()
+    n = df.count()
+    return n / (time.perf_counter() - t)
+
+
+def spark_sql_matching(spark, subs, events: list[dict]) -> tuple[float, set[tuple[int, str]]]:
+    """Seconds and (event, subscription) matches of the exploded-join formulation."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, MapType, StringType
+
+    preds = []
+    for s in subs:
+        for c, conj in enumerate(s.conjunctions):
+            for p in conj:
+                preds.append((s.id, c, len(conj), p.attr, p.op.name, float(p.operand)))
+    ptab = spark.createDataFrame(preds, "sub string, conj int, n_preds int, attr string, op string, operand double")
+    etab = spark.createDataFrame([(i, orjson.dumps(e).decode()) for i, e in enumerate(events)], "event long, value string")
+    exploded = etab.select("event", F.explode(F.from_json("value", MapType(StringType(), DoubleType()))).alias("attr", "v"))
+    joined = exploded.join(ptab, "attr")
+    holds = (F.when(F.col("op") == "EQ", F.col("v") == F.col("operand"))
+             .when(F.col("op") == "NE", F.col("v") != F.col("operand"))
+             .when(F.col("op") == "LT", F.col("v") < F.col("operand"))
+             .when(F.col("op") == "LE", F.col("v") <= F.col("operand"))
+             .when(F.col("op") == "GT", F.col("v") > F.col("operand"))
+             .when(F.col("op") == "GE", F.col("v") >= F.col("operand"))
+             .otherwise(F.lit(False)))
+    counted = (joined.filter(holds).groupBy("event", "sub", "conj", "n_preds").count()
+               .filter(F.col("count") == F.col("n_preds")).select("event", "sub").distinct())
+    t = time.perf_counter()
+    rows = counted.collect()
+    return time.perf_counter() - t, {(int(r.event), r.sub) for r in rows}
+
+
+class NotificationReader(threading.Thread):
+    """Reads the notifications topic from its current end; records receive time minus event time."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        super().__init__(daemon=True)
+        from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-unused",
+                                  "enable.auto.commit": False, "fetch.wait.max.ms": 20})
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+        self.latencies_ms: list[float] = []
+        self.seen_events: set[str] = set()
+        self.stop_flag = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_flag.is_set():
+            for msg in self.consumer.consume(num_messages=5000, timeout=0.1):
+                if msg.error():
+                    continue
+                now = time.time() * 1000
+                doc = orjson.loads(msg.value())
+                eid = doc["event_id"]
+                if eid in self.seen_events or doc.get("event_time_ms") is None:
+                    continue
+                self.seen_events.add(eid)
+                self.latencies_ms.append(now - doc["event_time_ms"])
+        self.consumer.close()
+
+
+def offered_load(bootstrap: str, topic: str, values: list[bytes], rate: float, duration: float) -> int:
+    p = producer(bootstrap)
+    start = time.perf_counter()
+    sent = 0
+    total = int(rate * duration)
+    with tqdm(total=total, desc=f"offer {rate:.0f}/s", unit="ev", mininterval=2.0, file=sys.stderr) as bar:
+        while sent < total:
+            due = int((time.perf_counter() - start) * rate) + 1
+            for _ in range(min(due, total) - sent):
+                p.produce(topic, value=values[sent % len(values)])
+                sent += 1
+            p.poll(0)
+            bar.n = sent
+            bar.refresh()
+            time.sleep(0.005)
+    p.flush(60)
+    return sent
+
+
+# -- one size --------------------------------------------------------------------------------
+def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    from streaming.config import Settings
+    from streaming.kafka.admin import ensure_topics
+    from streaming.match_job import MatchJob
+
+    seed = 7
+    tag = f"e2e{n_subs}"
+    topics = {k: f"{tag}-{k}" for k in ("events", "subscriptions", "notifications", "errors")}
+    ensure_topics({"bootstrap_servers": bootstrap}, {topics["events"]: 2, topics["subscriptions"]: 1,
+                                                     topics["notifications"]: 2, topics["errors"]: 1})
+    log(f"{n_subs:,} subscriptions: generating Fabret {WORKLOAD} with {args.events:,} events")
+    w = workload(n_subs, args.events + 2000, seed)
+    subs, events = w.subscriptions, w.events
+    warm, backlog = events[:2000], events[2000:]
+    settings = Settings().replace(
+        kafka={"bootstrap_servers": bootstrap, "events_topic": topics["events"],
+               "subscriptions_topic": topics["subscriptions"], "notifications_topic": topics["notifications"],
+               "errors_topic": topics["errors"], "max_offsets_per_trigger": max(args.per_trigger, n_subs + 1)},
+        spark={"checkpoint_dir": str(workdir / tag), "trigger_interval": "0 seconds"},
+        match={"matcher": args.matcher, "snapshot_every": 1000},
+        status={"status_file": str(workdir / f"{tag}-status.json")},
+    )
+    client = {"bootstrap_servers": bootstrap}
+    result: dict[str, Any] = {"n_subs": n_subs, "workload": f"fabret-{WORKLOAD}", "matcher": args.matcher,
+                              "events": len(backlog), "per_trigger": args.per_trigger}
+
+    produce_all(bootstrap, topics["subscriptions"], subscription_records(subs), "subscriptions")
+    job = MatchJob(settings, spark, client)
+    t = time.perf_counter()
+    query = job.start()
+    query.processAllAvailable()
+    result["register_s"] = time.perf_counter() - t
+    log(f"registered {len(job.registry):,} subscriptions in {result['register_s']:.1f} s")
+    produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": f"w{i}", **e})) for i, e in enumerate(warm)],
+                "warm-up")
+    t = time.perf_counter()
+    query.processAllAvailable()
+    result["warmup_s"] = time.perf_counter() - t
+    query.stop()
+
+    # sustained: drain a backlog
+    job.settings = settings = settings.replace(kafka={"max_offsets_per_trigger": args.per_trigger})
+    produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": i, **e})) for i, e in enumerate(backlog)],
+                "backlog")
+    before = len(job.history)
+    t = time.perf_counter()
+    query = job.start()
+    query.processAllAvailable()
+    wall = time.perf_counter() - t
+    query.stop()
+    batches = job.history[before:]
+    drained = sum(b.events for b in batches)
+    result.update({
+        "drain_wall_s": wall, "drained_events": drained, "events_per_s": drained / wall,
+        "batches": len(batches), "batch_s_sum": sum(b.batch_ms for b in batches) / 1e3,
+        "events_per_batch_s": drained / max(1e-9, sum(b.batch_ms for b in batches) / 1e3),
+        "task_match_s_sum": sum(b.match_ms for b in batches) / 1e3,
+        "task_index_s_sum": sum(b.index_ms for b in batches) / 1e3,
+        "matches": sum(b.matches for b in batches), "index_mb": max(b.index_bytes for b in batches) / 2**20,
+    })
+    log(f"sustained: {drained:,} events in {wall:.1f} s = {result['events_per_s']:,.0f} events/s "
+        f"({len(batches)} batches, {result['matches']:,} notifications)")
+
+    # latency at a fixed offered rate
+    reader = NotificationReader(bootstrap, topics["notifications"], 2)
+    reader.start()
+    query = job.start()
+    time.sleep(3)
+    values = [orjson.dumps({"id": f"l{i}", **e}) for i, e in enumerate(backlog[: int(args.rate * 10)])]
+    before = len(job.history)
+    offered = offered_load(bootstrap, topics["events"], values, args.rate, args.duration)
+    query.processAllAvailable()
+    time.sleep(2)
+    reader.stop_flag.set()
+    reader.join(30)
+    query.stop()
+    lat = np.array(reader.latencies_ms)
+    skip = int(len(lat) * 0.1)  # the first tenth: the query's start-up
+    steady = lat[skip:] if len(lat) > 20 else lat
+    lat_batches = job.history[before:]
+    result["latency"] = {
+        "offered_per_s": args.rate, "duration_s": args.duration, "offered": offered,
+        "events_notified": int(len(lat)),
+        "p50_s": float(np.percentile(steady, 50) / 1e3) if len(steady) else None,
+        "p99_s": float(np.percentile(steady, 99) / 1e3) if len(steady) else None,
+        "max_s": float(steady.max() / 1e3) if len(steady) else None,
+        "batch_ms_median": float(np.median([b.batch_ms for b in lat_batches])) if lat_batches else None,
+        "events_per_batch_median": float(np.median([b.events for b in lat_batches])) if lat_batches else None,
+    }
+    log(f"latency at {args.rate:,.0f}/s: p50 {result['latency']['p50_s']} s, p99 {result['latency']['p99_s']} s")
+
+    # where the time goes, and the Spark SQL baseline
+    sample = backlog[: args.cost_events]
+    result["steps_us"] = step_costs(subs, sample, args.matcher)
+    result["source_read_per_s"] = source_read_rate(spark, bootstrap, topics["events"])
+    sql_events = backlog[: args.sql_events]
+    sql_s, sql_matches = spark_sql_matching(spark, subs, sql_events)
+    from matchers.base import create
+    from matchers.events import flatten
+
+    m = create(args.matcher)
+    m.add(subs)
+    ours = {(i, sid) for i, ids in enumerate(m.match_events([flatten(e) for e in sql_events])) for sid in ids}
+    result["spark_sql"] = {"events": len(sql_events), "seconds": sql_s, "events_per_s": len(sql_events) / sql_s,
+                           "matches": len(sql_matches), "agrees_with_service_matcher": sql_matches == ours}
+    log(f"Spark SQL exploded join: {len(sql_events)} events in {sql_s:.1f} s "
+        f"({len(sql_events) / sql_s:,.1f} events/s), agrees: {sql_matches == ours}")
+    return result
+
+
+# -- report ----------------------------------------------------------------------------------
+def render(record: dict) -> str:
+    lines = [
+        "# End-to-end benchmark of the match service",
+        "",
+        f"Run {record['date']} on {record['machine']} (`python -m scripts.bench.e2e{' --quick' if record['quick'] else ''}`,"
+        f" {record['seconds']:.0f} s). Embedded Tansu broker, Spark `local[2]`, matcher `{record['matcher']}`,"
+        f" workload Fabret {WORKLOAD} (Table 1: 2 fixed `=`, 1 fixed `<=`, 1 free `=` per subscription;"
+        " events of 32 attributes, values 1..35), events in 2 partitions, notifications carry the whole event.",
+        "",
+        f"Goal: >= {GOAL_EVENTS_PER_S:,} events/s with 100,000 subscriptions; p99 < {GOAL_P99_S:g} s at 5,000 events/s.",
+        "",
+        "| subscriptions | registration s | backlog events | per trigger | sustained events/s | events/s of batch time |"
+        " batches | notifications | p50 s | p99 s | offered/s | Spark SQL events/s | service / SQL |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in record["runs"]:
+        lat, sql = r["latency"], r["spark_sql"]
+        ratio = r["events_per_s"] / sql["events_per_s"] if sql["events_per_s"] else float("nan")
+        lines.append(
+            f"| {r['n_subs']:,} | {r['register_s']:.1f} | {r['drained_events']:,} | {r['per_trigger']:,} |"
+            f" {r['events_per_s']:,.0f} | {r['events_per_batch_s']:,.0f} | {r['batches']} | {r['matches']:,} |"
+            f" {lat['p50_s']:.2f} | {lat['p99_s']:.2f} | {lat['offered_per_s']:,.0f} |"
+            f" {sql['events_per_s']:,.2f} ({sql['events']} ev{'' if sql['agrees_with_service_matcher'] else ', DISAGREES'}) |"
+            f" {ratio:,.0f}x |"
+        )
+    lines += ["", "## Where the time goes", "",
+              "Per event, measured in one process on the same events (what each executor task does), next to the"
+              " plain read rate of the `kafka-py` source into Spark and the batch figures above.", "",
+              "| subscriptions | parse µs | flatten µs | encode µs | match µs | notify µs | matches/event |"
+              " executor total µs | source read records/s | task match s / batch s |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in record["runs"]:
+        s = r["steps_us"]
+        total = s["parse_us"] + s["flatten_us"] + s["encode_us"] + s["match_us"] + s["notify_us"]
+        lines.append(
+            f"| {r['n_subs']:,} | {s['parse_us']:.1f} | {s['flatten_us']:.1f} | {s['encode_us']:.1f} |"
+            f" {s['match_us']:.1f} | {s['notify_us']:.1f} | {s['matches_per_event']:.2f} | {total:.1f} |"
+            f" {r['source_read_per_s']:,.0f} | {r['task_match_s_sum']:.1f} / {r['batch_s_sum']:.1f} |"
+        )
+    lines += ["", record.get("analysis", ""), "", "![events per second](img/e2e.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(record: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = record["runs"]
+    labels = [f"{r['n_subs']:,} subs" for r in runs]
+    x = np.arange(len(runs))
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar(x - 0.2, [r["events_per_s"] for r in runs], 0.4, label="service (end to end)")
+    ax.bar(x + 0.2, [r["spark_sql"]["events_per_s"] for r in runs], 0.4, label="Spark SQL exploded join")
+    ax.axhline(GOAL_EVENTS_PER_S, color="grey", ls="--", lw=1, label="goal")
+    ax.set_yscale("log")
+    ax.set_xticks(x, labels)
+    ax.set_ylabel("events / s (log)")
+    ax.set_title(f"Fabret {WORKLOAD}, Spark local[2], 2-core machine")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.e2e", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="100,000 subscriptions, fewer events (about a few minutes)")
+    parser.add_argument("--subs", default=None, help="comma-separated subscription counts (default 100000,1000000)")
+    parser.add_argument("--events", type=int, default=None, help="backlog events (default 200,000; quick 20,000)")
+    parser.add_argument("--per-trigger", type=int, default=50_000, help="maxOffsetsPerTrigger of the drain")
+    parser.add_argument("--rate", type=float, default=5000.0, help="offered events/s of the latency run")
+    parser.add_argument("--duration", type=float, default=None, help="seconds of the latency run (60; quick 15)")
+    parser.add_argument("--matcher", default="counting")
+    parser.add_argument("--sql-events", type=int, default=None, help="events of the Spark SQL baseline (200; quick 50)")
+    parser.add_argument("--cost-events", type=int, default=20_000)
+    parser.add_argument("--out", type=Path, default=DOCS / "bench" / "e2e.json")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.subs.split(",")] if args.subs else ([100_000] if args.quick else [100_000, 1_000_000])
+    args.events = args.events or (20_000 if args.quick else 200_000)
+    args.duration = args.duration or (15.0 if args.quick else 60.0)
+    args.sql_events = args.sql_events or (50 if args.quick else 200)
+    args.cost_events = min(args.cost_events, args.events)
+    print(f"e2e: subscriptions {sizes}, backlog {args.events:,} events, {args.per_trigger:,} per trigger, "
+          f"latency at {args.rate:,.0f}/s for {args.duration:.0f} s, matcher {args.matcher}, "
+          f"Spark SQL on {args.sql_events} events", file=sys.stderr)
+
+    from streaming.kafka.broker import EmbeddedBroker
+    from streaming.spark import get_session
+
+    started = time.perf_counter()
+    workdir = Path(tempfile.mkdtemp(prefix="e2e-"))
+    runs = []
+    try:
+        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+            spark = get_session("pubsub-e2e", "local[2]", {"spark.driver.memory": "6g"})
+            try:
+                for n in sizes:
+                    runs.append(run_size(spark, broker.bootstrap_servers, n, args, workdir))
+            finally:
+                spark.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    record = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "quick": args.quick, "matcher": args.matcher, "seconds": time.perf_counter() - started,
+        "load_average": os.getloadavg(), "runs": runs,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=1))
+    plot(record, DOCS / "img" / "e2e.png")
+    md = DOCS / "e2e.md"
+    analysis = md.read_text().split("<!-- analysis -->")[1] if md.exists() and "<!-- analysis -->" in md.read_text() else ""
+    record["analysis"] = f"<!-- analysis -->{analysis}<!-- analysis -->" if analysis else ""
+    md.write_text(render(record))
+    for r in runs:
+        print(f"{r['n_subs']:>9,} subs: {r['events_per_s']:>9,.0f} events/s sustained, "
+              f"p50 {r['latency']['p50_s']:.2f} s p99 {r['latency']['p99_s']:.2f} s at {args.rate:,.0f}/s; "
+              f"Spark SQL {r['spark_sql']['events_per_s']:,.2f} events/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
