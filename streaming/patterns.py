@@ -56,7 +56,16 @@ from matchers.cayuga.engine import Engine
 from matchers.cayuga.language import parse
 from matchers.errors import PubSubError
 from matchers.events import flatten
-from streaming.records import DELETE, OPS, UPSERT, ErrorRecord, Position, error, load_json, parse_event
+from streaming.records import (
+    DELETE,
+    OPS,
+    UPSERT,
+    ErrorRecord,
+    Position,
+    error,
+    load_json,
+    parse_event,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -265,7 +274,7 @@ def to_keyed_rows(
         out: list[tuple] = []
         errors: list[ErrorRecord] = []
         for value, topic, partition, offset, timestamp in zip(
-            pdf["value"], pdf["topic"], pdf["partition"], pdf["offset"], pdf["timestamp"]
+            pdf["value"], pdf["topic"], pdf["partition"], pdf["offset"], pdf["timestamp"], strict=True
         ):
             pos = Position(topic, int(partition), int(offset))
             row = _event_row(value, pos, timestamp, settings)

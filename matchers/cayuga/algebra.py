@@ -34,11 +34,11 @@ only when the predicate is true (the project's SQL NULL rule).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union as TUnion
+from typing import Any
 
 # ---------------------------------------------------------------- events and records
 
-Scalar = TUnion[int, float, str, bool]
+Scalar = int | float | str | bool
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class Neg:
     operand: Value
 
 
-Value = TUnion[Const, Attr, Dur, Arith, Neg]
+Value = Const | Attr | Dur | Arith | Neg
 
 # ---------------------------------------------------------------- predicates
 
@@ -158,7 +158,7 @@ class Truth:
     value: bool
 
 
-Pred = TUnion[Cmp, Contains, And, Or, Not, Truth]
+Pred = Cmp | Contains | And | Or | Not | Truth
 
 TRUE = Truth(True)
 
@@ -212,7 +212,7 @@ class Fold:
     right: Expr
 
 
-Expr = TUnion[Stream, Filter, Select, Union, Next, Fold]
+Expr = Stream | Filter | Select | Union | Next | Fold
 
 # ---------------------------------------------------------------- evaluation of terms
 #

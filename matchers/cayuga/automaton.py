@@ -7,14 +7,14 @@ texts (never pickled). Instances are the only state that moves (see
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import Any
 
 from . import algebra as A
 from .closures import items_fn, pred_fn, value_fn
-from .static import conj_fn
 from .compiler import OpSpec, Step, View, dur_bound, leading_filters, node_preds
+from .static import conj_fn
 
 StepsFn = Callable[[dict, int, int], "dict | None"]
 

@@ -25,27 +25,27 @@ def value_fn(term: A.Value) -> ValueFn:
     """Closure computing ``term``."""
     if isinstance(term, A.Const):
         v = term.value
-        return lambda f, l, s, d: v
+        return lambda f, c, s, d: v
     if isinstance(term, A.Attr):
         name = term.name
         if term.scope == A.SECOND:
-            return lambda f, l, s, d: s.get(name)
+            return lambda f, c, s, d: s.get(name)
         if term.scope == A.FIRST:
-            return lambda f, l, s, d: f.get(name)
-        return lambda f, l, s, d: l.get(name)
+            return lambda f, c, s, d: f.get(name)
+        return lambda f, c, s, d: c.get(name)
     if isinstance(term, A.Dur):
-        return lambda f, l, s, d: d
+        return lambda f, c, s, d: d
     if isinstance(term, A.Neg):
         inner = value_fn(term.operand)
 
-        def neg(f, l, s, d):
-            x = inner(f, l, s, d)
+        def neg(f, c, s, d):
+            x = inner(f, c, s, d)
             return -x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
         return neg
     if isinstance(term, A.Arith):
         a, b, op = value_fn(term.left), value_fn(term.right), term.op
-        return lambda f, l, s, d: _arith(op, a(f, l, s, d), b(f, l, s, d))
+        return lambda f, c, s, d: _arith(op, a(f, c, s, d), b(f, c, s, d))
     raise TypeError(f"not a value term: {term!r}")
 
 
@@ -54,33 +54,33 @@ def pred_fn(pred: A.Pred) -> PredFn:
     """Closure giving the three-valued truth of ``pred``."""
     if isinstance(pred, A.Truth):
         t = pred.value
-        return lambda f, l, s, d: t
+        return lambda f, c, s, d: t
     if isinstance(pred, A.Cmp):
         a, b, op = value_fn(pred.left), value_fn(pred.right), pred.op
-        return lambda f, l, s, d: _compare(op, a(f, l, s, d), b(f, l, s, d))
+        return lambda f, c, s, d: _compare(op, a(f, c, s, d), b(f, c, s, d))
     if isinstance(pred, A.Contains):
         a, b = value_fn(pred.text), value_fn(pred.pattern)
 
-        def contains(f, l, s, d):
-            t, p = a(f, l, s, d), b(f, l, s, d)
+        def contains(f, c, s, d):
+            t, p = a(f, c, s, d), b(f, c, s, d)
             return (p in t) if isinstance(t, str) and isinstance(p, str) else None
 
         return contains
     if isinstance(pred, A.Not):
         inner = pred_fn(pred.operand)
 
-        def not_(f, l, s, d):
-            v = inner(f, l, s, d)
+        def not_(f, c, s, d):
+            v = inner(f, c, s, d)
             return None if v is None else not v
 
         return not_
     if isinstance(pred, A.And):
         parts = tuple(pred_fn(p) for p in pred.parts)
 
-        def and_(f, l, s, d):
+        def and_(f, c, s, d):
             out = True
             for p in parts:
-                v = p(f, l, s, d)
+                v = p(f, c, s, d)
                 if v is False:
                     return False
                 if v is None:
@@ -91,10 +91,10 @@ def pred_fn(pred: A.Pred) -> PredFn:
     if isinstance(pred, A.Or):
         parts = tuple(pred_fn(p) for p in pred.parts)
 
-        def or_(f, l, s, d):
+        def or_(f, c, s, d):
             out = False
             for p in parts:
-                v = p(f, l, s, d)
+                v = p(f, c, s, d)
                 if v is True:
                     return True
                 if v is None:
@@ -111,8 +111,8 @@ def items_fn(items: tuple[A.SelectItem, ...], overlay: bool = False) -> Callable
     star = overlay or any(i.expr is None for i in items)
     named = tuple((i.name, value_fn(i.expr)) for i in items if i.expr is not None)
 
-    def apply(f, l, s, d, base):
-        values = [(name, fn(f, l, s, d)) for name, fn in named]
+    def apply(f, c, s, d, base):
+        values = [(name, fn(f, c, s, d)) for name, fn in named]
         out = dict(base) if star else {}
         for name, v in values:
             if v is None:

@@ -303,7 +303,7 @@ class Engine:
         else:
             sats = [None] * len(events)
         out = []
-        for i, (e, sat) in enumerate(zip(events, sats)):
+        for i, (e, sat) in enumerate(zip(events, sats, strict=True)):
             out.extend((i, m) for m in self.process(e, sat))
         return out
 

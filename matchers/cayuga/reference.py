@@ -30,7 +30,7 @@ def evaluate(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
     ``(position, record)`` pairs; an operator's output is a set: a record (same
     attributes, interval and witness) appears once however many ways it is derived.
     """
-    for a, b in zip(events, events[1:]):
+    for a, b in zip(events, events[1:], strict=False):
         if b.t1 < a.t1:
             raise ValueError("events must arrive in temporal order of t1")
     return _eval(expr, events)

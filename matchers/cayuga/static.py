@@ -11,7 +11,7 @@ attribute or a type mismatch makes an atom false.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from typing import Any
 
 from .algebra import compare

@@ -230,16 +230,19 @@ def main(argv: list[str] | None = None) -> int:
     (out / "img").mkdir(parents=True, exist_ok=True)
     suffix = "-quick" if args.quick else ""
     (out / "bench" / f"cayuga{suffix}.json").write_text(json.dumps({"params": params, "results": results}, indent=1))
-    write_table(out / f"cayuga-bench{suffix}.md", params, results, names, sizes)
+    write_table(out / "cayuga.md", f"bench:cayuga{suffix}", params, results, names, sizes)
     plot(out / "img" / f"cayuga_throughput{suffix}.png", params, results, names)
     print(f"wrote {out / 'bench' / f'cayuga{suffix}.json'}")
     return 0
 
 
-def write_table(path: Path, params: dict, results: list[dict], names: list[str], sizes: list[int]) -> None:
+def write_table(path: Path, marker: str, params: dict, results: list[dict], names: list[str], sizes: list[int]) -> None:
+    """Write the result tables into ``path`` between ``<!-- marker -->`` and ``<!-- /marker -->``."""
     by = {(r["config"], r["subscriptions"]): r for r in results}
     lines = [
-        "# Cayuga engine: events/s against stateful subscriptions",
+        f"<!-- {marker} -->",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python -m scripts.bench.cayuga"
+        f"{' --quick' if 'quick' in marker else ''}`.",
         "",
         f"Workload: {params['symbols']} symbols, one trade per tick, {params['events']} events "
         f"({params['warmup_events']} warm-up, then timed for at most {params['time_budget_s']} s per run); "
@@ -266,7 +269,15 @@ def write_table(path: Path, params: dict, results: list[dict], names: list[str],
         m, p = by.get(("indexed+merged", n)), by.get(("indexed, no merging", n))
         if m:
             lines.append(f"| {n:,} | {m['nodes']:,} | {p['nodes'] if p else '-':} | {m['instances']:,} | {m['register_s']:.2f} |")
-    path.write_text("\n".join(lines) + "\n")
+    lines.append(f"<!-- /{marker} -->")
+    block = "\n".join(lines)
+    text = path.read_text() if path.exists() else "# Cayuga\n"
+    start, end = text.find(f"<!-- {marker} -->"), text.find(f"<!-- /{marker} -->")
+    if start >= 0 and end > start:
+        text = text[:start] + block + text[end + len(f"<!-- /{marker} -->"):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
 
 
 def plot(path: Path, params: dict, results: list[dict], names: list[str]) -> None:
