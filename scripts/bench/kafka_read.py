@@ -31,6 +31,7 @@ import platform
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,10 @@ def _timed(fn: Callable[[], int]) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
+def _over_ranges(loop: Callable[[OffsetRange], int], ranges: list[OffsetRange]) -> int:
+    return sum(loop(r) for r in ranges)
+
+
 def bench_fetch(bootstrap: str, ranges: list[OffsetRange]) -> list[dict]:
     """Fetch-only records/s of the three loops over every range, in this process."""
     kwargs = {"bootstrap_servers": [bootstrap]}
@@ -124,7 +129,7 @@ def bench_fetch(bootstrap: str, ranges: list[OffsetRange]) -> list[dict]:
     }
     results = []
     for name, loop in tqdm(loops.items(), desc="fetch loops", unit="loop"):
-        seconds, n = _timed(lambda loop=loop: sum(loop(r) for r in ranges))
+        seconds, n = _timed(partial(_over_ranges, loop, ranges))
         results.append({"case": f"fetch: {name}", "records": n, "seconds": seconds})
     return results
 
@@ -147,7 +152,7 @@ def bench_produce(bootstrap: str, records: int, size: int, partitions: int) -> l
     for client in tqdm(("kafka-python", "confluent"), desc="produce loops", unit="client"):
         topic = f"bench-write-{client}"
         ensure_topics({"bootstrap_servers": bootstrap}, {topic: partitions})
-        seconds, n = _timed(lambda c=client, t=topic: produce_batches(kwargs, t, iter(batches), c))
+        seconds, n = _timed(partial(produce_batches, kwargs, topic, iter(batches), client))
         results.append({"case": f"produce: {client}", "records": n, "seconds": seconds})
     return results
 

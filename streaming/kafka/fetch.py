@@ -55,7 +55,7 @@ def _consumer(kwargs: Mapping[str, Any], client: str) -> tuple[str, Any]:
         if client == "confluent":
             from confluent_kafka import Consumer
 
-            consumer = Consumer(kwargs)
+            consumer = Consumer(dict(kwargs))
         else:
             consumer = KafkaConsumer(**{**kwargs, **_READ_SETTINGS})
         _CONSUMERS[key] = consumer

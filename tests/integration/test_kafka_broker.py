@@ -25,7 +25,9 @@ def test_broker_starts_answers_and_stops(tmp_path: Any) -> None:
         assert host == "127.0.0.1" and int(port) > 0
         config = {"bootstrap_servers": broker.bootstrap_servers}
         assert ensure_topics(config, {"solo": 2}) == {"solo": 2}
-        pid = broker._process.pid  # noqa: SLF001 - checking the process really goes away
+        process = broker._process  # noqa: SLF001 - checking the process really goes away
+        assert process is not None
+        pid = process.pid
     assert not broker.running
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
