@@ -36,7 +36,7 @@ SINGLE = -1
 """Table id of access entries reached by a single predicate id (no hashing)."""
 
 
-def _grown(arr: np.ndarray, n: int, fill) -> np.ndarray:
+def grow(arr: np.ndarray, n: int, fill) -> np.ndarray:
     """``arr`` with at least ``n`` rows (doubling), new rows set to ``fill``."""
     if len(arr) >= n:
         return arr
@@ -105,15 +105,13 @@ class ClusterStore:
         self.table_of: dict[tuple[int, ...], int] = {}
         self.slots = np.full(1024, EMPTY, dtype=np.int32)
         self.slots_used = 0
-        self.version = 0
-        """Bumped whenever the set of tables changes."""
 
     # -- predicate ids ----------------------------------------------------------------
     def reserve_pids(self, n: int) -> None:
         """Make the per-predicate-id arrays cover ids ``0 .. n-1``."""
         if n > len(self.pid_eq_attr):
-            self.pid_eq_attr = _grown(self.pid_eq_attr, n, -1)
-            self.pid_access = _grown(self.pid_access, n, -1)
+            self.pid_eq_attr = grow(self.pid_eq_attr, n, -1)
+            self.pid_access = grow(self.pid_access, n, -1)
 
     # -- entries ----------------------------------------------------------------------
     def new_entries(self, keys: Sequence[int], pid_lists: Sequence[Sequence[int]]) -> np.ndarray:
@@ -122,9 +120,9 @@ class ClusterStore:
         need = self.e_top + len(keys)
         for name, fill in (("e_key", -1), ("e_start", 0), ("e_len", 0), ("e_k", 0), ("e_group", -1),
                            ("e_cluster", -1), ("e_row", -1)):
-            setattr(self, name, _grown(getattr(self, name), need, fill))
+            setattr(self, name, grow(getattr(self, name), need, fill))
         total = sum(len(p) for p in pid_lists)
-        self.epool = _grown(self.epool, self.epool_top + total, 0)
+        self.epool = grow(self.epool, self.epool_top + total, 0)
         eq_attr = self.pid_eq_attr
         flat: list[int] = []
         starts = np.empty(len(keys), dtype=np.int64)
@@ -202,10 +200,10 @@ class ClusterStore:
         t = self.t_free.pop() if self.t_free else self.t_top
         if t == self.t_top:
             self.t_top += 1
-            self.t_attrs = _grown(self.t_attrs, self.t_top, -1)
-            self.t_k = _grown(self.t_k, self.t_top, 0)
-            self.t_size = _grown(self.t_size, self.t_top, 0)
-            self.t_hits = _grown(self.t_hits, self.t_top, 0.0)
+            self.t_attrs = grow(self.t_attrs, self.t_top, -1)
+            self.t_k = grow(self.t_k, self.t_top, 0)
+            self.t_size = grow(self.t_size, self.t_top, 0)
+            self.t_hits = grow(self.t_hits, self.t_top, 0.0)
         self.t_attrs[t] = -1
         self.t_attrs[t, : len(schema)] = schema
         self.t_k[t] = len(schema)
@@ -228,7 +226,6 @@ class ClusterStore:
         return entries
 
     def _tables_changed(self) -> None:
-        self.version += 1
         self._table_pos = {t: v for t, v in self._table_pos.items() if t in self.table_of.values()}
 
     def live_tables(self) -> np.ndarray:
@@ -410,11 +407,11 @@ class ClusterStore:
         a = self.a_free.pop() if self.a_free else self.a_top
         if a == self.a_top:
             self.a_top += 1
-            self.a_first = _grown(self.a_first, self.a_top, -1)
-            self.a_table = _grown(self.a_table, self.a_top, SINGLE)
-            self.a_key = _grown(self.a_key, self.a_top, -1)
-            self.a_width = _grown(self.a_width, self.a_top, 0)
-            self.a_count = _grown(self.a_count, self.a_top, 0)
+            self.a_first = grow(self.a_first, self.a_top, -1)
+            self.a_table = grow(self.a_table, self.a_top, SINGLE)
+            self.a_key = grow(self.a_key, self.a_top, -1)
+            self.a_width = grow(self.a_width, self.a_top, 0)
+            self.a_count = grow(self.a_count, self.a_top, 0)
         t = key[0]
         self.a_first[a] = -1
         self.a_table[a] = t
@@ -445,7 +442,7 @@ class ClusterStore:
             self.c_top += 1
             for name, fill in (("c_start", 0), ("c_cap", 0), ("c_len", 0), ("c_size", 0),
                                ("c_access", -1), ("c_next", -1), ("c_movable", 0)):
-                setattr(self, name, _grown(getattr(self, name), self.c_top, fill))
+                setattr(self, name, grow(getattr(self, name), self.c_top, fill))
         self.c_start[c] = 0
         self.c_cap[c] = 0
         self.c_len[c] = 0
@@ -489,7 +486,7 @@ class ClusterStore:
         if self.garbage + old > max(1 << 20, self.top // 2):
             self._compact(extra)
             old = int(((self.c_size[clusters] + 1).astype(np.int64) * self.c_cap[clusters]).sum())
-        self.pool = _grown(self.pool, self.top + extra, 0)
+        self.pool = grow(self.pool, self.top + extra, 0)
         self.top = int(kernels.relocate(self.pool, self.c_start, self.c_cap, self.c_len, self.c_size,
                                         clusters.astype(np.int64), new_caps, self.top))
         self.garbage += old
