@@ -3,10 +3,12 @@
 The speed baseline next to every index in the benchmarks, and a second oracle next to
 :mod:`matchers.oracle`.  Matching a batch works on chunks of events:
 
-1. the chunk's entries are scattered into dense ``(events x attributes)`` matrices of
-   kinds, numbers, string codes and string indexes (only the attributes predicates use);
-2. predicates are evaluated column-wise with numpy, one broadcast per (operator, kind)
-   group over all attributes at once, into a ``(events x predicates)`` truth matrix;
+1. the chunk's entries are scattered into dense ``(attributes x events)`` matrices, one
+   per kind (numbers, booleans, string codes), NaN where an event lacks the attribute or
+   has a value of another kind (only the attributes predicates use);
+2. predicates are evaluated with numpy, one broadcast per (operator, kind) group over
+   all attributes at once (a group gathers its attributes' rows), into an
+   ``(events x predicates)`` truth matrix;
    string predicates other than ``=``/``!=``/``IN``/``NOT IN`` (prefix, suffix,
    contains, LIKE, MATCHES, string ordering) run :func:`matchers.oracle.holds` once per
    distinct string of their attribute in the batch, cached per (predicate, string), and
@@ -232,39 +234,48 @@ class BruteForceMatcher(Matcher):
                sel: np.ndarray, side: tuple[dict[int, np.ndarray], list[np.ndarray]]) -> np.ndarray:
         """The ``(n, n_cols)`` truth matrix of a chunk whose kept entries are ``sel``."""
         shape = (n, max(1, packed.n_dense))
-        kind = np.full(shape, -1, dtype=np.int8)
-        num = np.full(shape, np.nan)
-        code = np.full(shape, -1.0)
-        text = np.full(shape, -1, dtype=np.int64)
-        kind[rows, cols] = batch.kinds[sel]
-        num[rows, cols] = batch.nums[sel]
-        code[rows, cols] = batch.codes[sel]
-        text[rows, cols] = batch.texts[sel]
+        if packed.side:
+            text = np.full(shape, -1, dtype=np.int64)
+            text[rows, cols] = batch.texts[sel]
+        # one matrix per kind: the value where the entry has that kind, NaN elsewhere (absent or
+        # another type), so that a comparison with NaN makes a positive predicate false
+        kinds = batch.kinds[sel]
+        dense: dict[int, np.ndarray] = {}  # (attributes x events): a group gathers whole rows
+        needed = {g.kind for g in packed.groups}
+        for kind, source in ((int(Kind.NUM), batch.nums), (int(Kind.BOOL), batch.nums), (int(Kind.STR), batch.codes)):
+            if kind not in needed:
+                continue
+            mine = kinds == kind
+            values = np.full(shape[::-1], np.nan)
+            values[cols[mine], rows[mine]] = source[sel[mine]]
+            dense[kind] = values
         sat = np.empty((n, max(1, packed.n_cols)), dtype=np.bool_)
         for g in packed.groups:
-            ok = kind[:, g.attr] == g.kind
-            values = (code if g.kind == int(Kind.STR) else num)[:, g.attr]
+            values = dense[g.kind][g.attr]  # (predicates x events)
             op = g.op
+            x = g.x[:, None]
             if op is Op.EQ:
-                ok &= values == g.x
+                ok = values == x
             elif op is Op.NE:
-                ok &= values != g.x
+                ok = (values != x) & ~np.isnan(values)
             elif op is Op.LT:
-                ok &= values < g.x
+                ok = values < x
             elif op is Op.LE:
-                ok &= values <= g.x
+                ok = values <= x
             elif op is Op.GT:
-                ok &= values > g.x
+                ok = values > x
             elif op is Op.GE:
-                ok &= values >= g.x
+                ok = values >= x
             elif op is Op.BETWEEN:
-                ok &= (values >= g.x) & (values <= g.y)
+                ok = (values >= x) & (values <= g.y[:, None])
             elif op is Op.NOT_BETWEEN:
-                ok &= ~((values >= g.x) & (values <= g.y))
+                ok = (values < x) | (values > g.y[:, None])
             else:
-                hit = np.logical_or.reduceat(values[:, g.set_owner] == g.set_values, g.set_starts, axis=1)
-                ok &= hit if op is Op.IN else ~hit
-            sat[:, g.start:g.start + len(g.attr)] = ok
+                hit = np.logical_or.reduceat(values[g.set_owner] == g.set_values[:, None], g.set_starts, axis=0)
+                ok = hit if op is Op.IN else ~hit & ~np.isnan(values)
+            sat[:, g.start:g.start + len(g.attr)] = ok.T
+        if not packed.side:
+            return sat
         positions, truths = side
         slots = {attr: pos[text[:, attr]] for attr, pos in positions.items()}  # -1 (absent) -> last slot
         for (col, _, attr), truth in zip(packed.side, truths, strict=True):
