@@ -56,7 +56,9 @@ class AmkhMatcher(Matcher):
     G : number of general attributes hashed (``None``: adaptive).
     B : fold of the non-equality clause IDs of hashed general attributes (``None``:
         adaptive, ``0``: no folding, else at least 2).
-    mkh : plain multiple key hashing (Eq. 1): every attribute hashed, no folding.
+    mkh : plain multiple key hashing (Eq. 1): every attribute hashed, no folding.  Its
+        candidate coordinates multiply with the matched non-equality clauses of every
+        general attribute: a baseline for the simulation, not for general workloads.
     seed : of the random weights ``w_i``.
     """
 
@@ -95,12 +97,12 @@ class AmkhMatcher(Matcher):
         self.buckets = Slabs(1 << 6)
         # scratch
         self._pid_mark = np.zeros(0, dtype=np.int64)
-        self._bucket_mark = np.zeros(1 << 6, dtype=np.int64)
         self._key_mark = np.zeros(0, dtype=np.int64)
         self._stamp = np.zeros(1, dtype=np.int64)
         self._events_since_choice = 0
-        self.counters = np.zeros(3, dtype=np.int64)
-        """Since creation: candidate coordinates probed, conjunctions examined, unmatched ones examined."""
+        self.counters = np.zeros(4, dtype=np.int64)
+        """Since creation: candidate coordinates probed, collision-list entries examined, those
+        not matched, those with the probed coordinate failing the final check."""
 
     # -- updates ----------------------------------------------------------------------
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
@@ -153,9 +155,9 @@ class AmkhMatcher(Matcher):
                         aid = int(self.pid_attr_id[pid])
                         st.neq_pids[aid] -= 1
                     self.phase1.release(p)
-        slots = np.asarray(gone, dtype=np.int64)
-        self._unplace(slots)
-        self.slot_size[slots] = 0
+        gone_slots = np.asarray(gone, dtype=np.int64)
+        self._unplace(gone_slots)
+        self.slot_size[gone_slots] = 0
         self._free_slots.extend(gone)
         self._rechoose()
 
@@ -219,7 +221,7 @@ class AmkhMatcher(Matcher):
         config = choose(self.stats, self.G, self.B, self.mkh)
         live = self.stats.n_conj
         size = len(self.buckets.start)
-        resize = live > 2 * size or (size > 64 and 8 * live < size)
+        resize = live > size or (size > 64 and 8 * live < size)
         if config == self.config and not resize:
             return False
         self.config = config
@@ -228,12 +230,11 @@ class AmkhMatcher(Matcher):
         self.pid_attr[:] = -1
         for pid in live_pids.tolist():
             self._set_pid_hash(pid)
-        n_buckets = 64
-        while n_buckets < live:
+        n_buckets = 64  # M: a power of two, at least twice the conjunctions
+        while n_buckets < 2 * live:
             n_buckets *= 2
         self._shift = 64 - (n_buckets.bit_length() - 1)
         self.buckets = Slabs(n_buckets)
-        self._bucket_mark = np.zeros(n_buckets, dtype=np.int64)
         self._schemas = Counter()
         slots = np.flatnonzero(self.slot_size[: self._n_slot_ids] > 0)
         self._place(slots)
@@ -287,8 +288,8 @@ class AmkhMatcher(Matcher):
             off[0] = k
             out_keys, k = K.match_events(
                 sat_off, sat_pid, self.pid_attr, self.pid_hash, self._schema_array, len(self.config.hashed),
-                b.start, b.count, b.pool, self._shift, self.slot_key, self.slot_size, self.slot_pids,
-                self._pid_mark, self._bucket_mark, self._key_mark, self._stamp, off, out_keys, k, self.counters,
+                b.start, b.count, b.pool, self._shift, self.slot_key, self.slot_size, self.slot_hash,
+                self.slot_pids, self._pid_mark, self._key_mark, self._stamp, off, out_keys, k, self.counters,
             )
             out_off[lo + 1:hi + 1] = off[1:]
         self._events_since_choice += batch.n
@@ -315,7 +316,7 @@ class AmkhMatcher(Matcher):
 
     def memory_bytes(self) -> int:
         arrays = (self.pid_attr_id, self.pid_eq, self.pid_attr, self.pid_hash, self._pid_refs, self.slot_key,
-                  self.slot_size, self.slot_pids, self.slot_hash, self.slot_schema, self._bucket_mark,
-                  self._key_mark, self._pid_mark)
+                  self.slot_size, self.slot_pids, self.slot_hash, self.slot_schema, self._key_mark,
+                  self._pid_mark)
         return sum(a.nbytes for a in arrays) + self.buckets.memory_bytes() + self.phase1.memory_bytes()
 

@@ -30,8 +30,8 @@ def buckets_of(hashes, shift):
 
 @numba.njit(cache=True, nogil=True)
 def match_events(sat_off, sat_pid, pid_attr, pid_hash, schemas, n_hashed,
-                 b_start, b_count, b_pool, shift, slot_key, slot_size, slot_pids,
-                 pid_mark, bucket_mark, key_mark, stamp, out_off, out_keys, k, stats):
+                 b_start, b_count, b_pool, shift, slot_key, slot_size, slot_hash, slot_pids,
+                 pid_mark, key_mark, stamp, out_off, out_keys, k, stats):
     """Match events from their satisfied predicates; returns ``(out_keys, k)``.
 
     For each event: the hash contributions ``h_i(C_i)`` of the satisfied clauses of
@@ -90,30 +90,32 @@ def match_events(sat_off, sat_pid, pid_attr, pid_hash, schemas, n_hashed,
                     h += cand[attrs_of[q], idx[q]]
                 stats[0] += 1
                 b = bucket_of(h, shift)
-                if bucket_mark[b] != st:
-                    bucket_mark[b] = st
-                    start = b_start[b]
-                    for j in range(b_count[b]):
-                        slot = b_pool[start + j]
-                        stats[1] += 1
-                        size = slot_size[slot]
-                        good = True
-                        for t in range(size):
-                            if pid_mark[slot_pids[slot, t]] != st:
-                                good = False
-                                break
-                        if not good:
-                            stats[2] += 1
-                            continue
-                        key = slot_key[slot]
-                        if key_mark[key] != st:
-                            key_mark[key] = st
-                            if k == out_keys.shape[0]:
-                                grown_keys = np.empty(2 * out_keys.shape[0], dtype=np.int32)
-                                grown_keys[:k] = out_keys[:k]
-                                out_keys = grown_keys
-                            out_keys[k] = key
-                            k += 1
+                start = b_start[b]
+                for j in range(b_count[b]):
+                    slot = b_pool[start + j]
+                    stats[1] += 1
+                    if slot_hash[slot] != h:  # another coordinate in this collision list
+                        stats[2] += 1
+                        continue
+                    size = slot_size[slot]
+                    good = True
+                    for t in range(size):
+                        if pid_mark[slot_pids[slot, t]] != st:
+                            good = False
+                            break
+                    if not good:
+                        stats[2] += 1
+                        stats[3] += 1
+                        continue
+                    key = slot_key[slot]
+                    if key_mark[key] != st:
+                        key_mark[key] = st
+                        if k == out_keys.shape[0]:
+                            grown_keys = np.empty(2 * out_keys.shape[0], dtype=np.int32)
+                            grown_keys[:k] = out_keys[:k]
+                            out_keys = grown_keys
+                        out_keys[k] = key
+                        k += 1
                 # next candidate coordinate (mixed-radix counter)
                 q = 0
                 while q < m:

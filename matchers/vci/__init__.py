@@ -121,5 +121,9 @@ class VciMatcher(Matcher):
         return len(self.inner)
 
     def memory_bytes(self) -> int:
-        total = sum(a.index.memory_bytes() + a.owner.nbytes for a in self._attrs.values() if not a.flush())
+        """Attribute indexes (after applying queued changes), the inner matcher, the key maps."""
+        total = 0
+        for attr in self._attrs.values():
+            attr.flush()
+            total += attr.index.memory_bytes() + attr.owner.nbytes
         return total + self.inner.memory_bytes() + self._inner_key.nbytes + 64 * len(self._placed)

@@ -27,6 +27,8 @@ from matchers.vci.slabs import Slabs
 class _CellIntervals:
     """Validation and the id -> bounds map shared by the baselines."""
 
+    lists: Slabs
+
     def __init__(self, R: int):
         if R < 1:
             raise ValueError(f"the domain needs at least one cell, not R={R}")

@@ -10,7 +10,7 @@ around them.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from matchers.expr import Kind, Op, Pred
 
@@ -59,7 +59,8 @@ def is_interval_pred(p: Pred) -> bool:
 
 def pred_intervals(p: Pred) -> list[Interval]:
     """The disjoint intervals, ascending, of the values satisfying numeric predicate ``p``."""
-    op, x = p.op, p.operand
+    op = p.op
+    x: Any = p.operand
     if op is Op.LT:
         return [Interval(-INF, x, False, False)]
     if op is Op.LE:

@@ -17,7 +17,7 @@ class Slabs:
     """
 
     def __init__(self, n_lists: int, keyed: bool = False):
-        self.start = np.zeros(n_lists, dtype=np.int64)
+        self.start = np.zeros(n_lists, dtype=np.int32)  # the pool stays below 2**31 slots
         self.count = np.zeros(n_lists, dtype=np.int32)
         self.cap = np.zeros(n_lists, dtype=np.int32)
         self.top = np.zeros(2, dtype=np.int64)
@@ -29,6 +29,10 @@ class Slabs:
         """Compact the pool into one with room for as much again, and ``extra`` slots more."""
         live = int(self.top[0] - self.top[1])
         size = max(1024, 2 * live + 64 + extra)
+        if size >= 1 << 31:
+            size = (1 << 31) - 1
+            if live + extra > size:
+                raise MemoryError("an index list pool would exceed 2**31 entries")
         pool = np.zeros(size, dtype=np.int32)
         if self.keyed:
             keys = np.zeros(size, dtype=np.int64)

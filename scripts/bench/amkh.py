@@ -7,12 +7,15 @@ uniform in ``[6, x]``, ``x`` from 15 to 95; event values uniform in ``[6, 95]`` 
 attributes.  For MKH (Eq. 1: every attribute hashed, clause IDs as they are), AMKH(0,-)
 (equality-only attributes hashed), AMKH(1,2) (plus one general attribute, IDs folded
 mod 2) and AMKH with its adaptive choice, it reports per event the unmatched
-subscriptions examined (Fig. 1's measure), the candidate coordinates probed, and the
-matching time, next to the counting matcher's matching time measured in the same run.
+subscriptions examined (Fig. 1's measure: entries of the probed collision lists that are
+not a match, with ``M`` the power of two at or above twice the number of subscriptions), the
+part of them that had the probed coordinate itself and failed the final check (what
+folding and unhashed attributes cost, whatever ``M``), the candidate coordinates probed,
+and the matching time, next to the counting matcher's matching time in the same run.
 Times are CPU time of the process (``time.process_time``) over all events of the run.
 
-Results: ``docs/bench/amkh.json`` (``amkh-quick.json`` for ``--quick``),
-``docs/bench/amkh-tables.md`` (full runs) and ``docs/img/amkh-fig1.png``
+Results: ``docs/bench/amkh.json`` (``amkh-quick.json`` for ``--quick``), the results
+section of ``docs/amkh.md`` (full runs) and ``docs/img/amkh-fig1.png``
 (``amkh-quick-fig1.png``).
 
 Usage::
@@ -28,6 +31,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -37,14 +41,14 @@ from scripts.bench.harness import _one_thread, environment
 from scripts.workloads import amkh as amkh_workload
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "MKH": dict(mkh=True),
     "AMKH(0,-)": dict(G=0),
     "AMKH(1,2)": dict(G=1, B=2),
     "AMKH(adaptive)": dict(),
 }
-FULL = dict(xs=list(range(15, 96, 10)), n_subs=100_000, n_events=1000)
-QUICK = dict(xs=[15, 35, 55, 75, 95], n_subs=10_000, n_events=300)
+FULL: dict[str, Any] = dict(xs=list(range(15, 96, 10)), n_subs=100_000, n_events=1000)
+QUICK: dict[str, Any] = dict(xs=[15, 35, 55, 75, 95], n_subs=10_000, n_events=300)
 SUB_BATCH = 10_000
 
 
@@ -65,8 +69,9 @@ def run_one(name: str, subs, events) -> dict:
     n = len(events)
     row = dict(matcher=name, load_s=load_s, match_us=match_s / n * 1e6, matches=result.total / n)
     if isinstance(matcher, AmkhMatcher):
-        probes, examined, unmatched = (int(v) for v in matcher.counters)
+        probes, examined, unmatched, same = (int(v) for v in matcher.counters)
         row.update(candidates=probes / n, examined=examined / n, unmatched=unmatched / n,
+                   unmatched_same_coordinate=same / n,
                    hashed=[matcher.dictionary.attr_names[a] for a in matcher.config.hashed],
                    folds=list(matcher.config.folds))
     return row
@@ -78,13 +83,15 @@ def table(res: dict) -> str:
     by = {(r["matcher"], r["x"]): r for r in rows}
     names = list(VARIANTS)
     head = (f"n={res['n_subs']:,} subscriptions, {res['n_events']} events; per event: unmatched subscriptions "
-            "examined (candidate coordinates), matching µs; counting in the same run")
-    lines = [head, "", "| x | matches | " + " | ".join(f"{n} unmatched (cands)" for n in names) + " | "
+            "examined / of which with the probed coordinate / candidate coordinates, matching µs; "
+            "counting in the same run")
+    lines = [head, "", "| x | matches | " + " | ".join(f"{n} unmatched / same / cands" for n in names) + " | "
              + " | ".join(f"{n} µs" for n in names) + " | counting µs | AMKH(adaptive) / counting |",
              "|---" * (4 + 2 * len(names)) + "|"]
     for x in xs:
         cnt = by[("counting", x)]
-        cells = [f"{by[(n, x)]['unmatched']:.1f} ({by[(n, x)]['candidates']:.1f})" for n in names]
+        cells = [f"{by[(n, x)]['unmatched']:.1f} / {by[(n, x)]['unmatched_same_coordinate']:.1f} / "
+                 f"{by[(n, x)]['candidates']:.1f}" for n in names]
         times = [f"{by[(n, x)]['match_us']:.1f}" for n in names]
         ratio = by[("AMKH(adaptive)", x)]["match_us"] / cnt["match_us"]
         lines.append(f"| {x} | {cnt['matches']:.2f} | " + " | ".join(cells) + " | " + " | ".join(times)
@@ -101,7 +108,9 @@ def plot(res: dict, path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for name in VARIANTS:
         rows = [r for r in res["rows"] if r["matcher"] == name]
-        ax1.plot([r["x"] for r in rows], [r["unmatched"] for r in rows], marker="o", label=name)
+        line, = ax1.plot([r["x"] for r in rows], [r["unmatched"] for r in rows], marker="o", label=name)
+        ax1.plot([r["x"] for r in rows], [r["unmatched_same_coordinate"] for r in rows], ls=":",
+                 color=line.get_color(), label=f"{name}, same coordinate")
         ax2.plot([r["x"] for r in rows], [r["match_us"] for r in rows], marker="o", label=name)
     rows = [r for r in res["rows"] if r["matcher"] == "counting"]
     ax2.plot([r["x"] for r in rows], [r["match_us"] for r in rows], marker="s", ls="--", label="counting")
@@ -109,7 +118,8 @@ def plot(res: dict, path: Path) -> None:
             title=f"Fig. 1 (n={res['n_subs']:,})")
     ax2.set(xlabel="upper range of predicate values x", ylabel="µs per event (CPU)", yscale="log",
             title="matching time")
-    ax1.legend(fontsize=8)
+    ax1.set_yscale("symlog", linthresh=1)
+    ax1.legend(fontsize=7)
     ax2.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,14 +130,19 @@ def plot(res: dict, path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10,000 subscriptions, 5 values of x")
+    parser.add_argument("--render", action="store_true", help="only redo the docs and plot from the saved JSON")
     args = parser.parse_args(argv)
+    prefix = "amkh-quick" if args.quick else "amkh"
+    if args.render:
+        _publish(json.loads((DOCS / "bench" / f"{prefix}.json").read_text()), prefix)
+        return 0
     _one_thread()
     cfg = QUICK if args.quick else FULL
     res: dict = dict(environment=environment(), quick=args.quick, xs=cfg["xs"], n_subs=cfg["n_subs"],
                      n_events=cfg["n_events"], rows=[])
     started = time.time()
     todo = [(x, name) for x in cfg["xs"] for name in (*VARIANTS, "counting")]
-    workloads = {}
+    workloads: dict[int, Any] = {}
     for x, name in tqdm(todo, desc="amkh fig1", file=sys.stderr):
         if x not in workloads:
             workloads.clear()
@@ -137,18 +152,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         row["x"] = x
         res["rows"].append(row)
     res["seconds"] = round(time.time() - started, 1)
-    text = table(res)
-    print(text)
-    prefix = "amkh-quick" if args.quick else "amkh"
+    res["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(table(res))
     (DOCS / "bench").mkdir(parents=True, exist_ok=True)
     out = DOCS / "bench" / f"{prefix}.json"
     out.write_text(json.dumps(res, indent=1))
-    img = DOCS / "img" / f"{prefix}-fig1.png"
-    plot(res, img)
-    if not args.quick:
-        (DOCS / "bench" / "amkh-tables.md").write_text(text + "\n")
-    print(f"wrote {out} and {img}")
+    _publish(res, prefix)
+    print(f"wrote {out} and docs/img/{prefix}-fig1.png")
     return 0
+
+
+def _publish(res: dict, prefix: str) -> None:
+    """The plot, and for a full run the results section of ``docs/amkh.md``."""
+    plot(res, DOCS / "img" / f"{prefix}-fig1.png")
+    if not res["quick"]:
+        env = res["environment"]
+        write_results(DOCS / "amkh.md", f"Run of {res.get('date', '?')}; load average at the start {env['load_avg']}.\n\n"
+                      + table(res) + "\n\n![Fig. 1](img/amkh-fig1.png)\n")
+
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def write_results(doc: Path, text: str) -> None:
+    """Replace the generated part of ``doc`` (between the results markers) with ``text``."""
+    old = doc.read_text() if doc.exists() else ""
+    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
+    if BEGIN in old and END in old:
+        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip() + "\n\n" + block + "\n"
+    doc.write_text(new)
 
 
 if __name__ == "__main__":

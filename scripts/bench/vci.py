@@ -14,8 +14,8 @@ fresh buffer).  Times are CPU time of the process (``time.process_time``, best o
 storage is the index's structures after packing the id lists (bitmaps, list headers,
 ids, distance table), the per-id bounds kept for deletion excluded for every index.
 
-Results: ``docs/bench/vci.json`` (``vci-quick.json`` for ``--quick``), ``docs/vci.md``
-(full runs only) and ``docs/img/vci-fig5.png``, ``vci-fig6.png``, ``vci-fig7.png``
+Results: ``docs/bench/vci.json`` (``vci-quick.json`` for ``--quick``), the results section
+of ``docs/vci.md`` (full runs only) and ``docs/img/vci-fig5.png``, ``vci-fig6.png``, ``vci-fig7.png``
 (``vci-quick-*`` for ``--quick``).
 
 Usage::
@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -49,9 +50,9 @@ BUILD_LIMIT_BYTES = 256 << 20
 DLIST_LIMIT = 256 << 20
 """Dlist is not grown past this many bytes of ids (the paper's ran out of memory at 128,000)."""
 
-FULL = dict(L=[2, 4, 8, 16, 32, 64, 128, 256], sizes=[1000 << i for i in range(11)], n_queries=10_000,
+FULL: dict[str, Any] = dict(L=[2, 4, 8, 16, 32, 64, 128, 256], sizes=[1000 << i for i in range(11)], n_queries=10_000,
             R_large=250_000)
-QUICK = dict(L=[2, 8, 32, 128], sizes=[1000 << i for i in range(0, 7, 2)], n_queries=2_000, R_large=250_000)
+QUICK: dict[str, Any] = dict(L=[2, 8, 32, 128], sizes=[1000 << i for i in range(0, 7, 2)], n_queries=2_000, R_large=250_000)
 
 
 def intervals(n: int, R: int, W: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -207,7 +208,7 @@ def plot(results: dict, prefix: str) -> list[Path]:
         ax.set(xscale="log", yscale="log", xlabel="L", ylabel="storage (MB)",
                title=f"Fig. 5: storage vs L (R={res['R']}, W={res['W']}, n={res['n']})")
         ax.set_xscale("log", base=2)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left")
         fig.tight_layout()
         paths.append(img / f"{prefix}-fig5.png")
         fig.savefig(paths[-1], dpi=110)
@@ -222,13 +223,13 @@ def plot(results: dict, prefix: str) -> list[Path]:
             for name in dict.fromkeys(r["index"] for r in res["rows"]):
                 rows = [r for r in res["rows"] if r["index"] == name]
                 ys = [r[key] / 1e6 if key == "bytes" else r[key] for r in rows]
-                ax.plot([r["n"] for r in rows], ys, marker="o", label=name)
+                line, = ax.plot([r["n"] for r in rows], ys, marker="o", label=name)
                 if key == "count_us" and name in ("LCI-BV(DT)", "tree"):
-                    ax.plot([r["n"] for r in rows], [r["emit_us"] for r in rows], ls=":",
+                    ax.plot([r["n"] for r in rows], [r["emit_us"] for r in rows], ls=":", color=line.get_color(),
                             label=f"{name} (count+emit)")
             ax.set(xscale="log", yscale="log", xlabel="n (predicate intervals)", ylabel=ylabel,
                    title=f"Fig. {fig_no}({part[-1]}): R={res['R']}, W={res['W']}, L={res['L']}")
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper left")
         fig.tight_layout()
         paths.append(img / f"{prefix}-fig{fig_no}.png")
         fig.savefig(paths[-1], dpi=110)
@@ -261,7 +262,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, about a minute")
     parser.add_argument("--only", default="fig5,fig6", help="comma-separated: fig5, fig6 (fig6 includes fig7)")
+    parser.add_argument("--render", action="store_true", help="only redo the docs and plots from the saved JSON")
     args = parser.parse_args(argv)
+    prefix = "vci-quick" if args.quick else "vci"
+    if args.render:
+        saved = json.loads((DOCS / "bench" / f"{prefix}.json").read_text())
+        plot(saved, prefix)
+        if not args.quick:
+            write_results(DOCS / "vci.md", render(saved))
+        return 0
     _one_thread()
     cfg = QUICK if args.quick else FULL
     only = set(args.only.split(","))
@@ -279,13 +288,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["seconds"] = round(time.time() - started, 1)
     for line in results["goals"]:
         print(line)
-    prefix = "vci-quick" if args.quick else "vci"
     (DOCS / "bench").mkdir(parents=True, exist_ok=True)
     out = DOCS / "bench" / f"{prefix}.json"
     out.write_text(json.dumps(results, indent=1))
     paths = plot(results, prefix)
     if not args.quick:
-        (DOCS / "bench" / "vci-tables.md").write_text(render(results))
+        write_results(DOCS / "vci.md", render(results))
     print(f"wrote {out} and {', '.join(str(p) for p in paths)}")
     return 0
 
@@ -300,6 +308,20 @@ def render(results: dict) -> str:
             parts += [f"### {title}", "", table6(results[key]), ""]
     parts += ["### Goals", ""] + [f"* {g}" for g in results.get("goals", [])]
     return "\n".join(parts) + "\n"
+
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def write_results(doc: Path, text: str) -> None:
+    """Replace the generated part of ``doc`` (between the results markers) with ``text``."""
+    old = doc.read_text() if doc.exists() else ""
+    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
+    if BEGIN in old and END in old:
+        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip() + "\n\n" + block + "\n"
+    doc.write_text(new)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def _run(matcher, subs, events, rng, steps=4) -> None:
     assert all(ids == [] for ids in matcher.match_events(events))
 
 
-CONFIGS = [dict(), dict(G=0), dict(G=1, B=2), dict(G=2, B=0), dict(G=3, B=3), dict(mkh=True)]
+CONFIGS = [dict(), dict(G=0), dict(G=1, B=2), dict(G=2, B=0), dict(G=3, B=3)]
+"""MKH (``mkh=True``) only runs on the paper's workload: on random subscriptions with many
+general attributes its candidate coordinates multiply (the problem AMKH solves)."""
 
 
 @pytest.mark.parametrize("params", CONFIGS, ids=str)
@@ -59,7 +61,7 @@ def test_random_subscriptions_every_operator(params, seed):
     _run(AmkhMatcher(**params), subs, events, rng)
 
 
-@pytest.mark.parametrize("params", CONFIGS, ids=str)
+@pytest.mark.parametrize("params", CONFIGS + [dict(mkh=True)], ids=str)
 def test_paper_workload(params):
     rng = random.Random(7)
     subs, events = _paper_workload(rng, 400)
