@@ -312,6 +312,7 @@ def _event_row(value, pos: Position, timestamp, settings: PatternSettings):
     if reason is not None:
         return error("event", value, pos, reason)
     problems: list[str] = []
+    assert obj is not None
     attrs = flatten(obj, problems)
     stream = attrs.pop(settings.stream_field, settings.default_stream)
     if not isinstance(stream, str):

@@ -338,7 +338,7 @@ def select_attrs(items: tuple[SelectItem, ...], ctx: dict[str, dict[str, Any]], 
         if item.expr is None:
             out.update(base)
         else:
-            values.append((item.name, eval_value(item.expr, ctx, dur)))
+            values.append((str(item.name), eval_value(item.expr, ctx, dur)))
     for name, v in values:
         if v is None:
             out.pop(name, None)

@@ -21,7 +21,7 @@ StepsFn = Callable[[dict, int, int], "dict | None"]
 
 def steps_fn(steps: tuple[Step, ...]) -> StepsFn:
     """Closure applying filters and projections to a record's attributes (``None``: filtered out)."""
-    compiled = []
+    compiled: list[tuple[bool, Callable]] = []
     for kind, arg in steps:
         if kind == "filter":
             compiled.append((True, pred_fn(arg)))
@@ -173,11 +173,12 @@ class Node:
         self.static_fn = conj_fn(self.static_atoms) if self.static_atoms else None
         self.eq_attrs = tuple(a for a, _ in preds.eq) if indexed else ()
         self.eq_fns = tuple(value_fn(t) for _, t in preds.eq) if indexed else ()
+        self.rng_attr: str | None = None
+        self.rng_op: str | None = None
+        self.rng_fn: Callable | None = None
         if indexed and preds.rng is not None:
             self.rng_attr, self.rng_op, rng_term = preds.rng
             self.rng_fn = value_fn(rng_term)
-        else:
-            self.rng_attr, self.rng_op, self.rng_fn = None, None, None
         self.outs: dict[tuple[Step, ...], Out] = {}
         self.subs: set[str] = set()
         self.buckets: dict[tuple, Bucket] = {}

@@ -136,7 +136,7 @@ class _Names:
     """Where an attribute of a view comes from: a raw event attribute, a computed value
     (``None``) or nowhere (``_ABSENT``)."""
 
-    def __init__(self, explicit: dict | None = None, passthrough: bool = True, parent: _Names | None = None):
+    def __init__(self, explicit: dict | None = None, passthrough: bool = True, parent=None):
         self.explicit = explicit or {}
         self.passthrough = passthrough
         self.parent = parent
@@ -174,7 +174,7 @@ def view_static_atoms(view: View) -> list[tuple[str, str, object]]:
     return atoms
 
 
-def _select_names(items, names: _Names) -> _Names:
+def _select_names(items, names) -> _Names:
     explicit: dict = {}
     for item in items:
         if item.expr is None:
@@ -297,7 +297,7 @@ class _Combined:
     """Provenance of a combined record: the right view's attribute where the event has
     it, else the left record's (an aggregate's name comes from neither)."""
 
-    def __init__(self, left, right: _Names, aggs: tuple[A.SelectItem, ...]):
+    def __init__(self, left: _Names | _Combined, right: _Names, aggs: tuple[A.SelectItem, ...]):
         self.left, self.right = left, right
         self.aggs = {i.name for i in aggs}
 
@@ -323,7 +323,7 @@ def partition_attribute(chs: list[Chain]) -> str | None:
     for c in chs:
         if not c.ops:
             return None
-        left = view_names(c.start)
+        left: _Names | _Combined = view_names(c.start)
         chain_cands: set[str] | None = None
         for spec, post in c.ops:
             right = view_names(spec.right)

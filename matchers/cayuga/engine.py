@@ -298,11 +298,10 @@ class Engine:
         Returns ``(index in events, match)`` pairs. Subscriptions must not change
         during the batch.
         """
+        sats: list[set[int] | None] = [None] * len(events)
         if isinstance(self.static, MatcherFilters) and self.indexed:
-            sats = self.static.match_batch([(e.stream, e.attrs) for e in events])
-        else:
-            sats = [None] * len(events)
-        out = []
+            sats = list(self.static.match_batch([(e.stream, e.attrs) for e in events]))
+        out: list[tuple[int, Match]] = []
         for i, (e, sat) in enumerate(zip(events, sats, strict=True)):
             out.extend((i, m) for m in self.process(e, sat))
         return out
@@ -406,7 +405,7 @@ class Engine:
 
     def run(self, events: Iterable[A.Event]) -> list[tuple[int, Match]]:
         """Process events in order; ``(index of the completing event, match)`` pairs."""
-        out = []
+        out: list[tuple[int, Match]] = []
         for i, e in enumerate(events):
             out.extend((i, m) for m in self.process(e))
         return out
@@ -414,7 +413,7 @@ class Engine:
     # ------------------------------------------------------------ state
     def export_instances(self) -> list[tuple]:
         """Every live instance as plain data ``(node id, first, cur, t0, t1, witness, born)``."""
-        out = []
+        out: list[tuple] = []
         for node in self.nodes.values():
             for bucket in node.buckets.values():
                 for inst in list(bucket.plain) + bucket.insts:

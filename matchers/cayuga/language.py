@@ -102,8 +102,8 @@ def parse(text: str) -> A.Expr:
         raise SubscriptionError(f"unexpected {shown}", position=pos, expected=_expected(exc.expected)) from None
     except lark.UnexpectedCharacters as exc:
         raise SubscriptionError(
-            f"unexpected character {text[exc.pos_in_stream]!r}",
-            position=_where(text, exc.line, exc.column),
+            f"unexpected character {text[exc.pos_in_stream or 0]!r}",
+            position=_where(text, int(exc.line), int(exc.column)),
             expected=_expected(exc.allowed),
         ) from None
     except lark.UnexpectedEOF as exc:
@@ -119,7 +119,7 @@ class _Converter:
 
     def _fail(self, message: str, node, expected: str | None = None) -> SubscriptionError:
         tok = node if isinstance(node, lark.Token) else _first_token(node)
-        pos = _where(self.text, tok.line, tok.column) if tok is not None else None
+        pos = _where(self.text, int(tok.line or 1), int(tok.column or 1)) if tok is not None else None
         return SubscriptionError(message, position=pos, expected=expected)
 
     # ---------------------------------------------------------- stream expressions

@@ -139,11 +139,11 @@ class StaticFilters:
                 del idx.eq[key]
         elif kind == "rng":
             (rkey, c) = key
-            consts, ids = idx.rng[rkey]
+            consts, rids = idx.rng[rkey]
             i = bisect_left(consts, c)
-            while ids[i] != cid:
+            while rids[i] != cid:
                 i += 1
-            del consts[i], ids[i]
+            del consts[i], rids[i]
             if not consts:
                 del idx.rng[rkey]
         else:
@@ -161,9 +161,9 @@ class StaticFilters:
         for name in idx.eq_attrs:
             value = attrs.get(name)
             if value is not None:
-                ids = eq.get((name, tag(value)))
-                if ids:
-                    candidates.append(ids)
+                hit = eq.get((name, tag(value)))
+                if hit:
+                    candidates.append(hit)
         for (name, op), (consts, ids) in idx.rng.items():
             v = attrs.get(name)
             if not _is_num(v):

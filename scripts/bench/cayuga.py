@@ -85,7 +85,7 @@ def expr(sym: str, p: float, p2: float, w: int) -> A.Expr:
     return A.Filter(A.Cmp("<=", A.Dur(), A.Const(w)), A.Next(start, theta, A.Stream("Stock")))
 
 
-CONFIGS = {
+CONFIGS: dict[str, dict] = {
     "indexed+merged": dict(merge=True, indexed=True),
     "indexed, no merging": dict(merge=False, indexed=True),
     "no indexes, merged": dict(merge=True, indexed=False),
@@ -181,6 +181,60 @@ def run_core(pycer_python: str, subs, events, warmup: int, budget_s: float) -> d
     return json.loads(lines[-1][len("RESULT "):])
 
 
+def run_spark(n_events: int, n_subs: int, symbols: int, seed: int) -> dict:
+    """End to end: ``n_subs`` patterns and ``n_events`` events through the embedded broker,
+    the pattern-registry query and the keyed-state query (``local[2]``).
+
+    The rate is events over the wall time of the patterns query from its start until
+    every event has been processed (Spark start-up not included, the first micro-batch's
+    planning included).
+    """
+    import tempfile
+
+    import orjson
+
+    from streaming.kafka.admin import ensure_topics
+    from streaming.kafka.broker import EmbeddedBroker
+    from streaming.kafka.config import config_client_kwargs
+    from streaming.patterns import start_patterns_query, start_subscriptions_query
+    from streaming.spark import get_session
+
+    events = make_events(n_events, symbols, seed)
+    subs = make_subscriptions(n_subs, symbols, seed)
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as ckpt:
+        config = {"bootstrap_servers": broker.bootstrap_servers}
+        ensure_topics(config, {"ev": 2, "sub": 1, "note": 1, "err": 1})
+        from kafka import KafkaProducer
+
+        prod = KafkaProducer(**config_client_kwargs(config, "producer"), linger_ms=20)
+        for i, sub in enumerate(subs):
+            prod.send("sub", key=f"q{i}".encode(), value=orjson.dumps({"id": f"q{i}", "pattern": cel(*sub)}))
+        for e in events:
+            prod.send("ev", key=e.attrs["name"].encode(),
+                      value=orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs}))
+        prod.send("ev", value=orjson.dumps({"id": "heartbeat", "stream": "heartbeat", "ts": n_events + 100000}))
+        prod.flush()
+        prod.close()
+        spark = get_session(app_name="bench-cayuga", master="local[2]")
+        q = start_subscriptions_query(spark, config, "sub", "err", ckpt, trigger="0 seconds")
+        q.processAllAvailable()
+        q.stop()
+        t = time.perf_counter()
+        q = start_patterns_query(spark, config, "ev", "note", "err", ckpt, trigger="0 seconds")
+        q.processAllAvailable()
+        drained = time.perf_counter()
+        while q.lastProgress is None or q.lastProgress.get("numInputRows", 1):
+            time.sleep(0.5)  # the watermark's no-data batch completes the buffered events
+            if time.perf_counter() - drained > 60:
+                break
+        elapsed = time.perf_counter() - t
+        progress = q.recentProgress
+        q.stop()
+        spark.stop()
+    return {"config": "spark end-to-end", "subscriptions": n_subs, "events": n_events, "seconds": elapsed,
+            "events_per_s": n_events / elapsed, "batches": len(progress)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.bench.cayuga", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, about a minute")
@@ -188,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--pycer-python", default=DEFAULT_PYCER, help="Python 3.13 with pycer (CORE) installed")
     ap.add_argument("--out", default=str(ROOT / "docs"))
+    ap.add_argument("--spark", type=int, default=0, metavar="EVENTS",
+                    help="also measure the end-to-end rate through Kafka and Spark with this many events")
     args = ap.parse_args(argv)
     if args.quick:
         sizes, n_events, warmup, budget = [1, 100, 1000, 10000], 6000, 2000, 2.0
@@ -221,6 +277,12 @@ def main(argv: list[str] | None = None) -> int:
             r.update({"config": name, "subscriptions": n})
             results.append(r)
             tqdm.write(f"{name:26s} n={n:>7d}  {r['events_per_s']:>10.0f} events/s")
+    if args.spark:
+        for n in (100, 10000) if not args.quick else (100,):
+            r = run_spark(args.spark, n, args.symbols, args.seed)
+            results.append(r)
+            print(f"spark end-to-end n={n}: {r['events_per_s']:.0f} events/s ({r['events']} events, {r['seconds']:.1f} s)")
+        names = names + ["spark end-to-end"]
     by = {(r["config"], r["subscriptions"]): r for r in results}
     for r in results:
         base = by.get(("indexed+merged", r["subscriptions"]))

@@ -47,18 +47,18 @@ def _kill(proc: subprocess.Popen, sig: int) -> None:
         proc.wait(timeout=30)
 
 
-def _wait_for(pred, proc: subprocess.Popen, log: Path, timeout: float, what: str) -> None:
+def _wait_for(pred, proc: subprocess.Popen, log: Path, timeout: float, what: str, describe=lambda: "") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pred():
             return
         if proc.poll() is not None:
             raise AssertionError(f"the job exited ({proc.returncode}) waiting for {what}:\n{log.read_text()[-3000:]}")
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-3000:]}")
+        time.sleep(1.0)
+    raise AssertionError(f"timed out waiting for {what} ({describe()}):\n{log.read_text()[-3000:]}")
 
 
-def _distinct(kafka_config, topic, timeout: float = 10) -> dict[str, tuple]:
+def _distinct(kafka_config, topic, timeout: float = 30) -> dict[str, tuple]:
     """Notifications by id (a replayed batch may send one twice); empty while unreadable."""
     out = {}
     try:
@@ -69,6 +69,13 @@ def _distinct(kafka_config, topic, timeout: float = 10) -> dict[str, tuple]:
         n = orjson.loads(r.value)
         out[n["id"]] = (n["subscription"], tuple(n["witness"]["events"]))
     return out
+
+
+def _errors(kafka_config, topic) -> list[str]:
+    try:
+        return [orjson.loads(r.value)["reason"] for r in consume_all(kafka_config, topic, timeout=30)]
+    except TimeoutError:
+        return ["(unreadable)"]
 
 
 def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path):
@@ -91,7 +98,9 @@ def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path):
         _wait_for(lambda: registry.exists() and any(registry.glob("v*.json")), proc, log, 300, "the registry")
         produce(kafka_config, topics["events"], [(e.attrs["name"], event_json(e)) for e in first])
         _wait_for(lambda: set(_distinct(kafka_config, topics["notes"]).values()) >= expected_first,
-                  proc, log, 300, "the first half's notifications")
+                  proc, log, 300, "the first half's notifications",
+                  lambda: f"missing {sorted(expected_first - set(_distinct(kafka_config, topics['notes']).values()))[:5]}"
+                          f" of {len(expected_first)}; errors {_errors(kafka_config, topics['errors'])}")
         commits = checkpoint / "patterns" / "commits"
         n_commits = len(list(commits.iterdir()))
         _wait_for(lambda: len(list(commits.iterdir())) > n_commits or n_commits > 0, proc, log, 30, "a commit")
