@@ -29,7 +29,6 @@ import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
 
 from matchers.base import create
-from matchers.events import flatten
 from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import Settings
@@ -44,6 +43,7 @@ from streaming.records import (
     SubscriptionParser,
     default_parser,
     error,
+    flat_event,
     parse_changes,
     parse_event,
 )
@@ -179,7 +179,7 @@ def retro_notifications(
         return []
     matcher = create(matcher_name)
     matcher.add(subscriptions)
-    flat = [flatten(orjson.loads(e.raw)) for e in events]
+    flat = [flat_event(orjson.loads(e.raw)) for e in events]
     result = matcher.match(matcher.encode(flat))
     now_ms = int(time.time() * 1000)
     out = []
@@ -246,7 +246,7 @@ def match_partition(
                 out_topics.append(ctx.errors_topic)
                 counts[M_ERRORS] += 1
                 continue
-            events.append(flatten(obj))
+            events.append(flat_event(obj))
             event_id = obj.get(ctx.event_id_field)
             if event_id is None:
                 event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
@@ -335,6 +335,7 @@ class MatchJob:
             rows = [tuple(r) for r in df.filter(F.col("topic") == k.subscriptions_topic)
                     .select("key", "value", "topic", "partition", "offset").collect()]
             outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time())
+            t1 = time.perf_counter()
             version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
             retro = retro_notifications(
                 m.matcher, new_subscriptions(outcome.delta),
@@ -343,6 +344,7 @@ class MatchJob:
                               shipped_deltas(self.registry, version, m.max_catchup_versions),
                               m.max_catchup_versions)
             ctx = BatchContext.of(self.settings, batch_id, outcome.now, index)
+            t2 = time.perf_counter()
             self.metrics.value = [0] * N_METRICS
             events = df.filter(F.col("topic") == k.events_topic)
             out = events.mapInArrow(partial(match_partition, ctx=ctx, metrics=self.metrics), OUT_DDL)
@@ -351,6 +353,7 @@ class MatchJob:
             if driver_rows:
                 out = out.unionByName(self.spark.createDataFrame(driver_rows, OUT_DDL))
             write_batch(out, self.client_config, use_java_connector=k.use_java_connector)
+            t3 = time.perf_counter()
             input_rows = len(rows) + self.metrics.value[M_EVENTS] + self.metrics.value[M_ERRORS]
         finally:
             df.unpersist()
@@ -361,6 +364,7 @@ class MatchJob:
             subscription_changes=outcome.accepted, expired=outcome.expired, rejected=len(outcome.errors),
             event_errors=v[M_ERRORS], matches=v[M_MATCHES], retro_matches=len(retro), valid_events_kept=v[M_VALID],
             match_ms=v[M_MATCH_NS] / 1e6, index_ms=v[M_INDEX_NS] / 1e6, batch_ms=(time.perf_counter() - t0) * 1e3,
+            changes_ms=(t1 - t0) * 1e3, retro_ms=(t2 - t1) * 1e3, write_ms=(t3 - t2) * 1e3,
             registry_version=version, subscriptions=len(self.registry), index_bytes=v[M_INDEX_BYTES],
             replay=outcome.replay,
         )

@@ -31,6 +31,9 @@ class BatchMetrics:
     match_ms: float = 0.0
     index_ms: float = 0.0
     batch_ms: float = 0.0
+    changes_ms: float = 0.0
+    retro_ms: float = 0.0
+    write_ms: float = 0.0
     registry_version: int = 0
     subscriptions: int = 0
     index_bytes: int = 0
@@ -44,6 +47,7 @@ class BatchMetrics:
             f"sub_changes={self.subscription_changes} rejected={self.rejected + self.event_errors} "
             f"expired={self.expired} matches={self.matches} retro={self.retro_matches} "
             f"match_ms={self.match_ms:.1f} index_ms={self.index_ms:.1f} batch_ms={self.batch_ms:.0f} "
+            f"(changes {self.changes_ms:.0f}, match+write {self.write_ms:.0f}) "
             f"version={self.registry_version} subs={self.subscriptions} "
             f"index_mb={self.index_bytes / 2**20:.1f}{' replay' if self.replay else ''}"
         )

@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 import orjson
 
 from matchers.errors import PubSubError
-from matchers.expr import DEFAULT_MAX_TERMS, Subscription
+from matchers.events import flatten
+from matchers.expr import DEFAULT_MAX_TERMS, Scalar, Subscription
 
 UPSERT = "upsert"
 DELETE = "delete"
@@ -197,3 +198,20 @@ def parse_event(value: bytes | None) -> tuple[dict[str, Any] | None, str | None]
     if not isinstance(obj, dict):
         return None, f"an event must be a JSON object, not {type(obj).__name__}"
     return obj, None
+
+
+def flat_event(obj: dict[str, Any]) -> dict[str, Scalar]:
+    """The event as :func:`matchers.events.flatten` gives it, without copying a flat one.
+
+    An object whose values are all strings, booleans, integers or finite floats is
+    already flat (the encoder reads integers as floats); anything else (nested objects,
+    arrays, ``null``, non-finite numbers) goes through ``flatten``.
+    """
+    for value in obj.values():
+        kind = type(value)
+        if kind is float:
+            if value - value != 0.0:  # inf or nan
+                return flatten(obj)
+        elif kind is not str and kind is not int and kind is not bool:
+            return flatten(obj)
+    return obj

@@ -122,3 +122,25 @@ def test_what_json_allows_is_accepted():
     assert reason is None and value["a"] == pytest.approx(1.2345678901234568e29)
     value, reason = load_json(b'{"a": "\\ud800"}')  # a lone surrogate: orjson refuses, JSON allows
     assert reason is None and value["a"] == "\ud800"
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"a": 1, "b": 2.5, "c": "x", "d": true, "e": false}',
+    b'{"a": {"b": 1}, "c": 2}',
+    b'{"a": [1, 2], "b": null, "c": 3}',
+    b'{"a": 1e400, "b": 1}',
+    b'{}',
+])
+def test_flat_event_encodes_like_flatten(raw):
+    from matchers.events import Dictionary, encode, flatten
+    from streaming.records import flat_event
+
+    obj, reason = load_json(raw)
+    assert reason is None
+    d = Dictionary()
+    a, b = encode([flat_event(obj)], d), encode([flatten(obj)], d)
+    import numpy as np
+
+    for x, y in zip(a[:-1], b[:-1], strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert a.strings == b.strings
