@@ -15,6 +15,7 @@ import numpy as np
 from matchers.base import Matcher, Matches, create, register
 from matchers.events import EventBatch
 from matchers.expr import Subscription
+from matchers.vci import kernels
 from matchers.vci.evaluator import AttributeIntervals, VciRangeEvaluator, stab
 from matchers.vci.grid import GridIntervalIndex
 from matchers.vci.index import IntervalIndex
@@ -110,10 +111,7 @@ class VciMatcher(Matcher):
             inner = self.inner.match(batch)
             ev = np.concatenate([ev, np.repeat(np.arange(batch.n, dtype=np.int32), np.diff(inner.offsets))])
             keys = np.concatenate([keys, self._inner_key[inner.keys]])
-        order = np.lexsort((keys, ev))
-        offsets = np.zeros(batch.n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(ev, minlength=batch.n), out=offsets[1:])
-        return Matches(offsets, keys[order].astype(np.int32))
+        return Matches(*kernels.pairs_to_sorted_csr(batch.n, ev, keys))
 
     @property
     def delegated(self) -> int:

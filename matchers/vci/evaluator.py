@@ -151,6 +151,8 @@ def stab(batch: EventBatch, attrs: dict[int, AttributeIntervals]) -> tuple[np.nd
         owner_parts.append(attr.owner[iids])
     if not ev_parts:
         return _EMPTY, _EMPTY
+    if len(ev_parts) == 1:  # one attribute: entries, hence events, are already in order
+        return ev_parts[0], owner_parts[0]
     ev = np.concatenate(ev_parts)
     owner = np.concatenate(owner_parts)
     order = np.argsort(ev, kind="stable")

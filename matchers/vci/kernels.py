@@ -550,3 +550,27 @@ def grid_merge(values, cells, n_cells, core_off, core_ids, edge_off, edge_ids, b
                     n += 1
         counts[i] = n
     return counts
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def pairs_to_sorted_csr(n_events, ev, keys):
+    """``(event, key)`` pairs as CSR with the keys of each event sorted ascending."""
+    offsets = np.zeros(n_events + 1, dtype=np.int64)
+    for i in range(ev.shape[0]):
+        offsets[ev[i] + 1] += 1
+    for e in range(n_events):
+        offsets[e + 1] += offsets[e]
+    pos = offsets[:-1].copy()
+    out = np.empty(keys.shape[0], dtype=np.int32)
+    for i in range(ev.shape[0]):
+        out[pos[ev[i]]] = keys[i]
+        pos[ev[i]] += 1
+    for e in range(n_events):
+        a = offsets[e]
+        b = offsets[e + 1]
+        if b - a > 1:
+            out[a:b] = np.sort(out[a:b])
+    return offsets, out

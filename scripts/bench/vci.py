@@ -36,10 +36,14 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from matchers.base import create
+from matchers.counting import CountingMatcher
+from matchers.vci import VciRangeEvaluator
 from matchers.vci.baselines import DirectList, IntervalTree
 from matchers.vci.index import IntervalIndex, bitmap_bytes
 from scripts.bench.harness import _one_thread, environment
 from scripts.workloads import _rngs
+from scripts.workloads import vci as vci_workload
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 FIG5_SCHEMES = ("SCI", "SCI-BC", "LCI", "LCI-BC", "LCI-BV", "LCI-BV(DT)")
@@ -51,8 +55,11 @@ DLIST_LIMIT = 256 << 20
 """Dlist is not grown past this many bytes of ids (the paper's ran out of memory at 128,000)."""
 
 FULL: dict[str, Any] = dict(L=[2, 4, 8, 16, 32, 64, 128, 256], sizes=[1000 << i for i in range(11)], n_queries=10_000,
-            R_large=250_000)
-QUICK: dict[str, Any] = dict(L=[2, 8, 32, 128], sizes=[1000 << i for i in range(0, 7, 2)], n_queries=2_000, R_large=250_000)
+                            R_large=250_000, matcher_subs=[10_000, 100_000], matcher_events=2000)
+QUICK: dict[str, Any] = dict(L=[2, 8, 32, 128], sizes=[1000 << i for i in range(0, 7, 2)], n_queries=2_000,
+                             R_large=250_000, matcher_subs=[10_000], matcher_events=500)
+MATCHERS = ("counting", "counting + VCI ranges", "vci")
+"""Whole matchers on the same workload as subscriptions (``x BETWEEN lo AND hi``)."""
 
 
 def intervals(n: int, R: int, W: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -146,6 +153,54 @@ def fig6(cfg: dict, R: int, W: int, L: int, names: Sequence[str], label: str) ->
                              bytes=index.memory_bytes(), insert_us=t_insert / max(1, n - n // 2) * 1e6))
         del index
     return dict(R=R, W=W, L=L, n_queries=len(cells), rows=rows)
+
+
+# -- whole matchers ----------------------------------------------------------------------------
+def _matcher(name: str):
+    if name == "counting + VCI ranges":
+        return CountingMatcher(range_evaluator=VciRangeEvaluator())
+    return create(name)
+
+
+def matchers(cfg: dict, R: int = 5000, W: int = 200) -> dict:
+    """Build and match time of the matchers on Section 5.2's intervals as subscriptions."""
+    rows = []
+    todo = [(n, name) for n in cfg["matcher_subs"] for name in MATCHERS]
+    reference: dict[int, list] = {}
+    workload = None
+    for n, name in tqdm(todo, desc="matchers", file=sys.stderr):
+        if workload is None or len(workload.subscriptions) != n:
+            workload = vci_workload(n_subs=n, n_events=cfg["matcher_events"], R=R, W=W, seed=2)
+        warm = _matcher(name)  # kernel compilation / cache loading happens here, untimed
+        warm.add(workload.subscriptions[:20])
+        warm.match(warm.encode(workload.events[:20]))
+        matcher = _matcher(name)
+        c0 = time.process_time()
+        matcher.add(workload.subscriptions)
+        matcher.match(matcher.encode(workload.events[:1]))  # applies queued changes, compiles
+        build_s = time.process_time() - c0
+        batch = matcher.encode(workload.events)
+        c0 = time.process_time()
+        result = matcher.match(batch)
+        match_s = time.process_time() - c0
+        keys = [sorted(matcher.ids(result.keys[result.offsets[i]:result.offsets[i + 1]]))
+                for i in range(0, batch.n, max(1, batch.n // 50))]
+        agrees = reference.setdefault(n, keys) == keys
+        rows.append(dict(matcher=name, n=n, build_s=build_s, match_us=match_s / batch.n * 1e6,
+                         matches=result.total / batch.n, agrees=agrees, bytes=matcher.memory_bytes()))
+    return dict(R=R, W=W, n_events=cfg["matcher_events"], rows=rows)
+
+
+def table_matchers(res: dict) -> str:
+    lines = [f"R={res['R']}, W={res['W']}, {res['n_events']} events in one batch; CPU time", "",
+             "| n | matcher | build s | match µs/event | × counting | matches/event | MB | agrees with counting |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        base = next(b for b in res["rows"] if b["n"] == r["n"] and b["matcher"] == "counting")
+        lines.append(f"| {r['n']:,} | {r['matcher']} | {r['build_s']:.2f} | {r['match_us']:.1f} | "
+                     f"{base['match_us'] / r['match_us']:.1f} | {r['matches']:.1f} | {_mb(r['bytes'])} | "
+                     f"{'yes' if r['agrees'] else 'NO'} |")
+    return "\n".join(lines)
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -261,7 +316,8 @@ def goals(results: dict) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, about a minute")
-    parser.add_argument("--only", default="fig5,fig6", help="comma-separated: fig5, fig6 (fig6 includes fig7)")
+    parser.add_argument("--only", default="fig5,fig6,matchers",
+                        help="comma-separated: fig5, fig6 (includes fig7), matchers; other parts are kept from the saved JSON")
     parser.add_argument("--render", action="store_true", help="only redo the docs and plots from the saved JSON")
     args = parser.parse_args(argv)
     prefix = "vci-quick" if args.quick else "vci"
@@ -274,7 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _one_thread()
     cfg = QUICK if args.quick else FULL
     only = set(args.only.split(","))
-    results: dict = dict(environment=environment(), quick=args.quick, config=cfg)
+    saved_path = DOCS / "bench" / f"{prefix}.json"
+    results: dict = json.loads(saved_path.read_text()) if saved_path.exists() and only != {"fig5", "fig6", "matchers"} else {}
+    results.update(environment=environment(), quick=args.quick, config=cfg)
     started = time.time()
     if "fig5" in only:
         results["fig5"] = fig5(cfg)
@@ -284,6 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table6(results["fig6a"]), "\n", flush=True)
         results["fig6b"] = fig6(cfg, cfg["R_large"], 200, 128, FIG6B, "b")
         print(table6(results["fig6b"]), "\n", flush=True)
+    if "matchers" in only:
+        results["matchers"] = matchers(cfg)
+        print(table_matchers(results["matchers"]), "\n", flush=True)
     results["goals"] = goals(results)
     results["seconds"] = round(time.time() - started, 1)
     for line in results["goals"]:
@@ -306,6 +367,8 @@ def render(results: dict) -> str:
     for key, title in (("fig6a", "Fig. 6(a) / 7(a): moderate R"), ("fig6b", "Fig. 6(b) / 7(b): large R")):
         if key in results:
             parts += [f"### {title}", "", table6(results[key]), ""]
+    if "matchers" in results:
+        parts += ["### Whole matchers on the same intervals", "", table_matchers(results["matchers"]), ""]
     parts += ["### Goals", ""] + [f"* {g}" for g in results.get("goals", [])]
     return "\n".join(parts) + "\n"
 
