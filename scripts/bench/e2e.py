@@ -30,6 +30,7 @@ Usage: ``python -m scripts.bench.e2e [--quick] [--subs 100000,1000000] [--events
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -246,6 +247,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     query = job.start()
     query.processAllAvailable()
     result["register_s"] = time.perf_counter() - t
+    result["register_batches"] = [dataclasses.asdict(b) for b in job.history]
     log(f"registered {len(job.registry):,} subscriptions in {result['register_s']:.1f} s")
     produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": f"w{i}", **e})) for i, e in enumerate(warm)],
                 "warm-up")
@@ -273,6 +275,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
         "task_match_s_sum": sum(b.match_ms for b in batches) / 1e3,
         "task_index_s_sum": sum(b.index_ms for b in batches) / 1e3,
         "matches": sum(b.matches for b in batches), "index_mb": max(b.index_bytes for b in batches) / 2**20,
+        "drain_batches": [dataclasses.asdict(b) for b in batches],
     })
     log(f"sustained: {drained:,} events in {wall:.1f} s = {result['events_per_s']:,.0f} events/s "
         f"({len(batches)} batches, {result['matches']:,} notifications)")
