@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from matchers.expr import Subscription
+from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
 from streaming.records import DELETE, UPSERT, Change
 
 DELTAS = "deltas"
@@ -34,22 +34,96 @@ SNAPSHOTS = "snapshots"
 SUFFIX = ".pkl"
 
 
+_OPS = list(Op)
+_KINDS = list(Kind)
+_AND, _OR, _NOT = 0, 1, 2
+
+
+def pack_subscription(sub: Subscription) -> tuple:
+    """A subscription as nested tuples of plain values (fast to pickle, no re-parsing to load).
+
+    ``(id, expires, predicates, tree, conjunctions)``: ``predicates`` lists each distinct
+    predicate once as ``(attr, op, operand, kind)``; ``tree`` is a predicate's index or
+    ``(AND|OR, child, ...)`` / ``(NOT, child)``; ``conjunctions`` are tuples of indices.
+    """
+    index: dict[Pred, int] = {}
+
+    def pid(p: Pred) -> int:
+        i = index.get(p)
+        if i is None:
+            i = index[p] = len(index)
+        return i
+
+    def tree(e: Expr):
+        if isinstance(e, Pred):
+            return pid(e)
+        if isinstance(e, Not):
+            return (_NOT, tree(e.child))
+        return (_AND if isinstance(e, And) else _OR, *(tree(c) for c in e.children))
+
+    packed_tree = tree(sub.expr)
+    conjunctions = tuple(tuple(pid(p) for p in conj) for conj in sub.conjunctions)
+    preds = tuple((p.attr, int(p.op), p.operand, int(p.kind)) for p in index)
+    return (sub.id, sub.expires, preds, packed_tree, conjunctions)
+
+
+def unpack_subscription(packed: tuple) -> Subscription:
+    """The inverse of :func:`pack_subscription` (predicates are rebuilt as they were, already canonical)."""
+    sub_id, expires, preds, packed_tree, conjunctions = packed
+    table = [Pred(a, _OPS[o], x, _KINDS[k]) for a, o, x, k in preds]
+
+    def tree(t) -> Expr:
+        if isinstance(t, int):
+            return table[t]
+        if t[0] == _NOT:
+            return Not(tree(t[1]))
+        children = tuple(tree(c) for c in t[1:])
+        return And(children) if t[0] == _AND else Or(children)
+
+    conj = tuple(tuple(table[i] for i in c) for c in conjunctions)
+    return Subscription(sub_id, tree(packed_tree), conj, expires)
+
+
+def _pack_changes(changes) -> tuple:
+    return tuple((c.op, c.id, None if c.subscription is None else pack_subscription(c.subscription))
+                 for c in changes)
+
+
+def _unpack_changes(packed) -> tuple[Change, ...]:
+    return tuple(Change(op, i, None if p is None else unpack_subscription(p)) for op, i, p in packed)
+
+
+def _delta(version: int, batch_id: int, time: float, packed: tuple) -> Delta:
+    return Delta(version, batch_id, time, _unpack_changes(packed))
+
+
+def _snapshot(version: int, batch_id: int, time: float, packed: tuple) -> Snapshot:
+    return Snapshot(version, batch_id, time, {p[0]: unpack_subscription(p) for p in packed})
+
+
 class Delta(NamedTuple):
-    """The changes that make ``version`` out of ``version - 1``."""
+    """The changes that make ``version`` out of ``version - 1`` (pickles in packed form)."""
 
     version: int
     batch_id: int
     time: float
     changes: tuple[Change, ...]
 
+    def __reduce__(self):
+        return (_delta, (self.version, self.batch_id, self.time, _pack_changes(self.changes)))
+
 
 class Snapshot(NamedTuple):
-    """The whole registry at ``version``."""
+    """The whole registry at ``version`` (pickles in packed form)."""
 
     version: int
     batch_id: int
     time: float
     subscriptions: dict[str, Subscription]
+
+    def __reduce__(self):
+        packed = tuple(pack_subscription(s) for s in self.subscriptions.values())
+        return (_snapshot, (self.version, self.batch_id, self.time, packed))
 
 
 class RegistryError(RuntimeError):

@@ -135,3 +135,20 @@ def test_random_workload_round_trip(tmp_path):
         s.id: s.expr for i, s in enumerate(subs) if i % 3
     }
     assert all(s.conjunctions for s in state.subscriptions.values())
+
+
+def test_packed_subscriptions_round_trip():
+    import pickle
+
+    from streaming.registry import Snapshot, pack_subscription, unpack_subscription
+
+    rng = random.Random(5)
+    subs = random_subscriptions(rng, 300)
+    subs.append(Subscription.of("e", pred("a", "in", ["x", "y"]), expires=12.5))
+    for s in subs:
+        back = unpack_subscription(pack_subscription(s))
+        assert back == s and back.conjunctions == s.conjunctions and back.expires == s.expires
+    snap = Snapshot(3, 2, 1.0, {s.id: s for s in subs})
+    again = pickle.loads(pickle.dumps(snap))
+    assert again == snap
+    assert all(again.subscriptions[i].conjunctions == s.conjunctions for i, s in snap.subscriptions.items())
