@@ -282,7 +282,7 @@ def to_keyed_rows(
                 errors.append(row)
                 continue
             t0, t1, eid, stream, attrs = row
-            ts = pd.Timestamp(t1 * settings.time_unit_ms, unit="ms", tz="UTC")
+            ts = pd.Timestamp(event_time_ms(t1, settings), unit="ms", tz="UTC")
             blob = orjson.dumps(attrs)
             keys = [group_key(a, attrs[a]) for a in attrs_in_use if a in attrs]
             if unkeyed:
@@ -294,6 +294,13 @@ def to_keyed_rows(
         if errors:
             send_errors(kafka_config, errors_topic, [e.to_json() for e in errors])
         yield pd.DataFrame(out, columns=["gkey", "ts", "t0", "t1", "eid", "stream", "attrs", "partition", "offset"])
+
+
+def event_time_ms(tick: int, settings: PatternSettings) -> int:
+    """Spark event time of a tick: ``(tick + 1)`` units, so that tick 0 is not dropped as
+    "not after" the initial watermark (0); the watermark ``w`` has passed tick
+    ``w // unit - 1``."""
+    return (tick + 1) * settings.time_unit_ms
 
 
 def send_errors(kafka_config: dict, topic: str, values: list[bytes]) -> None:
@@ -326,6 +333,8 @@ def _event_row(value, pos: Position, timestamp, settings: PatternSettings):
     t0, t1 = int(t0), int(t1)
     if t0 > t1:
         return error("event", value, pos, f"{settings.start_field!r} ({t0}) is after {settings.time_field!r} ({t1})")
+    if t0 < 0:
+        return error("event", value, pos, f"{settings.start_field!r} and {settings.time_field!r} must not be negative")
     eid = attrs.pop(settings.id_field, None)
     if not isinstance(eid, (str, int, float)) or isinstance(eid, bool):
         eid = f"{pos.topic}/{pos.partition}/{pos.offset}"
@@ -407,7 +416,7 @@ def advance(key: tuple, pdfs: Iterator[pd.DataFrame], state, registry_dir: str, 
             ):
                 buffer.append([int(t1), int(part), int(off), int(t0), eid, stream, bytes(attrs).decode()])
     watermark_ms = state.getCurrentWatermarkMs()
-    now = watermark_ms // unit
+    now = watermark_ms // unit - 1  # the last tick the watermark has passed
     buffer.sort(key=lambda b: (b[0], b[1], b[2]))
     ready = 0
     while ready < len(buffer) and buffer[ready][0] <= now:
@@ -426,10 +435,10 @@ def advance(key: tuple, pdfs: Iterator[pd.DataFrame], state, registry_dir: str, 
     instances = eng.export_instances()
     if instances or buffer:
         state.update((orjson.dumps(instances), eng.clock, orjson.dumps(buffer)))
-        wake = [b[0] * unit for b in buffer[:1]]
+        wake = [event_time_ms(b[0], settings) for b in buffer[:1]]
         nxt = eng.next_expiry()
         if nxt is not None:
-            wake.append((nxt + 1) * unit)
+            wake.append(event_time_ms(nxt + 1, settings))
         wake = [w for w in wake if w > watermark_ms]
         if wake:
             state.setTimeoutTimestamp(min(wake))
