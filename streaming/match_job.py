@@ -216,16 +216,18 @@ def match_partition(
     metrics : a Spark accumulator of :class:`MetricsParam` vectors (or ``None``).
     partition_id : the input partition's number (names this task's file of valid events).
     """
-    t0 = time.perf_counter_ns()
-    entry = index_for(ctx.index)
-    matcher = entry.matcher
-    index_ns = time.perf_counter_ns() - t0
+    matcher = None
+    index_ns = 0
     counts = [0] * N_METRICS
     valid: list[ValidEvent] = []
     with_event = ctx.payload == notifications.PAYLOAD_EVENT
     for rb in batches:
         if rb.num_rows == 0:
             continue
+        if matcher is None:  # a partition without rows never builds an index
+            t0 = time.perf_counter_ns()
+            matcher = index_for(ctx.index).matcher
+            index_ns = time.perf_counter_ns() - t0
         t1 = time.perf_counter_ns()
         values = rb.column("value").to_pylist()
         topics = rb.column("topic").to_pylist()
@@ -283,7 +285,7 @@ def match_partition(
     ValidityStore(ctx.validity_dir).write(ctx.batch_id, partition_id(), valid)
     counts[M_VALID] = len(valid)
     counts[M_INDEX_NS] = index_ns
-    counts[M_INDEX_BYTES] = matcher.memory_bytes()
+    counts[M_INDEX_BYTES] = matcher.memory_bytes() if matcher is not None else 0
     if metrics is not None:
         metrics.add(counts)
 
