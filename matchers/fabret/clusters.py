@@ -30,7 +30,18 @@ from itertools import combinations
 import numpy as np
 
 from matchers.fabret import kernels
-from matchers.fabret.kernels import EMPTY, MAX_SCHEMA
+from matchers.fabret.kernels import (
+    CAP,
+    EMPTY,
+    FIRST,
+    KEY,
+    LEN,
+    MAX_SCHEMA,
+    NEXT,
+    SIZE,
+    START,
+    TABLE,
+)
 
 SINGLE = -1
 """Table id of access entries reached by a single predicate id (no hashing)."""
@@ -76,20 +87,16 @@ class ClusterStore:
         self.top = 0
         self.garbage = 0
         # clusters
-        self.c_start = np.zeros(64, dtype=np.int64)
-        self.c_cap = np.zeros(64, dtype=np.int32)
-        self.c_len = np.zeros(64, dtype=np.int32)
-        self.c_size = np.zeros(64, dtype=np.int32)
+        self.cl = np.zeros((64, 5), dtype=np.int64)
+        """Cluster metadata rows ``(start, cap, len, size, next)``."""
         self.c_access = np.full(64, -1, dtype=np.int32)
-        self.c_next = np.full(64, -1, dtype=np.int32)
         self.c_movable = np.zeros(64, dtype=np.int32)
         self.c_top = 0
         self.c_free: list[int] = []
         self.cluster_of: dict[tuple[int, int], int] = {}
         # access entries
-        self.a_first = np.full(64, -1, dtype=np.int32)
-        self.a_table = np.full(64, SINGLE, dtype=np.int32)
-        self.a_key = np.full((64, MAX_SCHEMA), -1, dtype=np.int32)
+        self.acc = np.full((64, KEY + MAX_SCHEMA), -1, dtype=np.int32)
+        """Access entry rows ``(first cluster, table, key pids...)``."""
         self.a_width = np.zeros(64, dtype=np.int32)
         self.a_count = np.zeros(64, dtype=np.int64)
         self.a_top = 0
@@ -105,6 +112,16 @@ class ClusterStore:
         self.table_of: dict[tuple[int, ...], int] = {}
         self.slots = np.full(1024, EMPTY, dtype=np.int32)
         self.slots_used = 0
+
+    # column views of the packed metadata (reads and writes go to ``cl`` / ``acc``)
+    c_start = property(lambda self: self.cl[:, START])
+    c_cap = property(lambda self: self.cl[:, CAP])
+    c_len = property(lambda self: self.cl[:, LEN])
+    c_size = property(lambda self: self.cl[:, SIZE])
+    c_next = property(lambda self: self.cl[:, NEXT])
+    a_first = property(lambda self: self.acc[:, FIRST])
+    a_table = property(lambda self: self.acc[:, TABLE])
+    a_key = property(lambda self: self.acc[:, KEY:])
 
     # -- predicate ids ----------------------------------------------------------------
     def reserve_pids(self, n: int) -> None:
@@ -374,8 +391,7 @@ class ClusterStore:
         if new_hashed:
             self._hash_add(np.asarray(new_hashed, dtype=np.int32))
         self._reserve(row_cluster)
-        kernels.append_rows(self.pool, self.c_start, self.c_cap, self.c_len, self.c_size, row_cluster,
-                            row_off, np.asarray(flat, dtype=np.int32), entries.astype(np.int32),
+        kernels.append_rows(self.pool, self.cl, row_cluster, row_off, np.asarray(flat, dtype=np.int32), entries.astype(np.int32),
                             self.e_cluster, self.e_row)
         self._count(entries, row_cluster, 1)
 
@@ -386,8 +402,7 @@ class ClusterStore:
             return
         clusters = self.e_cluster[entries]
         self._count(entries, clusters, -1)
-        kernels.remove_rows(self.pool, self.c_start, self.c_cap, self.c_len, self.c_size,
-                            self.e_cluster, self.e_row, entries.astype(np.int64))
+        kernels.remove_rows(self.pool, self.cl, self.e_cluster, self.e_row, entries.astype(np.int64))
         for c in np.unique(clusters).tolist():
             if self.c_len[c] == 0:
                 self._drop_cluster(c)
@@ -407,9 +422,7 @@ class ClusterStore:
         a = self.a_free.pop() if self.a_free else self.a_top
         if a == self.a_top:
             self.a_top += 1
-            self.a_first = grow(self.a_first, self.a_top, -1)
-            self.a_table = grow(self.a_table, self.a_top, SINGLE)
-            self.a_key = grow(self.a_key, self.a_top, -1)
+            self.acc = grow(self.acc, self.a_top, -1)
             self.a_width = grow(self.a_width, self.a_top, 0)
             self.a_count = grow(self.a_count, self.a_top, 0)
         t = key[0]
@@ -432,7 +445,7 @@ class ClusterStore:
         if t == SINGLE:
             self.pid_access[key[1]] = -1
         else:
-            kernels.hash_delete(self.slots, self.a_table, self.a_key, self.t_k, np.asarray([a], dtype=np.int32))
+            kernels.hash_delete(self.slots, self.acc, self.t_k, np.asarray([a], dtype=np.int32))
         self.a_key[a] = -1
         self.a_free.append(a)
 
@@ -440,9 +453,9 @@ class ClusterStore:
         c = self.c_free.pop() if self.c_free else self.c_top
         if c == self.c_top:
             self.c_top += 1
-            for name, fill in (("c_start", 0), ("c_cap", 0), ("c_len", 0), ("c_size", 0),
-                               ("c_access", -1), ("c_next", -1), ("c_movable", 0)):
-                setattr(self, name, grow(getattr(self, name), self.c_top, fill))
+            self.cl = grow(self.cl, self.c_top, 0)
+            self.c_access = grow(self.c_access, self.c_top, -1)
+            self.c_movable = grow(self.c_movable, self.c_top, 0)
         self.c_start[c] = 0
         self.c_cap[c] = 0
         self.c_len[c] = 0
@@ -480,23 +493,21 @@ class ClusterStore:
             return
         clusters, need = clusters[full], need[full]
         new_caps = np.maximum(np.maximum(need, 2 * self.c_cap[clusters].astype(np.int64)), 2)
-        new_caps = new_caps.astype(np.int32)
+        new_caps = new_caps.astype(np.int64)
         extra = int(((self.c_size[clusters] + 1).astype(np.int64) * new_caps).sum())
         old = int(((self.c_size[clusters] + 1).astype(np.int64) * self.c_cap[clusters]).sum())
         if self.garbage + old > max(1 << 20, self.top // 2):
             self._compact(extra)
             old = int(((self.c_size[clusters] + 1).astype(np.int64) * self.c_cap[clusters]).sum())
         self.pool = grow(self.pool, self.top + extra, 0)
-        self.top = int(kernels.relocate(self.pool, self.c_start, self.c_cap, self.c_len, self.c_size,
-                                        clusters.astype(np.int64), new_caps, self.top))
+        self.top = int(kernels.relocate(self.pool, self.cl, clusters.astype(np.int64), new_caps, self.top))
         self.garbage += old
 
     def _compact(self, extra: int) -> None:
         clusters = self.live_clusters()
         live = int(((self.c_size[clusters] + 1).astype(np.int64) * self.c_cap[clusters]).sum())
         new_pool = np.zeros(max(4096, int(1.5 * (live + extra))), dtype=np.int32)
-        self.top = int(kernels.compact(self.pool, new_pool, self.c_start, self.c_cap, self.c_len,
-                                       self.c_size, clusters))
+        self.top = int(kernels.compact(self.pool, new_pool, self.cl, clusters))
         self.pool = new_pool
         self.garbage = 0
 
@@ -507,10 +518,10 @@ class ClusterStore:
             while 2 * len(live) + 2 > size // 2:
                 size *= 2
             self.slots = np.full(size, EMPTY, dtype=np.int32)
-            kernels.hash_insert(self.slots, self.a_table, self.a_key, self.t_k, live)
+            kernels.hash_insert(self.slots, self.acc, self.t_k, live)
             self.slots_used = len(live)
             return
-        reused = kernels.hash_insert(self.slots, self.a_table, self.a_key, self.t_k, accesses)
+        reused = kernels.hash_insert(self.slots, self.acc, self.t_k, accesses)
         self.slots_used += len(accesses) - int(reused)
 
     # -- matching ---------------------------------------------------------------------
@@ -518,9 +529,8 @@ class ClusterStore:
               pid_hits: np.ndarray, attr_hits: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Phase 2 over a batch (see :func:`kernels.match_batch`)."""
         return kernels.match_batch(
-            ev_off, ev_pids, n_attrs, bits, self.pid_eq_attr, self.pid_access, self.a_first, self.c_next,
-            self.c_start, self.c_cap, self.c_len, self.c_size, self.pool, self.e_key, self.live_tables(),
-            self.t_attrs, self.t_k, self.slots, self.a_table, self.a_key, pid_hits, attr_hits, self.t_hits,
+            ev_off, ev_pids, n_attrs, bits, self.pid_eq_attr, self.pid_access, self.acc, self.cl, self.pool,
+            self.e_key, self.live_tables(), self.t_attrs, self.t_k, self.slots, pid_hits, attr_hits, self.t_hits,
         )
 
     def memory_bytes(self) -> int:

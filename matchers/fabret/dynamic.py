@@ -54,7 +54,7 @@ class DynamicMatcher(TwoPhaseMatcher):
     decay : ageing of the event statistics at each refresh.
     """
 
-    def __init__(self, dictionary: Dictionary | None = None, *, bm_max: float = 0.5,
+    def __init__(self, dictionary: Dictionary | None = None, *, bm_max: float = 0.1,
                  b_create: float = 1000, b_delete: float = 100, max_schema: int = 4,
                  refresh_changes: int = 20_000, refresh_events: int = 20_000, adapt: bool = True,
                  decay: float = 0.5, **params: Any):

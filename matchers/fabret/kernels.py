@@ -3,16 +3,20 @@
 Layout (owned by :mod:`matchers.fabret.clusters`): every subscription cluster is one
 slab of a flat ``int32`` pool.  A cluster of size ``n`` (predicates left to check)
 and capacity ``cap`` holds ``n + 1`` columns of ``cap`` slots each, starting at
-``c_start``: column ``i < n`` holds the predicate ids (bit-vector references) of the
+``start``: column ``i < n`` holds the predicate ids (bit-vector references) of the
 ``i``-th predicate of each row, column ``n`` the subscription line (entry ids).  Rows
-``0 .. c_len - 1`` are live.  Columns are the paper's "predicates array", stored
-column-wise so that a failed first test skips the later columns (early exit).
+``0 .. len - 1`` are live.  Columns are the paper's "predicates array", stored
+column-wise so that a failed first test skips the later columns (early exit).  The
+metadata of cluster ``c`` is one row ``cl[c] = (start, cap, len, size, next)`` (one
+cache line to read).
 
 Access entries (the access predicates): a single predicate id reaches its access
 entry through ``pid_access``; a conjunction of equality predicates (one per attribute
 of a multi-attribute hash table's schema) through one open-addressing hash over
 ``(table, pids)``, whose slots hold access ids (``EMPTY``/``TOMBSTONE`` otherwise).
-An access entry lists its clusters (one per size) through ``a_first``/``c_next``.
+Access entry ``a`` is one row ``acc[a] = (first cluster, table, key pids...)``: the
+probe's verification and the first cluster come from the same cache line, and the
+clusters of an entry (one per size) are chained through ``next``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ import numpy as np
 EMPTY = -1
 TOMBSTONE = -2
 MAX_SCHEMA = 8
-"""Most attributes in a multi-attribute hash table's schema (width of ``a_key``)."""
+"""Most attributes in a multi-attribute hash table's schema."""
+START, CAP, LEN, SIZE, NEXT = 0, 1, 2, 3, 4
+"""Columns of the cluster metadata ``cl``."""
+FIRST, TABLE, KEY = 0, 1, 2
+"""Columns of the access entries ``acc`` (``KEY`` is the first of ``MAX_SCHEMA`` key columns)."""
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -37,34 +45,14 @@ def key_hash(table, key, k):
 
 
 @numba.njit(cache=True, nogil=True)
-def hash_find(slots, a_table, a_key, table, key, k):
-    """Access id stored for ``(table, key[:k])``, or -1."""
-    mask = len(slots) - 1
-    s = key_hash(table, key, k) & mask
-    while True:
-        a = slots[s]
-        if a == EMPTY:
-            return -1
-        if a >= 0 and a_table[a] == table:
-            same = True
-            for i in range(k):
-                if a_key[a, i] != key[i]:
-                    same = False
-                    break
-            if same:
-                return a
-        s = (s + 1) & mask
-
-
-@numba.njit(cache=True, nogil=True)
-def hash_insert(slots, a_table, a_key, t_k, accesses):
+def hash_insert(slots, acc, t_k, accesses):
     """Insert access ids (not yet present) into the hash; returns how many tombstones were reused."""
     mask = len(slots) - 1
     reused = 0
     for a in accesses:
-        t = a_table[a]
+        t = acc[a, TABLE]
         k = t_k[t]
-        s = key_hash(t, a_key[a], k) & mask
+        s = key_hash(t, acc[a, KEY:], k) & mask
         while slots[s] >= 0:
             s = (s + 1) & mask
         if slots[s] == TOMBSTONE:
@@ -74,14 +62,14 @@ def hash_insert(slots, a_table, a_key, t_k, accesses):
 
 
 @numba.njit(cache=True, nogil=True)
-def hash_delete(slots, a_table, a_key, t_k, accesses):
+def hash_delete(slots, acc, t_k, accesses):
     """Replace the slots of access ids by tombstones; returns how many were found."""
     mask = len(slots) - 1
     found = 0
     for a in accesses:
-        t = a_table[a]
+        t = acc[a, TABLE]
         k = t_k[t]
-        s = key_hash(t, a_key[a], k) & mask
+        s = key_hash(t, acc[a, KEY:], k) & mask
         while slots[s] != EMPTY:
             if slots[s] == a:
                 slots[s] = TOMBSTONE
@@ -92,76 +80,75 @@ def hash_delete(slots, a_table, a_key, t_k, accesses):
 
 
 @numba.njit(cache=True, nogil=True)
-def relocate(pool, c_start, c_cap, c_len, c_size, clusters, new_caps, top):
+def relocate(pool, cl, clusters, new_caps, top):
     """Move clusters to new slabs of capacity ``new_caps`` at ``top``; returns the new top.
 
     The pool must already hold ``top + sum((size + 1) * new_cap)`` slots.
     """
     for i in range(len(clusters)):
         c = clusters[i]
-        n = c_size[c]
-        old, cap, ln, ncap = c_start[c], c_cap[c], c_len[c], new_caps[i]
+        n = cl[c, SIZE]
+        old, cap, ln, ncap = cl[c, START], cl[c, CAP], cl[c, LEN], new_caps[i]
         for col in range(n + 1):
             src = old + col * cap
             dst = top + col * ncap
             for r in range(ln):
                 pool[dst + r] = pool[src + r]
-        c_start[c] = top
-        c_cap[c] = ncap
+        cl[c, START] = top
+        cl[c, CAP] = ncap
         top += (n + 1) * ncap
     return top
 
 
 @numba.njit(cache=True, nogil=True)
-def append_rows(pool, c_start, c_cap, c_len, c_size, row_cluster, row_off, row_pids, row_entry,
-                e_cluster, e_row):
+def append_rows(pool, cl, row_cluster, row_off, row_pids, row_entry, e_cluster, e_row):
     """Append rows (capacity already ensured): row ``j`` goes to cluster ``row_cluster[j]``
     with predicate ids ``row_pids[row_off[j]:row_off[j+1]]`` and entry ``row_entry[j]``."""
     for j in range(len(row_cluster)):
         c = row_cluster[j]
-        n, start, cap, r = c_size[c], c_start[c], c_cap[c], c_len[c]
+        n, start, cap, r = cl[c, SIZE], cl[c, START], cl[c, CAP], cl[c, LEN]
         base = row_off[j]
         for col in range(n):
             pool[start + col * cap + r] = row_pids[base + col]
         e = row_entry[j]
         pool[start + n * cap + r] = e
-        c_len[c] = r + 1
+        cl[c, LEN] = r + 1
         e_cluster[e] = c
         e_row[e] = r
 
 
 @numba.njit(cache=True, nogil=True)
-def remove_rows(pool, c_start, c_cap, c_len, c_size, e_cluster, e_row, entries):
+def remove_rows(pool, cl, e_cluster, e_row, entries):
     """Swap-remove the rows of ``entries`` from their clusters (O(1) each)."""
     for e in entries:
         c = e_cluster[e]
         r = e_row[e]
-        n, start, cap = c_size[c], c_start[c], c_cap[c]
-        last = c_len[c] - 1
+        n, start, cap = cl[c, SIZE], cl[c, START], cl[c, CAP]
+        last = cl[c, LEN] - 1
         if r != last:
             for col in range(n + 1):
                 pool[start + col * cap + r] = pool[start + col * cap + last]
             e_row[pool[start + n * cap + r]] = r
-        c_len[c] = last
+        cl[c, LEN] = last
         e_cluster[e] = -1
         e_row[e] = -1
 
 
 @numba.njit(cache=True, nogil=True)
-def compact(pool, new_pool, c_start, c_cap, c_len, c_size, clusters):
+def compact(pool, new_pool, cl, clusters):
     """Copy live clusters into ``new_pool`` back to back (capacity trimmed to twice the
     length, at least 2); returns the new top."""
     top = 0
     for c in clusters:
-        n, old, cap, ln = c_size[c], c_start[c], c_cap[c], c_len[c]
+        n, old, cap, ln = cl[c, SIZE], cl[c, START], cl[c, CAP], cl[c, LEN]
         ncap = max(2, min(cap, 2 * ln))
         for col in range(n + 1):
             src = old + col * cap
             dst = top + col * ncap
             for r in range(ln):
                 new_pool[dst + r] = pool[src + r]
-        c_start[c] = top
-        c_cap[c] = ncap
+        cl[c, START] = top
+        cl[c, CAP] = ncap
         top += (n + 1) * ncap
     return top
 
@@ -220,21 +207,8 @@ def check_cluster(pool, start, cap, ln, n, bits, out, pos):
 
 
 @numba.njit(cache=True, nogil=True)
-def check_access(a, a_first, c_next, c_start, c_cap, c_len, c_size, pool, bits, out, pos):
-    """Check every cluster of access entry ``a``; returns the output buffer and position."""
-    c = a_first[a]
-    checked = 0
-    while c >= 0:
-        out, pos = check_cluster(pool, c_start[c], c_cap[c], c_len[c], c_size[c], bits, out, pos)
-        checked += c_len[c]
-        c = c_next[c]
-    return out, pos, checked
-
-
-@numba.njit(cache=True, nogil=True)
-def match_batch(ev_off, ev_pids, n_attrs, bits, pid_eq_attr, pid_access, a_first, c_next,
-                c_start, c_cap, c_len, c_size, pool, e_key, tables, t_attrs, t_k, slots,
-                a_table, a_key, pid_hits, attr_hits, t_hits):
+def match_batch(ev_off, ev_pids, n_attrs, bits, pid_eq_attr, pid_access, acc, cl, pool, e_key,
+                tables, t_attrs, t_k, slots, pid_hits, attr_hits, t_hits):
     """Phase 2 of the matching algorithm (Fig. 2) over a batch of events.
 
     Parameters
@@ -244,6 +218,7 @@ def match_batch(ev_off, ev_pids, n_attrs, bits, pid_eq_attr, pid_access, a_first
     bits : uint8 predicate bit vector, all zero on entry and on exit.
     pid_eq_attr : attribute id of each equality predicate id, -1 for other operators.
     pid_access : access entry of each single access predicate, -1 if none.
+    acc, cl, pool : access entries, cluster metadata, cluster slabs.
     tables : ids of the live multi-attribute hash tables; ``t_attrs``/``t_k`` their schemas.
     pid_hits, attr_hits, t_hits : event statistics, incremented here (float64).
 
@@ -257,7 +232,13 @@ def match_batch(ev_off, ev_pids, n_attrs, bits, pid_eq_attr, pid_access, a_first
     pos = 0
     offsets = np.zeros(n + 1, dtype=np.int64)
     eq = np.full(n_attrs, -1, dtype=np.int32)
-    key = np.empty(MAX_SCHEMA, dtype=np.int32)
+    n_tables = len(tables)
+    keys = np.empty((max(n_tables, 1), MAX_SCHEMA), dtype=np.int32)
+    probe_t = np.empty(max(n_tables, 1), dtype=np.int64)
+    probe_s = np.empty(max(n_tables, 1), dtype=np.int64)
+    probe_a = np.empty(max(n_tables, 1), dtype=np.int64)
+    found = np.empty(64, dtype=np.int64)
+    mask = len(slots) - 1
     checks = 0
     for i in range(n):
         lo, hi = ev_off[i], ev_off[i + 1]
@@ -271,14 +252,18 @@ def match_batch(ev_off, ev_pids, n_attrs, bits, pid_eq_attr, pid_access, a_first
             if a >= 0:
                 eq[a] = p
                 attr_hits[a] += 1.0
-        # single access predicates
+        # access entries reached: single access predicates, then one probe per table whose
+        # schema the event covers.  The probes go in stages (hash every key, load every
+        # slot, verify every entry) so that their cache misses overlap instead of chaining.
+        n_found = 0
         for j in range(lo, hi):
-            acc = pid_access[ev_pids[j]]
-            if acc >= 0:
-                out, pos, c = check_access(acc, a_first, c_next, c_start, c_cap, c_len, c_size,
-                                           pool, bits, out, pos)
-                checks += c
-        # multi-attribute hash tables whose schema the event covers
+            a = pid_access[ev_pids[j]]
+            if a >= 0:
+                if n_found == len(found):
+                    found = np.concatenate((found, np.empty(len(found), dtype=np.int64)))
+                found[n_found] = a
+                n_found += 1
+        n_probes = 0
         for t in tables:
             k = t_k[t]
             covered = True
@@ -287,15 +272,44 @@ def match_batch(ev_off, ev_pids, n_attrs, bits, pid_eq_attr, pid_access, a_first
                 if p < 0:
                     covered = False
                     break
-                key[x] = p
+                keys[n_probes, x] = p
             if not covered:
                 continue
             t_hits[t] += 1.0
-            acc = hash_find(slots, a_table, a_key, t, key, k)
-            if acc >= 0:
-                out, pos, c = check_access(acc, a_first, c_next, c_start, c_cap, c_len, c_size,
-                                           pool, bits, out, pos)
-                checks += c
+            probe_t[n_probes] = t
+            probe_s[n_probes] = key_hash(t, keys[n_probes], k) & mask
+            n_probes += 1
+        for x in range(n_probes):
+            probe_a[x] = slots[probe_s[x]]
+        for x in range(n_probes):
+            t = probe_t[x]
+            k = t_k[t]
+            s = probe_s[x]
+            a = probe_a[x]
+            while a != EMPTY:
+                if a >= 0 and acc[a, TABLE] == t:
+                    same = True
+                    for y in range(k):
+                        if acc[a, KEY + y] != keys[x, y]:
+                            same = False
+                            break
+                    if same:
+                        break
+                s = (s + 1) & mask
+                a = slots[s]
+            if a >= 0:
+                if n_found == len(found):
+                    found = np.concatenate((found, np.empty(len(found), dtype=np.int64)))
+                found[n_found] = a
+                n_found += 1
+        for x in range(n_found):
+            found[x] = acc[found[x], FIRST]
+        for x in range(n_found):
+            c = found[x]
+            while c >= 0:
+                out, pos = check_cluster(pool, cl[c, START], cl[c, CAP], cl[c, LEN], cl[c, SIZE], bits, out, pos)
+                checks += cl[c, LEN]
+                c = cl[c, NEXT]
         # clear
         for j in range(lo, hi):
             p = ev_pids[j]
