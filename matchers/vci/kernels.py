@@ -203,8 +203,7 @@ def _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, p
                 k = count[c]
                 if emit:
                     s = start[c]
-                    for i in range(k):
-                        out[pos + n + i] = pool[s + i]
+                    out[pos + n:pos + n + k] = pool[s:s + k]
                 n += k
                 word ^= low
     elif mode == VIRTUAL:
@@ -216,8 +215,7 @@ def _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, p
                 if s_ - (L - 1) + lens[t] > j:
                     if emit:
                         s = start[c]
-                        for i in range(k):
-                            out[pos + n + i] = pool[s + i]
+                        out[pos + n:pos + n + k] = pool[s:s + k]
                     n += k
     else:
         if emit:
@@ -226,8 +224,7 @@ def _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, p
                 k = count[c]
                 if k > 0:
                     s = start[c]
-                    for i in range(k):
-                        out[pos + n + i] = pool[s + i]
+                    out[pos + n:pos + n + k] = pool[s:s + k]
                     n += k
         else:
             for d in range(dt.shape[0]):
@@ -385,8 +382,7 @@ def _tree_cell(R, start, count, keys, vals, j, out, pos, emit):
             if j < mid:
                 k = _lower_bound(keys, s, k, j + 1)
             if emit:
-                for i in range(k):
-                    out[pos + n + i] = vals[s + i]
+                out[pos + n:pos + n + k] = vals[s:s + k]
             n += k
             if j == mid:
                 break
@@ -398,8 +394,7 @@ def _tree_cell(R, start, count, keys, vals, j, out, pos, emit):
             c = count[lst]
             first = _lower_bound(keys, s, c, j)
             if emit:
-                for i in range(first, c):
-                    out[pos + n + i - first] = vals[s + i]
+                out[pos + n:pos + n + c - first] = vals[s + first:s + c]
             n += c - first
             lo = mid + 1
             node = 2 * node + 1
@@ -464,8 +459,7 @@ def dlist_emit(start, count, pool, cells, offsets, out):
         if 0 <= j < R:
             s = start[j]
             p = offsets[i]
-            for k in range(count[j]):
-                out[p + k] = pool[s + k]
+            out[p:p + count[j]] = pool[s:s + count[j]]
 
 
 # -- real values on the grid --------------------------------------------------------------
@@ -530,8 +524,7 @@ def grid_merge(values, cells, n_cells, core_off, core_ids, edge_off, edge_ids, b
             a = core_off[i]
             b = core_off[i + 1]
             if emit:
-                for k in range(a, b):
-                    out[pos + k - a] = core_ids[k]
+                out[pos:pos + b - a] = core_ids[a:b]
             n = b - a
             if edge_off.shape[0] > 1:
                 for k in range(edge_off[i], edge_off[i + 1]):
