@@ -237,6 +237,14 @@ class StringEvaluator:
             del self._attrs[attr_id]
         self._invalidate(attr_id)
 
+    def renumber(self, new_of_old: np.ndarray) -> None:
+        """Move predicate ``i`` to id ``new_of_old[i]``."""
+        for attr in self._attrs.values():
+            for fam in attr.families.values():
+                fam.pos = [{int(new_of_old[p]) for p in pids} for pids in fam.pos]
+                fam.neg = [{int(new_of_old[p]) for p in pids} for pids in fam.neg]
+        self._cache = {}
+
     def _invalidate(self, attr_id: int) -> None:
         if self._cache:
             self._cache = {k: v for k, v in self._cache.items() if k[0] != attr_id}

@@ -1,70 +1,110 @@
-"""Numba kernels of the counting matcher (Fabret et al., Section 5)."""
+"""Numba kernels of the counting matcher (Fabret et al., Section 5).
+
+Layout (see :mod:`matchers.counting`):
+
+* ``state`` uint32 per conjunction slot: the count of its satisfied predicates in
+  bits 0-11, its size in bits 12-23 (0 once deleted), :data:`MULTI` when its key has
+  several conjunctions (so the key must be emitted once per event);
+* a CSR from predicate id to int32 values: a value ``v >= 0`` is a counted slot; a
+  conjunction of one predicate needs no counter and is stored as its key,
+  ``v = -(2 * key + multi) - 2``; ``v = -1`` is a deleted entry.
+"""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
 
+COUNT_BITS = 12
+COUNT_MASK = (1 << COUNT_BITS) - 1
+SIZE_SHIFT = COUNT_BITS
+MAX_SIZE = COUNT_MASK
+"""Largest conjunction the packed slot state holds."""
+MULTI = 1 << 24
+TOMBSTONE = -1
 
-SIZE_BITS = 16
-SIZE_MASK = (1 << SIZE_BITS) - 1
-MAX_SIZE = SIZE_MASK
-"""Largest conjunction the packed slot layout holds."""
 
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _visit(slots, slot, s, key_seen, out_keys, k):
-    """Count one satisfied predicate of ``slot``; emit its key when the count completes."""
-    state = slots[slot, 0]
-    if (state >> SIZE_BITS) != s:
-        state = s << SIZE_BITS
-    state += 1
-    slots[slot, 0] = state
-    info = slots[slot, 1]
-    if (state & SIZE_MASK) == (info & SIZE_MASK):
-        key = info >> SIZE_BITS
-        if key_seen[key] != s:
-            key_seen[key] = s
-            if k == len(out_keys):
-                grown = np.empty(2 * len(out_keys) + 1024, dtype=out_keys.dtype)
-                grown[:k] = out_keys[:k]
-                out_keys = grown
-            out_keys[k] = key
-            k += 1
-    return out_keys, k
+def encode_single(keys: np.ndarray, multi: np.ndarray) -> np.ndarray:
+    """CSR values of one-predicate conjunctions of ``keys`` (``multi``: the key has several)."""
+    return (-(2 * keys.astype(np.int64) + multi) - 2).astype(np.int32)
 
 
 @numba.njit(cache=True, nogil=True)
-def count_matches(sat_off, sat_pid, main_off, main_slot, pend_off, pend_slot,
-                  slots, key_seen, stamp, out_off, out_keys, base):
+def _grown(arr, n):
+    out = np.empty(max(2 * len(arr), n + 1024), dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def count_matches(sat_off, sat_pid, main_off, main_val, pend_off, pend_slot,
+                  state, slot_key, key_seen, stamp, touched, out_off, out_keys, base):
     """Count satisfied predicates per conjunction; emit each event's matched keys.
 
-    ``slots[i] = (state, info)`` packs, for conjunction slot ``i``, the event stamp and
-    count (``stamp << 16 | count``) next to its key and size (``key << 16 | size``), so
-    that one cache line serves a visit.  A count is stale, hence zero, unless its stamp
-    is the event's.  Dead slots have size 0 and never match.  Every satisfied pid
-    visits its slots in the main and the pending CSR; a key is emitted once per event,
-    sorted within the event.  Returns the (possibly regrown) ``out_keys`` and the
-    number of keys written from ``base`` on.
+    Every satisfied pid walks its values in the main CSR (counted slots and
+    one-predicate conjunctions) and its slots in the pending CSR.  Counts of the
+    touched slots are reset after each event.  A key is emitted once per event
+    (``key_seen`` holds the stamp of the event that last emitted a multi-conjunction
+    key); keys are sorted within the event.  Returns the (possibly regrown)
+    ``out_keys`` and ``touched`` and the number of keys written from ``base`` on.
+    The buffers are grown, if need be, once per predicate, never per visit.
     """
     k = base
     n_main = len(main_off) - 1
     n_pend = len(pend_off) - 1
+    count_mask = np.uint32(COUNT_MASK)
+    multi_bit = np.uint32(MULTI)
+    shift = np.uint32(SIZE_SHIFT)
     for e in range(len(sat_off) - 1):
         stamp[0] += 1
         s = stamp[0]
         start = k
+        nt = 0
         for i in range(sat_off[e], sat_off[e + 1]):
             pid = sat_pid[i]
-            if pid < n_main:
-                for j in range(main_off[pid], main_off[pid + 1]):
-                    out_keys, k = _visit(slots, main_slot[j], s, key_seen, out_keys, k)
-            if pid < n_pend:
-                for j in range(pend_off[pid], pend_off[pid + 1]):
-                    out_keys, k = _visit(slots, pend_slot[j], s, key_seen, out_keys, k)
+            for part in range(2):
+                if part == 0:
+                    if pid >= n_main:
+                        continue
+                    lo, hi, vals = main_off[pid], main_off[pid + 1], main_val
+                else:
+                    if pid >= n_pend:
+                        continue
+                    lo, hi, vals = pend_off[pid], pend_off[pid + 1], pend_slot
+                if nt + (hi - lo) > len(touched):
+                    touched = _grown(touched, nt + (hi - lo))
+                if k + (hi - lo) > len(out_keys):
+                    out_keys = _grown(out_keys, k + (hi - lo))
+                for j in range(lo, hi):
+                    v = vals[j]
+                    if v >= 0:
+                        w = state[v] + np.uint32(1)
+                        state[v] = w
+                        count = w & count_mask
+                        if count == 1:
+                            touched[nt] = v
+                            nt += 1
+                        if count != (w >> shift) & count_mask:
+                            continue
+                        key = slot_key[v]
+                        multi = (w & multi_bit) != 0
+                    elif v != TOMBSTONE:
+                        u = -v - 2
+                        key = u >> 1
+                        multi = (u & 1) != 0
+                    else:
+                        continue
+                    if multi:
+                        if key_seen[key] == s:
+                            continue
+                        key_seen[key] = s
+                    out_keys[k] = key
+                    k += 1
+        for t in range(nt):
+            state[touched[t]] &= ~count_mask
         out_keys[start:k].sort()
         out_off[e + 1] = k
-    return out_keys, k
+    return out_keys, touched, k
 
 
 @numba.njit(cache=True, nogil=True)
@@ -79,9 +119,20 @@ def gather_segments(flat, starts, lengths):
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def tombstone(main_off, main_val, pid, value):
+    """Mark the entry ``value`` of ``pid`` deleted; returns whether it was found."""
+    for j in range(main_off[pid], main_off[pid + 1]):
+        if main_val[j] == value:
+            main_val[j] = TOMBSTONE
+            return True
+    return False
+
+
 def csr_by_key(n_keys: int, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR ``(offsets int64[n_keys+1], values sorted by key)`` (stable)."""
+    """CSR ``(offsets[n_keys+1], values sorted by key)`` (stable); int32 offsets when they fit."""
     order = np.argsort(keys, kind="stable")
-    offsets = np.zeros(n_keys + 1, dtype=np.int64)
+    dtype = np.int32 if len(keys) < 2**31 else np.int64
+    offsets = np.zeros(n_keys + 1, dtype=dtype)
     np.cumsum(np.bincount(keys, minlength=n_keys), out=offsets[1:])
     return offsets, values[order]

@@ -3,6 +3,10 @@
 Keys are ``(attribute * 3 + kind, value bits)``.  A negated predicate (``!=``,
 ``NOT IN``) holds for every value of its attribute and type except its operands: it
 is listed once under its attribute and type, and its operands veto it.
+
+Predicates are stored by id in columns (one operand per predicate; the operand lists
+of ``IN`` and ``NOT IN`` in a side table), so that bulk adds, the rebuild of the hash
+table and renumbering are vectorised.
 """
 
 from __future__ import annotations
@@ -14,16 +18,18 @@ import numpy as np
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
+from matchers.phase1.columns import PredColumns, grown
 
 _OPS = frozenset({Op.EQ, Op.NE, Op.IN, Op.NOT_IN})
+_NEGATED = frozenset({Op.NE, Op.NOT_IN})
 _DOUBLE, _BITS = struct.Struct("<d"), struct.Struct("<q")
 _EMPTY = np.zeros(0, dtype=np.int32)
+ABSENT, POSITIVE, NEGATED = 0, 1, 2
+"""Values of the per-predicate state column."""
 
 
 def operand_bits(p: Pred, attr_id: int, dictionary: Dictionary) -> list[int]:
     """Hashed values of a predicate's operands (as :func:`kernels.value_bits` hashes events)."""
-    if p.kind is Kind.NUM and not isinstance(p.operand, tuple):
-        return [_BITS.unpack(_DOUBLE.pack(p.operand + 0.0))[0]]
     values = p.operand if isinstance(p.operand, tuple) else (p.operand,)
     if p.kind is Kind.STR:
         return [dictionary.code(attr_id, v) for v in values]  # type: ignore[arg-type]
@@ -35,42 +41,98 @@ class EqualityEvaluator:
 
     def __init__(self, dictionary: Dictionary):
         self.dictionary = dictionary
-        self._entries: dict[int, tuple[int, list[int], bool]] = {}
+        self._state = np.zeros(0, dtype=np.int8)  # ABSENT / POSITIVE / NEGATED per pid
+        self._a1 = np.zeros(0, dtype=np.int64)  # attribute * 3 + kind
+        self._bits = np.zeros(0, dtype=np.int64)  # the operand's bits (scalar operands)
+        self._lists: dict[int, list[int]] = {}  # pid -> operand bits of IN / NOT IN
+        self._n = 0
         self._dirty = True
         self._arrays: tuple = ()
         self._veto = np.zeros(0, dtype=np.int64)
         self._stamp = np.zeros(1, dtype=np.int64)
+        self._expect = 1.0
 
     @staticmethod
     def owns(p: Pred) -> bool:
         return p.op in _OPS
 
+    def __len__(self) -> int:
+        return self._n
+
+    def _reserve(self, n: int) -> None:
+        self._state = grown(self._state, n)
+        self._a1 = grown(self._a1, n)
+        self._bits = grown(self._bits, n)
+
     def add(self, pid: int, p: Pred, attr_id: int) -> None:
-        negated = p.op in (Op.NE, Op.NOT_IN)
-        self._entries[pid] = (attr_id * 3 + int(p.kind), operand_bits(p, attr_id, self.dictionary), negated)
+        self._reserve(pid + 1)
+        bits = operand_bits(p, attr_id, self.dictionary)
+        if isinstance(p.operand, tuple):
+            self._lists[pid] = bits
+        else:
+            self._bits[pid] = bits[0]
+        self._state[pid] = NEGATED if p.op in _NEGATED else POSITIVE
+        self._a1[pid] = attr_id * 3 + int(p.kind)
+        self._n += 1
+        self._dirty = True
+
+    def add_many(self, pids: np.ndarray, preds: list[Pred], cols: PredColumns) -> None:
+        """:meth:`add` for many predicates (numeric and boolean scalars vectorised)."""
+        if len(pids) == 0:
+            return
+        self._reserve(int(pids.max()) + 1)
+        operands = cols.operands
+        numeric = np.array([type(o) is float for o in operands], dtype=bool)
+        idx = np.flatnonzero(numeric)
+        values = np.array([operands[i] for i in idx.tolist()], dtype=np.float64)
+        self._bits[pids[idx]] = (values + 0.0).view(np.int64)
+        for i in np.flatnonzero(~numeric).tolist():
+            p = preds[i]
+            bits = operand_bits(p, int(cols.attr_ids[i]), self.dictionary)
+            if type(p.operand) is tuple:
+                self._lists[int(pids[i])] = bits
+            else:
+                self._bits[pids[i]] = bits[0]
+        negated = (cols.ops == Op.NE) | (cols.ops == Op.NOT_IN)
+        self._state[pids] = np.where(negated, NEGATED, POSITIVE)
+        self._a1[pids] = cols.attr_ids.astype(np.int64) * 3 + cols.kinds
+        self._n += len(pids)
         self._dirty = True
 
     def remove(self, pid: int, p: Pred, attr_id: int) -> None:
-        del self._entries[pid]
+        self._state[pid] = ABSENT
+        self._lists.pop(pid, None)
+        self._n -= 1
+        self._dirty = True
+
+    def renumber(self, new_of_old: np.ndarray) -> None:
+        """Move predicate ``i`` to id ``new_of_old[i]`` (``-1``: absent)."""
+        n = len(new_of_old)
+        self._reserve(n)
+        old = np.flatnonzero(self._state[:n] != ABSENT)
+        new = new_of_old[old]
+        state, a1, bits = np.zeros_like(self._state), np.zeros_like(self._a1), np.zeros_like(self._bits)
+        state[new], a1[new], bits[new] = self._state[old], self._a1[old], self._bits[old]
+        self._state, self._a1, self._bits = state, a1, bits
+        self._lists = {int(new_of_old[pid]): v for pid, v in self._lists.items()}
         self._dirty = True
 
     def _build(self) -> None:
-        k1: list[int] = []
-        k2: list[int] = []
-        code: list[int] = []
-        neg_key: list[int] = []
-        neg_pid: list[int] = []
-        for pid, (a1, bits, negated) in self._entries.items():
-            for b in bits:
-                k1.append(a1)
-                k2.append(b)
-                code.append(-pid - 1 if negated else pid)
-            if negated:
-                neg_key.append(a1)
-                neg_pid.append(pid)
-        k1a = np.asarray(k1, dtype=np.int64)
-        k2a = np.asarray(k2, dtype=np.int64)
-        codea = np.asarray(code, dtype=np.int32)
+        live = np.flatnonzero(self._state != ABSENT).astype(np.int32)
+        is_list = np.zeros(len(self._state), dtype=bool)
+        if self._lists:
+            is_list[np.fromiter(self._lists, dtype=np.int64, count=len(self._lists))] = True
+        scalar = live[~is_list[live]]
+        list_pids = np.fromiter(self._lists, dtype=np.int32, count=len(self._lists))
+        list_len = np.fromiter((len(v) for v in self._lists.values()), dtype=np.int64, count=len(self._lists))
+        list_bits = np.fromiter((b for v in self._lists.values() for b in v), dtype=np.int64,
+                                count=int(list_len.sum()))
+        list_rep = np.repeat(list_pids, list_len)
+        pid = np.concatenate([scalar, list_rep])
+        k1a = self._a1[pid]
+        k2a = np.concatenate([self._bits[scalar], list_bits])
+        negated = self._state[pid] == NEGATED
+        codea = np.where(negated, -pid - 1, pid).astype(np.int32)
         order = np.lexsort((k2a, k1a))
         k1a, k2a, codea = k1a[order], k2a[order], codea[order]
         starts = np.flatnonzero(np.r_[True, (k1a[1:] != k1a[:-1]) | (k2a[1:] != k2a[:-1])]) if len(k1a) else \
@@ -78,32 +140,37 @@ class EqualityEvaluator:
         g_off = np.r_[starts, len(k1a)].astype(np.int64)
         size = 1 << max(4, int(2 * len(starts)).bit_length())
         t1, t2, tg = K.build_hash(k1a[starts], k2a[starts], size)
-        nk = np.asarray(neg_key, dtype=np.int64)
-        npid = np.asarray(neg_pid, dtype=np.int32)
+        neg_pid = live[self._state[live] == NEGATED]
+        nk = self._a1[neg_pid]
         order = np.argsort(nk, kind="stable")
         n_keys = int(nk.max()) + 1 if len(nk) else 0
         neg_off = np.searchsorted(nk[order], np.arange(n_keys + 1)).astype(np.int64)
-        self._arrays = (t1, t2, tg, g_off, codea, neg_off, npid[order])
-        capacity = max(self._entries, default=-1) + 1
-        if len(self._veto) < capacity:
-            self._veto = np.zeros(max(capacity, 2 * len(self._veto)), dtype=np.int64)
+        self._arrays = (t1, t2, tg, g_off, codea, neg_off, neg_pid[order])
+        if len(self._veto) < len(self._state):
+            self._veto = np.zeros(len(self._state), dtype=np.int64)
         self._dirty = False
 
     def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
         """``(event_idx, pid)`` pairs of satisfied predicates, grouped by event."""
-        if not self._entries:
+        if not self._n:
             return _EMPTY, _EMPTY
         if self._dirty:
             self._build()
         vbits = K.value_bits(batch.kinds, batch.nums, batch.codes)
         args = (batch.offsets, batch.attrs, batch.kinds, vbits, *self._arrays, self._veto, self._stamp)
-        n = K.equality_pairs(*args, _EMPTY, _EMPTY)
-        ev = np.empty(n, dtype=np.int32)
-        pid = np.empty(n, dtype=np.int32)
-        K.equality_pairs(*args, ev, pid)
-        return ev, pid
+        cap = int(self._expect * len(batch.attrs)) + 64
+        ev = np.empty(cap, dtype=np.int32)
+        pid = np.empty(cap, dtype=np.int32)
+        n = K.equality_pairs(*args, ev, pid)
+        if n > cap:  # the estimate was short: rerun into exact buffers
+            ev = np.empty(n, dtype=np.int32)
+            pid = np.empty(n, dtype=np.int32)
+            K.equality_pairs(*args, ev, pid)
+        self._expect = max(self._expect, 1.25 * n / max(len(batch.attrs), 1))
+        return ev[:n], pid[:n]
 
     def memory_bytes(self) -> int:
-        if self._dirty and self._entries:
+        if self._dirty and self._n:
             self._build()
-        return sum(a.nbytes for a in self._arrays) + self._veto.nbytes
+        columns = self._state.nbytes + self._a1.nbytes + self._bits.nbytes
+        return sum(a.nbytes for a in self._arrays) + self._veto.nbytes + columns + 64 * len(self._lists)

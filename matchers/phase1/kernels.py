@@ -1,7 +1,8 @@
 """Numba kernels of phase 1: hashed equality, sorted numeric ranges, CSR assembly.
 
-Every kernel runs twice per batch when it emits pairs: once with ``out_ev`` of length
-0 to count, once to fill (``emit`` returns the count either way).
+A kernel that emits pairs writes as many as fit in its output buffers and returns how
+many there are: the caller sizes the buffers from an estimate and reruns the kernel
+into exact buffers in the rare case the estimate was short.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def equality_pairs(offsets, attrs, kinds, vbits, t1, t2, tg, g_off, g_pids,
     ``neg_off`` over ``attr * 3 + kind`` lists the negated pids of an attribute and type:
     each holds unless the value vetoed it.
     """
-    fill = len(out_ev) > 0
+    cap = len(out_ev)
     k = 0
     n_keys = len(neg_off) - 1
     for e in range(len(offsets) - 1):
@@ -80,7 +81,7 @@ def equality_pairs(offsets, attrs, kinds, vbits, t1, t2, tg, g_off, g_pids,
                     for i in range(g_off[g], g_off[g + 1]):
                         p = g_pids[i]
                         if p >= 0:
-                            if fill:
+                            if k < cap:
                                 out_ev[k] = e
                                 out_pid[k] = p
                             k += 1
@@ -90,7 +91,7 @@ def equality_pairs(offsets, attrs, kinds, vbits, t1, t2, tg, g_off, g_pids,
                 for i in range(neg_off[a1], neg_off[a1 + 1]):
                     p = neg_pids[i]
                     if veto[p] != s:
-                        if fill:
+                        if k < cap:
                             out_ev[k] = e
                             out_pid[k] = p
                         k += 1
@@ -98,11 +99,10 @@ def equality_pairs(offsets, attrs, kinds, vbits, t1, t2, tg, g_off, g_pids,
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _emit_range(lo, hi, pids, e, out_ev, out_pid, k, fill):
-    if fill:
-        for i in range(lo, hi):
-            out_ev[k + i - lo] = e
-            out_pid[k + i - lo] = pids[i]
+def _emit_range(lo, hi, pids, e, out_ev, out_pid, k, cap):
+    for i in range(lo, min(hi, lo + cap - k)):
+        out_ev[k + i - lo] = e
+        out_pid[k + i - lo] = pids[i]
     return k + max(hi - lo, 0)
 
 
@@ -119,7 +119,7 @@ def range_pairs(offsets, attrs, kinds, nums,
     BETWEEN is sorted by low bound with the maximum high bound of each block of 32
     entries, so blocks that cannot contain the value are skipped.
     """
-    fill = len(out_ev) > 0
+    cap = len(out_ev)
     k = 0
     n_attrs = len(lt_off) - 1
     for e in range(len(offsets) - 1):
@@ -131,16 +131,16 @@ def range_pairs(offsets, attrs, kinds, nums,
             # x < v: operands above x
             s, t = lt_off[a], lt_off[a + 1]
             if t > s:
-                k = _emit_range(s + np.searchsorted(lt_val[s:t], x, "right"), t, lt_pid, e, out_ev, out_pid, k, fill)
+                k = _emit_range(s + np.searchsorted(lt_val[s:t], x, "right"), t, lt_pid, e, out_ev, out_pid, k, cap)
             s, t = le_off[a], le_off[a + 1]
             if t > s:
-                k = _emit_range(s + np.searchsorted(le_val[s:t], x, "left"), t, le_pid, e, out_ev, out_pid, k, fill)
+                k = _emit_range(s + np.searchsorted(le_val[s:t], x, "left"), t, le_pid, e, out_ev, out_pid, k, cap)
             s, t = gt_off[a], gt_off[a + 1]
             if t > s:
-                k = _emit_range(s, s + np.searchsorted(gt_val[s:t], x, "left"), gt_pid, e, out_ev, out_pid, k, fill)
+                k = _emit_range(s, s + np.searchsorted(gt_val[s:t], x, "left"), gt_pid, e, out_ev, out_pid, k, cap)
             s, t = ge_off[a], ge_off[a + 1]
             if t > s:
-                k = _emit_range(s, s + np.searchsorted(ge_val[s:t], x, "right"), ge_pid, e, out_ev, out_pid, k, fill)
+                k = _emit_range(s, s + np.searchsorted(ge_val[s:t], x, "right"), ge_pid, e, out_ev, out_pid, k, cap)
             s, t = bt_off[a], bt_off[a + 1]
             if t > s:
                 end = s + np.searchsorted(bt_lo[s:t], x, "right")
@@ -150,15 +150,15 @@ def range_pairs(offsets, attrs, kinds, nums,
                         i = ((i >> 5) + 1) << 5
                         continue
                     if bt_hi[i] >= x:
-                        if fill:
+                        if k < cap:
                             out_ev[k] = e
                             out_pid[k] = bt_pid[i]
                         k += 1
                     i += 1
             s, t = nb_off[a], nb_off[a + 1]
             if t > s:
-                k = _emit_range(s + np.searchsorted(nb_lo[s:t], x, "right"), t, nb_lopid, e, out_ev, out_pid, k, fill)
-                k = _emit_range(s, s + np.searchsorted(nb_hi[s:t], x, "left"), nb_hipid, e, out_ev, out_pid, k, fill)
+                k = _emit_range(s + np.searchsorted(nb_lo[s:t], x, "right"), t, nb_lopid, e, out_ev, out_pid, k, cap)
+                k = _emit_range(s, s + np.searchsorted(nb_hi[s:t], x, "left"), nb_hipid, e, out_ev, out_pid, k, cap)
     return k
 
 
@@ -188,3 +188,14 @@ def pairs_to_csr(n_events, ev, pid):
         out[pos[ev[i]]] = pid[i]
         pos[ev[i]] += 1
     return offsets, out
+
+
+@numba.njit(cache=True, nogil=True)
+def grouped_to_csr(n_events, ev, pid):
+    """CSR of (event, pid) pairs already grouped by ascending event (the pids are kept)."""
+    offsets = np.zeros(n_events + 1, dtype=np.int64)
+    for e in ev:
+        offsets[e + 1] += 1
+    for e in range(n_events):
+        offsets[e + 1] += offsets[e]
+    return offsets, pid

@@ -3,8 +3,8 @@
 Operands are kept sorted within each attribute (one CSR per operator), so the
 satisfied predicates of a value are one or two contiguous runs found by binary
 search; ``BETWEEN`` scans the run of low bounds below the value, skipping blocks whose
-highest high bound is below it.  The arrays are rebuilt, vectorised, on the first
-match after a change.
+highest high bound is below it.  Predicates are stored by id in columns; the sorted
+arrays are rebuilt, vectorised, on the first match after a change.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import numpy as np
 from matchers.events import EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
+from matchers.phase1.columns import PredColumns, grown
 
 _OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN, Op.NOT_BETWEEN})
 _EMPTY = np.zeros(0, dtype=np.int32)
 _BLOCK = 32  # must match the shift in kernels.range_pairs
+ABSENT = -1
 
 
 def _sorted_csr(n_attrs: int, attrs: np.ndarray, keys: np.ndarray, *payload: np.ndarray):
@@ -31,42 +33,85 @@ class RangeEvaluator:
     """Sorted-operand index over numeric range predicates."""
 
     def __init__(self) -> None:
-        self._entries: dict[Op, dict[int, tuple]] = {op: {} for op in _OPS}
+        self._op = np.zeros(0, dtype=np.int8)  # operator per pid, ABSENT if none
+        self._attr = np.zeros(0, dtype=np.int32)
+        self._lo = np.zeros(0, dtype=np.float64)  # the operand, or the low bound
+        self._hi = np.zeros(0, dtype=np.float64)  # the high bound (BETWEEN, NOT BETWEEN)
+        self._n = 0
         self._dirty = True
         self._arrays: tuple = ()
+        self._expect = 1.0
 
     @staticmethod
     def owns(p: Pred) -> bool:
         return p.kind is Kind.NUM and p.op in _OPS
 
+    def _reserve(self, n: int) -> None:
+        self._op = grown(self._op, n, ABSENT)
+        self._attr = grown(self._attr, n)
+        self._lo = grown(self._lo, n)
+        self._hi = grown(self._hi, n)
+
     def add(self, pid: int, p: Pred, attr_id: int) -> None:
-        operand = p.operand if isinstance(p.operand, tuple) else (p.operand,)
-        self._entries[p.op][pid] = (attr_id, *operand)
+        self._reserve(pid + 1)
+        lo, hi = p.operand if isinstance(p.operand, tuple) else (p.operand, p.operand)
+        self._op[pid], self._attr[pid], self._lo[pid], self._hi[pid] = int(p.op), attr_id, lo, hi
+        self._n += 1
+        self._dirty = True
+
+    def add_many(self, pids: np.ndarray, preds: list[Pred], cols: PredColumns) -> None:
+        """:meth:`add` for many predicates at once (their fields in ``cols``)."""
+        if len(pids) == 0:
+            return
+        self._reserve(int(pids.max()) + 1)
+        operands = cols.operands
+        pairs = any(type(o) is tuple for o in operands)
+        lo = np.array([o[0] for o in operands] if pairs and all(type(o) is tuple for o in operands) else
+                      [o[0] if type(o) is tuple else o for o in operands] if pairs else operands, dtype=np.float64)
+        hi = np.array([o[1] if type(o) is tuple else o for o in operands], dtype=np.float64) if pairs else lo
+        self._op[pids] = cols.ops
+        self._attr[pids] = cols.attr_ids
+        self._lo[pids] = lo
+        self._hi[pids] = hi
+        self._n += len(pids)
         self._dirty = True
 
     def remove(self, pid: int, p: Pred, attr_id: int) -> None:
-        del self._entries[p.op][pid]
+        self._op[pid] = ABSENT
+        self._n -= 1
+        self._dirty = True
+
+    def renumber(self, new_of_old: np.ndarray) -> None:
+        """Move predicate ``i`` to id ``new_of_old[i]`` (``-1``: absent)."""
+        n = len(new_of_old)
+        self._reserve(n)
+        old = np.flatnonzero(self._op[:n] != ABSENT)
+        new = new_of_old[old]
+        op = np.full_like(self._op, ABSENT)
+        attr, lo, hi = np.zeros_like(self._attr), np.zeros_like(self._lo), np.zeros_like(self._hi)
+        op[new], attr[new], lo[new], hi[new] = self._op[old], self._attr[old], self._lo[old], self._hi[old]
+        self._op, self._attr, self._lo, self._hi = op, attr, lo, hi
         self._dirty = True
 
     def __len__(self) -> int:
-        return sum(len(e) for e in self._entries.values())
-
-    def _columns(self, op: Op, width: int) -> tuple[np.ndarray, ...]:
-        entries = self._entries[op]
-        pids = np.fromiter(entries, dtype=np.int32, count=len(entries))
-        rows = np.asarray(list(entries.values()), dtype=np.float64).reshape(len(entries), width)
-        return (pids, rows[:, 0].astype(np.int32), *(rows[:, i] for i in range(1, width)))
+        return self._n
 
     def _build(self) -> None:
-        n_attrs = 1 + max((v[0] for e in self._entries.values() for v in e.values()), default=-1)
+        live = self._op != ABSENT
+        n_attrs = int(self._attr[live].max()) + 1 if self._n else 0
         arrays: list[np.ndarray] = []
+
+        def columns(op: Op) -> tuple[np.ndarray, ...]:
+            pids = np.flatnonzero(self._op == int(op)).astype(np.int32)
+            return pids, self._attr[pids], self._lo[pids], self._hi[pids]
+
         for op in (Op.LT, Op.LE, Op.GT, Op.GE):
-            pids, attrs, vals = self._columns(op, 2)
+            pids, attrs, vals, _ = columns(op)
             arrays.extend(_sorted_csr(n_attrs, attrs, vals, pids))
-        pids, attrs, lo, hi = self._columns(Op.BETWEEN, 3)
+        pids, attrs, lo, hi = columns(Op.BETWEEN)
         off, lo_s, hi_s, pid_s = _sorted_csr(n_attrs, attrs, lo, hi, pids)
         arrays.extend((off, lo_s, hi_s, pid_s, K.block_max(hi_s, _BLOCK)))
-        pids, attrs, lo, hi = self._columns(Op.NOT_BETWEEN, 3)
+        pids, attrs, lo, hi = columns(Op.NOT_BETWEEN)
         off, lo_s, lopid = _sorted_csr(n_attrs, attrs, lo, pids)
         _, hi_s, hipid = _sorted_csr(n_attrs, attrs, hi, pids)
         arrays.extend((off, lo_s, lopid, hi_s, hipid))
@@ -75,18 +120,24 @@ class RangeEvaluator:
 
     def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
         """``(event_idx, pid)`` pairs of satisfied predicates, grouped by event."""
-        if not len(self):
+        if not self._n:
             return _EMPTY, _EMPTY
         if self._dirty:
             self._build()
         args = (batch.offsets, batch.attrs, batch.kinds, batch.nums, *self._arrays)
-        n = K.range_pairs(*args, _EMPTY, _EMPTY)
-        ev = np.empty(n, dtype=np.int32)
-        pid = np.empty(n, dtype=np.int32)
-        K.range_pairs(*args, ev, pid)
-        return ev, pid
+        cap = int(self._expect * len(batch.attrs)) + 64
+        ev = np.empty(cap, dtype=np.int32)
+        pid = np.empty(cap, dtype=np.int32)
+        n = K.range_pairs(*args, ev, pid)
+        if n > cap:  # the estimate was short: rerun into exact buffers
+            ev = np.empty(n, dtype=np.int32)
+            pid = np.empty(n, dtype=np.int32)
+            K.range_pairs(*args, ev, pid)
+        self._expect = max(self._expect, 1.25 * n / max(len(batch.attrs), 1))
+        return ev[:n], pid[:n]
 
     def memory_bytes(self) -> int:
-        if self._dirty and len(self):
+        if self._dirty and self._n:
             self._build()
-        return sum(a.nbytes for a in self._arrays)
+        columns = self._op.nbytes + self._attr.nbytes + self._lo.nbytes + self._hi.nbytes
+        return sum(a.nbytes for a in self._arrays) + columns

@@ -1,0 +1,46 @@
+"""Growable per-predicate columns shared by the phase-1 evaluators."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+def grown(arr: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
+    """``arr`` if it holds ``n`` rows, else a copy grown (at least doubled) and padded with ``fill``."""
+    if n <= len(arr):
+        return arr
+    out = np.full((max(n, 2 * len(arr), 64), *arr.shape[1:]), fill, dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
+class PredColumns(NamedTuple):
+    """Fields of a list of predicates, read from the predicate objects in one pass.
+
+    ``ops`` and ``kinds`` hold the :class:`~matchers.expr.Op` and
+    :class:`~matchers.expr.Kind` values.
+    """
+
+    attr_ids: np.ndarray
+    ops: np.ndarray
+    kinds: np.ndarray
+    operands: list
+
+    def take(self, idx: np.ndarray) -> PredColumns:
+        """The rows ``idx``."""
+        operands = self.operands
+        return PredColumns(self.attr_ids[idx], self.ops[idx], self.kinds[idx], [operands[i] for i in idx.tolist()])
+
+    def first_numbers(self) -> np.ndarray:
+        """The numeric operand (or low bound) of each row, 0.0 for others (a sort key)."""
+        return np.array([_first_number(o) for o in self.operands], dtype=np.float64)
+
+
+def _first_number(operand: object) -> float:
+    if type(operand) is float:
+        return operand  # type: ignore[return-value]
+    if type(operand) is tuple and type(operand[0]) is float:
+        return operand[0]
+    return 0.0
