@@ -29,6 +29,8 @@ from tests.integration.service_fixtures import expected_pairs, make_topics
 from tests.unit.streaming.helpers import random_event, random_subscriptions
 
 pytestmark = pytest.mark.integration
+# Two Spark start-ups in subprocesses: generous waits for a loaded 2-core machine.
+WAIT_S = 600
 ROOT = Path(__file__).resolve().parents[2]
 N_EVENTS = 1600
 ROUNDS = 8
@@ -55,6 +57,7 @@ def totals(status_file: Path) -> dict:
     return (doc or {}).get("totals") or {}
 
 
+@pytest.mark.timeout(1800)
 def test_sigkill_mid_stream_then_restart(kafka_config: dict, topic_factory: Any, tmp_path: Path):
     rng = random.Random(99)
     topics = make_topics(topic_factory)
@@ -80,7 +83,7 @@ def test_sigkill_mid_stream_then_restart(kafka_config: dict, topic_factory: Any,
     job = start_job(env, log)
     producer_error: list[BaseException] = []
     try:
-        wait_for(lambda: totals(status_file).get("subscription_changes", 0) >= 40, 240, "the subscriptions", job)
+        wait_for(lambda: totals(status_file).get("subscription_changes", 0) >= 40, WAIT_S, "the subscriptions", job)
         events = [random_event(rng) for _ in range(N_EVENTS)]
         per_round = N_EVENTS // ROUNDS
 
@@ -99,7 +102,7 @@ def test_sigkill_mid_stream_then_restart(kafka_config: dict, topic_factory: Any,
 
         feeder = threading.Thread(target=feed)
         feeder.start()
-        wait_for(lambda: totals(status_file).get("events", 0) >= N_EVENTS // 4, 240, "a quarter of the events", job)
+        wait_for(lambda: totals(status_file).get("events", 0) >= N_EVENTS // 4, WAIT_S, "a quarter of the events", job)
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(30)
         version_before = load_state(checkpoint / "registry").version
@@ -107,7 +110,7 @@ def test_sigkill_mid_stream_then_restart(kafka_config: dict, topic_factory: Any,
         assert not producer_error, producer_error
         status_file.unlink()
         job = start_job(env, log)
-        wait_for(lambda: (read_status(status_file) or {}).get("registry") is not None, 240, "the restart", job)
+        wait_for(lambda: (read_status(status_file) or {}).get("registry") is not None, WAIT_S, "the restart", job)
         assert read_status(status_file)["registry"]["version"] == version_before
         wait_for(lambda: sum(1 for _ in consume_all(kafka_config, topics.events)) == N_EVENTS, 60, "the events")
         located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(kafka_config, topics.events)]
@@ -117,7 +120,7 @@ def test_sigkill_mid_stream_then_restart(kafka_config: dict, topic_factory: Any,
             docs = [orjson.loads(r.value) for r in consume_all(kafka_config, topics.notifications)]
             return {(d["subscription"], d["partition"], d["offset"]) for d in docs}
 
-        wait_for(lambda: delivered() >= want, 300, "every expected notification", job)
+        wait_for(lambda: delivered() >= want, WAIT_S, "every expected notification", job)
         time.sleep(2)  # the batches after the last event carry the last dummy changes
         job.send_signal(signal.SIGTERM)
         assert job.wait(120) == 0
