@@ -49,6 +49,9 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 FIG5_SCHEMES = ("SCI", "SCI-BC", "LCI", "LCI-BC", "LCI-BV", "LCI-BV(DT)")
 FIG6A = ("LCI", "LCI-BC", "LCI-BV", "LCI-BV(DT)", "Dlist", "tree")
 FIG6B = ("LCI-BC", "LCI-BV", "LCI-BV(DT)", "tree")
+COLORS = {"SCI": "C7", "SCI-BC": "C8", "LCI": "C0", "LCI-BC": "C1", "LCI-BV": "C2", "LCI-BV(DT)": "C3",
+          "Dlist": "C4", "tree": "C5"}
+"""One colour per index in every plot."""
 BUILD_LIMIT_BYTES = 256 << 20
 """Bitmaps larger than this are not built for Fig. 5: their size is computed (exactly) instead."""
 DLIST_LIMIT = 256 << 20
@@ -259,7 +262,8 @@ def plot(results: dict, prefix: str) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6, 4))
         for s in FIG5_SCHEMES:
             rows = sorted((r for r in res["rows"] if r["scheme"] == s), key=lambda r: r["L"])
-            ax.plot([r["L"] for r in rows], [r["bytes"] / 1e6 for r in rows], marker="o", label=s)
+            ax.plot([r["L"] for r in rows], [r["bytes"] / 1e6 for r in rows], marker="o", label=s, color=COLORS[s],
+                    ls="--" if s == "LCI-BV(DT)" else "-")
         ax.set(xscale="log", yscale="log", xlabel="L", ylabel="storage (MB)",
                title=f"Fig. 5: storage vs L (R={res['R']}, W={res['W']}, n={res['n']})")
         ax.set_xscale("log", base=2)
@@ -278,7 +282,7 @@ def plot(results: dict, prefix: str) -> list[Path]:
             for name in dict.fromkeys(r["index"] for r in res["rows"]):
                 rows = [r for r in res["rows"] if r["index"] == name]
                 ys = [r[key] / 1e6 if key == "bytes" else r[key] for r in rows]
-                line, = ax.plot([r["n"] for r in rows], ys, marker="o", label=name)
+                line, = ax.plot([r["n"] for r in rows], ys, marker="o", label=name, color=COLORS[name])
                 if key == "count_us" and name in ("LCI-BV(DT)", "tree"):
                     ax.plot([r["n"] for r in rows], [r["emit_us"] for r in rows], ls=":", color=line.get_color(),
                             label=f"{name} (count+emit)")
@@ -347,6 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table_matchers(results["matchers"]), "\n", flush=True)
     results["goals"] = goals(results)
     results["seconds"] = round(time.time() - started, 1)
+    results["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for line in results["goals"]:
         print(line)
     (DOCS / "bench").mkdir(parents=True, exist_ok=True)
@@ -361,7 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def render(results: dict) -> str:
     """The measured tables as Markdown (pasted into ``docs/vci.md``)."""
-    parts = []
+    env = results.get("environment", {})
+    parts = [f"Run of {results.get('date', '?')}; load average at the start {env.get('load_avg')} "
+             f"(numpy {env.get('numpy')}, numba {env.get('numba')}); {results.get('seconds', '?')} s.", ""]
     if "fig5" in results:
         parts += ["### Fig. 5: storage vs L", "", table5(results["fig5"]), ""]
     for key, title in (("fig6a", "Fig. 6(a) / 7(a): moderate R"), ("fig6b", "Fig. 6(b) / 7(b): large R")):
