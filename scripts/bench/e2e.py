@@ -52,6 +52,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 WORKLOAD = "W1"
 GOAL_EVENTS_PER_S = 20_000
 GOAL_P99_S = 3.0
+ANALYSIS = "<!-- analysis -->"
 
 
 def log(msg: str) -> None:
@@ -95,8 +96,8 @@ def subscription_records(subs) -> list[tuple[bytes, bytes]]:
     return [(s.id.encode(), orjson.dumps({"op": "upsert", "id": s.id, "json": to_json(s.expr)})) for s in subs]
 
 
-def step_costs(subs, events: list[dict], matcher_name: str) -> dict[str, float]:
-    """Per-event microseconds of each executor step, in this process."""
+def step_costs(subs, events: list[dict], matcher_name: str):
+    """Per-event microseconds of each executor step, in this process, and the matcher built for it."""
     from matchers.base import create
     from matchers.events import flatten
     from streaming import notifications
@@ -126,7 +127,7 @@ def step_costs(subs, events: list[dict], matcher_name: str) -> dict[str, float]:
     n = len(events)
     return {"build_s": build_s, "parse_us": 1e6 * (t1 - t0) / n, "flatten_us": 1e6 * (t2 - t1) / n,
             "encode_us": 1e6 * (t3 - t2) / n, "match_us": 1e6 * (t4 - t3) / n, "notify_us": 1e6 * (t5 - t4) / n,
-            "matches_per_event": res.total / n, "index_mb": m.memory_bytes() / 2**20}
+            "matches_per_event": res.total / n, "index_mb": m.memory_bytes() / 2**20}, m
 
 
 def source_read_rate(spark, bootstrap: str, topic: str) -> float:
@@ -315,15 +316,12 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
 
     # where the time goes, and the Spark SQL baseline
     sample = backlog[: args.cost_events]
-    result["steps_us"] = step_costs(subs, sample, args.matcher)
+    result["steps_us"], m = step_costs(subs, sample, args.matcher)
     result["source_read_per_s"] = source_read_rate(spark, bootstrap, topics["events"])
     sql_events = backlog[: max(10, args.sql_events * 100_000 // n_subs)]  # about the same joined rows per size
     sql_s, sql_matches = spark_sql_matching(spark, subs, sql_events)
-    from matchers.base import create
     from matchers.events import flatten
 
-    m = create(args.matcher)
-    m.add(subs)
     ours = {(i, sid) for i, ids in enumerate(m.match_events([flatten(e) for e in sql_events])) for sid in ids}
     result["spark_sql"] = {"events": len(sql_events), "seconds": sql_s, "events_per_s": len(sql_events) / sql_s,
                            "matches": len(sql_matches), "agrees_with_service_matcher": sql_matches == ours}
@@ -403,6 +401,24 @@ def plot(record: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def save(args: argparse.Namespace, runs: list[dict], started: float) -> None:
+    """Write the JSON record, the Markdown tables (keeping the analysis section) and the plot."""
+    record = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "quick": args.quick, "matcher": args.matcher, "seconds": time.perf_counter() - started,
+        "load_average": os.getloadavg(), "runs": runs,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=1))
+    plot(record, DOCS / "img" / "e2e.png")
+    md = DOCS / "e2e.md"
+    text = md.read_text() if md.exists() else ""
+    parts = text.split(ANALYSIS)
+    record["analysis"] = f"{ANALYSIS}{parts[1]}{ANALYSIS}" if len(parts) >= 3 else ""
+    md.write_text(render(record))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.bench.e2e", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="100,000 subscriptions, fewer events (about a few minutes)")
@@ -411,7 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-trigger", type=int, default=50_000, help="maxOffsetsPerTrigger of the drain")
     parser.add_argument("--rate", type=float, default=5000.0, help="offered events/s of the latency run")
     parser.add_argument("--duration", type=float, default=None, help="seconds of the latency run (60; quick 15)")
-    parser.add_argument("--matcher", default="counting")
+    parser.add_argument("--matcher", default="dynamic",
+                        help="matcher of the service (dynamic: Fabret's clustering; counting is ~80x slower on W1)")
     parser.add_argument("--sql-events", type=int, default=None, help="events of the Spark SQL baseline (200; quick 50)")
     parser.add_argument("--cost-events", type=int, default=20_000)
     parser.add_argument("--out", type=Path, default=DOCS / "bench" / "e2e.json")
@@ -430,30 +447,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="e2e-"))
-    runs = []
+    runs: list[dict] = []
     try:
         with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
             spark = get_session("pubsub-e2e", "local[2]", {"spark.driver.memory": "6g"})
             try:
                 for n in sizes:
                     runs.append(run_size(spark, broker.bootstrap_servers, n, args, workdir))
+                    save(args, runs, started)  # each size as soon as it is measured
             finally:
                 spark.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    record = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "quick": args.quick, "matcher": args.matcher, "seconds": time.perf_counter() - started,
-        "load_average": os.getloadavg(), "runs": runs,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1))
-    plot(record, DOCS / "img" / "e2e.png")
-    md = DOCS / "e2e.md"
-    analysis = md.read_text().split("<!-- analysis -->")[1] if md.exists() and "<!-- analysis -->" in md.read_text() else ""
-    record["analysis"] = f"<!-- analysis -->{analysis}<!-- analysis -->" if analysis else ""
-    md.write_text(render(record))
     for r in runs:
         print(f"{r['n_subs']:>9,} subs: {r['events_per_s']:>9,.0f} events/s sustained, "
               f"p50 {r['latency']['p50_s']:.2f} s p99 {r['latency']['p99_s']:.2f} s at {args.rate:,.0f}/s; "
