@@ -15,7 +15,7 @@ expanded to integers with a final check.  :class:`GridIntervalIndex` does that e
 
 The grid (``exp``, origin, size) is chosen from the endpoints present: the coarsest
 power-of-two step on which every endpoint is a grid point, unless that needs more than
-``max_units`` grid points.  When many intervals later fall outside it, or the index
+``max_units`` grid points (or 4 per endpoint).  When many intervals later fall outside it, or the index
 grows well past its size at the last layout, everything is re-laid on a new grid
 (amortised; updates between layouts are incremental).
 """
@@ -59,18 +59,21 @@ class GridIntervalIndex:
 
     # -- layout -------------------------------------------------------------------------
     def _layout(self, endpoints: np.ndarray) -> None:
-        """Choose the grid for these finite endpoints and start empty structures on it."""
-        exp, base, units = choose_grid(endpoints, self.max_units)
+        """Choose the grid for these finite endpoints and start empty structures on it.
+
+        The grid has at most ``max_units`` points, and at most 4 per endpoint (at least 64),
+        so that an attribute with few intervals keeps a small index.
+        """
+        exp, base, units = choose_grid(endpoints, min(self.max_units, max(64, 4 * len(endpoints))))
         self.exp, self.base, self.units = exp, base, units
         self.scale = math.ldexp(1.0, exp)
         n_cells = 2 * units
-        L = self.L
+        L = min(self.L, max(1, n_cells // 4))  # a small domain gets short VCIs
         if SCHEMES[self.scheme][0] == LCI:
-            L = min(L, 1 << (n_cells.bit_length() - 1))
-        else:
-            L = min(L, n_cells)
+            L = 1 << (L.bit_length() - 1)
+        self._L_grid = L
         self.core = IntervalIndex(n_cells, L, self.scheme)
-        self.edges = IntervalIndex(n_cells, L, self.scheme)
+        self.edges: IntervalIndex | None = None  # created with the first partly covered cell
         self._sides: tuple[dict[int, int], dict[int, int]] = ({}, {})
         self._side_arrays = [np.zeros(16, dtype=np.int32), np.zeros(16, dtype=np.int32)]
         self._stray = 0
@@ -127,7 +130,8 @@ class GridIntervalIndex:
             return 0
         self.core.delete(ids)
         edge = np.concatenate([2 * ids, 2 * ids + 1])
-        self.edges.delete(edge)
+        if self.edges is not None:
+            self.edges.delete(edge)
         cells_lo, cells_hi = self._cells(ids)
         n_cells = 2 * self.units
         for k, i in enumerate(ids.tolist()):
@@ -144,7 +148,7 @@ class GridIntervalIndex:
         values = np.ascontiguousarray(values, dtype=np.float64)
         cells = self.cells(values)
         counts = self.core.count_many(cells)
-        if len(self.edges) == 0 and not self._sides[0] and not self._sides[1]:
+        if not self.edges and not self._sides[0] and not self._sides[1]:
             return counts
         extra = self._merge(values, cells, np.zeros(len(values) + 1, dtype=np.int64), _EMPTY_I32,
                             None, None, False)
@@ -155,7 +159,7 @@ class GridIntervalIndex:
         values = np.ascontiguousarray(values, dtype=np.float64)
         cells = self.cells(values)
         core_off, core_ids = self.core.query_many(cells)
-        if len(self.edges) == 0 and not self._sides[0] and not self._sides[1]:
+        if not self.edges and not self._sides[0] and not self._sides[1]:
             return core_off, core_ids
         counts = self._merge(values, cells, core_off, core_ids, None, None, False)
         offsets = np.zeros(len(values) + 1, dtype=np.int64)
@@ -183,11 +187,12 @@ class GridIntervalIndex:
         """Both VCI indexes, the side lists and the per-id bounds."""
         bounds = self.lo.nbytes + self.hi.nbytes + self.lo_closed.nbytes + self.hi_closed.nbytes
         sides = sum(a.nbytes for a in self._side_arrays)
-        return self.core.memory_bytes() + self.edges.memory_bytes() + bounds + self.present.nbytes + sides
+        edges = self.edges.memory_bytes() if self.edges is not None else 0
+        return self.core.memory_bytes() + edges + bounds + self.present.nbytes + sides
 
     # -- helpers ------------------------------------------------------------------------
     def _merge(self, values, cells, core_off, core_ids, offsets, out, emit) -> np.ndarray:
-        if len(self.edges):
+        if self.edges:
             edge_off, edge_ids = self.edges.query_many(cells)
         else:
             edge_off, edge_ids = _ONE_OFFSET, _EMPTY_I32
@@ -223,7 +228,10 @@ class GridIntervalIndex:
         edge_hi = (c_hi % 2 == 1) & (c_hi >= 0) & (c_hi < n_cells) & (c_hi != c_lo)
         e_ids = np.concatenate([2 * ids[edge_lo], 2 * ids[edge_hi] + 1])
         e_cells = np.concatenate([c_lo[edge_lo], c_hi[edge_hi]])
-        self.edges.insert(e_ids, e_cells, e_cells)
+        if len(e_ids):
+            if self.edges is None:
+                self.edges = IntervalIndex(n_cells, self._L_grid, self.scheme)
+            self.edges.insert(e_ids, e_cells, e_cells)
         below = np.flatnonzero(c_lo == -1)
         above = np.flatnonzero(c_hi == n_cells)
         for k in below.tolist():
