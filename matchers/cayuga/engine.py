@@ -81,6 +81,7 @@ class Engine:
         self._groups: dict[tuple[str, tuple[str, ...]], _Group] = {}
         self._groups_of_stream: dict[str, list[_Group]] = {}
         self._subs: dict[str, tuple[str, list[Chain], int]] = {}
+        self._since: dict[str, int] = {}
         self._heap: list = []
         self._heap_seq = 0
         self.epoch = 0
@@ -119,12 +120,14 @@ class Engine:
             self.epoch += 1
             since = self.epoch
         self._subs[sub_id] = (text if isinstance(text, str) else repr(text), chs, since)
+        self._since[sub_id] = since
 
     def remove(self, sub_id: str) -> bool:
         """Unregister a subscription; nodes no other subscription uses go with their instances."""
         entry = self._subs.pop(sub_id, None)
         if entry is None:
             return False
+        del self._since[sub_id]
         owner = None if self.merge else sub_id
         for c in entry[1]:
             self._unlink_chain(sub_id, c, owner)
@@ -385,11 +388,12 @@ class Engine:
                 self._forward((start.out,), rec, t0, t1, (eid,), self.epoch, pending, outputs, raw=True)
         for args in pending:
             self._insert(*args)
-        return list(outputs.values())
+        return [m for same in outputs.values() for m in same]
 
     def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
         nodes = self.nodes
+        since = self._since
         for out in outs:
             rec = attrs if raw else out.fn(attrs, t0, t1)
             if rec is None:
@@ -397,11 +401,15 @@ class Engine:
             for nid in out.dests:
                 pending.append((nodes[nid], rec, rec, t0, t1, wit, born))
             for sub in out.accept:
-                if born < self._subs[sub][2]:
+                if born < since[sub]:
                     continue  # added after this instance started
-                key = (sub, wit, t0, tuple(sorted(rec.items())))
-                if key not in outputs:
-                    outputs[key] = Match(sub, rec, t0, t1, wit)
+                # a record is reported once (two derivations of it give equal records)
+                key = (sub, wit, t0)
+                same = outputs.get(key)
+                if same is None:
+                    outputs[key] = [Match(sub, rec, t0, t1, wit)]
+                elif all(m.attrs != rec for m in same):
+                    same.append(Match(sub, rec, t0, t1, wit))
 
     def run(self, events: Iterable[A.Event]) -> list[tuple[int, Match]]:
         """Process events in order; ``(index of the completing event, match)`` pairs."""
