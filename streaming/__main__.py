@@ -99,7 +99,7 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
         query = job.start()
         try:
             while query.isActive and not stop.is_set():
-                query.awaitTermination(1.0)
+                query.awaitTermination(1)
             if query.exception() is not None:
                 log.error("the match query failed: %s", query.exception())
                 job.status.write("failed", error=str(query.exception()))

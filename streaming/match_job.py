@@ -92,7 +92,7 @@ class BatchContext(NamedTuple):
 
     batch_id: int
     now: float
-    index: IndexSpec
+    spec: IndexSpec
     notifications_topic: str
     errors_topic: str
     payload: str
@@ -102,8 +102,8 @@ class BatchContext(NamedTuple):
     validity_dir: str
 
     @classmethod
-    def of(cls, settings: Settings, batch_id: int, now: float, index: IndexSpec) -> BatchContext:
-        return cls(batch_id, now, index, settings.kafka.notifications_topic, settings.kafka.errors_topic,
+    def of(cls, settings: Settings, batch_id: int, now: float, spec: IndexSpec) -> BatchContext:
+        return cls(batch_id, now, spec, settings.kafka.notifications_topic, settings.kafka.errors_topic,
                    settings.notifications.payload, settings.match.event_id_field,
                    settings.match.valid_until_field, settings.match.max_validity_s, str(settings.validity_dir))
 
@@ -226,7 +226,7 @@ def match_partition(
             continue
         if matcher is None:  # a partition without rows never builds an index
             t0 = time.perf_counter_ns()
-            matcher = index_for(ctx.index).matcher
+            matcher = index_for(ctx.spec).matcher
             index_ns = time.perf_counter_ns() - t0
         t1 = time.perf_counter_ns()
         values = rb.column("value").to_pylist()
@@ -350,7 +350,7 @@ class MatchJob:
             self.metrics.value = [0] * N_METRICS
             events = df.filter(F.col("topic") == k.events_topic)
             out = events.mapInArrow(partial(match_partition, ctx=ctx, metrics=self.metrics), OUT_DDL)
-            driver_rows = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
+            driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
             driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
             if driver_rows:
                 out = out.unionByName(self.spark.createDataFrame(driver_rows, OUT_DDL))

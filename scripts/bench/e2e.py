@@ -110,7 +110,7 @@ def step_costs(subs, events: list[dict], matcher_name: str):
     raw = [orjson.dumps({"id": i, **e}) for i, e in enumerate(events)]
     m.match(m.encode([flatten(e) for e in events[:10]]))  # compile / load kernels
     t0 = time.perf_counter()
-    objs = [parse_event(v)[0] for v in raw]
+    objs = [parse_event(v)[0] or {} for v in raw]
     t1 = time.perf_counter()
     flat = [flatten(o) for o in objs]
     t2 = time.perf_counter()
@@ -184,10 +184,11 @@ class NotificationReader(threading.Thread):
     def run(self) -> None:
         while not self.stop_flag.is_set():
             for msg in self.consumer.consume(num_messages=5000, timeout=0.1):
-                if msg.error():
+                value = msg.value()
+                if msg.error() or value is None:
                     continue
                 now = time.time() * 1000
-                doc = orjson.loads(msg.value())
+                doc = orjson.loads(value)
                 eid = doc["event_id"]
                 if eid in self.seen_events or doc.get("event_time_ms") is None:
                     continue
