@@ -102,7 +102,7 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
                 query.awaitTermination(1)
             if query.exception() is not None:
                 log.error("the match query failed: %s", query.exception())
-                job.status.write("failed", error=str(query.exception()))
+                job.status.write("failed", error=str(query.exception()), registry=dict(job.registry.describe()))
                 return 1
             deadline = time.monotonic() + GRACE_S
             while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
@@ -110,7 +110,7 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
         finally:
             query.stop()
             spark.stop()
-        job.status.write("stopped")
+        job.status.write("stopped", registry=dict(job.registry.describe()))
         log.info("stopped after %d batches at registry version %d", job.batches, job.registry.version)
     return 0
 
