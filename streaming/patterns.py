@@ -11,9 +11,9 @@ Two streaming queries share a checkpoint directory:
   its batch id so a replayed batch is not applied twice).
 * ``patterns`` reads the events topic, parses each event (bad ones become error
   records), and keys it by the partition attribute of the subscriptions
-  (:func:`matchers.cayuga.compiler.partition_attribute`: ``name=IBM`` for
-  ``$2.name = $1.name``; one key ``*`` for subscriptions without one; an event goes to
-  every key it belongs to). ``applyInPandasWithState`` holds each key's automaton
+  (:func:`matchers.cayuga.compiler.partition_attribute`: ``name`` for
+  ``$2.name = $1.name``, the values hashed into ``key_buckets`` keys ``name#17``; one key
+  ``*`` for subscriptions without one; an event goes to every key it belongs to). ``applyInPandasWithState`` holds each key's automaton
   instances in Spark's keyed state, so they survive a restart from the checkpoint; an
   event-time timeout drops instances whose ``DUR`` bound has passed. Every completed
   pattern is a notification carrying its witness (output attributes and the ids of the
@@ -42,6 +42,7 @@ import os
 import re
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,10 @@ class PatternSettings:
         an event is processed once the watermark passes it, and Spark drops an event
         that arrives after the watermark has passed it.
     max_keys_per_event : bound on the keys (partition attributes) one event goes to.
+    key_buckets : state keys per partition attribute: the values of the attribute are
+        hashed into this many buckets, each one engine and one keyed state (fewer calls
+        of the stateful function per micro-batch; a bucket holding several values is
+        still exact). Changing it orphans the state of a running job.
     """
 
     stream_field: str = "stream"
@@ -106,6 +111,7 @@ class PatternSettings:
     time_unit_ms: int = 1000
     watermark_delay: str = "5 seconds"
     max_keys_per_event: int = 64
+    key_buckets: int = 64
 
 
 # ---------------------------------------------------------------- pattern registry
@@ -254,9 +260,11 @@ def partition_keys(registry_dir: str) -> tuple[int, list[str], bool]:
     return version, cached[0], cached[1]
 
 
-def group_key(attr: str, value: Any) -> str:
-    """The state key of the events whose ``attr`` is ``value``."""
-    return f"{attr}={orjson.dumps(value).decode()}"
+def group_key(attr: str, value: Any, buckets: int) -> str:
+    """The state key of the events whose ``attr`` is ``value``: ``attr#bucket``, the bucket
+    a stable hash (CRC-32 of the value's JSON, numbers as floats) modulo ``buckets``."""
+    v = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    return f"{attr}#{zlib.crc32(orjson.dumps(v)) % buckets}"
 
 
 def to_keyed_rows(
@@ -284,7 +292,7 @@ def to_keyed_rows(
             t0, t1, eid, stream, attrs = row
             ts = pd.Timestamp(event_time_ms(t1, settings), unit="ms", tz="UTC")
             blob = orjson.dumps(attrs)
-            keys = [group_key(a, attrs[a]) for a in attrs_in_use if a in attrs]
+            keys = [group_key(a, attrs[a], settings.key_buckets) for a in attrs_in_use if a in attrs]
             if unkeyed:
                 keys.append(ALL_KEY)
             if not keys:
@@ -354,7 +362,7 @@ _engines: dict[tuple[str, int, str | None], Engine] = {}
 def engine_for(registry_dir: str, gkey: str) -> Engine:
     """The worker's compiled automaton of the subscriptions partitioned like ``gkey``."""
     version, _, patterns = load_registry(registry_dir)
-    attr = None if gkey == ALL_KEY else gkey.split("=", 1)[0]
+    attr = None if gkey == ALL_KEY else gkey.rsplit("#", 1)[0]
     ck = (registry_dir, version, attr)
     eng = _engines.get(ck)
     if eng is None:

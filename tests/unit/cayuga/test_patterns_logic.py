@@ -101,17 +101,17 @@ def _keyed(events, rdir, settings):
     return rows, sent
 
 
-@pytest.mark.parametrize("step", [1, 7, 1000])
-def test_keyed_state_lifecycle_equals_reference(tmp_path, step):
+@pytest.mark.parametrize("step, buckets", [(1, 64), (7, 2), (1000, 1)])
+def test_keyed_state_lifecycle_equals_reference(tmp_path, step, buckets):
     """Events fed in slices with a lagging watermark, then timeouts: same witnesses."""
     subs = {k: TABLE1[k] for k in ("S2", "S3", "S4", "AutQ")}
     reg = PatternRegistry(tmp_path)
     apply_pattern_records(reg, 0, [(k.encode(), _rec(id=k, pattern=t), "s", 0, i) for i, (k, t) in enumerate(subs.items())])
-    settings = PatternSettings(time_unit_ms=1000)
+    settings = PatternSettings(time_unit_ms=1000, key_buckets=buckets)
     events = stock_ticks(200, 4)
     rows, sent = _keyed(events, str(tmp_path), settings)
     assert len(sent) == 1 and b"JSON object" in sent[0]
-    assert set(rows["gkey"]) <= {ALL_KEY} | {group_key("name", s) for s in ("IBM", "MSFT", "ORCL", "SUN")}
+    assert set(rows["gkey"]) <= {ALL_KEY} | {group_key("name", s, settings.key_buckets) for s in ("IBM", "MSFT", "ORCL", "SUN")}
     states: dict = {}
     got = set()
     for lo in range(0, len(events), step):
@@ -138,3 +138,11 @@ def test_events_without_keys_still_move_the_watermark(tmp_path):
     st = FakeState()
     out = list(advance((NO_KEY,), iter([rows]), st, str(tmp_path), PatternSettings(), "n", "e"))
     assert out[0].empty and not st.exists
+
+
+def test_group_keys_are_stable_and_numbers_agree():
+    from streaming.patterns import group_key
+
+    assert group_key("name", "IBM", 64) == group_key("name", "IBM", 64)
+    assert group_key("n", 10, 64) == group_key("n", 10.0, 64)
+    assert group_key("n", True, 1024) != group_key("n", 1, 1024)
