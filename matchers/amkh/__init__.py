@@ -218,7 +218,7 @@ class AmkhMatcher(Matcher):
     # -- configuration and buckets ------------------------------------------------------
     def _rechoose(self) -> bool:
         """Re-evaluate the configuration; on a change re-hash everything. Returns whether it did."""
-        config = choose(self.stats, self.G, self.B, self.mkh)
+        config = choose(self.stats, self.G, self.B, self.mkh, self.config)
         live = self.stats.n_conj
         size = len(self.buckets.start)
         resize = live > size or (size > 64 and 8 * live < size)

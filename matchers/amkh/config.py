@@ -11,6 +11,11 @@
 * ``B`` for each of them: 2 when an event is expected to match more than 2 of its
   non-equality clauses (low selectivity: fold them into 2 residues), otherwise no
   folding (``B`` larger than any clause ID, written 0).
+
+Re-evaluations are sticky, so that a configuration does not flip back and forth (each
+change re-hashes every conjunction): a hashed general attribute is replaced only by one at
+least 20% more selective, and its ``B`` changes only when the expected matches leave
+``[1.5, 3]``.
 """
 
 from __future__ import annotations
@@ -44,10 +49,12 @@ class Stats:
         return self.sel_num.get(attr, 0.0) / den if den > 0 else 0.5
 
 
-def choose(stats: Stats, G: int | None = None, B: int | None = None, hash_all: bool = False) -> Config:
+def choose(stats: Stats, G: int | None = None, B: int | None = None, hash_all: bool = False,
+           current: Config | None = None) -> Config:
     """The configuration for the current subscriptions (``G``, ``B`` fixed when given).
 
     ``hash_all`` gives plain multiple key hashing (MKH, Eq. 1): every attribute, no folding.
+    ``current``, the configuration in use, makes the choice sticky (see the module).
     """
     attrs = [a for a, c in stats.cover.items() if c > 0]
     eq_only = sorted(a for a in attrs if stats.neq_occ.get(a, 0) == 0)
@@ -62,12 +69,28 @@ def choose(stats: Stats, G: int | None = None, B: int | None = None, hash_all: b
     eq_only = sorted(eq_only, key=lambda a: -stats.cover[a])[:MAX_HASHED - G]
     candidates = [a for a in general if stats.cover[a] >= 0.05 * n]
     candidates.sort(key=lambda a: (stats.selectivity(a), -stats.cover[a], a))
-    picked = candidates[:G]
+    previous = dict(zip(current.hashed, current.folds, strict=True)) if current is not None else {}
+    picked = [a for a in candidates if a in previous][:G]
+    for a in candidates:
+        if a in picked:
+            continue
+        if len(picked) < G:
+            picked.append(a)
+            continue
+        if not picked:
+            break
+        worst = max(picked, key=stats.selectivity)
+        if stats.selectivity(a) < 0.8 * stats.selectivity(worst):
+            picked[picked.index(worst)] = a
+    picked.sort(key=lambda a: (stats.selectivity(a), -stats.cover[a], a))
     folds = []
     for a in picked:
         if B is not None:
             folds.append(B)
-        else:
-            expected = stats.selectivity(a) * stats.neq_pids.get(a, 0)
-            folds.append(2 if expected > 2 else 0)
+            continue
+        expected = stats.selectivity(a) * stats.neq_pids.get(a, 0)
+        fold = 2 if expected > 2 else 0
+        if a in previous and 1.5 <= expected <= 3:
+            fold = previous[a]
+        folds.append(fold)
     return Config(tuple(eq_only) + tuple(picked), tuple(0 for _ in eq_only) + tuple(folds))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from matchers import oracle
 from matchers.amkh import AmkhMatcher
-from matchers.amkh.config import Stats, choose
+from matchers.amkh.config import Config, Stats, choose
 from matchers.expr import And, Subscription, pred
 from tests.strategies import random_event, random_subscriptions
 
@@ -126,3 +126,22 @@ def _no_regex(subs):
     from matchers.expr import STRING_OPS, predicates
 
     return [s for s in subs if all(p.op not in STRING_OPS for p in predicates(s.expr))]
+
+
+def test_choice_is_sticky():
+    st_ = Stats()
+    st_.n_conj = 100
+    st_.eq_occ = {0: 100}
+    st_.neq_occ = {1: 100, 2: 100}
+    st_.cover = {0: 100, 1: 100, 2: 100}
+    st_.neq_pids = {1: 10, 2: 10}
+    st_.sel_num, st_.sel_den = {1: 0.30, 2: 0.28}, {1: 1.0, 2: 1.0}
+    first = choose(st_, G=1)
+    assert first.hashed == (0, 2) and first.folds == (0, 2)
+    st_.sel_num = {1: 0.27, 2: 0.30}  # attribute 1 now a little more selective: keep 2
+    assert choose(st_, G=1, current=first) == first
+    st_.sel_num = {1: 0.10, 2: 0.30}  # much more selective: switch
+    assert choose(st_, G=1, current=first).hashed == (0, 1)
+    st_.sel_num = {1: 0.30, 2: 0.25}  # 2.5 expected matches: B stays as it was
+    assert choose(st_, G=1, current=Config((0, 2), (0, 0))).folds == (0, 0)
+    assert choose(st_, G=1).folds == (0, 2)
