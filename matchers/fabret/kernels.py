@@ -154,38 +154,44 @@ def compact(pool, new_pool, cl, clusters):
 
 
 @numba.njit(cache=True, nogil=True)
-def _emit(out, pos, value):
-    if pos == len(out):
-        bigger = np.empty(2 * len(out), dtype=out.dtype)
-        bigger[:pos] = out
-        out = bigger
-    out[pos] = value
-    return out, pos + 1
+def _room(out, need):
+    """``out`` with at least ``need`` slots (doubling, contents kept)."""
+    if need <= len(out):
+        return out
+    bigger = np.empty(max(need, 2 * len(out)), dtype=out.dtype)
+    bigger[: len(out)] = out
+    return bigger
 
 
 @numba.njit(cache=True, nogil=True)
 def check_cluster(pool, start, cap, ln, n, bits, out, pos):
     """The cluster-matching loop: append the entry of every row whose ``n`` referenced bits
-    are all set.  Sizes 0-4 are unrolled; the tests short-circuit column by column."""
+    are all set.  Sizes 0-4 are unrolled; the tests short-circuit column by column.  Room
+    for every row is made first, so the loops themselves only read, test and store."""
+    out = _room(out, pos + ln)
     line = start + n * cap
     if n == 0:
         for r in range(ln):
-            out, pos = _emit(out, pos, pool[line + r])
+            out[pos] = pool[line + r]
+            pos += 1
     elif n == 1:
         for r in range(ln):
             if bits[pool[start + r]]:
-                out, pos = _emit(out, pos, pool[line + r])
+                out[pos] = pool[line + r]
+                pos += 1
     elif n == 2:
         c1 = start + cap
         for r in range(ln):
             if bits[pool[start + r]] and bits[pool[c1 + r]]:
-                out, pos = _emit(out, pos, pool[line + r])
+                out[pos] = pool[line + r]
+                pos += 1
     elif n == 3:
         c1 = start + cap
         c2 = c1 + cap
         for r in range(ln):
             if bits[pool[start + r]] and bits[pool[c1 + r]] and bits[pool[c2 + r]]:
-                out, pos = _emit(out, pos, pool[line + r])
+                out[pos] = pool[line + r]
+                pos += 1
     elif n == 4:
         c1 = start + cap
         c2 = c1 + cap
@@ -193,7 +199,8 @@ def check_cluster(pool, start, cap, ln, n, bits, out, pos):
         for r in range(ln):
             if (bits[pool[start + r]] and bits[pool[c1 + r]] and bits[pool[c2 + r]]
                     and bits[pool[c3 + r]]):
-                out, pos = _emit(out, pos, pool[line + r])
+                out[pos] = pool[line + r]
+                pos += 1
     else:
         for r in range(ln):
             ok = True
@@ -202,7 +209,8 @@ def check_cluster(pool, start, cap, ln, n, bits, out, pos):
                     ok = False
                     break
             if ok:
-                out, pos = _emit(out, pos, pool[line + r])
+                out[pos] = pool[line + r]
+                pos += 1
     return out, pos
 
 
