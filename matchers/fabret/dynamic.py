@@ -45,7 +45,8 @@ class DynamicMatcher(TwoPhaseMatcher):
     Parameters
     ----------
     bm_max : cluster benefit margin (expected checks per event) above which a cluster
-        is redistributed.
+        is redistributed.  The default reflects that a table probe costs about as much as
+        a hundred sequential row checks on current hardware.
     b_create : benefit (subscriptions) at which a potential table is created.
     b_delete : benefit (subscriptions) under which a table is deleted.
     max_schema : most attributes in a table's schema (at most ``MAX_SCHEMA``).
@@ -54,7 +55,7 @@ class DynamicMatcher(TwoPhaseMatcher):
     decay : ageing of the event statistics at each refresh.
     """
 
-    def __init__(self, dictionary: Dictionary | None = None, *, bm_max: float = 0.1,
+    def __init__(self, dictionary: Dictionary | None = None, *, bm_max: float = 2.0,
                  b_create: float = 1000, b_delete: float = 100, max_schema: int = 4,
                  refresh_changes: int = 20_000, refresh_events: int = 20_000, adapt: bool = True,
                  decay: float = 0.5, **params: Any):

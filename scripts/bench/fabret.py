@@ -60,7 +60,7 @@ QUICK = dict(sizes=[5_000, 20_000, 50_000], n_events=300, budget_s=5.0,
 def dynamic_params(n_subs: int) -> dict:
     """Thresholds of the dynamic matcher for a workload of ``n_subs`` subscriptions."""
     b_create = max(50, min(1000, n_subs // 200))
-    return dict(b_create=b_create, b_delete=max(5, b_create // 10), bm_max=0.1,
+    return dict(b_create=b_create, b_delete=max(5, b_create // 10), bm_max=2.0,
                 refresh_changes=max(500, min(20_000, n_subs // 20)), refresh_events=2000)
 
 
@@ -368,20 +368,23 @@ DESIGN = """## How the matchers are built (`matchers/fabret/`)
 Phase 1 costs well under 1 us per W0 event (32 equality probes, one numba call per
 batch); the rest is phase 2, and the columns "rows checked/ev" and "phase 2 us/ev" show
 it follows the rows checked: propagation checks `N/35` rows per event (the cluster of one
-satisfied equality predicate), counting increments `5N/35` counters.  With
-multi-attribute tables the rows checked drop by orders of magnitude and the probes
-start to matter: a probe is a few dependent cache misses (hash slot, access entry,
-cluster metadata, first column), which a sequential scan of a few hundred column
-entries costs too.  Two things keep probes cheap: the metadata of an access entry
-(first cluster, table, key) and of a cluster (start, capacity, length, size, next) are
-one row each, and the probes of an event run in stages (hash every key, load every slot,
-verify every entry, then scan) so that their misses overlap rather than chain.  On W0 at
-300,000 subscriptions (CPU time, 1,111 events) staging took dynamic with 15 tables from
-8.9 to 4.0 us of phase 2 per event (103,000 to 223,000 events/s), ahead of keeping the
-single `(a0, a1)` table (244 rows checked, 5.1 us, 181,000 events/s); hence `bm_max =
-0.1`.  The static algorithm's cost model (`CostParams`) counts a probe of a table of `k`
-attributes as `4 + 2k` row checks, calibrated on the same measurements (with the
-paper-like `2 + 0.5k` it added 19 tables at 300,000 subscriptions).
+satisfied equality predicate), counting increments `5N/35` counters.  The cluster loop
+runs at under 2 ns per row (it first makes room in the output for the whole cluster, so
+the loop only reads, tests and stores: the earlier version, which grew the output inside
+the loop, took 12 ns per row).  A hash-table probe is a few dependent cache misses (hash
+slot, access entry, cluster metadata, first column), some 0.2 us, the price of about a
+hundred rows.  Two things keep probes cheap: the metadata of an access entry (first
+cluster, table, key) and of a cluster (start, capacity, length, size, next) are one row
+each, and the probes of an event run in stages (hash every key, load every slot, verify
+every entry, then scan) so that their misses overlap rather than chain (on W0 at 300,000
+subscriptions with 15 tables: 8.9 to 4.0 us of phase 2 per event).  Hence the defaults:
+dynamic redistributes a cluster when its margin exceeds `bm_max = 2` rows per event, and
+static counts a probe of a table of `k` attributes as `60 + 20k` row checks
+(`CostParams`).  On W0 this keeps the `(a0, a1)` table and stops there up to about 3
+million subscriptions, where the paper, with a much slower scan, went on to 3-attribute
+tables.  Measured at 300,000 subscriptions (CPU time, 1,111 events): one table, 244 rows
+checked, 1.5-2.5 us of phase 2, 340,000-520,000 events/s; 15 tables (`bm_max = 0.1`), 56
+rows, 4.1 us, 220,000 events/s.
 """
 
 
@@ -472,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default=None, help="W0 sizes for fig3, comma-separated")
     parser.add_argument("--matchers", default=",".join(MATCHERS), help="matchers of fig3 (rows of the others are kept)")
     parser.add_argument("--fig4-subs", type=int, default=None, help="subscriptions at equilibrium in fig4")
+    parser.add_argument("--fig3b-subs", type=int, default=None, help="subscriptions of W1 and W2 in fig3b")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
@@ -479,6 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg["sizes"] = [int(x) for x in args.sizes.split(",")]
     if args.fig4_subs:
         cfg["fig4_subs"] = args.fig4_subs
+    if args.fig3b_subs:
+        cfg["fig3b_subs"] = args.fig3b_subs
     only = set(args.only.split(","))
     _one_thread()
     print(f"Fabret et al. benchmark ({'quick' if args.quick else 'full'}), CPU time of one thread; "
