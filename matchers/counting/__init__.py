@@ -10,8 +10,8 @@ Layout, chosen for memory latency (phase 2 is a random walk over the slots):
 * the predicate -> conjunction lists are a CSR ("main") plus a small CSR of the
   entries added since ("pending"); predicate ids follow (attribute, operator,
   operand) order, so the runs of satisfied range predicates read "main" sequentially;
-* a slot's count and size share one uint32, reset after each event through the list
-  of touched slots; its key is read only on a match;
+* a slot's counter is a uint16 counting down from its size, restored after each
+  event by replaying the list of visits; its key is read only on a match;
 * a conjunction of one predicate has no counter: "main" holds its key directly.
 
 Deleted slots get size 0 (their one-predicate entries in "main" a tombstone) and are
@@ -64,8 +64,8 @@ class CountingMatcher(Matcher):
         self._n_slots = 0
         self._n_flat = 0
         self._n_folded = 0  # slots below this are in main (the rest are pending)
-        self._state = np.zeros(0, dtype=np.uint32)  # count | size << 12 | MULTI
-        self._slot_key = np.zeros(0, dtype=np.int32)
+        self._left = np.zeros(0, dtype=np.uint16)  # size (0: deleted); a counter while matching
+        self._slot_key = np.zeros(0, dtype=np.int32)  # key, ~key if the key has several slots
         self._slot_start = np.zeros(0, dtype=np.int64)  # into _flat
         self._flat = np.zeros(0, dtype=np.int32)  # pids of each slot, contiguous
         self._key_first = np.zeros(0, dtype=np.int64)  # first slot of a key
@@ -79,7 +79,7 @@ class CountingMatcher(Matcher):
         self._dead_pairs = 0
         self._key_seen = np.zeros(0, dtype=np.int32)
         self._stamp = np.zeros(1, dtype=np.int64)
-        self._touched = np.zeros(1024, dtype=np.int32)
+        self._visited = np.zeros(1024, dtype=np.int32)
 
     # -- updates --------------------------------------------------------------------
     def add(self, subscriptions: Iterable[Subscription]) -> None:
@@ -119,13 +119,14 @@ class CountingMatcher(Matcher):
         pid_arr = self.phase1.acquire_many([p for _, sub in entries for c in sub.conjunctions for p in c])
         s0, f0 = self._n_slots, self._n_flat
         slot, n_pids = s0 + len(sizes), len(pid_arr)
-        self._state = grown(self._state, slot)
+        self._left = grown(self._left, slot)
         self._slot_key = grown(self._slot_key, slot)
         self._slot_start = grown(self._slot_start, slot)
         self._flat = grown(self._flat, f0 + n_pids)
         multi = np.repeat(n_conj > 1, n_conj)
-        self._state[s0:slot] = (sizes.astype(np.uint32) << K.SIZE_SHIFT) | np.where(multi, K.MULTI, 0).astype(np.uint32)
-        self._slot_key[s0:slot] = np.repeat(keys, n_conj)
+        self._left[s0:slot] = sizes
+        slot_keys = np.repeat(keys, n_conj)
+        self._slot_key[s0:slot] = np.where(multi, ~slot_keys, slot_keys)
         self._slot_start[s0:slot] = f0 + np.r_[0, np.cumsum(sizes)[:-1]]
         self._flat[f0:f0 + n_pids] = pid_arr
         cap = self.capacity
@@ -143,17 +144,15 @@ class CountingMatcher(Matcher):
 
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
         release = self.phase1.release
-        size_field = np.uint32(K.COUNT_MASK << K.SIZE_SHIFT)
         for key, sub in entries:
             first, count = int(self._key_first[key]), int(self._key_count[key])
             for slot in range(first, first + count):
-                w = self._state[slot]
-                size = int((w & size_field) >> K.SIZE_SHIFT)
+                size = int(self._left[slot])
                 self._dead_pairs += size
                 if size == 1 and slot < self._n_folded:
-                    value = K.encode_single(np.array([key]), np.array([int(w & K.MULTI) != 0]))[0]
+                    value = K.encode_single(np.array([key]), np.array([self._slot_key[slot] < 0]))[0]
                     K.tombstone(self._main_off, self._main_val, self._flat[self._slot_start[slot]], value)
-                self._state[slot] = w & ~size_field
+                self._left[slot] = 0
             self._key_count[key] = 0
             for conj in sub.conjunctions:
                 for p in conj:
@@ -164,7 +163,7 @@ class CountingMatcher(Matcher):
     def _rebuild(self) -> None:
         """Fold pending entries into main, drop dead slots and renumber the live ones."""
         n = self._n_slots
-        sizes = ((self._state[:n] >> K.SIZE_SHIFT) & K.COUNT_MASK).astype(np.int64)
+        sizes = self._left[:n].astype(np.int64)
         live = np.flatnonzero(sizes > 0)
         new_of_old = np.full(n, -1, dtype=np.int64)
         new_of_old[live] = np.arange(len(live))
@@ -175,7 +174,7 @@ class CountingMatcher(Matcher):
             pid_of_old = phase1.renumber()
             if pid_of_old is not None:
                 flat = pid_of_old[flat]
-        self._state = self._state[:n][live] & ~np.uint32(K.COUNT_MASK)
+        self._left = self._left[:n][live]
         self._slot_key = self._slot_key[:n][live]
         self._slot_start = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64)
         self._flat = flat
@@ -183,9 +182,9 @@ class CountingMatcher(Matcher):
         present = np.flatnonzero(self._key_count > 0)
         self._key_first[present] = new_of_old[self._key_first[present]]
         single = lengths == 1
-        multi = (self._state & np.uint32(K.MULTI)) != 0
         value = np.arange(len(live), dtype=np.int32)
-        value[single] = K.encode_single(self._slot_key[single], multi[single])
+        slot_key = self._slot_key[single]
+        value[single] = K.encode_single(np.where(slot_key < 0, ~slot_key, slot_key), slot_key < 0)
         self._main_off, self._main_val = K.csr_by_key(phase1.capacity, flat, np.repeat(value, lengths))
         self._n_folded = len(live)
         self._pend_pid, self._pend_slot, self._pend_pairs, self._pend_csr = [], [], 0, None
@@ -216,16 +215,16 @@ class CountingMatcher(Matcher):
             sat_off, sat_pid = self.phase1.satisfied(_slice(batch, lo, hi))
             off = np.empty(hi - lo + 1, dtype=np.int64)
             off[0] = k
-            out_keys, self._touched, k = K.count_matches(
+            out_keys, self._visited, k = K.count_matches(
                 sat_off, sat_pid, self._main_off, self._main_val, pend_off, pend_slot,
-                self._state, self._slot_key, self._key_seen, self._stamp, self._touched, off, out_keys, k,
+                self._left, self._slot_key, self._key_seen, self._stamp, self._visited, off, out_keys, k,
             )
             out_off[lo + 1:hi + 1] = off[1:]
         return Matches(out_off, out_keys[:k].copy())
 
     def memory_bytes(self) -> int:
-        arrays = (self._state, self._slot_key, self._slot_start, self._flat, self._key_first, self._key_count,
-                  self._main_off, self._main_val, self._key_seen, self._touched, *self._pending(),
+        arrays = (self._left, self._slot_key, self._slot_start, self._flat, self._key_first, self._key_count,
+                  self._main_off, self._main_val, self._key_seen, self._visited, *self._pending(),
                   *self._pend_pid, *self._pend_slot)
         return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
 

@@ -2,9 +2,11 @@
 
 Layout (see :mod:`matchers.counting`):
 
-* ``state`` uint32 per conjunction slot: the count of its satisfied predicates in
-  bits 0-11, its size in bits 12-23 (0 once deleted), :data:`MULTI` when its key has
-  several conjunctions (so the key must be emitted once per event);
+* ``left`` uint16 per conjunction slot: how many of its predicates the current event
+  has not yet satisfied; between events, its size (0 once deleted: a deleted slot
+  never reaches 0, since it is visited at most :data:`MAX_SIZE` times);
+* ``slot_key`` int32 per slot: its key, or ``~key`` when the key has several
+  conjunctions (so the key must be emitted once per event);
 * a CSR from predicate id to int32 values: a value ``v >= 0`` is a counted slot; a
   conjunction of one predicate needs no counter and is stored as its key,
   ``v = -(2 * key + multi) - 2``; ``v = -1`` is a deleted entry.
@@ -15,12 +17,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-COUNT_BITS = 12
-COUNT_MASK = (1 << COUNT_BITS) - 1
-SIZE_SHIFT = COUNT_BITS
-MAX_SIZE = COUNT_MASK
-"""Largest conjunction the packed slot state holds."""
-MULTI = 1 << 24
+MAX_SIZE = 2**16 - 1
+"""Largest conjunction a uint16 slot counter holds."""
 TOMBSTONE = -1
 
 
@@ -38,56 +36,54 @@ def _grown(arr, n):
 
 @numba.njit(cache=True, nogil=True)
 def count_matches(sat_off, sat_pid, main_off, main_val, pend_off, pend_slot,
-                  state, slot_key, key_seen, stamp, touched, out_off, out_keys, base):
+                  left, slot_key, key_seen, stamp, visited, out_off, out_keys, base):
     """Count satisfied predicates per conjunction; emit each event's matched keys.
 
     Every satisfied pid walks its values in the main CSR (counted slots and
-    one-predicate conjunctions) and its slots in the pending CSR.  Counts of the
-    touched slots are reset after each event.  A key is emitted once per event
-    (``key_seen`` holds the stamp of the event that last emitted a multi-conjunction
-    key); keys are sorted within the event.  Returns the (possibly regrown)
-    ``out_keys`` and ``touched`` and the number of keys written from ``base`` on.
-    The buffers are grown, if need be, once per predicate, never per visit.
+    one-predicate conjunctions) and its slots in the pending CSR.  A visit decrements
+    the slot's ``left`` and records the slot; a slot matches when it reaches 0; the
+    recorded visits are undone after the event (the counters are back to the sizes).
+    A key is emitted once per event (``key_seen`` holds the stamp of the event that
+    last emitted a multi-conjunction key); keys are sorted within the event.  Returns
+    the (possibly regrown) ``out_keys`` and ``visited`` and the number of keys written
+    from ``base`` on.  The buffers are grown, if need be, once per event.
     """
     k = base
     n_main = len(main_off) - 1
     n_pend = len(pend_off) - 1
-    count_mask = np.uint32(COUNT_MASK)
-    multi_bit = np.uint32(MULTI)
-    shift = np.uint32(SIZE_SHIFT)
+    one = np.uint16(1)
     for e in range(len(sat_off) - 1):
         stamp[0] += 1
         s = stamp[0]
         start = k
-        nt = 0
+        bound = 0
         for i in range(sat_off[e], sat_off[e + 1]):
             pid = sat_pid[i]
-            for part in range(2):
-                if part == 0:
-                    if pid >= n_main:
-                        continue
-                    lo, hi, vals = main_off[pid], main_off[pid + 1], main_val
-                else:
-                    if pid >= n_pend:
-                        continue
-                    lo, hi, vals = pend_off[pid], pend_off[pid + 1], pend_slot
-                if nt + (hi - lo) > len(touched):
-                    touched = _grown(touched, nt + (hi - lo))
-                if k + (hi - lo) > len(out_keys):
-                    out_keys = _grown(out_keys, k + (hi - lo))
-                for j in range(lo, hi):
-                    v = vals[j]
+            if pid < n_main:
+                bound += main_off[pid + 1] - main_off[pid]
+            if pid < n_pend:
+                bound += pend_off[pid + 1] - pend_off[pid]
+        if bound > len(visited):
+            visited = _grown(visited, bound)
+        if k + bound > len(out_keys):
+            out_keys = _grown(out_keys, k + bound)
+        nv = 0
+        for i in range(sat_off[e], sat_off[e + 1]):
+            pid = sat_pid[i]
+            if pid < n_main:
+                for j in range(main_off[pid], main_off[pid + 1]):
+                    v = main_val[j]
                     if v >= 0:
-                        w = state[v] + np.uint32(1)
-                        state[v] = w
-                        count = w & count_mask
-                        if count == 1:
-                            touched[nt] = v
-                            nt += 1
-                        if count != (w >> shift) & count_mask:
+                        r = left[v] - one
+                        left[v] = r
+                        visited[nv] = v
+                        nv += 1
+                        if r != 0:
                             continue
                         key = slot_key[v]
-                        multi = (w & multi_bit) != 0
+                        multi = key < 0
+                        if multi:
+                            key = ~key
                     elif v != TOMBSTONE:
                         u = -v - 2
                         key = u >> 1
@@ -100,11 +96,28 @@ def count_matches(sat_off, sat_pid, main_off, main_val, pend_off, pend_slot,
                         key_seen[key] = s
                     out_keys[k] = key
                     k += 1
-        for t in range(nt):
-            state[touched[t]] &= ~count_mask
+            if pid < n_pend:
+                for j in range(pend_off[pid], pend_off[pid + 1]):
+                    v = pend_slot[j]
+                    r = left[v] - one
+                    left[v] = r
+                    visited[nv] = v
+                    nv += 1
+                    if r != 0:
+                        continue
+                    key = slot_key[v]
+                    if key < 0:
+                        key = ~key
+                        if key_seen[key] == s:
+                            continue
+                        key_seen[key] = s
+                    out_keys[k] = key
+                    k += 1
+        for t in range(nv):
+            left[visited[t]] += one
         out_keys[start:k].sort()
         out_off[e + 1] = k
-    return out_keys, touched, k
+    return out_keys, visited, k
 
 
 @numba.njit(cache=True, nogil=True)
