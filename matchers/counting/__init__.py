@@ -66,9 +66,9 @@ class CountingMatcher(Matcher):
         self._n_folded = 0  # slots below this are in main (the rest are pending)
         self._left = np.zeros(0, dtype=np.uint16)  # size (0: deleted); a counter while matching
         self._slot_key = np.zeros(0, dtype=np.int32)  # key, ~key if the key has several slots
-        self._slot_start = np.zeros(0, dtype=np.int64)  # into _flat
+        self._slot_start = np.zeros(0, dtype=np.int32)  # into _flat
         self._flat = np.zeros(0, dtype=np.int32)  # pids of each slot, contiguous
-        self._key_first = np.zeros(0, dtype=np.int64)  # first slot of a key
+        self._key_first = np.zeros(0, dtype=np.int32)  # first slot of a key
         self._key_count = np.zeros(0, dtype=np.int32)  # slots of a key (0: absent)
         self._main_off = np.zeros(1, dtype=np.int32)
         self._main_val = np.zeros(0, dtype=np.int32)
@@ -119,6 +119,8 @@ class CountingMatcher(Matcher):
         pid_arr = self.phase1.acquire_many([p for _, sub in entries for c in sub.conjunctions for p in c])
         s0, f0 = self._n_slots, self._n_flat
         slot, n_pids = s0 + len(sizes), len(pid_arr)
+        if f0 + n_pids >= 2**31:
+            raise MemoryError("the counting matcher holds at most 2**31 - 1 predicate occurrences")
         self._left = grown(self._left, slot)
         self._slot_key = grown(self._slot_key, slot)
         self._slot_start = grown(self._slot_start, slot)
@@ -176,7 +178,7 @@ class CountingMatcher(Matcher):
                 flat = pid_of_old[flat]
         self._left = self._left[:n][live]
         self._slot_key = self._slot_key[:n][live]
-        self._slot_start = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64)
+        self._slot_start = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int32)
         self._flat = flat
         self._n_slots, self._n_flat = len(live), len(flat)
         present = np.flatnonzero(self._key_count > 0)

@@ -42,7 +42,7 @@ class EqualityEvaluator:
     def __init__(self, dictionary: Dictionary):
         self.dictionary = dictionary
         self._state = np.zeros(0, dtype=np.int8)  # ABSENT / POSITIVE / NEGATED per pid
-        self._a1 = np.zeros(0, dtype=np.int64)  # attribute * 3 + kind
+        self._a1 = np.zeros(0, dtype=np.int32)  # attribute * 3 + kind
         self._bits = np.zeros(0, dtype=np.int64)  # the operand's bits (scalar operands)
         self._lists: dict[int, list[int]] = {}  # pid -> operand bits of IN / NOT IN
         self._n = 0
@@ -95,7 +95,7 @@ class EqualityEvaluator:
                 self._bits[pids[i]] = bits[0]
         negated = (cols.ops == Op.NE) | (cols.ops == Op.NOT_IN)
         self._state[pids] = np.where(negated, NEGATED, POSITIVE)
-        self._a1[pids] = cols.attr_ids.astype(np.int64) * 3 + cols.kinds
+        self._a1[pids] = cols.attr_ids * 3 + cols.kinds
         self._n += len(pids)
         self._dirty = True
 
@@ -129,7 +129,7 @@ class EqualityEvaluator:
                                 count=int(list_len.sum()))
         list_rep = np.repeat(list_pids, list_len)
         pid = np.concatenate([scalar, list_rep])
-        k1a = self._a1[pid]
+        k1a = self._a1[pid].astype(np.int64)
         k2a = np.concatenate([self._bits[scalar], list_bits])
         negated = self._state[pid] == NEGATED
         codea = np.where(negated, -pid - 1, pid).astype(np.int32)
@@ -138,7 +138,7 @@ class EqualityEvaluator:
         starts = np.flatnonzero(np.r_[True, (k1a[1:] != k1a[:-1]) | (k2a[1:] != k2a[:-1])]) if len(k1a) else \
             np.zeros(0, dtype=np.int64)
         g_off = np.r_[starts, len(k1a)].astype(np.int64)
-        size = 1 << max(4, int(2 * len(starts)).bit_length())
+        size = 1 << max(4, int(1.5 * len(starts)).bit_length())  # load factor 1/3 to 2/3
         t1, t2, tg = K.build_hash(k1a[starts], k2a[starts], size)
         neg_pid = live[self._state[live] == NEGATED]
         nk = self._a1[neg_pid]

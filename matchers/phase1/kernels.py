@@ -27,9 +27,9 @@ def mix(a1, a2):
 @numba.njit(cache=True, nogil=True)
 def build_hash(k1, k2, size):
     """Open-addressing table of distinct ``(k1[g], k2[g])`` -> ``g``; ``size`` a power of two."""
-    t1 = np.zeros(size, dtype=np.int64)
+    t1 = np.zeros(size, dtype=np.int32)
     t2 = np.zeros(size, dtype=np.int64)
-    tg = np.full(size, EMPTY, dtype=np.int64)
+    tg = np.full(size, EMPTY, dtype=np.int32)
     mask = np.uint64(size - 1)
     for g in range(len(k1)):
         h = mix(k1[g], k2[g]) & mask
