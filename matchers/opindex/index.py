@@ -47,7 +47,7 @@ import numpy as np
 from matchers.base import Matcher, Matches, register
 from matchers.errors import SubscriptionError
 from matchers.events import STR, EventBatch
-from matchers.expr import DEFAULT_MAX_TERMS, Kind, Op, Pred, Subscription, cnf
+from matchers.expr import DEFAULT_MAX_TERMS, RANGE_OPS, Kind, Op, Pred, Subscription, cnf
 from matchers.opindex import kernels as K
 from matchers.opindex.layout import (
     DEFAULT_SEGMENTS,
@@ -303,20 +303,20 @@ class OpIndex(Matcher):
             return [(F_EQ, ta, self._value(aid, kind, v), 1) for v in x]  # type: ignore[union-attr]
         if op is Op.NOT_IN:
             return [(F_PRES, ta, 0.0, 1)] + [(F_EQ, ta, self._value(aid, kind, v), -1) for v in x]  # type: ignore[union-attr]
-        if op is Op.LT:
-            return [(F_LE, ta, math.nextafter(x, _NEG_INF), 1)]
-        if op is Op.LE:
-            return [(F_LE, ta, x, 1)]
-        if op is Op.GT:
-            return [(F_GE, ta, math.nextafter(x, _POS_INF), 1)]
-        if op is Op.GE:
-            return [(F_GE, ta, x, 1)]
-        if op is Op.BETWEEN:
-            lo, hi = x  # type: ignore[misc]
-            return [(F_GE, ta, lo, 1), (F_GE, ta, math.nextafter(hi, _POS_INF), -1)]
-        if op is Op.NOT_BETWEEN:
-            lo, hi = x  # type: ignore[misc]
+        if op in RANGE_OPS:
+            lo, hi = (float(v) for v in x)  # type: ignore[union-attr]
+            if op is Op.BETWEEN:
+                return [(F_GE, ta, lo, 1), (F_GE, ta, math.nextafter(hi, _POS_INF), -1)]
             return [(F_LE, ta, math.nextafter(lo, _NEG_INF), 1), (F_GE, ta, math.nextafter(hi, _POS_INF), 1)]
+        num = float(x)  # type: ignore[arg-type]
+        if op is Op.LT:
+            return [(F_LE, ta, math.nextafter(num, _NEG_INF), 1)]
+        if op is Op.LE:
+            return [(F_LE, ta, num, 1)]
+        if op is Op.GT:
+            return [(F_GE, ta, math.nextafter(num, _POS_INF), 1)]
+        if op is Op.GE:
+            return [(F_GE, ta, num, 1)]
         raise AssertionError(f"operator {op!r} on {kind!r} has no item encoding")
 
     def _emit(self, entry: int, rows: _Rows, acquire: bool, info=None) -> None:

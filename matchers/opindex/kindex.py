@@ -21,6 +21,8 @@ static: an add or remove marks it stale and the next match rebuilds it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from matchers.base import Matcher, Matches, register
@@ -39,7 +41,7 @@ class KIndex(Matcher):
     def __init__(self, dictionary=None, **params):
         super().__init__(dictionary, **params)
         self._stale = True
-        self._built: dict[str, np.ndarray] = {}
+        self._built: dict[str, Any] = {}
         self.strings = StringEvaluator()
         self._spids: dict[Pred, int] = {}
         self._epoch = 0
@@ -158,9 +160,9 @@ class KIndex(Matcher):
             if op is Op.GE:
                 return cells(point(x), top), None  # type: ignore[arg-type]
             if op is Op.BETWEEN:
-                return cells(point(x[0]), point(x[1])), None  # type: ignore[index]
+                return cells(point(x[0]), point(x[1])), None  # type: ignore[index, arg-type]
             if op is Op.NOT_BETWEEN:
-                return np.concatenate([cells(0, point(x[0]) - 1), cells(point(x[1]) + 1, top)]), None  # type: ignore[index]
+                return np.concatenate([cells(0, point(x[0]) - 1), cells(point(x[1]) + 1, top)]), None  # type: ignore[index, arg-type]
             code = point
         elif p.kind is Kind.BOOL:
             def code(v) -> int:
@@ -171,7 +173,7 @@ class KIndex(Matcher):
             def code(v) -> int:
                 return self.dictionary.code(aid, v, create=False)
         vals = x if isinstance(x, tuple) else (x,)
-        tokens = np.asarray([base + code(v) for v in vals], dtype=np.int64)
+        tokens = np.asarray([base + code(v) for v in vals], dtype=np.int64)  # type: ignore[arg-type]
         if op in (Op.EQ, Op.IN):
             return tokens, None
         if op in (Op.NE, Op.NOT_IN):
