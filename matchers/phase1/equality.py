@@ -146,8 +146,9 @@ class EqualityEvaluator:
         n_keys = int(nk.max()) + 1 if len(nk) else 0
         neg_off = np.searchsorted(nk[order], np.arange(n_keys + 1)).astype(np.int64)
         self._arrays = (t1, t2, tg, g_off, codea, neg_off, neg_pid[order])
-        if len(self._veto) < len(self._state):
-            self._veto = np.zeros(len(self._state), dtype=np.int64)
+        n_veto = int(neg_pid.max()) + 1 if len(neg_pid) else 0  # only negated predicates are vetoed
+        if len(self._veto) != n_veto:
+            self._veto = np.zeros(n_veto, dtype=np.int64)
         self._dirty = False
 
     def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ from matchers.phase1 import kernels as K
 from matchers.phase1.columns import PredColumns, grown
 
 _OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN, Op.NOT_BETWEEN})
+_PAIRS = frozenset({Op.BETWEEN, Op.NOT_BETWEEN})
 _EMPTY = np.zeros(0, dtype=np.int32)
 _BLOCK = 32  # must match the shift in kernels.range_pairs
 ABSENT = -1
@@ -36,7 +37,7 @@ class RangeEvaluator:
         self._op = np.zeros(0, dtype=np.int8)  # operator per pid, ABSENT if none
         self._attr = np.zeros(0, dtype=np.int32)
         self._lo = np.zeros(0, dtype=np.float64)  # the operand, or the low bound
-        self._hi = np.zeros(0, dtype=np.float64)  # the high bound (BETWEEN, NOT BETWEEN)
+        self._hi: dict[int, float] = {}  # pid -> high bound (BETWEEN, NOT BETWEEN)
         self._n = 0
         self._dirty = True
         self._arrays: tuple = ()
@@ -50,12 +51,14 @@ class RangeEvaluator:
         self._op = grown(self._op, n, ABSENT)
         self._attr = grown(self._attr, n)
         self._lo = grown(self._lo, n)
-        self._hi = grown(self._hi, n)
 
     def add(self, pid: int, p: Pred, attr_id: int) -> None:
         self._reserve(pid + 1)
-        lo, hi = p.operand if isinstance(p.operand, tuple) else (p.operand, p.operand)
-        self._op[pid], self._attr[pid], self._lo[pid], self._hi[pid] = int(p.op), attr_id, lo, hi
+        if isinstance(p.operand, tuple):
+            lo, self._hi[pid] = p.operand
+        else:
+            lo = p.operand
+        self._op[pid], self._attr[pid], self._lo[pid] = int(p.op), attr_id, lo
         self._n += 1
         self._dirty = True
 
@@ -65,19 +68,19 @@ class RangeEvaluator:
             return
         self._reserve(int(pids.max()) + 1)
         operands = cols.operands
-        pairs = any(type(o) is tuple for o in operands)
-        lo = np.array([o[0] for o in operands] if pairs and all(type(o) is tuple for o in operands) else
-                      [o[0] if type(o) is tuple else o for o in operands] if pairs else operands, dtype=np.float64)
-        hi = np.array([o[1] if type(o) is tuple else o for o in operands], dtype=np.float64) if pairs else lo
+        pairs = [i for i, o in enumerate(operands) if type(o) is tuple]
+        if pairs:
+            self._hi.update((int(pids[i]), operands[i][1]) for i in pairs)
+            operands = [o[0] if type(o) is tuple else o for o in operands]
         self._op[pids] = cols.ops
         self._attr[pids] = cols.attr_ids
-        self._lo[pids] = lo
-        self._hi[pids] = hi
+        self._lo[pids] = np.array(operands, dtype=np.float64)
         self._n += len(pids)
         self._dirty = True
 
     def remove(self, pid: int, p: Pred, attr_id: int) -> None:
         self._op[pid] = ABSENT
+        self._hi.pop(pid, None)
         self._n -= 1
         self._dirty = True
 
@@ -88,9 +91,10 @@ class RangeEvaluator:
         old = np.flatnonzero(self._op[:n] != ABSENT)
         new = new_of_old[old]
         op = np.full_like(self._op, ABSENT)
-        attr, lo, hi = np.zeros_like(self._attr), np.zeros_like(self._lo), np.zeros_like(self._hi)
-        op[new], attr[new], lo[new], hi[new] = self._op[old], self._attr[old], self._lo[old], self._hi[old]
-        self._op, self._attr, self._lo, self._hi = op, attr, lo, hi
+        attr, lo = np.zeros_like(self._attr), np.zeros_like(self._lo)
+        op[new], attr[new], lo[new] = self._op[old], self._attr[old], self._lo[old]
+        self._op, self._attr, self._lo = op, attr, lo
+        self._hi = {int(new_of_old[pid]): hi for pid, hi in self._hi.items()}
         self._dirty = True
 
     def __len__(self) -> int:
@@ -103,7 +107,9 @@ class RangeEvaluator:
 
         def columns(op: Op) -> tuple[np.ndarray, ...]:
             pids = np.flatnonzero(self._op == int(op)).astype(np.int32)
-            return pids, self._attr[pids], self._lo[pids], self._hi[pids]
+            hi = self._hi
+            highs = np.array([hi[p] for p in pids.tolist()], dtype=np.float64) if op in _PAIRS else self._lo[pids]
+            return pids, self._attr[pids], self._lo[pids], highs
 
         for op in (Op.LT, Op.LE, Op.GT, Op.GE):
             pids, attrs, vals, _ = columns(op)
@@ -139,5 +145,5 @@ class RangeEvaluator:
     def memory_bytes(self) -> int:
         if self._dirty and self._n:
             self._build()
-        columns = self._op.nbytes + self._attr.nbytes + self._lo.nbytes + self._hi.nbytes
+        columns = self._op.nbytes + self._attr.nbytes + self._lo.nbytes + 100 * len(self._hi)
         return sum(a.nbytes for a in self._arrays) + columns
