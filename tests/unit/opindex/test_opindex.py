@@ -237,3 +237,28 @@ def test_kindex_expands_ranges_and_opindex_does_not():
     assert o.stats()["items"] == 200
     evs = [{"a": float(v)} for v in (-1, 0, 3, 3.5, 199, 250)]
     assert o.match_events(evs) == k.match_events(evs)
+
+
+def test_cnf_repivot_keeps_results_and_moves_to_rarer_clauses():
+    # CNF entries (p OR r) AND (q<i> OR s<i>): clauses of equal size, so the pivots follow the
+    # frequencies; before events p and r are the most used by the subscriptions
+    subs = [Subscription.of(f"c{i}", And((Or((pred("p", "<=", 5), pred("r", "=", 1))),
+                                          Or((pred(f"q{i}", "=", i % 3), pred(f"s{i}", ">", 0))))))
+            for i in range(40)]
+    m = create("opindex", normal_form="cnf", window=40, repivot_every=40, repivot_gap=0.05, repivot_ratio=2.0)
+    m.add(subs)
+    assert all(set(m.pivot_of(s.id)[0]) == {f"q{i}", f"s{i}"} for i, s in enumerate(subs))
+    evs = [{**{f"q{i}": float(j % 3) for i in range(40)}, **{f"s{i}": float(j % 2) for i in range(0, 40, 3)},
+            **({"p": 1.0} if j % 10 == 0 else {}), **({"r": 1.0} if j % 20 == 5 else {})} for j in range(40)]
+    live = {s.id: s for s in subs}
+    check(m, live, evs)
+    check(m, live, evs)
+    assert m.repivots == len(subs)
+    assert all(set(m.pivot_of(s.id)[0]) == {"p", "r"} for s in subs)
+    m.remove([s.id for s in subs[::2]])
+    for s in subs[::2]:
+        del live[s.id]
+    check(m, live, evs)
+    # a smaller clause always wins over frequencies (Section 6.1)
+    m.add([Subscription.of("one", And((Or((pred("p", "=", 1), pred("r", "=", 1))), pred("q0", "=", 0))))])
+    assert m.pivot_of("one") == [("q0",)]
