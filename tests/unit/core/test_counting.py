@@ -1,12 +1,19 @@
-"""Counting matcher: the fold of pending and dead entries keeps it equal to the oracle."""
+"""Counting matcher and its phase 1: folds, bulk acquisition order, renumbering, buffer
+regrowth and deleted one-predicate conjunctions keep results equal to the oracle."""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
+import pytest
+
 from matchers import oracle
 from matchers.counting import CountingMatcher
-from matchers.expr import And, Subscription, pred
+from matchers.events import Dictionary
+from matchers.expr import And, Or, Subscription, pred
+from matchers.phase1 import PredicateIndex, RangeEvaluator
+from matchers.phase1.columns import _first_number
 from tests.strategies import random_event, random_subscriptions
 
 
@@ -53,3 +60,143 @@ def test_large_batch_spans_chunks():
     got = m.match_events(evs)
     assert got[4999] == sorted(f"s{i}" for i in range(50) if i % 7 == 4999 % 7)
     assert sum(map(len, got)) == sum(len([i for i in range(50) if i % 7 == e["a"]]) for e in evs)
+
+
+def _phase1_reference(index: PredicateIndex, events: list[dict], dictionary) -> list[list[int]]:
+    """Satisfied ids per event, by the oracle over every live predicate."""
+    live = [(pid, index.predicate(pid)) for pid in range(index.capacity) if index._preds[pid] is not None]
+    return [sorted(pid for pid, p in live if oracle.holds(p, e)) for e in events]
+
+
+def _satisfied_lists(index: PredicateIndex, batch) -> list[list[int]]:
+    off, pids = index.satisfied(batch)
+    return [sorted(pids[off[i]:off[i + 1]].tolist()) for i in range(batch.n)]
+
+
+def test_bulk_acquire_orders_new_ids_and_counts_references():
+    rng = random.Random(3)
+    preds = [p for s in random_subscriptions(rng, 300) for c in s.conjunctions for p in c]
+    rng.shuffle(preds)
+    d = Dictionary()
+    index = PredicateIndex(d)
+    pids = index.acquire_many(preds)
+    assert [index.predicate(int(i)) for i in pids] == preds
+    distinct = list(dict.fromkeys(preds))
+    assert len(index) == len(distinct) == index.capacity
+    by_id = [index.predicate(i) for i in range(index.capacity)]
+    keys = [(d.attr_ids[p.attr], int(p.kind), int(p.op), _first_number(p.operand)) for p in by_id]
+    assert keys == sorted(keys)
+    assert index.acquire(preds[0]) == pids[0]  # single and bulk share the table
+    for p in preds + [preds[0]]:
+        index.release(p)
+    assert len(index) == 0
+
+
+def test_bulk_acquire_changes_nothing_when_a_predicate_has_no_evaluator():
+    index = PredicateIndex(Dictionary())
+    index.evaluators = index.evaluators[:2]  # no string side path
+    good, bad = pred("a", "<", 3), pred("s", "like", "a%c")
+    with pytest.raises(ValueError):
+        index.acquire_many([good, bad])
+    assert len(index) == 0
+    assert index.acquire_many([good]).tolist() == [index.id_of(good)]
+
+
+def test_renumber_restores_order_and_keeps_phase1_and_matches_equal():
+    rng = random.Random(11)
+    subs = random_subscriptions(rng, 400)
+    evs = [random_event(rng) for _ in range(80)]
+    m = CountingMatcher()
+    m.pending_min = m.dead_min = 8
+    m.unordered_min = 0
+    live: dict[str, Subscription] = {}
+    for sub in subs[:200]:  # one at a time: single acquisitions, ids out of order
+        m.add([sub])
+        live[sub.id] = sub
+    m.remove([s.id for s in subs[:60]])
+    for s in subs[:60]:
+        del live[s.id]
+    m.add(subs[200:260])
+    live.update({s.id: s for s in subs[200:260]})
+    m._rebuild()
+    assert m.phase1.unordered == 0
+    index = m.phase1
+    d = m.dictionary
+    keys = [(d.attr_ids[p.attr], int(p.kind), int(p.op), _first_number(p.operand))
+            for p in (index.predicate(i) for i in range(len(index)))]
+    assert keys == sorted(keys) and index.capacity == len(index)
+    batch = m.encode(evs)
+    assert _satisfied_lists(index, batch) == _phase1_reference(index, evs, d)
+    for event, ids in zip(evs, m.match_events(evs)):
+        assert ids == oracle.match(live.values(), event)
+
+
+class _NoRenumber:
+    """A range evaluator with only the required contract (no ``add_many``, no ``renumber``)."""
+
+    def __init__(self) -> None:
+        self.inner = RangeEvaluator()
+
+    def owns(self, p):
+        return self.inner.owns(p)
+
+    def add(self, pid, p, attr_id):
+        self.inner.add(pid, p, attr_id)
+
+    def remove(self, pid, p, attr_id):
+        self.inner.remove(pid, p, attr_id)
+
+    def satisfied(self, batch):
+        return self.inner.satisfied(batch)
+
+    def memory_bytes(self):
+        return self.inner.memory_bytes()
+
+
+def test_renumber_is_skipped_when_an_evaluator_cannot():
+    rng = random.Random(13)
+    subs = random_subscriptions(rng, 300)
+    evs = [random_event(rng) for _ in range(60)]
+    m = CountingMatcher(range_evaluator=_NoRenumber())
+    m.pending_min = m.dead_min = 8
+    m.unordered_min = 0
+    for sub in subs[:150]:
+        m.add([sub])
+    m.remove([s.id for s in subs[:50]])
+    m.add(subs[150:])
+    m._rebuild()
+    assert m.phase1.renumber() is None and m.phase1.unordered > 0
+    live = subs[50:]
+    for event, ids in zip(evs, m.match_events(evs)):
+        assert ids == oracle.match(live, event)
+
+
+def test_short_output_estimates_are_regrown():
+    rng = random.Random(5)
+    subs = random_subscriptions(rng, 300)
+    evs = [random_event(rng) for _ in range(60)]
+    m = CountingMatcher()
+    m.add(subs)
+    expected = m.match_events(evs)
+    for ev in m.phase1.evaluators[:2]:
+        ev._expect = 0.0  # buffers of 64 pairs: every evaluator reruns into exact buffers
+    m._visited = np.zeros(1, dtype=np.int32)
+    batch = m.encode(evs)
+    assert _satisfied_lists(m.phase1, batch) == _phase1_reference(m.phase1, evs, m.dictionary)
+    assert m.match_events(evs) == expected
+    assert expected == [oracle.match(subs, e) for e in evs]
+
+
+def test_deleted_single_predicate_conjunctions_stay_dead_when_keys_are_reused():
+    m = CountingMatcher()
+    p = pred("a", "=", 1)
+    m.add([Subscription.of(f"x{i}", p) for i in range(10)] + [Subscription.of("or", Or((p, pred("b", "=", 2))))])
+    m._rebuild()  # the one-predicate conjunctions now sit in main as keys
+    m.remove([f"x{i}" for i in range(0, 10, 2)] + ["or"])
+    m.add([Subscription.of(f"y{i}", pred("b", "=", 2)) for i in range(6)])  # reuse the freed keys
+    got = m.match_events([{"a": 1}, {"b": 2}, {"a": 1, "b": 2}])
+    xs = [f"x{i}" for i in range(1, 10, 2)]
+    ys = [f"y{i}" for i in range(6)]
+    assert got == [xs, ys, sorted(xs + ys)]
+    m.add([Subscription.of("or", Or((p, pred("b", "=", 2))))])
+    assert m.match_events([{"a": 1, "b": 2}]) == [sorted(xs + ys + ["or"])]
