@@ -275,7 +275,7 @@ class StringEvaluator:
             return _EMPTY, _EMPTY
         events = np.searchsorted(batch.offsets, entries, side="right") - 1
         strings, texts = batch.strings, batch.texts
-        parts = [self.pids_for(int(a), strings[texts[j]]) for a, j in zip(attrs.tolist(), entries.tolist())]
+        parts = [self.pids_for(int(a), strings[texts[j]]) for a, j in zip(attrs.tolist(), entries.tolist(), strict=True)]
         counts = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
         if counts.sum() == 0:
             return _EMPTY, _EMPTY
@@ -286,6 +286,6 @@ class StringEvaluator:
         for attr in self._attrs.values():
             for fam in attr.families.values():
                 total += sum(64 + len(str(o)) for o in fam.operands)
-                total += sum(8 * (len(p) + len(n)) for p, n in zip(fam.pos, fam.neg))
+                total += sum(8 * (len(p) + len(n)) for p, n in zip(fam.pos, fam.neg, strict=True))
         total += sum(64 + v.nbytes for v in self._cache.values())
         return total

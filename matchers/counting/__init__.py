@@ -98,13 +98,13 @@ class CountingMatcher(Matcher):
             n_reuse = min(len(self._free), len(subs))
             reused = self._free[len(self._free) - n_reuse:][::-1]
             del self._free[len(self._free) - n_reuse:]
-            for key, sub in zip(reused, subs):
+            for key, sub in zip(reused, subs, strict=False):
                 self._subs[key] = sub
             start = len(self._subs)
             self._subs.extend(subs[n_reuse:])
             keys = reused + list(range(start, start + len(subs) - n_reuse))
-            key_of.update(zip([s.id for s in subs], keys))
-            self._insert(list(zip(keys, subs)))
+            key_of.update(zip([s.id for s in subs], keys, strict=True))
+            self._insert(list(zip(keys, subs, strict=True)))
 
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
         for _, sub in entries:

@@ -146,7 +146,7 @@ class PredicateIndex:
 
     def _add_new(self, new: list[Pred]) -> np.ndarray:
         """Give ids to ``new`` and hand them to their evaluators; returns the ids."""
-        attrs, ops, kinds, operands = zip(*map(_FIELDS, new))
+        attrs, ops, kinds, operands = zip(*map(_FIELDS, new), strict=True)
         known = self.dictionary.attr_ids
         for name in set(attrs).difference(known):
             if self.dictionary.attr(name) < 0:
@@ -155,7 +155,7 @@ class PredicateIndex:
                            np.array(kinds, dtype=np.int8), list(operands))
         pair = cols.ops.astype(np.int64) * 4 + cols.kinds
         owner = np.zeros(len(new), dtype=np.int8)
-        for code, i in zip(*np.unique(pair, return_index=True)):
+        for code, i in zip(*np.unique(pair, return_index=True), strict=True):
             owner[pair == code] = self._evaluator_index(new[int(i)])
         order = np.lexsort((cols.first_numbers(), cols.ops, cols.kinds, cols.attr_ids))
         n_new = len(new)
@@ -172,12 +172,12 @@ class PredicateIndex:
             if hasattr(ev, "add_many"):
                 ev.add_many(pids[idx], part, cols.take(idx))
             else:
-                for pid, p, aid in zip(pids[idx].tolist(), part, cols.attr_ids[idx].tolist()):
+                for pid, p, aid in zip(pids[idx].tolist(), part, cols.attr_ids[idx].tolist(), strict=True):
                     ev.add(pid, p, aid)
         del self._free[len(self._free) - n_reuse:]
         self.unordered += n_reuse
         in_order = [new[i] for i in order.tolist()]
-        for p, pid in zip(in_order[:n_reuse], reused):
+        for p, pid in zip(in_order[:n_reuse], reused, strict=True):
             self._preds[pid] = p
         self._preds.extend(in_order[n_reuse:])
         self._refs = grown(self._refs, len(self._preds))
@@ -266,7 +266,7 @@ def sort_order(preds: list[Pred], attr_ids: np.ndarray) -> np.ndarray:
     """Positions of ``preds`` in (attribute, type, operator, first numeric operand) order."""
     if not preds:
         return np.zeros(0, dtype=np.int64)
-    _, ops, kinds, operands = zip(*map(_FIELDS, preds))
+    _, ops, kinds, operands = zip(*map(_FIELDS, preds), strict=True)
     cols = PredColumns(attr_ids, np.array(ops, dtype=np.int8), np.array(kinds, dtype=np.int8), list(operands))
     return np.lexsort((cols.first_numbers(), cols.ops, cols.kinds, cols.attr_ids))
 
