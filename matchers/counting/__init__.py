@@ -107,16 +107,15 @@ class CountingMatcher(Matcher):
             self._insert(list(zip(keys, subs, strict=True)))
 
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
-        for _, sub in entries:
-            for conj in sub.conjunctions:
-                if len(conj) > K.MAX_SIZE:
-                    raise SubscriptionError(f"a conjunction has {len(conj)} predicates; the counting "
-                                            f"matcher holds at most {K.MAX_SIZE}", sub.id)
-        keys = np.fromiter((key for key, _ in entries), dtype=np.int64, count=len(entries))
-        n_conj = np.fromiter((len(sub.conjunctions) for _, sub in entries), dtype=np.int32, count=len(entries))
-        sizes = np.fromiter((len(c) for _, sub in entries for c in sub.conjunctions), dtype=np.int32,
-                            count=int(n_conj.sum()))
-        pid_arr = self.phase1.acquire_many([p for _, sub in entries for c in sub.conjunctions for p in c])
+        keys = np.array([key for key, _ in entries], dtype=np.int64)
+        conjunctions = [sub.conjunctions for _, sub in entries]
+        n_conj = np.array(list(map(len, conjunctions)), dtype=np.int32)
+        sizes = np.array([len(c) for cs in conjunctions for c in cs], dtype=np.int32)
+        if len(sizes) and sizes.max() > K.MAX_SIZE:
+            bad = int(np.searchsorted(np.cumsum(n_conj), np.flatnonzero(sizes > K.MAX_SIZE)[0], side="right"))
+            raise SubscriptionError(f"a conjunction has {int(sizes.max())} predicates; the counting "
+                                    f"matcher holds at most {K.MAX_SIZE}", entries[bad][1].id)
+        pid_arr = self.phase1.acquire_many([p for cs in conjunctions for c in cs for p in c])
         s0, f0 = self._n_slots, self._n_flat
         slot, n_pids = s0 + len(sizes), len(pid_arr)
         if f0 + n_pids >= 2**31:

@@ -35,6 +35,12 @@ class PredColumns(NamedTuple):
 
     def first_numbers(self) -> np.ndarray:
         """The numeric operand (or low bound) of each row, 0.0 for others (a sort key)."""
+        try:  # all numbers (the common case): one conversion
+            values = np.array(self.operands, dtype=np.float64)
+            if values.ndim == 1:
+                return values
+        except (TypeError, ValueError):
+            pass
         return np.array([_first_number(o) for o in self.operands], dtype=np.float64)
 
 

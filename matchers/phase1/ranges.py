@@ -68,7 +68,7 @@ class RangeEvaluator:
             return
         self._reserve(int(pids.max()) + 1)
         operands = cols.operands
-        pairs = [i for i, o in enumerate(operands) if type(o) is tuple]
+        pairs = np.flatnonzero((cols.ops == Op.BETWEEN) | (cols.ops == Op.NOT_BETWEEN)).tolist()
         if pairs:
             self._hi.update((int(pids[i]), operands[i][1]) for i in pairs)
             operands = [o[0] if type(o) is tuple else o for o in operands]

@@ -200,3 +200,16 @@ def test_deleted_single_predicate_conjunctions_stay_dead_when_keys_are_reused():
     assert got == [xs, ys, sorted(xs + ys)]
     m.add([Subscription.of("or", Or((p, pred("b", "=", 2))))])
     assert m.match_events([{"a": 1, "b": 2}]) == [sorted(xs + ys + ["or"])]
+
+
+def test_oversized_conjunction_is_rejected_with_its_subscription(monkeypatch):
+    from matchers.counting import kernels
+    from matchers.errors import SubscriptionError
+
+    monkeypatch.setattr(kernels, "MAX_SIZE", 2)
+    m = CountingMatcher()
+    ok = Subscription.of("ok", And((pred("a", "=", 1), pred("b", "=", 1))))
+    big = Subscription.of("big", And((pred("a", "=", 1), pred("b", "=", 1), pred("c", "=", 1))))
+    with pytest.raises(SubscriptionError, match="big"):
+        m._insert([(0, ok), (1, big)])
+    assert len(m.phase1) == 0
