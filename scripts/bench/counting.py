@@ -36,7 +36,7 @@ from scripts.workloads import opindex
 ROOT = Path(__file__).resolve().parents[2]
 TABLE3 = {"d": 20_000, "gamma_max": 4, "m": 20, "theta1": 0.4, "sigma": 50}
 FULL = {"sizes": [100_000, 300_000, 1_000_000], "events": 5000}
-QUICK = {"sizes": [30_000, 100_000], "events": 2000}
+QUICK = {"sizes": [100_000, 300_000], "events": 3000}
 GOAL = {"events_per_s": 25_000, "build_s": 10.0, "bytes_per_pred": 100}
 BEFORE = {
     "note": "the lead's first counting matcher, N = 1M, CPU time at load ~12 on 2 cores",
