@@ -15,9 +15,15 @@ matched events.  It
 3. creates, while one exists, the potential table of highest benefit ``B(H) >=
    b_create`` and redistributes its candidate clusters.
 
+The benefit of a potential table is the paper's "average number of checks saved" rather
+than its first approximation ``|H|``: each subscription credits it with the probability
+``nu(p_c)`` that its current cluster is checked (what the table would save, almost all
+of it, since ``nu`` of the wider access predicate is far smaller), so ``b_create`` is in
+checks per event and can be set against the cost of a probe.
+
 ``cluster_distribute(c)`` moves each subscription of ``c`` to the existing table that
 minimises ``nu`` of its access predicate; if the margin stays at or above ``bm_max``,
-each unmarked subscription adds one to the benefit of every potential table wider than
+each unmarked subscription adds ``nu(p_c)`` to the benefit of every potential table wider than
 ``p_c`` over a subset of its equality attributes (``PH & GA(s)``), ``c`` becomes one of
 their candidate clusters, and the subscription is marked.  A marked subscription that
 moves or leaves takes its contribution back.  Insertion picks the best existing table
@@ -47,8 +53,9 @@ class DynamicMatcher(TwoPhaseMatcher):
     bm_max : cluster benefit margin (expected checks per event) above which a cluster
         is redistributed.  The default reflects that a table probe costs about as much as
         a hundred sequential row checks on current hardware.
-    b_create : benefit (subscriptions) at which a potential table is created.
-    b_delete : benefit (subscriptions) under which a table is deleted.
+    b_create : benefit (expected checks saved per event) at which a potential table is
+        created; the default is about the cost of one probe, in row checks.
+    b_delete : subscriptions under which a table is deleted.
     max_schema : most attributes in a table's schema (at most ``MAX_SCHEMA``).
     refresh_changes, refresh_events : statistics refresh (and maintenance) period.
     adapt : ``False`` freezes the set of tables (the paper's "no change" strategy).
@@ -56,13 +63,11 @@ class DynamicMatcher(TwoPhaseMatcher):
     """
 
     def __init__(self, dictionary: Dictionary | None = None, *, bm_max: float = 2.0,
-                 b_create: float = 1000, b_delete: float = 100, max_schema: int = 4,
+                 b_create: float = 200, b_delete: float = 100, max_schema: int = 4,
                  refresh_changes: int = 20_000, refresh_events: int = 20_000, adapt: bool = True,
                  decay: float = 0.5, **params: Any):
         if not 2 <= max_schema <= MAX_SCHEMA:
             raise ValueError(f"max_schema must be 2..{MAX_SCHEMA}, not {max_schema}")
-        if b_delete >= b_create:
-            raise ValueError(f"b_delete ({b_delete}) must be below b_create ({b_create})")
         super().__init__(dictionary, decay=decay, **params)
         self.bm_max = bm_max
         self.b_create = b_create
@@ -79,6 +84,8 @@ class DynamicMatcher(TwoPhaseMatcher):
         self.schema_is_table = np.zeros(64, dtype=bool)
         self.mark_width = np.zeros(64, dtype=np.int8)
         """Per entry: 0 if unmarked, else 1 + the access width it was marked at."""
+        self.mark_nu = np.zeros(64)
+        """Per marked entry: the benefit it credited to each potential table."""
         self._group_sids: dict[int, np.ndarray] = {}
         self._changes = 0
         self._events = 0
@@ -183,17 +190,20 @@ class DynamicMatcher(TwoPhaseMatcher):
         if len(fresh) == 0:
             return
         groups, counts = np.unique(store.e_group[fresh], return_counts=True)
-        self._credit(groups, counts, np.full(len(groups), width), 1.0)
+        nu = float(np.exp(current))
+        self._credit(groups, counts * nu, np.full(len(groups), width))
+        self.mark_nu = grow(self.mark_nu, store.e_top, 0.0)
         self.mark_width[fresh] = width + 1
+        self.mark_nu[fresh] = nu
 
-    def _credit(self, groups: np.ndarray, counts: np.ndarray, widths: np.ndarray, sign: float) -> None:
-        """Add ``sign * count`` to ``B(H)`` of every potential table of each group wider than its width."""
+    def _credit(self, groups: np.ndarray, amounts: np.ndarray, widths: np.ndarray) -> None:
+        """Add ``amount`` to ``B(H)`` of every potential table of each group wider than its width."""
         parts, weights = [], []
-        for g, n, w in zip(groups.tolist(), counts.tolist(), widths.tolist(), strict=True):
+        for g, n, w in zip(groups.tolist(), amounts.tolist(), widths.tolist(), strict=True):
             sids = self._sids(g)
             sids = sids[(self.schema_len[sids] > w) & ~self.schema_is_table[sids]]
             parts.append(sids)
-            weights.append(np.full(len(sids), sign * n))
+            weights.append(np.full(len(sids), n))
         if parts:
             np.add.at(self.benefit, np.concatenate(parts), np.concatenate(weights))
 
@@ -225,7 +235,9 @@ class DynamicMatcher(TwoPhaseMatcher):
         if not marked.any():
             return
         ents = entries[marked]
-        pairs, counts = np.unique(np.stack([self.store.e_group[ents], widths[marked].astype(np.int32) - 1]),
-                                  axis=1, return_counts=True)
-        self._credit(pairs[0], counts, pairs[1], -1.0)
+        pairs, inverse = np.unique(np.stack([self.store.e_group[ents], widths[marked].astype(np.int32) - 1]),
+                                   axis=1, return_inverse=True)
+        amounts = np.bincount(inverse.ravel(), self.mark_nu[ents], minlength=pairs.shape[1])
+        self._credit(pairs[0], -amounts, pairs[1])
         self.mark_width[ents] = 0
+        self.mark_nu[ents] = 0.0

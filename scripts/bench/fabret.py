@@ -59,8 +59,7 @@ QUICK = dict(sizes=[5_000, 20_000, 50_000], n_events=300, budget_s=5.0,
 
 def dynamic_params(n_subs: int) -> dict:
     """Thresholds of the dynamic matcher for a workload of ``n_subs`` subscriptions."""
-    b_create = max(50, min(1000, n_subs // 200))
-    return dict(b_create=b_create, b_delete=max(5, b_create // 10), bm_max=2.0,
+    return dict(b_create=200, b_delete=max(5, min(100, n_subs // 2000)), bm_max=2.0,
                 refresh_changes=max(500, min(20_000, n_subs // 20)), refresh_events=2000)
 
 
