@@ -209,7 +209,7 @@ class PredicateIndex:
         if not all(hasattr(e, "renumber") for e in self.evaluators):
             return None
         live = [i for i, p in enumerate(self._preds) if p is not None]
-        preds = [self._preds[i] for i in live]
+        preds = [p for p in self._preds if p is not None]
         attr_ids = np.fromiter((self.dictionary.attr_ids[p.attr] for p in preds), dtype=np.int32,
                                count=len(preds))
         order = sort_order(preds, attr_ids)
@@ -218,7 +218,7 @@ class PredicateIndex:
         new_of_old[old] = np.arange(len(old), dtype=np.int32)
         for e in self.evaluators:
             e.renumber(new_of_old)
-        self._preds = [preds[i] for i in order.tolist()]
+        self._preds = [preds[i] for i in order.tolist()]  # type: ignore[misc]
         used = self._pid_of[: self._n_handles] >= 0
         self._pid_of[: self._n_handles][used] = new_of_old[self._pid_of[: self._n_handles][used]]
         refs = np.zeros(len(self._preds), dtype=np.int32)

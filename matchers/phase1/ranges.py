@@ -54,11 +54,11 @@ class RangeEvaluator:
 
     def add(self, pid: int, p: Pred, attr_id: int) -> None:
         self._reserve(pid + 1)
-        if isinstance(p.operand, tuple):
-            lo, self._hi[pid] = p.operand
-        else:
-            lo = p.operand
-        self._op[pid], self._attr[pid], self._lo[pid] = int(p.op), attr_id, lo
+        operand = p.operand
+        if isinstance(operand, tuple):
+            self._hi[pid] = float(operand[1])
+            operand = operand[0]
+        self._op[pid], self._attr[pid], self._lo[pid] = int(p.op), attr_id, operand
         self._n += 1
         self._dirty = True
 

@@ -27,6 +27,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -34,7 +35,7 @@ from matchers.counting import CHUNK_EVENTS, CountingMatcher, _slice
 from scripts.workloads import opindex
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLE3 = {"d": 20_000, "gamma_max": 4, "m": 20, "theta1": 0.4, "sigma": 50}
+TABLE3: dict[str, Any] = {"d": 20_000, "gamma_max": 4, "m": 20, "theta1": 0.4, "sigma": 50}
 FULL = {"sizes": [100_000, 300_000, 1_000_000], "events": 5000}
 QUICK = {"sizes": [100_000, 300_000], "events": 3000}
 GOAL = {"events_per_s": 25_000, "build_s": 10.0, "bytes_per_pred": 100}
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="*", help="override the list of N")
     ap.add_argument("--events", type=int, help="override the number of events")
     args = ap.parse_args(argv)
-    cfg = dict(QUICK if args.quick else FULL)
+    cfg: dict[str, Any] = dict(QUICK if args.quick else FULL)
     if args.sizes:
         cfg["sizes"] = args.sizes
     if args.events:
