@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         sizes, n_events, warmup, budget = [1, 100, 1000, 10000], 6000, 2000, 2.0
-        limits = {"no indexes, merged": 1000, "CORE": 1000, "counting static, merged": 1000}
+        limits = {"no indexes, merged": 1000, "CORE": 100, "counting static, merged": 1000}
     else:
         sizes, n_events, warmup, budget = [1, 10, 100, 300, 1000, 10000, 100000], 40000, 10000, 8.0
         limits = {"no indexes, merged": 1000, "CORE": 1000, "counting static, merged": 10000}
