@@ -87,6 +87,9 @@ class DynamicMatcher(TwoPhaseMatcher):
         self.mark_nu = np.zeros(64)
         """Per marked entry: the benefit it credited to each potential table."""
         self._group_sids: dict[int, np.ndarray] = {}
+        self._distributed: dict[int, tuple[int, int, int]] = {}
+        """Cluster -> (table changes, access, length) when last distributed: a cluster whose
+        rows and candidate tables did not change since is not redistributed again."""
         self._changes = 0
         self._events = 0
         self.tables_created = 0
@@ -168,8 +171,11 @@ class DynamicMatcher(TwoPhaseMatcher):
         """``cluster_distribute(c)``: move subscriptions to better existing tables, then
         credit potential tables if the margin is still excessive."""
         store = self.store
-        ents = store.cluster_entries(c)
         a = int(store.c_access[c])
+        state = (self.tables_created + self.tables_deleted, a, int(store.c_len[c]))
+        if self._distributed.get(c) == state:
+            return
+        ents = store.cluster_entries(c)
         current = float(store.access_log_nu(np.asarray([a]), log_nu)[0])
         tables, options, scores = store.choose(ents, log_nu)
         move = scores < current - 1e-9
@@ -181,6 +187,7 @@ class DynamicMatcher(TwoPhaseMatcher):
             self.moves += len(moving)
         if store.c_access[c] != a:  # emptied (the id may even be reused)
             return
+        self._distributed[c] = (self.tables_created + self.tables_deleted, a, int(store.c_len[c]))
         width = int(store.a_width[a])
         if np.exp(current) * store.c_movable[c] < self.bm_max:
             return
