@@ -77,7 +77,8 @@ class CountingMatcher(Matcher):
         self._pend_pairs = 0
         self._pend_csr: tuple[np.ndarray, np.ndarray] | None = None
         self._dead_pairs = 0
-        self._key_seen = np.zeros(0, dtype=np.int32)
+        self._key_seen = np.zeros(0, dtype=np.int32)  # per key with several conjunctions
+        self._multi_top = 0  # one more than the largest such key
         self._stamp = np.zeros(1, dtype=np.int64)
         self._visited = np.zeros(1024, dtype=np.int32)
 
@@ -125,6 +126,8 @@ class CountingMatcher(Matcher):
         self._slot_start = grown(self._slot_start, slot)
         self._flat = grown(self._flat, f0 + n_pids)
         multi = np.repeat(n_conj > 1, n_conj)
+        if (n_conj > 1).any():
+            self._multi_top = max(self._multi_top, int(keys[n_conj > 1].max()) + 1)
         self._left[s0:slot] = sizes
         slot_keys = np.repeat(keys, n_conj)
         self._slot_key[s0:slot] = np.where(multi, ~slot_keys, slot_keys)
@@ -204,7 +207,7 @@ class CountingMatcher(Matcher):
     # -- matching -------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
         pend_off, pend_slot = self._pending()
-        self._key_seen = grown(self._key_seen, self.capacity)
+        self._key_seen = grown(self._key_seen, self._multi_top)
         out_off = np.zeros(batch.n + 1, dtype=np.int64)
         out_keys = np.empty(max(1024, batch.n), dtype=np.int32)
         k = 0
