@@ -276,7 +276,7 @@ class ClusterStore:
         return np.where(keys >= 0, log_nu[np.maximum(keys, 0)], 0.0).sum(axis=1)
 
     def live_clusters(self) -> np.ndarray:
-        return np.asarray(sorted(self.cluster_of.values()), dtype=np.int64)
+        return np.sort(np.fromiter(self.cluster_of.values(), dtype=np.int64, count=len(self.cluster_of)))
 
     # -- placement --------------------------------------------------------------------
     def _positions(self, t: int) -> np.ndarray:

@@ -87,9 +87,9 @@ class DynamicMatcher(TwoPhaseMatcher):
         self.mark_nu = np.zeros(64)
         """Per marked entry: the benefit it credited to each potential table."""
         self._group_sids: dict[int, np.ndarray] = {}
-        self._distributed: dict[int, tuple[int, int, int]] = {}
-        """Cluster -> (table changes, access, length) when last distributed: a cluster whose
-        rows and candidate tables did not change since is not redistributed again."""
+        self.checked = np.full(64, -1, dtype=np.int64)
+        """Per entry: the table-set version it was last placed or checked against; only
+        entries checked against an older set of tables are considered for a move."""
         self._changes = 0
         self._events = 0
         self.tables_created = 0
@@ -172,10 +172,11 @@ class DynamicMatcher(TwoPhaseMatcher):
         credit potential tables if the margin is still excessive."""
         store = self.store
         a = int(store.c_access[c])
-        state = (self.tables_created + self.tables_deleted, a, int(store.c_len[c]))
-        if self._distributed.get(c) == state:
-            return
+        version = self.tables_created + self.tables_deleted
+        self.checked = grow(self.checked, store.e_top, -1)
         ents = store.cluster_entries(c)
+        ents = ents[self.checked[ents] != version]
+        self.checked[ents] = version
         current = float(store.access_log_nu(np.asarray([a]), log_nu)[0])
         tables, options, scores = store.choose(ents, log_nu)
         move = scores < current - 1e-9
@@ -187,7 +188,6 @@ class DynamicMatcher(TwoPhaseMatcher):
             self.moves += len(moving)
         if store.c_access[c] != a:  # emptied (the id may even be reused)
             return
-        self._distributed[c] = (self.tables_created + self.tables_deleted, a, int(store.c_len[c]))
         width = int(store.a_width[a])
         if np.exp(current) * store.c_movable[c] < self.bm_max:
             return
