@@ -73,7 +73,19 @@ class Matcher(ABC):
             self._key_of[sub.id] = key
             entries.append((key, sub))
         if entries:
-            self._insert(entries)
+            try:
+                self._insert(entries)
+            except BaseException:
+                self._unassign(entries)
+                raise
+
+    def _unassign(self, entries: list[tuple[int, Subscription]]) -> None:
+        """Give back the keys of an insert that failed (the index must be left unchanged by it)."""
+        for key, sub in entries:
+            if self._key_of.get(sub.id) == key:
+                del self._key_of[sub.id]
+            self._subs[key] = None
+            self._free.append(key)
 
     def remove(self, ids: Iterable[str]) -> int:
         """Delete subscriptions by id; unknown ids are ignored. Returns how many were removed."""
@@ -112,6 +124,10 @@ class Matcher(ABC):
         """Sorted subscription ids of keys."""
         subs = self._subs
         return sorted(subs[k].id for k in keys)  # type: ignore[union-attr]
+
+    def key_of(self, sub_id: str) -> int:
+        """The key of a subscription id (``KeyError`` if absent)."""
+        return self._key_of[sub_id]
 
     def subscription(self, key: int) -> Subscription:
         """The subscription stored under ``key``."""

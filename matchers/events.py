@@ -124,6 +124,14 @@ class EventBatch(NamedTuple):
     def n(self) -> int:
         return len(self.offsets) - 1
 
+    def slice(self, lo: int, hi: int) -> EventBatch:
+        """Events ``lo:hi`` as a batch of views (offsets rebased)."""
+        if lo == 0 and hi == self.n:
+            return self
+        a, b = self.offsets[lo], self.offsets[hi]
+        return EventBatch(self.offsets[lo:hi + 1] - a, self.attrs[a:b], self.kinds[a:b], self.nums[a:b],
+                          self.codes[a:b], self.texts[a:b], self.strings)
+
 
 def encode(events: Iterable[Mapping[str, Scalar]], dictionary: Dictionary) -> EventBatch:
     """Encode flat events (see :func:`flatten`) against ``dictionary``.

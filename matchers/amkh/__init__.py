@@ -27,7 +27,6 @@ import numpy as np
 from matchers.amkh import kernels as K
 from matchers.amkh.config import Config, Stats, choose
 from matchers.base import Matcher, Matches, register
-from matchers.counting import _slice
 from matchers.events import EventBatch
 from matchers.expr import Op, Subscription
 from matchers.phase1 import PredicateIndex
@@ -281,7 +280,7 @@ class AmkhMatcher(Matcher):
         b = self.buckets
         for lo in range(0, batch.n, CHUNK_EVENTS):
             hi = min(lo + CHUNK_EVENTS, batch.n)
-            chunk = _slice(batch, lo, hi)
+            chunk = batch.slice(lo, hi)
             sat_off, sat_pid = self.phase1.satisfied(chunk)
             self._measure(chunk, sat_pid)
             off = np.empty(hi - lo + 1, dtype=np.int64)

@@ -105,7 +105,12 @@ class CountingMatcher(Matcher):
             self._subs.extend(subs[n_reuse:])
             keys = reused + list(range(start, start + len(subs) - n_reuse))
             key_of.update(zip([s.id for s in subs], keys, strict=True))
-            self._insert(list(zip(keys, subs, strict=True)))
+            entries = list(zip(keys, subs, strict=True))
+            try:
+                self._insert(entries)
+            except BaseException:
+                self._unassign(entries)
+                raise
 
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
         keys = np.array([key for key, _ in entries], dtype=np.int64)
@@ -216,7 +221,7 @@ class CountingMatcher(Matcher):
             if self._stamp[0] > STAMP_LIMIT:
                 self._stamp[0] = 0
                 self._key_seen[:] = 0
-            sat_off, sat_pid = self.phase1.satisfied(_slice(batch, lo, hi))
+            sat_off, sat_pid = self.phase1.satisfied(batch.slice(lo, hi))
             off = np.empty(hi - lo + 1, dtype=np.int64)
             off[0] = k
             out_keys, self._visited, k = K.count_matches(
@@ -244,12 +249,3 @@ def _no_cyclic_gc():
     finally:
         if enabled:
             gc.enable()
-
-
-def _slice(batch: EventBatch, lo: int, hi: int) -> EventBatch:
-    """Events ``lo:hi`` of a batch (views; offsets rebased)."""
-    if lo == 0 and hi == batch.n:
-        return batch
-    a, b = batch.offsets[lo], batch.offsets[hi]
-    return EventBatch(batch.offsets[lo:hi + 1] - a, batch.attrs[a:b], batch.kinds[a:b], batch.nums[a:b],
-                      batch.codes[a:b], batch.texts[a:b], batch.strings)

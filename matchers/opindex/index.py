@@ -555,7 +555,7 @@ class OpIndex(Matcher):
     def pivot_of(self, sub_id: str) -> list[tuple[str, ...]]:
         """Pivot attribute names of each entry of a subscription (for tests and tools)."""
         names = self.dictionary.attr_names
-        return [tuple(names[p] for p in self._entry_info[e][1]) for e in self._entries_of[self._key_of[sub_id]]]
+        return [tuple(names[p] for p in self._entry_info[e][1]) for e in self._entries_of[self.key_of(sub_id)]]
 
     def stats(self) -> dict[str, float]:
         """Sizes of the structures: pivots, lists, items, entries, string predicates."""

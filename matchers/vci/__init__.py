@@ -92,7 +92,7 @@ class VciMatcher(Matcher):
                 grown[: len(self._inner_key)] = self._inner_key
                 self._inner_key = grown
             for sub in delegated:
-                self._inner_key[self.inner._key_of[sub.id]] = self._key_of[sub.id]  # no public key_of yet
+                self._inner_key[self.inner.key_of(sub.id)] = self.key_of(sub.id)
 
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
         delegated = []
