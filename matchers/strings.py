@@ -84,6 +84,16 @@ class _AttrStrings:
         self.families: dict[str, _Family] = {}
         self._compiled: dict[str, object] = {}
 
+    def __getstate__(self) -> dict:
+        """Operands only: compiled matchers (RE2 sets, automata) are rebuilt on first use."""
+        return {"families": self.families}
+
+    def __setstate__(self, state: dict) -> None:
+        self.families = state["families"]
+        self._compiled = {}
+        for fam in self.families.values():
+            fam.dirty = True
+
     def family(self, name: str) -> _Family:
         fam = self.families.get(name)
         if fam is None:
@@ -218,6 +228,9 @@ class StringEvaluator:
     def __init__(self) -> None:
         self._attrs: dict[int, _AttrStrings] = {}
         self._cache: dict[tuple[int, str], np.ndarray] = {}
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_cache": {}}
 
     @staticmethod
     def owns(p: Pred) -> bool:

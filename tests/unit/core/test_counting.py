@@ -213,3 +213,20 @@ def test_oversized_conjunction_is_rejected_with_its_subscription(monkeypatch):
     with pytest.raises(SubscriptionError, match="big"):
         m._insert([(0, ok), (1, big)])
     assert len(m.phase1) == 0
+
+
+def test_pickled_matcher_with_string_predicates_matches_the_same():
+    import pickle
+
+    rng = random.Random(11)
+    subs = random_subscriptions(rng, 300)
+    evs = [random_event(rng) for _ in range(100)]
+    matcher = CountingMatcher()
+    matcher.add(subs)
+    before = matcher.match_events(evs)  # compiles the RE2 sets and automata
+    clone = pickle.loads(pickle.dumps(matcher))
+    assert clone.match_events(evs) == before
+    clone.remove([s.id for s in subs[:50]])
+    live = {s.id: s for s in subs[50:]}
+    for event, ids in zip(evs, clone.match_events(evs)):
+        assert ids == oracle.match(live.values(), event)
