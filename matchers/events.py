@@ -133,60 +133,50 @@ class EventBatch(NamedTuple):
                           self.codes[a:b], self.texts[a:b], self.strings)
 
 
+_KIND_OF_TYPE = {float: NUM, int: NUM, bool: BOOL, str: STR}
+
+
 def encode(events: Iterable[Mapping[str, Scalar]], dictionary: Dictionary) -> EventBatch:
     """Encode flat events (see :func:`flatten`) against ``dictionary``.
 
     New attribute names are added to the dictionary (up to its cap); string values only
-    look their codes up.
+    look their codes up.  One pass per column over all the batch's entries (no Python
+    call per entry), then one sort by (event, attribute).
     """
-    offsets = [0]
-    attrs: list[int] = []
-    kinds: list[int] = []
-    nums: list[float] = []
-    codes: list[int] = []
-    texts: list[int] = []
-    strings: list[str] = []
-    string_ids: dict[str, int] = {}
-    attr_of = dictionary.attr
-    nan = math.nan
+    counts: list[int] = []
+    names: list[str] = []
+    values: list = []
     for event in events:
-        entries = []
-        for name, value in event.items():
-            aid = attr_of(name)
-            if aid >= 0:
-                entries.append((aid, value))
-        entries.sort(key=lambda e: e[0])
-        for aid, value in entries:
-            attrs.append(aid)
-            if isinstance(value, bool):
-                kinds.append(BOOL)
-                nums.append(1.0 if value else 0.0)
-                codes.append(-1)
-                texts.append(-1)
-            elif isinstance(value, str):
-                kinds.append(STR)
-                nums.append(nan)
-                codes.append(dictionary.strings[aid].get(value, -1))
-                sid = string_ids.get(value)
-                if sid is None:
-                    sid = string_ids[value] = len(strings)
-                    strings.append(value)
-                texts.append(sid)
-            else:
-                kinds.append(NUM)
-                nums.append(float(value))
-                codes.append(-1)
-                texts.append(-1)
-        offsets.append(len(attrs))
-    return EventBatch(
-        np.asarray(offsets, dtype=np.int64),
-        np.asarray(attrs, dtype=np.int32),
-        np.asarray(kinds, dtype=np.int8),
-        np.asarray(nums, dtype=np.float64),
-        np.asarray(codes, dtype=np.int32),
-        np.asarray(texts, dtype=np.int32),
-        strings,
-    )
+        counts.append(len(event))
+        names.extend(event)
+        values.extend(event.values())
+    n = len(counts)
+    attr_of = dictionary.attr
+    ids = {name: attr_of(name) for name in dict.fromkeys(names)}
+    attrs = np.fromiter(map(ids.__getitem__, names), dtype=np.int32, count=len(names))
+    kind_of = _KIND_OF_TYPE
+    kinds = np.fromiter((kind_of[type(v)] for v in values), dtype=np.int8, count=len(values))
+    event_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+    order = np.lexsort((attrs, event_of))
+    keep = order[attrs[order] >= 0]  # attributes past the dictionary's cap are dropped
+    attrs, kinds, event_of = attrs[keep], kinds[keep], event_of[keep]
+    values = [values[i] for i in keep.tolist()]
+    is_str = kinds == STR
+    nums = np.fromiter((math.nan if type(v) is str else v for v in values), dtype=np.float64, count=len(values))
+    codes = np.full(len(values), -1, dtype=np.int32)
+    texts = np.full(len(values), -1, dtype=np.int32)
+    strings: list[str] = []
+    str_at = np.flatnonzero(is_str)
+    if len(str_at):
+        tables = dictionary.strings
+        str_values = [values[i] for i in str_at.tolist()]
+        codes[str_at] = [tables[a].get(v, -1) for a, v in zip(attrs[str_at].tolist(), str_values)]
+        index = {text: i for i, text in enumerate(dict.fromkeys(str_values))}
+        strings = list(index)
+        texts[str_at] = [index[v] for v in str_values]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(event_of, minlength=n), out=offsets[1:])
+    return EventBatch(offsets, attrs, kinds, nums, codes, texts, strings)
 
 
 def decode(batch: EventBatch, dictionary: Dictionary, i: int) -> dict[str, Scalar]:
