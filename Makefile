@@ -46,15 +46,17 @@ demo: setup ## Match a generated stock-ticker workload with the command-line mat
 
 .PHONY: test
 test: setup ## Run every test (unit, differential, integration with Spark and the embedded broker)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS)
 
 .PHONY: test-unit
 test-unit: setup ## Run the tests that need neither Spark nor the broker
 	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
 .PHONY: bench
-bench: setup ## Run every benchmark at paper sizes (long; results in docs/)
+bench: setup ## Run every benchmark at paper sizes (hours; results in docs/)
 	$(PY) -m scripts.bench
+	$(PY) -m scripts.bench --goal
+	$(PY) -m scripts.bench.counting
 	$(PY) -m scripts.bench.fabret
 	$(PY) -m scripts.bench.opindex
 	$(PY) -m scripts.bench.vci
@@ -66,11 +68,14 @@ bench: setup ## Run every benchmark at paper sizes (long; results in docs/)
 .PHONY: bench-quick
 bench-quick: setup ## Run every benchmark in its quick mode (minutes)
 	$(PY) -m scripts.bench --quick
+	$(PY) -m scripts.bench.counting --quick
 	$(PY) -m scripts.bench.fabret --quick
 	$(PY) -m scripts.bench.opindex --quick
 	$(PY) -m scripts.bench.vci --quick
 	$(PY) -m scripts.bench.amkh --quick
 	$(PY) -m scripts.bench.cayuga --quick
+	$(PY) -m scripts.bench.kafka_read --quick
+	$(PY) -m scripts.bench.e2e --quick
 
 .PHONY: lint
 lint: setup ## Lint (ruff) and type-check (mypy)

@@ -3,7 +3,8 @@
 Examples::
 
     python -m scripts.subscribe add --id cheap-ibm --expr "symbol = 'IBM' AND price < 100"
-    python -m scripts.subscribe add --file subs.jsonl          # {"id": ..., "expr"|"json": ..., "expires"?}
+    python -m scripts.subscribe add --id rising --pattern "SELECT * FROM FILTER{price > 100}(Stock)"
+    python -m scripts.subscribe add --file subs.jsonl          # {"id": ..., "expr"|"json"|"pattern": ..., "expires"?}
     python -m scripts.subscribe add --workload stock_ticker --n-subs 100000
     python -m scripts.subscribe cancel --id cheap-ibm other-id
     python -m scripts.subscribe cancel --file subs.jsonl       # cancels the ids of the file
@@ -46,13 +47,34 @@ def records_from_workload(name: str, n_subs: int, seed: int) -> Iterator[dict]:
         yield {"id": sub.id, "expr": to_text(sub.expr)}
 
 
-def upserts(records: Iterator[dict], check: bool, max_terms: int) -> Iterator[tuple[bytes, bytes]]:
+def check_record(rec: dict, max_terms: int) -> None:
+    """Raise :class:`PubSubError` unless the service would accept the record.
+
+    A record with a ``"pattern"`` is a stateful (Cayuga) subscription; any other is boolean.
+    """
+    if "pattern" in rec:
+        from matchers.cayuga.compiler import chains
+        from matchers.cayuga.language import parse
+
+        if not isinstance(rec.get("id"), str) or not rec["id"]:
+            raise PubSubError("a pattern record needs a non-empty string id")
+        if not isinstance(rec["pattern"], str):
+            raise PubSubError(f"subscription {rec['id']!r}: \"pattern\" must be a string (a CEL expression)")
+        try:
+            chains(parse(rec["pattern"]))
+        except PubSubError as exc:
+            raise PubSubError(f"subscription {rec['id']!r}: {exc}") from None
+        return
     from matchers.language import parse_record
 
+    parse_record(rec, max_terms=max_terms)
+
+
+def upserts(records: Iterator[dict], check: bool, max_terms: int) -> Iterator[tuple[bytes, bytes]]:
     for rec in records:
         rec = {k: v for k, v in rec.items() if k != "op"}
         if check:
-            parse_record(rec, max_terms=max_terms)
+            check_record(rec, max_terms)
         yield str(rec.get("id")).encode("utf-8"), orjson.dumps({"op": "upsert", **rec})
 
 
@@ -81,8 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     src.add_argument("--file", help="JSONL of subscription records")
     src.add_argument("--expr", help="text form of one subscription (with --id)")
     src.add_argument("--json", help="JSON form of one subscription (with --id)")
+    src.add_argument("--pattern", help="Cayuga (CEL) expression of one stateful subscription (with --id)")
     src.add_argument("--workload", help="generator name from scripts.workloads")
-    add.add_argument("--id", help="subscription id (with --expr or --json)")
+    add.add_argument("--id", help="subscription id (with --expr, --json or --pattern)")
     add.add_argument("--expires", default=None, help="expiry: epoch seconds or ISO-8601 time")
     add.add_argument("--n-subs", type=int, default=1000, help="subscriptions to generate (--workload)")
     add.add_argument("--seed", type=int, default=0)
@@ -105,9 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             records, total = records_from_workload(args.workload, args.n_subs, args.seed), args.n_subs
         else:
             if not args.id:
-                parser.error("--id is required with --expr or --json")
+                parser.error("--id is required with --expr, --json or --pattern")
             one: dict = {"id": args.id}
-            one.update({"expr": args.expr} if args.expr else {"json": orjson.loads(args.json)})
+            if args.pattern:
+                one["pattern"] = args.pattern
+            else:
+                one.update({"expr": args.expr} if args.expr else {"json": orjson.loads(args.json)})
             if args.expires is not None:
                 one["expires"] = float(args.expires) if args.expires.replace(".", "", 1).isdigit() else args.expires
             records, total = iter([one]), 1

@@ -2,7 +2,8 @@
 
 ``run`` starts the embedded broker when no bootstrap servers are configured (and stops
 it on exit), creates the topics with the configured partitions, and runs the match
-query until SIGINT or SIGTERM, which stop it after the running micro-batch.
+query (and, unless disabled, the Cayuga patterns queries) until SIGINT or SIGTERM, which
+stop them after the running micro-batch.
 """
 
 from __future__ import annotations
@@ -96,23 +97,42 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
             request.install()
         job = MatchJob(settings, spark, client)
         log.info("registry %s", dict(job.registry.describe()))
-        query = job.start()
+        queries = [job.start(), *start_patterns(settings, spark, client)]
         try:
-            while query.isActive and not stop.is_set():
-                query.awaitTermination(1)
-            if query.exception() is not None:
-                log.error("the match query failed: %s", query.exception())
-                job.status.write("failed", error=str(query.exception()), registry=dict(job.registry.describe()))
+            while all(q.isActive for q in queries) and not stop.is_set():
+                queries[0].awaitTermination(1)
+            failed = [q for q in queries if q.exception() is not None]
+            if failed:
+                reason = "; ".join(f"{q.name}: {q.exception()}" for q in failed)
+                log.error("a query failed: %s", reason)
+                job.status.write("failed", error=reason, registry=dict(job.registry.describe()))
                 return 1
             deadline = time.monotonic() + GRACE_S
-            while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            while (any(q.isActive and q.status.get("isTriggerActive") for q in queries)
+                   and time.monotonic() < deadline):
                 time.sleep(0.2)
         finally:
-            query.stop()
+            for q in queries:
+                q.stop()
             spark.stop()
         job.status.write("stopped", registry=dict(job.registry.describe()))
         log.info("stopped after %d batches at registry version %d", job.batches, job.registry.version)
     return 0
+
+
+def start_patterns(settings: Settings, spark: Any, client: dict) -> list:
+    """The Cayuga queries (pattern registry and keyed-state matching), when enabled."""
+    if not settings.patterns.enabled:
+        return []
+    from streaming.patterns import start_patterns_query, start_subscriptions_query
+
+    k, root = settings.kafka, settings.checkpoint / "patterns"
+    trigger = settings.spark.trigger_interval
+    return [
+        start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger),
+        start_patterns_query(spark, client, k.events_topic, k.notifications_topic, k.errors_topic, root,
+                             trigger=trigger, max_per_trigger=k.max_offsets_per_trigger or None),
+    ]
 
 
 def status(settings: Settings, as_json: bool) -> int:

@@ -94,6 +94,11 @@ class NotificationSettings:
 
 
 @dataclass(frozen=True)
+class PatternsSettings:
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
 class StatusSettings:
     status_file: str = "var/status.json"
     history: int = 20
@@ -108,6 +113,7 @@ class Settings:
     spark: SparkSettings = field(default_factory=SparkSettings)
     match: MatchSettings = field(default_factory=MatchSettings)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
+    patterns: PatternsSettings = field(default_factory=PatternsSettings)
     status: StatusSettings = field(default_factory=StatusSettings)
 
     @property

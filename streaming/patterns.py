@@ -197,8 +197,8 @@ def parse_pattern_change(
     sub_id = obj.get("id", key_id)
     if op == DELETE:
         return (DELETE, sub_id, None) if isinstance(sub_id, str) and sub_id in known else None
-    if "pattern" not in obj:
-        return None
+    if "pattern" not in obj:  # a boolean subscription (the match job's); it replaces a pattern of that id
+        return (DELETE, sub_id, None) if isinstance(sub_id, str) and sub_id in known else None
     if op not in OPS:
         return error(stage, value, position, f"unknown op {op!r}: expected 'upsert' or 'delete'", key)
     if not isinstance(sub_id, str) or not sub_id:

@@ -8,7 +8,9 @@ Subscription records (topic ``subscriptions``, keyed by subscription id) hold
 ``{"op": "upsert", "id": ..., "expr": "text"}`` or ``{"op": "upsert", "id": ...,
 "json": {...}}`` with an optional ``"expires"``, or ``{"op": "delete", "id": ...}``; a
 record with a key and no value (a Kafka tombstone) deletes the key's subscription.
-``op`` defaults to ``upsert``.
+``op`` defaults to ``upsert``.  A record with a ``"pattern"`` (a Cayuga expression) is a
+stateful subscription for :mod:`streaming.patterns`; here it only replaces a boolean
+subscription of the same id.
 """
 
 from __future__ import annotations
@@ -158,6 +160,10 @@ def parse_change(
         extra = sorted(set(obj) - {"op", "id"})
         if extra:
             return error(stage, value, position, f"subscription {sub_id!r}: a delete takes only op and id, not {extra}", key)
+        return Change(DELETE, sub_id, None, position)
+    if "pattern" in obj:
+        # a stateful (Cayuga) subscription: the patterns query owns it; an id names one kind
+        # of subscription at a time, so a boolean subscription of that id goes away
         return Change(DELETE, sub_id, None, position)
     record = {k: v for k, v in obj.items() if k != "op"}
     record["id"] = sub_id

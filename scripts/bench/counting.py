@@ -31,7 +31,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from matchers.counting import CHUNK_EVENTS, CountingMatcher, _slice
+from matchers.counting import CHUNK_EVENTS, CountingMatcher
 from scripts.workloads import opindex
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,8 +94,8 @@ def run_one(n_subs: int, n_events: int) -> dict:
         result = m.match(batch)
     with Clock() as phase1:
         for lo in range(0, batch.n, CHUNK_EVENTS):
-            m.phase1.satisfied(_slice(batch, lo, min(lo + CHUNK_EVENTS, batch.n)))
-    sat = m.phase1.satisfied(_slice(batch, 0, min(batch.n, CHUNK_EVENTS)))[1]
+            m.phase1.satisfied(batch.slice(lo, min(lo + CHUNK_EVENTS, batch.n)))
+    sat = m.phase1.satisfied(batch.slice(0, min(batch.n, CHUNK_EVENTS)))[1]
     memory = m.memory_bytes()
     removed = [s.id for s in subs[:: max(1, n_subs // 100)][:100]]
     delta_batch = m.encode(delta_events)

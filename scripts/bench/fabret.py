@@ -41,7 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 from matchers.base import create
-from scripts.bench.harness import _one_thread, _slice, environment
+from scripts.bench.harness import _one_thread, environment
 from scripts.workloads import FABRET_WORKLOADS, fabret
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -94,12 +94,12 @@ def warm(name: str, subs, events) -> None:
 def throughput(matcher, batch, budget_s: float) -> dict:
     """Match ``batch`` in batches of ``EVENT_BATCH`` after one warm-up batch (CPU time)."""
     n = batch.n
-    matcher.match(_slice(batch, 0, min(n, EVENT_BATCH)))
+    matcher.match(batch.slice(0, min(n, EVENT_BATCH)))
     checks0 = getattr(matcher, "checks", 0)
     total = wall = phase1 = 0.0
     done = matches = 0
     for lo in range(0, n, EVENT_BATCH):
-        part = _slice(batch, lo, min(n, lo + EVENT_BATCH))
+        part = batch.slice(lo, min(n, lo + EVENT_BATCH))
         c0, t0 = time.process_time(), time.perf_counter()
         result = matcher.match(part)
         total += time.process_time() - c0
@@ -113,7 +113,7 @@ def throughput(matcher, batch, budget_s: float) -> dict:
                matches_per_event=matches / done)
     if hasattr(matcher, "phase1"):
         for lo in range(0, done, EVENT_BATCH):
-            part = _slice(batch, lo, min(done, lo + EVENT_BATCH))
+            part = batch.slice(lo, min(done, lo + EVENT_BATCH))
             c0 = time.process_time()
             matcher.phase1.satisfied(part)
             phase1 += time.process_time() - c0
@@ -136,7 +136,7 @@ def run_one(name: str, subs, events, budget_s: float, params: dict | None = None
                params=params, **throughput(matcher, batch, budget_s))
     if hasattr(matcher, "store"):
         row["tables"] = [list(s) for s in matcher.store.schemas()]
-    row["ids_sample"] = matcher.match_ids(_slice(batch, 0, min(50, batch.n)))
+    row["ids_sample"] = matcher.match_ids(batch.slice(0, min(50, batch.n)))
     del matcher
     gc.collect()
     return row
@@ -223,7 +223,7 @@ def fig4(kind: str, cfg: dict, seed: int) -> list[dict]:
                 live.extend(s.id for s in incoming)
                 source = events_old if p == 0 else events_new
                 lo = ((p * ticks + t) * per_tick) % max(1, source.n - per_tick)
-                part = _slice(source, lo, min(source.n, lo + per_tick))
+                part = source.slice(lo, min(source.n, lo + per_tick))
                 c0 = time.process_time()
                 matcher.match(part)
                 t_events += time.process_time() - c0

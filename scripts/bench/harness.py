@@ -127,7 +127,7 @@ def _measure(name: str, batch_size: int, match_budget_s: float, sample: int, par
     size = min(batch_size, 10)  # a first small batch tells whether full batches fit the time budget
     lo = 0
     while lo < n:
-        part = _slice(batch, lo, min(n, lo + size))
+        part = batch.slice(lo, min(n, lo + size))
         t0, c0 = time.perf_counter(), time.process_time()
         result = matcher.match(part)
         match_s += time.perf_counter() - t0
@@ -145,7 +145,7 @@ def _measure(name: str, batch_size: int, match_budget_s: float, sample: int, par
     memory = matcher.memory_bytes()
     per_event = match_s / max(matched, 1)
     sample = min(sample, n, max(20, int(match_budget_s / 2 / per_event) if per_event > 0 else sample))
-    ids = matcher.match_ids(_slice(batch, 0, sample))
+    ids = matcher.match_ids(batch.slice(0, sample))
     return dict(
         matcher=name, jit_s=jit_s, add_s=add_s, prepare_s=prepare_s, build_s=add_s + prepare_s,
         encode_us=encode_s / max(n, 1) * 1e6, match_us=match_s / max(matched, 1) * 1e6,
@@ -155,15 +155,6 @@ def _measure(name: str, batch_size: int, match_budget_s: float, sample: int, par
         matches_per_event=total_matches / max(matched, 1), memory_bytes=int(memory), note=note,
         sample_ids=ids,
     )
-
-
-def _slice(batch, lo: int, hi: int):
-    """Events ``lo:hi`` of an encoded batch as a batch of their own."""
-    from matchers.events import EventBatch
-
-    a, b = batch.offsets[lo], batch.offsets[hi]
-    return EventBatch(batch.offsets[lo:hi + 1] - a, batch.attrs[a:b], batch.kinds[a:b], batch.nums[a:b],
-                      batch.codes[a:b], batch.texts[a:b], batch.strings)
 
 
 def _child(conn, *args) -> None:

@@ -75,6 +75,7 @@ def test_sigkill_mid_stream_then_restart(kafka_config: dict, topic_factory: Any,
         "PUBSUB_SPARK_TRIGGER_INTERVAL": "0 seconds",
         "PUBSUB_MATCH_SNAPSHOT_EVERY": "4",
         "PUBSUB_STATUS_STATUS_FILE": str(status_file),
+        "PUBSUB_PATTERNS_ENABLED": "false",  # this test is about the match query (patterns: test_patterns_restart)
     }
     log = tmp_path / "job.log"
     subs = random_subscriptions(rng, 40)

@@ -34,6 +34,7 @@ def test_pattern_records():
     known = {"old"}
     assert parse_pattern_change(b"a", _rec(id="a", pattern=TABLE1["S3"]), POS, known) == ("upsert", "a", TABLE1["S3"])
     assert parse_pattern_change(b"a", _rec(id="a", expr="x > 1"), POS, known) is None  # the match job's
+    assert parse_pattern_change(b"old", _rec(id="old", expr="x > 1"), POS, known) == ("delete", "old", None)
     assert parse_pattern_change(b"old", None, POS, known) == ("delete", "old", None)
     assert parse_pattern_change(b"new", None, POS, known) is None
     assert parse_pattern_change(None, _rec(op="delete", id="old"), POS, known) == ("delete", "old", None)

@@ -53,6 +53,12 @@ def test_delete_and_tombstone(parse):
     assert change(parse, None, b"s9") == Change(DELETE, "s9", None, POS)
 
 
+def test_pattern_record_is_left_to_the_patterns_query(parse):
+    # a stateful subscription: no error; a boolean subscription of the same id goes away
+    out = change(parse, b'{"id": "p1", "pattern": "SELECT * FROM FILTER{price > 10}(Stock)"}', b"p1")
+    assert out == Change(DELETE, "p1", None, POS)
+
+
 def test_id_from_key(parse):
     out = change(parse, b'{"expr": "a = 1"}', b"k1")
     assert isinstance(out, Change) and out.id == "k1"
