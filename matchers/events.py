@@ -170,7 +170,7 @@ def encode(events: Iterable[Mapping[str, Scalar]], dictionary: Dictionary) -> Ev
     if len(str_at):
         tables = dictionary.strings
         str_values = [values[i] for i in str_at.tolist()]
-        codes[str_at] = [tables[a].get(v, -1) for a, v in zip(attrs[str_at].tolist(), str_values)]
+        codes[str_at] = [tables[a].get(v, -1) for a, v in zip(attrs[str_at].tolist(), str_values, strict=True)]
         index = {text: i for i, text in enumerate(dict.fromkeys(str_values))}
         strings = list(index)
         texts[str_at] = [index[v] for v in str_values]

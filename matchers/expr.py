@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Union
 
 from matchers.errors import SubscriptionError
 
@@ -101,7 +100,7 @@ OP_BY_NAME: dict[str, Op] = {
 }
 """Operator names accepted by the JSON form (lower case, single spaces)."""
 
-Scalar = Union[float, str, bool]
+Scalar = float | str | bool
 
 KEYWORDS = frozenset({"and", "or", "not", "in", "between", "like", "matches", "true", "false"})
 """Keywords of the text form (any letter case): an attribute spelt like one is back-quoted."""
@@ -339,7 +338,7 @@ class Not:
     child: Expr
 
 
-Expr = Union[Pred, And, Or, Not]
+Expr = Pred | And | Or | Not
 Conjunction = tuple[Pred, ...]
 Clause = tuple[Pred, ...]
 

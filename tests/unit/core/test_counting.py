@@ -228,5 +228,5 @@ def test_pickled_matcher_with_string_predicates_matches_the_same():
     assert clone.match_events(evs) == before
     clone.remove([s.id for s in subs[:50]])
     live = {s.id: s for s in subs[50:]}
-    for event, ids in zip(evs, clone.match_events(evs)):
+    for event, ids in zip(evs, clone.match_events(evs), strict=True):
         assert ids == oracle.match(live.values(), event)
