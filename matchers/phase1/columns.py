@@ -50,3 +50,18 @@ def _first_number(operand: object) -> float:
     if type(operand) is tuple and type(operand[0]) is float:
         return operand[0]
     return 0.0
+
+
+def renumbered(new_of_old: np.ndarray, key: np.ndarray, absent: int, *others: np.ndarray) -> list[np.ndarray]:
+    """Columns indexed by predicate id, with predicate ``i`` moved to ``new_of_old[i]``.
+
+    ``key`` marks absent ids with ``absent`` (the value its fresh slots get); the
+    ``others`` are moved alongside it, their fresh slots zero.
+    """
+    old = np.flatnonzero(key[:len(new_of_old)] != absent)
+    new = new_of_old[old]
+    out = [np.full_like(key, absent), *(np.zeros_like(c) for c in others)]
+    for moved, column in zip(out, (key, *others), strict=True):
+        moved[new] = column[old]
+    return out
+

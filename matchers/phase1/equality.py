@@ -18,7 +18,7 @@ import numpy as np
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
-from matchers.phase1.columns import PredColumns, grown
+from matchers.phase1.columns import PredColumns, grown, renumbered
 
 _OPS = frozenset({Op.EQ, Op.NE, Op.IN, Op.NOT_IN})
 _NEGATED = frozenset({Op.NE, Op.NOT_IN})
@@ -107,13 +107,8 @@ class EqualityEvaluator:
 
     def renumber(self, new_of_old: np.ndarray) -> None:
         """Move predicate ``i`` to id ``new_of_old[i]`` (``-1``: absent)."""
-        n = len(new_of_old)
-        self._reserve(n)
-        old = np.flatnonzero(self._state[:n] != ABSENT)
-        new = new_of_old[old]
-        state, a1, bits = np.zeros_like(self._state), np.zeros_like(self._a1), np.zeros_like(self._bits)
-        state[new], a1[new], bits[new] = self._state[old], self._a1[old], self._bits[old]
-        self._state, self._a1, self._bits = state, a1, bits
+        self._reserve(len(new_of_old))
+        self._state, self._a1, self._bits = renumbered(new_of_old, self._state, ABSENT, self._a1, self._bits)
         self._lists = {int(new_of_old[pid]): v for pid, v in self._lists.items()}
         self._dirty = True
 

@@ -14,7 +14,7 @@ import numpy as np
 from matchers.events import EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
-from matchers.phase1.columns import PredColumns, grown
+from matchers.phase1.columns import PredColumns, grown, renumbered
 
 _OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN, Op.NOT_BETWEEN})
 _PAIRS = frozenset({Op.BETWEEN, Op.NOT_BETWEEN})
@@ -86,14 +86,8 @@ class RangeEvaluator:
 
     def renumber(self, new_of_old: np.ndarray) -> None:
         """Move predicate ``i`` to id ``new_of_old[i]`` (``-1``: absent)."""
-        n = len(new_of_old)
-        self._reserve(n)
-        old = np.flatnonzero(self._op[:n] != ABSENT)
-        new = new_of_old[old]
-        op = np.full_like(self._op, ABSENT)
-        attr, lo = np.zeros_like(self._attr), np.zeros_like(self._lo)
-        op[new], attr[new], lo[new] = self._op[old], self._attr[old], self._lo[old]
-        self._op, self._attr, self._lo = op, attr, lo
+        self._reserve(len(new_of_old))
+        self._op, self._attr, self._lo = renumbered(new_of_old, self._op, ABSENT, self._attr, self._lo)
         self._hi = {int(new_of_old[pid]): hi for pid, hi in self._hi.items()}
         self._dirty = True
 
