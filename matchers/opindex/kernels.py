@@ -19,6 +19,31 @@ _GOLD = np.uint64(0x9E3779B97F4A7C15)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _push(out_keys, n_out, key):
+    """Append ``key`` at ``n_out``, doubling ``out_keys`` when full."""
+    if n_out == len(out_keys):
+        grown = np.empty(2 * len(out_keys) + 16, dtype=out_keys.dtype)
+        grown[:n_out] = out_keys[:n_out]
+        out_keys = grown
+    out_keys[n_out] = key
+    return out_keys, n_out + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_unique(out_keys, first, n_out):
+    """Sort ``out_keys[first:n_out]`` and drop repeats in place; returns the new end."""
+    if n_out - first < 2:
+        return n_out
+    part = np.sort(out_keys[first:n_out])
+    u = 0
+    for t in range(len(part)):
+        if t == 0 or part[t] != part[t - 1]:
+            out_keys[first + u] = part[t]
+            u += 1
+    return first + u
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def mix(x):
     """splitmix64 finaliser of a uint64."""
     z = np.uint64(x) + _GOLD
@@ -396,20 +421,8 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
         for t in range(ne):
             en = touched_e[t]
             if e_rem[en] == 0:
-                if n_out == len(out_keys):
-                    grown = np.empty(2 * len(out_keys) + 16, dtype=out_keys.dtype)
-                    grown[:n_out] = out_keys[:n_out]
-                    out_keys = grown
-                out_keys[n_out] = e_key[en]
-                n_out += 1
-        if n_out - first > 1:
-            part = np.sort(out_keys[first:n_out])
-            u = 0
-            for t in range(len(part)):
-                if t == 0 or part[t] != part[t - 1]:
-                    out_keys[first + u] = part[t]
-                    u += 1
-            n_out = first + u
+                out_keys, n_out = _push(out_keys, n_out, e_key[en])
+        n_out = _sort_unique(out_keys, first, n_out)
         offsets[i + 1] = n_out
     return offsets, out_keys, epoch
 
@@ -500,19 +513,7 @@ def kindex_match(ev_off, ev_tok_off, ev_tok, post_off, post_entry, post_in, post
         for t in range(nt):
             en = touched[t]
             if acc[en] == e_need[en] and not e_bad[en]:
-                if n_out == len(out_keys):
-                    grown = np.empty(2 * len(out_keys) + 16, dtype=out_keys.dtype)
-                    grown[:n_out] = out_keys[:n_out]
-                    out_keys = grown
-                out_keys[n_out] = e_key[en]
-                n_out += 1
-        if n_out - first > 1:
-            part = np.sort(out_keys[first:n_out])
-            m2 = 0
-            for t in range(len(part)):
-                if t == 0 or part[t] != part[t - 1]:
-                    out_keys[first + m2] = part[t]
-                    m2 += 1
-            n_out = first + m2
+                out_keys, n_out = _push(out_keys, n_out, e_key[en])
+        n_out = _sort_unique(out_keys, first, n_out)
         offsets[i + 1] = n_out
     return offsets, out_keys, epoch
