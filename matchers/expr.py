@@ -428,7 +428,7 @@ def to_text(expr: Expr) -> str:
     return sep.join(f"({to_text(c)})" if not isinstance(c, Pred) else to_text(c) for c in expr.children)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Subscription:
     """A registered boolean subscription.
 

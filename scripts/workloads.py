@@ -125,6 +125,9 @@ def _conjunctions(rows: Iterator[list[Pred]], prefix: str = "s") -> list[Subscri
     return out
 
 
+_BLOCK = 100_000
+"""Rows turned into Python objects at a time by the large generators."""
+
 _OPS = {"=": Op.EQ, "!=": Op.NE, "<": Op.LT, "<=": Op.LE, ">": Op.GT, ">=": Op.GE}
 
 
@@ -243,10 +246,23 @@ def opindex(n_subs: int = 1_000_000, n_events: int = 1000, d: int = 20_000, gamm
     op_codes = np.where(u < theta1, 0, np.where(u < theta1 + (1.0 - theta1) / 2.0, 1, 2))
     op_table = (Op.EQ, Op.LE, Op.GE)
 
+    interned: dict[tuple[int, int, int], Pred] = {}
+
     def rows() -> Iterator[list[Pred]]:
-        for k, row_a, row_v, row_o in zip(sizes.tolist(), attrs.tolist(), operands.tolist(),
-                                          op_codes.tolist(), strict=True):
-            yield [pred(names[row_a[j]], op_table[row_o[j]], row_v[j]) for j in range(k)]
+        # Equal predicates are one (immutable) object and the arrays become Python lists a
+        # block at a time: 10M subscriptions fit in memory (about 350 bytes each).
+        for lo in range(0, n_subs, _BLOCK):
+            hi = lo + _BLOCK
+            for k, row_a, row_v, row_o in zip(sizes[lo:hi].tolist(), attrs[lo:hi].tolist(),
+                                              operands[lo:hi].tolist(), op_codes[lo:hi].tolist(), strict=True):
+                row = []
+                for j in range(k):
+                    key = (row_a[j], row_o[j], row_v[j])
+                    p = interned.get(key)
+                    if p is None:
+                        p = interned[key] = pred(names[row_a[j]], op_table[row_o[j]], row_v[j])
+                    row.append(p)
+                yield row
 
     event_attrs = distinct_rows(event_rng, _sampler(event_rng, d, attr_p), n_events, m, d)
     event_vals = _sampler(event_rng, sigma, value_p)((n_events, m)) + 1

@@ -42,7 +42,8 @@ QUICK = {
     "big_n_matchers": MATCHERS, "kindex_max_n": 40_000,
 }
 FULL = {
-    "events": 1000, "d_n": 20_000, "d_sweep": 2_000, "base_n": 100_000, "n": [1_000_000, 2_000_000],
+    "events": 1000, "d_n": 20_000, "d_sweep": 2_000, "base_n": 100_000,
+    "n": [1_000_000, 2_000_000, 5_000_000, 10_000_000],
     "gamma_max": [4, 12, 20], "m": [20, 60, 120], "theta1": [0.2, 0.6, 1.0],
     "sigma": [50, 800, 12_800], "zipf": [0.0, 0.5, 1.0],
     "prefix_n": 100_000, "prefix_share": [0.0, 0.5, 1.0], "prefix_len": [1, 3, 6],
@@ -152,10 +153,24 @@ def prefix_workload(n_subs: int, n_events: int, share: float, length: int, seed:
     return Workload(subs, events)
 
 
+AXES = {
+    "n": ("N (subscriptions)", "Matching time vs N (Fig. 10a)"),
+    "gamma_max": ("Γmax", "Matching time vs Γmax (Fig. 10b)"),
+    "m": ("m (event size)", "Matching time vs m (Fig. 10c)"),
+    "theta1": ("θ1 (share of =)", "Matching time vs θ1 (Fig. 10d)"),
+    "sigma": ("σ (value space)", "Matching time vs σ (Fig. 10e)"),
+    "zipf": ("Zipf exponent", "Matching time vs Zipf (Fig. 10f)"),
+    "prefix_share": ("share of prefix predicates", "Prefix operator: share (Fig. 14a)"),
+    "prefix_len": ("prefix length", "Prefix operator: length (Fig. 14b)"),
+}
+
+
 # -- experiments ----------------------------------------------------------------------------
-def run(quick: bool, progress: bool = True, partial: Path | None = None) -> dict:
-    """Run every experiment; with ``partial``, results are saved there after each
-    measurement and the ones already there (same mode) are not measured again."""
+def run(quick: bool, progress: bool = True, partial: Path | None = None,
+        axes: tuple[str, ...] = tuple(AXES), kept: list[dict] = ()) -> dict:
+    """Run the experiments of ``axes``; with ``partial``, results are saved there after
+    each measurement and the ones already there (same mode) are not measured again.
+    ``kept``: earlier results of the other axes, carried into the output."""
     cfg = QUICK if quick else FULL
     n_events = cfg["events"]
     experiments: list[tuple[str, object, dict, tuple[str, ...]]] = []
@@ -172,7 +187,8 @@ def run(quick: bool, progress: bool = True, partial: Path | None = None) -> dict
     for length in cfg["prefix_len"]:
         experiments.append(("prefix_len", length, {"prefix": True, "share": 1.0, "length": length},
                             ("opindex", "counting")))
-    results: list[dict] = []
+    experiments = [e for e in experiments if e[0] in axes]
+    results: list[dict] = [r for r in kept if r["axis"] not in axes]
     if partial is not None and partial.exists():
         saved = json.loads(partial.read_text())
         if saved.get("mode") == ("quick" if quick else "full"):
@@ -258,16 +274,6 @@ def goals(results: list[dict]) -> dict:
 
 
 # -- output --------------------------------------------------------------------------------
-AXES = {
-    "n": ("N (subscriptions)", "Matching time vs N (Fig. 10a)"),
-    "gamma_max": ("Γmax", "Matching time vs Γmax (Fig. 10b)"),
-    "m": ("m (event size)", "Matching time vs m (Fig. 10c)"),
-    "theta1": ("θ1 (share of =)", "Matching time vs θ1 (Fig. 10d)"),
-    "sigma": ("σ (value space)", "Matching time vs σ (Fig. 10e)"),
-    "zipf": ("Zipf exponent", "Matching time vs Zipf (Fig. 10f)"),
-    "prefix_share": ("share of prefix predicates", "Prefix operator: share (Fig. 14a)"),
-    "prefix_len": ("prefix length", "Prefix operator: length (Fig. 14b)"),
-}
 
 
 def markdown(data: dict) -> str:
@@ -404,10 +410,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="JSON path (default docs/bench/opindex[-quick].json)")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/opindex.md and the plots")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--axes", default=",".join(AXES),
+                        help=f"comma-separated experiments to (re)run, the others are kept from --out "
+                             f"(default: all of {','.join(AXES)})")
     args = parser.parse_args(argv)
+    axes = tuple(a for a in args.axes.split(",") if a)
+    unknown = sorted(set(axes) - set(AXES))
+    if unknown:
+        parser.error(f"unknown axes {unknown}; choose from {', '.join(AXES)}")
     out = args.out or ROOT / "docs" / "bench" / ("opindex-quick.json" if args.quick else "opindex.json")
+    mode = "quick" if args.quick else "full"
+    kept = []
+    if set(axes) != set(AXES) and out.exists():
+        saved = json.loads(out.read_text())
+        kept = saved["results"] if saved.get("mode") == mode else []
     partial = out.with_suffix(".partial.json")
-    data = run(args.quick, progress=not args.no_progress, partial=partial)
+    data = run(args.quick, progress=not args.no_progress, partial=partial, axes=axes, kept=kept)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1, default=float))
     partial.unlink(missing_ok=True)
