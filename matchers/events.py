@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from itertools import chain
+from operator import methodcaller
 from typing import NamedTuple
 
 import numpy as np
@@ -136,40 +138,51 @@ class EventBatch(NamedTuple):
 _KIND_OF_TYPE = {float: NUM, int: NUM, bool: BOOL, str: STR}
 
 
+class _AttrIds(dict):
+    """Attribute name -> id for one encoding, filled from the dictionary on first sight."""
+
+    def __init__(self, dictionary: Dictionary):
+        super().__init__()
+        self.dictionary = dictionary
+
+    def __missing__(self, name: str) -> int:
+        aid = self[name] = self.dictionary.attr(name)
+        return aid
+
+
 def encode(events: Iterable[Mapping[str, Scalar]], dictionary: Dictionary) -> EventBatch:
     """Encode flat events (see :func:`flatten`) against ``dictionary``.
 
     New attribute names are added to the dictionary (up to its cap); string values only
-    look their codes up.  One pass per column over all the batch's entries (no Python
-    call per entry), then one sort by (event, attribute).
+    look their codes up.  Column-wise over all the batch's entries with C-level maps and
+    numpy (no Python call per entry except for strings), then one sort by (event, attribute)
+    when some event's attributes are not in id order.
     """
-    counts: list[int] = []
-    names: list[str] = []
-    values: list = []
-    for event in events:
-        counts.append(len(event))
-        names.extend(event)
-        values.extend(event.values())
-    n = len(counts)
-    attr_of = dictionary.attr
-    ids = {name: attr_of(name) for name in dict.fromkeys(names)}
-    attrs = np.fromiter(map(ids.__getitem__, names), dtype=np.int32, count=len(names))
-    kind_of = _KIND_OF_TYPE
-    kinds = np.fromiter((kind_of[type(v)] for v in values), dtype=np.int8, count=len(values))
+    events = events if isinstance(events, list) else list(events)
+    counts = np.fromiter(map(len, events), dtype=np.int64, count=len(events))
+    n, nnz = len(events), int(counts.sum())
+    names = list(chain.from_iterable(events))
+    values = np.empty(nnz, dtype=object)
+    values[:] = list(chain.from_iterable(map(_values, events)))
+    attrs = np.fromiter(map(_AttrIds(dictionary).__getitem__, names), dtype=np.int32, count=nnz)
+    kinds = np.fromiter(map(_KIND_OF_TYPE.__getitem__, map(type, values)), dtype=np.int8, count=nnz)
     event_of = np.repeat(np.arange(n, dtype=np.int64), counts)
-    order = np.lexsort((attrs, event_of))
-    keep = order[attrs[order] >= 0]  # attributes past the dictionary's cap are dropped
-    attrs, kinds, event_of = attrs[keep], kinds[keep], event_of[keep]
-    values = [values[i] for i in keep.tolist()]
+    step = np.diff(attrs)
+    if np.any(step[event_of[1:] == event_of[:-1]] <= 0) or (nnz and attrs.min() < 0):
+        order = np.lexsort((attrs, event_of))
+        order = order[attrs[order] >= 0]  # attributes past the dictionary's cap are dropped
+        attrs, kinds, event_of, values = attrs[order], kinds[order], event_of[order], values[order]
     is_str = kinds == STR
-    nums = np.fromiter((math.nan if type(v) is str else v for v in values), dtype=np.float64, count=len(values))
+    nums = np.full(len(values), math.nan)
+    if not is_str.all():
+        nums[~is_str] = values[~is_str].astype(np.float64)
     codes = np.full(len(values), -1, dtype=np.int32)
     texts = np.full(len(values), -1, dtype=np.int32)
     strings: list[str] = []
     str_at = np.flatnonzero(is_str)
     if len(str_at):
         tables = dictionary.strings
-        str_values = [values[i] for i in str_at.tolist()]
+        str_values = values[str_at].tolist()
         codes[str_at] = [tables[a].get(v, -1) for a, v in zip(attrs[str_at].tolist(), str_values, strict=True)]
         index = {text: i for i, text in enumerate(dict.fromkeys(str_values))}
         strings = list(index)
@@ -177,6 +190,9 @@ def encode(events: Iterable[Mapping[str, Scalar]], dictionary: Dictionary) -> Ev
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(event_of, minlength=n), out=offsets[1:])
     return EventBatch(offsets, attrs, kinds, nums, codes, texts, strings)
+
+
+_values = methodcaller("values")
 
 
 def decode(batch: EventBatch, dictionary: Dictionary, i: int) -> dict[str, Scalar]:
