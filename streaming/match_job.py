@@ -9,10 +9,14 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    still-valid events of earlier batches (:mod:`streaming.validity`);
 3. :func:`match_partition` (executors, through ``mapInArrow``): bring the worker's cached
    index to the batch's version (:mod:`streaming.executor_cache`), parse, flatten, encode
-   and match the events, and emit notification and error rows;
-4. write every row to Kafka with one writer (per-row ``topic`` column).
+   and match the events, and produce the notification and error records to Kafka itself
+   (one Python worker per task does the matching and the writing; only a row of task
+   metrics goes back to the driver).
 
-The driver never collects events.
+The query reads the two topics as two sources tagged by a literal ``input`` column, so
+collecting the subscription changes reads only the subscriptions' offset ranges (Spark
+prunes the events branch) and the events are read once, by the matching job. The driver
+never collects events.
 """
 
 from __future__ import annotations
@@ -26,13 +30,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import pyarrow as pa
-from pyspark.accumulators import AccumulatorParam
 
 from matchers.base import create
 from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import Settings
 from streaming.executor_cache import IndexSpec, index_for
+from streaming.kafka.config import config_client_kwargs
+from streaming.kafka.sink import produce_batches
 from streaming.metrics import BatchMetrics, StatusFile
 from streaming.records import (
     DELETE,
@@ -57,23 +62,23 @@ if TYPE_CHECKING:
 log = logging.getLogger("streaming.match")
 
 OUT_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string())])
-OUT_DDL = "key binary, value binary, topic string"
+SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+INPUT, EVENTS, SUBSCRIPTIONS = "input", "events", "subscriptions"
 
-# Slots of the metrics vector the tasks add to.
-M_EVENTS, M_ERRORS, M_MATCHES, M_MATCH_NS, M_INDEX_NS, M_VALID, M_INDEX_BYTES = range(7)
-N_METRICS = 7
+# The row of metrics each task returns.
+METRICS = ("events", "errors", "matches", "match_ns", "index_ns", "valid", "index_bytes", "records")
+M_EVENTS, M_ERRORS, M_MATCHES, M_MATCH_NS, M_INDEX_NS, M_VALID, M_INDEX_BYTES, M_RECORDS = range(len(METRICS))
+N_METRICS = len(METRICS)
+METRICS_SCHEMA = pa.schema([(name, pa.int64()) for name in METRICS])
+METRICS_DDL = ", ".join(f"{name} long" for name in METRICS)
 
 
-class MetricsParam(AccumulatorParam):
-    """Element-wise sums of the task metrics, except index bytes: the largest."""
-
-    def zero(self, value: list[int]) -> list[int]:
-        return [0] * N_METRICS
-
-    def addInPlace(self, a: list[int], b: list[int]) -> list[int]:  # noqa: N802 - PySpark's name
-        out = [x + y for x, y in zip(a, b, strict=True)]
-        out[M_INDEX_BYTES] = max(a[M_INDEX_BYTES], b[M_INDEX_BYTES])
-        return out
+def sum_metrics(rows: Iterable[Sequence[int]]) -> list[int]:
+    """Element-wise sums of task metric rows, except index bytes: the largest."""
+    out = [0] * N_METRICS
+    for row in rows:
+        out = [max(a, b) if i == M_INDEX_BYTES else a + b for i, (a, b) in enumerate(zip(out, row, strict=True))]
+    return out
 
 
 class ChangeOutcome(NamedTuple):
@@ -100,12 +105,15 @@ class BatchContext(NamedTuple):
     valid_until_field: str
     max_validity_s: float
     validity_dir: str
+    producer: dict[str, Any]
 
     @classmethod
-    def of(cls, settings: Settings, batch_id: int, now: float, spec: IndexSpec) -> BatchContext:
+    def of(cls, settings: Settings, batch_id: int, now: float, spec: IndexSpec,
+           producer: dict[str, Any]) -> BatchContext:
         return cls(batch_id, now, spec, settings.kafka.notifications_topic, settings.kafka.errors_topic,
                    settings.notifications.payload, settings.match.event_id_field,
-                   settings.match.valid_until_field, settings.match.max_validity_s, str(settings.validity_dir))
+                   settings.match.valid_until_field, settings.match.max_validity_s, str(settings.validity_dir),
+                   producer)
 
 
 # -- driver side ---------------------------------------------------------------------------
@@ -203,31 +211,45 @@ def _task_partition() -> int:
 def match_partition(
     batches: Iterator[pa.RecordBatch],
     ctx: BatchContext,
-    metrics: Any = None,
+    produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
     partition_id: Callable[[], int] = _task_partition,
 ) -> Iterator[pa.RecordBatch]:
-    """Match one partition's event records; yields ``key, value, topic`` rows for Kafka.
+    """Match one partition's event records, send the results, and yield the task's metrics row.
 
     Parameters
     ----------
     batches : Arrow batches with the Kafka source columns (``value, topic, partition,
         offset, timestamp``) of event records.
     ctx : the batch's context.
-    metrics : a Spark accumulator of :class:`MetricsParam` vectors (or ``None``).
+    produce : sends Arrow batches of ``key, value, topic`` records and returns how many it
+        sent (by default to Kafka with ``ctx.producer``, waiting for every acknowledgement).
     partition_id : the input partition's number (names this task's file of valid events).
     """
-    matcher = None
-    index_ns = 0
+    if produce is None:
+        produce = partial(produce_batches, ctx.producer, None)
     counts = [0] * N_METRICS
     valid: list[ValidEvent] = []
+    counts[M_RECORDS] = produce(_records(batches, ctx, counts, valid))
+    ValidityStore(ctx.validity_dir).write(ctx.batch_id, partition_id(), valid)
+    counts[M_VALID] = len(valid)
+    yield pa.RecordBatch.from_arrays([pa.array([c], pa.int64()) for c in counts], schema=METRICS_SCHEMA)
+
+
+def _records(
+    batches: Iterator[pa.RecordBatch], ctx: BatchContext, counts: list[int], valid: list[ValidEvent],
+) -> Iterator[pa.RecordBatch]:
+    """Notification and error records of the event batches; fills ``counts`` and ``valid``."""
+    matcher = None
     with_event = ctx.payload == notifications.PAYLOAD_EVENT
+    id_field, until_field = ctx.event_id_field, ctx.valid_until_field
     for rb in batches:
         if rb.num_rows == 0:
             continue
         if matcher is None:  # a partition without rows never builds an index
             t0 = time.perf_counter_ns()
             matcher = index_for(ctx.spec).matcher
-            index_ns = time.perf_counter_ns() - t0
+            counts[M_INDEX_NS] = time.perf_counter_ns() - t0
+            counts[M_INDEX_BYTES] = matcher.memory_bytes()
         t1 = time.perf_counter_ns()
         values = rb.column("value").to_pylist()
         topics = rb.column("topic").to_pylist()
@@ -249,31 +271,32 @@ def match_partition(
                 counts[M_ERRORS] += 1
                 continue
             events.append(flat_event(obj))
-            event_id = obj.get(ctx.event_id_field)
+            event_id = obj.get(id_field)
             if event_id is None:
                 event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
             kept.append((i, event_id))
-            until = validity_end(obj, ctx.valid_until_field, ctx.now, ctx.max_validity_s)
-            if until is not None:
-                ms = stamps[i] // 1000 if stamps[i] is not None else None
-                valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, value.strip()))
+            if until_field in obj:
+                until = validity_end(obj, until_field, ctx.now, ctx.max_validity_s)
+                if until is not None:
+                    ms = stamps[i] // 1000 if stamps[i] is not None else None
+                    valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, value.strip()))
         counts[M_EVENTS] += len(events)
         if events:
             result = matcher.match(matcher.encode(events))
             now_ms = int(time.time() * 1000)
-            res_off, res_keys = result.offsets, result.keys
+            res_off, res_keys = result.offsets.tolist(), result.keys
             subscription = matcher.subscription
             for j, (i, event_id) in enumerate(kept):
-                lo, hi = int(res_off[j]), int(res_off[j + 1])
+                lo, hi = res_off[j], res_off[j + 1]
                 if lo == hi:
                     continue
                 ms = stamps[i] // 1000 if stamps[i] is not None else None
-                raw = values[i] if with_event else None
-                for key in res_keys[lo:hi]:
-                    sub_id = subscription(int(key)).id
+                notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
+                                                 values[i] if with_event else None, ms, now_ms, ctx.batch_id)
+                for key in res_keys[lo:hi].tolist():
+                    sub_id = subscription(key).id
                     out_keys.append(sub_id.encode("utf-8"))
-                    out_values.append(notifications.encode(
-                        sub_id, topics[i], parts[i], offsets[i], event_id, raw, ms, now_ms, ctx.batch_id))
+                    out_values.append(notes.encode(sub_id))
                     out_topics.append(ctx.notifications_topic)
             counts[M_MATCHES] += result.total
         counts[M_MATCH_NS] += time.perf_counter_ns() - t1
@@ -282,12 +305,6 @@ def match_partition(
                 [pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary()), pa.array(out_topics, pa.string())],
                 schema=OUT_SCHEMA,
             )
-    ValidityStore(ctx.validity_dir).write(ctx.batch_id, partition_id(), valid)
-    counts[M_VALID] = len(valid)
-    counts[M_INDEX_NS] = index_ns
-    counts[M_INDEX_BYTES] = matcher.memory_bytes() if matcher is not None else 0
-    if metrics is not None:
-        metrics.add(counts)
 
 
 # -- the query -----------------------------------------------------------------------------
@@ -312,7 +329,7 @@ class MatchJob:
         self.registry = Registry(settings.registry_dir, m.snapshot_every, m.snapshots_kept, m.max_catchup_versions)
         self.validity = ValidityStore(settings.validity_dir)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
-        self.metrics = spark.sparkContext.accumulator([0] * N_METRICS, MetricsParam())
+        self.producer = config_client_kwargs(client_config, "producer")
         self.last: BatchMetrics | None = None
         self.history: list[BatchMetrics] = []
         self.batches = 0
@@ -325,42 +342,35 @@ class MatchJob:
             self._process(df, int(batch_id))
 
     def _process(self, df: DataFrame, batch_id: int) -> None:
-        from pyspark import StorageLevel
         from pyspark.sql import functions as F
-
-        from streaming.kafka import write_batch
 
         t0 = time.perf_counter()
         k, m = self.settings.kafka, self.settings.match
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            rows = [tuple(r) for r in df.filter(F.col("topic") == k.subscriptions_topic)
-                    .select("key", "value", "topic", "partition", "offset").collect()]
-            outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time())
-            t1 = time.perf_counter()
-            version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
-            retro = retro_notifications(
-                m.matcher, new_subscriptions(outcome.delta),
-                self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload)
-            index = IndexSpec(str(self.settings.registry_dir), m.matcher, version,
-                              shipped_deltas(self.registry, version, m.max_catchup_versions),
-                              m.max_catchup_versions)
-            ctx = BatchContext.of(self.settings, batch_id, outcome.now, index)
-            t2 = time.perf_counter()
-            self.metrics.value = [0] * N_METRICS
-            events = df.filter(F.col("topic") == k.events_topic)
-            out = events.mapInArrow(partial(match_partition, ctx=ctx, metrics=self.metrics), OUT_DDL)
-            driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
-            driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
-            if driver_rows:
-                out = out.unionByName(self.spark.createDataFrame(driver_rows, OUT_DDL))
-            write_batch(out, self.client_config, use_java_connector=k.use_java_connector)
-            t3 = time.perf_counter()
-            input_rows = len(rows) + self.metrics.value[M_EVENTS] + self.metrics.value[M_ERRORS]
-        finally:
-            df.unpersist()
+        rows = [tuple(r) for r in df.filter(F.col(INPUT) == SUBSCRIPTIONS)
+                .select("key", "value", "topic", "partition", "offset").collect()]
+        outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time())
+        t1 = time.perf_counter()
+        version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
+        retro = retro_notifications(
+            m.matcher, new_subscriptions(outcome.delta),
+            self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload)
+        index = IndexSpec(str(self.settings.registry_dir), m.matcher, version,
+                          shipped_deltas(self.registry, version, m.max_catchup_versions),
+                          m.max_catchup_versions)
+        ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer)
+        driver_rows = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
+        driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
+        if driver_rows:
+            keys, values, topics = zip(*driver_rows, strict=True)
+            produce_batches(self.producer, None, iter([pa.RecordBatch.from_arrays(
+                [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
+                schema=OUT_SCHEMA)]))
+        t2 = time.perf_counter()
+        events = df.filter(F.col(INPUT) == EVENTS).select(*SOURCE_COLUMNS)
+        v = sum_metrics(events.mapInArrow(partial(match_partition, ctx=ctx), METRICS_DDL).collect())
+        t3 = time.perf_counter()
+        input_rows = len(rows) + v[M_EVENTS] + v[M_ERRORS]
         self.validity.prune(outcome.now)
-        v = self.metrics.value
         metrics = BatchMetrics(
             batch_id=batch_id, input_rows=input_rows, events=v[M_EVENTS], subscription_records=len(rows),
             subscription_changes=outcome.accepted, expired=outcome.expired, rejected=len(outcome.errors),
@@ -378,13 +388,19 @@ class MatchJob:
 
     def start(self, spark: SparkSession | None = None) -> StreamingQuery:
         """Start the match query (reading events and subscriptions, checkpoint under the settings')."""
+        from pyspark.sql import functions as F
+
         from streaming.kafka import read_stream
 
         spark = spark or self.spark
         k, s = self.settings.kafka, self.settings.spark
-        df = read_stream(spark, self.client_config, [k.events_topic, k.subscriptions_topic],
-                         starting=k.starting_offsets, max_per_trigger=k.max_offsets_per_trigger or None,
-                         use_java_connector=k.use_java_connector)
+
+        def source(topic: str, tag: str) -> DataFrame:
+            return read_stream(spark, self.client_config, topic, starting=k.starting_offsets,
+                               max_per_trigger=k.max_offsets_per_trigger or None,
+                               use_java_connector=k.use_java_connector).withColumn(INPUT, F.lit(tag))
+
+        df = source(k.events_topic, EVENTS).unionByName(source(k.subscriptions_topic, SUBSCRIPTIONS))
         self.status.write("starting", registry=dict(self.registry.describe()))
         return (df.writeStream.queryName("match")
                 .foreachBatch(self.process)

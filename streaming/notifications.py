@@ -23,6 +23,43 @@ def notification_id(sub_id: str, topic: str, partition: int, offset: int) -> str
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
+class EventNotes:
+    """The notifications of one event: the JSON after the subscription is built once per event.
+
+    Parameters
+    ----------
+    event_id : the event's own id field, or ``"topic/partition/offset"`` when it has none.
+    event_raw : the event's JSON bytes (already validated as an object) to embed, or
+        ``None`` for the id-only payload.
+    event_ms : the event record's Kafka timestamp (milliseconds), if any.
+    matched_ms : when the match was made (milliseconds since the epoch).
+    retro : the subscription arrived after the event and matched it while it was still valid.
+    """
+
+    __slots__ = ("_position", "_tail")
+
+    def __init__(self, topic: str, partition: int, offset: int, event_id: Any, event_raw: bytes | None,
+                 event_ms: int | None, matched_ms: int, batch_id: int, retro: bool = False):
+        self._position = f"|{topic}|{int(partition)}|{int(offset)}".encode()
+        tail = orjson.dumps({
+            "event_id": event_id,
+            "topic": topic,
+            "partition": int(partition),
+            "offset": int(offset),
+            "event_time_ms": event_ms,
+            "matched_ms": int(matched_ms),
+            "batch": int(batch_id),
+            "retro": retro,
+        })
+        self._tail = b"," + (tail[1:] if event_raw is None else tail[1:-1] + b',"event":' + event_raw.strip() + b"}")
+
+    def encode(self, sub_id: str) -> bytes:
+        """The JSON value of the notification of ``sub_id`` (id as :func:`notification_id`)."""
+        sid = sub_id.encode("utf-8")
+        nid = hashlib.blake2b(b"%d:%s%s" % (len(sub_id), sid, self._position), digest_size=16).hexdigest()
+        return b'{"id":"%s","subscription":%s%s' % (nid.encode(), orjson.dumps(sub_id), self._tail)
+
+
 def encode(
     sub_id: str,
     topic: str,
@@ -35,32 +72,8 @@ def encode(
     batch_id: int,
     retro: bool = False,
 ) -> bytes:
-    """The notification record's JSON value.
-
-    Parameters
-    ----------
-    event_id : the event's own id field, or ``"topic/partition/offset"`` when it has none.
-    event_raw : the event's JSON bytes (already validated as an object) to embed, or
-        ``None`` for the id-only payload.
-    event_ms : the event record's Kafka timestamp (milliseconds), if any.
-    matched_ms : when the match was made (milliseconds since the epoch).
-    retro : the subscription arrived after the event and matched it while it was still valid.
-    """
-    head = orjson.dumps({
-        "id": notification_id(sub_id, topic, partition, offset),
-        "subscription": sub_id,
-        "event_id": event_id,
-        "topic": topic,
-        "partition": int(partition),
-        "offset": int(offset),
-        "event_time_ms": event_ms,
-        "matched_ms": int(matched_ms),
-        "batch": int(batch_id),
-        "retro": retro,
-    })
-    if event_raw is None:
-        return head
-    return head[:-1] + b',"event":' + event_raw.strip() + b"}"
+    """The notification record's JSON value (see :class:`EventNotes` for the parameters)."""
+    return EventNotes(topic, partition, offset, event_id, event_raw, event_ms, matched_ms, batch_id, retro).encode(sub_id)
 
 
 def decode(value: bytes) -> dict[str, Any]:

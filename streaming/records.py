@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -206,6 +207,9 @@ def parse_event(value: bytes | None) -> tuple[dict[str, Any] | None, str | None]
     return obj, None
 
 
+_SCALARS = frozenset((str, int, float, bool))
+
+
 def flat_event(obj: dict[str, Any]) -> dict[str, Scalar]:
     """The event as :func:`matchers.events.flatten` gives it, without copying a flat one.
 
@@ -213,11 +217,7 @@ def flat_event(obj: dict[str, Any]) -> dict[str, Scalar]:
     already flat (the encoder reads integers as floats); anything else (nested objects,
     arrays, ``null``, non-finite numbers) goes through ``flatten``.
     """
-    for value in obj.values():
-        kind = type(value)
-        if kind is float:
-            if value - value != 0.0:  # inf or nan
-                return flatten(obj)
-        elif kind is not str and kind is not int and kind is not bool:
-            return flatten(obj)
-    return obj
+    types = set(map(type, obj.values()))
+    if types <= _SCALARS and (float not in types or all(math.isfinite(v) for v in obj.values() if type(v) is float)):
+        return obj
+    return flatten(obj)

@@ -15,7 +15,9 @@ from streaming.executor_cache import IndexSpec
 from streaming.match_job import (
     M_ERRORS,
     M_EVENTS,
+    M_INDEX_BYTES,
     M_MATCHES,
+    M_RECORDS,
     M_VALID,
     N_METRICS,
     BatchContext,
@@ -24,20 +26,13 @@ from streaming.match_job import (
     new_subscriptions,
     retro_notifications,
     shipped_deltas,
+    sum_metrics,
 )
 from streaming.records import default_parser
 from streaming.registry import Registry
 from streaming.validity import ValidityStore
 
 from .helpers import kafka_batch, random_event, random_subscriptions
-
-
-class Acc:
-    def __init__(self):
-        self.value = [0] * N_METRICS
-
-    def add(self, v):
-        self.value = [a + b for a, b in zip(self.value, v, strict=True)]
 
 
 @pytest.fixture(autouse=True)
@@ -60,11 +55,18 @@ def run_partition(settings, registry, batch_id, now, batches, payload="event"):
     settings = settings.replace(notifications={"payload": payload})
     spec = IndexSpec(str(settings.registry_dir), "counting", registry.version,
                      shipped_deltas(registry, registry.version, 20))
-    ctx = BatchContext.of(settings, batch_id, now, spec)
-    acc = Acc()
-    out = list(match_partition(iter(batches), ctx, acc, partition_id=lambda: 0))
-    rows = [r for rb in out for r in rb.to_pylist()]
-    return rows, acc.value
+    ctx = BatchContext.of(settings, batch_id, now, spec, {"bootstrap_servers": "unused:9092"})
+    rows: list[dict] = []
+
+    def produce(batches):
+        before = len(rows)
+        rows.extend(r for rb in batches for r in rb.to_pylist())
+        return len(rows) - before
+
+    out = list(match_partition(iter(batches), ctx, produce, partition_id=lambda: 0))
+    metrics = [list(r.values()) for rb in out for r in rb.to_pylist()]
+    assert len(metrics) == 1 and metrics[0][M_RECORDS] == len(rows)
+    return rows, sum_metrics(metrics)
 
 
 @pytest.mark.parametrize("seed", [11, 12])
@@ -163,3 +165,10 @@ def test_valid_events_are_kept_and_matched_by_new_subscriptions(tmp_path):
     run_partition(settings, reg, 0, 100.0, [batch])
     run_partition(settings, reg, 0, 100.0, [batch])
     assert store.count_files() == 1
+
+
+def test_sum_metrics_adds_counts_and_keeps_the_largest_index():
+    a, b = [1] * N_METRICS, [2] * N_METRICS
+    a[M_INDEX_BYTES], b[M_INDEX_BYTES] = 10, 7
+    total = sum_metrics([a, b])
+    assert total[M_EVENTS] == 3 and total[M_INDEX_BYTES] == 10 and sum_metrics([]) == [0] * N_METRICS

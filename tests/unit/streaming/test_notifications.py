@@ -6,7 +6,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.notifications import Deduplicator, decode, encode, notification_id
+from streaming.notifications import Deduplicator, EventNotes, decode, encode, notification_id
 
 
 @given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=10), st.integers(0, 50),
@@ -37,3 +37,15 @@ def test_deduplicator():
     assert d.fresh("c")  # evicts b, the least recently seen
     assert not d.fresh("a") and d.duplicates == 2
     assert d.fresh("b")
+
+
+@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=10), st.integers(0, 50),
+       st.integers(0, 2**40), st.one_of(st.none(), st.integers(-2**63, 2**63 - 1), st.text(max_size=5)), st.booleans())
+def test_event_notes_give_the_same_record_for_every_subscription(sub, topic, partition, offset, event_id, with_event):
+    raw = b'{"x": 1}' if with_event else None
+    notes = EventNotes(topic, partition, offset, event_id, raw, 5, 6, 7)
+    for sid in (sub, sub + "\u00e9", "q\"uote"):
+        doc = decode(notes.encode(sid))
+        assert doc["id"] == notification_id(sid, topic, partition, offset) and doc["subscription"] == sid
+        assert doc["event_id"] == event_id and doc["offset"] == offset and ("event" in doc) == with_event
+        assert list(doc)[:2] == ["id", "subscription"]
