@@ -29,6 +29,9 @@ def steps_fn(steps: tuple[Step, ...]) -> StepsFn:
             compiled.append((False, items_fn(arg)))
     if not compiled:
         return lambda attrs, t0, t1: attrs
+    if len(compiled) == 1 and compiled[0][0]:
+        fn = compiled[0][1]
+        return lambda attrs, t0, t1: attrs if fn(attrs, attrs, attrs, t1 - t0 + 1) is True else None
 
     def apply(attrs, t0, t1):
         dur = t1 - t0 + 1
@@ -165,10 +168,13 @@ class Node:
         self.stream = spec.right.stream
         self.view = spec.right
         self.view_fn = steps_fn(spec.right.steps)
-        self.theta = pred_fn(spec.pred)
+        preds = node_preds(spec)
+        # with the indexes, the static atoms are checked once per event and the
+        # equalities hold by the bucket: an affected instance checks the rest (None: nothing)
+        theta = A.conj(list(preds.rest)) if indexed else spec.pred
+        self.theta = None if theta == A.TRUE else pred_fn(theta)
         self.cont = pred_fn(spec.cont)
         self.aggs = items_fn(spec.aggs, overlay=True)
-        preds = node_preds(spec)
         self.static_atoms = preds.static if indexed else ()
         self.static_fn = conj_fn(self.static_atoms) if self.static_atoms else None
         self.eq_attrs = tuple(a for a, _ in preds.eq) if indexed else ()

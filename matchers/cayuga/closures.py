@@ -7,6 +7,7 @@ attribute dicts of the ``$1``, ``$`` (and bare) and ``$2`` scopes, and the durat
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -49,6 +50,39 @@ def value_fn(term: A.Value) -> ValueFn:
     raise TypeError(f"not a value term: {term!r}")
 
 
+_OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_FAST = (int, float, str)  # exact types compared directly when both sides have the same one
+
+
+def _cmp_fn(pred: A.Cmp) -> PredFn:
+    """A comparison: the operator applied directly when both values have the same exact
+    type among int, float and str (or a number meets a numeric constant), else
+    :func:`.algebra.compare` decides (unknowns, mixed or odd types)."""
+    op, left, right = pred.op, pred.left, pred.right
+    if isinstance(left, A.Const) and not isinstance(right, A.Const):
+        left, right, op = right, left, A.FLIP[op]
+    a, cmp = value_fn(left), _OPS[op]
+    if isinstance(right, A.Const):
+        k = right.value
+        if type(k) in (int, float):
+            num = (int, float)
+
+            def cmp_num(f, c, s, d):
+                x = a(f, c, s, d)
+                return cmp(x, k) if type(x) in num else _compare(op, x, k)
+
+            return cmp_num
+        return lambda f, c, s, d: _compare(op, a(f, c, s, d), k)
+    b = value_fn(right)
+
+    def cmp_values(f, c, s, d):
+        x, y = a(f, c, s, d), b(f, c, s, d)
+        t = type(x)
+        return cmp(x, y) if t is type(y) and t in _FAST else _compare(op, x, y)
+
+    return cmp_values
+
+
 @lru_cache(maxsize=65536)
 def pred_fn(pred: A.Pred) -> PredFn:
     """Closure giving the three-valued truth of ``pred``."""
@@ -56,8 +90,7 @@ def pred_fn(pred: A.Pred) -> PredFn:
         t = pred.value
         return lambda f, c, s, d: t
     if isinstance(pred, A.Cmp):
-        a, b, op = value_fn(pred.left), value_fn(pred.right), pred.op
-        return lambda f, c, s, d: _compare(op, a(f, c, s, d), b(f, c, s, d))
+        return _cmp_fn(pred)
     if isinstance(pred, A.Contains):
         a, b = value_fn(pred.text), value_fn(pred.pattern)
 

@@ -228,12 +228,14 @@ class NodePreds:
 
     ``static``: atoms on the raw event; ``eq``: ``(raw attribute, bound term)``;
     ``rng``: ``(raw attribute, operator with the event on the left, bound term)`` or
-    ``None``. Bound terms refer to ``$1``/``$`` only.
+    ``None``; ``rest``: the conjuncts of ``theta`` that are neither static atoms nor
+    equalities (the range one included). Bound terms refer to ``$1``/``$`` only.
     """
 
     static: tuple[tuple[str, str, object], ...]
     eq: tuple[tuple[str, A.Value], ...]
     rng: tuple[str, str, A.Value] | None
+    rest: tuple[A.Pred, ...]
 
 
 def node_preds(spec: OpSpec) -> NodePreds:
@@ -242,11 +244,13 @@ def node_preds(spec: OpSpec) -> NodePreds:
     static = list(view_static_atoms(spec.right))
     eq: list[tuple[str, A.Value]] = []
     rng = None
+    rest: list[A.Pred] = []
     for part in A.split_and(spec.pred):
         atom = _static_atom(part, A.SECOND, names)
         if atom is not None:
             static.append(atom)
             continue
+        rest.append(part)
         if not isinstance(part, A.Cmp):
             continue
         left, right, op = part.left, part.right, part.op
@@ -257,10 +261,11 @@ def node_preds(spec: OpSpec) -> NodePreds:
             continue
         if op == "=":
             eq.append((raw, right))
+            rest.pop()
         elif op in RANGE_OPS and rng is None:
             rng = (raw, op, right)
     eq.sort(key=lambda e: e[0])
-    return NodePreds(tuple(static), tuple(eq), rng)
+    return NodePreds(tuple(static), tuple(eq), rng, tuple(rest))
 
 
 def dur_bound(parts: list[A.Pred]) -> float | None:

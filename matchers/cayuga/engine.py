@@ -228,8 +228,8 @@ class Engine:
         key = []
         for fn in node.eq_fns:
             v = fn(first, cur, cur, None)
-            if v is None:
-                return  # the equality can never hold: the instance could only loop
+            if v is None or v != v:
+                return  # the equality can never hold (unknown, NaN): the instance could only loop
             key.append(tag(v))
         inst = Inst(node, first, cur, t0, t1, wit, born)
         sorted_bound = False
@@ -361,7 +361,7 @@ class Engine:
                         if inst.t1 >= t0:
                             continue
                         dur = t1 - inst.t0 + 1
-                        if theta(inst.first, inst.cur, v2, dur) is True:
+                        if theta is None or theta(inst.first, inst.cur, v2, dur) is True:
                             affected.append((node, inst, v2, dur))
         # transitions
         for node, inst, v2, dur in affected:
