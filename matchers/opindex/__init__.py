@@ -5,7 +5,7 @@ Registered matchers: ``"opindex"`` (:class:`~matchers.opindex.index.OpIndex`),
 Whang et al., VLDB 2009, :class:`~matchers.opindex.kindex.KIndex`).
 """
 
-from matchers.opindex.index import OpIndex, OpIndexBS
+from matchers.opindex.index import OpIndex, OpIndexBS, OpIndexPaper
 from matchers.opindex.kindex import KIndex
 
-__all__ = ["OpIndex", "OpIndexBS", "KIndex"]
+__all__ = ["OpIndex", "OpIndexBS", "OpIndexPaper", "KIndex"]

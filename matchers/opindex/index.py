@@ -81,9 +81,15 @@ def _bits(values: np.ndarray) -> np.ndarray:
 
 
 class _Rows:
-    """Items being built: columns as Python lists, packed once."""
+    """Items and records being built: columns as Python lists, packed once.
 
-    __slots__ = ("slot", "family", "attr", "ta", "val", "cslot", "weight")
+    The lists (``evaluate="lists"``) use one item row per (pivot, item); the entry store
+    uses the item columns once per new entry (``entries``, ``nitem``, ``end``) and one
+    record ``(rslot, rentry)`` per (pivot, entry).
+    """
+
+    __slots__ = ("slot", "family", "attr", "ta", "val", "cslot", "weight", "end", "entries", "nitem",
+                 "rslot", "rentry")
 
     def __init__(self) -> None:
         self.slot: list[int] = []
@@ -93,9 +99,14 @@ class _Rows:
         self.val: list[float] = []
         self.cslot: list[int] = []
         self.weight: list[int] = []
+        self.end: list[int] = []
+        self.entries: list[int] = []
+        self.nitem: list[int] = []
+        self.rslot: list[int] = []
+        self.rentry: list[int] = []
 
     def __len__(self) -> int:
-        return len(self.ta)
+        return len(self.ta) + len(self.rslot)
 
 
 @register("opindex")
@@ -114,6 +125,10 @@ class OpIndex(Matcher):
     max_clauses : bound on the CNF expansion of a subscription before falling back to DNF.
     sweep_factor : a list holding at most this many items per event value is walked
         once instead of searched once per event value (0: always search, as the paper).
+    evaluate : ``"entries"`` (default) evaluates the entries of the event's pivots directly,
+        those whose signature of needed attributes fits the event's (``signature_bits``
+        wide; ``segments`` and ``sweep_factor`` unused); ``"lists"`` is the paper's
+        Algorithm 2 over the operator lists (the ablation of this addition).
     """
 
     compact_min_holes = 1 << 16
@@ -123,7 +138,7 @@ class OpIndex(Matcher):
                  signature_bits: int = DEFAULT_SIGNATURE_BITS, normal_form: str = "dnf",
                  window: int = 20_000, repivot_every: int = 10_000, repivot_gap: float = 0.05,
                  repivot_ratio: float = 2.0, max_clauses: int = DEFAULT_MAX_TERMS,
-                 sweep_factor: float = 1.0, **params):
+                 sweep_factor: float = 1.0, evaluate: str = "entries", **params):
         super().__init__(dictionary, **params)
         if int(segments) < 1:
             raise ValueError("segments must be at least 1")
@@ -131,6 +146,9 @@ class OpIndex(Matcher):
             raise ValueError("signature_bits must be between 0 and 64")
         if normal_form not in ("dnf", "cnf"):
             raise ValueError("normal_form must be 'dnf' or 'cnf'")
+        if evaluate not in ("entries", "lists"):
+            raise ValueError("evaluate must be 'entries' or 'lists'")
+        self.evaluate = evaluate
         self.segments = int(segments)
         self.signature_bits = int(signature_bits)
         self.normal_form = normal_form
@@ -162,6 +180,23 @@ class OpIndex(Matcher):
         self._it_slot = np.zeros(1024, dtype=np.int32)
         self._it_w = np.zeros(1024, dtype=np.int8)
         self._pool_state = np.zeros(2, dtype=np.int64)  # used, holes
+        # the entry store (evaluate="entries"): a block of (signature, entry) records per
+        # pivot slot, and each entry's items in clause order
+        self._b_start = np.zeros(0, dtype=np.int64)
+        self._b_len = np.zeros(0, dtype=np.int64)
+        self._b_cap = np.zeros(0, dtype=np.int64)
+        self._g_off = np.zeros(0, dtype=np.int64)  # N_GROUPS + 1 per pivot slot
+        self._r_key = np.zeros(1024, dtype=np.float64)
+        self._r_sig = np.zeros(1024, dtype=np.uint64)
+        self._r_kind = np.zeros(1024, dtype=np.int8)
+        self._r_entry = np.zeros(1024, dtype=np.int32)
+        self._r_sub = np.zeros(1024, dtype=np.int32)
+        self._r_state = np.zeros(2, dtype=np.int64)  # used, holes
+        self._e_item = np.zeros(0, dtype=np.int64)
+        self._e_nitem = np.zeros(0, dtype=np.int32)
+        self._q = np.zeros(2048, dtype=np.int64)  # 2 words per item: meta, operand bits
+        self._q_used = 0
+        self._q_holes = 0
         # clause slots and entries
         self._n_cslots = 0
         self._free_cslots: dict[int, list[int]] = defaultdict(list)
@@ -218,6 +253,8 @@ class OpIndex(Matcher):
         self._e_key = _grow(self._e_key, n)
         self._e_stamp = _grow(self._e_stamp, n, -1)
         self._e_rem = _grow(self._e_rem, n)
+        self._e_item = _grow(self._e_item, n)
+        self._e_nitem = _grow(self._e_nitem, n)
         n = self._n_cslots + n_cslots
         self._s_need = _grow(self._s_need, n)
         self._s_entry = _grow(self._s_entry, n)
@@ -229,35 +266,45 @@ class OpIndex(Matcher):
         entry = self._free_entries.pop() if self._free_entries else self._n_entries
         if entry == self._n_entries:
             self._n_entries += 1
-        k = len(terms)
-        free = self._free_cslots.get(k)
-        base = free.pop() if free else self._n_cslots
-        if base == self._n_cslots:
-            self._n_cslots += k
-        if is_cnf:
-            self._s_need[base:base + k] = 1
-        else:
-            self._s_need[base] = len(terms[0])
-        self._s_entry[base:base + k] = entry
-        self._e_nslots[entry] = k
         self._e_key[entry] = key
+        base = -1
+        if self.evaluate == "lists":
+            k = len(terms)
+            free = self._free_cslots.get(k)
+            base = free.pop() if free else self._n_cslots
+            if base == self._n_cslots:
+                self._n_cslots += k
+            if is_cnf:
+                self._s_need[base:base + k] = 1
+            else:
+                self._s_need[base] = len(terms[0])
+            self._s_entry[base:base + k] = entry
+            self._e_nslots[entry] = k
         self._entry_info[entry] = (terms, pivots, base, is_cnf)
         self._entries_of.setdefault(key, []).append(entry)
         by_pivot = self._by_pivot
         for p in pivots:
             by_pivot[p].add(entry)
-        self._emit(entry, rows, acquire=True)
+        if self.evaluate == "lists":
+            self._emit(entry, rows, acquire=True)
+        else:
+            self._emit_items(entry, terms, pivots, is_cnf, rows)
+            self._emit_records(entry, pivots, rows)
 
     def _drop_entry(self, entry: int, rows: _Rows) -> None:
         terms, pivots, base, _ = self._entry_info.pop(entry)
-        self._emit(entry, rows, acquire=False, info=(terms, pivots, base))
+        if self.evaluate == "lists":
+            self._emit(entry, rows, acquire=False, info=(terms, pivots, base))
+            self._free_cslots[len(terms)].append(base)
+        else:
+            self._emit_records(entry, pivots, rows)
+            self._q_holes += int(self._e_nitem[entry])
         for p in pivots:
             members = self._by_pivot[p]
             members.discard(entry)
             if not members:
                 del self._by_pivot[p]
         self.freq.use(self._attr_ids(terms), -1)
-        self._free_cslots[len(terms)].append(base)
         self._free_entries.append(entry)
 
     # -- items ----------------------------------------------------------------------
@@ -347,6 +394,36 @@ class OpIndex(Matcher):
             rows.cslot.extend(cslots)
             rows.weight.extend(weights)
 
+    def _emit_items(self, entry: int, terms, pivots: tuple[int, ...], is_cnf: bool, rows: _Rows,
+                    acquire: bool = True) -> None:
+        """Append an entry's items for the entry store, clause by clause, the clauses on a
+        pivot first (a DNF conjunction is a clause per predicate), with their end marks."""
+        ids = self.dictionary.attr_ids
+        if not is_cnf:
+            clauses = [(p,) for p in terms[0]]
+        else:
+            clauses = list(terms)
+        clauses.sort(key=lambda c: not any(ids[p.attr] in pivots for p in c))
+        n0 = len(rows.ta)
+        for clause in clauses:
+            for pi, p in enumerate(clause):
+                its = self._items(p, ids[p.attr], acquire)
+                for family, ta, val, weight in its:
+                    rows.family.append(family)
+                    rows.ta.append(ta)
+                    rows.val.append(val)
+                    rows.weight.append(weight)
+                    rows.end.append(0)
+                rows.end[-1] = K.END_CLAUSE if pi == len(clause) - 1 else K.END_PRED
+        rows.end[-1] = K.END_ENTRY
+        rows.entries.append(entry)
+        rows.nitem.append(len(rows.ta) - n0)
+
+    def _emit_records(self, entry: int, pivots: tuple[int, ...], rows: _Rows) -> None:
+        for pivot in pivots:
+            rows.rslot.append(self._slot_of(pivot))
+            rows.rentry.append(entry)
+
     def _release_strings(self, terms) -> None:
         attr = self.dictionary.attr
         for clause in terms:
@@ -363,6 +440,10 @@ class OpIndex(Matcher):
             self._n_pivots += 1
             self._pivot_slot[pivot] = slot
             self._list_of = _grow(self._list_of, self._n_pivots * N_FAMILIES, -1)
+            self._b_start = _grow(self._b_start, self._n_pivots)
+            self._b_len = _grow(self._b_len, self._n_pivots)
+            self._b_cap = _grow(self._b_cap, self._n_pivots)
+            self._g_off = _grow(self._g_off, self._n_pivots * (K.N_GROUPS + 1))
         return slot
 
     def _pack(self, rows: _Rows):
@@ -397,6 +478,9 @@ class OpIndex(Matcher):
     def _store(self, rows: _Rows) -> None:
         if not len(rows):
             return
+        if self.evaluate == "entries":
+            self._store_entries(rows)
+            return
         cols = self._pack(rows)
         order = np.lexsort((cols[3], cols[2], cols[1], cols[0]))
         lst, seg, ta, val, cslot, weight, bit = (c[order] for c in cols)
@@ -417,6 +501,9 @@ class OpIndex(Matcher):
     def _unstore(self, rows: _Rows) -> None:
         if not len(rows):
             return
+        if self.evaluate == "entries":
+            self._unstore_entries(rows)
+            return
         lst, seg, ta, val, cslot, weight, _ = self._pack(rows)
         missing = K.delete_items(lst, seg, ta, val, cslot, weight, self.segments, self._l_start, self._l_len,
                                  self._seg_off, self._it_ta, self._it_val, self._it_slot, self._it_w)
@@ -436,6 +523,71 @@ class OpIndex(Matcher):
                          self._it_slot, self._it_w, *new)
         self._it_ta, self._it_val, self._it_slot, self._it_w = new
         self._pool_state[:] = (used, 0)
+
+    def _store_entries(self, rows: _Rows) -> None:
+        """Append the new entries' items to the item pool, then insert the records."""
+        if rows.entries:
+            entries = np.asarray(rows.entries, dtype=np.int64)
+            nitem = np.asarray(rows.nitem, dtype=np.int64)
+            n, at = len(rows.ta), self._q_used
+            self._q = _grow(self._q, 2 * (at + n))
+            self._q[2 * at:2 * (at + n):2] = K.item_meta(rows.ta, rows.family, rows.weight, rows.end)
+            self._q[2 * at + 1:2 * (at + n):2] = _bits(np.asarray(rows.val, dtype=np.float64)).view(np.int64)
+            self._q_used = at + n
+            self._e_item[entries] = at + np.cumsum(nitem) - nitem
+            self._e_nitem[entries] = nitem
+        if not rows.rslot:
+            return
+        slot = np.asarray(rows.rslot, dtype=np.int64)
+        entry = np.asarray(rows.rentry, dtype=np.int32)
+        order = np.lexsort((entry, slot))
+        slot, entry = slot[order], entry[order]
+        done = 0
+        while True:
+            done = K.insert_records(done, slot, entry, self._e_item, self._e_key, self._q, self._q.view(np.float64),
+                                    self.signature_bits, self._b_start, self._b_len, self._b_cap, self._g_off,
+                                    *self._records(), self._r_state)
+            if done == len(slot):
+                break
+            need = int(self._r_state[0]) + 4 * (len(slot) - done) + 2 * int(self._b_cap[slot[done]]) + 8
+            size = max(2 * len(self._r_entry), need)
+            self._r_key, self._r_sig, self._r_kind, self._r_entry, self._r_sub = (
+                _grow(a, size) for a in self._records())
+
+    def _records(self) -> tuple[np.ndarray, ...]:
+        return self._r_key, self._r_sig, self._r_kind, self._r_entry, self._r_sub
+
+    def _unstore_entries(self, rows: _Rows) -> None:
+        """Remove records (the dropped entries' items are already counted as holes)."""
+        slot = np.asarray(rows.rslot, dtype=np.int64)
+        entry = np.asarray(rows.rentry, dtype=np.int32)
+        missing = K.delete_records(slot, entry, self._e_item, self._q, self._q.view(np.float64), self.signature_bits,
+                                   self._b_start, self._b_len, self._g_off, *self._records())
+        if missing:
+            raise AssertionError(f"opindex: {missing} records to delete were not found")
+        used, holes = (int(v) for v in self._r_state)
+        if holes > max(self.compact_min_holes, used // 2):
+            size = max(1024, int(self._b_cap[: self._n_pivots].sum()) * 5 // 4)
+            new = tuple(np.zeros(size, a.dtype) for a in self._records())
+            used = K.compact_records(self._b_start[: self._n_pivots], self._b_len, self._b_cap, *self._records(), *new)
+            self._r_key, self._r_sig, self._r_kind, self._r_entry, self._r_sub = new
+            self._r_state[:] = (used, 0)
+        if self._q_holes > max(self.compact_min_holes, self._q_used // 2):
+            self._compact_items()
+
+    def _compact_items(self) -> None:
+        """Rewrite the item pool without the dropped entries' items, in pool order."""
+        live = np.fromiter(self._entry_info, dtype=np.int64, count=len(self._entry_info))
+        live = live[np.argsort(self._e_item[live], kind="stable")]
+        first, nitem = self._e_item[live], self._e_nitem[live].astype(np.int64)
+        total = int(nitem.sum())
+        new_first = np.cumsum(nitem) - nitem
+        idx = np.repeat(first - new_first, nitem) + np.arange(total)
+        new = np.zeros(2 * max(1024, total * 5 // 4), dtype=np.int64)
+        new[: 2 * total] = self._q.reshape(-1, 2)[idx].ravel()
+        self._q = new
+        self._e_item[live] = new_first
+        self._q_used, self._q_holes = total, 0
 
     # -- Matcher --------------------------------------------------------------------
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
@@ -481,6 +633,14 @@ class OpIndex(Matcher):
         is_str = batch.kinds == STR
         ev_val[is_str] = batch.codes[is_str]
         soff, spid = self._string_hits(batch, is_str)
+        ev_pos = np.full(3 * self.dictionary.n_attrs, -1, np.int32)
+        out = np.empty(max(16, batch.n), np.int32)
+        if self.evaluate == "entries":
+            offsets, keys = K.match_entries(
+                batch.offsets, batch.attrs, batch.kinds, ev_val, soff, spid, self._pivot_slot, self.signature_bits,
+                self._b_start, self._b_len, self._g_off, *self._records(), self._e_item,
+                self._q, self._q.view(np.float64), ev_pos, out)
+            return Matches(offsets, keys[: offsets[-1]].copy())
         offsets, keys, self._epoch = K.match_batch(
             batch.offsets, batch.attrs, batch.kinds, ev_val, _bits(ev_val), soff, spid,
             _bits(spid.astype(np.float64)), self._pivot_slot, self._list_of,
@@ -488,8 +648,8 @@ class OpIndex(Matcher):
             self._l_start, self._l_len, self._l_sig, self._seg_off, self._s_sig,
             self._it_ta, self._it_val, self._it_slot, self._it_w, self._s_need, self._s_entry,
             self._e_nslots, self._e_key, self._acc, self._s_stamp, self._e_rem, self._e_stamp,
-            self._epoch, np.full(3 * self.dictionary.n_attrs, -1, np.int64), np.empty(max(1, self._n_cslots), np.int32), np.empty(max(1, self._n_entries), np.int32),
-            np.empty(max(16, batch.n), np.int32))
+            self._epoch, ev_pos, np.empty(max(1, self._n_cslots), np.int32), np.empty(max(1, self._n_entries), np.int32),
+            out)
         return Matches(offsets, keys[: offsets[-1]].copy())
 
     def _string_hits(self, batch: EventBatch, is_str: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -533,7 +693,11 @@ class OpIndex(Matcher):
         old_rows, new_rows = _Rows(), _Rows()
         for entry, new in dict(moves).items():
             terms, old, base, is_cnf = self._entry_info[entry]
-            self._emit(entry, old_rows, acquire=False)
+            if self.evaluate == "lists":
+                self._emit(entry, old_rows, acquire=False)
+            else:
+                self._emit_records(entry, old, old_rows)
+                self._q_holes += int(self._e_nitem[entry])
             for p in old:
                 members = self._by_pivot[p]
                 members.discard(entry)
@@ -542,7 +706,11 @@ class OpIndex(Matcher):
             self._entry_info[entry] = (terms, new, base, is_cnf)
             for p in new:
                 self._by_pivot[p].add(entry)
-            self._emit(entry, new_rows, acquire=False)
+            if self.evaluate == "lists":
+                self._emit(entry, new_rows, acquire=False)
+            else:  # the new pivot's clause goes first
+                self._emit_items(entry, terms, new, is_cnf, new_rows, acquire=False)
+                self._emit_records(entry, new, new_rows)
         self._unstore(old_rows)
         self._store(new_rows)
         self.repivots += len(dict(moves))
@@ -559,20 +727,37 @@ class OpIndex(Matcher):
 
     def stats(self) -> dict[str, float]:
         """Sizes of the structures: pivots, lists, items, entries, string predicates."""
+        items = (int(self._l_len[: self._n_lists].sum()) if self.evaluate == "lists"
+                 else self._q_used - self._q_holes)
         return {
             "pivots": self._n_pivots,
             "lists": self._n_lists,
-            "items": int(self._l_len[: self._n_lists].sum()),
+            "items": items,
             "entries": len(self._entry_info),
             "string_predicates": len(self._spids),
         }
 
     def memory_bytes(self) -> int:
-        arrays = (self._pivot_slot, self._list_of, self._l_start, self._l_len, self._l_cap, self._l_sig,
-                  self._l_family, self._seg_off, self._s_sig, self._it_ta, self._it_val, self._it_slot,
-                  self._it_w, self._s_need, self._s_entry, self._s_stamp, self._acc, self._e_nslots,
-                  self._e_key, self._e_stamp, self._e_rem)
+        arrays = (self._pivot_slot, self._e_key)
+        if self.evaluate == "lists":
+            arrays += (self._list_of, self._l_start, self._l_len, self._l_cap, self._l_sig, self._l_family,
+                       self._seg_off, self._s_sig, self._it_ta, self._it_val, self._it_slot, self._it_w,
+                       self._s_need, self._s_entry, self._s_stamp, self._acc, self._e_nslots, self._e_stamp,
+                       self._e_rem)
+        else:
+            arrays += (self._b_start, self._b_len, self._b_cap, self._g_off, *self._records(), self._e_item,
+                       self._e_nitem,
+                       self._q)
         return int(sum(a.nbytes for a in arrays) + self.strings.memory_bytes() + self.freq.memory_bytes())
+
+
+@register("opindex-paper")
+class OpIndexPaper(OpIndex):
+    """The paper's OpIndex: Algorithm 2 over the operator lists (``evaluate="lists"``)."""
+
+    def __init__(self, dictionary=None, **params):
+        params.setdefault("evaluate", "lists")
+        super().__init__(dictionary, **params)
 
 
 @register("opindex-bs")
@@ -581,6 +766,7 @@ class OpIndexBS(OpIndex):
     every list searched by value (no whole-list sweep)."""
 
     def __init__(self, dictionary=None, **params):
+        params.setdefault("evaluate", "lists")
         params.setdefault("segments", 1)
         params.setdefault("signature_bits", 0)
         params.setdefault("sweep_factor", 0.0)

@@ -34,13 +34,13 @@ def _sort_unique(out_keys, first, n_out):
     """Sort ``out_keys[first:n_out]`` and drop repeats in place; returns the new end."""
     if n_out - first < 2:
         return n_out
-    part = np.sort(out_keys[first:n_out])
-    u = 0
-    for t in range(len(part)):
-        if t == 0 or part[t] != part[t - 1]:
-            out_keys[first + u] = part[t]
+    out_keys[first:n_out].sort()
+    u = first + 1
+    for t in range(first + 1, n_out):
+        if out_keys[t] != out_keys[u - 1]:
+            out_keys[u] = out_keys[t]
             u += 1
-    return first + u
+    return u
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -275,6 +275,23 @@ def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, acc, s_stamp, ep
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _fires(family, v, o, j, ev_soff, ev_spid):
+    """Whether an item of ``family`` and operand ``o`` fires on the event value ``v`` (at ``j``)."""
+    if family == 0:
+        return v == o
+    if family == 1:
+        return v <= o
+    if family == 2:
+        return v >= o
+    if family == 3:
+        return True
+    for q in range(ev_soff[j], ev_soff[j + 1]):
+        if ev_spid[q] == o:
+            return True
+    return False
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slot, it_w,
            acc, s_stamp, epoch, touched, nt):
     """Walk a whole (short) list ``[s, e)`` and fire the items whose event value satisfies them."""
@@ -286,23 +303,7 @@ def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slo
         j = ev_pos[ta]
         if j < 0:
             continue
-        v = ev_val[j]
-        o = it_val[p]
-        if family == 0:
-            fire = v == o
-        elif family == 1:
-            fire = v <= o
-        elif family == 2:
-            fire = v >= o
-        elif family == 3:
-            fire = True
-        else:
-            fire = False
-            for q in range(ev_soff[j], ev_soff[j + 1]):
-                if ev_spid[q] == o:
-                    fire = True
-                    break
-        if fire:
+        if _fires(family, ev_val[j], it_val[p], j, ev_soff, ev_spid):
             nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
     return nt
 
@@ -425,6 +426,300 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
         n_out = _sort_unique(out_keys, first, n_out)
         offsets[i + 1] = n_out
     return offsets, out_keys, epoch
+
+
+# -- the entry store (``evaluate="entries"``): pivot blocks of entry records -------------
+#
+# Pivot slot ``p`` owns the record range ``b_start[p] : b_start[p] + b_len[p]`` (capacity
+# ``b_cap[p]``), cut into groups by how the pivot's own predicate can be searched
+# (``G_EQ`` value = key, ``G_LE`` value <= key, ``G_GE`` value >= key, ``G_ANY`` no key),
+# group ``g`` at ``b_start[p] + g_off[p * 5 + g]`` up to the next one, each sorted by
+# ``(key, entry)``.  A record holds what an entry needs, derived from its items by
+# :func:`_entry_keys`: ``r_key``, ``r_sig`` the signature of the typed attributes it
+# needs, ``r_kind`` the pivot predicate's kind when that predicate (a single item) is the
+# whole entry (else -1), ``r_entry`` and its subscription key ``r_sub``.  An entry's items start at item
+# ``e_item[entry]`` and run up to the one marked ``END_ENTRY``.  Item ``q`` is 16 bytes,
+# two words of one pool seen through two views: ``q_meta[2 q]`` packs its typed
+# attribute, family, weight and end mark (:func:`item_meta`), ``q_val[2 q + 1]`` is its
+# operand.  The end mark closes a predicate (``END_PRED``), a clause (``END_CLAUSE``; a
+# DNF entry is a clause per predicate, the pivot's first) or the entry (``END_ENTRY``).
+
+END_PRED, END_CLAUSE, END_ENTRY = 1, 2, 3
+G_EQ, G_LE, G_GE, G_ANY = 0, 1, 2, 3
+N_GROUPS = 4
+
+
+def item_meta(ta: np.ndarray, family: np.ndarray, weight: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``ta << 8 | family << 3 | (weight < 0) << 2 | end`` (weights are +1 or -1)."""
+    return ((np.asarray(ta, np.int64) << 8) | (np.asarray(family, np.int64) << 3)
+            | (np.asarray(weight, np.int64) < 0).astype(np.int64) << 2 | np.asarray(end, np.int64))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _entry_keys(q, q_meta, q_val, width):
+    """``(group, key, sig, kind)`` of the entry whose items start at ``q``.
+
+    ``sig`` has a bit per clause whose items are all on one typed attribute (a predicate
+    holds only on a present value of its type).  The first clause (the pivot's) holds
+    only if one of its positive items fires (negative ones only veto); when they are all
+    ``=``, ``<=``, ``>=`` on one attribute, the pivot's value must lie in their hull
+    ``[lo, hi]``: the group is ``G_EQ`` (lo = hi), ``G_GE`` (key lo), ``G_LE`` (key hi)
+    or, with no bound, ``G_ANY``.  ``kind`` is the pivot predicate's kind when its single
+    item is the whole entry, else -1.
+    """
+    s = np.uint64(0)
+    lo = np.inf
+    hi = -np.inf
+    hull = True
+    first = True
+    ta_c = q_meta[2 * q] >> 8
+    same = True
+    q0 = q
+    while True:
+        meta = q_meta[2 * q]
+        if meta >> 8 != ta_c:
+            same = False
+        if first and not meta & 4:
+            fam = (meta >> 3) & 7
+            v = q_val[2 * q + 1]
+            if fam > 2:
+                hull = False
+            else:
+                lo = min(lo, -np.inf if fam == 1 else v)
+                hi = max(hi, np.inf if fam == 2 else v)
+        end = meta & 3
+        if end >= END_CLAUSE:
+            if same and width > 0:
+                s |= np.uint64(1) << np.uint64(signature_bit(ta_c, np.uint64(0), False, width))
+            if first and not same:
+                hull = False
+            first = False
+            if end == END_ENTRY:
+                break
+            ta_c = q_meta[2 * q + 2] >> 8
+            same = True
+        q += 1
+    group, key = G_ANY, 0.0
+    if hull and lo == hi:
+        group, key = G_EQ, lo
+    elif hull and lo > -np.inf:
+        group, key = G_GE, lo
+    elif hull and hi < np.inf:
+        group, key = G_LE, hi
+    kind = (q_meta[2 * q0] >> 8) % 3 if group != G_ANY and q == q0 else -1
+    return group, key, s, kind
+
+
+@numba.njit(cache=True, nogil=True)
+def entry_keys(first, q_meta, q_val, width, group, key, sig, kind):
+    """:func:`_entry_keys` of the entries whose items start at ``first``."""
+    for i in range(len(first)):
+        group[i], key[i], sig[i], kind[i] = _entry_keys(first[i], q_meta, q_val, width)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _record_pos(r_key, r_entry, lo, hi, key, entry):
+    """First position in ``[lo, hi)`` whose ``(key, entry)`` is not less than the given."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        k = r_key[mid]
+        if k < key or (k == key and r_entry[mid] < entry):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _key_pos(r_key, lo, hi, key, strict):
+    """First position in ``[lo, hi)`` whose key is not less than (``strict``: greater than) ``key``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if r_key[mid] < key or (strict and r_key[mid] == key):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _move_record(src, dst, r_key, r_sig, r_kind, r_entry, r_sub):
+    r_key[dst] = r_key[src]
+    r_sig[dst] = r_sig[src]
+    r_kind[dst] = r_kind[src]
+    r_entry[dst] = r_entry[src]
+    r_sub[dst] = r_sub[src]
+
+
+@numba.njit(cache=True, nogil=True)
+def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, b_start, b_len, b_cap, g_off,
+                   r_key, r_sig, r_kind, r_entry, r_sub, state):
+    """Insert the records of ``(slot, entry)`` pairs ``start:`` into their pivot blocks, in
+    ``(key, entry)`` order within their group (a binary search, then the block's tail
+    shifts by one).  A full block moves to the pool's end with twice its capacity;
+    ``state`` is ``[used, holes]``.  Returns the index of the first record not inserted
+    (the pool is full), or ``len``."""
+    pool = len(r_entry)
+    for i in range(start, len(slot)):
+        p = slot[i]
+        n = b_len[p]
+        if n == b_cap[p]:
+            cap = max(4, 2 * n)
+            if state[0] + cap > pool:
+                return i
+            s0 = b_start[p]
+            s1 = state[0]
+            for j in range(n):
+                _move_record(s0 + j, s1 + j, r_key, r_sig, r_kind, r_entry, r_sub)
+            state[1] += b_cap[p]
+            b_start[p] = s1
+            b_cap[p] = cap
+            state[0] += cap
+        base = b_start[p]
+        go = p * (N_GROUPS + 1)
+        group, key, sig, kind = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
+        pos = _record_pos(r_key, r_entry, base + g_off[go + group], base + g_off[go + group + 1], key, entry[i])
+        for j in range(base + n, pos, -1):
+            _move_record(j - 1, j, r_key, r_sig, r_kind, r_entry, r_sub)
+        r_key[pos], r_sig[pos], r_kind[pos], r_entry[pos] = key, sig, kind, entry[i]
+        r_sub[pos] = e_key[entry[i]]
+        for g in range(group + 1, N_GROUPS + 1):
+            g_off[go + g] += 1
+        b_len[p] = n + 1
+    return len(slot)
+
+
+@numba.njit(cache=True, nogil=True)
+def delete_records(slot, entry, e_item, q_meta, q_val, width, b_start, b_len, g_off,
+                   r_key, r_sig, r_kind, r_entry, r_sub):
+    """Remove the record of each ``(slot, entry)`` (its items still in place); returns
+    how many were not found."""
+    missing = 0
+    for i in range(len(slot)):
+        p = slot[i]
+        base = b_start[p]
+        go = p * (N_GROUPS + 1)
+        group, key, _, _ = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
+        end = base + g_off[go + group + 1]
+        pos = _record_pos(r_key, r_entry, base + g_off[go + group], end, key, entry[i])
+        if pos == end or r_entry[pos] != entry[i]:
+            missing += 1
+            continue
+        for j in range(pos, base + b_len[p] - 1):
+            _move_record(j + 1, j, r_key, r_sig, r_kind, r_entry, r_sub)
+        for g in range(group + 1, N_GROUPS + 1):
+            g_off[go + g] -= 1
+        b_len[p] -= 1
+    return missing
+
+
+@numba.njit(cache=True, nogil=True)
+def compact_records(b_start, b_len, b_cap, r_key, r_sig, r_kind, r_entry, r_sub,
+                    n_key, n_sig, n_kind, n_entry, n_sub):
+    """Copy every block into fresh pool arrays (``n_*``) without holes; returns the used length."""
+    used = 0
+    for p in range(len(b_start)):
+        s = b_start[p]
+        for j in range(b_len[p]):
+            n_key[used + j] = r_key[s + j]
+            n_sig[used + j] = r_sig[s + j]
+            n_kind[used + j] = r_kind[s + j]
+            n_entry[used + j] = r_entry[s + j]
+            n_sub[used + j] = r_sub[s + j]
+        b_start[p] = used
+        used += b_cap[p]
+    return used
+
+
+@numba.njit(cache=True, nogil=True)
+def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot, width,
+                  b_start, b_len, g_off, r_key, r_sig, r_kind, r_entry, r_sub, e_item, q_meta, q_val,
+                  ev_pos, out_keys):
+    """Match a batch on the entry store.
+
+    For each pivot attribute of an event, binary searches on the pivot's value find the
+    records of each group whose pivot predicate can hold (all of ``G_ANY``); of those,
+    the records whose signature is a subset of the event's (every typed attribute the
+    entry needs may be present) remain.  One whose entry is its pivot predicate alone,
+    of the value's kind, matches at once; the others have their entry evaluated clause by
+    clause, each item looking its typed attribute up in ``ev_pos`` (a scratch array over
+    typed attributes filled with -1), until a clause fails.  Returns ``(offsets,
+    keys)``; keys are sorted and distinct per event.
+    """
+    n = len(ev_off) - 1
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    n_out = 0
+    n_ta = len(ev_pos)
+    for i in range(n):
+        s = ev_off[i]
+        e = ev_off[i + 1]
+        evsig = np.uint64(0)
+        for j in range(s, e):
+            ta = ev_attr[j] * 3 + ev_kind[j]
+            if ta < n_ta:
+                ev_pos[ta] = j
+            if width > 0:
+                evsig |= np.uint64(1) << np.uint64(signature_bit(ta, np.uint64(0), False, width))
+        outside = ~evsig
+        first = n_out
+        for jp in range(s, e):
+            pa = ev_attr[jp]
+            if pa >= len(pivot_slot):
+                continue
+            p = pivot_slot[pa]
+            if p < 0:
+                continue
+            v = ev_val[jp]
+            kind = ev_kind[jp]
+            base = b_start[p]
+            go = p * (N_GROUPS + 1)
+            for g in range(N_GROUPS):
+                lo = base + g_off[go + g]
+                hi = base + g_off[go + g + 1]
+                if g != G_ANY and v != v:  # NaN: no =, <=, >= holds
+                    continue
+                if g == G_EQ:
+                    lo = _key_pos(r_key, lo, hi, v, False)
+                    hi = _key_pos(r_key, lo, hi, v, True)
+                elif g == G_LE:
+                    lo = _key_pos(r_key, lo, hi, v, False)
+                elif g == G_GE:
+                    hi = _key_pos(r_key, lo, hi, v, True)
+                for r in range(lo, hi):
+                    if r_sig[r] & outside:
+                        continue
+                    if r_kind[r] == kind:
+                        out_keys, n_out = _push(out_keys, n_out, r_sub[r])
+                        continue
+                    q = e_item[r_entry[r]]
+                    acc = 0
+                    held = False
+                    while True:
+                        meta = q_meta[2 * q]
+                        ta = meta >> 8
+                        j = ev_pos[ta] if ta < n_ta else -1
+                        if j >= 0 and _fires((meta >> 3) & 7, ev_val[j], q_val[2 * q + 1], j, ev_soff, ev_spid):
+                            acc += -1 if meta & 4 else 1
+                        end = meta & 3
+                        if end != 0:
+                            if acc > 0:
+                                held = True
+                            acc = 0
+                            if end >= END_CLAUSE:
+                                if not held:
+                                    break
+                                if end == END_ENTRY:
+                                    out_keys, n_out = _push(out_keys, n_out, r_sub[r])
+                                    break
+                                held = False
+                        q += 1
+        for j in range(s, e):
+            ta = ev_attr[j] * 3 + ev_kind[j]
+            if ta < n_ta:
+                ev_pos[ta] = -1
+        n_out = _sort_unique(out_keys, first, n_out)
+        offsets[i + 1] = n_out
+    return offsets, out_keys
 
 
 # -- k-index (Whang et al., VLDB 2009), counting variant ------------------------------

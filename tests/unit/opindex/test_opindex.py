@@ -29,10 +29,14 @@ from tests.strategies import events, exprs, random_event, random_subscriptions
 VARIANTS = {
     "opindex": ("opindex", {}),
     "opindex-cnf": ("opindex", {"normal_form": "cnf"}),
+    "opindex-sig2": ("opindex", {"signature_bits": 2}),
+    "opindex-nosig-cnf": ("opindex", {"signature_bits": 0, "normal_form": "cnf"}),
+    "opindex-paper": ("opindex-paper", {}),
+    "opindex-paper-cnf": ("opindex-paper", {"normal_form": "cnf"}),
     "opindex-bs": ("opindex-bs", {}),
-    "opindex-tiny": ("opindex", {"segments": 3, "signature_bits": 4, "sweep_factor": 0.0}),
-    "opindex-tiny-cnf": ("opindex", {"segments": 2, "signature_bits": 2, "normal_form": "cnf"}),
-    "opindex-sweep": ("opindex", {"sweep_factor": 1e9}),
+    "opindex-tiny": ("opindex-paper", {"segments": 3, "signature_bits": 4, "sweep_factor": 0.0}),
+    "opindex-tiny-cnf": ("opindex-paper", {"segments": 2, "signature_bits": 2, "normal_form": "cnf"}),
+    "opindex-sweep": ("opindex-paper", {"sweep_factor": 1e9}),
     "kindex": ("kindex", {}),
 }
 
@@ -52,6 +56,9 @@ def check(matcher, live: dict[str, Subscription], evs: list[dict]) -> None:
 
 def check_structure(m: OpIndex) -> None:
     """Segments sorted by (ta, value), offsets, lengths and signatures consistent, one copy of each item."""
+    if m.evaluate == "entries":
+        check_entry_store(m)
+        return
     expected_items = 0
     for terms, pivots, _, _ in m._entry_info.values():
         count = sum(len(m._items(p, m.dictionary.attr_ids[p.attr], acquire=False)) for c in terms for p in c)
@@ -78,6 +85,37 @@ def check_structure(m: OpIndex) -> None:
         assert int(m._l_sig[k]) == lsig
 
 
+def check_entry_store(m: OpIndex) -> None:
+    """Blocks sorted by entry, one record per (pivot, live entry) with the entry's needed
+    signature, items ending where the entry says, holes counted."""
+    records = set()
+    for p in range(m._n_pivots):
+        start, n = int(m._b_start[p]), int(m._b_len[p])
+        assert 0 <= n <= m._b_cap[p]
+        ents = m._r_entry[start:start + n].tolist()
+        assert len(set(ents)) == n
+        group, key, sig, kind = np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.uint64), np.zeros(n, np.int64)
+        K.entry_keys(m._e_item[m._r_entry[start:start + n]], m._q, m._q.view(np.float64), m.signature_bits,
+                     group, key, sig, kind)
+        offs = m._g_off[p * (K.N_GROUPS + 1): (p + 1) * (K.N_GROUPS + 1)].tolist()
+        assert offs[0] == 0 and offs[-1] == n and group.tolist() == sorted(group.tolist())
+        assert [int(np.searchsorted(group, g)) for g in range(K.N_GROUPS)] == offs[:-1]
+        keys = list(zip(group.tolist(), key.tolist(), ents, strict=True))
+        assert keys == sorted(keys)
+        assert (m._r_key[start:start + n] == key).all() and (m._r_sig[start:start + n] == sig).all()
+        assert (m._r_kind[start:start + n] == kind).all()
+        records.update((p, e) for e in ents)
+    expected = {(int(m._pivot_slot[p]), e) for e, (_, pivots, _, _) in m._entry_info.items() for p in pivots}
+    assert records == expected
+    live_items = 0
+    for e in m._entry_info:
+        q, n = int(m._e_item[e]), int(m._e_nitem[e])
+        ends = (m._q[2 * q:2 * (q + n):2] & 3).tolist()
+        assert ends[-1] == K.END_ENTRY and K.END_ENTRY not in ends[:-1]
+        live_items += n
+    assert live_items == m._q_used - m._q_holes
+
+
 SMALL_WORKLOADS = {
     "opindex": dict(n_subs=1500, n_events=120, d=60, m=12, sigma=12),
     "opindex-zipf": dict(n_subs=1500, n_events=120, d=60, m=12, sigma=12, zipf_alpha=0.8),
@@ -94,7 +132,8 @@ SMALL_WORKLOADS = {
 def test_generators_match_oracle(workload):
     w = workloads.generate(workload, seed=3, **SMALL_WORKLOADS[workload])
     expected = [oracle.match(w.subscriptions, e) for e in w.events]
-    for variant in ("opindex", "opindex-cnf", "opindex-bs", "opindex-tiny", "kindex"):
+    for variant in ("opindex", "opindex-cnf", "opindex-sig2", "opindex-paper", "opindex-paper-cnf", "opindex-bs",
+                    "opindex-tiny", "kindex"):
         matcher = make(variant)
         matcher.add(w.subscriptions)
         assert matcher.match_events(w.events) == expected, variant
@@ -145,7 +184,7 @@ def test_insert_delete_reinsert_sequences(variant):
     assert len(matcher) == 0
     assert matcher.match_events(evs) == [[] for _ in evs]
     if isinstance(matcher, OpIndex):
-        assert int(matcher._l_len[: matcher._n_lists].sum()) == 0
+        assert matcher.stats()["items"] == 0 and int(matcher._b_len[: matcher._n_pivots].sum()) == 0
         assert not matcher._spids and not matcher._by_pivot
 
 
@@ -165,9 +204,10 @@ def test_pivot_falls_back_to_subscription_frequencies():
     assert all(m.pivot_of(s.id) == [(f"q{i}",)] for i, s in enumerate(subs))
 
 
-def test_repivot_moves_entries_to_the_rarer_attribute():
+@pytest.mark.parametrize("evaluate", ["entries", "lists"])
+def test_repivot_moves_entries_to_the_rarer_attribute(evaluate):
     subs, hot = _pivot_workload()
-    m = create("opindex", window=40, repivot_every=40, repivot_gap=0.05, repivot_ratio=2.0)
+    m = create("opindex", evaluate=evaluate, window=40, repivot_every=40, repivot_gap=0.05, repivot_ratio=2.0)
     m.add(subs)
     live = {s.id: s for s in subs}
     check(m, live, hot)  # observes 40 events: each q<i> in all, p in 10%
@@ -181,9 +221,10 @@ def test_repivot_moves_entries_to_the_rarer_attribute():
     check(m, live, hot)
 
 
-def test_repivot_ignores_small_gains():
+@pytest.mark.parametrize("evaluate", ["entries", "lists"])
+def test_repivot_ignores_small_gains(evaluate):
     subs, hot = _pivot_workload()
-    m = create("opindex", window=40, repivot_every=40, repivot_gap=0.5, repivot_ratio=2.0)
+    m = create("opindex", evaluate=evaluate, window=40, repivot_every=40, repivot_gap=0.5, repivot_ratio=2.0)
     m.add(subs)
     cold = [{k: v for k, v in e.items() if k == "p" or int(k[1:]) % 2 == 0 or j % 4 == 0} for j, e in enumerate(hot)]
     m.match_events(cold)
@@ -192,11 +233,12 @@ def test_repivot_ignores_small_gains():
     assert all(m.pivot_of(s.id) == [(f"q{i}",)] for i, s in enumerate(subs) if i % 2)
 
 
-def test_cnf_pivots_are_the_attributes_of_the_smallest_clause():
+@pytest.mark.parametrize("evaluate", ["entries", "lists"])
+def test_cnf_pivots_are_the_attributes_of_the_smallest_clause(evaluate):
     expr = And((Or((pred("a", "=", 1), pred("b", "=", 2))),
                 Or((pred("c", "=", 3), pred("d", "=", 4), pred("e", "=", 5))),
                 Or((pred("f", "<", 1), pred("g", ">", 1)))))
-    m = create("opindex", normal_form="cnf", repivot_every=0)
+    m = create("opindex", evaluate=evaluate, normal_form="cnf", repivot_every=0)
     m.add([Subscription.of("x", expr)])
     pivots = m.pivot_of("x")
     assert len(pivots) == 1 and set(pivots[0]) in ({"a", "b"}, {"f", "g"})
@@ -206,9 +248,10 @@ def test_cnf_pivots_are_the_attributes_of_the_smallest_clause():
     assert m.match_events(evs) == [["x"], ["x"], [], []]
 
 
-def test_cnf_falls_back_to_dnf_when_the_expansion_is_too_large():
+@pytest.mark.parametrize("evaluate", ["entries", "lists"])
+def test_cnf_falls_back_to_dnf_when_the_expansion_is_too_large(evaluate):
     expr = Or(tuple(And((pred(f"a{i}", "=", 1), pred(f"b{i}", "=", 1))) for i in range(6)))  # 64 clauses in CNF
-    m = create("opindex", normal_form="cnf", max_clauses=16)
+    m = create("opindex", evaluate=evaluate, normal_form="cnf", max_clauses=16)
     sub = Subscription.of("x", expr)
     m.add([sub])
     assert len(m.pivot_of("x")) == 6
@@ -222,6 +265,8 @@ def test_parameters_are_validated():
         create("opindex", signature_bits=65)
     with pytest.raises(ValueError):
         create("opindex", normal_form="xnf")
+    with pytest.raises(ValueError):
+        create("opindex", evaluate="both")
     with pytest.raises(TypeError):
         create("opindex", bogus=1)
 
@@ -239,13 +284,14 @@ def test_kindex_expands_ranges_and_opindex_does_not():
     assert o.match_events(evs) == k.match_events(evs)
 
 
-def test_cnf_repivot_keeps_results_and_moves_to_rarer_clauses():
+@pytest.mark.parametrize("evaluate", ["entries", "lists"])
+def test_cnf_repivot_keeps_results_and_moves_to_rarer_clauses(evaluate):
     # CNF entries (p OR r) AND (q<i> OR s<i>): clauses of equal size, so the pivots follow the
     # frequencies; before events p and r are the most used by the subscriptions
     subs = [Subscription.of(f"c{i}", And((Or((pred("p", "<=", 5), pred("r", "=", 1))),
                                           Or((pred(f"q{i}", "=", i % 3), pred(f"s{i}", ">", 0))))))
             for i in range(40)]
-    m = create("opindex", normal_form="cnf", window=40, repivot_every=40, repivot_gap=0.05, repivot_ratio=2.0)
+    m = create("opindex", evaluate=evaluate, normal_form="cnf", window=40, repivot_every=40, repivot_gap=0.05, repivot_ratio=2.0)
     m.add(subs)
     assert all(set(m.pivot_of(s.id)[0]) == {f"q{i}", f"s{i}"} for i, s in enumerate(subs))
     evs = [{**{f"q{i}": float(j % 3) for i in range(40)}, **{f"s{i}": float(j % 2) for i in range(0, 40, 3)},
