@@ -13,19 +13,20 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    (one Python worker per task does the matching and the writing; only a row of task
    metrics goes back to the driver).
 
-The query reads the two topics as two sources tagged by a literal ``input`` column, so
-collecting the subscription changes reads only the subscriptions' offset ranges (Spark
-prunes the events branch) and the events are read once, by the matching job. The driver
-never collects events.
+The driver reads a batch's subscription records itself, from the offset ranges that
+Spark's offset log gives for the batch (:func:`logged_ranges`), so each micro-batch runs
+one Spark job (the matching) and reads its events once. The driver never reads events.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
@@ -36,7 +37,10 @@ from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import Settings
 from streaming.executor_cache import IndexSpec, index_for
+from streaming.kafka import offsets
 from streaming.kafka.config import config_client_kwargs
+from streaming.kafka.fetch import read_range
+from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches
 from streaming.metrics import BatchMetrics, StatusFile
 from streaming.records import (
@@ -62,8 +66,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("streaming.match")
 
 OUT_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string())])
-SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
-INPUT, EVENTS, SUBSCRIPTIONS = "input", "events", "subscriptions"
 
 # The row of metrics each task returns.
 METRICS = ("events", "errors", "matches", "match_ns", "index_ns", "valid", "index_bytes", "records")
@@ -117,6 +119,38 @@ class BatchContext(NamedTuple):
 
 
 # -- driver side ---------------------------------------------------------------------------
+def logged_ranges(query_checkpoint: Path, batch_id: int, topic: str) -> list[OffsetRange] | None:
+    """The offset ranges of ``topic`` in micro-batch ``batch_id``, from the query's offset log.
+
+    Spark writes ``offsets/<batch>`` (a version line, a metadata line, then the end offsets
+    of each source as JSON) before it runs the batch, which starts where the previous batch
+    ended. ``None`` when the log does not say: the first batch of a checkpoint (its start is
+    the source's initial offset, which is not logged).
+    """
+    def ends(batch: int) -> OffsetMap | None:
+        path = query_checkpoint / "offsets" / str(batch)
+        if batch < 0 or not path.exists():
+            return None
+        found: OffsetMap = {}
+        for line in path.read_text().splitlines()[2:]:
+            if line.startswith("{"):
+                found.update((tp, o) for tp, o in offsets.from_json(json.loads(line)).items() if tp[0] == topic)
+        return found
+
+    start, end = ends(batch_id - 1), ends(batch_id)
+    return None if start is None or end is None else offsets.ranges(start, end)
+
+
+def read_records(consumer: dict[str, Any], ranges: Iterable[OffsetRange]) -> list[tuple[bytes | None, bytes | None, str, int, int]]:
+    """``(key, value, topic, partition, offset)`` of the records in ``ranges``."""
+    rows = []
+    for rng in ranges:
+        for rb in read_range(consumer, rng):
+            cols = [rb.column(name).to_pylist() for name in ("key", "value", "topic", "partition", "offset")]
+            rows.extend(zip(*cols, strict=True))
+    return rows
+
+
 def apply_changes(
     registry: Registry,
     batch_id: int,
@@ -330,6 +364,7 @@ class MatchJob:
         self.validity = ValidityStore(settings.validity_dir)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.producer = config_client_kwargs(client_config, "producer")
+        self.consumer = config_client_kwargs(client_config, "consumer")
         self.last: BatchMetrics | None = None
         self.history: list[BatchMetrics] = []
         self.batches = 0
@@ -346,8 +381,12 @@ class MatchJob:
 
         t0 = time.perf_counter()
         k, m = self.settings.kafka, self.settings.match
-        rows = [tuple(r) for r in df.filter(F.col(INPUT) == SUBSCRIPTIONS)
-                .select("key", "value", "topic", "partition", "offset").collect()]
+        ranges = logged_ranges(self.settings.checkpoint / "query", batch_id, k.subscriptions_topic)
+        if ranges is None:
+            rows = [tuple(r) for r in df.filter(F.col("topic") == k.subscriptions_topic)
+                    .select("key", "value", "topic", "partition", "offset").collect()]
+        else:
+            rows = read_records(self.consumer, ranges)
         outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time())
         t1 = time.perf_counter()
         version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
@@ -366,7 +405,7 @@ class MatchJob:
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 schema=OUT_SCHEMA)]))
         t2 = time.perf_counter()
-        events = df.filter(F.col(INPUT) == EVENTS).select(*SOURCE_COLUMNS)
+        events = df.filter(F.col("topic") == k.events_topic)
         v = sum_metrics(events.mapInArrow(partial(match_partition, ctx=ctx), METRICS_DDL).collect())
         t3 = time.perf_counter()
         input_rows = len(rows) + v[M_EVENTS] + v[M_ERRORS]
@@ -388,19 +427,13 @@ class MatchJob:
 
     def start(self, spark: SparkSession | None = None) -> StreamingQuery:
         """Start the match query (reading events and subscriptions, checkpoint under the settings')."""
-        from pyspark.sql import functions as F
-
         from streaming.kafka import read_stream
 
         spark = spark or self.spark
         k, s = self.settings.kafka, self.settings.spark
-
-        def source(topic: str, tag: str) -> DataFrame:
-            return read_stream(spark, self.client_config, topic, starting=k.starting_offsets,
-                               max_per_trigger=k.max_offsets_per_trigger or None,
-                               use_java_connector=k.use_java_connector).withColumn(INPUT, F.lit(tag))
-
-        df = source(k.events_topic, EVENTS).unionByName(source(k.subscriptions_topic, SUBSCRIPTIONS))
+        df = read_stream(spark, self.client_config, [k.events_topic, k.subscriptions_topic],
+                         starting=k.starting_offsets, max_per_trigger=k.max_offsets_per_trigger or None,
+                         use_java_connector=k.use_java_connector)
         self.status.write("starting", registry=dict(self.registry.describe()))
         return (df.writeStream.queryName("match")
                 .foreachBatch(self.process)

@@ -22,6 +22,7 @@ from streaming.match_job import (
     N_METRICS,
     BatchContext,
     apply_changes,
+    logged_ranges,
     match_partition,
     new_subscriptions,
     retro_notifications,
@@ -172,3 +173,15 @@ def test_sum_metrics_adds_counts_and_keeps_the_largest_index():
     a[M_INDEX_BYTES], b[M_INDEX_BYTES] = 10, 7
     total = sum_metrics([a, b])
     assert total[M_EVENTS] == 3 and total[M_INDEX_BYTES] == 10 and sum_metrics([]) == [0] * N_METRICS
+
+
+def test_logged_ranges_read_spark_offset_log(tmp_path):
+    log = tmp_path / "offsets"
+    log.mkdir()
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1}'
+    (log / "3").write_text(f'v1\n{meta}\n{{"events": {{"0": 5, "1": 7}}, "subs": {{"0": 2}}}}')
+    (log / "4").write_text(f'v1\n{meta}\n{{"events": {{"0": 9, "1": 7}}, "subs": {{"0": 4, "1": 1}}}}')
+    assert logged_ranges(tmp_path, 4, "subs") == [("subs", 0, 2, 4), ("subs", 1, 0, 1)]
+    assert logged_ranges(tmp_path, 4, "events") == [("events", 0, 5, 9)]
+    assert logged_ranges(tmp_path, 3, "subs") is None  # the start of a checkpoint's first batch is not logged
+    assert logged_ranges(tmp_path, 5, "subs") is None
