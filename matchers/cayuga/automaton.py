@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from . import algebra as A
@@ -19,8 +20,12 @@ from .static import conj_fn
 StepsFn = Callable[[dict, int, int], "dict | None"]
 
 
+@lru_cache(maxsize=65536)
 def steps_fn(steps: tuple[Step, ...]) -> StepsFn:
-    """Closure applying filters and projections to a record's attributes (``None``: filtered out)."""
+    """Closure applying filters and projections to a record's attributes (``None``: filtered out).
+
+    Equal steps give the same closure, so its result on an event can be shared.
+    """
     compiled: list[tuple[bool, Callable]] = []
     for kind, arg in steps:
         if kind == "filter":
@@ -49,7 +54,8 @@ def steps_fn(steps: tuple[Step, ...]) -> StepsFn:
 class Out:
     """Forward edges sharing their unary operators (``post``): destinations and accepts.
 
-    ``dests`` and ``accept`` map to the subscriptions using them (reference counts).
+    ``dests`` maps to the subscriptions using them (reference counts); ``accept`` maps
+    the subscriptions it completes to the epoch from which they see instances.
     """
 
     __slots__ = ("post", "fn", "dests", "accept")
@@ -58,7 +64,7 @@ class Out:
         self.post = post
         self.fn = steps_fn(post)
         self.dests: dict[str, set[str]] = {}
-        self.accept: set[str] = set()
+        self.accept: dict[str, int] = {}
 
     def empty(self) -> bool:
         return not self.dests and not self.accept
@@ -167,7 +173,7 @@ class Node:
         self.kind = spec.kind
         self.stream = spec.right.stream
         self.view = spec.right
-        self.view_fn = steps_fn(spec.right.steps)
+        self.view_fn = steps_fn(spec.right.steps) if spec.right.steps else None  # None: the event itself
         preds = node_preds(spec)
         # with the indexes, the static atoms are checked once per event and the
         # equalities hold by the bucket: an affected instance checks the rest (None: nothing)

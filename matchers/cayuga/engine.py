@@ -80,8 +80,7 @@ class Engine:
         self._always: dict[str, dict[str, Start]] = {}  # starts without static atoms
         self._groups: dict[tuple[str, tuple[str, ...]], _Group] = {}
         self._groups_of_stream: dict[str, list[_Group]] = {}
-        self._subs: dict[str, tuple[str, list[Chain], int]] = {}
-        self._since: dict[str, int] = {}
+        self._subs: dict[str, tuple[tuple, ...]] = {}  # sub -> links of its chains (see _link)
         self._heap: list = []
         self._heap_seq = 0
         self.epoch = 0
@@ -113,37 +112,34 @@ class Engine:
             raise exc.with_id(sub_id) from None
         if sub_id in self._subs:
             self.remove(sub_id)
-        owner = None if self.merge else sub_id
-        for c in chs:
-            self._link(sub_id, c, owner)
         if since is None:
             self.epoch += 1
             since = self.epoch
-        self._subs[sub_id] = (text if isinstance(text, str) else repr(text), chs, since)
-        self._since[sub_id] = since
+        owner = None if self.merge else sub_id
+        self._subs[sub_id] = tuple(self._link(sub_id, c, owner, since) for c in chs)
 
     def remove(self, sub_id: str) -> bool:
         """Unregister a subscription; nodes no other subscription uses go with their instances."""
-        entry = self._subs.pop(sub_id, None)
-        if entry is None:
+        links = self._subs.pop(sub_id, None)
+        if links is None:
             return False
-        del self._since[sub_id]
-        owner = None if self.merge else sub_id
-        for c in entry[1]:
-            self._unlink_chain(sub_id, c, owner)
+        for link in links:
+            self._unlink_chain(sub_id, *link)
         return True
 
-    def _link(self, sub: str, c: Chain, owner: str | None) -> None:
+    def _link(self, sub: str, c: Chain, owner: str | None, since: int) -> tuple:
+        """Link one chain of ``sub``; what unlinking it needs: ``(start id, ((node id, post), ...))``."""
         sid = start_key(c.start, owner)
         start = self.starts.get(sid)
         if start is None:
             start = self._new_start(sid, c)
         start.subs.add(sub)
         if not c.ops:
-            start.out.accept.add(sub)
-            return
+            start.out.accept[sub] = since
+            return sid, ()
         ids = [node_key(c, k, owner) for k in range(len(c.ops))]
         start.out.dests.setdefault(ids[0], set()).add(sub)
+        path = []
         for k, (spec, post) in enumerate(c.ops):
             node = self.nodes.get(ids[k])
             if node is None:
@@ -155,19 +151,21 @@ class Engine:
             if k + 1 < len(ids):
                 out.dests.setdefault(ids[k + 1], set()).add(sub)
             else:
-                out.accept.add(sub)
+                out.accept[sub] = since
             node.update_deadline()
+            path.append((ids[k], out.post))  # the node's own post: subscriptions keep no expressions
+        return sid, tuple(path)
 
-    def _unlink_chain(self, sub: str, c: Chain, owner: str | None) -> None:
-        start = self.starts.get(start_key(c.start, owner))
+    def _unlink_chain(self, sub: str, sid: str, path: tuple) -> None:
+        start = self.starts.get(sid)
         if start is None:
             return
-        ids = [node_key(c, k, owner) for k in range(len(c.ops))]
+        ids = [nid for nid, _ in path]
         _drop(start.out, ids[0] if ids else None, sub)
         start.subs.discard(sub)
         if not start.subs:
             self._delete_start(start)
-        for k, (_spec, post) in enumerate(c.ops):
+        for k, (_nid, post) in enumerate(path):
             node = self.nodes.get(ids[k])
             if node is None:
                 continue
@@ -349,11 +347,13 @@ class Engine:
                 for node, bucket in list(active.values()):
                     if node.static_fn is not None and not node.static_fn(attrs):
                         continue
-                    vk = node.view
-                    if vk in views:
-                        v2 = views[vk]
+                    vf = node.view_fn
+                    if vf is None:
+                        v2 = attrs
+                    elif vf in views:
+                        v2 = views[vf]
                     else:
-                        v2 = views[vk] = node.view_fn(attrs, t0, t1)
+                        v2 = views[vf] = vf(attrs, t0, t1)
                     if v2 is None:
                         continue
                     theta = node.theta
@@ -393,22 +393,23 @@ class Engine:
     def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
         nodes = self.nodes
-        since = self._since
         for out in outs:
             rec = attrs if raw else out.fn(attrs, t0, t1)
             if rec is None:
                 continue
             for nid in out.dests:
                 pending.append((nodes[nid], rec, rec, t0, t1, wit, born))
-            for sub in out.accept:
-                if born < since[sub]:
-                    continue  # added after this instance started
-                # a record is reported once (two derivations of it give equal records)
-                key = (sub, wit, t0)
-                same = outputs.get(key)
-                if same is None:
-                    outputs[key] = [Match(sub, rec, t0, t1, wit)]
-                elif all(m.attrs != rec for m in same):
+            if not out.accept:
+                continue
+            # subscriptions added after this instance started do not see it
+            key = (wit, t0)
+            same = outputs.get(key)
+            if same is None:
+                outputs[key] = [Match(sub, rec, t0, t1, wit) for sub, since in out.accept.items() if born >= since]
+                continue
+            # a record is reported once (another derivation of the same witness gave an equal one)
+            for sub, since in out.accept.items():
+                if born >= since and all(m.sub_id != sub or m.attrs != rec for m in same):
                     same.append(Match(sub, rec, t0, t1, wit))
 
     def run(self, events: Iterable[A.Event]) -> list[tuple[int, Match]]:
@@ -457,7 +458,7 @@ class Engine:
 
 def _drop(out: Out, dest: str | None, sub: str) -> None:
     if dest is None:
-        out.accept.discard(sub)
+        out.accept.pop(sub, None)
         return
     subs = out.dests.get(dest)
     if subs is not None:

@@ -11,6 +11,7 @@ attribute or a type mismatch makes an atom false.
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left, bisect_right
 from typing import Any
 
@@ -56,10 +57,14 @@ def atom_fn(atom: Atom):
         if op == ">":
             return lambda attrs: type(v := attrs.get(attr)) in _NUM and v > c
         return lambda attrs: type(v := attrs.get(attr)) in _NUM and v >= c
+    if isinstance(c, str) and op != "contains":
+        cmp = _OPS[op]
+        return lambda attrs: isinstance(v := attrs.get(attr), str) and cmp(v, c)
     return lambda attrs: holds(atom, attrs)
 
 
 _NUM = (int, float)
+_OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def conj_fn(atoms: tuple[Atom, ...]):
@@ -102,15 +107,18 @@ class StaticFilters:
             raise ValueError(f"static conjunction {cid} is already registered")
         idx = self._streams.setdefault(stream, _StreamIndex())
         self._atoms[cid] = atoms
-        self._fns[cid] = conj_fn(atoms) if atoms else (lambda attrs: True)
         access = next((a for a in atoms if a[1] == "="), None)
-        if access is not None:
+        if access is None:
+            access = next((a for a in atoms if a[1] in ("<", "<=", ">", ">=") and _is_num(a[2])), None)
+        # the access atom holds for every candidate found through it: check the others
+        rest = tuple(a for a in atoms if a is not access)
+        self._fns[cid] = conj_fn(rest) if rest else None
+        if access is not None and access[1] == "=":
             key = (access[0], tag(access[2]))
             idx.eq_attrs[access[0]] = idx.eq_attrs.get(access[0], 0) + 1
             idx.eq.setdefault(key, set()).add(cid)
             self._where[cid] = (stream, "eq", key)
             return
-        access = next((a for a in atoms if a[1] in ("<", "<=", ">", ">=") and _is_num(a[2])), None)
         if access is not None:
             key = (access[0], access[1])
             consts, ids = idx.rng.setdefault(key, ([], []))
@@ -180,7 +188,8 @@ class StaticFilters:
             candidates.append(idx.scan)
         for group in candidates:
             for cid in group:
-                if fns[cid](attrs):
+                fn = fns[cid]
+                if fn is None or fn(attrs):
                     out.add(cid)
         return out
 
