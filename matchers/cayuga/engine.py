@@ -388,7 +388,7 @@ class Engine:
                 self._forward((start.out,), rec, t0, t1, (eid,), self.epoch, pending, outputs, raw=True)
         for args in pending:
             self._insert(*args)
-        return [m for same in outputs.values() for m in same]
+        return [m for same in outputs.values() for ms in same.values() for m in ms]
 
     def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
@@ -405,12 +405,17 @@ class Engine:
             key = (wit, t0)
             same = outputs.get(key)
             if same is None:
-                outputs[key] = [Match(sub, rec, t0, t1, wit) for sub, since in out.accept.items() if born >= since]
+                outputs[key] = {sub: [Match(sub, rec, t0, t1, wit)] for sub, since in out.accept.items() if born >= since}
                 continue
-            # a record is reported once (another derivation of the same witness gave an equal one)
+            # a record is reported once (another derivation of the same witness may give an equal one)
             for sub, since in out.accept.items():
-                if born >= since and all(m.sub_id != sub or m.attrs != rec for m in same):
-                    same.append(Match(sub, rec, t0, t1, wit))
+                if born < since:
+                    continue
+                ms = same.get(sub)
+                if ms is None:
+                    same[sub] = [Match(sub, rec, t0, t1, wit)]
+                elif all(m.attrs is not rec and m.attrs != rec for m in ms):
+                    ms.append(Match(sub, rec, t0, t1, wit))
 
     def run(self, events: Iterable[A.Event]) -> list[tuple[int, Match]]:
         """Process events in order; ``(index of the completing event, match)`` pairs."""
