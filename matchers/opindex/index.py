@@ -186,11 +186,7 @@ class OpIndex(Matcher):
         self._b_len = np.zeros(0, dtype=np.int64)
         self._b_cap = np.zeros(0, dtype=np.int64)
         self._g_off = np.zeros(0, dtype=np.int64)  # N_GROUPS + 1 per pivot slot
-        self._r_key = np.zeros(1024, dtype=np.float64)
-        self._r_sig = np.zeros(1024, dtype=np.uint64)
-        self._r_kind = np.zeros(1024, dtype=np.int8)
-        self._r_entry = np.zeros(1024, dtype=np.int32)
-        self._r_sub = np.zeros(1024, dtype=np.int32)
+        self._rec = np.zeros(K.RW * 1024, dtype=np.int64)  # records, K.RW words each
         self._r_state = np.zeros(2, dtype=np.int64)  # used, holes
         self._e_item = np.zeros(0, dtype=np.int64)
         self._e_nitem = np.zeros(0, dtype=np.int32)
@@ -546,31 +542,26 @@ class OpIndex(Matcher):
         while True:
             done = K.insert_records(done, slot, entry, self._e_item, self._e_key, self._q, self._q.view(np.float64),
                                     self.signature_bits, self._b_start, self._b_len, self._b_cap, self._g_off,
-                                    *self._records(), self._r_state)
+                                    self._rec, self._rec.view(np.float64), self._r_state)
             if done == len(slot):
                 break
             need = int(self._r_state[0]) + 4 * (len(slot) - done) + 2 * int(self._b_cap[slot[done]]) + 8
-            size = max(2 * len(self._r_entry), need)
-            self._r_key, self._r_sig, self._r_kind, self._r_entry, self._r_sub = (
-                _grow(a, size) for a in self._records())
-
-    def _records(self) -> tuple[np.ndarray, ...]:
-        return self._r_key, self._r_sig, self._r_kind, self._r_entry, self._r_sub
+            self._rec = _grow(self._rec, K.RW * max(2 * len(self._rec) // K.RW, need))
 
     def _unstore_entries(self, rows: _Rows) -> None:
         """Remove records (the dropped entries' items are already counted as holes)."""
         slot = np.asarray(rows.rslot, dtype=np.int64)
         entry = np.asarray(rows.rentry, dtype=np.int32)
         missing = K.delete_records(slot, entry, self._e_item, self._q, self._q.view(np.float64), self.signature_bits,
-                                   self._b_start, self._b_len, self._g_off, *self._records())
+                                   self._b_start, self._b_len, self._g_off, self._rec, self._rec.view(np.float64))
         if missing:
             raise AssertionError(f"opindex: {missing} records to delete were not found")
         used, holes = (int(v) for v in self._r_state)
         if holes > max(self.compact_min_holes, used // 2):
             size = max(1024, int(self._b_cap[: self._n_pivots].sum()) * 5 // 4)
-            new = tuple(np.zeros(size, a.dtype) for a in self._records())
-            used = K.compact_records(self._b_start[: self._n_pivots], self._b_len, self._b_cap, *self._records(), *new)
-            self._r_key, self._r_sig, self._r_kind, self._r_entry, self._r_sub = new
+            new = np.zeros(K.RW * size, dtype=np.int64)
+            used = K.compact_records(self._b_start[: self._n_pivots], self._b_len, self._b_cap, self._rec, new)
+            self._rec = new
             self._r_state[:] = (used, 0)
         if self._q_holes > max(self.compact_min_holes, self._q_used // 2):
             self._compact_items()
@@ -638,7 +629,7 @@ class OpIndex(Matcher):
         if self.evaluate == "entries":
             offsets, keys = K.match_entries(
                 batch.offsets, batch.attrs, batch.kinds, ev_val, soff, spid, self._pivot_slot, self.signature_bits,
-                self._b_start, self._b_len, self._g_off, *self._records(), self._e_item,
+                self._b_start, self._b_len, self._g_off, self._rec, self._rec.view(np.float64), self._e_item,
                 self._q, self._q.view(np.float64), ev_pos, out)
             return Matches(offsets, keys[: offsets[-1]].copy())
         offsets, keys, self._epoch = K.match_batch(
@@ -745,7 +736,7 @@ class OpIndex(Matcher):
                        self._s_need, self._s_entry, self._s_stamp, self._acc, self._e_nslots, self._e_stamp,
                        self._e_rem)
         else:
-            arrays += (self._b_start, self._b_len, self._b_cap, self._g_off, *self._records(), self._e_item,
+            arrays += (self._b_start, self._b_len, self._b_cap, self._g_off, self._rec, self._e_item,
                        self._e_nitem,
                        self._q)
         return int(sum(a.nbytes for a in arrays) + self.strings.memory_bytes() + self.freq.memory_bytes())

@@ -434,19 +434,23 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
 # ``b_cap[p]``), cut into groups by how the pivot's own predicate can be searched
 # (``G_EQ`` value = key, ``G_LE`` value <= key, ``G_GE`` value >= key, ``G_ANY`` no key),
 # group ``g`` at ``b_start[p] + g_off[p * 5 + g]`` up to the next one, each sorted by
-# ``(key, entry)``.  A record holds what an entry needs, derived from its items by
-# :func:`_entry_keys`: ``r_key``, ``r_sig`` the signature of the typed attributes it
-# needs, ``r_kind`` the pivot predicate's kind when that predicate (a single item) is the
-# whole entry (else -1), ``r_entry`` and its subscription key ``r_sub``.  An entry's items start at item
-# ``e_item[entry]`` and run up to the one marked ``END_ENTRY``.  Item ``q`` is 16 bytes,
-# two words of one pool seen through two views: ``q_meta[2 q]`` packs its typed
-# attribute, family, weight and end mark (:func:`item_meta`), ``q_val[2 q + 1]`` is its
-# operand.  The end mark closes a predicate (``END_PRED``), a clause (``END_CLAUSE``; a
-# DNF entry is a clause per predicate, the pivot's first) or the entry (``END_ENTRY``).
+# ``(key, entry)``.  Record ``r`` is 32 bytes, words ``4 r .. 4 r + 3`` of one pool seen
+# as int64 (``rec``) and float64 (``rec_f``): the key (float), the signature of the typed
+# attributes the entry needs, the entry, and ``sub << 2 | kind + 1`` with the
+# subscription key and the pivot predicate's kind when that predicate (a single item) is
+# the whole entry (else -1); all derived from the entry's items by :func:`_entry_keys`.
+# An entry's items start at item ``e_item[entry]`` and run up to the one marked
+# ``END_ENTRY``.  Item ``q`` is 16 bytes, two words of one pool seen through two views:
+# ``q_meta[2 q]`` packs its typed attribute, family, weight and end mark
+# (:func:`item_meta`), ``q_val[2 q + 1]`` is its operand.  The end mark closes a
+# predicate (``END_PRED``), a clause (``END_CLAUSE``; a DNF entry is a clause per
+# predicate, the pivot's first) or the entry (``END_ENTRY``).
 
 END_PRED, END_CLAUSE, END_ENTRY = 1, 2, 3
 G_EQ, G_LE, G_GE, G_ANY = 0, 1, 2, 3
 N_GROUPS = 4
+RW = 4
+"""Words per record."""
 
 
 def item_meta(ta: np.ndarray, family: np.ndarray, weight: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -467,7 +471,7 @@ def _entry_keys(q, q_meta, q_val, width):
     or, with no bound, ``G_ANY``.  ``kind`` is the pivot predicate's kind when its single
     item is the whole entry, else -1.
     """
-    s = np.uint64(0)
+    s = np.int64(0)
     lo = np.inf
     hi = -np.inf
     hull = True
@@ -490,7 +494,7 @@ def _entry_keys(q, q_meta, q_val, width):
         end = meta & 3
         if end >= END_CLAUSE:
             if same and width > 0:
-                s |= np.uint64(1) << np.uint64(signature_bit(ta_c, np.uint64(0), False, width))
+                s |= np.int64(1) << signature_bit(ta_c, np.uint64(0), False, width)
             if first and not same:
                 hull = False
             first = False
@@ -518,12 +522,12 @@ def entry_keys(first, q_meta, q_val, width, group, key, sig, kind):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _record_pos(r_key, r_entry, lo, hi, key, entry):
-    """First position in ``[lo, hi)`` whose ``(key, entry)`` is not less than the given."""
+def _record_pos(rec, rec_f, lo, hi, key, entry):
+    """First record in ``[lo, hi)`` whose ``(key, entry)`` is not less than the given."""
     while lo < hi:
         mid = (lo + hi) >> 1
-        k = r_key[mid]
-        if k < key or (k == key and r_entry[mid] < entry):
+        k = rec_f[RW * mid]
+        if k < key or (k == key and rec[RW * mid + 2] < entry):
             lo = mid + 1
         else:
             hi = mid
@@ -531,11 +535,12 @@ def _record_pos(r_key, r_entry, lo, hi, key, entry):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _key_pos(r_key, lo, hi, key, strict):
-    """First position in ``[lo, hi)`` whose key is not less than (``strict``: greater than) ``key``."""
+def _key_pos(rec_f, lo, hi, key, strict):
+    """First record in ``[lo, hi)`` whose key is not less than (``strict``: greater than) ``key``."""
     while lo < hi:
         mid = (lo + hi) >> 1
-        if r_key[mid] < key or (strict and r_key[mid] == key):
+        k = rec_f[RW * mid]
+        if k < key or (strict and k == key):
             lo = mid + 1
         else:
             hi = mid
@@ -543,23 +548,20 @@ def _key_pos(r_key, lo, hi, key, strict):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _move_record(src, dst, r_key, r_sig, r_kind, r_entry, r_sub):
-    r_key[dst] = r_key[src]
-    r_sig[dst] = r_sig[src]
-    r_kind[dst] = r_kind[src]
-    r_entry[dst] = r_entry[src]
-    r_sub[dst] = r_sub[src]
+def _move_record(src, dst, rec):
+    for w in range(RW):
+        rec[RW * dst + w] = rec[RW * src + w]
 
 
 @numba.njit(cache=True, nogil=True)
 def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, b_start, b_len, b_cap, g_off,
-                   r_key, r_sig, r_kind, r_entry, r_sub, state):
+                   rec, rec_f, state):
     """Insert the records of ``(slot, entry)`` pairs ``start:`` into their pivot blocks, in
     ``(key, entry)`` order within their group (a binary search, then the block's tail
     shifts by one).  A full block moves to the pool's end with twice its capacity;
-    ``state`` is ``[used, holes]``.  Returns the index of the first record not inserted
-    (the pool is full), or ``len``."""
-    pool = len(r_entry)
+    ``state`` is ``[used, holes]`` in records.  Returns the index of the first record not
+    inserted (the pool is full), or ``len``."""
+    pool = len(rec) // RW
     for i in range(start, len(slot)):
         p = slot[i]
         n = b_len[p]
@@ -570,7 +572,7 @@ def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, b_st
             s0 = b_start[p]
             s1 = state[0]
             for j in range(n):
-                _move_record(s0 + j, s1 + j, r_key, r_sig, r_kind, r_entry, r_sub)
+                _move_record(s0 + j, s1 + j, rec)
             state[1] += b_cap[p]
             b_start[p] = s1
             b_cap[p] = cap
@@ -578,11 +580,13 @@ def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, b_st
         base = b_start[p]
         go = p * (N_GROUPS + 1)
         group, key, sig, kind = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
-        pos = _record_pos(r_key, r_entry, base + g_off[go + group], base + g_off[go + group + 1], key, entry[i])
+        pos = _record_pos(rec, rec_f, base + g_off[go + group], base + g_off[go + group + 1], key, entry[i])
         for j in range(base + n, pos, -1):
-            _move_record(j - 1, j, r_key, r_sig, r_kind, r_entry, r_sub)
-        r_key[pos], r_sig[pos], r_kind[pos], r_entry[pos] = key, sig, kind, entry[i]
-        r_sub[pos] = e_key[entry[i]]
+            _move_record(j - 1, j, rec)
+        rec_f[RW * pos] = key
+        rec[RW * pos + 1] = sig
+        rec[RW * pos + 2] = entry[i]
+        rec[RW * pos + 3] = (np.int64(e_key[entry[i]]) << 2) | (kind + 1)
         for g in range(group + 1, N_GROUPS + 1):
             g_off[go + g] += 1
         b_len[p] = n + 1
@@ -590,8 +594,7 @@ def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, b_st
 
 
 @numba.njit(cache=True, nogil=True)
-def delete_records(slot, entry, e_item, q_meta, q_val, width, b_start, b_len, g_off,
-                   r_key, r_sig, r_kind, r_entry, r_sub):
+def delete_records(slot, entry, e_item, q_meta, q_val, width, b_start, b_len, g_off, rec, rec_f):
     """Remove the record of each ``(slot, entry)`` (its items still in place); returns
     how many were not found."""
     missing = 0
@@ -601,12 +604,12 @@ def delete_records(slot, entry, e_item, q_meta, q_val, width, b_start, b_len, g_
         go = p * (N_GROUPS + 1)
         group, key, _, _ = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
         end = base + g_off[go + group + 1]
-        pos = _record_pos(r_key, r_entry, base + g_off[go + group], end, key, entry[i])
-        if pos == end or r_entry[pos] != entry[i]:
+        pos = _record_pos(rec, rec_f, base + g_off[go + group], end, key, entry[i])
+        if pos == end or rec[RW * pos + 2] != entry[i]:
             missing += 1
             continue
         for j in range(pos, base + b_len[p] - 1):
-            _move_record(j + 1, j, r_key, r_sig, r_kind, r_entry, r_sub)
+            _move_record(j + 1, j, rec)
         for g in range(group + 1, N_GROUPS + 1):
             g_off[go + g] -= 1
         b_len[p] -= 1
@@ -614,18 +617,13 @@ def delete_records(slot, entry, e_item, q_meta, q_val, width, b_start, b_len, g_
 
 
 @numba.njit(cache=True, nogil=True)
-def compact_records(b_start, b_len, b_cap, r_key, r_sig, r_kind, r_entry, r_sub,
-                    n_key, n_sig, n_kind, n_entry, n_sub):
-    """Copy every block into fresh pool arrays (``n_*``) without holes; returns the used length."""
+def compact_records(b_start, b_len, b_cap, rec, new):
+    """Copy every block into a fresh pool ``new`` without holes; returns the used length."""
     used = 0
     for p in range(len(b_start)):
         s = b_start[p]
-        for j in range(b_len[p]):
-            n_key[used + j] = r_key[s + j]
-            n_sig[used + j] = r_sig[s + j]
-            n_kind[used + j] = r_kind[s + j]
-            n_entry[used + j] = r_entry[s + j]
-            n_sub[used + j] = r_sub[s + j]
+        for w in range(RW * b_len[p]):
+            new[RW * used + w] = rec[RW * s + w]
         b_start[p] = used
         used += b_cap[p]
     return used
@@ -633,8 +631,7 @@ def compact_records(b_start, b_len, b_cap, r_key, r_sig, r_kind, r_entry, r_sub,
 
 @numba.njit(cache=True, nogil=True)
 def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot, width,
-                  b_start, b_len, g_off, r_key, r_sig, r_kind, r_entry, r_sub, e_item, q_meta, q_val,
-                  ev_pos, out_keys):
+                  b_start, b_len, g_off, rec, rec_f, e_item, q_meta, q_val, ev_pos, out_keys):
     """Match a batch on the entry store.
 
     For each pivot attribute of an event, binary searches on the pivot's value find the
@@ -653,13 +650,13 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
     for i in range(n):
         s = ev_off[i]
         e = ev_off[i + 1]
-        evsig = np.uint64(0)
+        evsig = np.int64(0)
         for j in range(s, e):
             ta = ev_attr[j] * 3 + ev_kind[j]
             if ta < n_ta:
                 ev_pos[ta] = j
             if width > 0:
-                evsig |= np.uint64(1) << np.uint64(signature_bit(ta, np.uint64(0), False, width))
+                evsig |= np.int64(1) << signature_bit(ta, np.uint64(0), False, width)
         outside = ~evsig
         first = n_out
         for jp in range(s, e):
@@ -670,7 +667,7 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
             if p < 0:
                 continue
             v = ev_val[jp]
-            kind = ev_kind[jp]
+            kind1 = ev_kind[jp] + 1
             base = b_start[p]
             go = p * (N_GROUPS + 1)
             for g in range(N_GROUPS):
@@ -679,19 +676,20 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                 if g != G_ANY and v != v:  # NaN: no =, <=, >= holds
                     continue
                 if g == G_EQ:
-                    lo = _key_pos(r_key, lo, hi, v, False)
-                    hi = _key_pos(r_key, lo, hi, v, True)
+                    lo = _key_pos(rec_f, lo, hi, v, False)
+                    hi = _key_pos(rec_f, lo, hi, v, True)
                 elif g == G_LE:
-                    lo = _key_pos(r_key, lo, hi, v, False)
+                    lo = _key_pos(rec_f, lo, hi, v, False)
                 elif g == G_GE:
-                    hi = _key_pos(r_key, lo, hi, v, True)
+                    hi = _key_pos(rec_f, lo, hi, v, True)
                 for r in range(lo, hi):
-                    if r_sig[r] & outside:
+                    if rec[RW * r + 1] & outside:
                         continue
-                    if r_kind[r] == kind:
-                        out_keys, n_out = _push(out_keys, n_out, r_sub[r])
+                    sub = rec[RW * r + 3]
+                    if sub & 3 == kind1:
+                        out_keys, n_out = _push(out_keys, n_out, sub >> 2)
                         continue
-                    q = e_item[r_entry[r]]
+                    q = e_item[rec[RW * r + 2]]
                     acc = 0
                     held = False
                     while True:
@@ -709,7 +707,7 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                                 if not held:
                                     break
                                 if end == END_ENTRY:
-                                    out_keys, n_out = _push(out_keys, n_out, r_sub[r])
+                                    out_keys, n_out = _push(out_keys, n_out, sub >> 2)
                                     break
                                 held = False
                         q += 1
