@@ -75,6 +75,19 @@ def _grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
     return out
 
 
+_SELECTIVITY = {Op.EQ: 0.1, Op.LT: 0.5, Op.LE: 0.5, Op.GT: 0.5, Op.GE: 0.5, Op.BETWEEN: 0.5}
+"""Guessed share of present values on which a pivot predicate holds (the entry store
+searches the pivot's predicate: ``=`` finds few records, a range about half of them)."""
+
+
+def _selectivity(p: Pred) -> float:
+    if p.kind is Kind.STR and StringEvaluator.owns(p):
+        return 1.0
+    if p.op is Op.IN:
+        return min(1.0, 0.1 * len(p.operand))  # type: ignore[arg-type]
+    return _SELECTIVITY.get(p.op, 1.0)
+
+
 def _bits(values: np.ndarray) -> np.ndarray:
     """IEEE bits of float64 values with -0.0 folded into 0.0 (equal values, equal bits)."""
     return (np.asarray(values, dtype=np.float64) + 0.0).view(np.uint64)
@@ -232,7 +245,15 @@ class OpIndex(Matcher):
 
     def _choose_pivots(self, terms, is_cnf: bool, aids: list[int] | None = None) -> tuple[int, ...]:
         if not is_cnf:
-            return (self.freq.choose(aids if aids is not None else self._attr_ids(terms)),)
+            aids = aids if aids is not None else self._attr_ids(terms)
+            if self.evaluate == "lists" or len(aids) == 1:
+                return (self.freq.choose(aids),)
+            ids = self.dictionary.attr_ids
+            sel = dict.fromkeys(aids, 1.0)
+            for p in terms[0]:
+                a = ids[p.attr]
+                sel[a] = min(sel[a], _selectivity(p))
+            return (self.freq.choose(aids, [sel[a] for a in aids]),)
         attr = self.dictionary.attr
         best, best_key = None, None
         for clause in terms:

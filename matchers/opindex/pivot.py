@@ -81,12 +81,21 @@ class Frequencies:
         order = np.lexsort((arr, sub, ev))
         return [int(a) for a in arr[order]]
 
-    def choose(self, attrs: list[int]) -> int:
-        """The pivot of an entry over ``attrs`` (Eq. 1); same order as :meth:`ranking`."""
+    def choose(self, attrs: list[int], selectivity: list[float] | None = None) -> int:
+        """The pivot of an entry over ``attrs`` (Eq. 1); same order as :meth:`ranking`.
+
+        With ``selectivity`` (per attribute, the share of its values on which the entry's
+        predicate holds), both counts are weighted by it: the expected number of events in
+        which the entry is reached through that pivot's predicate.
+        """
         if len(attrs) == 1:
             return attrs[0]
         ev, n_ev, sub, n_sub = self._event_counts, len(self._event_counts), self.sub_counts, len(self.sub_counts)
-        return min(attrs, key=lambda a: (int(ev[a]) if a < n_ev else 0, int(sub[a]) if a < n_sub else 0, a))
+        if selectivity is None:
+            return min(attrs, key=lambda a: (int(ev[a]) if a < n_ev else 0, int(sub[a]) if a < n_sub else 0, a))
+        return min(zip(attrs, selectivity, strict=True),
+                   key=lambda x: ((int(ev[x[0]]) if x[0] < n_ev else 0) * x[1],
+                                  (int(sub[x[0]]) if x[0] < n_sub else 0) * x[1], x[0]))[0]
 
     def cost(self, attrs: list[int]) -> float:
         """Sum of event frequencies (the CNF tie-break of footnote 8)."""

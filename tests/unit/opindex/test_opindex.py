@@ -308,3 +308,14 @@ def test_cnf_repivot_keeps_results_and_moves_to_rarer_clauses(evaluate):
     # a smaller clause always wins over frequencies (Section 6.1)
     m.add([Subscription.of("one", And((Or((pred("p", "=", 1), pred("r", "=", 1))), pred("q0", "=", 0))))])
     assert m.pivot_of("one") == [("q0",)]
+
+
+def test_entry_store_prefers_equality_pivots_on_frequency_ties():
+    subs = [Subscription.of(f"s{i}", And((pred(f"r{i}", "<=", 5), pred(f"e{i}", "=", 1)))) for i in range(20)]
+    entries, lists = create("opindex", repivot_every=0), create("opindex-paper", repivot_every=0)
+    for m in (entries, lists):
+        m.add(subs)
+    assert all(entries.pivot_of(s.id) == [(f"e{i}",)] for i, s in enumerate(subs))
+    assert all(lists.pivot_of(s.id) == [(min(f"e{i}", f"r{i}", key=lists.dictionary.attr),)] for i, s in enumerate(subs))
+    evs = [{f"r{i}": float(i % 7), f"e{i}": float(i % 2)} for i in range(20)]
+    check(entries, {s.id: s for s in subs}, evs)
