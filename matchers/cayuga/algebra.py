@@ -86,9 +86,18 @@ LAST = "$"  # $: the left record of NEXT, the record after the latest FOLD itera
 SECOND = "2"  # $2: the incoming right event
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Const:
+    """A constant; equal to another only with the same type (``TRUE`` is not ``1``, so
+    caches keyed by terms never mix them)."""
+
     value: Scalar
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and type(self.value) is type(other.value) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash((type(self.value), self.value))
 
 
 @dataclass(frozen=True)

@@ -225,3 +225,63 @@ def test_static_predicates_through_project_matchers(matcher):
     for lo in range(0, len(events), 64):
         got += [match_key(lo + i, m) for i, m in eng.process_batch(events[lo:lo + 64])]
     assert sorted(got, key=repr) == reference_matches(subs, events)
+
+
+def test_typed_comparisons_agree_with_compare():
+    """Comparisons compiled per operand type give the algebra's three-valued result
+    (same value and type: True, False or None) for every operand type and both sides."""
+    from matchers.cayuga.closures import pred_fn
+
+    values = [0, 1, 2, 1.0, 2.5, float("nan"), True, False, "a", "b", "", None]
+    consts = [1, 1.0, 2.5, "a", True]
+    for op in A.FLIP:
+        preds = [A.Cmp(op, A.Attr(A.SECOND, "x"), A.Attr(A.LAST, "y"))]
+        preds += [A.Cmp(op, A.Attr(A.SECOND, "x"), A.Const(k)) for k in consts]
+        preds += [A.Cmp(op, A.Const(k), A.Attr(A.SECOND, "x")) for k in consts]
+        for pred in preds:
+            fn = pred_fn(pred)
+            for x in values:
+                for y in values:
+                    r2 = {} if x is None else {"x": x}
+                    r1 = {} if y is None else {"y": y}
+                    ctx = {A.FIRST: r1, A.LAST: r1, A.SECOND: r2}
+                    want = A.eval_pred(pred, ctx, 1)
+                    got = fn(r1, r1, r2, 1)
+                    assert got is want or (type(got) is type(want) and got == want), (pred, x, y, got, want)
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_equalities_through_buckets_keep_the_null_rule(indexed):
+    """Bucket keys equal exactly when the algebra's ``=`` holds: 1 and 1.0 meet, TRUE and
+    1 do not, NaN never equals itself, a missing attribute never matches."""
+    nan = float("nan")
+    values = [1, 1.0, True, 1, nan, nan, "1", 2, None, 1.0, False, 0]
+    events = [A.Event(f"e{i}", "S", i, i, {"k": v, "v": i} if v is not None else {"v": i})
+              for i, v in enumerate(values)]
+    subs = {"eq": "S NEXT{$2.k = $1.k} S", "eq2": "S NEXT{$2.k = $.k AND $2.v > $1.v + 1} S",
+            "fold": "S FOLD{$2.k = $.k, TRUE} S"}
+    assert engine_matches(subs, events, indexed=indexed) == reference_matches(subs, events)
+
+
+def test_nested_folds_report_a_witness_once_per_record():
+    """Two derivations of the same witness (rebind at the first FOLD, or forward then
+    rebind at the second) are one notification when their records are equal, two when not."""
+    subs = {
+        "same": "(S FOLD{TRUE, TRUE} S) FOLD{TRUE, TRUE} S",
+        "differ": "((SELECT *, 0 AS c FROM S) FOLD{TRUE, TRUE, $.c + 1 AS c} S) FOLD{TRUE, TRUE, $.c + 10 AS c} S",
+    }
+    events = [A.Event(f"e{i}", "S", i, i, {"v": i}) for i in range(5)]
+    got = engine_matches(subs, events)
+    assert got == reference_matches(subs, events)
+    witnesses = [k[5] for k in got if k[1] == "same"]
+    assert len(witnesses) == len(set(witnesses))
+    assert len([k for k in got if k[1] == "differ"]) > len(set(k[5] for k in got if k[1] == "differ"))
+
+
+def test_constants_of_different_types_are_not_shared():
+    """``k = TRUE`` and ``k = 1`` compile to different closures (the compile caches are
+    keyed by terms, and ``Const(True)`` is not ``Const(1)``)."""
+    subs = {"t": "FILTER{k = TRUE}(S) NEXT{$2.k = TRUE} S", "one": "FILTER{k = 1}(S) NEXT{$2.k = 1} S",
+            "f": "FILTER{k = 1.0}(S) NEXT{$2.k != 1.0} S"}
+    events = [A.Event(f"e{i}", "S", i, i, {"k": v}) for i, v in enumerate([True, 1, 1.0, True, 1, 0, True])]
+    assert engine_matches(subs, events) == reference_matches(subs, events)
