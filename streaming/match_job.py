@@ -13,9 +13,12 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    (one Python worker per task does the matching and the writing; only a row of task
    metrics goes back to the driver).
 
-The driver reads a batch's subscription records itself, from the offset ranges that
-Spark's offset log gives for the batch (:func:`logged_ranges`), so each micro-batch runs
-one Spark job (the matching) and reads its events once. The driver never reads events.
+Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`): the
+driver reads the subscription records of its ranges itself, and each match task reads its
+event range from Kafka itself (:func:`match_ranges`), so a micro-batch runs one Spark job
+(none without events) and no record passes through the JVM. The first batch of a new
+checkpoint, whose start offsets Spark does not log, takes the records of the micro-batch
+DataFrame instead. The driver never reads events.
 """
 
 from __future__ import annotations
@@ -108,19 +111,20 @@ class BatchContext(NamedTuple):
     max_validity_s: float
     validity_dir: str
     producer: dict[str, Any]
+    consumer: dict[str, Any]
 
     @classmethod
     def of(cls, settings: Settings, batch_id: int, now: float, spec: IndexSpec,
-           producer: dict[str, Any]) -> BatchContext:
+           producer: dict[str, Any], consumer: dict[str, Any]) -> BatchContext:
         return cls(batch_id, now, spec, settings.kafka.notifications_topic, settings.kafka.errors_topic,
                    settings.notifications.payload, settings.match.event_id_field,
                    settings.match.valid_until_field, settings.match.max_validity_s, str(settings.validity_dir),
-                   producer)
+                   producer, consumer)
 
 
 # -- driver side ---------------------------------------------------------------------------
-def logged_ranges(query_checkpoint: Path, batch_id: int, topic: str) -> list[OffsetRange] | None:
-    """The offset ranges of ``topic`` in micro-batch ``batch_id``, from the query's offset log.
+def logged_ranges(query_checkpoint: Path, batch_id: int) -> list[OffsetRange] | None:
+    """The offset ranges of micro-batch ``batch_id`` (every topic), from the query's offset log.
 
     Spark writes ``offsets/<batch>`` (a version line, a metadata line, then the end offsets
     of each source as JSON) before it runs the batch, which starts where the previous batch
@@ -134,7 +138,7 @@ def logged_ranges(query_checkpoint: Path, batch_id: int, topic: str) -> list[Off
         found: OffsetMap = {}
         for line in path.read_text().splitlines()[2:]:
             if line.startswith("{"):
-                found.update((tp, o) for tp, o in offsets.from_json(json.loads(line)).items() if tp[0] == topic)
+                found.update(offsets.from_json(json.loads(line)))
         return found
 
     start, end = ends(batch_id - 1), ends(batch_id)
@@ -240,6 +244,24 @@ def _task_partition() -> int:
 
     ctx = TaskContext.get()
     return ctx.partitionId() if ctx is not None else 0
+
+
+RANGE_DDL = "topic string, partition int, start long, end long"
+
+
+def match_ranges(
+    batches: Iterator[pa.RecordBatch],
+    ctx: BatchContext,
+    produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
+    partition_id: Callable[[], int] = _task_partition,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`match_partition` over the records of the offset ranges in ``batches``, read by this task.
+
+    ``batches`` hold rows ``topic, partition, start, end`` (:data:`RANGE_DDL`).
+    """
+    ranges = [OffsetRange(**row) for rb in batches for row in rb.to_pylist()]
+    records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
+    return match_partition(records, ctx, produce, partition_id)
 
 
 def match_partition(
@@ -381,12 +403,12 @@ class MatchJob:
 
         t0 = time.perf_counter()
         k, m = self.settings.kafka, self.settings.match
-        ranges = logged_ranges(self.settings.checkpoint / "query", batch_id, k.subscriptions_topic)
+        ranges = logged_ranges(self.settings.checkpoint / "query", batch_id)
         if ranges is None:
             rows = [tuple(r) for r in df.filter(F.col("topic") == k.subscriptions_topic)
                     .select("key", "value", "topic", "partition", "offset").collect()]
         else:
-            rows = read_records(self.consumer, ranges)
+            rows = read_records(self.consumer, [r for r in ranges if r.topic == k.subscriptions_topic])
         outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time())
         t1 = time.perf_counter()
         version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
@@ -396,7 +418,7 @@ class MatchJob:
         index = IndexSpec(str(self.settings.registry_dir), m.matcher, version,
                           shipped_deltas(self.registry, version, m.max_catchup_versions),
                           m.max_catchup_versions)
-        ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer)
+        ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
         driver_rows = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
         driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
         if driver_rows:
@@ -405,8 +427,13 @@ class MatchJob:
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 schema=OUT_SCHEMA)]))
         t2 = time.perf_counter()
-        events = df.filter(F.col("topic") == k.events_topic)
-        v = sum_metrics(events.mapInArrow(partial(match_partition, ctx=ctx), METRICS_DDL).collect())
+        todo = [tuple(r) for r in ranges or () if r.topic == k.events_topic]
+        if ranges is None:
+            tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_partition, ctx=ctx), METRICS_DDL)
+        elif todo:  # one task per event range
+            tasks = self.spark.createDataFrame(self.spark.sparkContext.parallelize(todo, len(todo)), RANGE_DDL)
+            tasks = tasks.mapInArrow(partial(match_ranges, ctx=ctx), METRICS_DDL)
+        v = sum_metrics(tasks.collect()) if ranges is None or todo else [0] * N_METRICS
         t3 = time.perf_counter()
         input_rows = len(rows) + v[M_EVENTS] + v[M_ERRORS]
         self.validity.prune(outcome.now)

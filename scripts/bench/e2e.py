@@ -84,6 +84,47 @@ def produce_all(bootstrap: str, topic: str, items: Sequence[tuple[bytes | None, 
 
 
 # -- the pieces ------------------------------------------------------------------------------
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds (user + system, with reaped children) of this process and its descendants, by kind.
+
+    Kinds: ``driver`` (this process), ``jvm`` (Spark), ``python workers`` (Spark's Python
+    daemon and workers), ``broker`` (the embedded broker), ``other``.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        procs[int(entry)] = (int(fields[1]), cmd, sum(int(x) for x in fields[11:15]) / tick)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    out = {"driver": 0.0, "jvm": 0.0, "python workers": 0.0, "broker": 0.0, "other": 0.0}
+    todo = [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        _, cmd, cpu = procs.get(pid, (0, "", 0.0))
+        kind = ("driver" if pid == os.getpid() else "jvm" if "java" in cmd.split(" ")[0]
+                else "python workers" if "pyspark" in cmd else "broker" if "tansu" in cmd else "other")
+        out[kind] += cpu
+    return out
+
+
+def cpu_delta(before: dict[str, float], n: int) -> dict[str, float]:
+    """Microseconds of CPU per event of each kind since ``before`` (and their total)."""
+    after = cpu_by_kind()
+    out = {k: 1e6 * (after[k] - before[k]) / max(1, n) for k in before}
+    out["total"] = sum(out.values())
+    return out
+
+
 def workload(n_subs: int, n_events: int, seed: int):
     from scripts.workloads import fabret
 
@@ -269,6 +310,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": i, **e})) for i, e in enumerate(backlog)],
                 "backlog")
     before = len(job.history)
+    cpu0 = cpu_by_kind()
     t = time.perf_counter()
     query = job.start()
     query.processAllAvailable()
@@ -276,6 +318,8 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     query.stop()
     batches = job.history[before:]
     drained = sum(b.events for b in batches)
+    result["drain_cpu_us_per_event"] = cpu_delta(cpu0, drained)
+    result["drain_load_average"] = os.getloadavg()
     result.update({
         "drain_wall_s": wall, "drained_events": drained, "events_per_s": drained / wall,
         "batches": len(batches), "batch_s_sum": sum(b.batch_ms for b in batches) / 1e3,
@@ -286,7 +330,9 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
         "drain_batches": [dataclasses.asdict(b) for b in batches],
     })
     log(f"sustained: {drained:,} events in {wall:.1f} s = {result['events_per_s']:,.0f} events/s "
-        f"({len(batches)} batches, {result['matches']:,} notifications)")
+        f"({len(batches)} batches, {result['matches']:,} notifications); CPU us/event "
+        + ", ".join(f"{k} {v:.0f}" for k, v in result["drain_cpu_us_per_event"].items())
+        + f"; load {result['drain_load_average'][0]:.1f}")
 
     # latency at a fixed offered rate
     reader = NotificationReader(bootstrap, topics["notifications"], 2)
@@ -295,6 +341,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     time.sleep(3)
     values = [orjson.dumps({"id": f"l{i}", **e}) for i, e in enumerate(backlog[: int(args.rate * 10)])]
     before = len(job.history)
+    cpu0 = cpu_by_kind()
     offered = offered_load(bootstrap, topics["events"], values, args.rate, args.duration)
     query.processAllAvailable()
     time.sleep(2)
@@ -305,6 +352,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     skip = int(len(lat) * 0.1)  # the first tenth: the query's start-up
     steady = lat[skip:] if len(lat) > 20 else lat
     lat_batches = job.history[before:]
+    lat_cpu = cpu_delta(cpu0, offered)
     result["latency"] = {
         "offered_per_s": args.rate, "duration_s": args.duration, "offered": offered,
         "events_notified": int(len(lat)),
@@ -313,6 +361,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
         "max_s": float(steady.max() / 1e3) if len(steady) else None,
         "batch_ms_median": float(np.median([b.batch_ms for b in lat_batches])) if lat_batches else None,
         "events_per_batch_median": float(np.median([b.events for b in lat_batches])) if lat_batches else None,
+        "cpu_us_per_event": lat_cpu, "load_average": os.getloadavg(),
     }
     log(f"latency at {args.rate:,.0f}/s: p50 {result['latency']['p50_s']} s, p99 {result['latency']['p99_s']} s")
 

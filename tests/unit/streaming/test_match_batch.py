@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import orjson
+import pyarrow as pa
 import pytest
 
 from matchers.events import flatten
@@ -24,6 +25,7 @@ from streaming.match_job import (
     apply_changes,
     logged_ranges,
     match_partition,
+    match_ranges,
     new_subscriptions,
     retro_notifications,
     shipped_deltas,
@@ -56,7 +58,7 @@ def run_partition(settings, registry, batch_id, now, batches, payload="event"):
     settings = settings.replace(notifications={"payload": payload})
     spec = IndexSpec(str(settings.registry_dir), "counting", registry.version,
                      shipped_deltas(registry, registry.version, 20))
-    ctx = BatchContext.of(settings, batch_id, now, spec, {"bootstrap_servers": "unused:9092"})
+    ctx = BatchContext.of(settings, batch_id, now, spec, {}, {})
     rows: list[dict] = []
 
     def produce(batches):
@@ -181,7 +183,30 @@ def test_logged_ranges_read_spark_offset_log(tmp_path):
     meta = '{"batchWatermarkMs":0,"batchTimestampMs":1}'
     (log / "3").write_text(f'v1\n{meta}\n{{"events": {{"0": 5, "1": 7}}, "subs": {{"0": 2}}}}')
     (log / "4").write_text(f'v1\n{meta}\n{{"events": {{"0": 9, "1": 7}}, "subs": {{"0": 4, "1": 1}}}}')
-    assert logged_ranges(tmp_path, 4, "subs") == [("subs", 0, 2, 4), ("subs", 1, 0, 1)]
-    assert logged_ranges(tmp_path, 4, "events") == [("events", 0, 5, 9)]
-    assert logged_ranges(tmp_path, 3, "subs") is None  # the start of a checkpoint's first batch is not logged
-    assert logged_ranges(tmp_path, 5, "subs") is None
+    assert logged_ranges(tmp_path, 4) == [("events", 0, 5, 9), ("subs", 0, 2, 4), ("subs", 1, 0, 1)]
+    assert logged_ranges(tmp_path, 3) is None  # the start of a checkpoint's first batch is not logged
+    assert logged_ranges(tmp_path, 5) is None
+
+
+def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path, monkeypatch):
+    from matchers.expr import Subscription, pred
+    from streaming import match_job
+    from streaming.records import UPSERT, Change
+
+    settings = settings_for(tmp_path)
+    reg = Registry(settings.registry_dir)
+    reg.append(0, [Change(UPSERT, "s", Subscription.of("s", pred("price", "<", 5)))], 0.0)
+    log = {("events", 1): [b'{"price": 1}', b'{"price": 9}', b'{"price": 2}']}
+    monkeypatch.setattr(match_job, "read_range", lambda consumer, rng: iter([kafka_batch(
+        log[rng.topic, rng.partition][rng.start:rng.end], rng.topic, rng.partition, rng.start)]))
+    spec = IndexSpec(str(settings.registry_dir), "counting", reg.version)
+    ctx = BatchContext.of(settings, 1, 0.0, spec, {}, {})
+    sent: list[dict] = []
+
+    def produce(batches):
+        sent.extend(r for rb in batches for r in rb.to_pylist())
+        return len(sent)
+
+    ranges = pa.RecordBatch.from_pylist([{"topic": "events", "partition": 1, "start": 1, "end": 3}])
+    out = list(match_ranges(iter([ranges]), ctx, produce, partition_id=lambda: 0))
+    assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and out[0].to_pylist()[0]["events"] == 2
