@@ -209,16 +209,13 @@ class OpIndex(Matcher):
         # clause slots and entries
         self._n_cslots = 0
         self._free_cslots: dict[int, list[int]] = defaultdict(list)
-        self._s_need = np.zeros(0, dtype=np.int32)
-        self._s_entry = np.zeros(0, dtype=np.int32)
-        self._s_stamp = np.full(0, -1, dtype=np.int64)
-        self._acc = np.zeros(0, dtype=np.int32)
+        self._s_meta = np.zeros(0, dtype=np.int64)  # entry << 16 | need
+        self._s_word = np.zeros(0, dtype=np.int64)  # epoch << 16 | count + K.BIAS
         self._n_entries = 0
         self._free_entries: list[int] = []
         self._e_nslots = np.zeros(0, dtype=np.int32)
         self._e_key = np.zeros(0, dtype=np.int32)
-        self._e_stamp = np.full(0, -1, dtype=np.int64)
-        self._e_rem = np.zeros(0, dtype=np.int32)
+        self._e_word = np.zeros(0, dtype=np.int64)  # epoch << 16 | slots still to hold
         self._entry_info: dict[int, tuple] = {}  # entry -> (terms, pivots, slot base, is_cnf)
         self._entries_of: dict[int, list[int]] = {}  # subscription key -> entries
         self._by_pivot: dict[int, set[int]] = defaultdict(set)
@@ -268,15 +265,12 @@ class OpIndex(Matcher):
         n = self._n_entries + n_entries
         self._e_nslots = _grow(self._e_nslots, n)
         self._e_key = _grow(self._e_key, n)
-        self._e_stamp = _grow(self._e_stamp, n, -1)
-        self._e_rem = _grow(self._e_rem, n)
+        self._e_word = _grow(self._e_word, n)
         self._e_item = _grow(self._e_item, n)
         self._e_nitem = _grow(self._e_nitem, n)
         n = self._n_cslots + n_cslots
-        self._s_need = _grow(self._s_need, n)
-        self._s_entry = _grow(self._s_entry, n)
-        self._s_stamp = _grow(self._s_stamp, n, -1)
-        self._acc = _grow(self._acc, n)
+        self._s_meta = _grow(self._s_meta, n)
+        self._s_word = _grow(self._s_word, n)
 
     def _new_entry(self, key: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: _Rows) -> None:
         """Index one entry (arrays already reserved, its attributes already counted)."""
@@ -291,11 +285,7 @@ class OpIndex(Matcher):
             base = free.pop() if free else self._n_cslots
             if base == self._n_cslots:
                 self._n_cslots += k
-            if is_cnf:
-                self._s_need[base:base + k] = 1
-            else:
-                self._s_need[base] = len(terms[0])
-            self._s_entry[base:base + k] = entry
+            self._s_meta[base:base + k] = (entry << 16) | (1 if is_cnf else len(terms[0]))
             self._e_nslots[entry] = k
         self._entry_info[entry] = (terms, pivots, base, is_cnf)
         self._entries_of.setdefault(key, []).append(entry)
@@ -658,8 +648,8 @@ class OpIndex(Matcher):
             _bits(spid.astype(np.float64)), self._pivot_slot, self._list_of,
             N_FAMILIES, self.segments, self.signature_bits, _VALUE_SIGNED, self.sweep_factor,
             self._l_start, self._l_len, self._l_sig, self._seg_off, self._s_sig,
-            self._it_ta, self._it_val, self._it_slot, self._it_w, self._s_need, self._s_entry,
-            self._e_nslots, self._e_key, self._acc, self._s_stamp, self._e_rem, self._e_stamp,
+            self._it_ta, self._it_val, self._it_slot, self._it_w, self._s_meta,
+            self._e_nslots, self._e_key, self._s_word, self._e_word,
             self._epoch, ev_pos, np.empty(max(1, self._n_cslots), np.int32), np.empty(max(1, self._n_entries), np.int32),
             out)
         return Matches(offsets, keys[: offsets[-1]].copy())
@@ -754,8 +744,7 @@ class OpIndex(Matcher):
         if self.evaluate == "lists":
             arrays += (self._list_of, self._l_start, self._l_len, self._l_cap, self._l_sig, self._l_family,
                        self._seg_off, self._s_sig, self._it_ta, self._it_val, self._it_slot, self._it_w,
-                       self._s_need, self._s_entry, self._s_stamp, self._acc, self._e_nslots, self._e_stamp,
-                       self._e_rem)
+                       self._s_meta, self._s_word, self._e_nslots, self._e_word)
         else:
             arrays += (self._b_start, self._b_len, self._b_cap, self._g_off, self._rec, self._e_item,
                        self._e_nitem,

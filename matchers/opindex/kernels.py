@@ -237,39 +237,45 @@ def compact(l_start, l_len, l_cap, it_ta, it_val, it_slot, it_w, new_ta, new_val
     return used
 
 
+BIAS = 1 << 15
+"""Zero of a 16-bit count packed under an epoch stamp: ``word = epoch << 16 | count + BIAS``."""
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
-def _touch(c, w, acc, s_stamp, epoch, touched, nt):
-    if s_stamp[c] != epoch:
-        s_stamp[c] = epoch
-        acc[c] = 0
+def _touch(c, w, s_word, epoch, touched, nt):
+    """Add ``w`` to slot ``c``'s count, reset first if it was last counted before this event
+    (stamp and count share one word: one cache line per touch)."""
+    x = s_word[c]
+    if x >> 16 != epoch:
+        x = (epoch << 16) | BIAS
         touched[nt] = c
         nt += 1
-    acc[c] += w
+    s_word[c] = x + w
     return nt
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt):
+def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, s_word, epoch, touched, nt):
     """Range-scan the segment ``[s, e)`` for the items that fire on the event value ``(ta, val)``."""
     if family == 0 or family == 4:  # equality on the value (or on the string-predicate id)
         p = _lower(it_ta, it_val, s, e, ta, val)
         while p < e and it_ta[p] == ta and it_val[p] == val:
-            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+            nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     elif family == 1:  # operand >= value
         p = _lower(it_ta, it_val, s, e, ta, val)
         while p < e and it_ta[p] == ta:
-            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+            nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     elif family == 2:  # operand <= value
         p = _lower_ta(it_ta, s, e, ta)
         while p < e and it_ta[p] == ta and it_val[p] <= val:
-            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+            nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     else:  # presence
         p = _lower_ta(it_ta, s, e, ta)
         while p < e and it_ta[p] == ta:
-            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+            nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     return nt
 
@@ -293,7 +299,7 @@ def _fires(family, v, o, j, ev_soff, ev_spid):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slot, it_w,
-           acc, s_stamp, epoch, touched, nt):
+           s_word, epoch, touched, nt):
     """Walk a whole (short) list ``[s, e)`` and fire the items whose event value satisfies them."""
     n_ta = len(ev_pos)
     for p in range(s, e):
@@ -304,7 +310,7 @@ def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slo
         if j < 0:
             continue
         if _fires(family, ev_val[j], it_val[p], j, ev_soff, ev_spid):
-            nt = _touch(it_slot[p], it_w[p], acc, s_stamp, epoch, touched, nt)
+            nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
     return nt
 
 
@@ -312,8 +318,7 @@ def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slo
 def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev_sbits,
                 pivot_slot, list_of, n_families, segments, width, value_signed, sweep_factor,
                 l_start, l_len, l_sig, seg_off, s_sig, it_ta, it_val, it_slot, it_w,
-                s_need, s_entry, e_nslots, e_key,
-                acc, s_stamp, e_rem, e_stamp, epoch, ev_pos, touched, touched_e, out_keys):
+                s_meta, e_nslots, e_key, s_word, e_word, epoch, ev_pos, touched, touched_e, out_keys):
     """Match a batch (Algorithm 2).
 
     For each pivot attribute of an event, each of its predicate lists is searched: the
@@ -321,8 +326,10 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
     segment's signature, and a range scan of the segment; a list no longer than
     ``sweep_factor`` times the event size is instead walked once, looking each item's
     attribute up in the event (cheaper than one probe per event value).  Fired items
-    add their weight to clause slots; a slot holds when it reaches ``s_need`` (DNF:
-    the conjunction's size; CNF: 1) and an entry matches when all its slots hold.
+    add their weight to clause slots (``s_word``, see :func:`_touch`); a slot holds when
+    its count reaches its need (``s_meta = entry << 16 | need``; DNF: the conjunction's
+    size, CNF: 1) and an entry matches when all its slots hold (``e_word``: the slots
+    still to hold, under the epoch stamp).
 
     ``ev_val`` holds numbers, booleans as 1/0 and string codes; ``ev_soff``/``ev_spid``
     list the satisfied string-predicate ids of each string value; ``ev_pos`` is a
@@ -373,7 +380,7 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
                 base = l_start[k]
                 if n_items <= sweep_factor * m:
                     nt = _sweep(base, base + n_items, f, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val,
-                                it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+                                it_slot, it_w, s_word, epoch, touched, nt)
                     continue
                 lsig = l_sig[k]
                 so = k * (segments + 1)
@@ -391,7 +398,7 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
                                     continue
                             nt = _probe(base + seg_off[so + sg], base + seg_off[so + sg + 1], 4, ta,
                                         np.float64(ev_spid[q]), it_ta, it_val, it_slot, it_w,
-                                        acc, s_stamp, epoch, touched, nt)
+                                        s_word, epoch, touched, nt)
                         continue
                     if (f == 1 or f == 2) and kind != 0:
                         continue
@@ -402,7 +409,7 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
                         if lsig & mask == 0 or s_sig[k * segments + sg] & mask == 0:
                             continue
                     nt = _probe(base + seg_off[so + sg], base + seg_off[so + sg + 1], f, ev_attr[j] * 3 + kind,
-                                ev_val[j], it_ta, it_val, it_slot, it_w, acc, s_stamp, epoch, touched, nt)
+                                ev_val[j], it_ta, it_val, it_slot, it_w, s_word, epoch, touched, nt)
         for j in range(s, e):
             ta = ev_attr[j] * 3 + ev_kind[j]
             if ta < n_ta:
@@ -410,18 +417,19 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
         ne = 0
         for t in range(nt):
             c = touched[t]
-            if acc[c] >= s_need[c]:
-                en = s_entry[c]
-                if e_stamp[en] != epoch:
-                    e_stamp[en] = epoch
-                    e_rem[en] = e_nslots[en]
+            meta = s_meta[c]
+            if (s_word[c] & 0xFFFF) - BIAS >= meta & 0xFFFF:
+                en = meta >> 16
+                x = e_word[en]
+                if x >> 16 != epoch:
+                    x = (epoch << 16) | e_nslots[en]
                     touched_e[ne] = en
                     ne += 1
-                e_rem[en] -= 1
+                e_word[en] = x - 1
         first = n_out
         for t in range(ne):
             en = touched_e[t]
-            if e_rem[en] == 0:
+            if e_word[en] & 0xFFFF == 0:
                 out_keys, n_out = _push(out_keys, n_out, e_key[en])
         n_out = _sort_unique(out_keys, first, n_out)
         offsets[i + 1] = n_out
