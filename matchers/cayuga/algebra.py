@@ -33,6 +33,7 @@ only when the predicate is true (the project's SQL NULL rule).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,16 +89,20 @@ SECOND = "2"  # $2: the incoming right event
 
 @dataclass(frozen=True, eq=False)
 class Const:
-    """A constant; equal to another only with the same type (``TRUE`` is not ``1``, so
-    caches keyed by terms never mix them)."""
+    """A constant; equal to another only with the same type and sign (``TRUE`` is not
+    ``1``, ``-0.0`` is not ``0.0``: caches keyed by terms, and by their text, never mix them)."""
 
     value: Scalar
 
+    def _key(self) -> tuple:
+        v = self.value
+        return (type(v), v, math.copysign(1.0, v)) if type(v) is float else (type(v), v)
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Const) and type(self.value) is type(other.value) and self.value == other.value
+        return isinstance(other, Const) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((type(self.value), self.value))
+        return hash(self._key())
 
 
 @dataclass(frozen=True)

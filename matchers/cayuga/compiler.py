@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 
 from matchers.errors import SubscriptionError
 
@@ -118,13 +119,29 @@ def node_key(c: Chain, k: int, owner: str | None) -> str:
     Equal prefixes give equal ids (state merging) unless ``owner`` (a subscription id)
     is given, which makes the node private.
     """
-    text = repr((c.start, c.ops[:k], c.ops[k][0], owner))
+    text = _repr((c.start, c.ops[:k], c.ops[k][0], owner))
     return "n" + hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
 
 
 def start_key(view: View, owner: str | None) -> str:
     """Stable id of a start edge (a view), private to ``owner`` when given."""
-    return "s" + hashlib.blake2b(repr((view, owner)).encode(), digest_size=10).hexdigest()
+    return "s" + hashlib.blake2b(_repr((view, owner)).encode(), digest_size=10).hexdigest()
+
+
+def _repr(x) -> str:
+    """``repr(x)`` of plain tuples of algebra objects, the objects' reprs cached (equal
+    objects have equal reprs; registering many subscriptions repeats them)."""
+    if type(x) is tuple:
+        parts = [_repr(i) for i in x]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    if x is None or type(x) is str:
+        return repr(x)
+    return _cached_repr(x)
+
+
+@lru_cache(maxsize=65536)
+def _cached_repr(x) -> str:
+    return repr(x)
 
 
 # ---------------------------------------------------------------- predicate analysis
