@@ -15,7 +15,8 @@ from streaming.registry import write_atomic
 
 @dataclass
 class BatchMetrics:
-    """What one micro-batch did. Times in milliseconds; ``match_ms`` sums the tasks' matching time."""
+    """What one micro-batch did. Times in milliseconds; ``match_ms``, ``index_ms``, ``read_ms``
+    (waiting for event records) and ``task_ms`` (whole tasks, producing included) sum over the tasks."""
 
     batch_id: int
     input_rows: int = 0
@@ -30,6 +31,8 @@ class BatchMetrics:
     valid_events_kept: int = 0
     match_ms: float = 0.0
     index_ms: float = 0.0
+    read_ms: float = 0.0
+    task_ms: float = 0.0
     batch_ms: float = 0.0
     changes_ms: float = 0.0
     retro_ms: float = 0.0
@@ -46,7 +49,8 @@ class BatchMetrics:
             f"batch={self.batch_id} rows={self.input_rows} events={self.events} "
             f"sub_changes={self.subscription_changes} rejected={self.rejected + self.event_errors} "
             f"expired={self.expired} matches={self.matches} retro={self.retro_matches} "
-            f"match_ms={self.match_ms:.1f} index_ms={self.index_ms:.1f} batch_ms={self.batch_ms:.0f} "
+            f"match_ms={self.match_ms:.1f} index_ms={self.index_ms:.1f} read_ms={self.read_ms:.0f} "
+            f"task_ms={self.task_ms:.0f} batch_ms={self.batch_ms:.0f} "
             f"(changes {self.changes_ms:.0f}, match+write {self.write_ms:.0f}) "
             f"version={self.registry_version} subs={self.subscriptions} "
             f"index_mb={self.index_bytes / 2**20:.1f}{' replay' if self.replay else ''}"

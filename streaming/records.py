@@ -207,7 +207,8 @@ def parse_event(value: bytes | None) -> tuple[dict[str, Any] | None, str | None]
     return obj, None
 
 
-_SCALARS = frozenset((str, int, float, bool))
+SCALARS = frozenset((str, int, float, bool))
+"""Types of the values of a flat event."""
 
 
 def flat_event(obj: dict[str, Any]) -> dict[str, Scalar]:
@@ -218,6 +219,6 @@ def flat_event(obj: dict[str, Any]) -> dict[str, Scalar]:
     arrays, ``null``, non-finite numbers) goes through ``flatten``.
     """
     types = set(map(type, obj.values()))
-    if types <= _SCALARS and (float not in types or all(math.isfinite(v) for v in obj.values() if type(v) is float)):
+    if types <= SCALARS and (float not in types or all(math.isfinite(v) for v in obj.values() if type(v) is float)):
         return obj
     return flatten(obj)
