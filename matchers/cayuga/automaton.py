@@ -78,7 +78,7 @@ class Start:
     def __init__(self, sid: str, view: View):
         self.id = sid
         self.view = view
-        self.fn = steps_fn(view.steps)
+        self.fn: StepsFn | None = steps_fn(view.steps)  # None: the event's attributes as they are
         self.cid = -1  # static conjunction id, -1 when there is none
         self.out = Out(())
         self.subs: set[str] = set()

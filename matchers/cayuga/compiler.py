@@ -175,6 +175,13 @@ def view_names(view: View) -> _Names:
     return names
 
 
+def view_is_static(view: View) -> bool:
+    """Whether ``view`` only filters, by conjunctions of static atoms: then an event
+    satisfying its static atoms is the view's record, unchanged."""
+    return all(kind == "filter" and all(_static_atom(p, A.BARE, _Names()) is not None for p in A.split_and(arg))
+               for kind, arg in view.steps)
+
+
 def view_static_atoms(view: View) -> list[tuple[str, str, object]]:
     """Static atoms ``(raw attribute, operator, constant)`` that every event of ``view``
     satisfies (a necessary condition; the view's steps remain the definition)."""

@@ -29,7 +29,7 @@ from matchers.errors import SubscriptionError
 
 from . import algebra as A
 from .automaton import Bucket, Inst, Node, Out, Start
-from .compiler import Chain, chains, node_key, start_key, view_static_atoms
+from .compiler import Chain, chains, node_key, start_key, view_is_static, view_static_atoms
 from .language import parse
 from .static import MatcherFilters, StaticFilters, tag
 
@@ -193,6 +193,8 @@ class Engine:
         start = Start(sid, c.start)
         atoms = view_static_atoms(c.start) if self.indexed else []
         start.cid = self._new_cid(start, c.start.stream, atoms)
+        if start.cid >= 0 and isinstance(self.static, StaticFilters) and view_is_static(c.start):
+            start.fn = None  # the engine's own static index decides alone
         if start.cid < 0:
             self._always.setdefault(c.start.stream, {})[sid] = start
         self.starts[sid] = start
@@ -383,7 +385,7 @@ class Engine:
         if always:
             starts.extend(always.values())
         for start in starts:
-            rec = start.fn(attrs, t0, t1)
+            rec = attrs if start.fn is None else start.fn(attrs, t0, t1)
             if rec is not None:
                 self._forward((start.out,), rec, t0, t1, (eid,), self.epoch, pending, outputs, raw=True)
         for args in pending:
