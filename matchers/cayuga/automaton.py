@@ -196,6 +196,7 @@ class Node:
         self.buckets: dict[tuple, Bucket] = {}
         self.deadline: float | None = None
         self.count = 0
+        self.group: Any = None  # the engine's index group of (stream, eq_attrs)
 
     def update_deadline(self) -> None:
         """The largest duration any forward edge of the node allows (``None``: unbounded).

@@ -212,8 +212,9 @@ class Engine:
         node = Node(nid, spec, self.indexed)
         gkey = (node.stream, node.eq_attrs)
         if gkey not in self._groups:
-            group = self._groups[gkey] = _Group(node.eq_attrs)
-            self._groups_of_stream.setdefault(node.stream, []).append(group)
+            self._groups[gkey] = _Group(node.eq_attrs)
+            self._groups_of_stream.setdefault(node.stream, []).append(self._groups[gkey])
+        node.group = self._groups[gkey]
         self.nodes[nid] = node
         return node
 
@@ -243,8 +244,7 @@ class Engine:
         bucket = node.buckets.get(k)
         if bucket is None:
             bucket = node.buckets[k] = Bucket()
-            group = self._groups[(node.stream, node.eq_attrs)]
-            group.active.setdefault(k, {})[node.id] = (node, bucket)
+            node.group.active.setdefault(k, {})[node.id] = (node, bucket)
         bucket.add(inst, sorted_bound)
         inst.alive = True
         node.count += 1
@@ -262,11 +262,11 @@ class Engine:
         self.instances -= 1
         if not len(bucket):
             del node.buckets[inst.key]
-            group = self._groups[(node.stream, node.eq_attrs)]
-            nodes = group.active[inst.key]
+            active = node.group.active
+            nodes = active[inst.key]
             del nodes[node.id]
             if not nodes:
-                del group.active[inst.key]
+                del active[inst.key]
 
     def next_expiry(self) -> int | None:
         """The last time at which the oldest bounded instance can still fire (``None``: none)."""
