@@ -453,9 +453,8 @@ class MatchJob:
         todo = [tuple(r) for r in ranges or () if r.topic == k.events_topic]
         if ranges is None:
             tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_partition, ctx=ctx), METRICS_DDL)
-        elif todo:  # one task per event range
-            tasks = self.spark.createDataFrame(self.spark.sparkContext.parallelize(todo, len(todo)), RANGE_DDL)
-            tasks = tasks.mapInArrow(partial(match_ranges, ctx=ctx), METRICS_DDL)
+        elif todo:  # a local relation: its rows reach the match tasks without a Python worker of their own
+            tasks = self.spark.createDataFrame(todo, RANGE_DDL).mapInArrow(partial(match_ranges, ctx=ctx), METRICS_DDL)
         v = sum_metrics(tasks.collect()) if ranges is None or todo else [0] * N_METRICS
         t3 = time.perf_counter()
         input_rows = len(rows) + v[M_EVENTS] + v[M_ERRORS]
