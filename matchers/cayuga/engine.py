@@ -157,14 +157,13 @@ class Engine:
         return sid, tuple(path)
 
     def _unlink_chain(self, sub: str, sid: str, path: tuple) -> None:
-        start = self.starts.get(sid)
-        if start is None:
-            return
         ids = [nid for nid, _ in path]
-        _drop(start.out, ids[0] if ids else None, sub)
-        start.subs.discard(sub)
-        if not start.subs:
-            self._delete_start(start)
+        start = self.starts.get(sid)  # None: another chain of ``sub`` shared it and removed it
+        if start is not None:
+            _drop(start.out, ids[0] if ids else None, sub)
+            start.subs.discard(sub)
+            if not start.subs:
+                self._delete_start(start)
         for k, (_nid, post) in enumerate(path):
             node = self.nodes.get(ids[k])
             if node is None:

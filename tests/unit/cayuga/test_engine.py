@@ -285,3 +285,15 @@ def test_constants_of_different_types_are_not_shared():
             "f": "FILTER{k = 1.0}(S) NEXT{$2.k != 1.0} S"}
     events = [A.Event(f"e{i}", "S", i, i, {"k": v}) for i, v in enumerate([True, 1, 1.0, True, 1, 0, True])]
     assert engine_matches(subs, events) == reference_matches(subs, events)
+
+
+def test_removing_a_union_sharing_its_start_frees_every_node():
+    """Chains of one subscription sharing a start: removing it unlinks all of them, and a
+    later subscription on the same prefix does not report to the removed one."""
+    eng = Engine()
+    eng.add("u", "(S NEXT{TRUE} A) UNION (S NEXT{TRUE} B)")
+    eng.remove("u")
+    assert not eng.nodes and not eng.starts
+    eng.add("v", "S NEXT{TRUE} B")
+    got = eng.run([A.Event("1", "S", 1, 1, {}), A.Event("2", "B", 2, 2, {})])
+    assert [m.sub_id for _, m in got] == ["v"]
