@@ -106,14 +106,15 @@ def cpu_by_kind() -> dict[str, float]:
     for pid, (ppid, _, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
     out = {"driver": 0.0, "jvm": 0.0, "python workers": 0.0, "broker": 0.0, "other": 0.0}
-    todo = [os.getpid()]
+    todo = [(os.getpid(), "driver")]
     while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
+        pid, parent_kind = todo.pop()
         _, cmd, cpu = procs.get(pid, (0, "", 0.0))
-        kind = ("driver" if pid == os.getpid() else "jvm" if "java" in cmd.split(" ")[0]
-                else "python workers" if "pyspark" in cmd else "broker" if "tansu" in cmd else "other")
+        kind = ("driver" if pid == os.getpid() else parent_kind if not cmd  # a zombie: its parent's kind
+                else "jvm" if "java" in cmd.split(" ")[0] else "python workers" if "pyspark" in cmd
+                else "broker" if "tansu" in cmd else "other")
         out[kind] += cpu
+        todo += [(child, kind) for child in children.get(pid, [])]
     return out
 
 
@@ -424,6 +425,17 @@ def render(record: dict) -> str:
             f" {s['match_us']:.1f} | {s['notify_us']:.1f} | {s['matches_per_event']:.2f} | {total:.1f} |"
             f" {r['source_read_per_s']:,.0f} | {r['task_match_s_sum']:.1f} / {r['batch_s_sum']:.1f} |"
         )
+    lines += ["", "CPU per event during the drain and the latency run, all processes of the run (this process,"
+              " Spark's JVM, its Python workers, the broker), in microseconds; load average (1 min) at the end of each:",
+              "", "| subscriptions | phase | driver | JVM | Python workers | broker | other | total | load |",
+              "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in record["runs"]:
+        for phase, cpu, load in (("drain", r.get("drain_cpu_us_per_event"), r.get("drain_load_average")),
+                                 ("latency", r["latency"].get("cpu_us_per_event"), r["latency"].get("load_average"))):
+            if cpu:
+                lines.append(f"| {r['n_subs']:,} | {phase} | {cpu['driver']:.0f} | {cpu['jvm']:.0f} |"
+                             f" {cpu['python workers']:.0f} | {cpu['broker']:.0f} | {cpu['other']:.0f} |"
+                             f" {cpu['total']:.0f} | {load[0]:.1f} |")
     lines += ["", record.get("analysis", ""), "", "![events per second](img/e2e.png)", ""]
     return "\n".join(lines)
 
