@@ -451,7 +451,7 @@ def plot(path: Path, params: dict, results: list[dict], names: list[str]) -> Non
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("stateful subscriptions")
-    ax.set_ylabel("events / s (one core)")
+    ax.set_ylabel("events per CPU second")
     ax.set_title(f"Cayuga engine, stock ticker ({params['symbols']} symbols)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
