@@ -172,7 +172,6 @@ class Node:
         self.spec = spec
         self.kind = spec.kind
         self.stream = spec.right.stream
-        self.view = spec.right
         self.view_fn = steps_fn(spec.right.steps) if spec.right.steps else None  # None: the event itself
         preds = node_preds(spec)
         # with the indexes, the static atoms are checked once per event and the
@@ -195,7 +194,6 @@ class Node:
         self.subs: set[str] = set()
         self.buckets: dict[tuple, Bucket] = {}
         self.deadline: float | None = None
-        self.count = 0
         self.group: Any = None  # the engine's index group of (stream, eq_attrs)
 
     def update_deadline(self) -> None:

@@ -246,7 +246,6 @@ class Engine:
             node.group.active.setdefault(k, {})[node.id] = (node, bucket)
         bucket.add(inst, sorted_bound)
         inst.alive = True
-        node.count += 1
         self.instances += 1
         if node.deadline is not None:
             self._heap_seq += 1
@@ -257,7 +256,6 @@ class Engine:
         bucket = node.buckets[inst.key]
         bucket.discard(inst)
         inst.alive = False
-        node.count -= 1
         self.instances -= 1
         if not len(bucket):
             del node.buckets[inst.key]
@@ -454,7 +452,6 @@ class Engine:
         """Drop every instance (the subscriptions stay)."""
         for node in self.nodes.values():
             node.buckets.clear()
-            node.count = 0
         for group in self._groups.values():
             group.active.clear()
         self._heap.clear()
