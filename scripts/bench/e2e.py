@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pyarrow as pa
 from tqdm import tqdm
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -180,6 +181,27 @@ def source_read_rate(spark, bootstrap: str, topic: str) -> float:
     t = time.perf_counter()
     n = df.count()
     return n / (time.perf_counter() - t)
+
+
+def _empty_task(batches):
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pylist([{"n": 1}])
+
+
+def spark_job_overhead(spark, jobs: int = 20) -> dict[str, float]:
+    """Wall time per job and CPU of an empty ``mapInArrow`` job of 2 tasks (what every micro-batch pays)."""
+    df = spark.createDataFrame([(0,), (1,)], "i int")
+    for _ in range(3):
+        df.mapInArrow(_empty_task, "n long").collect()
+    cpu0 = cpu_by_kind()
+    t = time.perf_counter()
+    for _ in range(jobs):
+        df.mapInArrow(_empty_task, "n long").collect()
+    wall = (time.perf_counter() - t) / jobs
+    cpu = cpu_delta(cpu0, jobs)
+    return {"wall_ms": 1e3 * wall, "python_cpu_ms_per_task": cpu["python workers"] / 1e3 / 2,
+            "jvm_cpu_ms": cpu["jvm"] / 1e3, "load": os.getloadavg()[0]}
 
 
 def spark_sql_matching(spark, subs, events: list[dict]) -> tuple[float, set[tuple[int, str]]]:
@@ -370,6 +392,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     sample = backlog[: args.cost_events]
     result["steps_us"], m = step_costs(subs, sample, args.matcher)
     result["source_read_per_s"] = source_read_rate(spark, bootstrap, topics["events"])
+    result["empty_job"] = spark_job_overhead(spark)
     sql_events = backlog[: max(10, args.sql_events * 100_000 // n_subs)]  # about the same joined rows per size
     sql_s, sql_matches = spark_sql_matching(spark, subs, sql_events)
     from matchers.events import flatten
@@ -425,6 +448,12 @@ def render(record: dict) -> str:
             f" {s['match_us']:.1f} | {s['notify_us']:.1f} | {s['matches_per_event']:.2f} | {total:.1f} |"
             f" {r['source_read_per_s']:,.0f} | {r['task_match_s_sum']:.1f} / {r['batch_s_sum']:.1f} |"
         )
+    for r in record["runs"]:
+        if "empty_job" in r:
+            j = r["empty_job"]
+            lines += ["", f"An empty `mapInArrow` job of 2 tasks (the fixed cost of every micro-batch), {r['n_subs']:,}"
+                      f" run: {j['wall_ms']:.0f} ms wall, {j['python_cpu_ms_per_task']:.0f} ms CPU per Python task,"
+                      f" {j['jvm_cpu_ms']:.0f} ms JVM CPU per job (load {j['load']:.1f})."]
     lines += ["", "CPU per event during the drain and the latency run, all processes of the run (this process,"
               " Spark's JVM, its Python workers, the broker), in microseconds; load average (1 min) at the end of each:",
               "", "| subscriptions | phase | driver | JVM | Python workers | broker | other | total | load |",
