@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from matchers.events import Dictionary, decode, encode, flatten
 
@@ -33,3 +37,24 @@ def test_attribute_cap_drops_unknown_attributes():
     d = Dictionary(max_attributes=1)
     batch = encode([{"a": 1.0, "b": 2.0}], d)
     assert batch.attrs.tolist() == [0] and d.attr_names == ["a"]
+
+
+_VALUES = st.one_of(st.integers(-5, 5), st.floats(-5, 5, allow_nan=False), st.booleans(), st.sampled_from(["IBM", "x", ""]))
+
+
+@given(st.lists(st.dictionaries(st.sampled_from("abcdefg"), _VALUES, max_size=7), max_size=12),
+       st.integers(1, 8), st.permutations("abcdefg"))
+def test_encode_equals_an_entry_by_entry_encoding(events, cap, known):
+    d = Dictionary(max_attributes=cap)
+    for name in known[:3]:  # some attributes (and a string code) exist before the batch
+        d.code(d.attr(name), "IBM")
+    batch = encode(events, d)
+    kept = [{k: v for k, v in e.items() if d.attr(k, create=False) >= 0} for e in events]
+    assert batch.offsets.tolist() == [0, *itertools.accumulate(len(e) for e in kept)]
+    for i, e in enumerate(kept):
+        lo, hi = batch.offsets[i], batch.offsets[i + 1]
+        assert batch.attrs[lo:hi].tolist() == sorted(d.attr(k) for k in e)
+        assert decode(batch, d, i) == {k: v if isinstance(v, (bool, str)) else float(v) for k, v in e.items()}
+        for j in range(lo, hi):
+            text = batch.strings[batch.texts[j]] if batch.texts[j] >= 0 else None
+            assert batch.codes[j] == (d.strings[batch.attrs[j]].get(text, -1) if text is not None else -1)
