@@ -568,9 +568,11 @@ class OpIndex(Matcher):
                                    self._b_start, self._b_len, self._g_off, self._rec, self._rec.view(np.float64))
         if missing:
             raise AssertionError(f"opindex: {missing} records to delete were not found")
-        used, holes = (int(v) for v in self._r_state)
-        if holes > max(self.compact_min_holes, used // 2):
-            size = max(1024, int(self._b_cap[: self._n_pivots].sum()) * 5 // 4)
+        # blocks only grow and deletes leave their capacity: compact (and fit the
+        # capacities) when holes and free capacity exceed half of the pool
+        used, live = int(self._r_state[0]), int(self._b_len[: self._n_pivots].sum())
+        if used - live > max(self.compact_min_holes, used // 2):
+            size = max(1024, (live + 4 * self._n_pivots) * 5 // 4)
             new = np.zeros(K.RW * size, dtype=np.int64)
             used = K.compact_records(self._b_start[: self._n_pivots], self._b_len, self._b_cap, self._rec, new)
             self._rec = new

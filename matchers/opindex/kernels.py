@@ -626,13 +626,15 @@ def delete_records(slot, entry, e_item, q_meta, q_val, width, b_start, b_len, g_
 
 @numba.njit(cache=True, nogil=True)
 def compact_records(b_start, b_len, b_cap, rec, new):
-    """Copy every block into a fresh pool ``new`` without holes; returns the used length."""
+    """Copy every block into a fresh pool ``new`` without holes, each block's capacity cut
+    to its length (at least 4); returns the used length."""
     used = 0
     for p in range(len(b_start)):
         s = b_start[p]
         for w in range(RW * b_len[p]):
             new[RW * used + w] = rec[RW * s + w]
         b_start[p] = used
+        b_cap[p] = max(4, b_len[p])
         used += b_cap[p]
     return used
 
