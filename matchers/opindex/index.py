@@ -29,7 +29,8 @@ entries for that subscription.
 Updates: an insert finds each item's segment and binary-searches its position
 (Lemma 5); a full segment moves to the end of the pool with twice its capacity
 (amortised O(1)); a delete removes the items and recomputes the touched signatures;
-the pool is compacted when holes exceed half of it.  Re-pivoting: every
+the pool is compacted (capacities fitted) when holes and free capacity exceed half
+of it.  Re-pivoting: every
 ``repivot_every`` events, entries whose pivot's event frequency exceeds
 ``repivot_gap`` are revisited, and one moves when another of its attributes (or
 clauses) is cheaper by more than ``repivot_gap`` *and* by a factor ``repivot_ratio``
@@ -146,7 +147,7 @@ class OpIndex(Matcher):
     """
 
     compact_min_holes = 1 << 16
-    """Pool holes tolerated before compaction, whatever the pool size."""
+    """Pool slots (holes and free capacity) tolerated before compaction, whatever the pool size."""
 
     def __init__(self, dictionary=None, segments: int = DEFAULT_SEGMENTS,
                  signature_bits: int = DEFAULT_SIGNATURE_BITS, normal_form: str = "dnf",
@@ -193,7 +194,7 @@ class OpIndex(Matcher):
         self._it_val = np.zeros(1024, dtype=np.float64)
         self._it_slot = np.zeros(1024, dtype=np.int32)
         self._it_w = np.zeros(1024, dtype=np.int8)
-        self._pool_state = np.zeros(2, dtype=np.int64)  # used, holes
+        self._pool_state = np.zeros(1, dtype=np.int64)  # used length of the item pool
         # the entry store (evaluate="entries"): a block of (signature, entry) records per
         # pivot slot, and each entry's items in clause order
         self._b_start = np.zeros(0, dtype=np.int64)
@@ -201,7 +202,7 @@ class OpIndex(Matcher):
         self._b_cap = np.zeros(0, dtype=np.int64)
         self._g_off = np.zeros(0, dtype=np.int64)  # N_GROUPS + 1 per pivot slot
         self._rec = np.zeros(K.RW * 1024, dtype=np.int64)  # records, K.RW words each
-        self._r_state = np.zeros(2, dtype=np.int64)  # used, holes
+        self._r_state = np.zeros(1, dtype=np.int64)  # used length of the record pool
         self._e_item = np.zeros(0, dtype=np.int64)
         self._e_nitem = np.zeros(0, dtype=np.int32)
         self._q = np.zeros(2048, dtype=np.int64)  # 2 words per item: meta, operand bits
@@ -519,18 +520,20 @@ class OpIndex(Matcher):
             raise AssertionError(f"opindex: {missing} items to delete were not found")
         K.resign(np.unique(lst), self._l_family, _VALUE_SIGNED, self.signature_bits, self.segments,
                  self._l_start, self._seg_off, self._l_sig, self._s_sig, self._it_ta, self._it_val.view(np.uint64))
-        used, holes = (int(v) for v in self._pool_state)
-        if holes > max(self.compact_min_holes, used // 2):
+        # lists only grow and deletes leave their capacity: compact (and fit the
+        # capacities) when holes and free capacity exceed half of the pool
+        used, live = int(self._pool_state[0]), int(self._l_len[: self._n_lists].sum())
+        if used - live > max(self.compact_min_holes, used // 2):
             self._compact()
 
     def _compact(self) -> None:
-        size = max(1024, int(self._l_cap[: self._n_lists].sum()) * 5 // 4)
+        size = max(1024, (int(self._l_len[: self._n_lists].sum()) + 4 * self._n_lists) * 5 // 4)
         new = (np.zeros(size, np.int32), np.zeros(size, np.float64), np.zeros(size, np.int32),
                np.zeros(size, np.int8))
         used = K.compact(self._l_start[: self._n_lists], self._l_len, self._l_cap, self._it_ta, self._it_val,
                          self._it_slot, self._it_w, *new)
         self._it_ta, self._it_val, self._it_slot, self._it_w = new
-        self._pool_state[:] = (used, 0)
+        self._pool_state[0] = used
 
     def _store_entries(self, rows: _Rows) -> None:
         """Append the new entries' items to the item pool, then insert the records."""
@@ -576,7 +579,7 @@ class OpIndex(Matcher):
             new = np.zeros(K.RW * size, dtype=np.int64)
             used = K.compact_records(self._b_start[: self._n_pivots], self._b_len, self._b_cap, self._rec, new)
             self._rec = new
-            self._r_state[:] = (used, 0)
+            self._r_state[0] = used
         if self._q_holes > max(self.compact_min_holes, self._q_used // 2):
             self._compact_items()
 

@@ -124,7 +124,7 @@ def insert_items(start, lst, seg, ta, val, slot, weight, bit, segments,
     O(log eta) to find the place in it, then the list's tail shifts by one).
 
     A full list moves to the pool's end with twice its capacity (amortised O(1));
-    ``state[0]`` is the pool's used length, ``state[1]`` the capacity left in holes.
+    ``state[0]`` is the pool's used length.
     Returns the index of the first item not inserted (the pool is full), or ``len``.
     """
     pool = len(it_ta)
@@ -143,7 +143,6 @@ def insert_items(start, lst, seg, ta, val, slot, weight, bit, segments,
                 it_val[s1 + j] = it_val[s0 + j]
                 it_slot[s1 + j] = it_slot[s0 + j]
                 it_w[s1 + j] = it_w[s0 + j]
-            state[1] += l_cap[k]
             l_start[k] = s1
             l_cap[k] = cap
             state[0] += cap
@@ -223,7 +222,8 @@ def resign(lists, l_family, value_signed, width, segments, l_start, seg_off, l_s
 
 @numba.njit(cache=True, nogil=True)
 def compact(l_start, l_len, l_cap, it_ta, it_val, it_slot, it_w, new_ta, new_val, new_slot, new_w):
-    """Copy every list into fresh pool arrays without holes; returns the used length."""
+    """Copy every list into fresh pool arrays without holes, each list's capacity cut to
+    its length (at least 4); returns the used length."""
     used = 0
     for k in range(len(l_start)):
         s = l_start[k]
@@ -233,6 +233,7 @@ def compact(l_start, l_len, l_cap, it_ta, it_val, it_slot, it_w, new_ta, new_val
             new_slot[used + j] = it_slot[s + j]
             new_w[used + j] = it_w[s + j]
         l_start[k] = used
+        l_cap[k] = max(4, l_len[k])
         used += l_cap[k]
     return used
 
@@ -567,7 +568,7 @@ def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, b_st
     """Insert the records of ``(slot, entry)`` pairs ``start:`` into their pivot blocks, in
     ``(key, entry)`` order within their group (a binary search, then the block's tail
     shifts by one).  A full block moves to the pool's end with twice its capacity;
-    ``state`` is ``[used, holes]`` in records.  Returns the index of the first record not
+    ``state[0]`` is the pool's used length in records.  Returns the index of the first record not
     inserted (the pool is full), or ``len``."""
     pool = len(rec) // RW
     for i in range(start, len(slot)):
@@ -581,7 +582,6 @@ def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, b_st
             s1 = state[0]
             for j in range(n):
                 _move_record(s0 + j, s1 + j, rec)
-            state[1] += b_cap[p]
             b_start[p] = s1
             b_cap[p] = cap
             state[0] += cap
