@@ -11,7 +11,10 @@ Run ``python -m scripts.bench.opindex [--quick]``; results go to
 ``docs/bench/opindex.json``, tables to ``docs/opindex.md`` (between the bench
 markers) and plots to ``docs/img/opindex-*.png``; ``--quick`` (about two minutes on
 a quiet machine) writes ``docs/bench/opindex-quick.json`` and
-``docs/img/opindex-quick-*.png`` and prints its tables.
+``docs/img/opindex-quick-*.png`` and prints its tables.  ``--goal [--n-subs 1000000
+--rounds 15]`` measures only the issue's goals (counting, OpIndex, OpIndex-paper and the
+k-index built in one process, matched in interleaved rounds) into
+``docs/bench/opindex-goal.json``.
 """
 
 from __future__ import annotations
@@ -411,6 +414,83 @@ def write_markdown(text: str, path: Path) -> None:
     path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
 
 
+GOAL_MATCHERS = ("counting", "opindex", "opindex-paper", "kindex")
+
+
+def goal(n_subs: int, n_events: int, rounds: int, d: int | None = None,
+         names: tuple[str, ...] = GOAL_MATCHERS) -> dict:
+    """The issue's goals in one process: build every matcher on Table 3 (``d`` defaults
+    to N/50, the defaults' ratio), check that they agree, then time ``rounds``
+    interleaved rounds matching the same events with each in turn (a change of load
+    hits all of them alike); CPU time, min and median per matcher."""
+    import os
+    import statistics
+
+    import numba
+
+    numba.set_num_threads(1)
+    d = d or max(1, n_subs // 50)
+    load_before = os.getloadavg()
+    t0 = time.time()
+    w = table3(n_subs, n_events, d=d)
+    workload = {**TABLE3, "n_subs": n_subs, "n_events": n_events, "d": d}
+    print(f"Table 3: {workload}; generated in {time.time() - t0:.0f} s; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {load_before}", flush=True)
+    matchers, batches, built, reference = {}, {}, {}, None
+    for name in names:
+        gc.collect()
+        matcher = create(name)
+        t0 = time.process_time()
+        matcher.add(w.subscriptions)
+        if hasattr(matcher, "build"):
+            matcher.build()  # the k-index is static: its build is its insertion
+        build_s = time.process_time() - t0
+        batches[name] = matcher.encode(w.events)
+        matcher.match(matcher.encode(w.events[:10]))  # compile outside the timing
+        moved = 0
+        if hasattr(matcher, "repivot"):
+            matcher.match(batches[name])
+            moved = matcher.repivot()  # settle the pivots on the observed events, as measure() does
+        ids = matcher.match_ids(batches[name])
+        reference = reference or ids
+        if ids != reference:
+            raise AssertionError(f"{name} does not return the matches of {names[0]}")
+        matchers[name] = matcher
+        built[name] = {"build_us_per_sub": 1e6 * build_s / n_subs, "memory_mb": matcher.memory_bytes() / 2**20,
+                       "matches_per_event": sum(map(len, ids)) / n_events, "repivoted": moved}
+        print(f"{name:14s} build {built[name]['build_us_per_sub']:6.1f} us/sub CPU; memory "
+              f"{built[name]['memory_mb']:7.1f} MB; {built[name]['matches_per_event']:.2f} matches/event; "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    loads = []
+    for _ in range(rounds):
+        for name in names:
+            t0 = time.process_time()
+            matchers[name].match(batches[name])
+            times[name].append(1e6 * (time.process_time() - t0) / n_events)
+        loads.append(os.getloadavg()[0])
+    results = {name: {**built[name], "match_us_per_event_min": min(times[name]),
+                      "match_us_per_event_median": statistics.median(times[name]), "rounds_us": times[name]}
+               for name in names}
+    print(f"matching, CPU us/event, {rounds} interleaved rounds (load {min(loads):.1f}-{max(loads):.1f}):")
+    for name in names:
+        r = results[name]
+        print(f"  {name:14s} min {r['match_us_per_event_min']:7.2f}  median {r['match_us_per_event_median']:7.2f}")
+    ratios = {}
+    for base, target in (("counting", 3.0), ("kindex", 10.0)):
+        if base in results and "opindex" in results:
+            ratio = {s: results[base][f"match_us_per_event_{s}"] / results["opindex"][f"match_us_per_event_{s}"]
+                     for s in ("min", "median")}
+            ratios[f"{base}/opindex"] = {**ratio, "target": target, "met": ratio["min"] >= target}
+            print(f"  {base}/opindex: min {ratio['min']:.2f}x, median {ratio['median']:.2f}x (target {target:g}x)")
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": _cpus(), "platform": platform.platform()},
+        "workload": workload, "rounds": rounds, "load_before": load_before, "load_after": os.getloadavg(),
+        "load_during": [min(loads), max(loads)], "results": results, "goals": ratios,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, about a minute or two")
@@ -420,7 +500,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--axes", default=",".join(AXES),
                         help=f"comma-separated experiments to (re)run, the others are kept from --out "
                              f"(default: all of {','.join(AXES)})")
+    parser.add_argument("--goal", action="store_true",
+                        help="only the goals: counting, opindex, opindex-paper and kindex built in one process and "
+                             "timed in interleaved rounds (writes docs/bench/opindex-goal.json unless --out)")
+    parser.add_argument("--n-subs", type=int, default=TABLE3["n_subs"], help="--goal: subscriptions")
+    parser.add_argument("--d", type=int, default=None, help="--goal: attributes (default N/50)")
+    parser.add_argument("--n-events", type=int, default=2000, help="--goal: events")
+    parser.add_argument("--rounds", type=int, default=15, help="--goal: interleaved rounds")
     args = parser.parse_args(argv)
+    if args.goal:
+        data = goal(args.n_subs, args.n_events, args.rounds, args.d)
+        out = args.out or ROOT / "docs" / "bench" / "opindex-goal.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=1, default=float))
+        print(f"results: {out}", file=sys.stderr)
+        return 0
     axes = tuple(a for a in args.axes.split(",") if a)
     unknown = sorted(set(axes) - set(AXES))
     if unknown:
