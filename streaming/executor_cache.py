@@ -10,6 +10,7 @@ behind, rebuilds from the latest snapshot plus the deltas after it.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -75,6 +76,7 @@ def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
         raise
     entry.version = spec.version
     entry.catchups += 1
+    gc.freeze()
     return True
 
 
@@ -89,6 +91,7 @@ def index_for(spec: IndexSpec) -> CachedIndex:
     _CACHE.pop(spec.key, None)  # free the old index before building the new one
     entry = CachedIndex(build(spec), spec.version, rebuilds)
     _CACHE[spec.key] = entry
+    gc.freeze()  # the index's objects live on: keep full collections from scanning them (~3 s per 1M subscriptions)
     return entry
 
 
