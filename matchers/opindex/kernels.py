@@ -445,9 +445,11 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
 # group ``g`` at ``b_start[p] + g_off[p * 5 + g]`` up to the next one, each sorted by
 # ``(key, entry)``.  Record ``r`` is 32 bytes, words ``4 r .. 4 r + 3`` of one pool seen
 # as int64 (``rec``) and float64 (``rec_f``): the key (float), the signature of the typed
-# attributes the entry needs, the entry, and ``sub << 2 | kind + 1`` with the
-# subscription key and the pivot predicate's kind when that predicate (a single item) is
-# the whole entry (else -1); all derived from the entry's items by :func:`_entry_keys`.
+# attributes the entry needs, ``entry << 32 | second + 1`` with a typed attribute
+# ``second`` the entry needs besides the pivot's (-1: none; checked exactly before the
+# items are read), and ``sub << 2 | kind + 1`` with the subscription key and the pivot
+# predicate's kind when that predicate (a single item) is the whole entry (else -1); all
+# derived from the entry's items by :func:`_entry_keys`.
 # An entry's items start at item ``e_item[entry]`` and run up to the one marked
 # ``END_ENTRY``.  Item ``q`` is 16 bytes, two words of one pool seen through two views:
 # ``q_meta[2 q]`` packs its typed attribute, family, weight and end mark
@@ -470,7 +472,7 @@ def item_meta(ta: np.ndarray, family: np.ndarray, weight: np.ndarray, end: np.nd
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _entry_keys(q, q_meta, q_val, width):
-    """``(group, key, sig, kind)`` of the entry whose items start at ``q``.
+    """``(group, key, sig, kind, second)`` of the entry whose items start at ``q``.
 
     ``sig`` has a bit per clause whose items are all on one typed attribute (a predicate
     holds only on a present value of its type).  The first clause (the pivot's) holds
@@ -478,7 +480,8 @@ def _entry_keys(q, q_meta, q_val, width):
     ``=``, ``<=``, ``>=`` on one attribute, the pivot's value must lie in their hull
     ``[lo, hi]``: the group is ``G_EQ`` (lo = hi), ``G_GE`` (key lo), ``G_LE`` (key hi)
     or, with no bound, ``G_ANY``.  ``kind`` is the pivot predicate's kind when its single
-    item is the whole entry, else -1.
+    item is the whole entry, else -1.  ``second`` is the typed attribute of the first
+    other clause whose items are all on one typed attribute, else -1.
     """
     s = np.int64(0)
     lo = np.inf
@@ -487,6 +490,7 @@ def _entry_keys(q, q_meta, q_val, width):
     first = True
     ta_c = q_meta[2 * q] >> 8
     same = True
+    second = -1
     q0 = q
     while True:
         meta = q_meta[2 * q]
@@ -504,6 +508,8 @@ def _entry_keys(q, q_meta, q_val, width):
         if end >= END_CLAUSE:
             if same and width > 0:
                 s |= np.int64(1) << signature_bit(ta_c, np.uint64(0), False, width)
+            if same and not first and second < 0:
+                second = ta_c
             if first and not same:
                 hull = False
             first = False
@@ -520,14 +526,14 @@ def _entry_keys(q, q_meta, q_val, width):
     elif hull and hi < np.inf:
         group, key = G_LE, hi
     kind = (q_meta[2 * q0] >> 8) % 3 if group != G_ANY and q == q0 else -1
-    return group, key, s, kind
+    return group, key, s, kind, second
 
 
 @numba.njit(cache=True, nogil=True)
-def entry_keys(first, q_meta, q_val, width, group, key, sig, kind):
+def entry_keys(first, q_meta, q_val, width, group, key, sig, kind, second):
     """:func:`_entry_keys` of the entries whose items start at ``first``."""
     for i in range(len(first)):
-        group[i], key[i], sig[i], kind[i] = _entry_keys(first[i], q_meta, q_val, width)
+        group[i], key[i], sig[i], kind[i], second[i] = _entry_keys(first[i], q_meta, q_val, width)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -536,7 +542,7 @@ def _record_pos(rec, rec_f, lo, hi, key, entry):
     while lo < hi:
         mid = (lo + hi) >> 1
         k = rec_f[RW * mid]
-        if k < key or (k == key and rec[RW * mid + 2] < entry):
+        if k < key or (k == key and rec[RW * mid + 2] >> 32 < entry):
             lo = mid + 1
         else:
             hi = mid
@@ -587,13 +593,13 @@ def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, b_st
             state[0] += cap
         base = b_start[p]
         go = p * (N_GROUPS + 1)
-        group, key, sig, kind = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
+        group, key, sig, kind, second = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
         pos = _record_pos(rec, rec_f, base + g_off[go + group], base + g_off[go + group + 1], key, entry[i])
         for j in range(base + n, pos, -1):
             _move_record(j - 1, j, rec)
         rec_f[RW * pos] = key
         rec[RW * pos + 1] = sig
-        rec[RW * pos + 2] = entry[i]
+        rec[RW * pos + 2] = (np.int64(entry[i]) << 32) | (second + 1)
         rec[RW * pos + 3] = (np.int64(e_key[entry[i]]) << 2) | (kind + 1)
         for g in range(group + 1, N_GROUPS + 1):
             g_off[go + g] += 1
@@ -610,10 +616,10 @@ def delete_records(slot, entry, e_item, q_meta, q_val, width, b_start, b_len, g_
         p = slot[i]
         base = b_start[p]
         go = p * (N_GROUPS + 1)
-        group, key, _, _ = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
+        group, key, _, _, _ = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
         end = base + g_off[go + group + 1]
         pos = _record_pos(rec, rec_f, base + g_off[go + group], end, key, entry[i])
-        if pos == end or rec[RW * pos + 2] != entry[i]:
+        if pos == end or rec[RW * pos + 2] >> 32 != entry[i]:
             missing += 1
             continue
         for j in range(pos, base + b_len[p] - 1):
@@ -648,7 +654,8 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
     records of each group whose pivot predicate can hold (all of ``G_ANY``); of those,
     the records whose signature is a subset of the event's (every typed attribute the
     entry needs may be present) remain.  One whose entry is its pivot predicate alone,
-    of the value's kind, matches at once; the others have their entry evaluated clause by
+    of the value's kind, matches at once; the others, if their ``second`` typed attribute
+    is in the event, have their entry evaluated clause by
     clause, each item looking its typed attribute up in ``ev_pos`` (a scratch array over
     typed attributes filled with -1), until a clause fails.  Returns ``(offsets,
     keys)``; keys are sorted and distinct per event.
@@ -699,7 +706,11 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                     if sub & 3 == kind1:
                         out_keys, n_out = _push(out_keys, n_out, sub >> 2)
                         continue
-                    q = e_item[rec[RW * r + 2]]
+                    w2 = rec[RW * r + 2]
+                    second = (w2 & 0xFFFFFFFF) - 1
+                    if second >= 0 and (second >= n_ta or ev_pos[second] < 0):
+                        continue
+                    q = e_item[w2 >> 32]
                     acc = 0
                     held = False
                     while True:

@@ -87,23 +87,25 @@ def check_structure(m: OpIndex) -> None:
 
 def check_entry_store(m: OpIndex) -> None:
     """Blocks sorted by entry, one record per (pivot, live entry) with the entry's needed
-    signature, items ending where the entry says, holes counted."""
+    signature and second typed attribute, items ending where the entry says, holes counted."""
     records = set()
     for p in range(m._n_pivots):
         start, n = int(m._b_start[p]), int(m._b_len[p])
         assert 0 <= n <= m._b_cap[p]
         rec = m._rec[K.RW * start: K.RW * (start + n)].reshape(n, K.RW)
-        ents = rec[:, 2].tolist()
+        ents = (rec[:, 2] >> 32).tolist()
         assert len(set(ents)) == n
-        group, key, sig, kind = np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64)
-        K.entry_keys(m._e_item[rec[:, 2]], m._q, m._q.view(np.float64), m.signature_bits, group, key, sig, kind)
+        group, key, sig, kind, second = (np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
+                                         np.zeros(n, np.int64), np.zeros(n, np.int64))
+        K.entry_keys(m._e_item[ents], m._q, m._q.view(np.float64), m.signature_bits, group, key, sig, kind, second)
         offs = m._g_off[p * (K.N_GROUPS + 1): (p + 1) * (K.N_GROUPS + 1)].tolist()
         assert offs[0] == 0 and offs[-1] == n and group.tolist() == sorted(group.tolist())
         assert [int(np.searchsorted(group, g)) for g in range(K.N_GROUPS)] == offs[:-1]
         keys = list(zip(group.tolist(), key.tolist(), ents, strict=True))
         assert keys == sorted(keys)
         assert (rec[:, 0].view(np.float64) == key).all() and (rec[:, 1] == sig).all()
-        assert (rec[:, 3] == (m._e_key[rec[:, 2]].astype(np.int64) << 2 | (kind + 1))).all()
+        assert ((rec[:, 2] & 0xFFFFFFFF) == second + 1).all()
+        assert (rec[:, 3] == (m._e_key[ents].astype(np.int64) << 2 | (kind + 1))).all()
         records.update((p, e) for e in ents)
     expected = {(int(m._pivot_slot[p]), e) for e, (_, pivots, _, _) in m._entry_info.items() for p in pivots}
     assert records == expected
