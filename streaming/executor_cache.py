@@ -11,6 +11,8 @@ behind, rebuilds from the latest snapshot plus the deltas after it.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -58,6 +60,25 @@ def build(spec: IndexSpec) -> Matcher:
     return matcher
 
 
+@contextmanager
+def long_lived() -> Iterator[None]:
+    """Build long-lived objects without garbage collection, then freeze them out of it.
+
+    A full collection scans every tracked object (about 3 s with 1,000,000 subscriptions
+    held): none runs while the objects are made, one collects the garbage made since the
+    last freeze (frozen objects are not scanned), and later ones skip what is frozen.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()
+        gc.freeze()
+
+
 def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
     """Try to move ``entry`` forward to ``spec.version``; False if it must be rebuilt."""
     if entry.version > spec.version or spec.version - entry.version > spec.max_catchup:
@@ -70,13 +91,13 @@ def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
         except RegistryError:
             return False
     try:
-        apply(entry.matcher, shipped)
+        with long_lived():
+            apply(entry.matcher, shipped)
     except BaseException:
         _CACHE.pop(spec.key, None)  # half-applied: never serve it again
         raise
     entry.version = spec.version
     entry.catchups += 1
-    gc.freeze()
     return True
 
 
@@ -89,9 +110,9 @@ def index_for(spec: IndexSpec) -> CachedIndex:
         return entry
     rebuilds = entry.rebuilds + 1 if entry is not None else 1
     _CACHE.pop(spec.key, None)  # free the old index before building the new one
-    entry = CachedIndex(build(spec), spec.version, rebuilds)
+    with long_lived():
+        entry = CachedIndex(build(spec), spec.version, rebuilds)
     _CACHE[spec.key] = entry
-    gc.freeze()  # the index's objects live on: keep full collections from scanning them (~3 s per 1M subscriptions)
     return entry
 
 

@@ -23,12 +23,12 @@ DataFrame instead. The driver never reads events.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -40,7 +40,7 @@ from matchers.base import create
 from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import Settings
-from streaming.executor_cache import IndexSpec, index_for
+from streaming.executor_cache import IndexSpec, index_for, long_lived
 from streaming.kafka import offsets
 from streaming.kafka.config import config_client_kwargs
 from streaming.kafka.fetch import read_range
@@ -406,8 +406,8 @@ class MatchJob:
         self.client_config = client_config
         self.parse = parse or default_parser()
         m = settings.match
-        self.registry = Registry(settings.registry_dir, m.snapshot_every, m.snapshots_kept, m.max_catchup_versions)
-        gc.freeze()
+        with long_lived():
+            self.registry = Registry(settings.registry_dir, m.snapshot_every, m.snapshots_kept, m.max_catchup_versions)
         self.validity = ValidityStore(settings.validity_dir)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.producer = config_client_kwargs(client_config, "producer")
@@ -434,9 +434,8 @@ class MatchJob:
                     .select("key", "value", "topic", "partition", "offset").collect()]
         else:
             rows = read_records(self.consumer, [r for r in ranges if r.topic == k.subscriptions_topic])
-        outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time())
-        if outcome.delta is not None and not outcome.replay:
-            gc.freeze()  # the registry lives on: keep full collections from scanning it (~3 s per 1M subscriptions)
+        with long_lived() if rows else nullcontext():  # the registry's new subscriptions live on
+            outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time())
         t1 = time.perf_counter()
         version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
         retro = retro_notifications(

@@ -90,3 +90,19 @@ def test_same_version_is_served_from_cache(tmp_path):
     a = index_for(IndexSpec(str(tmp_path), "counting", 1))
     b = index_for(IndexSpec(str(tmp_path), "counting", 1))
     assert a is b and a.rebuilds == 1 and a.catchups == 0
+
+
+def test_long_lived_freezes_what_it_builds_and_restores_collection():
+    import gc
+
+    from streaming.executor_cache import long_lived
+
+    assert gc.isenabled()
+    before = gc.get_freeze_count()
+    try:
+        with long_lived():
+            assert not gc.isenabled()
+            kept = [[i] for i in range(1000)]  # lists are tracked by the collector
+        assert gc.isenabled() and gc.get_freeze_count() >= before + len(kept)
+    finally:
+        gc.unfreeze()
