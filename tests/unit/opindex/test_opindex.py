@@ -321,3 +321,14 @@ def test_entry_store_prefers_equality_pivots_on_frequency_ties():
     assert all(lists.pivot_of(s.id) == [(min(f"e{i}", f"r{i}", key=lists.dictionary.attr),)] for i, s in enumerate(subs))
     evs = [{f"r{i}": float(i % 7), f"e{i}": float(i % 2)} for i in range(20)]
     check(entries, {s.id: s for s in subs}, evs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=5), st.lists(st.integers(0, 2**31 - 1) | st.integers(0, 300), max_size=120))
+def test_sort_unique(head, keys):
+    """The counting pass + insertion sort of the match kernels: sorted, repeats dropped,
+    the keys before ``first`` untouched (the array grows when its tail is short)."""
+    arr = np.array(head + keys, dtype=np.int32)
+    out, end = K._sort_unique(arr, len(head), len(arr), np.empty((1 << K.RADIX_BITS) + 1, np.int64))
+    assert out[: len(head)].tolist() == head
+    assert out[len(head): end].tolist() == sorted(set(keys))
