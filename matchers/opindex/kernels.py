@@ -586,9 +586,19 @@ def _record_pos(rec, rec_f, lo, hi, key, entry):
     return lo
 
 
+LINEAR_SCAN = 64
+"""Ranges of at most this many records are searched linearly: sequential lines are
+prefetched, where a binary search waits for each of its misses (at N = 1M, Table 3:
+12.2 -> 9.1 us/event with every range scanned, 10.8 with 32)."""
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _key_pos(rec_f, lo, hi, key, strict):
     """First record in ``[lo, hi)`` whose key is not less than (``strict``: greater than) ``key``."""
+    if hi - lo <= LINEAR_SCAN:
+        while lo < hi and (rec_f[RW * lo] < key or (strict and rec_f[RW * lo] == key)):
+            lo += 1
+        return lo
     while lo < hi:
         mid = (lo + hi) >> 1
         k = rec_f[RW * mid]

@@ -332,3 +332,14 @@ def test_sort_unique(head, keys):
     out, end = K._sort_unique(arr, len(head), len(arr), np.empty((1 << K.RADIX_BITS) + 1, np.int64))
     assert out[: len(head)].tolist() == head
     assert out[len(head): end].tolist() == sorted(set(keys))
+
+
+def test_large_pivot_groups_are_searched():
+    """Groups longer than ``LINEAR_SCAN`` records take the binary search, shorter ones
+    the linear scan: both agree with the oracle at the groups' edges."""
+    rng = random.Random(5)
+    n = 3 * K.LINEAR_SCAN
+    subs = [Subscription.of(f"s{i}{op}", pred("x", op, rng.randrange(n))) for i in range(n) for op in ("=", "<=", ">=")]
+    m = make("opindex")
+    m.add(subs)
+    check(m, {s.id: s for s in subs}, [{"x": v} for v in (-1, 0, 1, n // 2, n - 1, n, 0.5)])
