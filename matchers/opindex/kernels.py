@@ -586,10 +586,11 @@ def _record_pos(rec, rec_f, lo, hi, key, entry):
     return lo
 
 
-LINEAR_SCAN = 64
+LINEAR_SCAN = 128
 """Ranges of at most this many records are searched linearly: sequential lines are
-prefetched, where a binary search waits for each of its misses (at N = 1M, Table 3:
-12.2 -> 9.1 us/event with every range scanned, 10.8 with 32)."""
+prefetched, where a binary search waits for each of its misses (at N = 1M, Table 3,
+us/event: 12.2 all binary, 10.8 linear up to 32 records, 10.4 up to 64, 9.1 up to 128,
+9.5 up to 256, 9.1-9.3 all linear)."""
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
