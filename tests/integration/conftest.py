@@ -15,6 +15,7 @@ import pytest
 
 from streaming.kafka.admin import ensure_topics
 from streaming.kafka.broker import EmbeddedBroker
+from streaming.kafka.fetch import close_consumers
 
 BOOTSTRAP_ENV = "PUBSUB_BOOTSTRAP_SERVERS"
 
@@ -39,6 +40,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     log_path = tmp_path_factory.mktemp("broker") / "tansu.log"
     with EmbeddedBroker(log_path=log_path) as broker:
         yield broker
+        close_consumers()  # this process's cached readers go before their broker does
 
 
 @pytest.fixture(scope="session")
