@@ -72,12 +72,10 @@ def kindex_postings(workload: dict) -> float:
 
 
 # -- measuring ----------------------------------------------------------------------------
-def measure(name: str, w: Workload, repeats: int = 5) -> dict:
-    """Insert ``w``'s subscriptions into a new matcher and time matching its events.
-
-    Times are CPU seconds of this process (the machine is shared: wall time would
-    charge other jobs' load to whichever matcher ran during it); matching is the best
-    of ``repeats`` passes over the events."""
+def prepared(name: str, w: Workload) -> tuple:
+    """A new matcher holding ``w``'s subscriptions, ready to time: ``(matcher, encoded
+    events, insertion CPU seconds, entries re-pivoted)``.  Compilation and re-pivoting
+    on the observed events happen here, outside any timing."""
     gc.collect()
     matcher = create(name)
     t0 = time.process_time()
@@ -86,12 +84,21 @@ def measure(name: str, w: Workload, repeats: int = 5) -> dict:
         matcher.build()  # the k-index is static: its build is its insertion
     insert_s = time.process_time() - t0
     batch = matcher.encode(w.events)
-    warm = matcher.encode(w.events[:10])
-    matcher.match(warm)  # compile (numba caches) outside the timing
+    matcher.match(matcher.encode(w.events[:10]))  # compile (numba caches) outside the timing
     moved = 0
     if hasattr(matcher, "repivot"):
         matcher.match(batch)
         moved = matcher.repivot()  # settle the pivots on the observed event stream
+    return matcher, batch, insert_s, moved
+
+
+def measure(name: str, w: Workload, repeats: int = 5) -> dict:
+    """Insert ``w``'s subscriptions into a new matcher and time matching its events.
+
+    Times are CPU seconds of this process (the machine is shared: wall time would
+    charge other jobs' load to whichever matcher ran during it); matching is the best
+    of ``repeats`` passes over the events."""
+    matcher, batch, insert_s, moved = prepared(name, w)
     best = float("inf")
     matches = 0
     for _ in range(repeats):
@@ -438,19 +445,7 @@ def goal(n_subs: int, n_events: int, rounds: int, d: int | None = None,
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {load_before}", flush=True)
     matchers, batches, built, reference = {}, {}, {}, None
     for name in names:
-        gc.collect()
-        matcher = create(name)
-        t0 = time.process_time()
-        matcher.add(w.subscriptions)
-        if hasattr(matcher, "build"):
-            matcher.build()  # the k-index is static: its build is its insertion
-        build_s = time.process_time() - t0
-        batches[name] = matcher.encode(w.events)
-        matcher.match(matcher.encode(w.events[:10]))  # compile outside the timing
-        moved = 0
-        if hasattr(matcher, "repivot"):
-            matcher.match(batches[name])
-            moved = matcher.repivot()  # settle the pivots on the observed events, as measure() does
+        matcher, batches[name], build_s, moved = prepared(name, w)
         ids = matcher.match_ids(batches[name])
         reference = reference or ids
         if ids != reference:
