@@ -8,10 +8,12 @@ dense integer keys (reused after removal) that the kernels work with.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import importlib.util
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -32,6 +34,19 @@ class Matches(NamedTuple):
     @property
     def total(self) -> int:
         return int(self.offsets[-1])
+
+
+@contextlib.contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector: a bulk insert creates millions of long-lived
+    objects, and each full collection it would trigger rescans the whole heap."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Matcher(ABC):
@@ -58,26 +73,27 @@ class Matcher(ABC):
     # -- public API -------------------------------------------------------------
     def add(self, subscriptions: Iterable[Subscription]) -> None:
         """Insert subscriptions; one whose id is already present is replaced."""
-        subs = list({s.id: s for s in subscriptions}.values())
-        self.remove(s.id for s in subs if s.id in self._key_of)
-        entries = []
-        for sub in subs:
-            for conj in sub.conjunctions:
-                for p in conj:
-                    self._register_operands(p)
-            key = self._free.pop() if self._free else len(self._subs)
-            if key == len(self._subs):
-                self._subs.append(sub)
-            else:
-                self._subs[key] = sub
-            self._key_of[sub.id] = key
-            entries.append((key, sub))
-        if entries:
-            try:
-                self._insert(entries)
-            except BaseException:
-                self._unassign(entries)
-                raise
+        with no_cyclic_gc():
+            subs = list({s.id: s for s in subscriptions}.values())
+            self.remove(s.id for s in subs if s.id in self._key_of)
+            entries = []
+            for sub in subs:
+                for conj in sub.conjunctions:
+                    for p in conj:
+                        self._register_operands(p)
+                key = self._free.pop() if self._free else len(self._subs)
+                if key == len(self._subs):
+                    self._subs.append(sub)
+                else:
+                    self._subs[key] = sub
+                self._key_of[sub.id] = key
+                entries.append((key, sub))
+            if entries:
+                try:
+                    self._insert(entries)
+                except BaseException:
+                    self._unassign(entries)
+                    raise
 
     def _unassign(self, entries: list[tuple[int, Subscription]]) -> None:
         """Give back the keys of an insert that failed (the index must be left unchanged by it)."""

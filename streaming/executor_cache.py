@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from matchers.base import Matcher, create
+from matchers.base import Matcher, create, no_cyclic_gc
 from streaming.registry import Delta, RegistryError, load_state, net_changes, read_deltas
 
 
@@ -68,13 +68,10 @@ def long_lived() -> Iterator[None]:
     held): none runs while the objects are made, one collects the garbage made since the
     last freeze (frozen objects are not scanned), and later ones skip what is frozen.
     """
-    enabled = gc.isenabled()
-    gc.disable()
     try:
-        yield
+        with no_cyclic_gc():
+            yield
     finally:
-        if enabled:
-            gc.enable()
         gc.collect()
         gc.freeze()
 

@@ -22,13 +22,11 @@ order), once either grows past a fraction of the main part.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from collections.abc import Iterable
 
 import numpy as np
 
-from matchers.base import Matcher, Matches, register
+from matchers.base import Matcher, Matches, no_cyclic_gc, register
 from matchers.counting import kernels as K
 from matchers.errors import SubscriptionError
 from matchers.events import EventBatch
@@ -90,7 +88,7 @@ class CountingMatcher(Matcher):
         operands are registered by :meth:`PredicateIndex.acquire_many`, with no Python
         call per predicate.
         """
-        with _no_cyclic_gc():
+        with no_cyclic_gc():
             subs = list({s.id: s for s in subscriptions}.values())
             key_of = self._key_of
             self.remove([s.id for s in subs if s.id in key_of])
@@ -238,14 +236,3 @@ class CountingMatcher(Matcher):
         return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
 
 
-@contextlib.contextmanager
-def _no_cyclic_gc():
-    """Pause the cyclic garbage collector: a bulk insert creates millions of long-lived
-    objects, and each full collection it would trigger rescans the whole heap."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -40,7 +40,6 @@ frequency difference).
 
 from __future__ import annotations
 
-import gc
 import math
 from collections import defaultdict
 
@@ -599,17 +598,6 @@ class OpIndex(Matcher):
 
     # -- Matcher --------------------------------------------------------------------
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
-        # a bulk load allocates millions of small acyclic objects: the cyclic collector
-        # would walk every live object several times over for nothing
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            self._insert_entries(entries)
-        finally:
-            if enabled:
-                gc.enable()
-
-    def _insert_entries(self, entries: list[tuple[int, Subscription]]) -> None:
         specs = []
         n_slots = 0
         used: list[int] = []
