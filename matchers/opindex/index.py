@@ -76,6 +76,13 @@ def _grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
     return out
 
 
+def _lines(n: int) -> np.ndarray:
+    """Zeroed int64 words starting on a 64-byte line (a pivot header is one line)."""
+    buf = np.zeros(n + 8, dtype=np.int64)
+    skip = (-buf.ctypes.data % 64) // 8
+    return buf[skip: skip + n]
+
+
 _SELECTIVITY = {Op.EQ: 0.1, Op.LT: 0.5, Op.LE: 0.5, Op.GT: 0.5, Op.GE: 0.5, Op.BETWEEN: 0.5}
 """Guessed share of present values on which a pivot predicate holds (the entry store
 searches the pivot's predicate: ``=`` finds few records, a range about half of them)."""
@@ -141,7 +148,7 @@ class OpIndex(Matcher):
         once instead of searched once per event value (0: always search, as the paper).
     evaluate : ``"entries"`` (default) evaluates the entries of the event's pivots directly,
         those whose signature of needed attributes fits the event's (``signature_bits``
-        wide; ``segments`` and ``sweep_factor`` unused); ``"lists"`` is the paper's
+        wide, at most 62; ``segments`` and ``sweep_factor`` unused); ``"lists"`` is the paper's
         Algorithm 2 over the operator lists (the ablation of this addition).
     """
 
@@ -194,14 +201,14 @@ class OpIndex(Matcher):
         self._it_slot = np.zeros(1024, dtype=np.int32)
         self._it_w = np.zeros(1024, dtype=np.int8)
         self._pool_state = np.zeros(1, dtype=np.int64)  # used length of the item pool
-        # the entry store (evaluate="entries"): a block of (signature, entry) records per
-        # pivot slot, and each entry's items in clause order
-        self._b_start = np.zeros(0, dtype=np.int64)
-        self._b_len = np.zeros(0, dtype=np.int64)
-        self._b_cap = np.zeros(0, dtype=np.int64)
-        self._g_off = np.zeros(0, dtype=np.int64)  # N_GROUPS + 1 per pivot slot
-        self._rec = np.zeros(K.RW * 1024, dtype=np.int64)  # records, K.RW words each
-        self._r_state = np.zeros(1, dtype=np.int64)  # used length of the record pool
+        # the entry store (evaluate="entries"): a block of entry records per pivot slot
+        # (three parallel pools, a header line per slot), and each entry's items in
+        # clause order
+        self._hdr = _lines(0)
+        self._r_key = np.zeros(1024, dtype=np.float64)
+        self._r_x = np.zeros(1024, dtype=np.int64)
+        self._r_y = np.zeros(1024, dtype=np.int64)
+        self._r_state = np.zeros(1, dtype=np.int64)  # used length of the record pools
         self._e_item = np.zeros(0, dtype=np.int64)
         self._e_nitem = np.zeros(0, dtype=np.int32)
         self._q = np.zeros(2048, dtype=np.int64)  # 2 words per item: meta, operand bits
@@ -448,10 +455,10 @@ class OpIndex(Matcher):
             self._n_pivots += 1
             self._pivot_slot[pivot] = slot
             self._list_of = _grow(self._list_of, self._n_pivots * N_FAMILIES, -1)
-            self._b_start = _grow(self._b_start, self._n_pivots)
-            self._b_len = _grow(self._b_len, self._n_pivots)
-            self._b_cap = _grow(self._b_cap, self._n_pivots)
-            self._g_off = _grow(self._g_off, self._n_pivots * (K.N_GROUPS + 1))
+            if self._n_pivots * K.HS > len(self._hdr):
+                hdr = _lines(max(64, 2 * len(self._hdr)))
+                hdr[: len(self._hdr)] = self._hdr
+                self._hdr = hdr
         return slot
 
     def _pack(self, rows: _Rows):
@@ -555,29 +562,33 @@ class OpIndex(Matcher):
         done = 0
         while True:
             done = K.insert_records(done, slot, entry, self._e_item, self._e_key, self._q, self._q.view(np.float64),
-                                    self.signature_bits, self._b_start, self._b_len, self._b_cap, self._g_off,
-                                    self._rec, self._rec.view(np.float64), self._r_state)
+                                    self.signature_bits, self._hdr, self._r_key, self._r_x, self._r_y, self._r_state)
             if done == len(slot):
                 break
-            need = int(self._r_state[0]) + 4 * (len(slot) - done) + 2 * int(self._b_cap[slot[done]]) + 8
-            self._rec = _grow(self._rec, K.RW * max(2 * len(self._rec) // K.RW, need))
+            cap = int(self._hdr[slot[done] * K.HS + K.H_CAP])
+            size = max(2 * len(self._r_key), int(self._r_state[0]) + 4 * (len(slot) - done) + 2 * cap + 8)
+            self._r_key, self._r_x, self._r_y = (_grow(a, size) for a in (self._r_key, self._r_x, self._r_y))
+
+    def _live_records(self) -> int:
+        hdr = self._hdr[: self._n_pivots * K.HS]
+        return int((hdr[K.N_GROUPS::K.HS] - hdr[::K.HS]).sum())
 
     def _unstore_entries(self, rows: _Rows) -> None:
         """Remove records (the dropped entries' items are already counted as holes)."""
         slot = np.asarray(rows.rslot, dtype=np.int64)
         entry = np.asarray(rows.rentry, dtype=np.int32)
         missing = K.delete_records(slot, entry, self._e_item, self._q, self._q.view(np.float64), self.signature_bits,
-                                   self._b_start, self._b_len, self._g_off, self._rec, self._rec.view(np.float64))
+                                   self._hdr, self._r_key, self._r_x, self._r_y)
         if missing:
             raise AssertionError(f"opindex: {missing} records to delete were not found")
         # blocks only grow and deletes leave their capacity: compact (and fit the
         # capacities) when holes and free capacity exceed half of the pool
-        used, live = int(self._r_state[0]), int(self._b_len[: self._n_pivots].sum())
+        used, live = int(self._r_state[0]), self._live_records()
         if used - live > max(self.compact_min_holes, used // 2):
             size = max(1024, (live + 4 * self._n_pivots) * 5 // 4)
-            new = np.zeros(K.RW * size, dtype=np.int64)
-            used = K.compact_records(self._b_start[: self._n_pivots], self._b_len, self._b_cap, self._rec, new)
-            self._rec = new
+            new = np.zeros(size, dtype=np.float64), np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
+            used = K.compact_records(self._n_pivots, self._hdr, self._r_key, self._r_x, self._r_y, *new)
+            self._r_key, self._r_x, self._r_y = new
             self._r_state[0] = used
         if self._q_holes > max(self.compact_min_holes, self._q_used // 2):
             self._compact_items()
@@ -645,7 +656,7 @@ class OpIndex(Matcher):
         if self.evaluate == "entries":
             offsets, keys = K.match_entries(
                 batch.offsets, batch.attrs, batch.kinds, ev_val, soff, spid, self._pivot_slot, self.signature_bits,
-                self._b_start, self._b_len, self._g_off, self._rec, self._rec.view(np.float64), self._e_item,
+                self._hdr, self._r_key, self._r_x, self._r_y, self._e_item, self._e_key,
                 self._q, self._q.view(np.float64), ev_pos, out)
             return Matches(offsets, keys[: offsets[-1]].copy())
         offsets, keys, self._epoch = K.match_batch(
@@ -751,9 +762,7 @@ class OpIndex(Matcher):
                        self._seg_off, self._s_sig, self._it_ta, self._it_val, self._it_slot, self._it_w,
                        self._s_meta, self._s_word, self._e_nslots, self._e_word)
         else:
-            arrays += (self._b_start, self._b_len, self._b_cap, self._g_off, self._rec, self._e_item,
-                       self._e_nitem,
-                       self._q)
+            arrays += (self._hdr, self._r_key, self._r_x, self._r_y, self._e_item, self._e_nitem, self._q)
         return int(sum(a.nbytes for a in arrays) + self.strings.memory_bytes() + self.freq.memory_bytes())
 
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from matchers.opindex.layout import F_STR
+from matchers.prefetch import prefetch
+
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
@@ -476,17 +479,20 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
 
 # -- the entry store (``evaluate="entries"``): pivot blocks of entry records -------------
 #
-# Pivot slot ``p`` owns the record range ``b_start[p] : b_start[p] + b_len[p]`` (capacity
-# ``b_cap[p]``), cut into groups by how the pivot's own predicate can be searched
-# (``G_EQ`` value = key, ``G_LE`` value <= key, ``G_GE`` value >= key, ``G_ANY`` no key),
-# group ``g`` at ``b_start[p] + g_off[p * 5 + g]`` up to the next one, each sorted by
-# ``(key, entry)``.  Record ``r`` is 32 bytes, words ``4 r .. 4 r + 3`` of one pool seen
-# as int64 (``rec``) and float64 (``rec_f``): the key (float), the signature of the typed
-# attributes the entry needs, ``entry << 32 | second + 1`` with a typed attribute
-# ``second`` the entry needs besides the pivot's (-1: none; checked exactly before the
-# items are read), and ``sub << 2 | kind + 1`` with the subscription key and the pivot
-# predicate's kind when that predicate (a single item) is the whole entry (else -1); all
-# derived from the entry's items by :func:`_entry_keys`.
+# Pivot slot ``p`` owns a block of records in three parallel pools (``r_key``, ``r_x``,
+# ``r_y``); its header is the aligned line ``hdr[HS p : HS p + HS]``: ``hdr[HS p + g]``
+# (``g`` = 0 .. N_GROUPS) bound the groups, absolute pool positions, and
+# ``hdr[HS p + H_CAP]`` is the block's capacity from ``hdr[HS p]``.  The groups say how
+# the pivot's own predicate can be searched (``G_EQ`` value = key, ``G_LE`` value <= key,
+# ``G_GE`` value >= key, ``G_ANY`` no key, ``G_STR`` a string predicate whose id is the
+# key); each is sorted by ``(key, entry)``.  A record
+# is 24 bytes: ``r_key`` the key (float); ``r_x`` either ``sub << 2 | kind + 1`` (the
+# subscription key and the pivot predicate's kind, when that predicate, a single item, is
+# the whole entry) or the signature of the typed attributes the entry needs (bits 2 to 63:
+# the two low bits tell the two apart); ``r_y`` is ``entry << 32 | second + 1`` with a
+# typed attribute ``second`` the entry needs besides the pivot's (-1: none; checked
+# exactly before the items are read).  All derived from the entry's items by
+# :func:`_entry_keys`.
 # An entry's items start at item ``e_item[entry]`` and run up to the one marked
 # ``END_ENTRY``.  Item ``q`` is 16 bytes, two words of one pool seen through two views:
 # ``q_meta[2 q]`` packs its typed attribute, family, weight and end mark
@@ -495,16 +501,27 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
 # predicate, the pivot's first) or the entry (``END_ENTRY``).
 
 END_PRED, END_CLAUSE, END_ENTRY = 1, 2, 3
-G_EQ, G_LE, G_GE, G_ANY = 0, 1, 2, 3
-N_GROUPS = 4
-RW = 4
-"""Words per record."""
+G_EQ, G_LE, G_GE, G_ANY, G_STR = 0, 1, 2, 3, 4
+N_GROUPS = 5
+HS = 8
+"""Header words per pivot slot: one 64-byte line."""
+H_CAP = N_GROUPS + 1
+"""Header word of the block's capacity."""
+SIG_BITS = 62
+"""Signature bits of a record (``r_x`` bits 2 to 63)."""
 
 
 def item_meta(ta: np.ndarray, family: np.ndarray, weight: np.ndarray, end: np.ndarray) -> np.ndarray:
     """``ta << 8 | family << 3 | (weight < 0) << 2 | end`` (weights are +1 or -1)."""
     return ((np.asarray(ta, np.int64) << 8) | (np.asarray(family, np.int64) << 3)
             | (np.asarray(weight, np.int64) < 0).astype(np.int64) << 2 | np.asarray(end, np.int64))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def need_bit(ta, width):
+    """Signature bit of a typed attribute in a record (``width`` > 0 signature bits, at most
+    :data:`SIG_BITS`, from bit 2 on)."""
+    return np.int64(1) << (2 + signature_bit(ta, np.uint64(0), False, min(width, SIG_BITS)))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -516,7 +533,8 @@ def _entry_keys(q, q_meta, q_val, width):
     only if one of its positive items fires (negative ones only veto); when they are all
     ``=``, ``<=``, ``>=`` on one attribute, the pivot's value must lie in their hull
     ``[lo, hi]``: the group is ``G_EQ`` (lo = hi), ``G_GE`` (key lo), ``G_LE`` (key hi)
-    or, with no bound, ``G_ANY``.  ``kind`` is the pivot predicate's kind when its single
+    or, with no bound, ``G_ANY``; a clause of one positive string item is ``G_STR`` (key:
+    the string predicate's id).  ``kind`` is the pivot predicate's kind when its single
     item is the whole entry, else -1.  ``second`` is the typed attribute of the first
     other clause whose items are all on one typed attribute, else -1.
     """
@@ -544,7 +562,7 @@ def _entry_keys(q, q_meta, q_val, width):
         end = meta & 3
         if end >= END_CLAUSE:
             if same and width > 0:
-                s |= np.int64(1) << signature_bit(ta_c, np.uint64(0), False, width)
+                s |= need_bit(ta_c, width)
             if same and not first and second < 0:
                 second = ta_c
             if first and not same:
@@ -556,7 +574,10 @@ def _entry_keys(q, q_meta, q_val, width):
             same = True
         q += 1
     group, key = G_ANY, 0.0
-    if hull and lo == hi:
+    meta = q_meta[2 * q0]
+    if meta & 3 >= END_CLAUSE and not meta & 4 and (meta >> 3) & 7 == F_STR:
+        group, key = G_STR, q_val[2 * q0 + 1]
+    elif hull and lo == hi:
         group, key = G_EQ, lo
     elif hull and lo > -np.inf:
         group, key = G_GE, lo
@@ -574,12 +595,12 @@ def entry_keys(first, q_meta, q_val, width, group, key, sig, kind, second):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _record_pos(rec, rec_f, lo, hi, key, entry):
+def _record_pos(r_key, r_y, lo, hi, key, entry):
     """First record in ``[lo, hi)`` whose ``(key, entry)`` is not less than the given."""
     while lo < hi:
         mid = (lo + hi) >> 1
-        k = rec_f[RW * mid]
-        if k < key or (k == key and rec[RW * mid + 2] >> 32 < entry):
+        k = r_key[mid]
+        if k < key or (k == key and r_y[mid] >> 32 < entry):
             lo = mid + 1
         else:
             hi = mid
@@ -594,15 +615,15 @@ us/event: 12.2 all binary, 10.8 linear up to 32 records, 10.4 up to 64, 9.1 up t
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _key_pos(rec_f, lo, hi, key, strict):
+def _key_pos(r_key, lo, hi, key, strict):
     """First record in ``[lo, hi)`` whose key is not less than (``strict``: greater than) ``key``."""
     if hi - lo <= LINEAR_SCAN:
-        while lo < hi and (rec_f[RW * lo] < key or (strict and rec_f[RW * lo] == key)):
+        while lo < hi and (r_key[lo] < key or (strict and r_key[lo] == key)):
             lo += 1
         return lo
     while lo < hi:
         mid = (lo + hi) >> 1
-        k = rec_f[RW * mid]
+        k = r_key[mid]
         if k < key or (strict and k == key):
             lo = mid + 1
         else:
@@ -611,101 +632,179 @@ def _key_pos(rec_f, lo, hi, key, strict):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _move_record(src, dst, rec):
-    for w in range(RW):
-        rec[RW * dst + w] = rec[RW * src + w]
+def _move_record(src, dst, r_key, r_x, r_y):
+    r_key[dst] = r_key[src]
+    r_x[dst] = r_x[src]
+    r_y[dst] = r_y[src]
 
 
 @numba.njit(cache=True, nogil=True)
-def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, b_start, b_len, b_cap, g_off,
-                   rec, rec_f, state):
+def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, hdr, r_key, r_x, r_y, state):
     """Insert the records of ``(slot, entry)`` pairs ``start:`` into their pivot blocks, in
     ``(key, entry)`` order within their group (a binary search, then the block's tail
     shifts by one).  A full block moves to the pool's end with twice its capacity;
-    ``state[0]`` is the pool's used length in records.  Returns the index of the first record not
+    ``state[0]`` is the pool's used length.  Returns the index of the first record not
     inserted (the pool is full), or ``len``."""
-    pool = len(rec) // RW
+    pool = len(r_key)
     for i in range(start, len(slot)):
-        p = slot[i]
-        n = b_len[p]
-        if n == b_cap[p]:
+        h = slot[i] * HS
+        base = hdr[h]
+        n = hdr[h + N_GROUPS] - base
+        if n == hdr[h + H_CAP]:
             cap = max(4, 2 * n)
             if state[0] + cap > pool:
                 return i
-            s0 = b_start[p]
             s1 = state[0]
             for j in range(n):
-                _move_record(s0 + j, s1 + j, rec)
-            b_start[p] = s1
-            b_cap[p] = cap
+                _move_record(base + j, s1 + j, r_key, r_x, r_y)
+            for g in range(N_GROUPS + 1):
+                hdr[h + g] += s1 - base
+            hdr[h + H_CAP] = cap
             state[0] += cap
-        base = b_start[p]
-        go = p * (N_GROUPS + 1)
-        group, key, sig, kind, second = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
-        pos = _record_pos(rec, rec_f, base + g_off[go + group], base + g_off[go + group + 1], key, entry[i])
-        for j in range(base + n, pos, -1):
-            _move_record(j - 1, j, rec)
-        rec_f[RW * pos] = key
-        rec[RW * pos + 1] = sig
-        rec[RW * pos + 2] = (np.int64(entry[i]) << 32) | (second + 1)
-        rec[RW * pos + 3] = (np.int64(e_key[entry[i]]) << 2) | (kind + 1)
+        en = entry[i]
+        group, key, sig, kind, second = _entry_keys(e_item[en], q_meta, q_val, width)
+        pos = _record_pos(r_key, r_y, hdr[h + group], hdr[h + group + 1], key, en)
+        for j in range(hdr[h + N_GROUPS], pos, -1):
+            _move_record(j - 1, j, r_key, r_x, r_y)
+        r_key[pos] = key
+        r_x[pos] = (np.int64(e_key[en]) << 2 | (kind + 1)) if kind >= 0 else sig
+        r_y[pos] = (np.int64(en) << 32) | (second + 1)
         for g in range(group + 1, N_GROUPS + 1):
-            g_off[go + g] += 1
-        b_len[p] = n + 1
+            hdr[h + g] += 1
     return len(slot)
 
 
 @numba.njit(cache=True, nogil=True)
-def delete_records(slot, entry, e_item, q_meta, q_val, width, b_start, b_len, g_off, rec, rec_f):
+def delete_records(slot, entry, e_item, q_meta, q_val, width, hdr, r_key, r_x, r_y):
     """Remove the record of each ``(slot, entry)`` (its items still in place); returns
     how many were not found."""
     missing = 0
     for i in range(len(slot)):
-        p = slot[i]
-        base = b_start[p]
-        go = p * (N_GROUPS + 1)
+        h = slot[i] * HS
         group, key, _, _, _ = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
-        end = base + g_off[go + group + 1]
-        pos = _record_pos(rec, rec_f, base + g_off[go + group], end, key, entry[i])
-        if pos == end or rec[RW * pos + 2] >> 32 != entry[i]:
+        end = hdr[h + group + 1]
+        pos = _record_pos(r_key, r_y, hdr[h + group], end, key, entry[i])
+        if pos == end or r_y[pos] >> 32 != entry[i]:
             missing += 1
             continue
-        for j in range(pos, base + b_len[p] - 1):
-            _move_record(j + 1, j, rec)
+        for j in range(pos, hdr[h + N_GROUPS] - 1):
+            _move_record(j + 1, j, r_key, r_x, r_y)
         for g in range(group + 1, N_GROUPS + 1):
-            g_off[go + g] -= 1
-        b_len[p] -= 1
+            hdr[h + g] -= 1
     return missing
 
 
 @numba.njit(cache=True, nogil=True)
-def compact_records(b_start, b_len, b_cap, rec, new):
-    """Copy every block into a fresh pool ``new`` without holes, each block's capacity cut
-    to its length (at least 4); returns the used length."""
+def compact_records(n_slots, hdr, r_key, r_x, r_y, new_key, new_x, new_y):
+    """Copy every block into fresh pools without holes, each block's capacity cut to its
+    length (at least 4); returns the used length."""
     used = 0
-    for p in range(len(b_start)):
-        s = b_start[p]
-        for w in range(RW * b_len[p]):
-            new[RW * used + w] = rec[RW * s + w]
-        b_start[p] = used
-        b_cap[p] = max(4, b_len[p])
-        used += b_cap[p]
+    for p in range(n_slots):
+        h = p * HS
+        base = hdr[h]
+        n = hdr[h + N_GROUPS] - base
+        new_key[used:used + n] = r_key[base:base + n]
+        new_x[used:used + n] = r_x[base:base + n]
+        new_y[used:used + n] = r_y[base:base + n]
+        for g in range(N_GROUPS + 1):
+            hdr[h + g] += used - base
+        hdr[h + H_CAP] = max(4, n)
+        used += hdr[h + H_CAP]
     return used
+
+
+HEADER_AHEAD = 32
+"""Event values ahead of the one being matched whose pivot header is prefetched."""
+BLOCK_AHEAD = 16
+"""Event values ahead whose pivot block is prefetched (its header arrived by then)."""
+PREFETCH_BLOCK = 256
+"""Blocks of at most this many records are prefetched whole, longer ones a line per group."""
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pivot_of(j, ev_attr, pivot_slot):
+    """Pivot slot of the event value at ``j`` (-1: past the batch or no pivot)."""
+    if j >= len(ev_attr):
+        return -1
+    pa = ev_attr[j]
+    return pivot_slot[pa] if pa < len(pivot_slot) else -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _prefetch_block(h, hdr, r_key, r_x, r_y):
+    lo = hdr[h]
+    hi = hdr[h + N_GROUPS]
+    if hi - lo <= PREFETCH_BLOCK:
+        for t in range(lo, hi, 8):
+            prefetch(r_key, t)
+            prefetch(r_x, t)
+            prefetch(r_y, t)
+    else:
+        for g in range(N_GROUPS):
+            t = hdr[h + g]
+            prefetch(r_key, t)
+            prefetch(r_x, t)
+            prefetch(r_y, t)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _visit(lo, hi, kind1, outside, r_x, r_y, e_item, e_key, q_meta, q_val, ev_pos, ev_val, ev_soff, ev_spid,
+           out_keys, n_out):
+    """Push the keys of the records ``[lo, hi)`` whose entry holds on the event (see
+    :func:`match_entries`)."""
+    n_ta = len(ev_pos)
+    for r in range(lo, hi):
+        x = r_x[r]
+        tag = x & 3
+        if tag != 0:  # a single-predicate entry
+            if tag == kind1:
+                out_keys, n_out = _push(out_keys, n_out, x >> 2)
+            continue
+        if x & outside:
+            continue
+        y = r_y[r]
+        second = (y & 0xFFFFFFFF) - 1
+        if second >= 0 and (second >= n_ta or ev_pos[second] < 0):
+            continue
+        q = e_item[y >> 32]
+        acc = 0
+        held = False
+        while True:
+            meta = q_meta[2 * q]
+            ta = meta >> 8
+            j = ev_pos[ta] if ta < n_ta else -1
+            if j >= 0 and _fires((meta >> 3) & 7, ev_val[j], q_val[2 * q + 1], j, ev_soff, ev_spid):
+                acc += -1 if meta & 4 else 1
+            end = meta & 3
+            if end != 0:
+                if acc > 0:
+                    held = True
+                acc = 0
+                if end >= END_CLAUSE:
+                    if not held:
+                        break
+                    if end == END_ENTRY:
+                        out_keys, n_out = _push(out_keys, n_out, e_key[y >> 32])
+                        break
+                    held = False
+            q += 1
+    return out_keys, n_out
 
 
 @numba.njit(cache=True, nogil=True)
 def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot, width,
-                  b_start, b_len, g_off, rec, rec_f, e_item, q_meta, q_val, ev_pos, out_keys):
+                  hdr, r_key, r_x, r_y, e_item, e_key, q_meta, q_val, ev_pos, out_keys):
     """Match a batch on the entry store.
 
-    For each pivot attribute of an event, binary searches on the pivot's value find the
-    records of each group whose pivot predicate can hold (all of ``G_ANY``); of those,
-    the records whose signature is a subset of the event's (every typed attribute the
-    entry needs may be present) remain.  One whose entry is its pivot predicate alone,
-    of the value's kind, matches at once; the others, if their ``second`` typed attribute
-    is in the event, have their entry evaluated clause by
-    clause, each item looking its typed attribute up in ``ev_pos`` (a scratch array over
-    typed attributes filled with -1), until a clause fails.  Returns ``(offsets,
+    For each pivot attribute of an event, searches on the pivot's value find the records
+    of each group whose pivot predicate can hold (all of ``G_ANY``).  One whose entry is
+    its pivot predicate alone, of the value's kind, matches at once; of the others, those
+    whose signature is a subset of the event's (every typed attribute the entry needs may
+    be present) and whose ``second`` typed attribute is in the event have their entry
+    evaluated clause by clause, each item looking its typed attribute up in ``ev_pos`` (a
+    scratch array over typed attributes filled with -1), until a clause fails.  The
+    headers and blocks of the values :data:`HEADER_AHEAD` and :data:`BLOCK_AHEAD` ahead
+    are prefetched meanwhile, so their misses overlap the work.  Returns ``(offsets,
     keys)``; keys are sorted and distinct per event.
     """
     n = len(ev_off) - 1
@@ -713,6 +812,10 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
     n_out = 0
     count = np.empty((1 << RADIX_BITS) + 1, dtype=np.int64)
     n_ta = len(ev_pos)
+    for j in range(min(HEADER_AHEAD, len(ev_attr))):
+        p = _pivot_of(j, ev_attr, pivot_slot)
+        if p >= 0:
+            prefetch(hdr, p * HS)
     for i in range(n):
         s = ev_off[i]
         e = ev_off[i + 1]
@@ -722,65 +825,43 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
             if ta < n_ta:
                 ev_pos[ta] = j
             if width > 0:
-                evsig |= np.int64(1) << signature_bit(ta, np.uint64(0), False, width)
+                evsig |= need_bit(ta, width)
         outside = ~evsig
         first = n_out
         for jp in range(s, e):
-            pa = ev_attr[jp]
-            if pa >= len(pivot_slot):
-                continue
-            p = pivot_slot[pa]
+            p = _pivot_of(jp + HEADER_AHEAD, ev_attr, pivot_slot)
+            if p >= 0:
+                prefetch(hdr, p * HS)
+            p = _pivot_of(jp + BLOCK_AHEAD, ev_attr, pivot_slot)
+            if p >= 0:
+                _prefetch_block(p * HS, hdr, r_key, r_x, r_y)
+            p = _pivot_of(jp, ev_attr, pivot_slot)
             if p < 0:
                 continue
             v = ev_val[jp]
             kind1 = ev_kind[jp] + 1
-            base = b_start[p]
-            go = p * (N_GROUPS + 1)
+            h = p * HS
             for g in range(N_GROUPS):
-                lo = base + g_off[go + g]
-                hi = base + g_off[go + g + 1]
-                if g != G_ANY and v != v:  # NaN: no =, <=, >= holds
+                lo = hdr[h + g]
+                hi = hdr[h + g + 1]
+                if lo == hi or (g < G_ANY and v != v):  # NaN: no =, <=, >= holds
                     continue
                 if g == G_EQ:
-                    lo = _key_pos(rec_f, lo, hi, v, False)
-                    hi = _key_pos(rec_f, lo, hi, v, True)
+                    lo = _key_pos(r_key, lo, hi, v, False)
+                    hi = _key_pos(r_key, lo, hi, v, True)
                 elif g == G_LE:
-                    lo = _key_pos(rec_f, lo, hi, v, False)
+                    lo = _key_pos(r_key, lo, hi, v, False)
                 elif g == G_GE:
-                    hi = _key_pos(rec_f, lo, hi, v, True)
-                for r in range(lo, hi):
-                    if rec[RW * r + 1] & outside:
-                        continue
-                    sub = rec[RW * r + 3]
-                    if sub & 3 == kind1:
-                        out_keys, n_out = _push(out_keys, n_out, sub >> 2)
-                        continue
-                    w2 = rec[RW * r + 2]
-                    second = (w2 & 0xFFFFFFFF) - 1
-                    if second >= 0 and (second >= n_ta or ev_pos[second] < 0):
-                        continue
-                    q = e_item[w2 >> 32]
-                    acc = 0
-                    held = False
-                    while True:
-                        meta = q_meta[2 * q]
-                        ta = meta >> 8
-                        j = ev_pos[ta] if ta < n_ta else -1
-                        if j >= 0 and _fires((meta >> 3) & 7, ev_val[j], q_val[2 * q + 1], j, ev_soff, ev_spid):
-                            acc += -1 if meta & 4 else 1
-                        end = meta & 3
-                        if end != 0:
-                            if acc > 0:
-                                held = True
-                            acc = 0
-                            if end >= END_CLAUSE:
-                                if not held:
-                                    break
-                                if end == END_ENTRY:
-                                    out_keys, n_out = _push(out_keys, n_out, sub >> 2)
-                                    break
-                                held = False
-                        q += 1
+                    hi = _key_pos(r_key, lo, hi, v, True)
+                if g == G_STR:  # one search per string predicate the value satisfies
+                    for t in range(ev_soff[jp], ev_soff[jp + 1]):
+                        a = _key_pos(r_key, lo, hi, ev_spid[t], False)
+                        b = _key_pos(r_key, a, hi, ev_spid[t], True)
+                        out_keys, n_out = _visit(a, b, kind1, outside, r_x, r_y, e_item, e_key, q_meta, q_val,
+                                                 ev_pos, ev_val, ev_soff, ev_spid, out_keys, n_out)
+                    continue
+                out_keys, n_out = _visit(lo, hi, kind1, outside, r_x, r_y, e_item, e_key, q_meta, q_val,
+                                         ev_pos, ev_val, ev_soff, ev_spid, out_keys, n_out)
         for j in range(s, e):
             ta = ev_attr[j] * 3 + ev_kind[j]
             if ta < n_ta:
