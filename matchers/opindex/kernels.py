@@ -747,50 +747,6 @@ def _prefetch_block(h, hdr, r_key, r_x, r_y):
             prefetch(r_y, t)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _visit(lo, hi, kind1, outside, r_x, r_y, e_item, e_key, q_meta, q_val, ev_pos, ev_val, ev_soff, ev_spid,
-           out_keys, n_out):
-    """Push the keys of the records ``[lo, hi)`` whose entry holds on the event (see
-    :func:`match_entries`)."""
-    n_ta = len(ev_pos)
-    for r in range(lo, hi):
-        x = r_x[r]
-        tag = x & 3
-        if tag != 0:  # a single-predicate entry
-            if tag == kind1:
-                out_keys, n_out = _push(out_keys, n_out, x >> 2)
-            continue
-        if x & outside:
-            continue
-        y = r_y[r]
-        second = (y & 0xFFFFFFFF) - 1
-        if second >= 0 and (second >= n_ta or ev_pos[second] < 0):
-            continue
-        q = e_item[y >> 32]
-        acc = 0
-        held = False
-        while True:
-            meta = q_meta[2 * q]
-            ta = meta >> 8
-            j = ev_pos[ta] if ta < n_ta else -1
-            if j >= 0 and _fires((meta >> 3) & 7, ev_val[j], q_val[2 * q + 1], j, ev_soff, ev_spid):
-                acc += -1 if meta & 4 else 1
-            end = meta & 3
-            if end != 0:
-                if acc > 0:
-                    held = True
-                acc = 0
-                if end >= END_CLAUSE:
-                    if not held:
-                        break
-                    if end == END_ENTRY:
-                        out_keys, n_out = _push(out_keys, n_out, e_key[y >> 32])
-                        break
-                    held = False
-            q += 1
-    return out_keys, n_out
-
-
 @numba.njit(cache=True, nogil=True)
 def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot, width,
                   hdr, r_key, r_x, r_y, e_item, e_key, q_meta, q_val, ev_pos, out_keys):
@@ -853,15 +809,52 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                     lo = _key_pos(r_key, lo, hi, v, False)
                 elif g == G_GE:
                     hi = _key_pos(r_key, lo, hi, v, True)
-                if g == G_STR:  # one search per string predicate the value satisfies
-                    for t in range(ev_soff[jp], ev_soff[jp + 1]):
+                t = ev_soff[jp]  # G_STR: one search per string predicate the value satisfies
+                while True:
+                    a, b = lo, hi
+                    if g == G_STR:
+                        if t == ev_soff[jp + 1]:
+                            break
                         a = _key_pos(r_key, lo, hi, ev_spid[t], False)
                         b = _key_pos(r_key, a, hi, ev_spid[t], True)
-                        out_keys, n_out = _visit(a, b, kind1, outside, r_x, r_y, e_item, e_key, q_meta, q_val,
-                                                 ev_pos, ev_val, ev_soff, ev_spid, out_keys, n_out)
-                    continue
-                out_keys, n_out = _visit(lo, hi, kind1, outside, r_x, r_y, e_item, e_key, q_meta, q_val,
-                                         ev_pos, ev_val, ev_soff, ev_spid, out_keys, n_out)
+                        t += 1
+                    for r in range(a, b):
+                        x = r_x[r]
+                        tag = x & 3
+                        if tag != 0:  # a single-predicate entry
+                            if tag == kind1:
+                                out_keys, n_out = _push(out_keys, n_out, x >> 2)
+                            continue
+                        if x & outside:
+                            continue
+                        y = r_y[r]
+                        second = (y & 0xFFFFFFFF) - 1
+                        if second >= 0 and (second >= n_ta or ev_pos[second] < 0):
+                            continue
+                        q = e_item[y >> 32]
+                        acc = 0
+                        held = False
+                        while True:
+                            meta = q_meta[2 * q]
+                            ta = meta >> 8
+                            j = ev_pos[ta] if ta < n_ta else -1
+                            if j >= 0 and _fires((meta >> 3) & 7, ev_val[j], q_val[2 * q + 1], j, ev_soff, ev_spid):
+                                acc += -1 if meta & 4 else 1
+                            end = meta & 3
+                            if end != 0:
+                                if acc > 0:
+                                    held = True
+                                acc = 0
+                                if end >= END_CLAUSE:
+                                    if not held:
+                                        break
+                                    if end == END_ENTRY:
+                                        out_keys, n_out = _push(out_keys, n_out, e_key[y >> 32])
+                                        break
+                                    held = False
+                            q += 1
+                    if g != G_STR:
+                        break
         for j in range(s, e):
             ta = ev_attr[j] * 3 + ev_kind[j]
             if ta < n_ta:
