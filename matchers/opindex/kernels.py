@@ -784,7 +784,7 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                 ev_pos[ta] = j
             if width > 0:
                 evsig |= need_bit(ta, width)
-        outside = ~evsig
+        outside = ~evsig  # with the two tag bits: a single-predicate record is never a candidate
         first = n_out
         for jp in range(s, e):
             p = _pivot_of(jp + HEADER_AHEAD, ev_attr, pivot_slot)
@@ -820,14 +820,17 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                         a = _key_pos(r_key, lo, hi, ev_spid[t], False)
                         b = _key_pos(r_key, a, hi, ev_spid[t], True)
                         t += 1
+                    if n_out + (b - a) > len(out_keys):
+                        grown = np.empty(2 * (n_out + b - a) + 16, dtype=out_keys.dtype)
+                        grown[:n_out] = out_keys[:n_out]
+                        out_keys = grown
                     for r in range(a, b):
+                        # a single-predicate entry of the value's kind is a match: kept
+                        # without a branch (its tag is the kind, a multi's 0)
                         x = r_x[r]
-                        tag = x & 3
-                        if tag != 0:  # a single-predicate entry
-                            if tag == kind1:
-                                out_keys, n_out = _push(out_keys, n_out, x >> 2)
-                            continue
-                        if x & outside:
+                        out_keys[n_out] = x >> 2
+                        n_out += (x & 3) == kind1
+                        if x & outside:  # a single's tag bits are outside too
                             continue
                         y = r_y[r]
                         second = (y & 0xFFFFFFFF) - 1
