@@ -148,7 +148,7 @@ class OpIndex(Matcher):
         once instead of searched once per event value (0: always search, as the paper).
     evaluate : ``"entries"`` (default) evaluates the entries of the event's pivots directly,
         those whose signature of needed attributes fits the event's (``signature_bits``
-        wide, at most 62; ``segments`` and ``sweep_factor`` unused); ``"lists"`` is the paper's
+        wide, at most 38; ``segments`` and ``sweep_factor`` unused); ``"lists"`` is the paper's
         Algorithm 2 over the operator lists (the ablation of this addition).
     """
 

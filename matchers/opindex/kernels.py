@@ -485,14 +485,14 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
 # ``hdr[HS p + H_CAP]`` is the block's capacity from ``hdr[HS p]``.  The groups say how
 # the pivot's own predicate can be searched (``G_EQ`` value = key, ``G_LE`` value <= key,
 # ``G_GE`` value >= key, ``G_ANY`` no key, ``G_STR`` a string predicate whose id is the
-# key); each is sorted by ``(key, entry)``.  A record
-# is 24 bytes: ``r_key`` the key (float); ``r_x`` either ``sub << 2 | kind + 1`` (the
-# subscription key and the pivot predicate's kind, when that predicate, a single item, is
-# the whole entry) or the signature of the typed attributes the entry needs (bits 2 to 63:
-# the two low bits tell the two apart); ``r_y`` is ``entry << 32 | second + 1`` with a
-# typed attribute ``second`` the entry needs besides the pivot's (-1: none; checked
-# exactly before the items are read).  All derived from the entry's items by
-# :func:`_entry_keys`.
+# key); each is sorted by ``(key, entry)``.  A record is 24 bytes: ``r_key`` the key
+# (float); ``r_x`` either ``sub << 2 | kind + 1`` (the subscription key and the pivot
+# predicate's kind, when that predicate, a single item, is the whole entry) or, with the
+# two low bits 0, the signature of the typed attributes the entry needs (bits 2 to 39)
+# and ``second + 1`` (bits 40 to 63) with a typed attribute ``second`` the entry needs
+# besides the pivot's (-1: none, or past :data:`MAX_SECOND`; checked exactly before the
+# items are read); ``r_y`` is the entry.  Matching reads ``r_y`` only for the entries it
+# evaluates.  All derived from the entry's items by :func:`_entry_keys`.
 # An entry's items start at item ``e_item[entry]`` and run up to the one marked
 # ``END_ENTRY``.  Item ``q`` is 16 bytes, two words of one pool seen through two views:
 # ``q_meta[2 q]`` packs its typed attribute, family, weight and end mark
@@ -507,8 +507,11 @@ HS = 8
 """Header words per pivot slot: one 64-byte line."""
 H_CAP = N_GROUPS + 1
 """Header word of the block's capacity."""
-SIG_BITS = 62
-"""Signature bits of a record (``r_x`` bits 2 to 63)."""
+SIG_BITS = 38
+"""Signature bits of a record (``r_x`` bits 2 to 39)."""
+SECOND_SHIFT = 40
+MAX_SECOND = (1 << 24) - 2
+"""Largest typed attribute a record names as its ``second`` (24 bits of ``r_x``)."""
 
 
 def item_meta(ta: np.ndarray, family: np.ndarray, weight: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -589,6 +592,12 @@ def _entry_keys(q, q_meta, q_val, width):
     return group, key, s, kind, second
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def record_word(sig, second):
+    """``r_x`` of a record whose entry is not a single predicate."""
+    return sig | (np.int64(second + 1 if second <= MAX_SECOND else 0) << SECOND_SHIFT)
+
+
 @numba.njit(cache=True, nogil=True)
 def entry_keys(first, q_meta, q_val, width, group, key, sig, kind, second):
     """:func:`_entry_keys` of the entries whose items start at ``first``."""
@@ -602,7 +611,7 @@ def _record_pos(r_key, r_y, lo, hi, key, entry):
     while lo < hi:
         mid = (lo + hi) >> 1
         k = r_key[mid]
-        if k < key or (k == key and r_y[mid] >> 32 < entry):
+        if k < key or (k == key and r_y[mid] < entry):
             lo = mid + 1
         else:
             hi = mid
@@ -669,8 +678,8 @@ def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, hdr,
         for j in range(hdr[h + N_GROUPS], pos, -1):
             _move_record(j - 1, j, r_key, r_x, r_y)
         r_key[pos] = key
-        r_x[pos] = (np.int64(e_key[en]) << 2 | (kind + 1)) if kind >= 0 else sig
-        r_y[pos] = (np.int64(en) << 32) | (second + 1)
+        r_x[pos] = (np.int64(e_key[en]) << 2 | (kind + 1)) if kind >= 0 else record_word(sig, second)
+        r_y[pos] = en
         for g in range(group + 1, N_GROUPS + 1):
             hdr[h + g] += 1
     return len(slot)
@@ -686,7 +695,7 @@ def delete_records(slot, entry, e_item, q_meta, q_val, width, hdr, r_key, r_x, r
         group, key, _, _, _ = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
         end = hdr[h + group + 1]
         pos = _record_pos(r_key, r_y, hdr[h + group], end, key, entry[i])
-        if pos == end or r_y[pos] >> 32 != entry[i]:
+        if pos == end or r_y[pos] != entry[i]:
             missing += 1
             continue
         for j in range(pos, hdr[h + N_GROUPS] - 1):
@@ -733,20 +742,18 @@ def _pivot_of(j, ev_attr, pivot_slot):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _prefetch_block(h, hdr, r_key, r_x, r_y):
+def _prefetch_block(h, hdr, r_key, r_x):
+    """The lines of a block's keys and ``r_x`` words (``r_y`` is read for few records)."""
     lo = hdr[h]
     hi = hdr[h + N_GROUPS]
     if hi - lo <= PREFETCH_BLOCK:
         for t in range(lo, hi, 8):
             prefetch(r_key, t)
             prefetch(r_x, t)
-            prefetch(r_y, t)
     else:
         for g in range(N_GROUPS):
-            t = hdr[h + g]
-            prefetch(r_key, t)
-            prefetch(r_x, t)
-            prefetch(r_y, t)
+            prefetch(r_key, hdr[h + g])
+            prefetch(r_x, hdr[h + g])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -784,7 +791,7 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                 ev_pos[ta] = j
             if width > 0:
                 evsig |= need_bit(ta, width)
-        outside = ~evsig  # with the two tag bits: a single-predicate record is never a candidate
+        outside = ~evsig & ((np.int64(1) << SECOND_SHIFT) - 1)  # and the tag bits: singles never pass
         first = n_out
         for jp in range(s, e):
             p = _pivot_of(jp + HEADER_AHEAD, ev_attr, pivot_slot)
@@ -792,7 +799,7 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                 prefetch(hdr, p * HS)
             p = _pivot_of(jp + BLOCK_AHEAD, ev_attr, pivot_slot)
             if p >= 0:
-                _prefetch_block(p * HS, hdr, r_key, r_x, r_y)
+                _prefetch_block(p * HS, hdr, r_key, r_x)
             p = _pivot_of(jp, ev_attr, pivot_slot)
             if p < 0:
                 continue
@@ -832,11 +839,11 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                         n_out += (x & 3) == kind1
                         if x & outside:  # a single's tag bits are outside too
                             continue
-                        y = r_y[r]
-                        second = (y & 0xFFFFFFFF) - 1
+                        second = (x >> SECOND_SHIFT) - 1
                         if second >= 0 and (second >= n_ta or ev_pos[second] < 0):
                             continue
-                        q = e_item[y >> 32]
+                        en = r_y[r]
+                        q = e_item[en]
                         acc = 0
                         held = False
                         while True:
@@ -854,7 +861,7 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                                     if not held:
                                         break
                                     if end == END_ENTRY:
-                                        out_keys, n_out = _push(out_keys, n_out, e_key[y >> 32])
+                                        out_keys, n_out = _push(out_keys, n_out, e_key[en])
                                         break
                                     held = False
                             q += 1

@@ -94,7 +94,7 @@ def check_entry_store(m: OpIndex) -> None:
         offs = hdr[p * K.HS: p * K.HS + K.N_GROUPS + 1].tolist()
         start, n = offs[0], offs[-1] - offs[0]
         assert 0 <= n <= hdr[p * K.HS + K.H_CAP] and offs == sorted(offs)
-        ents = (m._r_y[start:start + n] >> 32).tolist()
+        ents = m._r_y[start:start + n].tolist()
         assert len(set(ents)) == n
         group, key, sig, kind, second = (np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
                                          np.zeros(n, np.int64), np.zeros(n, np.int64))
@@ -107,8 +107,8 @@ def check_entry_store(m: OpIndex) -> None:
         single = kind >= 0
         x = m._r_x[start:start + n]
         assert (x[single] == (m._e_key[ents].astype(np.int64)[single] << 2 | (kind[single] + 1))).all()
-        assert (x[~single] == sig[~single]).all() and not (sig & 3).any()
-        assert ((m._r_y[start:start + n] & 0xFFFFFFFF) == second + 1).all()
+        assert not (sig & 3).any() and not (sig >> K.SECOND_SHIFT).any()
+        assert (x[~single] == (sig | (second + 1) << K.SECOND_SHIFT)[~single]).all()
         records.update((p, e) for e in ents)
     expected = {(int(m._pivot_slot[p]), e) for e, (_, pivots, _, _) in m._entry_info.items() for p in pivots}
     assert records == expected
@@ -364,3 +364,12 @@ def test_large_pivot_groups_are_searched():
     m = make("opindex")
     m.add(subs)
     check(m, {s.id: s for s in subs}, [{"x": v} for v in (-1, 0, 1, n // 2, n - 1, n, 0.5)])
+
+
+def test_record_word_keeps_signature_and_second_apart():
+    sig = (1 << 2) | (1 << (K.SECOND_SHIFT - 1))
+    assert K.record_word(sig, -1) == sig
+    assert K.record_word(sig, 5) == sig | 6 << K.SECOND_SHIFT
+    word = K.record_word(sig, K.MAX_SECOND)
+    assert word > 0 and word >> K.SECOND_SHIFT == K.MAX_SECOND + 1
+    assert K.record_word(sig, K.MAX_SECOND + 1) == sig  # too large to name: no exact check, still correct
