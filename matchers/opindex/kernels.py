@@ -489,7 +489,7 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
 # (float); ``r_x`` either ``sub << 2 | kind + 1`` (the subscription key and the pivot
 # predicate's kind, when that predicate, a single item, is the whole entry) or, with the
 # two low bits 0, the signature of the typed attributes the entry needs (bits 2 to 39)
-# and ``second + 1`` (bits 40 to 63) with a typed attribute ``second`` the entry needs
+# and ``second + 1`` (bits 40 to 62) with a typed attribute ``second`` the entry needs
 # besides the pivot's (-1: none, or past :data:`MAX_SECOND`; checked exactly before the
 # items are read); ``r_y`` is the entry.  Matching reads ``r_y`` only for the entries it
 # evaluates.  All derived from the entry's items by :func:`_entry_keys`.
@@ -510,8 +510,9 @@ H_CAP = N_GROUPS + 1
 SIG_BITS = 38
 """Signature bits of a record (``r_x`` bits 2 to 39)."""
 SECOND_SHIFT = 40
-MAX_SECOND = (1 << 24) - 2
-"""Largest typed attribute a record names as its ``second`` (24 bits of ``r_x``)."""
+MAX_SECOND = (1 << 23) - 2
+"""Largest typed attribute a record names as its ``second`` (``r_x`` bits 40 to 62, the
+sign bit left clear)."""
 
 
 def item_meta(ta: np.ndarray, family: np.ndarray, weight: np.ndarray, end: np.ndarray) -> np.ndarray:
