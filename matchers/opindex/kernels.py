@@ -483,9 +483,10 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
 # ``r_y``); its header is the aligned line ``hdr[HS p : HS p + HS]``: ``hdr[HS p + g]``
 # (``g`` = 0 .. N_GROUPS) bound the groups, absolute pool positions, and
 # ``hdr[HS p + H_CAP]`` is the block's capacity from ``hdr[HS p]``.  The groups say how
-# the pivot's own predicate can be searched (``G_EQ`` value = key, ``G_LE`` value <= key,
-# ``G_GE`` value >= key, ``G_ANY`` no key, ``G_STR`` a string predicate whose id is the
-# key); each is sorted by ``(key, entry)``.  A record is 24 bytes: ``r_key`` the key
+# the pivot's own predicate can be searched (``G_EQ`` value = key, ``G_LE`` value <=
+# -key, ``G_GE`` value >= key, ``G_ANY`` no key, ``G_STR`` a string predicate whose id is
+# the key); each is sorted by ``(key, entry)``, so the records of a range group that hold
+# for a value are a prefix of the group.  A record is 24 bytes: ``r_key`` the key
 # (float); ``r_x`` either ``sub << 2 | kind + 1`` (the subscription key and the pivot
 # predicate's kind, when that predicate, a single item, is the whole entry) or, with the
 # two low bits 0, the signature of the typed attributes the entry needs (bits 2 to 39)
@@ -538,7 +539,7 @@ def _entry_keys(q, q_meta, q_val, width):
     holds only on a present value of its type).  The first clause (the pivot's) holds
     only if one of its positive items fires (negative ones only veto); when they are all
     ``=``, ``<=``, ``>=`` on one attribute, the pivot's value must lie in their hull
-    ``[lo, hi]``: the group is ``G_EQ`` (lo = hi), ``G_GE`` (key lo), ``G_LE`` (key hi)
+    ``[lo, hi]``: the group is ``G_EQ`` (lo = hi), ``G_GE`` (key lo), ``G_LE`` (key -hi)
     or, with no bound, ``G_ANY``; a clause of one positive string item is ``G_STR`` (key:
     the string predicate's id).  ``kind`` is the pivot predicate's kind when its single
     item is the whole entry, else -1.  ``second`` is the typed attribute of the first
@@ -588,7 +589,7 @@ def _entry_keys(q, q_meta, q_val, width):
     elif hull and lo > -np.inf:
         group, key = G_GE, lo
     elif hull and hi < np.inf:
-        group, key = G_LE, hi
+        group, key = G_LE, -hi
     kind = (q_meta[2 * q0] >> 8) % 3 if group != G_ANY and q == q0 else -1
     return group, key, s, kind, second
 
@@ -762,8 +763,10 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                   hdr, r_key, r_x, r_y, e_item, e_key, q_meta, q_val, ev_pos, out_keys):
     """Match a batch on the entry store.
 
-    For each pivot attribute of an event, searches on the pivot's value find the records
-    of each group whose pivot predicate can hold (all of ``G_ANY``).  One whose entry is
+    For each pivot attribute of an event, the records of each group whose pivot predicate
+    can hold are visited: a prefix of ``G_LE`` and ``G_GE`` (up to the first key past
+    the value), the run of ``G_EQ`` equal to it (a search), a run of ``G_STR`` per string
+    predicate the value satisfies, all of ``G_ANY``.  One whose entry is
     its pivot predicate alone, of the value's kind, matches at once; of the others, those
     whose signature is a subset of the event's (every typed attribute the entry needs may
     be present) and whose ``second`` typed attribute is in the event have their entry
@@ -812,13 +815,14 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                 hi = hdr[h + g + 1]
                 if lo == hi or (g < G_ANY and v != v):  # NaN: no =, <=, >= holds
                     continue
+                limit = np.inf  # a range group's records hold up to the first key past it
                 if g == G_EQ:
                     lo = _key_pos(r_key, lo, hi, v, False)
                     hi = _key_pos(r_key, lo, hi, v, True)
                 elif g == G_LE:
-                    lo = _key_pos(r_key, lo, hi, v, False)
+                    limit = -v
                 elif g == G_GE:
-                    hi = _key_pos(r_key, lo, hi, v, True)
+                    limit = v
                 t = ev_soff[jp]  # G_STR: one search per string predicate the value satisfies
                 while True:
                     a, b = lo, hi
@@ -833,6 +837,8 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                         grown[:n_out] = out_keys[:n_out]
                         out_keys = grown
                     for r in range(a, b):
+                        if r_key[r] > limit:
+                            break
                         # a single-predicate entry of the value's kind is a match: kept
                         # without a branch (its tag is the kind, a multi's 0)
                         x = r_x[r]
