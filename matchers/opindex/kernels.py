@@ -6,6 +6,11 @@ list ``k`` (one (pivot, family) pair) owns the pool range ``l_start[k] :
 l_start[k] + l_len[k]`` (capacity ``l_cap[k]``), its ``b`` segments stored one after
 the other (``seg_off[k * (b + 1) + s]`` is where segment ``s`` starts), each sorted by
 ``(ta, value)``; ``s_sig[k * b + s]`` is a segment's signature, ``l_sig[k]`` their OR.
+
+Only scalar helpers are ``inline="always"``: numba's IR-level inlining of a helper
+that takes arrays makes each call in the caller's loop update the arrays' reference
+counts (atomic calls); as plain calls they cost nothing of the kind (measured on
+``match_entries``: a fifth of its time at N = 1M, a third on a small index).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _push(out_keys, n_out, key):
     """Append ``key`` at ``n_out``, doubling ``out_keys`` when full."""
     if n_out == len(out_keys):
@@ -118,7 +123,7 @@ def item_keys(family, attr, ta, vbits, value_signed, segments, width, seg, bit):
         bit[i] = signature_bit(ta[i], vbits[i], value_signed[family[i]], width) if width > 0 else 0
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _upper(it_ta, it_val, lo, hi, ta, val):
     """First position in ``[lo, hi)`` whose key is greater than ``(ta, val)``."""
     while lo < hi:
@@ -131,7 +136,7 @@ def _upper(it_ta, it_val, lo, hi, ta, val):
     return lo
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _lower(it_ta, it_val, lo, hi, ta, val):
     """First position in ``[lo, hi)`` whose key is not less than ``(ta, val)``."""
     while lo < hi:
@@ -144,7 +149,7 @@ def _lower(it_ta, it_val, lo, hi, ta, val):
     return lo
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _lower_ta(it_ta, lo, hi, ta):
     """First position in ``[lo, hi)`` whose typed attribute is not less than ``ta``."""
     while lo < hi:
@@ -281,7 +286,7 @@ BIAS = 1 << 15
 """Zero of a 16-bit count packed under an epoch stamp: ``word = epoch << 16 | count + BIAS``."""
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _touch(c, w, s_word, epoch, touched, nt):
     """Add ``w`` to slot ``c``'s count, reset first if it was last counted before this event
     (stamp and count share one word: one cache line per touch)."""
@@ -294,7 +299,7 @@ def _touch(c, w, s_word, epoch, touched, nt):
     return nt
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, s_word, epoch, touched, nt):
     """Range-scan the segment ``[s, e)`` for the items that fire on the event value ``(ta, val)``."""
     if family == 0 or family == 4:  # equality on the value (or on the string-predicate id)
@@ -320,7 +325,7 @@ def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, s_word, epoch, t
     return nt
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _fires(family, v, o, j, ev_soff, ev_spid):
     """Whether an item of ``family`` and operand ``o`` fires on the event value ``v`` (at ``j``)."""
     if family == 0:
@@ -337,7 +342,7 @@ def _fires(family, v, o, j, ev_soff, ev_spid):
     return False
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slot, it_w,
            s_word, epoch, touched, nt):
     """Walk a whole (short) list ``[s, e)`` and fire the items whose event value satisfies them."""
@@ -531,7 +536,7 @@ def need_bit(ta, width):
     return np.int64(1) << (2 + np.int64((h * np.uint64(min(width, SIG_BITS))) >> np.uint64(32)))
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _entry_keys(q, q_meta, q_val, width):
     """``(group, key, sig, kind, second)`` of the entry whose items start at ``q``.
 
@@ -607,7 +612,7 @@ def entry_keys(first, q_meta, q_val, width, group, key, sig, kind, second):
         group[i], key[i], sig[i], kind[i], second[i] = _entry_keys(first[i], q_meta, q_val, width)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _record_pos(r_key, r_y, lo, hi, key, entry):
     """First record in ``[lo, hi)`` whose ``(key, entry)`` is not less than the given."""
     while lo < hi:
@@ -627,7 +632,7 @@ us/event: 12.2 all binary, 10.8 linear up to 32 records, 10.4 up to 64, 9.1 up t
 9.5 up to 256, 9.1-9.3 all linear)."""
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _key_pos(r_key, lo, hi, key, strict):
     """First record in ``[lo, hi)`` whose key is not less than (``strict``: greater than) ``key``."""
     if hi - lo <= LINEAR_SCAN:
@@ -644,7 +649,7 @@ def _key_pos(r_key, lo, hi, key, strict):
     return lo
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _move_record(src, dst, r_key, r_x, r_y):
     r_key[dst] = r_key[src]
     r_x[dst] = r_x[src]
@@ -734,7 +739,7 @@ PREFETCH_BLOCK = 256
 """Blocks of at most this many records are prefetched whole, longer ones a line per group."""
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _pivot_of(j, ev_attr, pivot_slot):
     """Pivot slot of the event value at ``j`` (-1: past the batch or no pivot)."""
     if j >= len(ev_attr):
@@ -743,7 +748,7 @@ def _pivot_of(j, ev_attr, pivot_slot):
     return pivot_slot[pa] if pa < len(pivot_slot) else -1
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _prefetch_block(h, hdr, r_key, r_x):
     """The lines of a block's keys and ``r_x`` words (``r_y`` is read for few records)."""
     lo = hdr[h]
