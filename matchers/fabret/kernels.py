@@ -34,7 +34,7 @@ FIRST, TABLE, KEY = 0, 1, 2
 """Columns of the access entries ``acc`` (``KEY`` is the first of ``MAX_SCHEMA`` key columns)."""
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def key_hash(table, key, k):
     """Hash of a table id and the first ``k`` predicate ids of ``key``."""
     h = np.int64(table) * np.int64(0x27D4EB2F165667C5) + np.int64(k)

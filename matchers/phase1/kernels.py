@@ -41,7 +41,7 @@ def build_hash(k1, k2, size):
     return t1, t2, tg
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def probe(t1, t2, tg, a1, a2):
     """Group id of key ``(a1, a2)`` or ``EMPTY``."""
     mask = np.uint64(len(tg) - 1)
@@ -98,7 +98,7 @@ def equality_pairs(offsets, attrs, kinds, vbits, t1, t2, tg, g_off, g_pids,
     return k
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _emit_range(lo, hi, pids, e, out_ev, out_pid, k, cap):
     for i in range(lo, min(hi, lo + cap - k)):
         out_ev[k + i - lo] = e
