@@ -673,20 +673,17 @@ class OpIndex(Matcher):
     def _string_hits(self, batch: EventBatch, is_str: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """CSR over the batch's entries of the satisfied string-predicate ids."""
         nnz = len(batch.attrs)
-        if not self._spids or not is_str.any():
-            return np.zeros(nnz + 1, dtype=np.int64), np.zeros(0, dtype=np.int32)
-        counts = np.zeros(nnz, dtype=np.int64)
-        parts = []
-        pids_for, strings, texts = self.strings.pids_for, batch.strings, batch.texts
-        for j in np.flatnonzero(is_str).tolist():
-            hit = pids_for(int(batch.attrs[j]), strings[texts[j]])
-            if len(hit):
-                counts[j] = len(hit)
-                parts.append(hit)
         soff = np.zeros(nnz + 1, dtype=np.int64)
+        if not self._spids or not is_str.any():
+            return soff, np.zeros(0, dtype=np.int32)
+        entries = np.flatnonzero(is_str)
+        pids_for, strings = self.strings.pids_for, batch.strings
+        parts = [pids_for(a, strings[t]) for a, t in zip(batch.attrs[entries].tolist(),
+                                                         batch.texts[entries].tolist(), strict=True)]
+        counts = np.zeros(nnz, dtype=np.int64)
+        counts[entries] = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
         np.cumsum(counts, out=soff[1:])
-        spid = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, dtype=np.int32)
-        return soff, spid
+        return soff, np.concatenate(parts).astype(np.int32)
 
     # -- re-pivoting --------------------------------------------------------------------
     def repivot(self) -> int:
