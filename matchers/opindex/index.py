@@ -232,6 +232,13 @@ class OpIndex(Matcher):
         self.repivots = 0
         """Entries moved to another pivot so far."""
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle, with the pivot headers back on 64-byte lines (one line each)."""
+        self.__dict__.update(state)
+        hdr = _lines(len(self._hdr))
+        hdr[:] = self._hdr
+        self._hdr = hdr
+
     # -- entries ------------------------------------------------------------------
     def _entries_for(self, sub: Subscription) -> list[tuple[tuple, bool]]:
         """The entries of a subscription: ``(terms, is_cnf)`` pairs."""

@@ -373,3 +373,15 @@ def test_record_word_keeps_signature_and_second_apart():
     word = K.record_word(sig, K.MAX_SECOND)
     assert word > 0 and word >> K.SECOND_SHIFT == K.MAX_SECOND + 1
     assert K.record_word(sig, K.MAX_SECOND + 1) == sig  # too large to name: no exact check, still correct
+
+
+def test_pickled_index_answers_the_same_with_aligned_headers():
+    import pickle
+
+    w = workloads.generate("opindex", seed=1, **SMALL_WORKLOADS["opindex"])
+    matcher = make("opindex")
+    matcher.add(w.subscriptions)
+    copy = pickle.loads(pickle.dumps(matcher))
+    assert copy._hdr.ctypes.data % 64 == 0
+    assert copy.match_events(w.events) == matcher.match_events(w.events)
+    check_entry_store(copy)
