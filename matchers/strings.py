@@ -274,25 +274,33 @@ class StringEvaluator:
             self._cache[key] = hit
         return hit
 
-    def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
-        """``(event_idx, pid)`` pairs of satisfied side-path predicates."""
+    def entry_hits(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
+        """CSR over the batch's entries of the satisfied side-path predicates: entry ``j``
+        satisfies ``pids[offsets[j]:offsets[j + 1]]``."""
+        offsets = np.zeros(len(batch.attrs) + 1, dtype=np.int64)
         if not self._attrs:
-            return _EMPTY, _EMPTY
+            return offsets, _EMPTY
         entries = np.flatnonzero(batch.kinds == STR)
-        if len(entries) == 0:
-            return _EMPTY, _EMPTY
         attrs = batch.attrs[entries]
         wanted = np.isin(attrs, np.fromiter(self._attrs, dtype=np.int32, count=len(self._attrs)))
         entries, attrs = entries[wanted], attrs[wanted]
         if len(entries) == 0:
+            return offsets, _EMPTY
+        strings = batch.strings
+        parts = [self.pids_for(a, strings[t])
+                 for a, t in zip(attrs.tolist(), batch.texts[entries].tolist(), strict=True)]
+        counts = np.zeros(len(batch.attrs), dtype=np.int64)
+        counts[entries] = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+        np.cumsum(counts, out=offsets[1:])
+        return offsets, np.concatenate(parts).astype(np.int32)
+
+    def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
+        """``(event_idx, pid)`` pairs of satisfied side-path predicates."""
+        offsets, pids = self.entry_hits(batch)
+        if len(pids) == 0:
             return _EMPTY, _EMPTY
-        events = np.searchsorted(batch.offsets, entries, side="right") - 1
-        strings, texts = batch.strings, batch.texts
-        parts = [self.pids_for(int(a), strings[texts[j]]) for a, j in zip(attrs.tolist(), entries.tolist(), strict=True)]
-        counts = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
-        if counts.sum() == 0:
-            return _EMPTY, _EMPTY
-        return np.repeat(events.astype(np.int32), counts), np.concatenate(parts).astype(np.int32)
+        events = np.searchsorted(batch.offsets, np.arange(len(batch.attrs)), side="right") - 1
+        return np.repeat(events.astype(np.int32), np.diff(offsets)), pids
 
     def memory_bytes(self) -> int:
         total = 0

@@ -47,7 +47,7 @@ import numpy as np
 
 from matchers.base import Matcher, Matches, register
 from matchers.errors import SubscriptionError
-from matchers.events import STR, EventBatch
+from matchers.events import EventBatch
 from matchers.expr import DEFAULT_MAX_TERMS, RANGE_OPS, Kind, Op, Pred, Subscription, cnf
 from matchers.opindex import kernels as K
 from matchers.opindex.layout import (
@@ -60,6 +60,7 @@ from matchers.opindex.layout import (
     F_STR,
     N_FAMILIES,
     VALUE_SIGNED,
+    event_values,
 )
 from matchers.opindex.pivot import Frequencies
 from matchers.strings import StringEvaluator
@@ -654,10 +655,8 @@ class OpIndex(Matcher):
         if self.repivot_every and self.freq.seen_events - self._last_check >= self.repivot_every:
             self._last_check = self.freq.seen_events
             self.repivot()
-        ev_val = batch.nums.astype(np.float64, copy=True)
-        is_str = batch.kinds == STR
-        ev_val[is_str] = batch.codes[is_str]
-        soff, spid = self._string_hits(batch, is_str)
+        ev_val = event_values(batch)
+        soff, spid = self.strings.entry_hits(batch)
         ev_pos = np.full(3 * self.dictionary.n_attrs, -1, np.int32)
         out = np.empty(max(16, batch.n), np.int32)
         if self.evaluate == "entries":
@@ -676,21 +675,6 @@ class OpIndex(Matcher):
             self._epoch, ev_pos, np.empty(max(1, self._n_cslots), np.int32), np.empty(max(1, self._n_entries), np.int32),
             out)
         return Matches(offsets, keys[: offsets[-1]].copy())
-
-    def _string_hits(self, batch: EventBatch, is_str: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """CSR over the batch's entries of the satisfied string-predicate ids."""
-        nnz = len(batch.attrs)
-        soff = np.zeros(nnz + 1, dtype=np.int64)
-        if not self._spids or not is_str.any():
-            return soff, np.zeros(0, dtype=np.int32)
-        entries = np.flatnonzero(is_str)
-        pids_for, strings = self.strings.pids_for, batch.strings
-        parts = [pids_for(a, strings[t]) for a, t in zip(batch.attrs[entries].tolist(),
-                                                         batch.texts[entries].tolist(), strict=True)]
-        counts = np.zeros(nnz, dtype=np.int64)
-        counts[entries] = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-        np.cumsum(counts, out=soff[1:])
-        return soff, np.concatenate(parts).astype(np.int32)
 
     # -- re-pivoting --------------------------------------------------------------------
     def repivot(self) -> int:

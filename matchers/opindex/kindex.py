@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from matchers.base import Matcher, Matches, register
-from matchers.events import STR, EventBatch
+from matchers.events import EventBatch
 from matchers.expr import Kind, Op, Pred, Subscription
 from matchers.opindex import kernels as K
+from matchers.opindex.layout import event_values
 from matchers.strings import StringEvaluator
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -185,20 +186,8 @@ class KIndex(Matcher):
         if self._stale:
             self.build()
         b = self._built
-        ev_val = batch.nums.astype(np.float64, copy=True)
-        is_str = batch.kinds == STR
-        ev_val[is_str] = batch.codes[is_str]
-        soff = np.zeros(len(batch.attrs) + 1, dtype=np.int64)
-        spid = np.zeros(0, dtype=np.int32)
-        if self._spids and is_str.any():
-            counts = np.zeros(len(batch.attrs), dtype=np.int64)
-            parts = []
-            for j in np.flatnonzero(is_str).tolist():
-                hit = self.strings.pids_for(int(batch.attrs[j]), batch.strings[batch.texts[j]])
-                counts[j] = len(hit)
-                parts.append(hit)
-            np.cumsum(counts, out=soff[1:])
-            spid = np.concatenate(parts).astype(np.int32) if parts else spid
+        ev_val = event_values(batch)
+        soff, spid = self.strings.entry_hits(batch)
         tok_off, tok = K.kindex_tokens(batch.offsets, batch.attrs, batch.kinds, ev_val, soff, spid,
                                        b["tok_cells"], b["n_cells"], b["bp_off"], b["bp"], b["spid_base"])
         offsets, keys, self._epoch = K.kindex_match(

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from matchers.events import STR, EventBatch
+
 F_EQ, F_LE, F_GE, F_PRES, F_STR = 0, 1, 2, 3, 4
 N_FAMILIES = 5
 FAMILY_NAMES = ("eq", "le", "ge", "presence", "string")
@@ -51,3 +53,12 @@ DEFAULT_SIGNATURE_BITS = 64
 def typed_attr(attr: int, kind: int) -> int:
     """The typed attribute ``attr * 3 + kind`` used as the first sort key."""
     return attr * N_KINDS + kind
+
+
+def event_values(batch: EventBatch) -> np.ndarray:
+    """The value of each entry of a batch as the kernels compare it: the number, or a
+    string's dictionary code."""
+    values = batch.nums.astype(VAL_DTYPE, copy=True)
+    is_str = batch.kinds == STR
+    values[is_str] = batch.codes[is_str]
+    return values
