@@ -77,11 +77,15 @@ def _grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
     return out
 
 
-def _lines(n: int) -> np.ndarray:
-    """Zeroed int64 words starting on a 64-byte line (a pivot header is one line)."""
+def _lines(n: int, old: np.ndarray | None = None) -> np.ndarray:
+    """``n`` int64 words starting on a 64-byte line (a pivot header is one line), zeroed
+    past a copy of ``old``."""
     buf = np.zeros(n + 8, dtype=np.int64)
     skip = (-buf.ctypes.data % 64) // 8
-    return buf[skip: skip + n]
+    out = buf[skip: skip + n]
+    if old is not None:
+        out[: len(old)] = old
+    return out
 
 
 _SELECTIVITY = {Op.EQ: 0.1, Op.LT: 0.5, Op.LE: 0.5, Op.GT: 0.5, Op.GE: 0.5, Op.BETWEEN: 0.5}
@@ -236,9 +240,7 @@ class OpIndex(Matcher):
     def __setstate__(self, state: dict) -> None:
         """Unpickle, with the pivot headers back on 64-byte lines (one line each)."""
         self.__dict__.update(state)
-        hdr = _lines(len(self._hdr))
-        hdr[:] = self._hdr
-        self._hdr = hdr
+        self._hdr = _lines(len(self._hdr), self._hdr)
 
     # -- entries ------------------------------------------------------------------
     def _entries_for(self, sub: Subscription) -> list[tuple[tuple, bool]]:
@@ -464,9 +466,7 @@ class OpIndex(Matcher):
             self._pivot_slot[pivot] = slot
             self._list_of = _grow(self._list_of, self._n_pivots * N_FAMILIES, -1)
             if self._n_pivots * K.HS > len(self._hdr):
-                hdr = _lines(max(64, 2 * len(self._hdr)))
-                hdr[: len(self._hdr)] = self._hdr
-                self._hdr = hdr
+                self._hdr = _lines(max(64, 2 * len(self._hdr)), self._hdr)
         return slot
 
     def _pack(self, rows: _Rows):
