@@ -129,9 +129,10 @@ def start_patterns(settings: Settings, spark: Any, client: dict) -> list:
     k, root = settings.kafka, settings.checkpoint / "patterns"
     trigger = settings.spark.trigger_interval
     return [
-        start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger),
+        start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger, settings.limits),
         start_patterns_query(spark, client, k.events_topic, k.notifications_topic, k.errors_topic, root,
-                             trigger=trigger, max_per_trigger=k.max_offsets_per_trigger or None),
+                             trigger=trigger, max_per_trigger=k.max_offsets_per_trigger or None,
+                             limits=settings.limits),
     ]
 
 

@@ -99,6 +99,38 @@ class PatternsSettings:
 
 
 @dataclass(frozen=True)
+class LimitsSettings:
+    """Bounds on what one record may hold; a record past one is an error record, never a crash.
+
+    Parameters
+    ----------
+    event_bytes : largest event record value.
+    depth : deepest nesting of objects and arrays in an event (a flat object has depth 1).
+    attributes : most attributes of an event after flattening (arrays and nulls count).
+    string_length : longest string value or attribute name of an event, in characters.
+    subscription_bytes : largest subscription record value.
+    predicates : most predicates of one subscription.
+    message_bytes : largest key plus value the service sends; a notification past it goes
+        out in the id-only form. Kafka's producer default (librdkafka ``message.max.bytes``);
+        it may not exceed ``kafka.client.max_request_size`` when that is set.
+    """
+
+    event_bytes: int = 1_000_000
+    depth: int = 32
+    attributes: int = 1_000
+    string_length: int = 65_536
+    subscription_bytes: int = 65_536
+    predicates: int = 1_000
+    message_bytes: int = 1_000_000
+
+
+MAX_DEPTH = 256
+"""Highest ``limits.depth`` (below Python's recursion limit and orjson's 1024)."""
+PRODUCER_MESSAGE_BYTES = 1_000_000
+"""The producer's own bound on a record when ``kafka.client.max_request_size`` is not set."""
+
+
+@dataclass(frozen=True)
 class StatusSettings:
     status_file: str = "var/status.json"
     history: int = 20
@@ -115,6 +147,7 @@ class Settings:
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     patterns: PatternsSettings = field(default_factory=PatternsSettings)
     status: StatusSettings = field(default_factory=StatusSettings)
+    limits: LimitsSettings = field(default_factory=LimitsSettings)
 
     @property
     def checkpoint(self) -> Path:
@@ -227,6 +260,17 @@ def _validate(s: Settings) -> None:
         raise ConfigError("match.max_validity_s must be positive")
     if s.status.history < 1:
         raise ConfigError("status.history must be at least 1")
+    for f in dataclasses.fields(s.limits):
+        if getattr(s.limits, f.name) < 1:
+            raise ConfigError(f"limits.{f.name} must be at least 1")
+    if s.limits.depth > MAX_DEPTH:
+        raise ConfigError(f"limits.depth must be at most {MAX_DEPTH}")
+    client = s.kafka.client
+    producer_max = _coerce(client.get("max_request_size", client.get("max.request.size", PRODUCER_MESSAGE_BYTES)),
+                           int, "kafka.client.max_request_size")
+    if s.limits.message_bytes > producer_max:
+        raise ConfigError(f"limits.message_bytes ({s.limits.message_bytes}) exceeds the producer's maximum request "
+                          f"size ({producer_max}): raise kafka.client.max_request_size too")
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:

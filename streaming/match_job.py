@@ -39,7 +39,7 @@ import pyarrow as pa
 from matchers.base import create
 from matchers.expr import Subscription
 from streaming import notifications
-from streaming.config import Settings
+from streaming.config import LimitsSettings, Settings
 from streaming.executor_cache import IndexSpec, index_for, long_lived
 from streaming.kafka import offsets
 from streaming.kafka.config import config_client_kwargs
@@ -48,7 +48,10 @@ from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches
 from streaming.metrics import BatchMetrics, StatusFile
 from streaming.records import (
+    DEFAULT_LIMITS,
     DELETE,
+    EVENT,
+    EVENT_WARNING,
     SCALARS,
     UPSERT,
     Change,
@@ -59,7 +62,7 @@ from streaming.records import (
     error,
     flat_event,
     parse_changes,
-    parse_event,
+    read_event,
 )
 from streaming.registry import Delta, Registry
 from streaming.validity import ValidEvent, ValidityStore, validity_end
@@ -115,6 +118,7 @@ class BatchContext(NamedTuple):
     validity_dir: str
     producer: dict[str, Any]
     consumer: dict[str, Any]
+    limits: LimitsSettings = DEFAULT_LIMITS
 
     @classmethod
     def of(cls, settings: Settings, batch_id: int, now: float, spec: IndexSpec,
@@ -122,7 +126,7 @@ class BatchContext(NamedTuple):
         return cls(batch_id, now, spec, settings.kafka.notifications_topic, settings.kafka.errors_topic,
                    settings.notifications.payload, settings.match.event_id_field,
                    settings.match.valid_until_field, settings.match.max_validity_s, str(settings.validity_dir),
-                   producer, consumer)
+                   producer, consumer, settings.limits)
 
 
 # -- driver side ---------------------------------------------------------------------------
@@ -165,6 +169,7 @@ def apply_changes(
     parse: SubscriptionParser,
     max_terms: int,
     now: float,
+    limits: LimitsSettings = DEFAULT_LIMITS,
 ) -> ChangeOutcome:
     """Validate a batch's subscription records and record them as the next registry version.
 
@@ -173,7 +178,7 @@ def apply_changes(
     Subscriptions whose expiry time is at or before ``now`` are deleted in the same version.
     """
     ordered = sorted(rows, key=lambda r: (r[2], r[3], r[4]))
-    changes, errors = parse_changes(ordered, parse, max_terms)
+    changes, errors = parse_changes(ordered, parse, max_terms, limits)
     if registry.is_replay(batch_id):
         delta = registry.delta_of_batch(batch_id)
         return ChangeOutcome(delta, errors, delta.time if delta else now, True, len(changes), 0)
@@ -310,10 +315,16 @@ def _timed(batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.
 def _records(
     batches: Iterator[pa.RecordBatch], ctx: BatchContext, counts: list[int], valid: list[ValidEvent],
 ) -> Iterator[pa.RecordBatch]:
-    """Notification and error records of the event batches; fills ``counts`` and ``valid``."""
+    """Notification and error records of the event batches; fills ``counts`` and ``valid``.
+
+    A record that cannot be handled (refused by :func:`~streaming.records.read_event`, not
+    encodable for the matcher, no notification possible) becomes one error record; an event
+    matched with attributes absent (arrays, nulls) one ``event-warning`` record.
+    """
     matcher = None
     with_event = ctx.payload == notifications.PAYLOAD_EVENT
-    id_field, until_field = ctx.event_id_field, ctx.valid_until_field
+    id_field, until_field, limits = ctx.event_id_field, ctx.valid_until_field, ctx.limits
+    fast_bytes, max_attrs = min(limits.event_bytes, limits.string_length), limits.attributes
     loads, scalars = orjson.loads, SCALARS
     for rb in batches:
         if rb.num_rows == 0:
@@ -332,59 +343,115 @@ def _records(
         out_keys: list[bytes | None] = []
         out_values: list[bytes] = []
         out_topics: list[str] = []
+        rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
         events: list[dict] = []
-        kept: list[tuple[int, Any]] = []
+        kept: list[tuple[int, Any, dict]] = []
         for i, value in enumerate(values):
-            try:  # the common case inline: orjson parses an object of scalars (never NaN or infinite)
-                obj = loads(value)
-            except (orjson.JSONDecodeError, TypeError):
-                obj = None
-            if type(obj) is dict and scalars.issuperset(map(type, obj.values())):
+            obj = None
+            if value is not None and len(value) <= fast_bytes:
+                try:  # the common case inline: orjson parses a small object of scalars
+                    obj = loads(value)
+                except orjson.JSONDecodeError:
+                    pass
+            if type(obj) is dict and len(obj) <= max_attrs and scalars.issuperset(map(type, obj.values())):
                 events.append(obj)
             else:
-                obj, reason = parse_event(value)
-                if obj is None:
-                    rec = error("event", value, Position(topics[i], parts[i], offsets[i]), reason or "")
-                    out_keys.append(None)
-                    out_values.append(rec.to_json())
-                    out_topics.append(ctx.errors_topic)
+                read = read_event(value, limits)
+                if read.obj is None:
+                    rejected.append((EVENT, i, read.problem or ""))
                     counts[M_ERRORS] += 1
                     continue
-                events.append(flat_event(obj))
+                if read.problem is not None:
+                    rejected.append((EVENT_WARNING, i, f"matched with these attributes absent: {read.problem}"))
+                obj = read.obj
+                events.append(read.flat)
             event_id = obj.get(id_field)
             if event_id is None:
                 event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
-            kept.append((i, event_id))
-            if until_field in obj:
-                until = validity_end(obj, until_field, ctx.now, ctx.max_validity_s)
-                if until is not None:
-                    ms = stamps[i] // 1000 if stamps[i] is not None else None
-                    valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, value.strip()))
-        counts[M_EVENTS] += len(events)
+            kept.append((i, event_id, obj))
         if events:
-            result = matcher.match(matcher.encode(events))
+            n = len(events)
+            batch, events, kept = _encode(matcher, events, kept, rejected)
+            counts[M_ERRORS] += n - len(events)
+        if events:
+            result = matcher.match(batch)
             now_ms = int(time.time() * 1000)
             res_off, res_keys = result.offsets.tolist(), result.keys
-            subscription = matcher.subscription
-            for j, (i, event_id) in enumerate(kept):
-                lo, hi = res_off[j], res_off[j + 1]
-                if lo == hi:
-                    continue
+            room = limits.message_bytes - notifications.RECORD_OVERHEAD
+            for j, (i, event_id, obj) in enumerate(kept):
                 ms = stamps[i] // 1000 if stamps[i] is not None else None
-                notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
-                                                 values[i] if with_event else None, ms, now_ms, ctx.batch_id)
-                for key in res_keys[lo:hi].tolist():
-                    sub_id = subscription(key).id
-                    out_keys.append(sub_id.encode("utf-8"))
-                    out_values.append(notes.encode(sub_id))
-                    out_topics.append(ctx.notifications_topic)
+                lo, hi = res_off[j], res_off[j + 1]
+                if lo < hi:
+                    try:
+                        notes = _notifications(matcher, res_keys[lo:hi].tolist(), room, topics[i], parts[i], offsets[i],
+                                               event_id, values[i] if with_event else None, ms, now_ms, ctx.batch_id)
+                    except (TypeError, ValueError, OverflowError, UnicodeError, RecursionError) as exc:
+                        rejected.append((EVENT, i, f"cannot build its notification: {type(exc).__name__}: {exc}"))
+                        counts[M_ERRORS] += 1
+                        counts[M_EVENTS] -= 1
+                        continue
+                    for key, value in notes:
+                        out_keys.append(key)
+                        out_values.append(value)
+                        out_topics.append(ctx.notifications_topic)
+                if until_field in obj:
+                    until = validity_end(obj, until_field, ctx.now, ctx.max_validity_s)
+                    if until is not None:
+                        valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, values[i].strip()))
             counts[M_MATCHES] += result.total
+        counts[M_EVENTS] += len(events)
+        for stage, i, reason in rejected:
+            out_keys.append(None)
+            out_values.append(error(stage, values[i], Position(topics[i], parts[i], offsets[i]), reason).to_json())
+            out_topics.append(ctx.errors_topic)
         counts[M_MATCH_NS] += time.perf_counter_ns() - t1
         if out_values:
             yield pa.RecordBatch.from_arrays(
                 [pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary()), pa.array(out_topics, pa.string())],
                 schema=OUT_SCHEMA,
             )
+
+
+_ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, RecursionError)
+
+
+def _encode(matcher: Any, events: list[dict], kept: list, rejected: list[tuple[str, int, str]]) -> tuple[Any, list, list]:
+    """The matcher's encoding of ``events``; when the batch fails, one at a time, adding the culprits to ``rejected``."""
+    try:
+        return matcher.encode(events), events, kept
+    except _ENCODE_ERRORS:
+        pass
+    good, good_kept = [], []
+    for event, k in zip(events, kept, strict=True):
+        try:
+            matcher.encode([event])
+        except _ENCODE_ERRORS as exc:
+            rejected.append((EVENT, k[0], f"cannot be encoded for the matcher: {type(exc).__name__}: {exc}"))
+            continue
+        good.append(event)
+        good_kept.append(k)
+    return matcher.encode(good), good, good_kept
+
+
+def _notifications(matcher: Any, keys: list[int], room: int, topic: str, partition: int, offset: int,
+                   event_id: Any, raw: bytes | None, event_ms: int | None, now_ms: int,
+                   batch_id: int) -> list[tuple[bytes, bytes]]:
+    """``(key, value)`` of an event's notifications; one past ``room`` bytes goes in the id-only form."""
+    notes = notifications.EventNotes(topic, partition, offset, event_id, raw, event_ms, now_ms, batch_id)
+    slim = None
+    out = []
+    for key in keys:
+        sub_id = matcher.subscription(key).id
+        sid, value = sub_id.encode("utf-8"), notes.encode(sub_id)
+        if len(sid) + len(value) > room:
+            if slim is None:
+                slim = notifications.EventNotes(
+                    topic, partition, offset, event_id, None, event_ms, now_ms, batch_id,
+                    note=f"sent without the event: with it the record takes {len(sid) + len(value)} bytes, "
+                         f"past limits.message_bytes less {notifications.RECORD_OVERHEAD} bytes of record overhead")
+            value = slim.encode(sub_id)
+        out.append((sid, value))
+    return out
 
 
 # -- the query -----------------------------------------------------------------------------
@@ -435,7 +502,8 @@ class MatchJob:
         else:
             rows = read_records(self.consumer, [r for r in ranges if r.topic == k.subscriptions_topic])
         with long_lived() if rows else nullcontext():  # the registry's new subscriptions live on
-            outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time())
+            outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time(),
+                                    self.settings.limits)
         t1 = time.perf_counter()
         version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
         retro = retro_notifications(

@@ -15,6 +15,8 @@ import orjson
 
 PAYLOAD_EVENT = "event"
 PAYLOAD_ID = "id"
+RECORD_OVERHEAD = 512
+"""Bytes a Kafka record takes besides its key and value (headers, batch framing), with margin."""
 
 
 def notification_id(sub_id: str, topic: str, partition: int, offset: int) -> str:
@@ -34,14 +36,15 @@ class EventNotes:
     event_ms : the event record's Kafka timestamp (milliseconds), if any.
     matched_ms : when the match was made (milliseconds since the epoch).
     retro : the subscription arrived after the event and matched it while it was still valid.
+    note : why the notification has another form than configured (``"note"`` field).
     """
 
     __slots__ = ("_position", "_tail")
 
     def __init__(self, topic: str, partition: int, offset: int, event_id: Any, event_raw: bytes | None,
-                 event_ms: int | None, matched_ms: int, batch_id: int, retro: bool = False):
+                 event_ms: int | None, matched_ms: int, batch_id: int, retro: bool = False, note: str | None = None):
         self._position = f"|{topic}|{int(partition)}|{int(offset)}".encode()
-        tail = orjson.dumps({
+        fields = {
             "event_id": event_id,
             "topic": topic,
             "partition": int(partition),
@@ -50,7 +53,8 @@ class EventNotes:
             "matched_ms": int(matched_ms),
             "batch": int(batch_id),
             "retro": retro,
-        })
+        }
+        tail = orjson.dumps(fields if note is None else {**fields, "note": note})
         self._tail = b"," + (tail[1:] if event_raw is None else tail[1:-1] + b',"event":' + event_raw.strip() + b"}")
 
     def encode(self, sub_id: str) -> bytes:

@@ -9,8 +9,10 @@ Two streaming queries share a checkpoint directory:
   the match job's and are left alone. Each micro-batch that changes something writes
   the next registry version (a whole JSON file, written atomically and recorded with
   its batch id so a replayed batch is not applied twice).
-* ``patterns`` reads the events topic, parses each event (bad ones become error
-  records), and keys it by the partition attribute of the subscriptions
+* ``patterns`` reads the events topic, parses each event as the match query does
+  (:func:`streaming.records.read_event`: the match query reports a refused event, this
+  query skips it; its own error records, stages ``pattern-event`` and ``pattern-late``,
+  are about the reserved fields and late events), and keys it by the partition attribute of the subscriptions
   (:func:`matchers.cayuga.compiler.partition_attribute`: ``name`` for
   ``$2.name = $1.name``, the values hashed into ``key_buckets`` keys ``name#17``; one key
   ``*`` for subscriptions without one; an event goes to every key it belongs to). ``applyInPandasWithState`` holds each key's automaton
@@ -56,16 +58,16 @@ from matchers.cayuga.compiler import chains, partition_attribute
 from matchers.cayuga.engine import Engine
 from matchers.cayuga.language import parse
 from matchers.errors import PubSubError
-from matchers.events import flatten
+from streaming.config import LimitsSettings
 from streaming.records import (
+    DEFAULT_LIMITS,
     DELETE,
-    OPS,
     UPSERT,
     ErrorRecord,
     Position,
     error,
-    load_json,
-    parse_event,
+    read_envelope,
+    read_event,
 )
 
 if TYPE_CHECKING:
@@ -178,31 +180,22 @@ def load_registry(directory: str) -> tuple[int, int, dict[str, list]]:
 
 
 def parse_pattern_change(
-    key: bytes | None, value: bytes | None, position: Position, known: set[str]
+    key: bytes | None, value: bytes | None, position: Position, known: set[str],
+    limits: LimitsSettings = DEFAULT_LIMITS,
 ) -> tuple[str, str, str | None] | ErrorRecord | None:
-    """One subscriptions record as a pattern change, an error, or ``None`` (not a pattern)."""
+    """One subscriptions record as a pattern change, an error, or ``None`` (not a pattern).
+
+    A record whose envelope the match query refuses (:func:`streaming.records.read_envelope`)
+    is ``None``: that query reports it.
+    """
     stage = "pattern"
-    key_id = None
-    if key is not None:
-        try:
-            key_id = key.decode("utf-8")
-        except UnicodeDecodeError:
-            key_id = None
-    if value is None:
-        return (DELETE, key_id, None) if key_id in known else None
-    obj, reason = load_json(value)
-    if reason is not None or not isinstance(obj, dict):
-        return None  # the match job reports records that are not JSON objects
-    op = obj.get("op", UPSERT)
-    sub_id = obj.get("id", key_id)
-    if op == DELETE:
-        return (DELETE, sub_id, None) if isinstance(sub_id, str) and sub_id in known else None
-    if "pattern" not in obj:  # a boolean subscription (the match job's); it replaces a pattern of that id
-        return (DELETE, sub_id, None) if isinstance(sub_id, str) and sub_id in known else None
-    if op not in OPS:
-        return error(stage, value, position, f"unknown op {op!r}: expected 'upsert' or 'delete'", key)
-    if not isinstance(sub_id, str) or not sub_id:
-        return error(stage, value, position, "a pattern record needs a non-empty string id", key)
+    envelope = read_envelope(key, value, position, limits)
+    if isinstance(envelope, ErrorRecord):
+        return None
+    op, sub_id, obj = envelope
+    if op == DELETE or obj is None or "pattern" not in obj:
+        # a delete, or a boolean subscription (the match job's) replacing a pattern of that id
+        return (DELETE, sub_id, None) if sub_id in known else None
     text = obj["pattern"]
     if not isinstance(text, str):
         return error(stage, value, position, '"pattern" must be a string (a CEL expression)', key)
@@ -210,10 +203,13 @@ def parse_pattern_change(
         chains(parse(text))
     except PubSubError as exc:
         return error(stage, value, position, f"subscription {sub_id!r}: {exc}", key)
+    except (ValueError, TypeError, RecursionError, OverflowError, UnicodeError) as exc:
+        return error(stage, value, position, f"subscription {sub_id!r}: {type(exc).__name__}: {exc}", key)
     return (UPSERT, sub_id, text)
 
 
-def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterable[tuple]) -> tuple[int, list[ErrorRecord]]:
+def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterable[tuple],
+                          limits: LimitsSettings = DEFAULT_LIMITS) -> tuple[int, list[ErrorRecord]]:
     """Apply a batch of subscriptions records ``(key, value, topic, partition, offset)``.
 
     Returns the registry version after the batch and the error records.
@@ -223,7 +219,7 @@ def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterab
     changes: list[tuple[str, str, str | None]] = []
     errors: list[ErrorRecord] = []
     for key, value, topic, partition, offset in rows:
-        out = parse_pattern_change(key, value, Position(topic, partition, offset), known)
+        out = parse_pattern_change(key, value, Position(topic, partition, offset), known, limits)
         if out is None:
             continue
         if isinstance(out, ErrorRecord):
@@ -269,13 +265,14 @@ def group_key(attr: str, value: Any, buckets: int) -> str:
 
 def to_keyed_rows(
     batches: Iterator[pd.DataFrame], registry_dir: str, settings: PatternSettings, errors_topic: str,
-    kafka_config: dict,
+    kafka_config: dict, limits: LimitsSettings = DEFAULT_LIMITS,
 ) -> Iterator[pd.DataFrame]:
     """``mapInPandas`` body: Kafka event records to rows keyed by partition value.
 
-    A bad event becomes an error record sent straight to the errors topic (at least
-    once: a retried task may send it again); it never reaches the keyed state, so it
-    cannot move the event-time watermark.
+    An event the match query refuses is skipped (that query reports it); one whose
+    reserved fields are wrong becomes a ``pattern-event`` error record sent straight to
+    the errors topic (at least once: a retried task may send it again, with the same id).
+    Neither reaches the keyed state, so neither can move the event-time watermark.
     """
     for pdf in batches:
         _, attrs_in_use, unkeyed = partition_keys(registry_dir)
@@ -285,7 +282,9 @@ def to_keyed_rows(
             pdf["value"], pdf["topic"], pdf["partition"], pdf["offset"], pdf["timestamp"], strict=True
         ):
             pos = Position(topic, int(partition), int(offset))
-            row = _event_row(value, pos, timestamp, settings)
+            row = _event_row(value, pos, timestamp, settings, limits)
+            if row is None:
+                continue
             if isinstance(row, ErrorRecord):
                 errors.append(row)
                 continue
@@ -322,27 +321,33 @@ def send_errors(kafka_config: dict, topic: str, values: list[bytes]) -> None:
     produce_batches(config_client_kwargs(kafka_config, "producer"), topic, iter([batch]))
 
 
-def _event_row(value, pos: Position, timestamp, settings: PatternSettings):
-    obj, reason = parse_event(value)
-    if reason is not None:
-        return error("event", value, pos, reason)
-    problems: list[str] = []
-    assert obj is not None
-    attrs = flatten(obj, problems)
+PATTERN_EVENT = "pattern-event"
+"""Stage of an event whose reserved fields the patterns query cannot use."""
+PATTERN_LATE = "pattern-late"
+"""Stage of an event that arrived after a later one of its key was processed."""
+
+
+def _event_row(value, pos: Position, timestamp, settings: PatternSettings, limits: LimitsSettings):
+    """``(t0, t1, id, stream, attrs)`` of an event, an error record, or ``None`` (refused: the match query reports it)."""
+    read = read_event(value, limits)
+    if read.obj is None:
+        return None
+    attrs = dict(read.flat)
     stream = attrs.pop(settings.stream_field, settings.default_stream)
     if not isinstance(stream, str):
-        return error("event", value, pos, f"the stream field {settings.stream_field!r} must be a string")
+        return error(PATTERN_EVENT, value, pos, f"the stream field {settings.stream_field!r} must be a string")
     t1 = attrs.pop(settings.time_field, None)
     if t1 is None:
         t1 = int(pd.Timestamp(timestamp).value // 1_000_000 // settings.time_unit_ms) if timestamp is not None else 0
     t0 = attrs.pop(settings.start_field, t1)
     if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and float(t).is_integer() for t in (t0, t1)):
-        return error("event", value, pos, f"{settings.time_field!r} and {settings.start_field!r} must be integer ticks")
+        return error(PATTERN_EVENT, value, pos,
+                     f"{settings.time_field!r} and {settings.start_field!r} must be integer ticks")
     t0, t1 = int(t0), int(t1)
     if t0 > t1:
-        return error("event", value, pos, f"{settings.start_field!r} ({t0}) is after {settings.time_field!r} ({t1})")
+        return error(PATTERN_EVENT, value, pos, f"{settings.start_field!r} ({t0}) is after {settings.time_field!r} ({t1})")
     if t0 < 0:
-        return error("event", value, pos, f"{settings.start_field!r} and {settings.time_field!r} must not be negative")
+        return error(PATTERN_EVENT, value, pos, f"{settings.start_field!r} and {settings.time_field!r} must not be negative")
     eid = attrs.pop(settings.id_field, None)
     if not isinstance(eid, (str, int, float)) or isinstance(eid, bool):
         eid = f"{pos.topic}/{pos.partition}/{pos.offset}"
@@ -391,7 +396,7 @@ def notification(sub_id: str, match, gkey: str) -> bytes:
 
 
 def advance(key: tuple, pdfs: Iterator[pd.DataFrame], state, registry_dir: str, settings: PatternSettings,
-            notifications_topic: str, errors_topic: str) -> Iterator[pd.DataFrame]:
+            notifications_topic: str, errors_topic: str, events_topic: str = "") -> Iterator[pd.DataFrame]:
     """``applyInPandasWithState`` body: one key's instances over its events.
 
     Lifecycle: new events join the key's buffer; the buffered events that the
@@ -431,9 +436,8 @@ def advance(key: tuple, pdfs: Iterator[pd.DataFrame], state, registry_dir: str, 
         ready += 1
     for t1, part, off, t0, eid, stream, attrs in buffer[:ready]:
         if eng.clock is not None and t1 < eng.clock:
-            err = ErrorRecord(attrs, "utf-8", Position("", part, off),
-                              f"late event {eid!r} for key {gkey}: ends at {t1}, "
-                              f"before the last processed ({eng.clock})", "pattern")
+            err = error(PATTERN_LATE, attrs.encode(), Position(events_topic, part, off),
+                        f"late event {eid!r} for key {gkey}: ends at {t1}, before the last processed ({eng.clock})")
             rows.append((None, err.to_json(), errors_topic))
             continue
         for m in eng.process(Event(eid, stream, t0, t1, orjson.loads(attrs))):
@@ -465,7 +469,7 @@ def registry_dir(checkpoint_dir: str | Path) -> str:
 
 def start_subscriptions_query(spark: SparkSession, kafka_config: dict, subscriptions_topic: str,
                               errors_topic: str, checkpoint_dir: str | Path,
-                              trigger: str = "1 second") -> StreamingQuery:
+                              trigger: str = "1 second", limits: LimitsSettings = DEFAULT_LIMITS) -> StreamingQuery:
     """The query keeping the pattern registry from the subscriptions topic."""
     from streaming import kafka
 
@@ -476,7 +480,7 @@ def start_subscriptions_query(spark: SparkSession, kafka_config: dict, subscript
     def on_batch(df: DataFrame, batch_id: int) -> None:
         rows = [(r.key, r.value, r.topic, r.partition, r.offset)
                 for r in df.select("key", "value", "topic", "partition", "offset").collect()]
-        version, errors = apply_pattern_records(registry, batch_id, rows)
+        version, errors = apply_pattern_records(registry, batch_id, rows, limits)
         if errors:
             err_df = spark.createDataFrame([(None, e.to_json(), errors_topic) for e in errors], OUT_DDL)
             kafka.write_batch(err_df, config)
@@ -490,7 +494,8 @@ def start_subscriptions_query(spark: SparkSession, kafka_config: dict, subscript
 
 def start_patterns_query(spark: SparkSession, kafka_config: dict, events_topic: str, notifications_topic: str,
                          errors_topic: str, checkpoint_dir: str | Path, settings: PatternSettings | None = None,
-                         trigger: str = "1 second", max_per_trigger: int | None = None) -> StreamingQuery:
+                         trigger: str = "1 second", max_per_trigger: int | None = None,
+                         limits: LimitsSettings = DEFAULT_LIMITS) -> StreamingQuery:
     """The stateful query: events keyed by partition value, instances in keyed state."""
     from functools import partial
 
@@ -506,11 +511,11 @@ def start_patterns_query(spark: SparkSession, kafka_config: dict, events_topic: 
                             max_per_trigger=max_per_trigger)
     rows = src.select("value", "topic", "partition", "offset", "timestamp").mapInPandas(
         partial(to_keyed_rows, registry_dir=rdir, settings=settings, errors_topic=errors_topic,
-                kafka_config=dict(kafka_config)), ROWS_DDL
+                kafka_config=dict(kafka_config), limits=limits), ROWS_DDL
     )
     out = (rows.withWatermark("ts", settings.watermark_delay).groupBy("gkey").applyInPandasWithState(
         partial(advance, registry_dir=rdir, settings=settings, notifications_topic=notifications_topic,
-                errors_topic=errors_topic),
+                errors_topic=errors_topic, events_topic=events_topic),
         OUT_DDL, STATE_DDL, "append", GroupStateTimeout.EventTimeTimeout,
     ))
     return (out.writeStream.format("kafka-py").options(**kafka_options(kafka_config))

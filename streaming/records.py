@@ -2,7 +2,9 @@
 
 Nothing here raises on bad input: a record that cannot be used becomes an
 :class:`ErrorRecord` (the raw bytes, base64 when they are not UTF-8, where they came
-from, and a readable reason) for the ``errors`` topic, and the stream goes on.
+from, a readable reason and a deterministic id) for the ``errors`` topic, and the
+stream goes on. Records past the bounds of :class:`~streaming.config.LimitsSettings`
+are refused with the limit, the value and the bound.
 
 Subscription records (topic ``subscriptions``, keyed by subscription id) hold
 ``{"op": "upsert", "id": ..., "expr": "text"}`` or ``{"op": "upsert", "id": ...,
@@ -16,8 +18,8 @@ subscription of the same id.
 from __future__ import annotations
 
 import base64
-import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -25,12 +27,26 @@ import orjson
 
 from matchers.errors import PubSubError
 from matchers.events import flatten
-from matchers.expr import DEFAULT_MAX_TERMS, Scalar, Subscription
+from matchers.expr import DEFAULT_MAX_TERMS, And, Not, Or, Scalar, Subscription
+from streaming.config import LimitsSettings
+from streaming.notifications import notification_id
 
 UPSERT = "upsert"
 DELETE = "delete"
 OPS = (UPSERT, DELETE)
 MAX_ID_LENGTH = 256
+
+EVENT = "event"
+"""Stage of an event the match query refused (not matched)."""
+EVENT_WARNING = "event-warning"
+"""Stage of an event matched with some attributes absent (arrays, nulls)."""
+
+RAW_KEPT = 16_384
+"""Characters of a rejected record's value (bytes when base64) kept in its error record."""
+TEXT_KEPT = 1_024
+"""Characters of a reason or a record key kept in an error record."""
+PARSER_DEPTH = 1024
+"""Deepest nesting the JSON parser (orjson) reads."""
 
 SubscriptionParser = Callable[[Mapping[str, Any], int], Subscription]
 """``parse(record_without_op, max_terms) -> Subscription``; raises a :class:`PubSubError`."""
@@ -54,7 +70,12 @@ class Change(NamedTuple):
 
 
 class ErrorRecord(NamedTuple):
-    """A record that was rejected, with the reason (one line on the ``errors`` topic)."""
+    """A record that was rejected, with the reason (one line on the ``errors`` topic).
+
+    ``raw`` holds at most :data:`RAW_KEPT` characters of the value (``raw_bytes`` is its
+    whole size); the id is :func:`~streaming.notifications.notification_id` of the stage and
+    the position, so a replay repeats it.
+    """
 
     raw: str
     encoding: str
@@ -62,9 +83,16 @@ class ErrorRecord(NamedTuple):
     reason: str
     stage: str
     key: str | None = None
+    raw_bytes: int = 0
+    truncated: bool = False
+
+    @property
+    def id(self) -> str:
+        return notification_id(self.stage, *self.position)
 
     def to_json(self) -> bytes:
         return orjson.dumps({
+            "id": self.id,
             "stage": self.stage,
             "reason": self.reason,
             "topic": self.position.topic,
@@ -73,6 +101,8 @@ class ErrorRecord(NamedTuple):
             "key": self.key,
             "encoding": self.encoding,
             "raw": self.raw,
+            "raw_bytes": self.raw_bytes,
+            "truncated": self.truncated,
         })
 
 
@@ -86,35 +116,60 @@ def raw_text(data: bytes | None) -> tuple[str, str]:
         return base64.b64encode(data).decode("ascii"), "base64"
 
 
+def _cut(text: str, kept: int) -> str:
+    return text if len(text) <= kept else text[:kept] + f"... ({len(text)} characters)"
+
+
 def error(stage: str, data: bytes | None, position: Position, reason: str, key: bytes | None = None) -> ErrorRecord:
-    """An :class:`ErrorRecord` for raw bytes."""
+    """An :class:`ErrorRecord` for raw bytes (value, reason and key cut to a bounded size)."""
     text, encoding = raw_text(data)
-    key_text = None if key is None else raw_text(key)[0]
-    return ErrorRecord(text, encoding, position, reason, stage, key_text)
+    size = 0 if data is None else len(data)
+    truncated = len(text) > RAW_KEPT if encoding == "utf-8" else size > RAW_KEPT
+    if truncated:
+        text = text[:RAW_KEPT] if encoding == "utf-8" else base64.b64encode(data[:RAW_KEPT]).decode("ascii")  # type: ignore[index]
+    key_text = None if key is None else _cut(raw_text(key)[0], TEXT_KEPT)
+    return ErrorRecord(text, encoding, position, _cut(reason, TEXT_KEPT), stage, key_text, size, truncated)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+def over(what: str, value: Any, limit: str, bound: int) -> str:
+    """The reason of a record past a limit: ``what value exceeds limits.limit = bound``."""
+    return f"{what} {value} exceeds limits.{limit} = {bound}"
+
+
+DEFAULT_LIMITS = LimitsSettings()
+TOO_DEEP = f"nested more than {PARSER_DEPTH} levels deep"
 
 
 def load_json(data: bytes) -> tuple[Any, str | None]:
-    """Parse JSON bytes: ``(value, None)`` or ``(None, reason)``.
+    """Parse JSON bytes: ``(value, None)`` or ``(None, reason)``; never raises.
 
-    orjson first; the standard library as a fallback for what orjson refuses but JSON
-    allows (integers beyond 64 bits). ``NaN`` and ``Infinity`` are refused.
+    orjson refuses what is not strict JSON or not representable: ``NaN`` and
+    ``Infinity``, numbers beyond the 64-bit float range (``1e400``), invalid UTF-8, lone
+    surrogate escapes (``"\\ud800"``), unescaped control characters, and nesting deeper
+    than :data:`PARSER_DEPTH` (reason :data:`TOO_DEEP`). Integers beyond 64 bits read as floats.
     """
     try:
         return orjson.loads(data), None
     except orjson.JSONDecodeError as exc:
-        first = str(exc)
+        message = str(exc)
+    except TypeError:
+        return None, f"not JSON bytes but {type(data).__name__}"
     try:
-        text = data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, f"not UTF-8: {exc}"
-    try:
-        return json.loads(text, parse_constant=_reject_constant), None
-    except ValueError:
-        return None, f"malformed JSON: {first}"
+    if message.startswith("depth limit exceeded"):
+        return None, TOO_DEEP
+    if "surrogate" in message:
+        return None, f"invalid (lone) surrogate escape: {message}"
+    if "infinity when parsed" in message:
+        return None, f"a number beyond the 64-bit float range: {message}"
+    if _NON_FINITE.search(data):
+        return None, f"NaN and Infinity are not JSON numbers: {message}"
+    return None, f"malformed JSON: {message}"
+
+
+_NON_FINITE = re.compile(rb"[:\[,]\s*-?(NaN|Infinity)\b")
 
 
 def default_parser() -> SubscriptionParser:
@@ -124,56 +179,100 @@ def default_parser() -> SubscriptionParser:
     return lambda record, max_terms: parse_record(dict(record), max_terms=max_terms)
 
 
+def count_predicates(sub: Subscription) -> int:
+    """Predicates of a subscription's expression (each occurrence counts)."""
+    count, stack = 0, [sub.expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (And, Or)):
+            stack.extend(e.children)
+        elif isinstance(e, Not):
+            stack.append(e.child)
+        else:
+            count += 1
+    return count
+
+
+SUBSCRIPTION = "subscription"
+"""Stage of a subscription record the match query refused."""
+
+
+def read_envelope(
+    key: bytes | None, value: bytes | None, position: Position, limits: LimitsSettings = DEFAULT_LIMITS,
+) -> tuple[str, str, dict[str, Any] | None] | ErrorRecord:
+    """``(op, id, record)`` of a subscriptions record whose envelope is sound, or its error record.
+
+    Checks the key, the size, the JSON object, ``op``, ``id`` (and that it is the key) and
+    that a delete holds nothing else; a tombstone is ``(DELETE, key, None)``. Both the match
+    and the patterns query read records through it, and only the match query reports.
+    """
+    key_id: str | None = None
+    if key is not None:
+        try:
+            key_id = key.decode("utf-8")
+        except UnicodeDecodeError:
+            return error(SUBSCRIPTION, value, position, "the record key is not UTF-8", key)
+    if value is None:
+        if not key_id:
+            return error(SUBSCRIPTION, value, position,
+                         "a record without value (tombstone) needs the subscription id as key", key)
+        return DELETE, key_id, None
+    if len(value) > limits.subscription_bytes:
+        return error(SUBSCRIPTION, value, position, over(
+            "a subscription record of", f"{len(value)} bytes", "subscription_bytes", limits.subscription_bytes), key)
+    obj, reason = load_json(value)
+    if reason is not None:
+        return error(SUBSCRIPTION, value, position, reason, key)
+    if not isinstance(obj, dict):
+        return error(SUBSCRIPTION, value, position,
+                     f"a subscription record must be a JSON object, not {type(obj).__name__}", key)
+    op = obj.get("op", UPSERT)
+    if op not in OPS:
+        return error(SUBSCRIPTION, value, position, f"unknown op {op!r}: expected 'upsert' or 'delete'", key)
+    sub_id = obj.get("id", key_id)
+    if not isinstance(sub_id, str) or not sub_id or len(sub_id) > MAX_ID_LENGTH:
+        return error(SUBSCRIPTION, value, position,
+                     f"the subscription id must be a non-empty string of at most {MAX_ID_LENGTH} characters, "
+                     f"not {sub_id!r}", key)
+    if key_id is not None and key_id != sub_id:
+        return error(SUBSCRIPTION, value, position, f"the record key {key_id!r} differs from the id {sub_id!r}", key)
+    if op == DELETE:
+        extra = sorted(set(obj) - {"op", "id"})
+        if extra:
+            return error(SUBSCRIPTION, value, position,
+                         f"subscription {sub_id!r}: a delete takes only op and id, not {extra}", key)
+    return op, sub_id, obj
+
+
 def parse_change(
     key: bytes | None,
     value: bytes | None,
     position: Position,
     parse: SubscriptionParser,
     max_terms: int = DEFAULT_MAX_TERMS,
+    limits: LimitsSettings = DEFAULT_LIMITS,
 ) -> Change | ErrorRecord:
     """One subscription record as an accepted :class:`Change` or an :class:`ErrorRecord`."""
-    stage = "subscription"
-    key_id: str | None = None
-    if key is not None:
-        try:
-            key_id = key.decode("utf-8")
-        except UnicodeDecodeError:
-            return error(stage, value, position, "the record key is not UTF-8", key)
-    if value is None:
-        if not key_id:
-            return error(stage, value, position, "a record without value (tombstone) needs the subscription id as key", key)
-        return Change(DELETE, key_id, None, position)
-    obj, reason = load_json(value)
-    if reason is not None:
-        return error(stage, value, position, reason, key)
-    if not isinstance(obj, dict):
-        return error(stage, value, position, f"a subscription record must be a JSON object, not {type(obj).__name__}", key)
-    op = obj.get("op", UPSERT)
-    if op not in OPS:
-        return error(stage, value, position, f"unknown op {op!r}: expected 'upsert' or 'delete'", key)
-    sub_id = obj.get("id", key_id)
-    if not isinstance(sub_id, str) or not sub_id or len(sub_id) > MAX_ID_LENGTH:
-        return error(stage, value, position,
-                     f"the subscription id must be a non-empty string of at most {MAX_ID_LENGTH} characters, not {sub_id!r}", key)
-    if key_id is not None and key_id != sub_id:
-        return error(stage, value, position, f"the record key {key_id!r} differs from the id {sub_id!r}", key)
-    if op == DELETE:
-        extra = sorted(set(obj) - {"op", "id"})
-        if extra:
-            return error(stage, value, position, f"subscription {sub_id!r}: a delete takes only op and id, not {extra}", key)
-        return Change(DELETE, sub_id, None, position)
-    if "pattern" in obj:
-        # a stateful (Cayuga) subscription: the patterns query owns it; an id names one kind
-        # of subscription at a time, so a boolean subscription of that id goes away
+    envelope = read_envelope(key, value, position, limits)
+    if isinstance(envelope, ErrorRecord):
+        return envelope
+    op, sub_id, obj = envelope
+    if op == DELETE or obj is None or "pattern" in obj:
+        # a pattern is a stateful (Cayuga) subscription: the patterns query owns it; an id
+        # names one kind of subscription at a time, so a boolean subscription of that id goes away
         return Change(DELETE, sub_id, None, position)
     record = {k: v for k, v in obj.items() if k != "op"}
     record["id"] = sub_id
     try:
         sub = parse(record, max_terms)
     except PubSubError as exc:
-        return error(stage, value, position, str(exc), key)
-    except (ValueError, TypeError, RecursionError) as exc:
-        return error(stage, value, position, f"subscription {sub_id!r}: {type(exc).__name__}: {exc}", key)
+        return error(SUBSCRIPTION, value, position, str(exc), key)
+    except (ValueError, TypeError, RecursionError, OverflowError, UnicodeError) as exc:
+        return error(SUBSCRIPTION, value, position, f"subscription {sub_id!r}: {type(exc).__name__}: {exc}", key)
+    predicates = count_predicates(sub)
+    if predicates > limits.predicates:
+        return error(SUBSCRIPTION, value, position, over(
+            f"subscription {sub_id!r}: its", f"{predicates} predicates", "predicates", limits.predicates), key)
     return Change(UPSERT, sub.id, sub, position)
 
 
@@ -181,6 +280,7 @@ def parse_changes(
     rows: Iterable[tuple[bytes | None, bytes | None, str, int, int]],
     parse: SubscriptionParser,
     max_terms: int = DEFAULT_MAX_TERMS,
+    limits: LimitsSettings = DEFAULT_LIMITS,
 ) -> tuple[list[Change], list[ErrorRecord]]:
     """Subscription records ``(key, value, topic, partition, offset)`` in offset order per partition.
 
@@ -190,21 +290,83 @@ def parse_changes(
     changes: list[Change] = []
     errors: list[ErrorRecord] = []
     for key, value, topic, partition, offset in rows:
-        out = parse_change(key, value, Position(topic, int(partition), int(offset)), parse, max_terms)
+        out = parse_change(key, value, Position(topic, int(partition), int(offset)), parse, max_terms, limits)
         (changes if isinstance(out, Change) else errors).append(out)  # type: ignore[arg-type]
     return changes, errors
 
 
-def parse_event(value: bytes | None) -> tuple[dict[str, Any] | None, str | None]:
-    """An event record's JSON object, or ``(None, reason)``."""
+class EventRead(NamedTuple):
+    """An event record as the service reads it (:func:`read_event`).
+
+    ``obj`` is the JSON object, ``None`` when the event is refused; ``flat`` its
+    attributes (:func:`matchers.events.flatten`); ``problem`` why it was refused or,
+    with ``obj``, which attributes count as absent (arrays, nulls).
+    """
+
+    obj: dict[str, Any] | None
+    flat: dict[str, Scalar]
+    problem: str | None
+
+
+def read_event(value: bytes | None, limits: LimitsSettings) -> EventRead:
+    """An event record's object and attributes, or why it is refused; never raises."""
     if value is None:
-        return None, "an event record has no value"
+        return EventRead(None, {}, "an event record has no value")
+    if len(value) > limits.event_bytes:
+        return EventRead(None, {}, over("an event of", f"{len(value)} bytes", "event_bytes", limits.event_bytes))
     obj, reason = load_json(value)
+    if reason is TOO_DEEP:
+        reason = over("nesting depth", f"over {PARSER_DEPTH}", "depth", limits.depth)
+    if reason is None and not isinstance(obj, dict):
+        reason = f"an event must be a JSON object, not {type(obj).__name__}"
+    if reason is None:
+        reason = check_shape(obj, limits)
     if reason is not None:
-        return None, reason
-    if not isinstance(obj, dict):
-        return None, f"an event must be a JSON object, not {type(obj).__name__}"
-    return obj, None
+        return EventRead(None, {}, reason)
+    problems: list[str] = []
+    try:
+        flat = flatten(obj, problems)
+    except (RecursionError, ValueError, OverflowError, UnicodeError, TypeError) as exc:
+        return EventRead(None, {}, f"cannot flatten the event: {type(exc).__name__}: {exc}")
+    return EventRead(obj, flat, "; ".join(problems) or None)
+
+
+def check_shape(obj: dict[str, Any], limits: LimitsSettings) -> str | None:
+    """Why a parsed event is past a limit or ambiguous, or ``None``; iterative (any depth).
+
+    Checks the nesting depth (objects and arrays), the number of attributes after
+    flattening (arrays and nulls count), the length of strings and attribute names, and
+    that no two paths flatten to the same name (``{"a.b": 1, "a": {"b": 2}}``).
+    """
+    names: set[str] = set()
+    longest, deepest = limits.string_length, 0
+    stack: list[tuple[Any, str | None, int]] = [(obj, "", 1)]  # (node, name prefix of attributes, depth)
+    while stack:
+        node, prefix, depth = stack.pop()
+        deepest = max(deepest, depth)
+        items = node.items() if isinstance(node, dict) else ((None, v) for v in node)
+        for key, value in items:
+            if key is not None and len(key) > longest:
+                return over("an attribute name of", f"{len(key)} characters", "string_length", longest)
+            if isinstance(value, dict):
+                stack.append((value, None if prefix is None else f"{prefix}{key}.", depth + 1))
+                continue
+            if prefix is not None:
+                name = prefix + key
+                if name in names:
+                    return f"attribute {_cut(name, 200)!r} appears twice after flattening (dotted keys and nested objects collide)"
+                names.add(name)
+                if len(names) > limits.attributes:
+                    return over("an event with more than", f"{limits.attributes} attributes", "attributes", limits.attributes)
+                if len(name) > longest:
+                    return over("the attribute name of", f"{len(name)} characters", "string_length", longest)
+            if isinstance(value, list):
+                stack.append((value, None, depth + 1))
+            elif isinstance(value, str) and len(value) > longest:
+                return over("a string of", f"{len(value)} characters", "string_length", longest)
+    if deepest > limits.depth:
+        return over("nesting depth", deepest, "depth", limits.depth)
+    return None
 
 
 SCALARS = frozenset((str, int, float, bool))

@@ -83,9 +83,11 @@ def test_notifications_equal_the_oracle(tmp_path, seed):
     reg.append(0, [Change(UPSERT, s.id, s) for s in subs], 0.0)
     events = [random_event(rng) for _ in range(300)]
     raw = [orjson.dumps(e) for e in events]
-    bad = {17: b"{not json", 40: b"\xff\xfe", 41: b"[1,2]", 99: b'{"a": [1, 2], "price": null}'}
+    bad = {17: b"{not json", 40: b"\xff\xfe", 41: b"[1,2]"}
     for i, v in bad.items():
         raw[i] = v
+    events[99] = {"a": [1, 2], "price": None, "symbol": "IBM"}  # matched with a and price absent, and a warning
+    raw[99] = orjson.dumps(events[99])
     batches = [kafka_batch(raw[:150], first_offset=0), kafka_batch(raw[150:], first_offset=150)]
     rows, m = run_partition(settings, reg, 1, 1000.0, batches)
     got = {(r["key"].decode(), orjson.loads(r["value"])["offset"]) for r in rows if r["topic"] == "notifications"}
@@ -97,8 +99,10 @@ def test_notifications_equal_the_oracle(tmp_path, seed):
             want.add((sid, i))
     assert got == want and len(got) > 50
     errors = [orjson.loads(r["value"]) for r in rows if r["topic"] == "errors"]
-    assert sorted(e["offset"] for e in errors) == [17, 40, 41]
+    assert sorted((e["offset"], e["stage"]) for e in errors) == [
+        (17, "event"), (40, "event"), (41, "event"), (99, "event-warning")]
     assert {e["offset"]: e["encoding"] for e in errors}[40] == "base64"
+    assert all(e["id"] == notifications.notification_id(e["stage"], "events", 0, e["offset"]) for e in errors)
     assert m[M_EVENTS] == 297 and m[M_ERRORS] == 3 and m[M_MATCHES] == len(want)
     one = next(orjson.loads(r["value"]) for r in rows if r["topic"] == "notifications")
     assert one["id"] == notifications.notification_id(one["subscription"], "events", 0, one["offset"])
