@@ -132,8 +132,8 @@ def error(stage: str, data: bytes | None, position: Position, reason: str, key: 
 
 
 def over(what: str, value: Any, limit: str, bound: int) -> str:
-    """The reason of a record past a limit: ``what value exceeds limits.limit = bound``."""
-    return f"{what} {value} exceeds limits.{limit} = {bound}"
+    """The reason of a record past a limit: ``what (value) exceeds limits.limit = bound``."""
+    return f"{what} ({value}) exceeds limits.{limit} = {bound}"
 
 
 DEFAULT_LIMITS = LimitsSettings()
@@ -219,7 +219,7 @@ def read_envelope(
         return DELETE, key_id, None
     if len(value) > limits.subscription_bytes:
         return error(SUBSCRIPTION, value, position, over(
-            "a subscription record of", f"{len(value)} bytes", "subscription_bytes", limits.subscription_bytes), key)
+            "the subscription record's size", f"{len(value)} bytes", "subscription_bytes", limits.subscription_bytes), key)
     obj, reason = load_json(value)
     if reason is not None:
         return error(SUBSCRIPTION, value, position, reason, key)
@@ -272,7 +272,7 @@ def parse_change(
     predicates = count_predicates(sub)
     if predicates > limits.predicates:
         return error(SUBSCRIPTION, value, position, over(
-            f"subscription {sub_id!r}: its", f"{predicates} predicates", "predicates", limits.predicates), key)
+            f"subscription {sub_id!r}: the number of predicates", predicates, "predicates", limits.predicates), key)
     return Change(UPSERT, sub.id, sub, position)
 
 
@@ -313,10 +313,10 @@ def read_event(value: bytes | None, limits: LimitsSettings) -> EventRead:
     if value is None:
         return EventRead(None, {}, "an event record has no value")
     if len(value) > limits.event_bytes:
-        return EventRead(None, {}, over("an event of", f"{len(value)} bytes", "event_bytes", limits.event_bytes))
+        return EventRead(None, {}, over("the event's size", f"{len(value)} bytes", "event_bytes", limits.event_bytes))
     obj, reason = load_json(value)
     if reason is TOO_DEEP:
-        reason = over("nesting depth", f"over {PARSER_DEPTH}", "depth", limits.depth)
+        reason = over("the nesting depth", f"over {PARSER_DEPTH}", "depth", limits.depth)
     if reason is None and not isinstance(obj, dict):
         reason = f"an event must be a JSON object, not {type(obj).__name__}"
     if reason is None:
@@ -347,7 +347,7 @@ def check_shape(obj: dict[str, Any], limits: LimitsSettings) -> str | None:
         items = node.items() if isinstance(node, dict) else ((None, v) for v in node)
         for key, value in items:
             if key is not None and len(key) > longest:
-                return over("an attribute name of", f"{len(key)} characters", "string_length", longest)
+                return over("the length of a key", f"{len(key)} characters", "string_length", longest)
             if isinstance(value, dict):
                 stack.append((value, None if prefix is None else f"{prefix}{key}.", depth + 1))
                 continue
@@ -357,15 +357,15 @@ def check_shape(obj: dict[str, Any], limits: LimitsSettings) -> str | None:
                     return f"attribute {_cut(name, 200)!r} appears twice after flattening (dotted keys and nested objects collide)"
                 names.add(name)
                 if len(names) > limits.attributes:
-                    return over("an event with more than", f"{limits.attributes} attributes", "attributes", limits.attributes)
+                    return over("the number of attributes", f"over {limits.attributes}", "attributes", limits.attributes)
                 if len(name) > longest:
-                    return over("the attribute name of", f"{len(name)} characters", "string_length", longest)
+                    return over(f"the length of the attribute name {_cut(name, 100)!r}", f"{len(name)} characters", "string_length", longest)
             if isinstance(value, list):
                 stack.append((value, None, depth + 1))
             elif isinstance(value, str) and len(value) > longest:
-                return over("a string of", f"{len(value)} characters", "string_length", longest)
+                return over("the length of a string", f"{len(value)} characters", "string_length", longest)
     if deepest > limits.depth:
-        return over("nesting depth", deepest, "depth", limits.depth)
+        return over("the nesting depth", deepest, "depth", limits.depth)
     return None
 
 

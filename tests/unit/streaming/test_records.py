@@ -6,6 +6,9 @@ import base64
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from matchers.oracle import evaluate
 from streaming.config import LimitsSettings
@@ -16,6 +19,7 @@ from streaming.records import (
     ErrorRecord,
     Position,
     default_parser,
+    error,
     load_json,
     parse_change,
     parse_changes,
@@ -148,3 +152,118 @@ def test_flat_event_encodes_like_flatten(raw):
     for x, y in zip(a[:-1], b[:-1], strict=True):
         np.testing.assert_array_equal(x, y)
     assert a.strings == b.strings
+
+
+# -- limits and hostile input ------------------------------------------------------------
+def nested(depth: int) -> bytes:
+    return b'{"n":' + b'{"a":' * depth + b"1" + b"}" * (depth + 1)
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    (nested(10_000), "the nesting depth (over 1024) exceeds limits.depth = 32"),
+    (nested(100_000), "the nesting depth (over 1024) exceeds limits.depth = 32"),
+    (nested(32), "the nesting depth (33) exceeds limits.depth = 32"),
+    (b'{"a": [[[' + b"[" * 40 + b"]" * 43 + b"}", "the nesting depth (44) exceeds limits.depth = 32"),
+    (b'{"a": NaN}', "NaN and Infinity are not JSON numbers"),
+    (b'{"a": [1, -Infinity]}', "NaN and Infinity are not JSON numbers"),
+    (b'{"a": 1e400}', "64-bit float range"),
+    (b'{"a": -' + b"9" * 400 + b"}", "64-bit float range"),
+    (b'{"a": "\xff"}', "not UTF-8"),
+    (b'{"a": "\xed\xa0\x80"}', "not UTF-8"),  # a surrogate encoded in UTF-8
+    (b'{"a": "\\udc00x"}', "invalid (lone) surrogate escape"),
+    (b'{"a": "\\ud800"}', "invalid (lone) surrogate escape"),
+    (b'{"a": "x\x00y"}', "control character"),
+    (b'{"a.b": 1, "a": {"b": 2}}', "attribute 'a.b' appears twice"),
+    (b'{"a": {"": 1}, "a.": 2}', "attribute 'a.' appears twice"),
+    (orjson.dumps({f"k{i}": i for i in range(1001)}), "the number of attributes (over 1000) exceeds limits.attributes"),
+    (orjson.dumps({"a": {f"k{i}": None for i in range(1001)}}), "limits.attributes = 1000"),
+    (orjson.dumps({"a": "x" * 65_537}), "the length of a string (65537 characters) exceeds limits.string_length"),
+    (orjson.dumps({"a": ["x" * 65_537]}), "limits.string_length"),
+    (orjson.dumps({"k" * 65_537: 1}), "limits.string_length"),
+    (orjson.dumps({"a": "x" * 1_000_000}), "the event's size (1000008 bytes) exceeds limits.event_bytes = 1000000"),
+])
+def test_refused_events_say_why(value, reason):
+    read = read_event(value, LIMITS)
+    assert read.obj is None and reason in read.problem, read.problem
+
+
+def test_accepted_oddities():
+    assert read_event(b'{"a": 1, "a": 2}', LIMITS).flat == {"a": 2.0}  # duplicate keys: the last wins
+    assert read_event(b'{"": 1, "a.b": "x"}', LIMITS).flat == {"": 1.0, "a.b": "x"}
+    assert read_event(b'{"a": "x\\u0000y"}', LIMITS).flat == {"a": "x\x00y"}  # escaped control characters are data
+    assert read_event(nested(30), LIMITS).flat == {"n" + ".a" * 30: 1.0}
+    read = read_event(b'{"a": [1, {"b": 2}], "b": null, "c": 3}', LIMITS)
+    assert read.flat == {"c": 3.0} and read.obj is not None
+    assert read.problem == "a: array is not a supported value (treated as absent); b: null is not a supported value (treated as absent)"
+
+
+def test_limits_are_settings():
+    small = LimitsSettings(event_bytes=30, depth=2, attributes=2, string_length=3)
+    assert "limits.event_bytes = 30" in read_event(b'{"a": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}', small).problem
+    assert "(3) exceeds limits.depth = 2" in read_event(b'{"a": {"b": {}}}', small).problem
+    assert "limits.attributes = 2" in read_event(b'{"a": 1, "b": 2, "c": 3}', small).problem
+    assert "limits.string_length = 3" in read_event(b'{"a": "xxxx"}', small).problem
+    assert read_event(b'{"a": {"b": 1}, "c": 2}', small).flat == {"a.b": 1.0, "c": 2.0}
+
+
+@given(st.binary(max_size=200))
+@hyp_settings(max_examples=500, deadline=None)
+def test_reading_random_bytes_never_raises(data):
+    read = read_event(data, LIMITS)
+    assert (read.obj is None) == (read.problem is not None and not read.flat and not isinstance(read.obj, dict))
+    load_json(data)
+    out = parse_change(None, data, POS, default_parser())
+    assert isinstance(out, (Change, ErrorRecord))
+    orjson.loads(error("event", data, POS, read.problem or "").to_json())
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@given(st.dictionaries(st.text(max_size=3), JSON, max_size=5))
+@hyp_settings(max_examples=300, deadline=None)
+def test_random_objects_read_like_flatten(obj):
+    from matchers.events import flatten
+
+    read = read_event(orjson.dumps(obj), LIMITS)
+    if read.obj is not None:
+        assert read.flat == flatten(obj)
+    else:
+        assert "appears twice" in read.problem or "limits.depth" in read.problem
+
+
+def test_error_records_have_a_deterministic_id_and_bounded_size():
+    from streaming.notifications import notification_id
+    from streaming.records import RAW_KEPT
+
+    a = error("event", b"x" * 5_000_000, Position("events", 1, 42), "r" * 10_000, key=b"k" * 10_000)
+    doc = orjson.loads(a.to_json())
+    assert doc["id"] == notification_id("event", "events", 1, 42) == a.id
+    assert doc["id"] != error("event-warning", b"x", Position("events", 1, 42), "r").id
+    assert doc["raw_bytes"] == 5_000_000 and doc["truncated"] and len(doc["raw"]) == RAW_KEPT
+    assert len(doc["reason"]) < 1_100 and len(doc["key"]) < 1_100 and len(a.to_json()) < 20_000
+    b = error("event", b"\xff" * 100_000, Position("events", 1, 42), "r")
+    assert b.encoding == "base64" and b.truncated and base64.b64decode(b.raw) == b"\xff" * RAW_KEPT
+    c = error("event", b"{oops", Position("events", 1, 42), "r")
+    assert not c.truncated and c.raw == "{oops" and c.raw_bytes == 5
+
+
+def test_subscription_limits(parse):
+    many = " AND ".join(f"x = {i}" for i in range(1_001))
+    out = change(parse, orjson.dumps({"id": "s", "expr": many}))
+    assert "subscription 's': the number of predicates (1001) exceeds limits.predicates = 1000" == out.reason
+    assert isinstance(change(parse, orjson.dumps({"id": "s", "expr": " AND ".join(f"x = {i}" for i in range(1_000))})),
+                      Change)
+    big = orjson.dumps({"id": "s", "expr": "x = 1", "pad": "y" * 70_000})
+    assert "limits.subscription_bytes = 65536" in change(parse, big).reason
+    deep = b'{"id": "s", "json": ' + b'{"all": [' * 3_000 + b"]}" * 3_000 + b"}"
+    assert "nested more than 1024 levels deep" in change(parse, deep).reason
+    assert "NaN and Infinity" in change(parse, b'{"id": "s", "expr": "x = 1", "expires": NaN}').reason
+    small = LimitsSettings(subscription_bytes=40, predicates=1)
+    assert "limits.predicates = 1" in parse_change(None, b'{"id": "s", "expr": "x = 1 OR y = 2"}', POS, parse,
+                                                   limits=small).reason
+    assert "limits.subscription_bytes = 40" in parse_change(None, big[:50], POS, parse, limits=small).reason
