@@ -214,3 +214,54 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
     ranges = pa.RecordBatch.from_pylist([{"topic": "events", "partition": 1, "start": 1, "end": 3}])
     out = list(match_ranges(iter([ranges]), ctx, produce, partition_id=lambda: 0))
     assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and out[0].to_pylist()[0]["events"] == 2
+
+
+def test_oversized_notification_goes_id_only_with_a_note(tmp_path):
+    from matchers.expr import Subscription, pred
+    from streaming.records import UPSERT, Change
+
+    settings = settings_for(tmp_path).replace(limits={"message_bytes": 5_000})
+    reg = Registry(settings.registry_dir)
+    reg.append(0, [Change(UPSERT, "s", Subscription.of("s", pred("price", "<", 5)))], 0.0)
+    big = orjson.dumps({"price": 1, "pad": "x" * 6_000})
+    rows, m = run_partition(settings, reg, 1, 0.0, [kafka_batch([b'{"price": 2}', big])])
+    docs = {d["offset"]: d for d in (orjson.loads(r["value"]) for r in rows)}
+    assert docs[0]["event"] == {"price": 2} and "note" not in docs[0]
+    assert "event" not in docs[1] and "limits.message_bytes" in docs[1]["note"]
+    assert docs[1]["id"] == notifications.notification_id("s", "events", 0, 1)
+    assert all(len(r["value"]) + len(r["key"]) <= 5_000 - notifications.RECORD_OVERHEAD for r in rows)
+    assert m[M_EVENTS] == 2 and m[M_ERRORS] == 0
+
+
+def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypatch):
+    """A batch-wide encode failure falls back to one event at a time; only the culprit is rejected."""
+    from matchers.expr import Subscription, pred
+    from streaming import match_job
+    from streaming.records import UPSERT, Change
+
+    settings = settings_for(tmp_path)
+    reg = Registry(settings.registry_dir)
+    reg.append(0, [Change(UPSERT, "s", Subscription.of("s", pred("price", "<", 5)))], 0.0)
+    real = match_job.index_for
+
+    class Picky:
+        def __init__(self, matcher):
+            self.matcher = matcher
+
+        def __getattr__(self, name):
+            return getattr(self.matcher, name)
+
+        def encode(self, events):
+            if any("poison" in e for e in events):
+                raise OverflowError("cannot encode poison")
+            return self.matcher.encode(events)
+
+    monkeypatch.setattr(match_job, "index_for", lambda spec: type("C", (), {"matcher": Picky(real(spec).matcher)}))
+    batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": true}', b'{"price": 3}'])
+    rows, m = run_partition(settings, reg, 1, 0.0, [batch])
+    notes = sorted(orjson.loads(r["value"])["offset"] for r in rows if r["topic"] == "notifications")
+    errors = [orjson.loads(r["value"]) for r in rows if r["topic"] == "errors"]
+    assert notes == [0, 2]
+    assert [(e["offset"], e["stage"]) for e in errors] == [(1, "event")]
+    assert "cannot be encoded for the matcher: OverflowError: cannot encode poison" in errors[0]["reason"]
+    assert m[M_EVENTS] == 2 and m[M_ERRORS] == 1
