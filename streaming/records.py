@@ -47,6 +47,8 @@ TEXT_KEPT = 1_024
 """Characters of a reason or a record key kept in an error record."""
 PARSER_DEPTH = 1024
 """Deepest nesting the JSON parser (orjson) reads."""
+TOO_DEEP = f"nested more than {PARSER_DEPTH} levels deep"
+DEFAULT_LIMITS = LimitsSettings()
 
 SubscriptionParser = Callable[[Mapping[str, Any], int], Subscription]
 """``parse(record_without_op, max_terms) -> Subscription``; raises a :class:`PubSubError`."""
@@ -134,10 +136,6 @@ def error(stage: str, data: bytes | None, position: Position, reason: str, key: 
 def over(what: str, value: Any, limit: str, bound: int) -> str:
     """The reason of a record past a limit: ``what (value) exceeds limits.limit = bound``."""
     return f"{what} ({value}) exceeds limits.{limit} = {bound}"
-
-
-DEFAULT_LIMITS = LimitsSettings()
-TOO_DEEP = f"nested more than {PARSER_DEPTH} levels deep"
 
 
 def load_json(data: bytes) -> tuple[Any, str | None]:
@@ -315,7 +313,7 @@ def read_event(value: bytes | None, limits: LimitsSettings) -> EventRead:
     if len(value) > limits.event_bytes:
         return EventRead(None, {}, over("the event's size", f"{len(value)} bytes", "event_bytes", limits.event_bytes))
     obj, reason = load_json(value)
-    if reason is TOO_DEEP:
+    if reason == TOO_DEEP:
         reason = over("the nesting depth", f"over {PARSER_DEPTH}", "depth", limits.depth)
     if reason is None and not isinstance(obj, dict):
         reason = f"an event must be a JSON object, not {type(obj).__name__}"
