@@ -65,3 +65,16 @@ def test_unreadable_file(tmp_path):
     bad.write_text("[match\n")
     with pytest.raises(ConfigError):
         load(bad, [], {})
+
+
+def test_limits_section():
+    s = load(ROOT / "conf" / "pubsub.toml", environ={})
+    assert s.limits == Settings().limits and s.limits.message_bytes == 1_000_000
+    s = load(None, ["limits.depth=8", "limits.event_bytes=5000000"], {"PUBSUB_LIMITS_PREDICATES": "50"})
+    assert (s.limits.depth, s.limits.event_bytes, s.limits.predicates) == (8, 5_000_000, 50)
+    for bad in ("limits.depth=0", "limits.depth=257", "limits.attributes=-1", "limits.message_bytes=2000000",
+                "limits.nope=1"):
+        with pytest.raises(ConfigError):
+            load(None, [bad], {})
+    raised = load(None, ["limits.message_bytes=20000000", "kafka.client.max_request_size=20000000"], {})
+    assert raised.limits.message_bytes == 20_000_000
