@@ -378,20 +378,27 @@ def _records(
             now_ms = int(time.time() * 1000)
             res_off, res_keys = result.offsets.tolist(), result.keys
             room = limits.message_bytes - notifications.RECORD_OVERHEAD
+            subscription = matcher.subscription
             for j, (i, event_id, obj) in enumerate(kept):
                 ms = stamps[i] // 1000 if stamps[i] is not None else None
                 lo, hi = res_off[j], res_off[j + 1]
                 if lo < hi:
                     try:
-                        notes = _notifications(matcher, res_keys[lo:hi].tolist(), room, topics[i], parts[i], offsets[i],
-                                               event_id, values[i] if with_event else None, ms, now_ms, ctx.batch_id)
+                        notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
+                                                         values[i] if with_event else None, ms, now_ms, ctx.batch_id)
                     except (TypeError, ValueError, OverflowError, UnicodeError, RecursionError) as exc:
                         rejected.append((EVENT, i, f"cannot build its notification: {type(exc).__name__}: {exc}"))
                         counts[M_ERRORS] += 1
                         counts[M_EVENTS] -= 1
                         continue
-                    for key, value in notes:
-                        out_keys.append(key)
+                    slim = None
+                    for key in res_keys[lo:hi].tolist():
+                        sub_id = subscription(key).id
+                        sid, value = sub_id.encode("utf-8"), notes.encode(sub_id)
+                        if len(sid) + len(value) > room:  # past the largest message: the id-only form
+                            slim = slim or _id_only(notes, len(sid) + len(value))
+                            value = slim.encode(sub_id)
+                        out_keys.append(sid)
                         out_values.append(value)
                         out_topics.append(ctx.notifications_topic)
                 if until_field in obj:
@@ -433,25 +440,10 @@ def _encode(matcher: Any, events: list[dict], kept: list, rejected: list[tuple[s
     return matcher.encode(good), good, good_kept
 
 
-def _notifications(matcher: Any, keys: list[int], room: int, topic: str, partition: int, offset: int,
-                   event_id: Any, raw: bytes | None, event_ms: int | None, now_ms: int,
-                   batch_id: int) -> list[tuple[bytes, bytes]]:
-    """``(key, value)`` of an event's notifications; one past ``room`` bytes goes in the id-only form."""
-    notes = notifications.EventNotes(topic, partition, offset, event_id, raw, event_ms, now_ms, batch_id)
-    slim = None
-    out = []
-    for key in keys:
-        sub_id = matcher.subscription(key).id
-        sid, value = sub_id.encode("utf-8"), notes.encode(sub_id)
-        if len(sid) + len(value) > room:
-            if slim is None:
-                slim = notifications.EventNotes(
-                    topic, partition, offset, event_id, None, event_ms, now_ms, batch_id,
-                    note=f"sent without the event: with it the record takes {len(sid) + len(value)} bytes, "
-                         f"past limits.message_bytes less {notifications.RECORD_OVERHEAD} bytes of record overhead")
-            value = slim.encode(sub_id)
-        out.append((sid, value))
-    return out
+def _id_only(notes: notifications.EventNotes, size: int) -> notifications.EventNotes:
+    """The id-only form of an event's notifications, with a note saying why."""
+    return notes.without_event(f"sent without the event: with it the record takes {size} bytes, past "
+                               f"limits.message_bytes less {notifications.RECORD_OVERHEAD} bytes of record overhead")
 
 
 # -- the query -----------------------------------------------------------------------------

@@ -36,15 +36,14 @@ class EventNotes:
     event_ms : the event record's Kafka timestamp (milliseconds), if any.
     matched_ms : when the match was made (milliseconds since the epoch).
     retro : the subscription arrived after the event and matched it while it was still valid.
-    note : why the notification has another form than configured (``"note"`` field).
     """
 
-    __slots__ = ("_position", "_tail")
+    __slots__ = ("_position", "_fields", "_tail")
 
     def __init__(self, topic: str, partition: int, offset: int, event_id: Any, event_raw: bytes | None,
-                 event_ms: int | None, matched_ms: int, batch_id: int, retro: bool = False, note: str | None = None):
+                 event_ms: int | None, matched_ms: int, batch_id: int, retro: bool = False):
         self._position = f"|{topic}|{int(partition)}|{int(offset)}".encode()
-        fields = {
+        self._fields = fields = {
             "event_id": event_id,
             "topic": topic,
             "partition": int(partition),
@@ -54,8 +53,16 @@ class EventNotes:
             "batch": int(batch_id),
             "retro": retro,
         }
-        tail = orjson.dumps(fields if note is None else {**fields, "note": note})
+        tail = orjson.dumps(fields)
         self._tail = b"," + (tail[1:] if event_raw is None else tail[1:-1] + b',"event":' + event_raw.strip() + b"}")
+
+    def without_event(self, note: str) -> EventNotes:
+        """These notifications in the id-only form, with a ``"note"`` saying why."""
+        slim = object.__new__(EventNotes)
+        slim._position = self._position
+        slim._fields = {**self._fields, "note": note}
+        slim._tail = b"," + orjson.dumps(slim._fields)[1:]
+        return slim
 
     def encode(self, sub_id: str) -> bytes:
         """The JSON value of the notification of ``sub_id`` (id as :func:`notification_id`)."""
