@@ -391,16 +391,26 @@ def _records(
                         counts[M_ERRORS] += 1
                         counts[M_EVENTS] -= 1
                         continue
-                    slim = None
+                    slim, first, fits = None, len(out_values), True
                     for key in res_keys[lo:hi].tolist():
                         sub_id = subscription(key).id
                         sid, value = sub_id.encode("utf-8"), notes.encode(sub_id)
                         if len(sid) + len(value) > room:  # past the largest message: the id-only form
                             slim = slim or _id_only(notes, len(sid) + len(value))
                             value = slim.encode(sub_id)
+                            fits = len(sid) + len(value) <= room  # not with a huge event id
+                            if not fits:
+                                break
                         out_keys.append(sid)
                         out_values.append(value)
                         out_topics.append(ctx.notifications_topic)
+                    if not fits:
+                        del out_keys[first:], out_values[first:], out_topics[first:]
+                        rejected.append((EVENT, i, f"its notification takes {len(sid) + len(value)} bytes even "
+                                         "without the event (its id is that large), past limits.message_bytes"))
+                        counts[M_ERRORS] += 1
+                        counts[M_EVENTS] -= 1
+                        continue
                 if until_field in obj:
                     until = validity_end(obj, until_field, ctx.now, ctx.max_validity_s)
                     if until is not None:

@@ -265,3 +265,19 @@ def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypa
     assert [(e["offset"], e["stage"]) for e in errors] == [(1, "event")]
     assert "cannot be encoded for the matcher: OverflowError: cannot encode poison" in errors[0]["reason"]
     assert m[M_EVENTS] == 2 and m[M_ERRORS] == 1
+
+
+def test_an_event_whose_id_alone_is_too_large_is_an_error(tmp_path):
+    from matchers.expr import Subscription, pred
+    from streaming.records import UPSERT, Change
+
+    settings = settings_for(tmp_path).replace(limits={"message_bytes": 5_000})
+    reg = Registry(settings.registry_dir)
+    reg.append(0, [Change(UPSERT, s, Subscription.of(s, pred("price", "<", 5))) for s in ("s", "t")], 0.0)
+    huge = orjson.dumps({"price": 1, "id": "i" * 6_000, "valid_until": 10_000})
+    rows, m = run_partition(settings, reg, 1, 0.0, [kafka_batch([huge, b'{"price": 2}'])])
+    notes = [orjson.loads(r["value"]) for r in rows if r["topic"] == "notifications"]
+    errors = [orjson.loads(r["value"]) for r in rows if r["topic"] == "errors"]
+    assert sorted((n["subscription"], n["offset"]) for n in notes) == [("s", 1), ("t", 1)]
+    assert [(e["offset"], e["stage"]) for e in errors] == [(0, "event")] and "even without the event" in errors[0]["reason"]
+    assert m[M_EVENTS] == 1 and m[M_ERRORS] == 1 and m[M_VALID] == 0
