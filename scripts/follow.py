@@ -1,6 +1,6 @@
 """Follow notifications (or error records) as a consumer group member, pretty or as JSON lines.
 
-Replay duplicates (same notification id) are dropped unless ``--keep-duplicates``.
+Replay duplicates (same notification or error record id) are dropped unless ``--keep-duplicates``.
 The group consumer uses a short ``max.poll.interval.ms`` so that joining a group on
 the embedded broker does not wait for the whole default rebalance timeout.
 
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     topic = args.topic or (settings.kafka.errors_topic if args.errors else settings.kafka.notifications_topic)
     consumer = KafkaConsumer(topic, **config_client_kwargs(client, "consumer"), group_id=args.group,
                              auto_offset_reset="earliest" if args.from_beginning else "latest", **GROUP_SETTINGS)
-    dedup = None if args.keep_duplicates or args.errors else Deduplicator()
+    dedup = None if args.keep_duplicates else Deduplicator()
     wanted = set(args.subscription)
     shown = 0
     idle_since = time.monotonic()
