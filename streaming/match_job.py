@@ -234,7 +234,7 @@ def retro_notifications(
     out = []
     for i, e in enumerate(events):
         for key in result.keys[result.offsets[i]:result.offsets[i + 1]]:
-            sub_id = matcher.subscription(int(key)).id
+            sub_id = matcher.id_of(int(key))
             out.append((sub_id, notifications.encode(
                 sub_id, e.topic, e.partition, e.offset, e.event_id, e.raw if payload == "event" else None,
                 e.timestamp_ms, now_ms, batch_id, retro=True)))
@@ -365,7 +365,7 @@ def _records(
             result = matcher.match(matcher.encode(events))
             now_ms = int(time.time() * 1000)
             res_off, res_keys = result.offsets.tolist(), result.keys
-            subscription = matcher.subscription
+            id_of = matcher.id_of
             for j, (i, event_id) in enumerate(kept):
                 lo, hi = res_off[j], res_off[j + 1]
                 if lo == hi:
@@ -374,7 +374,7 @@ def _records(
                 notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
                                                  values[i] if with_event else None, ms, now_ms, ctx.batch_id)
                 for key in res_keys[lo:hi].tolist():
-                    sub_id = subscription(key).id
+                    sub_id = id_of(key)
                     out_keys.append(sub_id.encode("utf-8"))
                     out_values.append(notes.encode(sub_id))
                     out_topics.append(ctx.notifications_topic)
@@ -443,7 +443,7 @@ class MatchJob:
             self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload)
         index = IndexSpec(str(self.settings.registry_dir), m.matcher, version,
                           shipped_deltas(self.registry, version, m.max_catchup_versions),
-                          m.max_catchup_versions)
+                          m.max_catchup_versions, self.spark.sparkContext.applicationId if m.shared_index else None)
         ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
         driver_rows = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
         driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
