@@ -4,8 +4,10 @@ A matcher pickles (protocol 5) into a small in-band header and its arrays out of
 (the subscriptions too, see :class:`~matchers.base.SubscriptionTable`).  :func:`publish`
 writes the arrays aligned after the header into one file per (application, registry,
 matcher, version) in :func:`directory` (``/dev/shm`` when present), under a temporary
-name renamed into place, and removes the older versions (a worker that still maps one
-keeps its pages: unlinking a mapped file is safe).  :func:`load` maps a file privately,
+name renamed into place, and removes the older versions and other applications' files of
+the same registry (a worker that still maps one keeps its pages: unlinking a mapped file
+is safe); the driver removes its application's files as it stops
+(:func:`remove_application`).  :func:`load` maps a file privately,
 copy on write, and unpickles the header with views of the mapped pages as the buffers:
 the pages stay shared between the workers until one writes into them (a kernel's scratch
 array, a catch-up by deltas), and then only the written pages become its own.
@@ -157,6 +159,12 @@ def remove_older(key: SharedKey, version: int) -> None:
         app, _, rest = path.name.partition(".")
         if app != mine or rest < keep.name.partition(".")[2]:
             path.unlink(missing_ok=True)
+
+
+def remove_application(app_id: str) -> None:
+    """Unlink every file of an application on this machine (its driver calls this as it stops)."""
+    for path in directory().glob(f"*/{_SAFE.sub('_', app_id)}.*.index"):
+        path.unlink(missing_ok=True)
 
 
 @contextmanager

@@ -30,7 +30,8 @@ def key(tmp_path):
     """A key of this test alone (its registry location is the test's directory); its files go afterwards."""
     key = SharedKey(f"test-{uuid.uuid4().hex[:8]}", str(tmp_path), "counting")
     yield key
-    shutil.rmtree(key.folder(), ignore_errors=True)
+    for folder in shared_index.directory().glob(key.folder().name.split(".")[0] + ".*"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -221,3 +222,13 @@ def test_turned_off_nothing_is_published(tmp_path, key):
     evolve(reg, rng, 0, random_subscriptions(rng, 10))
     entry = index_for(IndexSpec(str(tmp_path), "counting", 1))
     assert entry.rebuilds == 1 and not list(key.folder().glob("*.index"))
+
+
+def test_an_application_removes_its_files_as_it_stops(key):
+    m = create("counting")
+    m.add(random_subscriptions(random.Random(8), 5))
+    mine = [shared_index.publish(m, key._replace(matcher=name), 1) for name in ("counting", "brute")]
+    theirs = shared_index.publish(m, key._replace(registry_dir=key.registry_dir + "/x", app_id="other"), 1)
+    shared_index.remove_application(key.app_id)
+    assert not any(p.exists() for p in mine) and theirs.exists()
+    shutil.rmtree(theirs.parent)
