@@ -20,7 +20,9 @@ size or checksums do not match raises :class:`CorruptIndex` and is never served.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
+import gc
 import hashlib
 import mmap
 import os
@@ -224,4 +226,14 @@ def obtain(key: SharedKey, version: int, make: Callable[[], Matcher]) -> tuple[M
         if found is not None:
             return found, False
         publish(make(), key, version)
+    _give_back()
     return load(path), True
+
+
+def _give_back() -> None:
+    """Return the memory the maker freed to the system (glibc keeps freed heap pages otherwise)."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
