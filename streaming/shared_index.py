@@ -24,10 +24,12 @@ import ctypes
 import fcntl
 import gc
 import hashlib
+import logging
 import mmap
 import os
 import pickle
 import re
+import shutil
 import struct
 import tempfile
 import zlib
@@ -38,6 +40,8 @@ from typing import NamedTuple
 
 from matchers.base import Matcher
 from matchers.errors import PubSubError
+
+log = logging.getLogger("streaming.shared_index")
 
 MAGIC = b"PSINDEX1"
 _PREFIX = struct.Struct("<8sQI")  # magic, metadata length, metadata CRC-32
@@ -153,20 +157,24 @@ def load(path: Path) -> Matcher:
 
 
 def remove_older(key: SharedKey, version: int) -> None:
-    """Unlink this application's files of ``key`` older than ``version`` and other applications'
-    files of the same registry and matcher (a registry serves one application at a time)."""
+    """Unlink this application's files of ``key`` older than ``version``, other applications'
+    files of the same registry and matcher (a registry serves one application at a time),
+    and temporary files a crashed maker left (called under the maker's lock)."""
     keep = key.path(version)
-    mine = keep.name.split(".")[0]
-    for path in keep.parent.glob("*.index"):
+    mine, _, newest_name = keep.name.partition(".")
+    for path in keep.parent.iterdir():
         app, _, rest = path.name.partition(".")
-        if app != mine or rest < keep.name.partition(".")[2]:
+        if path.suffix == ".tmp" or (path.suffix == ".index" and (app != mine or rest < newest_name)):
             path.unlink(missing_ok=True)
 
 
 def remove_application(app_id: str) -> None:
-    """Unlink every file of an application on this machine (its driver calls this as it stops)."""
+    """Unlink every file of an application on this machine (its driver calls this as it stops),
+    and the folders left without an index."""
     for path in directory().glob(f"*/{_SAFE.sub('_', app_id)}.*.index"):
         path.unlink(missing_ok=True)
+        if not any(path.parent.glob("*.index")):
+            shutil.rmtree(path.parent, ignore_errors=True)
 
 
 @contextmanager
@@ -208,7 +216,8 @@ def obtain(key: SharedKey, version: int, make: Callable[[], Matcher]) -> tuple[M
     if no process has yet; ``(matcher, whether this call made it)``.
 
     One maker at a time per key: the others wait for its lock and then map what it
-    published.  A corrupt file is removed and made again.
+    published.  A corrupt file is removed and made again.  If the file cannot be written
+    (no space left), the made matcher is returned, this process's own.
     """
     path = key.path(version)
     try:
@@ -225,9 +234,15 @@ def obtain(key: SharedKey, version: int, make: Callable[[], Matcher]) -> tuple[M
             found = None
         if found is not None:
             return found, False
-        publish(make(), key, version)
-    _give_back()
-    return load(path), True
+        made = make()
+        try:
+            publish(made, key, version)
+        except OSError as exc:
+            log.warning("index %s version %d not shared: %s", key.matcher, version, exc)
+            return made, True
+        del made
+        _give_back()
+        return load(path), True
 
 
 def _give_back() -> None:

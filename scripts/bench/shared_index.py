@@ -11,8 +11,10 @@ subscriptions (so that JIT and imports are in its baseline), waits for the other
 :func:`streaming.executor_cache.index_for` for the registry's version and matches the
 workload's events once. Then the parent reads ``/proc/<pid>/smaps_rollup`` of each:
 RSS counts shared pages in full in every process that maps them, PSS divides each page
-between the processes that map it, so the executor's memory is the sum of the PSS.
-``index`` columns are growth over the worker's baseline. Finally one more worker starts
+between the processes that map it.  A worker's index memory is the growth of its
+anonymous memory (its heap, and the pages it copied on write) over its baseline plus
+the PSS of its mapping of the shared file; the executor's is their sum.  ``RSS sum`` and
+``PSS sum`` are whole processes (interpreter, libraries and kernels included). Finally one more worker starts
 while the shared file is there (a worker that Spark restarted) and maps it.
 """
 
@@ -29,17 +31,25 @@ from collections.abc import Sequence
 MB = 1 << 20
 
 
-def smaps(pid: int) -> dict[str, int]:
-    """Rss, Pss, Shared and Private bytes of a process (from ``/proc/<pid>/smaps_rollup``)."""
-    fields: dict[str, int] = {}
-    with open(f"/proc/{pid}/smaps_rollup") as f:
+def memory(pid: int) -> dict[str, int]:
+    """Bytes of a process from ``/proc/<pid>/smaps``: RSS, PSS, anonymous (the heap and the
+    pages it copied on write) and the PSS of its mappings of shared index files."""
+    out = {"rss": 0, "pss": 0, "anon": 0, "file_pss": 0}
+    in_index = False
+    with open(f"/proc/{pid}/smaps") as f:
         for line in f:
             parts = line.split()
-            if len(parts) == 3 and parts[2] == "kB":
-                fields[parts[0].rstrip(":")] = int(parts[1]) * 1024
-    return {"rss": fields["Rss"], "pss": fields["Pss"],
-            "shared": fields["Shared_Clean"] + fields["Shared_Dirty"],
-            "private": fields["Private_Clean"] + fields["Private_Dirty"]}
+            if not parts[0].endswith(":"):  # a mapping's header: address range, ..., path
+                in_index = "/pubsub-index/" in line
+            elif parts[0] == "Rss:":
+                out["rss"] += int(parts[1]) * 1024
+            elif parts[0] == "Pss:":
+                out["pss"] += int(parts[1]) * 1024
+                if in_index:
+                    out["file_pss"] += int(parts[1]) * 1024
+            elif parts[0] == "Anonymous:":
+                out["anon"] += int(parts[1]) * 1024
+    return out
 
 
 def _worker(spec, warm, events, ready, results, release) -> None:
@@ -50,7 +60,7 @@ def _worker(spec, warm, events, ready, results, release) -> None:
     small = create(spec.matcher)
     small.add(warm)
     small.match(small.encode(events[:10]))
-    base = smaps(os.getpid())
+    base = memory(os.getpid())
     ready.wait()
     t0 = time.perf_counter()
     entry = index_for(spec)
@@ -73,7 +83,7 @@ def run_workers(spec, n: int, warm, events) -> list[dict]:
         for _ in procs:
             pid, seconds, rebuilds, maps, total, base = results.get(timeout=3600)
             rows.append({"pid": pid, "seconds": seconds, "built": rebuilds > 0, "mapped": maps > 0,
-                         "matches": total, "base": base, "now": smaps(pid)})
+                         "matches": total, "base": base, "now": memory(pid)})
         return rows
     finally:
         release.set()
@@ -84,13 +94,13 @@ def run_workers(spec, n: int, warm, events) -> list[dict]:
 def summary(matcher: str, mode: str, n: int, rows: list[dict]) -> str:
     rss = sum(r["now"]["rss"] for r in rows) / MB
     pss = sum(r["now"]["pss"] for r in rows) / MB
+    index = [(r["now"]["anon"] - r["base"]["anon"] + r["now"]["file_pss"]) / MB for r in rows]
     index_rss = [(r["now"]["rss"] - r["base"]["rss"]) / MB for r in rows]
-    index_pss = sum(r["now"]["pss"] - r["base"]["pss"] for r in rows) / MB
     built = sum(r["built"] for r in rows)
     times = ", ".join(f"{r['seconds']:.2f}{'b' if r['built'] else 'm' if r['mapped'] else ''}"
                       for r in sorted(rows, key=lambda r: -r["built"]))
-    return (f"| {matcher} | {mode} | {n} | {rss:.0f} | {pss:.0f} | {max(index_rss):.0f} | {index_pss:.0f} "
-            f"| {built} | {times} |")
+    return (f"| {matcher} | {mode} | {n} | {max(index_rss):.0f} | {' / '.join(f'{x:.0f}' for x in index)} "
+            f"| {sum(index):.0f} | {rss:.0f} | {pss:.0f} | {built} | {times} |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,9 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     warm, events = workload.subscriptions[:50], workload.events
     print(f"{args.workload}, {args.n_subs:,} subscriptions, {len(events)} events matched once per worker; "
           "MB; times in s (b: built, m: mapped)")
-    print("| matcher | mode | workers | RSS sum | PSS sum (executor) | index RSS per worker (max) "
-          "| index PSS sum | builds | time to index |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| matcher | mode | workers | index RSS per worker (max) | index memory per worker "
+          "| index memory of the executor | RSS sum | PSS sum | builds | time to index |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as registry_dir:
         reg = Registry(registry_dir)
         reg.append(0, [Change(UPSERT, s.id, s) for s in workload.subscriptions], time.time())

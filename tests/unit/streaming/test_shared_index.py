@@ -147,8 +147,10 @@ def test_publishing_removes_older_versions_and_other_applications(key):
     m.add(random_subscriptions(random.Random(4), 10))
     other = key._replace(app_id="other-app")
     foreign = shared_index.publish(m, other, 5)
+    crashed = key.folder() / "x.000000000003.index123.tmp"  # a maker that died while writing
+    crashed.write_bytes(b"partial")
     old = shared_index.publish(m, key, 1)
-    assert not foreign.exists()
+    assert not foreign.exists() and not crashed.exists()
     mapped = shared_index.load(old)
     newer = shared_index.publish(m, key, 2)
     assert not old.exists() and newer.exists()
@@ -232,3 +234,16 @@ def test_an_application_removes_its_files_as_it_stops(key):
     shared_index.remove_application(key.app_id)
     assert not any(p.exists() for p in mine) and theirs.exists()
     shutil.rmtree(theirs.parent)
+
+
+def test_without_room_for_the_file_the_worker_keeps_its_own_index(key, monkeypatch):
+    subs = random_subscriptions(random.Random(10), 30)
+    built = create("counting")
+    built.add(subs)
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shared_index, "publish", full)
+    matcher, made = shared_index.obtain(key, 1, lambda: built)
+    assert made and matcher is built and not list(key.folder().glob("*.index"))
