@@ -12,6 +12,8 @@ import uuid
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from matchers.base import SubscriptionTable, create, names
 from matchers.events import flatten
@@ -94,6 +96,27 @@ def test_table_keeps_changes_beside_the_packed_arrays():
     with pytest.raises(IndexError):
         table[6]
     assert list(pickle.loads(pickle.dumps(table))) == list(table)
+
+
+_POOL = random_subscriptions(random.Random(11), 8)
+_slots = st.one_of(st.none(), st.sampled_from(_POOL))
+
+
+@settings(max_examples=150, deadline=None)
+@given(start=st.lists(_slots, max_size=6),
+       ops=st.lists(st.tuples(st.booleans(), st.integers(0, 20), _slots), max_size=12))
+def test_table_behaves_as_the_list_it_packs(start, ops):
+    table, model = SubscriptionTable.pack(start), list(start)
+    for append, at, sub in ops:
+        if append or not model:
+            table.append(sub)
+            model.append(sub)
+        else:
+            table[at % len(model)] = sub
+            model[at % len(model)] = sub
+        assert list(table) == model and len(table) == len(model)
+    assert list(pickle.loads(pickle.dumps(table))) == model
+    assert [table.id_of(k) for k, s in enumerate(model) if s] == [s.id for s in model if s]
 
 
 def test_numba_kernels_take_the_mapped_arrays_without_compiling_again(key):
