@@ -14,7 +14,9 @@ RSS counts shared pages in full in every process that maps them, PSS divides eac
 between the processes that map it.  A worker's index memory is the growth of its
 anonymous memory (its heap, and the pages it copied on write) over its baseline plus
 the PSS of its mapping of the shared file; the executor's is their sum.  ``RSS sum`` and
-``PSS sum`` are whole processes (interpreter, libraries and kernels included). Finally one more worker starts
+``PSS sum`` are whole processes (interpreter, libraries and kernels included).  Last, one
+worker per mode catches up by a delta (deletes and new subscriptions): its time, and its
+index memory before and after (the shared one changes private copies of what it writes). Finally one more worker starts
 while the shared file is there (a worker that Spark restarted) and maps it.
 """
 
@@ -27,6 +29,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 
 MB = 1 << 20
 
@@ -52,8 +55,9 @@ def memory(pid: int) -> dict[str, int]:
     return out
 
 
-def _worker(spec, warm, events, ready, results, release) -> None:
-    """One Python worker: baseline, then the index for ``spec``, then one batch matched."""
+def _worker(spec, then, warm, events, ready, results, release) -> None:
+    """One Python worker: baseline, the index for ``spec``, one batch matched; then, if given,
+    the index for ``then`` (a catch-up by its deltas) and the batch again."""
     from matchers.base import create
     from streaming.executor_cache import index_for
 
@@ -65,25 +69,32 @@ def _worker(spec, warm, events, ready, results, release) -> None:
     t0 = time.perf_counter()
     entry = index_for(spec)
     seconds = time.perf_counter() - t0
-    matcher = entry.matcher
-    total = matcher.match(matcher.encode(events)).total
-    results.put((os.getpid(), seconds, entry.rebuilds, entry.maps, total, base))
+    total = entry.matcher.match(entry.matcher.encode(events)).total
+    first, catch_up = memory(os.getpid()), None
+    if then is not None:
+        t0 = time.perf_counter()
+        entry = index_for(then)
+        catch_up = time.perf_counter() - t0
+        entry.matcher.match(entry.matcher.encode(events))
+    results.put((os.getpid(), seconds, entry.rebuilds, entry.maps, total, base, first, catch_up))
     release.wait()
 
 
-def run_workers(spec, n: int, warm, events) -> list[dict]:
-    """Start ``n`` workers on ``spec`` at once; their timings and memory."""
+def run_workers(spec, n: int, warm, events, then=None) -> list[dict]:
+    """Start ``n`` workers on ``spec`` at once (then ``then``); their timings and memory."""
     ctx = mp.get_context("spawn")
     ready, release, results = ctx.Barrier(n), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(spec, warm, events, ready, results, release)) for _ in range(n)]
+    procs = [ctx.Process(target=_worker, args=(spec, then, warm, events, ready, results, release))
+             for _ in range(n)]
     for p in procs:
         p.start()
     try:
         rows = []
         for _ in procs:
-            pid, seconds, rebuilds, maps, total, base = results.get(timeout=3600)
+            pid, seconds, rebuilds, maps, total, base, first, catch_up = results.get(timeout=3600)
             rows.append({"pid": pid, "seconds": seconds, "built": rebuilds > 0, "mapped": maps > 0,
-                         "matches": total, "base": base, "now": memory(pid)})
+                         "matches": total, "base": base, "first": first, "now": memory(pid),
+                         "catch_up": catch_up})
         return rows
     finally:
         release.set()
@@ -91,10 +102,15 @@ def run_workers(spec, n: int, warm, events) -> list[dict]:
             p.join(timeout=60)
 
 
+def index_mb(row: dict, at: str = "now") -> float:
+    """A worker's index memory: anonymous growth over its baseline plus its share of the file."""
+    return (row[at]["anon"] - row["base"]["anon"] + row[at]["file_pss"]) / MB
+
+
 def summary(matcher: str, mode: str, n: int, rows: list[dict]) -> str:
     rss = sum(r["now"]["rss"] for r in rows) / MB
     pss = sum(r["now"]["pss"] for r in rows) / MB
-    index = [(r["now"]["anon"] - r["base"]["anon"] + r["now"]["file_pss"]) / MB for r in rows]
+    index = [index_mb(r) for r in rows]
     index_rss = [(r["now"]["rss"] - r["base"]["rss"]) / MB for r in rows]
     built = sum(r["built"] for r in rows)
     times = ", ".join(f"{r['seconds']:.2f}{'b' if r['built'] else 'm' if r['mapped'] else ''}"
@@ -107,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scripts.workloads import generate
     from streaming import shared_index
     from streaming.executor_cache import IndexSpec
-    from streaming.records import UPSERT, Change
+    from streaming.records import DELETE, UPSERT, Change
     from streaming.registry import Registry
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -126,23 +142,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| matcher | mode | workers | index RSS per worker (max) | index memory per worker "
           "| index memory of the executor | RSS sum | PSS sum | builds | time to index |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    catch_ups = []
     with tempfile.TemporaryDirectory() as registry_dir:
         reg = Registry(registry_dir)
-        reg.append(0, [Change(UPSERT, s.id, s) for s in workload.subscriptions], time.time())
+        subs = workload.subscriptions
+        reg.append(0, [Change(UPSERT, s.id, s) for s in subs], time.time())
         reg.snapshot()
+        n_change = min(500, len(subs) // 4)  # deletes, and as many new subscriptions (copies under new ids)
+        changes = [Change(DELETE, s.id, None) for s in subs[:n_change]]
+        changes += [Change(UPSERT, f"new-{s.id}", replace(s, id=f"new-{s.id}")) for s in subs[-n_change:]]
+        delta = reg.append(1, changes, time.time())
         for matcher in args.matchers:
             for mode in ("own", "shared"):
                 for n in args.workers:
                     app_id = f"bench-{uuid.uuid4().hex[:8]}" if mode == "shared" else None
-                    spec = IndexSpec(registry_dir, matcher, reg.version, app_id=app_id)
+                    spec = IndexSpec(registry_dir, matcher, 1, app_id=app_id)
+                    then = spec._replace(version=2, deltas=(delta,))
                     try:
                         print(summary(matcher, mode, n, run_workers(spec, n, warm, events)), flush=True)
-                        if mode == "shared" and n == args.workers[-1]:
-                            print(summary(matcher, "shared, restarted", 1, run_workers(spec, 1, warm, events)),
-                                  flush=True)
+                        if n == args.workers[-1]:
+                            what = "shared, restarted" if mode == "shared" else mode
+                            rows = run_workers(spec, 1, warm, events, then)
+                            if mode == "shared":
+                                print(summary(matcher, what, 1, rows), flush=True)
+                            catch_ups.append((matcher, what, rows[0]))
                     finally:
                         if app_id is not None:
                             shared_index.remove_application(app_id)
+    print(f"\nOne worker catching up by a delta of {len(changes)} changes ({n_change} deletes, "
+          f"{n_change} new subscriptions); MB, s")
+    print("| matcher | mode | index memory before | after | catch-up time |")
+    print("|---|---|---|---|---|")
+    for matcher, what, row in catch_ups:
+        print(f"| {matcher} | {what} | {index_mb(row, 'first'):.0f} | {index_mb(row):.0f} | {row['catch_up']:.2f} |")
     return 0
 
 
