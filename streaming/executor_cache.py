@@ -119,15 +119,14 @@ def index_for(spec: IndexSpec) -> CachedIndex:
             return entry
     if entry is not None and _catch_up(entry, spec):
         return entry
-    rebuilds = entry.rebuilds + 1 if entry is not None else 1
-    maps = entry.maps if entry is not None else 0
+    rebuilds, maps = (entry.rebuilds, entry.maps) if entry is not None else (0, 0)
     _CACHE.pop(spec.key, None)  # free the old index before building the new one
     with long_lived():
         if spec.app_id is None:
-            entry = CachedIndex(build(spec), spec.version, rebuilds, maps=maps)
-        else:
+            matcher, built = build(spec), True
+        else:  # built here, or mapped from what another worker built meanwhile
             matcher, built = shared_index.obtain(_shared_key(spec), spec.version, lambda: build(spec))
-            entry = CachedIndex(matcher, spec.version, rebuilds - (not built), maps=maps + (not built))
+        entry = CachedIndex(matcher, spec.version, rebuilds + built, maps=maps + (not built))
     _CACHE[spec.key] = entry
     return entry
 
