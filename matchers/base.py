@@ -71,19 +71,22 @@ class SubscriptionTable(Sequence):
     @classmethod
     def pack(cls, subs: Sequence[Subscription | None]) -> SubscriptionTable:
         """The table of ``subs`` (a table without changes is returned as it is)."""
-        if isinstance(subs, SubscriptionTable) and not subs._changed:
-            return subs
-        ids, blobs = [], []
-        for key in range(len(subs)):
-            if isinstance(subs, SubscriptionTable) and key not in subs._changed and key < len(subs.sub_offsets) - 1:
-                ids.append(subs.id_bytes[subs.id_offsets[key]:subs.id_offsets[key + 1]].tobytes())
-                blobs.append(subs.sub_bytes[subs.sub_offsets[key]:subs.sub_offsets[key + 1]].tobytes())
-                continue
-            sub = subs[key]
-            ids.append(b"" if sub is None else sub.id.encode("utf-8"))
-            blobs.append(b"" if sub is None else pickle.dumps(sub, protocol=5))
+        if isinstance(subs, SubscriptionTable):
+            if not subs._changed:
+                return subs
+            pairs = [subs._encoded(key) for key in range(len(subs))]
+        else:
+            pairs = [_encode(sub) for sub in subs]
+        ids, blobs = zip(*pairs, strict=True) if pairs else ((), ())
         return cls(_offsets(ids), np.frombuffer(b"".join(ids), dtype=np.uint8),
                    _offsets(blobs), np.frombuffer(b"".join(blobs), dtype=np.uint8))
+
+    def _encoded(self, key: int) -> tuple[bytes, bytes]:
+        """The id and the pickled subscription under ``key`` (empty for a free key)."""
+        if key in self._changed:
+            return _encode(self._changed[key])
+        return (self.id_bytes[self.id_offsets[key]:self.id_offsets[key + 1]].tobytes(),
+                self.sub_bytes[self.sub_offsets[key]:self.sub_offsets[key + 1]].tobytes())
 
     def __reduce__(self):
         packed = SubscriptionTable.pack(self)
@@ -131,7 +134,11 @@ class SubscriptionTable(Sequence):
         return self.id_bytes[self.id_offsets[key]:self.id_offsets[key + 1]].tobytes().decode("utf-8")
 
 
-def _offsets(chunks: list[bytes]) -> np.ndarray:
+def _encode(sub: Subscription | None) -> tuple[bytes, bytes]:
+    return (b"", b"") if sub is None else (sub.id.encode("utf-8"), pickle.dumps(sub, protocol=5))
+
+
+def _offsets(chunks: Sequence[bytes]) -> np.ndarray:
     out = np.zeros(len(chunks) + 1, dtype=np.int64)
     np.cumsum([len(c) for c in chunks], out=out[1:])
     return out
