@@ -103,7 +103,12 @@ def _layout(header: bytes, views: list[memoryview]) -> tuple[bytes, int]:
 
 
 def publish(matcher: Matcher, key: SharedKey, version: int) -> Path:
-    """Write ``matcher`` as version ``version`` of ``key`` and remove the older versions."""
+    """Write ``matcher`` as version ``version`` of ``key`` and remove the older versions.
+
+    The matcher matches one empty event first, so that what it builds lazily on its first
+    match (k-index, pending folds) is in the file rather than built again by every worker.
+    """
+    matcher.match(matcher.encode([{}]))
     buffers: list[pickle.PickleBuffer] = []
     header = pickle.dumps(matcher, protocol=5, buffer_callback=buffers.append)
     views = [b.raw() for b in buffers]

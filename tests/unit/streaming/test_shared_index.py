@@ -270,3 +270,15 @@ def test_without_room_for_the_file_the_worker_keeps_its_own_index(key, monkeypat
     monkeypatch.setattr(shared_index, "publish", full)
     matcher, made = shared_index.obtain(key, 1, lambda: built)
     assert made and matcher is built and not list(key.folder().glob("*.index"))
+
+
+def test_what_a_matcher_builds_lazily_is_published_built(key):
+    """The k-index builds on its first match: the file holds it built, so a worker mapping it does not."""
+    rng = random.Random(12)
+    subs = random_subscriptions(rng, 60)
+    built = create("kindex")
+    built.add(subs)
+    assert built._stale
+    mapped = shared_index.load(shared_index.publish(built, key._replace(matcher="kindex"), 1))
+    assert not mapped._stale
+    same_matches([mapped], subs, rng)
