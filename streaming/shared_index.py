@@ -3,7 +3,7 @@
 A matcher pickles (protocol 5) into a small in-band header and its arrays out of band
 (the subscriptions too, see :class:`~matchers.base.SubscriptionTable`).  :func:`publish`
 writes the arrays aligned after the header into one file per (application, registry,
-matcher, version) in :func:`directory` (``/dev/shm`` when present), under a temporary
+matcher, version) in :func:`directory` (under ``/dev/shm`` when present), under a temporary
 name renamed into place, and removes the older versions and other applications' files of
 the same registry (a worker that still maps one keeps its pages: unlinking a mapped file
 is safe); the driver removes its application's files as it stops
@@ -74,9 +74,10 @@ _SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def directory() -> Path:
-    """This machine's directory of shared index files: under ``/dev/shm`` when present, else the temp dir."""
+    """This machine's directory of shared index files for this user: under ``/dev/shm`` when
+    present, else the temp dir."""
     base = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else Path(tempfile.gettempdir())
-    path = base / "pubsub-index"
+    path = base / f"pubsub-index-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
     return path
 

@@ -43,7 +43,7 @@ def memory(pid: int) -> dict[str, int]:
         for line in f:
             parts = line.split()
             if not parts[0].endswith(":"):  # a mapping's header: address range, ..., path
-                in_index = "/pubsub-index/" in line
+                in_index = "/pubsub-index-" in line
             elif parts[0] == "Rss:":
                 out["rss"] += int(parts[1]) * 1024
             elif parts[0] == "Pss:":
