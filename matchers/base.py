@@ -105,13 +105,13 @@ class SubscriptionTable(Sequence):
         if key in self._changed:
             return self._changed[key]
         lo, hi = self.sub_offsets[key], self.sub_offsets[key + 1]
-        return pickle.loads(self.sub_bytes[lo:hi]) if hi > lo else None
+        return pickle.loads(self.sub_bytes[lo:hi].data) if hi > lo else None
 
     def __setitem__(self, key: int, sub: Subscription | None) -> None:
         self._changed[self._key(key)] = sub
 
     def __iter__(self) -> Iterator[Subscription | None]:
-        changed, bounds, data = self._changed, self.sub_offsets.tolist(), memoryview(self.sub_bytes)
+        changed, bounds, data = self._changed, self.sub_offsets.tolist(), self.sub_bytes.data
         for key in range(self._len):
             if key in changed:
                 yield changed[key]

@@ -152,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         changes = [Change(DELETE, s.id, None) for s in subs[:n_change]]
         changes += [Change(UPSERT, f"new-{s.id}", replace(s, id=f"new-{s.id}")) for s in subs[-n_change:]]
         delta = reg.append(1, changes, time.time())
+        assert delta is not None
         for matcher in args.matchers:
             for mode in ("own", "shared"):
                 for n in args.workers:
