@@ -137,7 +137,8 @@ def _shared_key(spec: IndexSpec) -> shared_index.SharedKey:
 
 def _map_newer(entry: CachedIndex | None, spec: IndexSpec) -> CachedIndex | None:
     """``entry``, or the newest version between it and ``spec.version`` that another worker published."""
-    found = shared_index.newest(_shared_key(spec), entry.version if entry is not None else -1, spec.version)
+    with long_lived():  # the unpickled objects live as long as a built index's
+        found = shared_index.newest(_shared_key(spec), entry.version if entry is not None else -1, spec.version)
     if found is None:
         return entry
     version, matcher = found

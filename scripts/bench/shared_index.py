@@ -108,10 +108,11 @@ def index_mb(row: dict, at: str = "now") -> float:
 
 
 def summary(matcher: str, mode: str, n: int, rows: list[dict]) -> str:
-    rss = sum(r["now"]["rss"] for r in rows) / MB
-    pss = sum(r["now"]["pss"] for r in rows) / MB
-    index = [index_mb(r) for r in rows]
-    index_rss = [(r["now"]["rss"] - r["base"]["rss"]) / MB for r in rows]
+    """A table row: memory once the workers matched their first batch (before any catch-up)."""
+    rss = sum(r["first"]["rss"] for r in rows) / MB
+    pss = sum(r["first"]["pss"] for r in rows) / MB
+    index = [index_mb(r, "first") for r in rows]
+    index_rss = [(r["first"]["rss"] - r["base"]["rss"]) / MB for r in rows]
     built = sum(r["built"] for r in rows)
     times = ", ".join(f"{r['seconds']:.2f}{'b' if r['built'] else 'm' if r['mapped'] else ''}"
                       for r in sorted(rows, key=lambda r: -r["built"]))
