@@ -12,8 +12,9 @@ import contextlib
 import gc
 import importlib
 import importlib.util
+import pickle
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -49,6 +50,100 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
+class SubscriptionTable(Sequence):
+    """Subscriptions by key packed in byte arrays: how a pickled matcher holds them.
+
+    As Python objects the subscriptions are most of a matcher's memory; packed, they
+    pickle out of band like the index arrays (and can be shared between processes, see
+    :mod:`streaming.shared_index`).  ``table[key]`` unpickles one subscription (``None``
+    for a free key) and :meth:`id_of` decodes only its id.  Changes (``table[key] = sub``,
+    :meth:`append`, :meth:`extend`) are kept beside the packed arrays, which are never
+    written, so an unpickled matcher that changes holds only what changed as objects.
+    """
+
+    def __init__(self, id_offsets: np.ndarray, id_bytes: np.ndarray, sub_offsets: np.ndarray,
+                 sub_bytes: np.ndarray):
+        self.id_offsets, self.id_bytes = id_offsets, id_bytes
+        self.sub_offsets, self.sub_bytes = sub_offsets, sub_bytes
+        self._len = len(sub_offsets) - 1
+        self._changed: dict[int, Subscription | None] = {}
+
+    @classmethod
+    def pack(cls, subs: Sequence[Subscription | None]) -> SubscriptionTable:
+        """The table of ``subs`` (a table without changes is returned as it is)."""
+        if isinstance(subs, SubscriptionTable):
+            if not subs._changed:
+                return subs
+            pairs = [subs._encoded(key) for key in range(len(subs))]
+        else:
+            pairs = [_encode(sub) for sub in subs]
+        ids, blobs = zip(*pairs, strict=True) if pairs else ((), ())
+        return cls(_offsets(ids), np.frombuffer(b"".join(ids), dtype=np.uint8),
+                   _offsets(blobs), np.frombuffer(b"".join(blobs), dtype=np.uint8))
+
+    def _encoded(self, key: int) -> tuple[bytes, bytes]:
+        """The id and the pickled subscription under ``key`` (empty for a free key)."""
+        if key in self._changed:
+            return _encode(self._changed[key])
+        return (self.id_bytes[self.id_offsets[key]:self.id_offsets[key + 1]].tobytes(),
+                self.sub_bytes[self.sub_offsets[key]:self.sub_offsets[key + 1]].tobytes())
+
+    def __reduce__(self):
+        packed = SubscriptionTable.pack(self)
+        return type(self), (packed.id_offsets, packed.id_bytes, packed.sub_offsets, packed.sub_bytes)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _key(self, key: int) -> int:
+        if not -self._len <= key < self._len:
+            raise IndexError(key)
+        return key % self._len
+
+    def __getitem__(self, key: int) -> Subscription | None:  # type: ignore[override]
+        key = self._key(key)
+        if key in self._changed:
+            return self._changed[key]
+        lo, hi = self.sub_offsets[key], self.sub_offsets[key + 1]
+        return pickle.loads(self.sub_bytes[lo:hi].data) if hi > lo else None
+
+    def __setitem__(self, key: int, sub: Subscription | None) -> None:
+        self._changed[self._key(key)] = sub
+
+    def __iter__(self) -> Iterator[Subscription | None]:
+        changed, bounds, data = self._changed, self.sub_offsets.tolist(), self.sub_bytes.data
+        for key in range(self._len):
+            if key in changed:
+                yield changed[key]
+            else:
+                lo, hi = bounds[key], bounds[key + 1]
+                yield pickle.loads(data[lo:hi]) if hi > lo else None
+
+    def append(self, sub: Subscription | None) -> None:
+        self._changed[self._len] = sub
+        self._len += 1
+
+    def extend(self, subs: Iterable[Subscription | None]) -> None:
+        for sub in subs:
+            self.append(sub)
+
+    def id_of(self, key: int) -> str:
+        """The id of the subscription under a live ``key``."""
+        if key in self._changed:
+            return self._changed[key].id  # type: ignore[union-attr]
+        return self.id_bytes[self.id_offsets[key]:self.id_offsets[key + 1]].tobytes().decode("utf-8")
+
+
+def _encode(sub: Subscription | None) -> tuple[bytes, bytes]:
+    return (b"", b"") if sub is None else (sub.id.encode("utf-8"), pickle.dumps(sub, protocol=5))
+
+
+def _offsets(chunks: Sequence[bytes]) -> np.ndarray:
+    out = np.zeros(len(chunks) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in chunks], out=out[1:])
+    return out
+
+
 class Matcher(ABC):
     """A content-based matching index.
 
@@ -67,8 +162,12 @@ class Matcher(ABC):
             raise TypeError(f"{type(self).__name__} got unknown parameters: {sorted(params)}")
         self.dictionary = dictionary if dictionary is not None else Dictionary()
         self._key_of: dict[str, int] = {}
-        self._subs: list[Subscription | None] = []
+        self._subs: list[Subscription | None] | SubscriptionTable = []
         self._free: list[int] = []
+
+    def __getstate__(self) -> dict:
+        """Every attribute, the subscriptions packed as arrays (:class:`SubscriptionTable`)."""
+        return {**self.__dict__, "_subs": SubscriptionTable.pack(self._subs)}
 
     # -- public API -------------------------------------------------------------
     def add(self, subscriptions: Iterable[Subscription]) -> None:
@@ -138,8 +237,12 @@ class Matcher(ABC):
 
     def ids(self, keys: Iterable[int]) -> list[str]:
         """Sorted subscription ids of keys."""
+        return sorted(map(self.id_of, keys))
+
+    def id_of(self, key: int) -> str:
+        """The id of the subscription stored under a live ``key``."""
         subs = self._subs
-        return sorted(subs[k].id for k in keys)  # type: ignore[union-attr]
+        return subs.id_of(key) if isinstance(subs, SubscriptionTable) else subs[key].id  # type: ignore[union-attr]
 
     def key_of(self, sub_id: str) -> int:
         """The key of a subscription id (``KeyError`` if absent)."""

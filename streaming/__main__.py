@@ -82,6 +82,7 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
     """
     from streaming.kafka.admin import ensure_topics
     from streaming.match_job import MatchJob
+    from streaming.shared_index import remove_application
     from streaming.spark import get_session
 
     request = StopRequest()
@@ -114,6 +115,7 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
         finally:
             for q in queries:
                 q.stop()
+            remove_application(spark.sparkContext.applicationId)
             spark.stop()
         job.status.write("stopped", registry=dict(job.registry.describe()))
         log.info("stopped after %d batches at registry version %d", job.batches, job.registry.version)

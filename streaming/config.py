@@ -83,6 +83,7 @@ class MatchSettings:
     snapshot_every: int = 50
     snapshots_kept: int = 2
     max_catchup_versions: int = 20
+    shared_index: bool = True
     event_id_field: str = "id"
     valid_until_field: str = "valid_until"
     max_validity_s: float = 86400.0

@@ -6,6 +6,12 @@ batch needs with the deltas shipped along with the batch, or reads them from the
 registry on disk, or, when it has no index (a new worker, a restart), holds a newer
 version than the batch (a replayed batch), or is more than ``max_catchup`` versions
 behind, rebuilds from the latest snapshot plus the deltas after it.
+
+With ``IndexSpec.app_id`` set the index is shared by the Python workers of the machine
+(:mod:`streaming.shared_index`): a worker first maps the newest version another one
+published (and catches up from there), and a rebuild happens once per machine and
+version and is published for the others.  Catching up changes a worker's private
+copy-on-write pages only.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from matchers.base import Matcher, create, no_cyclic_gc
+from streaming import shared_index
 from streaming.registry import Delta, RegistryError, load_state, net_changes, read_deltas
 
 
@@ -28,6 +35,8 @@ class IndexSpec(NamedTuple):
     version: int
     deltas: tuple[Delta, ...] = ()
     max_catchup: int = 20
+    app_id: str | None = None
+    """Spark application whose workers share the index on each machine (``None``: not shared)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -40,6 +49,7 @@ class CachedIndex:
     version: int
     rebuilds: int = 0
     catchups: int = 0
+    maps: int = 0
 
 
 _CACHE: dict[tuple[str, str], CachedIndex] = {}
@@ -103,13 +113,37 @@ def index_for(spec: IndexSpec) -> CachedIndex:
     entry = _CACHE.get(spec.key)
     if entry is not None and entry.version == spec.version:
         return entry
+    if spec.app_id is not None:
+        entry = _map_newer(entry, spec)
+        if entry is not None and entry.version == spec.version:
+            return entry
     if entry is not None and _catch_up(entry, spec):
         return entry
-    rebuilds = entry.rebuilds + 1 if entry is not None else 1
+    rebuilds, maps = (entry.rebuilds, entry.maps) if entry is not None else (0, 0)
     _CACHE.pop(spec.key, None)  # free the old index before building the new one
     with long_lived():
-        entry = CachedIndex(build(spec), spec.version, rebuilds)
+        if spec.app_id is None:
+            matcher, built = build(spec), True
+        else:  # built here, or mapped from what another worker built meanwhile
+            matcher, built = shared_index.obtain(_shared_key(spec), spec.version, lambda: build(spec))
+        entry = CachedIndex(matcher, spec.version, rebuilds + built, maps=maps + (not built))
     _CACHE[spec.key] = entry
+    return entry
+
+
+def _shared_key(spec: IndexSpec) -> shared_index.SharedKey:
+    return shared_index.SharedKey(spec.app_id or "", spec.registry_dir, spec.matcher)
+
+
+def _map_newer(entry: CachedIndex | None, spec: IndexSpec) -> CachedIndex | None:
+    """``entry``, or the newest version between it and ``spec.version`` that another worker published."""
+    with long_lived():  # the unpickled objects live as long as a built index's
+        found = shared_index.newest(_shared_key(spec), entry.version if entry is not None else -1, spec.version)
+    if found is None:
+        return entry
+    version, matcher = found
+    counts = (entry.rebuilds, entry.catchups, entry.maps + 1) if entry is not None else (0, 0, 1)
+    _CACHE[spec.key] = entry = CachedIndex(matcher, version, *counts)
     return entry
 
 

@@ -239,7 +239,7 @@ def retro_notifications(
     out = []
     for i, e in enumerate(events):
         for key in result.keys[result.offsets[i]:result.offsets[i + 1]]:
-            sub_id = matcher.subscription(int(key)).id
+            sub_id = matcher.id_of(int(key))
             out.append((sub_id, notifications.encode(
                 sub_id, e.topic, e.partition, e.offset, e.event_id, e.raw if payload == "event" else None,
                 e.timestamp_ms, now_ms, batch_id, retro=True)))
@@ -378,7 +378,7 @@ def _records(
             now_ms = int(time.time() * 1000)
             res_off, res_keys = result.offsets.tolist(), result.keys
             room = limits.message_bytes - notifications.RECORD_OVERHEAD
-            subscription = matcher.subscription
+            id_of = matcher.id_of
             for j, (i, event_id, obj) in enumerate(kept):
                 ms = stamps[i] // 1000 if stamps[i] is not None else None
                 lo, hi = res_off[j], res_off[j + 1]
@@ -393,7 +393,7 @@ def _records(
                         continue
                     slim, first, fits = None, len(out_values), True
                     for key in res_keys[lo:hi].tolist():
-                        sub_id = subscription(key).id
+                        sub_id = id_of(key)
                         sid, value = sub_id.encode("utf-8"), notes.encode(sub_id)
                         if len(sid) + len(value) > room:  # past the largest message: the id-only form
                             slim = slim or _id_only(notes, len(sid) + len(value))
@@ -513,7 +513,7 @@ class MatchJob:
             self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload)
         index = IndexSpec(str(self.settings.registry_dir), m.matcher, version,
                           shipped_deltas(self.registry, version, m.max_catchup_versions),
-                          m.max_catchup_versions)
+                          m.max_catchup_versions, self.spark.sparkContext.applicationId if m.shared_index else None)
         ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
         driver_rows = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
         driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]

@@ -16,6 +16,7 @@ import pytest
 from streaming.kafka.admin import ensure_topics
 from streaming.kafka.broker import EmbeddedBroker
 from streaming.kafka.fetch import close_consumers
+from streaming.shared_index import remove_application
 
 BOOTSTRAP_ENV = "PUBSUB_BOOTSTRAP_SERVERS"
 
@@ -60,6 +61,7 @@ def spark() -> Iterator[Any]:
     finally:
         for query in session.streams.active:
             query.stop()
+        remove_application(session.sparkContext.applicationId)
         session.stop()
 
 

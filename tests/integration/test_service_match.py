@@ -13,6 +13,7 @@ import pytest
 from matchers.expr import to_text
 from streaming.match_job import MatchJob
 from streaming.notifications import notification_id
+from streaming.shared_index import SharedKey
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import (
     expected_pairs,
@@ -105,6 +106,8 @@ def test_known_workload_bad_records_and_tail(
     assert {e["encoding"] for e in event_errors} == {"utf-8", "base64"}
     assert job.registry.version >= 1 and len(job.registry) == 100
     assert any(d["partition"] == last.partition for d in docs)
+    shared = SharedKey(spark.sparkContext.applicationId, str(settings.registry_dir), settings.match.matcher)
+    assert shared.path(job.registry.version).exists()  # the match tasks' workers shared one index
 
 
 def test_deletes_expiry_and_valid_events(
