@@ -94,7 +94,7 @@ def data_loss_message(settings: Settings, failure: str) -> str | None:
     lost = f"the embedded broker's data directory {broker} was removed" if broker else "the broker lost its data"
     return (
         f"the topics no longer hold records that the checkpoint {settings.checkpoint} has already read "
-        f"({found.group(1).strip()}): a topic was deleted or recreated, or {lost}. The job cannot go on "
+        f"({found.group(1).split(';')[0].strip()}): a topic was deleted or recreated, or {lost}. The job cannot go on "
         "from this checkpoint. To start again from the topics as they are now (subscriptions re-read "
         "from the subscriptions topic, events from the start of the events topic), run "
         f"`python -m streaming run --reset`: it moves the checkpoint aside to {settings.checkpoint}.reset-<time>."
@@ -124,6 +124,8 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
     With ``handle_signals``, SIGINT and SIGTERM set ``stop`` (installed after the Spark
     session, whose own SIGINT handler would otherwise cancel the running batch).
     """
+    from pyspark.errors import StreamingQueryException
+
     from streaming.kafka.admin import ensure_topics
     from streaming.match_job import MatchJob
     from streaming.spark import get_session
@@ -144,7 +146,8 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
         queries = [job.start(), *start_patterns(settings, spark, client)]
         try:
             while all(q.isActive for q in queries) and not stop.is_set():
-                queries[0].awaitTermination(1)
+                with contextlib.suppress(StreamingQueryException):  # a failure: reported below
+                    queries[0].awaitTermination(1)
             failed = [q for q in queries if q.exception() is not None]
             if failed:
                 reason = "; ".join(f"{q.name}: {q.exception()}" for q in failed)
