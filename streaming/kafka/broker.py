@@ -35,6 +35,15 @@ from streaming.kafka.storage import BUCKET, S3Storage
 log = logging.getLogger(__name__)
 
 _RUNNING: set[EmbeddedBroker] = set()  # strong references: atexit must reach them
+ADDRESS_FILE = "address"
+
+
+def recorded_address(data_dir: str | os.PathLike[str]) -> str:
+    """``host:port`` of the last broker started on ``data_dir`` ("" when none was)."""
+    try:
+        return (Path(data_dir) / ADDRESS_FILE).read_text().strip()
+    except OSError:
+        return ""
 
 
 def broker_binary() -> str:
@@ -137,13 +146,13 @@ class EmbeddedBroker:
     @property
     def address_file(self) -> Path | None:
         """File holding ``host:port`` of the running (or last) broker of the data directory."""
-        return self._data_dir / "address" if self._data_dir is not None else None
+        return self._data_dir / ADDRESS_FILE if self._data_dir is not None else None
 
     @property
     def pids(self) -> dict[str, int]:
         """Pids of the running processes: ``tansu`` and, with a data directory, ``seaweedfs``."""
         out = {"tansu": self._process.pid} if self.running and self._process is not None else {}
-        if self._storage is not None and self._storage.running and self._storage.pid is not None:
+        if self._storage is not None and self._storage.running:
             out["seaweedfs"] = self._storage.pid
         return out
 
@@ -228,8 +237,8 @@ class EmbeddedBroker:
     def _last_port(self) -> int | None:
         """The port of the data directory's last run when it is free now."""
         try:
-            port = int(self.address_file.read_text().strip().rsplit(":", 1)[1]) if self.address_file else 0
-        except (OSError, ValueError, IndexError):
+            port = int(recorded_address(self._data_dir).rsplit(":", 1)[1]) if self._data_dir else 0
+        except (ValueError, IndexError):
             return None
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:

@@ -80,9 +80,11 @@ class S3Storage:
         self._log_file: IO[bytes] | None = None
 
     @property
-    def pid(self) -> int | None:
-        """Pid of the server process (``None`` before :meth:`start` and after :meth:`stop`)."""
-        return self._process.pid if self._process is not None else None
+    def pid(self) -> int:
+        """Pid of the server process."""
+        if self._process is None:
+            raise BrokerError("the storage server has not been started")
+        return self._process.pid
 
     @property
     def running(self) -> bool:
