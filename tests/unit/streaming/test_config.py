@@ -65,3 +65,17 @@ def test_unreadable_file(tmp_path):
     bad.write_text("[match\n")
     with pytest.raises(ConfigError):
         load(bad, [], {})
+
+
+def test_scripts_find_the_embedded_broker_address(tmp_path):
+    from argparse import Namespace
+
+    from streaming.config import bootstrap_servers
+
+    settings = load(None, [f"kafka.embedded_data_dir={tmp_path}"], environ={})
+    assert bootstrap_servers(Namespace(bootstrap=None), settings) == ""  # no broker has run there
+    (tmp_path / "address").write_text("127.0.0.1:4242\n")
+    assert bootstrap_servers(Namespace(bootstrap=None), settings) == "127.0.0.1:4242"
+    assert bootstrap_servers(Namespace(bootstrap="h:1"), settings) == "h:1"
+    configured = settings.replace(kafka={"bootstrap_servers": "k:9092"})
+    assert bootstrap_servers(Namespace(bootstrap=None), configured) == "k:9092"
