@@ -23,7 +23,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from matchers.errors import PubSubError
 
@@ -89,10 +89,9 @@ class DirLock:
         self.release()
 
 
-def _die_with(parent: int) -> None:
+def _die_with(parent: int, prctl: Any) -> None:
     """``preexec_fn``: SIGTERM when ``parent`` dies; exit now if it already has."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
 
@@ -106,6 +105,7 @@ def spawn(
     thread): call it from a thread that lives as long as the child should.
     """
     parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before the fork: no loader lock in the child
     return subprocess.Popen(
         list(argv),
         stdout=log,
@@ -113,7 +113,7 @@ def spawn(
         stdin=subprocess.DEVNULL,
         env=None if env is None else dict(env),
         start_new_session=True,
-        preexec_fn=lambda: _die_with(parent),
+        preexec_fn=lambda: _die_with(parent, prctl),
     )
 
 
