@@ -83,7 +83,7 @@ lint: setup ## Lint (ruff) and type-check (mypy)
 	$(VENV)/bin/mypy matchers streaming
 
 .PHONY: clean
-clean: ## Remove caches, checkpoints and logs (keeps the virtual environment)
+clean: ## Remove caches, checkpoints, the embedded broker's topics and logs (var/; keeps the virtual environment)
 	rm -rf var .pytest_cache .hypothesis .mypy_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from streaming.config import ConfigError, add_arguments, load
+from streaming.config import ConfigError, add_arguments, bootstrap_servers, load
 
 
 def show_topics(settings, client) -> None:
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         parser.error(str(exc))
     if not args.no_topics:
-        servers = args.bootstrap or settings.kafka.bootstrap_servers
+        servers = bootstrap_servers(args, settings)
         if servers:
             show_topics(settings, settings.kafka.client_config(servers))
         else:

@@ -3,7 +3,9 @@
 ``run`` starts the embedded broker when no bootstrap servers are configured (and stops
 it on exit), creates the topics with the configured partitions, and runs the match
 query (and, unless disabled, the Cayuga patterns queries) until SIGINT or SIGTERM, which
-stop them after the running micro-batch.
+stop them after the running micro-batch. One ``run`` per checkpoint: a second one is
+refused. ``run --reset`` first moves the checkpoint aside and starts from the topics as
+they are.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import contextlib
 import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.config import ConfigError, Settings, load
+from streaming.instance import DirLock, InUseError
 from streaming.metrics import read_status
 
 log = logging.getLogger("streaming")
@@ -35,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a setting (repeatable), e.g. --set match.matcher=counting")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help="run the match query (embedded broker when no bootstrap servers are set)")
+    rn = sub.add_parser("run", help="run the match query (embedded broker when no bootstrap servers are set)")
+    rn.add_argument("--reset", action="store_true",
+                    help="move the checkpoint aside (renamed with the time) and start from the topics as they are")
     st = sub.add_parser("status", help="print the running job's status")
     st.add_argument("--json", action="store_true", help="the whole status document as JSON")
     sub.add_parser("config", help="print the effective settings (secrets redacted)")
@@ -50,11 +56,49 @@ def kafka_endpoint(settings: Settings) -> Iterator[str]:
         return
     from streaming.kafka.broker import EmbeddedBroker
 
-    log_path = Path(settings.spark.checkpoint_dir).parent / "tansu.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with EmbeddedBroker(log_path=log_path) as broker:
-        log.info("embedded broker on %s (log %s); it keeps data in memory only", broker.bootstrap_servers, log_path)
+    data_dir = settings.kafka.embedded_data_dir
+    if data_dir:
+        broker = EmbeddedBroker(data_dir=data_dir)
+    else:
+        settings.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        broker = EmbeddedBroker(log_path=settings.checkpoint.parent / "tansu.log")
+    with broker:
+        kept = f"topics kept in {data_dir}, address in {broker.address_file}" if data_dir else "topics in memory only"
+        log.info("embedded broker on %s (%s; log %s)", broker.bootstrap_servers, kept, broker.log_path)
         yield broker.bootstrap_servers
+
+
+def checkpoint_lock(settings: Settings) -> DirLock:
+    """The lock that keeps a second ``run`` off the same checkpoint (``<checkpoint_dir>.lock``)."""
+    ckpt = settings.checkpoint
+    return DirLock(ckpt.with_name(ckpt.name + ".lock"), f"the checkpoint {ckpt}")
+
+
+def reset_checkpoint(settings: Settings) -> Path | None:
+    """Move the checkpoint aside to ``<checkpoint_dir>.reset-<UTC time>``; where it went."""
+    ckpt = settings.checkpoint
+    if not ckpt.exists():
+        return None
+    aside = ckpt.with_name(f"{ckpt.name}.reset-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    ckpt.rename(aside)
+    log.warning("checkpoint moved aside to %s: starting from the topics as they are", aside)
+    return aside
+
+
+def data_loss_message(settings: Settings, failure: str) -> str | None:
+    """What to tell the user when a query failed because the log lost what the checkpoint read."""
+    found = re.search(r"DataLossError: ([^\n]*)", failure)
+    if found is None:
+        return None
+    broker = settings.kafka.embedded_data_dir if not settings.kafka.bootstrap_servers else ""
+    lost = f"the embedded broker's data directory {broker} was removed" if broker else "the broker lost its data"
+    return (
+        f"the topics no longer hold records that the checkpoint {settings.checkpoint} has already read "
+        f"({found.group(1).split(';')[0].strip()}): a topic was deleted or recreated, or {lost}. The job cannot go on "
+        "from this checkpoint. To start again from the topics as they are now (subscriptions re-read "
+        "from the subscriptions topic, events from the start of the events topic), run "
+        f"`python -m streaming run --reset`: it moves the checkpoint aside to {settings.checkpoint}.reset-<time>."
+    )
 
 
 class StopRequest:
@@ -80,6 +124,8 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
     With ``handle_signals``, SIGINT and SIGTERM set ``stop`` (installed after the Spark
     session, whose own SIGINT handler would otherwise cancel the running batch).
     """
+    from pyspark.errors import StreamingQueryException
+
     from streaming.kafka.admin import ensure_topics
     from streaming.match_job import MatchJob
     from streaming.shared_index import remove_application
@@ -101,11 +147,17 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
         queries = [job.start(), *start_patterns(settings, spark, client)]
         try:
             while all(q.isActive for q in queries) and not stop.is_set():
-                queries[0].awaitTermination(1)
+                with contextlib.suppress(StreamingQueryException):  # a failure: reported below
+                    queries[0].awaitTermination(1)
             failed = [q for q in queries if q.exception() is not None]
             if failed:
                 reason = "; ".join(f"{q.name}: {q.exception()}" for q in failed)
-                log.error("a query failed: %s", reason)
+                lost = data_loss_message(settings, reason)
+                if lost is not None:
+                    reason = lost
+                    log.error("stopped: %s", reason)
+                else:
+                    log.error("a query failed: %s", reason)
                 job.status.write("failed", error=reason, registry=dict(job.registry.describe()))
                 return 1
             deadline = time.monotonic() + GRACE_S
@@ -180,7 +232,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "status":
         return status(settings, args.json)
-    return run(settings, handle_signals=True)
+    try:
+        with checkpoint_lock(settings):
+            if args.reset:
+                reset_checkpoint(settings)
+            return run(settings, handle_signals=True)
+    except InUseError as exc:
+        print(f"not started: {exc}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

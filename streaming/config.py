@@ -44,6 +44,7 @@ class KafkaSettings:
     errors_partitions: int = 1
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int = 100_000
+    embedded_data_dir: str = "var/broker"
     client: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
@@ -56,6 +57,12 @@ class KafkaSettings:
         if not servers:
             raise ConfigError("no Kafka bootstrap servers: configure kafka.bootstrap_servers or start the embedded broker")
         return {**{k.replace(".", "_"): v for k, v in self.client.items()}, "bootstrap_servers": servers}
+
+    def embedded_address(self) -> str:
+        """``host:port`` of the embedded broker last started on ``embedded_data_dir`` ("" if none)."""
+        from streaming.kafka.broker import recorded_address
+
+        return recorded_address(self.embedded_data_dir) if self.embedded_data_dir else ""
 
     def topic_partitions(self) -> dict[str, int]:
         """The service's topics and the partition counts to create them with."""
@@ -348,10 +355,16 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a setting (repeatable)")
     parser.add_argument("--bootstrap", default=None,
-                        help="Kafka bootstrap servers (default kafka.bootstrap_servers of the settings)")
+                        help="Kafka bootstrap servers (default kafka.bootstrap_servers of the settings, "
+                             "else the embedded broker's address)")
+
+
+def bootstrap_servers(args: Any, settings: Settings) -> str:
+    """``--bootstrap``, else ``kafka.bootstrap_servers``, else the embedded broker's address file."""
+    return args.bootstrap or settings.kafka.bootstrap_servers or settings.kafka.embedded_address()
 
 
 def from_arguments(args: Any) -> tuple[Settings, dict[str, Any]]:
     """Settings and kafka-python client options from the arguments of :func:`add_arguments`."""
     settings = load(args.config, args.overrides)
-    return settings, settings.kafka.client_config(args.bootstrap)
+    return settings, settings.kafka.client_config(bootstrap_servers(args, settings))

@@ -36,10 +36,11 @@ N_EVENTS = 1600
 ROUNDS = 8
 
 
-def start_job(env: dict[str, str], log: Path) -> subprocess.Popen:
-    out = open(log, "ab")  # noqa: SIM115 - handed to the child
-    return subprocess.Popen([sys.executable, "-m", "streaming", "run"], cwd=ROOT, env=env, stdout=out,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+def start_job(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen:
+    """``python -m streaming run *args`` as the README runs it, in its own process group."""
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "streaming", "run", *args], cwd=ROOT, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:

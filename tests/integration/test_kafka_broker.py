@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+from streaming.instance import InUseError, start_time
 from streaming.kafka.admin import ensure_topics, partition_counts
-from streaming.kafka.broker import EmbeddedBroker, broker_binary
+from streaming.kafka.broker import EmbeddedBroker, broker_binary, recorded_address
 from streaming.kafka.errors import BrokerError
 from streaming.kafka.watermarks import Watermarks
 from tests.integration.kafka_helpers import consume_all, produce
@@ -33,6 +34,32 @@ def test_broker_starts_answers_and_stops(tmp_path: Any) -> None:
         os.kill(pid, 0)
     assert log_path.exists()
     broker.stop()  # idempotent
+
+
+def test_broker_with_a_data_directory_keeps_its_topics(tmp_path: Any) -> None:
+    data = tmp_path / "broker"
+    with EmbeddedBroker(data_dir=data) as broker:
+        address = broker.bootstrap_servers
+        assert recorded_address(data) == address
+        config = {"bootstrap_servers": address}
+        ensure_topics(config, {"kept": 2})
+        produce(config, "kept", [f"a{i}" for i in range(500)], linger_ms=200)
+        with pytest.raises(InUseError, match="data directory"):
+            EmbeddedBroker(data_dir=data).start()
+        pids = broker.pids
+        assert set(pids) == {"tansu", "seaweedfs"}
+    assert all(start_time(pid) is None for pid in pids.values())
+    with EmbeddedBroker(data_dir=data) as broker:
+        assert broker.bootstrap_servers == address  # the last run's port, free again
+        produce(config, "kept", [f"b{i}" for i in range(10)], partition=1)
+        watermarks = Watermarks(config)
+        try:
+            ends = watermarks.latest([("kept", 0), ("kept", 1)])
+        finally:
+            watermarks.close()
+        values = [r.value for r in consume_all(config, "kept")]
+    assert sum(ends.values()) == 510 and len(values) == 510
+    assert {v.decode() for v in values} == {f"a{i}" for i in range(500)} | {f"b{i}" for i in range(10)}
 
 
 def test_broker_missing_binary_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,3 +78,17 @@ def test_limits_section():
             load(None, [bad], {})
     raised = load(None, ["limits.message_bytes=20000000", "kafka.client.max_request_size=20000000"], {})
     assert raised.limits.message_bytes == 20_000_000
+
+
+def test_scripts_find_the_embedded_broker_address(tmp_path):
+    from argparse import Namespace
+
+    from streaming.config import bootstrap_servers
+
+    settings = load(None, [f"kafka.embedded_data_dir={tmp_path}"], environ={})
+    assert bootstrap_servers(Namespace(bootstrap=None), settings) == ""  # no broker has run there
+    (tmp_path / "address").write_text("127.0.0.1:4242\n")
+    assert bootstrap_servers(Namespace(bootstrap=None), settings) == "127.0.0.1:4242"
+    assert bootstrap_servers(Namespace(bootstrap="h:1"), settings) == "h:1"
+    configured = settings.replace(kafka={"bootstrap_servers": "k:9092"})
+    assert bootstrap_servers(Namespace(bootstrap=None), configured) == "k:9092"
