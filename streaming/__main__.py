@@ -3,7 +3,10 @@
 ``run`` starts the embedded broker when no bootstrap servers are configured (and stops
 it on exit), creates the topics with the configured partitions, and runs the match
 query (and, unless disabled, the Cayuga patterns queries) until SIGINT or SIGTERM, which
-stop them after the running micro-batch.
+stop them after the running micro-batch. It writes its state to the status file
+(``starting``, ``running``, then ``stopped`` or ``failed`` with the reason); ``status``
+reads it and reports a process that is gone without saying so as ``dead``. A failure is
+one paragraph on the console; the whole trace goes to ``<status.log_dir>/service.log``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import contextlib
 import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.config import ConfigError, Settings, load
-from streaming.metrics import read_status
+from streaming.metrics import StatusFile, process_alive, read_status
 
 log = logging.getLogger("streaming")
 
@@ -38,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("run", help="run the match query (embedded broker when no bootstrap servers are set)")
     st = sub.add_parser("status", help="print the running job's status")
     st.add_argument("--json", action="store_true", help="the whole status document as JSON")
+    st.add_argument("--status-file", type=Path, default=None,
+                    help="status file of a service started with other settings (default status.status_file)")
     sub.add_parser("config", help="print the effective settings (secrets redacted)")
     return parser
 
@@ -78,46 +84,136 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
     """Run the match query until ``stop`` is set or the query fails; returns an exit code.
 
     With ``handle_signals``, SIGINT and SIGTERM set ``stop`` (installed after the Spark
-    session, whose own SIGINT handler would otherwise cancel the running batch).
+    session, whose own SIGINT handler would otherwise cancel the running batch). Whatever
+    ends the run, the status file says so: ``stopped``, or ``failed`` with the reason.
     """
-    from streaming.kafka.admin import ensure_topics
-    from streaming.match_job import MatchJob
-    from streaming.spark import get_session
-
     request = StopRequest()
     if stop is not None:
         request.event = stop
-    stop = request.event
-    with kafka_endpoint(settings) as servers:
-        client = settings.kafka.client_config(servers)
-        counts = ensure_topics(client, settings.kafka.topic_partitions())
-        log.info("topics %s on %s", counts, servers)
-        spark = get_session(settings.spark.app_name, settings.spark.master, dict(settings.spark.conf))
-        if handle_signals:
-            request.install()
-        job = MatchJob(settings, spark, client)
-        log.info("registry %s", dict(job.registry.describe()))
-        queries = [job.start(), *start_patterns(settings, spark, client)]
-        try:
-            while all(q.isActive for q in queries) and not stop.is_set():
-                queries[0].awaitTermination(1)
-            failed = [q for q in queries if q.exception() is not None]
-            if failed:
-                reason = "; ".join(f"{q.name}: {q.exception()}" for q in failed)
-                log.error("a query failed: %s", reason)
-                job.status.write("failed", error=reason, registry=dict(job.registry.describe()))
-                return 1
-            deadline = time.monotonic() + GRACE_S
-            while (any(q.isActive and q.status.get("isTriggerActive") for q in queries)
-                   and time.monotonic() < deadline):
-                time.sleep(0.2)
-        finally:
-            for q in queries:
-                q.stop()
-            spark.stop()
-        job.status.write("stopped", registry=dict(job.registry.describe()))
-        log.info("stopped after %d batches at registry version %d", job.batches, job.registry.version)
+    service = Service(settings, request)
+    try:
+        service.serve(handle_signals)
+    except KeyboardInterrupt:
+        log.warning("interrupted: stopped without waiting for the running micro-batch")
+        service.record("stopped", note="interrupted")
+        return 130
+    except Exception as exc:
+        reason = f"{service.stage} failed: {first_line(exc)}"
+        log.error("%s. The whole trace is in %s (Spark's own log: %s).", reason, log_file(settings),
+                  Path(settings.status.log_dir) / "spark.log", exc_info=exc)
+        service.record("failed", error=reason)
+        return 1
+    service.record("stopped")
+    log.info("stopped after %d batches at registry version %d", service.job.batches, service.job.registry.version)
     return 0
+
+
+class Service:
+    """One run of the service: what it is doing (``stage``) and where that is recorded (``status``)."""
+
+    def __init__(self, settings: Settings, request: StopRequest) -> None:
+        self.settings = settings
+        self.request = request
+        self.status = StatusFile(settings.status.status_file, settings.status.history)
+        self.stage = "start-up"
+        self.job: Any = None
+        self.record("starting")
+
+    def record(self, state: str, **extra: Any) -> None:
+        """Write ``state`` to the status file (with the registry, once the job has one)."""
+        if self.job is not None:
+            extra["registry"] = dict(self.job.registry.describe())
+        self.status.write(state, **extra)
+
+    def serve(self, handle_signals: bool) -> None:
+        """Warm the matcher, start the broker (if embedded), Spark and the queries; run until stopped."""
+        from matchers.warm import warm
+        from streaming.kafka.admin import ensure_topics
+        from streaming.match_job import MatchJob
+        from streaming.spark import get_session
+
+        settings, stop = self.settings, self.request.event
+        warm(settings.match.matcher)
+        with kafka_endpoint(settings) as servers:
+            client = settings.kafka.client_config(servers)
+            counts = ensure_topics(client, settings.kafka.topic_partitions())
+            log.info("topics %s on %s", counts, servers)
+            spark = get_session(settings.spark.app_name, settings.spark.master, dict(settings.spark.conf),
+                                log_dir=settings.status.log_dir)
+            if spark.sparkContext.uiWebUrl:
+                log.info("Spark UI at %s (spark.conf \"spark.ui.enabled\" = \"false\" turns it off)",
+                         spark.sparkContext.uiWebUrl)
+            queries: list = []
+            try:
+                if handle_signals:
+                    self.request.install()
+                self.job = MatchJob(settings, spark, client)
+                self.status = self.job.status
+                log.info("registry %s", dict(self.job.registry.describe()))
+                queries = [self.job.start(), *start_patterns(settings, spark, client)]
+                self.stage = "the service"
+                while all(q.isActive for q in queries) and not stop.wait(1):
+                    pass
+                failed = [q for q in queries if q.exception() is not None]
+                if failed:
+                    self.stage = "query " + " and ".join(q.name for q in failed)
+                    raise failed[0].exception()
+                deadline = time.monotonic() + GRACE_S
+                while (any(q.isActive and q.status.get("isTriggerActive") for q in queries)
+                       and time.monotonic() < deadline):
+                    time.sleep(0.2)
+            finally:
+                for q in queries:
+                    q.stop()
+                spark.stop()
+
+
+def first_line(exc: BaseException) -> str:
+    """What ``exc`` says in one line: its message's first line and, when it wraps a Python
+    traceback (a failed Spark task), the error that traceback ends with."""
+    text = str(exc).strip() or type(exc).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    head = lines[0] if len(lines[0]) <= 300 else lines[0][:297] + "..."
+    if "Traceback (most recent call last)" in text:
+        errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b", line)]
+        if errors and errors[-1] != head:
+            head += f" ({errors[-1][:300]})"
+    return head
+
+
+def log_file(settings: Settings) -> Path:
+    return Path(settings.status.log_dir) / "service.log"
+
+
+class _Brief(logging.Formatter):
+    """Console records without their stack traces (the log file has them)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def setup_logging(settings: Settings, to_file: bool) -> None:
+    """Console at ``status.log_level`` without stack traces; with ``to_file``, every INFO
+    record whole (traces included) in ``<status.log_dir>/service.log`` as well."""
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    console = logging.StreamHandler()
+    console.setFormatter(_Brief(fmt))
+    console.setLevel(settings.status.log_level.upper())
+    handlers: list[logging.Handler] = [console]
+    if to_file:
+        log_file(settings).parent.mkdir(parents=True, exist_ok=True)
+        file = logging.FileHandler(log_file(settings), encoding="utf-8")
+        file.setFormatter(logging.Formatter(fmt))
+        file.setLevel(logging.INFO)
+        handlers.append(file)
+    logging.basicConfig(level=min(logging.INFO, console.level), handlers=handlers, force=True)
+    for noisy in ("kafka", "py4j", "numba"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def start_patterns(settings: Settings, spark: Any, client: dict) -> list:
@@ -135,16 +231,26 @@ def start_patterns(settings: Settings, spark: Any, client: dict) -> list:
     ]
 
 
-def status(settings: Settings, as_json: bool) -> int:
-    doc = read_status(settings.status.status_file)
+def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
+    """Print the status file; exit code 1 when there is none or the job failed or died."""
+    path = path or Path(settings.status.status_file)
+    doc = read_status(path)
     if doc is None:
-        print(f"no status at {settings.status.status_file}: the job has not run with these settings")
+        print(f"no status at {path}: the job has not run with these settings")
         return 1
+    if doc["state"] in ("starting", "running") and not process_alive(doc["pid"], doc.get("pid_started")):
+        doc = {**doc, "state": "dead", "last_state": doc["state"]}
+    code = 1 if doc["state"] in ("dead", "failed") else 0
     if as_json:
         print(json.dumps(doc, indent=1))
-        return 0
+        return code
     age = time.time() - doc["updated_at"]
-    print(f"state: {doc['state']} (pid {doc['pid']}, updated {age:.0f} s ago)")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["updated_at"]))
+    if doc["state"] == "dead":
+        print(f"state: dead (was {doc['last_state']}; pid {doc['pid']} is gone, last seen {when}, "
+              f"{age:.0f} s ago)")
+    else:
+        print(f"state: {doc['state']} (pid {doc['pid']}, updated {when}, {age:.0f} s ago)")
     reg = doc.get("registry") or {}
     if reg:
         print(f"registry: version {reg.get('version')}, {reg.get('subscriptions')} subscriptions, "
@@ -158,7 +264,7 @@ def status(settings: Settings, as_json: bool) -> int:
         print("  " + BatchMetrics(**row).log_line())
     if doc.get("error"):
         print(f"error: {doc['error']}")
-    return 0
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -168,15 +274,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.status.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("kafka", "py4j"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    setup_logging(settings, to_file=args.command == "run")
     if args.command == "config":
         print(json.dumps(settings.describe(), indent=1))
         return 0
     if args.command == "status":
-        return status(settings, args.json)
+        return status(settings, args.json, args.status_file)
     return run(settings, handle_signals=True)
 
 
