@@ -40,7 +40,7 @@ run-stream: setup ## Run the service on its embedded defaults (embedded broker, 
 .PHONY: demo
 demo: setup ## Match a generated stock-ticker workload with the command-line matcher
 	@mkdir -p var/demo
-	$(PY) -m scripts.workloads stock_ticker --subs var/demo/subs.jsonl --events var/demo/events.jsonl --n-subs 10000 --n-events 20000 --seed 1
+	$(PY) -m scripts.workloads stock --subs var/demo/subs.jsonl --events var/demo/events.jsonl --n-subs 10000 --n-events 20000 --seed 1
 	$(PY) -m matchers match --subscriptions var/demo/subs.jsonl --events var/demo/events.jsonl --matcher counting --out var/demo/matches.jsonl
 	@head -3 var/demo/matches.jsonl
 

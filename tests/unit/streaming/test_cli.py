@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 
-from streaming.__main__ import main
-from streaming.metrics import BatchMetrics, StatusFile, read_status
+import pytest
+
+from streaming.__main__ import first_line, main
+from streaming.metrics import BatchMetrics, StatusFile, process_started, read_status
 
 
 def test_status_file_keeps_history_and_totals(tmp_path):
@@ -32,3 +38,68 @@ def test_status_and_config_commands(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "hunter2" not in out and json.loads(out)["kafka"]["client"]["sasl_plain_password"] == "***"
     assert main(["--set", "match.max_terms=zero", "config"]) == 2
+
+
+def _status(path, capsys, *extra):
+    code = main(["status", "--status-file", str(path), *extra])
+    return code, capsys.readouterr().out
+
+
+def test_status_reports_a_gone_process_as_dead(tmp_path, capsys):
+    path = tmp_path / "status.json"
+    StatusFile(path).write("running", BatchMetrics(batch_id=1, events=3))
+    code, out = _status(path, capsys)
+    assert code == 0 and out.startswith("state: running")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    doc = read_status(path)
+    doc["pid"] = int(gone.stdout)
+    path.write_text(json.dumps(doc))
+    code, out = _status(path, capsys)
+    assert code == 1 and out.startswith(f"state: dead (was running; pid {doc['pid']} is gone")
+    doc["pid"], doc["pid_started"] = os.getpid(), "0"  # alive, but another program started at another time
+    path.write_text(json.dumps(doc))
+    code, out = _status(path, capsys, "--json")
+    assert code == 1 and json.loads(out)["state"] == "dead" and json.loads(out)["last_state"] == "running"
+
+
+def test_status_of_failed_and_stopped_jobs(tmp_path, capsys):
+    path = tmp_path / "status.json"
+    StatusFile(path).write("failed", error="query match failed: boom")
+    code, out = _status(path, capsys)
+    assert code == 1 and "state: failed" in out and "error: query match failed: boom" in out
+    StatusFile(path).write("stopped")
+    assert _status(path, capsys)[0] == 0
+    assert read_status(path)["pid_started"] == process_started(os.getpid())
+
+
+@pytest.fixture
+def restore_logging():
+    """``main`` configures the root logger; put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:], root.level = handlers, level
+
+
+def test_run_that_cannot_start_says_failed(tmp_path, capsys, restore_logging):
+    path = tmp_path / "status.json"
+    code = main(["--set", f"status.status_file={path}", "--set", f"status.log_dir={tmp_path / 'logs'}",
+                 "--set", "match.matcher=nope", "run"])
+    assert code == 1
+    doc = read_status(path)
+    assert doc["state"] == "failed" and doc["error"].startswith("start-up failed: unknown matcher 'nope'")
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "start-up failed: unknown matcher 'nope'" in err[0] and "service.log" in err[0]
+    trace = (tmp_path / "logs" / "service.log").read_text()
+    assert "Traceback (most recent call last)" in trace and "ValueError: unknown matcher 'nope'" in trace
+
+
+def test_first_line_names_the_python_error_inside_a_spark_failure():
+    exc = RuntimeError("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted\n"
+                       "  at org.apache.spark...\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+                       "ValueError: bad batch\n  at more.java")
+    assert first_line(exc) == ("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted "
+                               "(ValueError: bad batch)")

@@ -65,3 +65,13 @@ def test_unreadable_file(tmp_path):
     bad.write_text("[match\n")
     with pytest.raises(ConfigError):
         load(bad, [], {})
+
+
+def test_relative_paths_resolve_against_the_project_root_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = load(None, ["spark.checkpoint_dir=var/ck", "status.log_dir=logs"], {})
+    assert s.spark.checkpoint_dir == str(ROOT / "var" / "ck") and s.status.log_dir == str(ROOT / "logs")
+    assert s.status.status_file == str(ROOT / "var" / "status.json")  # from conf/pubsub.toml, found from tmp_path
+    assert s.checkpoint == ROOT / "var" / "ck"
+    s = load(None, [f"status.status_file={tmp_path / 's.json'}", "spark.checkpoint_dir=hdfs://nn/ck"], {})
+    assert s.status.status_file == str(tmp_path / "s.json") and s.spark.checkpoint_dir == "hdfs://nn/ck"
