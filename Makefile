@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+WARM := var/.numba-warm
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -21,8 +22,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+$(WARM): $(STAMP) $(shell find matchers -name '*.py')
+	$(PY) -m matchers warm
+	@mkdir -p $(@D) && touch $@
+
 .PHONY: setup
-setup: $(STAMP) check-java ## Create the virtual environment and install everything
+setup: $(STAMP) check-java $(WARM) ## Create the virtual environment, install everything, compile the numba kernels
 	@echo "ready: $(VENV) ($$($(PY) --version))"
 
 .PHONY: check-java
