@@ -168,17 +168,24 @@ class Service:
                 spark.stop()
 
 
+_PYTHON_ERROR = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b")
+
+
 def first_line(exc: BaseException) -> str:
-    """What ``exc`` says in one line: its message's first line and, when it wraps a Python
-    traceback (a failed Spark task), the error that traceback ends with."""
+    """What ``exc`` says in one line: the first line of its message (for an error of Spark's
+    JVM, the Java exception's), followed by the root cause when it wraps others: the
+    error a wrapped Python traceback ends with, else the last ``Caused by:``."""
     text = str(exc).strip() or type(exc).__name__
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    head = lines[0] if len(lines[0]) <= 300 else lines[0][:297] + "..."
+    head = lines[0]
+    if head.startswith("An error occurred while calling") and len(lines) > 1:  # py4j: the Java error follows
+        head = lines[1].lstrip(": ")
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
     if "Traceback (most recent call last)" in text:
-        errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b", line)]
-        if errors and errors[-1] != head:
-            head += f" ({errors[-1][:300]})"
-    return head
+        causes += [line for line in lines if _PYTHON_ERROR.match(line)]
+    if causes and causes[-1] not in head:
+        head += f" (cause: {causes[-1]})"
+    return head if len(head) <= 400 else head[:397] + "..."
 
 
 def log_file(settings: Settings) -> Path:

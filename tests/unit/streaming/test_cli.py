@@ -7,10 +7,12 @@ import logging
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from streaming.__main__ import first_line, main
+from streaming.config import PROJECT_ROOT
 from streaming.metrics import BatchMetrics, StatusFile, process_started, read_status
 
 
@@ -45,18 +47,23 @@ def _status(path, capsys, *extra):
     return code, capsys.readouterr().out
 
 
-def test_status_reports_a_gone_process_as_dead(tmp_path, capsys):
+def test_status_reports_a_killed_process_as_dead(tmp_path, capsys):
     path = tmp_path / "status.json"
-    StatusFile(path).write("running", BatchMetrics(batch_id=1, events=3))
+    code = f"import time; from streaming.metrics import StatusFile; StatusFile({str(path)!r}).write('running'); time.sleep(600)"
+    writer = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    try:
+        deadline = time.monotonic() + 120
+        while read_status(path) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        code, out = _status(path, capsys)
+        assert code == 0 and out.startswith(f"state: running (pid {writer.pid},")
+    finally:
+        writer.kill()
+        writer.wait()
     code, out = _status(path, capsys)
-    assert code == 0 and out.startswith("state: running")
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert code == 1 and out.startswith(f"state: dead (was running; pid {writer.pid} is gone")
     doc = read_status(path)
-    doc["pid"] = int(gone.stdout)
-    path.write_text(json.dumps(doc))
-    code, out = _status(path, capsys)
-    assert code == 1 and out.startswith(f"state: dead (was running; pid {doc['pid']} is gone")
-    doc["pid"], doc["pid_started"] = os.getpid(), "0"  # alive, but another program started at another time
+    doc["pid"], doc["pid_started"] = os.getpid(), "0"  # the pid alive again, but another program's
     path.write_text(json.dumps(doc))
     code, out = _status(path, capsys, "--json")
     assert code == 1 and json.loads(out)["state"] == "dead" and json.loads(out)["last_state"] == "running"
@@ -102,4 +109,8 @@ def test_first_line_names_the_python_error_inside_a_spark_failure():
                        "  at org.apache.spark...\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
                        "ValueError: bad batch\n  at more.java")
     assert first_line(exc) == ("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted "
-                               "(ValueError: bad batch)")
+                               "(cause: ValueError: bad batch)")
+    java = RuntimeError("An error occurred while calling o73.start.\n: org.apache.spark.SparkException: No listener.\n"
+                        "\tat org.apache.spark.X(X.scala:1)\nCaused by: java.lang.ClassNotFoundException: no.Such\n\tat y")
+    assert first_line(java) == ("org.apache.spark.SparkException: No listener. "
+                                "(cause: java.lang.ClassNotFoundException: no.Such)")
