@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,21 +150,19 @@ class Service:
                 self.job = MatchJob(settings, spark, client)
                 self.status = self.job.status
                 log.info("registry %s", dict(self.job.registry.describe()))
-                queries = [self.job.start(), *start_patterns(settings, spark, client)]
+                queries = [Supervised(start) for start in (self.job.start, *pattern_starters(settings, spark, client))]
                 self.stage = "the service"
-                while all(q.isActive for q in queries) and not stop.wait(1):
-                    pass
-                failed = [q for q in queries if q.exception() is not None]
+                failed = supervise(queries, stop)
                 if failed:
                     self.stage = "query " + " and ".join(q.name for q in failed)
                     raise failed[0].exception()
                 deadline = time.monotonic() + GRACE_S
-                while (any(q.isActive and q.status.get("isTriggerActive") for q in queries)
+                while (any(q.query.isActive and q.query.status.get("isTriggerActive") for q in queries)
                        and time.monotonic() < deadline):
                     time.sleep(0.2)
             finally:
                 for q in queries:
-                    q.stop()
+                    q.query.stop()
                 spark.stop()
 
 
@@ -223,8 +221,8 @@ def setup_logging(settings: Settings, to_file: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def start_patterns(settings: Settings, spark: Any, client: dict) -> list:
-    """The Cayuga queries (pattern registry and keyed-state matching), when enabled."""
+def pattern_starters(settings: Settings, spark: Any, client: dict) -> list[Callable[[], Any]]:
+    """How to start the Cayuga queries (pattern registry and keyed-state matching), when enabled."""
     if not settings.patterns.enabled:
         return []
     from streaming.patterns import start_patterns_query, start_subscriptions_query
@@ -232,10 +230,52 @@ def start_patterns(settings: Settings, spark: Any, client: dict) -> list:
     k, root = settings.kafka, settings.checkpoint / "patterns"
     trigger = settings.spark.trigger_interval
     return [
-        start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger),
-        start_patterns_query(spark, client, k.events_topic, k.notifications_topic, k.errors_topic, root,
-                             trigger=trigger, max_per_trigger=k.max_offsets_per_trigger or None),
+        lambda: start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger),
+        lambda: start_patterns_query(spark, client, k.events_topic, k.notifications_topic, k.errors_topic, root,
+                                     trigger=trigger, max_per_trigger=k.max_offsets_per_trigger or None),
     ]
+
+
+TRANSIENT = ("Python worker failed to connect back",)
+"""Failures of a loaded machine rather than of a query. Spark 4.3 gives a Python worker that
+the driver starts (the Python data sources' planning and commits) 10 s to connect back, a
+limit no setting changes (``PythonWorkerFactory.createSimpleWorker``)."""
+
+RESTARTS = 3
+"""How many times one query is restarted after a transient failure."""
+
+
+class Supervised:
+    """A streaming query and how to start it again (from its checkpoint)."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self.start = start
+        self.query = start()
+        self.restarts = 0
+
+    @property
+    def name(self) -> str:
+        return self.query.name
+
+    def exception(self) -> Any:
+        return self.query.exception()
+
+
+def supervise(queries: list[Supervised], stop: threading.Event, poll_s: float = 1.0) -> list[Supervised]:
+    """Wait until ``stop`` is set or a query ends; a query that failed transiently (:data:`TRANSIENT`)
+    is restarted from its checkpoint, up to :data:`RESTARTS` times. Returns the queries that
+    failed for good (empty when stopped)."""
+    while not stop.wait(poll_s):
+        ended = [q for q in queries if not q.query.isActive]
+        for q in ended:
+            exc = q.exception()
+            if exc is None or not any(t in str(exc) for t in TRANSIENT) or q.restarts >= RESTARTS:
+                return [q for q in ended if q.exception() is not None]
+            q.restarts += 1
+            log.warning("query %s failed (%s); restarting it from its checkpoint (%d of %d)",
+                        q.name, first_line(exc), q.restarts, RESTARTS)
+            q.query = q.start()
+    return []
 
 
 def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
