@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.config import ConfigError, Settings, load
-from streaming.metrics import StatusFile, process_alive, read_status
+from streaming.metrics import StatusFile, checked, read_status
 
 log = logging.getLogger("streaming")
 
@@ -285,8 +285,7 @@ def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
     if doc is None:
         print(f"no status at {path}: the job has not run with these settings")
         return 1
-    if doc["state"] in ("starting", "running") and not process_alive(doc["pid"], doc.get("pid_started")):
-        doc = {**doc, "state": "dead", "last_state": doc["state"]}
+    doc = checked(doc)
     code = 1 if doc["state"] in ("dead", "failed") else 0
     if as_json:
         print(json.dumps(doc, indent=1))

@@ -103,6 +103,14 @@ def read_status(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
+def checked(doc: dict[str, Any]) -> dict[str, Any]:
+    """The status document as it stands: a ``starting`` or ``running`` job whose process is
+    gone is ``dead`` (``last_state`` keeps what the file says)."""
+    if doc["state"] in ("starting", "running") and not process_alive(doc["pid"], doc.get("pid_started")):
+        return {**doc, "state": "dead", "last_state": doc["state"]}
+    return doc
+
+
 def process_started(pid: int) -> str | None:
     """When process ``pid`` started, as an opaque token (``None`` where unknown or gone).
 
