@@ -237,9 +237,10 @@ def pattern_starters(settings: Settings, spark: Any, client: dict) -> list[Calla
 
 
 TRANSIENT = ("Python worker failed to connect back",)
-"""Failures of a loaded machine rather than of a query. Spark 4.3 gives a Python worker that
-the driver starts (the Python data sources' planning and commits) 10 s to connect back, a
-limit no setting changes (``PythonWorkerFactory.createSimpleWorker``)."""
+"""Failures of a loaded machine rather than of a query. Spark 4.3 starts the runner of a
+Python streaming source (``kafka-py``) with each query, outside the Python daemon, and gives
+it 10 s to connect back, a limit no setting changes (``PythonStreamingSourceRunner``,
+``PythonWorkerFactory.createSimpleWorker``)."""
 
 RESTARTS = 3
 """How many times one query is restarted after a transient failure."""
