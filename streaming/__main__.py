@@ -187,6 +187,7 @@ def first_line(exc: BaseException) -> str:
 
 
 def log_file(settings: Settings) -> Path:
+    """The service's log file (whole records, traces included)."""
     return Path(settings.status.log_dir) / "service.log"
 
 
