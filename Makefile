@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+WARM := var/.numba-warm
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -21,8 +22,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+$(WARM): $(STAMP) $(shell find matchers -name '*.py')
+	$(PY) -m matchers warm
+	@mkdir -p $(@D) && touch $@
+
 .PHONY: setup
-setup: $(STAMP) check-java ## Create the virtual environment and install everything
+setup: $(STAMP) check-java $(WARM) ## Create the virtual environment, install everything, compile the numba kernels
 	@echo "ready: $(VENV) ($$($(PY) --version))"
 
 .PHONY: check-java
@@ -40,7 +45,7 @@ run-stream: setup ## Run the service on its embedded defaults (embedded broker, 
 .PHONY: demo
 demo: setup ## Match a generated stock-ticker workload with the command-line matcher
 	@mkdir -p var/demo
-	$(PY) -m scripts.workloads stock_ticker --subs var/demo/subs.jsonl --events var/demo/events.jsonl --n-subs 10000 --n-events 20000 --seed 1
+	$(PY) -m scripts.workloads stock --subs var/demo/subs.jsonl --events var/demo/events.jsonl --n-subs 10000 --n-events 20000 --seed 1
 	$(PY) -m matchers match --subscriptions var/demo/subs.jsonl --events var/demo/events.jsonl --matcher counting --out var/demo/matches.jsonl
 	@head -3 var/demo/matches.jsonl
 

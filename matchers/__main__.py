@@ -3,7 +3,8 @@
 ``python -m matchers match --subscriptions S.jsonl --events E.jsonl --matcher counting --out M.jsonl``
 writes one line ``{"event": ID, "subscriptions": [sorted ids]}`` per event, in input
 order.  Bad lines are reported on stderr with their line number and skipped; the exit
-code is 1 if any line was bad.  ``python -m matchers list`` prints the matcher names.
+code is 1 if any line was bad.  ``python -m matchers list`` prints the matcher names; ``python -m matchers warm`` compiles
+the numba kernels of every matcher (or those named) into the cache.
 """
 
 from __future__ import annotations
@@ -138,6 +139,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_warm(args: argparse.Namespace) -> int:
+    import logging
+
+    from matchers.warm import warm
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    for name in args.names or base.names():
+        warm(name)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m matchers", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -151,9 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     m.set_defaults(func=cmd_match)
     ls = sub.add_parser("list", help="print the registered matcher names, one a line")
     ls.set_defaults(func=cmd_list)
+    w = sub.add_parser("warm", help="compile the numba kernels of the matchers into the cache (all by default)")
+    w.add_argument("names", nargs="*", help="matcher names (see `list`)")
+    w.set_defaults(func=cmd_warm)
     args = parser.parse_args(argv)
-    if args.command == "match" and args.matcher not in base.names():
-        parser.error(f"unknown matcher {args.matcher!r}; known: {', '.join(base.names())}")
+    wanted = [args.matcher] if args.command == "match" else args.names if args.command == "warm" else []
+    unknown = [n for n in wanted if n not in base.names()]
+    if unknown:
+        parser.error(f"unknown matcher {unknown[0]!r}; known: {', '.join(base.names())}")
     return args.func(args)
 
 

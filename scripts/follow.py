@@ -1,5 +1,8 @@
 """Follow notifications (or error records) as a consumer group member, pretty or as JSON lines.
 
+Both kinds of notification print: a match (``subscription <- event id``, the event) and a
+Cayuga pattern (``pattern subscription <- events [ids]``, its time span and attributes).
+
 Replay duplicates (same notification or error record id) are dropped unless ``--keep-duplicates``.
 The group consumer uses a short ``max.poll.interval.ms`` so that joining a group on
 the embedded broker does not wait for the whole default rebalance timeout.
@@ -28,16 +31,23 @@ GROUP_SETTINGS = {"max_poll_interval_ms": 5000, "session_timeout_ms": 6000, "hea
 
 
 def pretty(doc: dict, errors: bool) -> str:
+    """One readable line: an error record, a match notification or a pattern notification."""
     if errors:
         where = f"{doc.get('topic')}/{doc.get('partition')}@{doc.get('offset')}"
         return f"[{doc.get('stage')}] {where}: {doc.get('reason')}  raw={doc.get('raw', '')[:120]!r}"
+    if doc.get("kind") == "pattern":  # streaming.patterns.notification
+        witness = doc.get("witness") or {}
+        events = ", ".join(str(e) for e in witness.get("events", []))
+        attrs = orjson.dumps(witness.get("attrs", {})).decode()
+        return (f"pattern {doc.get('subscription')} <- events [{events}] "
+                f"(t {witness.get('t0')}..{witness.get('t1')}) {attrs}")
     when = time.strftime("%H:%M:%S", time.localtime(doc.get("matched_ms", 0) / 1000))
     lag = ""
-    if doc.get("event_time_ms"):
+    if doc.get("event_time_ms") and doc.get("matched_ms"):
         lag = f" (+{doc['matched_ms'] - doc['event_time_ms']} ms)"
     event = orjson.dumps(doc["event"]).decode() if "event" in doc else ""
     retro = " retro" if doc.get("retro") else ""
-    return f"{when}{lag} {doc['subscription']} <- {doc['event_id']}{retro} {event}"
+    return f"{when}{lag} {doc.get('subscription')} <- {doc.get('event_id')}{retro} {event}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

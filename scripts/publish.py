@@ -3,7 +3,7 @@
 Examples::
 
     python -m scripts.publish --bootstrap 127.0.0.1:9092 --file events.jsonl --rate 5000
-    python -m scripts.publish --bootstrap 127.0.0.1:9092 --workload stock_ticker --n-events 100000
+    python -m scripts.publish --bootstrap 127.0.0.1:9092 --workload stock --n-events 100000
     python -m scripts.publish ... --valid-for 600   # events valid for ten minutes
 """
 
@@ -18,6 +18,7 @@ import orjson
 from kafka import KafkaProducer
 from tqdm import tqdm
 
+from scripts.workloads import WORKLOADS
 from streaming.config import ConfigError, add_arguments, from_arguments
 from streaming.kafka.config import config_client_kwargs
 
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--file", help="JSONL file of events (one JSON object per line)")
-    source.add_argument("--workload", help="generator name from scripts.workloads (e.g. stock_ticker)")
+    source.add_argument("--workload", choices=sorted(WORKLOADS), help="generator name from scripts.workloads")
     parser.add_argument("--n-events", type=int, default=10_000, help="events to generate (--workload)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rate", type=float, default=0.0, help="events per second (0: as fast as possible)")

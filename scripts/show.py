@@ -78,12 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print("topics: no bootstrap servers configured (pass --bootstrap)")
     show_registry(settings, args.subscriptions)
-    from streaming.metrics import read_status
+    from streaming.metrics import checked, read_status
 
     status = read_status(settings.status.status_file)
     if status is None:
         print(f"job: no status at {settings.status.status_file}")
-    elif args.json_status:
+        return 0
+    status = checked(status)
+    if args.json_status:
         print(json.dumps(status, indent=1))
     else:
         last = status.get("last_batch") or {}

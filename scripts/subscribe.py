@@ -5,7 +5,7 @@ Examples::
     python -m scripts.subscribe add --id cheap-ibm --expr "symbol = 'IBM' AND price < 100"
     python -m scripts.subscribe add --id rising --pattern "SELECT * FROM FILTER{price > 100}(Stock)"
     python -m scripts.subscribe add --file subs.jsonl          # {"id": ..., "expr"|"json"|"pattern": ..., "expires"?}
-    python -m scripts.subscribe add --workload stock_ticker --n-subs 100000
+    python -m scripts.subscribe add --workload stock --n-subs 100000
     python -m scripts.subscribe cancel --id cheap-ibm other-id
     python -m scripts.subscribe cancel --file subs.jsonl       # cancels the ids of the file
 
@@ -25,6 +25,7 @@ from kafka import KafkaProducer
 from tqdm import tqdm
 
 from matchers.errors import PubSubError
+from scripts.workloads import WORKLOADS
 from streaming.config import ConfigError, add_arguments, from_arguments
 from streaming.kafka.config import config_client_kwargs
 
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     src.add_argument("--expr", help="text form of one subscription (with --id)")
     src.add_argument("--json", help="JSON form of one subscription (with --id)")
     src.add_argument("--pattern", help="Cayuga (CEL) expression of one stateful subscription (with --id)")
-    src.add_argument("--workload", help="generator name from scripts.workloads")
+    src.add_argument("--workload", choices=sorted(WORKLOADS), help="generator name from scripts.workloads")
     add.add_argument("--id", help="subscription id (with --expr, --json or --pattern)")
     add.add_argument("--expires", default=None, help="expiry: epoch seconds or ISO-8601 time")
     add.add_argument("--n-subs", type=int, default=1000, help="subscriptions to generate (--workload)")

@@ -5,7 +5,10 @@ it on exit), creates the topics with the configured partitions, and runs the mat
 query (and, unless disabled, the Cayuga patterns queries) until SIGINT or SIGTERM, which
 stop them after the running micro-batch. One ``run`` per checkpoint: a second one is
 refused. ``run --reset`` first moves the checkpoint aside and starts from the topics as
-they are.
+they are. It writes its state to the status file (``starting``, ``running``, then
+``stopped`` or ``failed`` with the reason); ``status`` reads it and reports a process
+that is gone without saying so as ``dead``. A failure is one paragraph on the console;
+the whole trace goes to ``<status.log_dir>/service.log``.
 """
 
 from __future__ import annotations
@@ -19,13 +22,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from streaming.config import ConfigError, Settings, load
 from streaming.instance import DirLock, InUseError
-from streaming.metrics import read_status
+from streaming.metrics import StatusFile, checked, read_status
 
 log = logging.getLogger("streaming")
 
@@ -44,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="move the checkpoint aside (renamed with the time) and start from the topics as they are")
     st = sub.add_parser("status", help="print the running job's status")
     st.add_argument("--json", action="store_true", help="the whole status document as JSON")
+    st.add_argument("--status-file", type=Path, default=None,
+                    help="status file of a service started with other settings (default status.status_file)")
     sub.add_parser("config", help="print the effective settings (secrets redacted)")
     return parser
 
@@ -122,60 +127,153 @@ def run(settings: Settings, stop: threading.Event | None = None, handle_signals:
     """Run the match query until ``stop`` is set or the query fails; returns an exit code.
 
     With ``handle_signals``, SIGINT and SIGTERM set ``stop`` (installed after the Spark
-    session, whose own SIGINT handler would otherwise cancel the running batch).
+    session, whose own SIGINT handler would otherwise cancel the running batch). Whatever
+    ends the run, the status file says so: ``stopped``, or ``failed`` with the reason.
     """
-    from pyspark.errors import StreamingQueryException
-
-    from streaming.kafka.admin import ensure_topics
-    from streaming.match_job import MatchJob
-    from streaming.shared_index import remove_application
-    from streaming.spark import get_session
-
     request = StopRequest()
     if stop is not None:
         request.event = stop
-    stop = request.event
-    with kafka_endpoint(settings) as servers:
-        client = settings.kafka.client_config(servers)
-        counts = ensure_topics(client, settings.kafka.topic_partitions())
-        log.info("topics %s on %s", counts, servers)
-        spark = get_session(settings.spark.app_name, settings.spark.master, dict(settings.spark.conf))
-        if handle_signals:
-            request.install()
-        job = MatchJob(settings, spark, client)
-        log.info("registry %s", dict(job.registry.describe()))
-        queries = [job.start(), *start_patterns(settings, spark, client)]
-        try:
-            while all(q.isActive for q in queries) and not stop.is_set():
-                with contextlib.suppress(StreamingQueryException):  # a failure: reported below
-                    queries[0].awaitTermination(1)
-            failed = [q for q in queries if q.exception() is not None]
-            if failed:
-                reason = "; ".join(f"{q.name}: {q.exception()}" for q in failed)
-                lost = data_loss_message(settings, reason)
-                if lost is not None:
-                    reason = lost
-                    log.error("stopped: %s", reason)
-                else:
-                    log.error("a query failed: %s", reason)
-                job.status.write("failed", error=reason, registry=dict(job.registry.describe()))
-                return 1
-            deadline = time.monotonic() + GRACE_S
-            while (any(q.isActive and q.status.get("isTriggerActive") for q in queries)
-                   and time.monotonic() < deadline):
-                time.sleep(0.2)
-        finally:
-            for q in queries:
-                q.stop()
-            remove_application(spark.sparkContext.applicationId)
-            spark.stop()
-        job.status.write("stopped", registry=dict(job.registry.describe()))
-        log.info("stopped after %d batches at registry version %d", job.batches, job.registry.version)
+    service = Service(settings, request)
+    try:
+        service.serve(handle_signals)
+    except KeyboardInterrupt:
+        log.warning("interrupted: stopped without waiting for the running micro-batch")
+        service.record("stopped", note="interrupted")
+        return 130
+    except Exception as exc:
+        lost = data_loss_message(settings, str(exc))
+        if lost is not None:
+            log.error("stopped: %s", lost)
+            service.record("failed", error=lost)
+            return 1
+        reason = f"{service.stage} failed: {first_line(exc)}"
+        log.error("%s. The whole trace is in %s (Spark's own log: %s).", reason, log_file(settings),
+                  Path(settings.status.log_dir) / "spark.log", exc_info=exc)
+        service.record("failed", error=reason)
+        return 1
+    service.record("stopped")
+    log.info("stopped after %d batches at registry version %d", service.job.batches, service.job.registry.version)
     return 0
 
 
-def start_patterns(settings: Settings, spark: Any, client: dict) -> list:
-    """The Cayuga queries (pattern registry and keyed-state matching), when enabled."""
+class Service:
+    """One run of the service: what it is doing (``stage``) and where that is recorded (``status``)."""
+
+    def __init__(self, settings: Settings, request: StopRequest) -> None:
+        self.settings = settings
+        self.request = request
+        self.status = StatusFile(settings.status.status_file, settings.status.history)
+        self.stage = "start-up"
+        self.job: Any = None
+        self.record("starting")
+
+    def record(self, state: str, **extra: Any) -> None:
+        """Write ``state`` to the status file (with the registry, once the job has one)."""
+        if self.job is not None:
+            extra["registry"] = dict(self.job.registry.describe())
+        self.status.write(state, **extra)
+
+    def serve(self, handle_signals: bool) -> None:
+        """Warm the matcher, start the broker (if embedded), Spark and the queries; run until stopped."""
+        from matchers.warm import warm
+        from streaming.kafka.admin import ensure_topics
+        from streaming.match_job import MatchJob
+        from streaming.shared_index import remove_application
+        from streaming.spark import get_session
+
+        settings, stop = self.settings, self.request.event
+        warm(settings.match.matcher)
+        with kafka_endpoint(settings) as servers:
+            client = settings.kafka.client_config(servers)
+            counts = ensure_topics(client, settings.kafka.topic_partitions())
+            log.info("topics %s on %s", counts, servers)
+            spark = get_session(settings.spark.app_name, settings.spark.master, dict(settings.spark.conf),
+                                log_dir=settings.status.log_dir)
+            if spark.sparkContext.uiWebUrl:
+                log.info("Spark UI at %s (spark.conf \"spark.ui.enabled\" = \"false\" turns it off)",
+                         spark.sparkContext.uiWebUrl)
+            queries: list = []
+            try:
+                if handle_signals:
+                    self.request.install()
+                self.job = MatchJob(settings, spark, client)
+                self.status = self.job.status
+                log.info("registry %s", dict(self.job.registry.describe()))
+                queries = [Supervised(start) for start in (self.job.start, *pattern_starters(settings, spark, client))]
+                self.stage = "the service"
+                failed = supervise(queries, stop)
+                if failed:
+                    self.stage = "query " + " and ".join(q.name for q in failed)
+                    raise failed[0].exception()
+                deadline = time.monotonic() + GRACE_S
+                while (any(q.query.isActive and q.query.status.get("isTriggerActive") for q in queries)
+                       and time.monotonic() < deadline):
+                    time.sleep(0.2)
+            finally:
+                for q in queries:
+                    q.query.stop()
+                remove_application(spark.sparkContext.applicationId)
+                spark.stop()
+
+
+_PYTHON_ERROR = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b")
+
+
+def first_line(exc: BaseException) -> str:
+    """What ``exc`` says in one line: the first line of its message (for an error of Spark's
+    JVM, the Java exception's), followed by the root cause when it wraps others: the
+    error a wrapped Python traceback ends with, else the last ``Caused by:``."""
+    text = str(exc).strip() or type(exc).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    head = lines[0]
+    if head.startswith("An error occurred while calling") and len(lines) > 1:  # py4j: the Java error follows
+        head = lines[1].lstrip(": ")
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    if "Traceback (most recent call last)" in text:
+        causes += [line for line in lines if _PYTHON_ERROR.match(line)]
+    if causes and causes[-1] not in head:
+        head += f" (cause: {causes[-1]})"
+    return head if len(head) <= 400 else head[:397] + "..."
+
+
+def log_file(settings: Settings) -> Path:
+    """The service's log file (whole records, traces included)."""
+    return Path(settings.status.log_dir) / "service.log"
+
+
+class _Brief(logging.Formatter):
+    """Console records without their stack traces (the log file has them)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def setup_logging(settings: Settings, to_file: bool) -> None:
+    """Console at ``status.log_level`` without stack traces; with ``to_file``, every INFO
+    record whole (traces included) in ``<status.log_dir>/service.log`` as well."""
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    console = logging.StreamHandler()
+    console.setFormatter(_Brief(fmt))
+    console.setLevel(settings.status.log_level.upper())
+    handlers: list[logging.Handler] = [console]
+    if to_file:
+        log_file(settings).parent.mkdir(parents=True, exist_ok=True)
+        file = logging.FileHandler(log_file(settings), encoding="utf-8")
+        file.setFormatter(logging.Formatter(fmt))
+        file.setLevel(logging.INFO)
+        handlers.append(file)
+    logging.basicConfig(level=min(logging.INFO, console.level), handlers=handlers, force=True)
+    for noisy in ("kafka", "py4j", "numba"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def pattern_starters(settings: Settings, spark: Any, client: dict) -> list[Callable[[], Any]]:
+    """How to start the Cayuga queries (pattern registry and keyed-state matching), when enabled."""
     if not settings.patterns.enabled:
         return []
     from streaming.patterns import start_patterns_query, start_subscriptions_query
@@ -183,23 +281,76 @@ def start_patterns(settings: Settings, spark: Any, client: dict) -> list:
     k, root = settings.kafka, settings.checkpoint / "patterns"
     trigger = settings.spark.trigger_interval
     return [
-        start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger, settings.limits),
-        start_patterns_query(spark, client, k.events_topic, k.notifications_topic, k.errors_topic, root,
-                             trigger=trigger, max_per_trigger=k.max_offsets_per_trigger or None,
-                             limits=settings.limits),
+        lambda: start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger,
+                                          settings.limits),
+        lambda: start_patterns_query(spark, client, k.events_topic, k.notifications_topic, k.errors_topic, root,
+                                     trigger=trigger, max_per_trigger=k.max_offsets_per_trigger or None,
+                                     limits=settings.limits),
     ]
 
 
-def status(settings: Settings, as_json: bool) -> int:
-    doc = read_status(settings.status.status_file)
+TRANSIENT = ("Python worker failed to connect back",)
+"""Failures of a loaded machine rather than of a query. Spark 4.3 starts the runner of a
+Python streaming source (``kafka-py``) with each query, outside the Python daemon, and gives
+it 10 s to connect back, a limit no setting changes (``PythonStreamingSourceRunner``,
+``PythonWorkerFactory.createSimpleWorker``)."""
+
+RESTARTS = 3
+"""How many times one query is restarted after a transient failure."""
+
+
+class Supervised:
+    """A streaming query and how to start it again (from its checkpoint)."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self.start = start
+        self.query = start()
+        self.restarts = 0
+
+    @property
+    def name(self) -> str:
+        return self.query.name
+
+    def exception(self) -> Any:
+        return self.query.exception()
+
+
+def supervise(queries: list[Supervised], stop: threading.Event, poll_s: float = 1.0) -> list[Supervised]:
+    """Wait until ``stop`` is set or a query ends; a query that failed transiently (:data:`TRANSIENT`)
+    is restarted from its checkpoint, up to :data:`RESTARTS` times. Returns the queries that
+    failed for good (empty when stopped)."""
+    while not stop.wait(poll_s):
+        ended = [q for q in queries if not q.query.isActive]
+        for q in ended:
+            exc = q.exception()
+            if exc is None or not any(t in str(exc) for t in TRANSIENT) or q.restarts >= RESTARTS:
+                return [q for q in ended if q.exception() is not None]
+            q.restarts += 1
+            log.warning("query %s failed (%s); restarting it from its checkpoint (%d of %d)",
+                        q.name, first_line(exc), q.restarts, RESTARTS)
+            q.query = q.start()
+    return []
+
+
+def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
+    """Print the status file; exit code 1 when there is none or the job failed or died."""
+    path = path or Path(settings.status.status_file)
+    doc = read_status(path)
     if doc is None:
-        print(f"no status at {settings.status.status_file}: the job has not run with these settings")
+        print(f"no status at {path}: the job has not run with these settings")
         return 1
+    doc = checked(doc)
+    code = 1 if doc["state"] in ("dead", "failed") else 0
     if as_json:
         print(json.dumps(doc, indent=1))
-        return 0
+        return code
     age = time.time() - doc["updated_at"]
-    print(f"state: {doc['state']} (pid {doc['pid']}, updated {age:.0f} s ago)")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["updated_at"]))
+    if doc["state"] == "dead":
+        print(f"state: dead (was {doc['last_state']}; pid {doc['pid']} is gone, last seen {when}, "
+              f"{age:.0f} s ago)")
+    else:
+        print(f"state: {doc['state']} (pid {doc['pid']}, updated {when}, {age:.0f} s ago)")
     reg = doc.get("registry") or {}
     if reg:
         print(f"registry: version {reg.get('version')}, {reg.get('subscriptions')} subscriptions, "
@@ -213,7 +364,7 @@ def status(settings: Settings, as_json: bool) -> int:
         print("  " + BatchMetrics(**row).log_line())
     if doc.get("error"):
         print(f"error: {doc['error']}")
-    return 0
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -223,15 +374,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.status.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("kafka", "py4j"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    setup_logging(settings, to_file=args.command == "run")
     if args.command == "config":
         print(json.dumps(settings.describe(), indent=1))
         return 0
     if args.command == "status":
-        return status(settings, args.json)
+        return status(settings, args.json, args.status_file)
     try:
         with checkpoint_lock(settings):
             if args.reset:

@@ -6,6 +6,10 @@ Kafka client options (``[kafka.client]``, ``PUBSUB_KAFKA_CLIENT_<OPTION>``,
 ``--set kafka.client.<option>=...``) and Spark settings (``[spark.conf]``,
 ``--set spark.conf.<key>=...``) pass through unchanged; secrets among the Kafka options
 never appear in ``repr`` or :meth:`Settings.describe`.
+
+Relative paths (the default configuration file, ``spark.checkpoint_dir``,
+``status.status_file``, ``status.log_dir``, ``kafka.embedded_data_dir``) resolve against :data:`PROJECT_ROOT`, not the working directory,
+so every command finds the same files from wherever it runs.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from typing import Any, get_type_hints
 from matchers.errors import PubSubError
 from streaming.kafka.config import redact
 
-DEFAULT_PATH = Path("conf/pubsub.toml")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+"""Root of the project: the directory holding ``conf/`` and the ``streaming`` package."""
+
+DEFAULT_PATH = PROJECT_ROOT / "conf" / "pubsub.toml"
 ENV_PREFIX = "PUBSUB_"
 PAYLOADS = ("event", "id")
 
@@ -143,6 +150,7 @@ class StatusSettings:
     status_file: str = "var/status.json"
     history: int = 20
     log_level: str = "INFO"
+    log_dir: str = "var/logs"
 
 
 @dataclass(frozen=True)
@@ -185,6 +193,8 @@ class Settings:
 
 
 _PASS_THROUGH = {("kafka", "client"), ("spark", "conf")}
+_PATHS = (("spark", "checkpoint_dir"), ("status", "status_file"), ("status", "log_dir"), ("kafka", "embedded_data_dir"))
+"""Settings holding a local path, made absolute against :data:`PROJECT_ROOT` by :func:`load`."""
 
 
 def _sections() -> dict[str, type]:
@@ -328,7 +338,8 @@ def load(
 
     Parameters
     ----------
-    path : TOML file; ``None`` reads ``conf/pubsub.toml`` when it exists (else the defaults).
+    path : TOML file; ``None`` reads ``conf/pubsub.toml`` of the project when it exists (else
+        the defaults).
     overrides : ``section.key=value`` strings from ``--set`` flags.
     environ : environment to read ``PUBSUB_*`` from (``os.environ`` by default).
 
@@ -336,6 +347,12 @@ def load(
     ------
     ConfigError
         On an unreadable file, an unknown setting or a value of the wrong type.
+
+    Notes
+    -----
+    A relative ``spark.checkpoint_dir``, ``status.status_file``, ``status.log_dir`` or
+    ``kafka.embedded_data_dir`` is made absolute
+    against :data:`PROJECT_ROOT` (a URI such as ``hdfs://...`` is kept as it is).
     """
     settings = Settings()
     file = Path(path) if path is not None else DEFAULT_PATH
@@ -346,7 +363,20 @@ def load(
             raise ConfigError(f"cannot read configuration {file}: {exc}") from None
         settings = _build(settings, data, str(file))
     settings = _build(settings, _from_env(os.environ if environ is None else environ), "environment")
-    return _build(settings, parse_set(overrides), "--set")
+    settings = _build(settings, parse_set(overrides), "--set")
+    return _build(settings, _absolute_paths(settings), "load()")
+
+
+def _absolute_paths(settings: Settings) -> dict[str, dict[str, str]]:
+    """The local paths among the settings that are relative, made absolute against :data:`PROJECT_ROOT`."""
+    out: dict[str, dict[str, str]] = {}
+    for section, key in _PATHS:
+        value = getattr(getattr(settings, section), key)
+        if value and "://" not in value:
+            path = PROJECT_ROOT / Path(value).expanduser()  # an absolute path stays as it is
+            if str(path) != value:
+                out.setdefault(section, {})[key] = str(path)
+    return out
 
 
 def add_arguments(parser: Any) -> None:

@@ -1,4 +1,9 @@
-"""Per-batch metrics: one log line per micro-batch and the status file ``status`` reads."""
+"""Per-batch metrics: one log line per micro-batch and the status file ``status`` reads.
+
+The status file names the process that writes it (``pid`` and ``pid_started``, its start
+time as the kernel reports it), so that a reader can tell a job that is gone (killed,
+crashed) from one that is still running: :func:`process_alive`.
+"""
 
 from __future__ import annotations
 
@@ -79,6 +84,7 @@ class StatusFile:
         doc = {
             "state": state,
             "pid": os.getpid(),
+            "pid_started": process_started(os.getpid()),
             "started_at": self.started_at,
             "updated_at": time.time(),
             "totals": self.totals,
@@ -95,3 +101,37 @@ def read_status(path: str | Path) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+
+
+def checked(doc: dict[str, Any]) -> dict[str, Any]:
+    """The status document as it stands: a ``starting`` or ``running`` job whose process is
+    gone is ``dead`` (``last_state`` keeps what the file says)."""
+    if doc["state"] in ("starting", "running") and not process_alive(doc["pid"], doc.get("pid_started")):
+        return {**doc, "state": "dead", "last_state": doc["state"]}
+    return doc
+
+
+def process_started(pid: int) -> str | None:
+    """When process ``pid`` started, as an opaque token (``None`` where unknown or gone).
+
+    Linux only (field 22 of ``/proc/PID/stat``, clock ticks after boot): with the pid it
+    names one process, even after the pid is reused by another program.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_alive(pid: int, started: str | None = None) -> bool:
+    """Whether process ``pid`` runs and, if ``started`` is given, is the one that started then."""
+    if started is not None and Path("/proc").is_dir():
+        return process_started(pid) == started
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

@@ -1,7 +1,13 @@
-"""The Spark session of the service, configured for Python workers and the ``kafka-py`` source."""
+"""The Spark session of the service, configured for Python workers and the ``kafka-py`` source.
+
+Spark's JVM logs through ``conf/log4j2.properties``: warnings on the console one line each,
+whole records with their stack traces in ``<log dir>/spark.log``. The web UI is on, bound
+to loopback (``spark.ui.enabled=false`` turns it off).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -12,15 +18,20 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-#: Root of the project (the directory holding the ``streaming`` package).
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from streaming.config import PROJECT_ROOT
+
+log = logging.getLogger(__name__)
+
+LOG4J_CONF = PROJECT_ROOT / "conf" / "log4j2.properties"
+DEFAULT_LOG_DIR = PROJECT_ROOT / "var" / "logs"
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
-    "spark.ui.enabled": "false",
+    "spark.ui.enabled": "true",  # bound to SPARK_LOCAL_IP (127.0.0.1 unless set)
+    "spark.ui.port": "4040",  # the next free port after it when taken
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
@@ -64,22 +75,42 @@ def _prepare_environment() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
 
 
+def java_options(log_dir: str | Path | None = None, extra: str = "") -> str:
+    """``spark.driver.extraJavaOptions`` naming our log4j configuration and log directory."""
+    log_dir = Path(log_dir) if log_dir else DEFAULT_LOG_DIR
+    return " ".join(filter(None, (f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}",
+                                  f"-Dpubsub.log.dir={log_dir}", extra)))
+
+
+def retrying_master(master: str) -> str:
+    """``local[N]`` as ``local[N,4]``: local mode retries a failed task only when told to."""
+    if master.startswith("local[") and "," not in master:
+        return master[:-1] + ",4]"
+    return "local[1,4]" if master == "local" else master
+
+
 def get_session(
     app_name: str = "pubsub",
-    master: str = "local[2]",
+    master: str = "local[2,4]",
     conf: Mapping[str, Any] | None = None,
+    log_dir: str | Path | None = None,
 ) -> SparkSession:
     """Create (or return the active) Spark session with the ``kafka-py`` source registered.
+
+    A failed start is retried once (a loaded machine can time a start out).
 
     Parameters
     ----------
     app_name : str
         Spark application name.
     master : str
-        Spark master URL (``local[2]`` by default).
+        Spark master URL; ``local[N]`` becomes ``local[N,4]`` so that a failed task is retried.
     conf : Mapping[str, Any], optional
         Extra Spark settings, applied over the defaults (2 shuffle partitions, Arrow on,
-        UI off, UTC session time zone, driver bound to 127.0.0.1).
+        UI on loopback, UTC session time zone, driver bound to 127.0.0.1); a
+        ``spark.driver.extraJavaOptions`` given here is appended to the logging options.
+    log_dir : path, optional
+        Directory of Spark's log file ``spark.log`` (default ``var/logs`` of the project).
 
     Returns
     -------
@@ -93,10 +124,18 @@ def get_session(
     """
     _prepare_environment()
     check_java()
-    builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    Path(log_dir or DEFAULT_LOG_DIR).mkdir(parents=True, exist_ok=True)
+    settings = {**DEFAULT_CONF, **(conf or {})}
+    settings["spark.driver.extraJavaOptions"] = java_options(
+        log_dir, str(settings.get("spark.driver.extraJavaOptions", "")))
+    builder = SparkSession.builder.appName(app_name).master(retrying_master(master))
+    for key, value in settings.items():
         builder = builder.config(key, str(value))
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # any start-up failure gets one more try
+        log.warning("Spark did not start (%s); trying once more", str(exc).splitlines()[0] if str(exc) else exc)
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     from streaming.kafka import register
 

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
+import time
 
-from streaming.__main__ import main
-from streaming.metrics import BatchMetrics, StatusFile, read_status
+import pytest
+
+from streaming.__main__ import first_line, main
+from streaming.config import PROJECT_ROOT
+from streaming.metrics import BatchMetrics, StatusFile, process_started, read_status
 
 
 def test_status_file_keeps_history_and_totals(tmp_path):
@@ -32,3 +40,77 @@ def test_status_and_config_commands(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "hunter2" not in out and json.loads(out)["kafka"]["client"]["sasl_plain_password"] == "***"
     assert main(["--set", "match.max_terms=zero", "config"]) == 2
+
+
+def _status(path, capsys, *extra):
+    code = main(["status", "--status-file", str(path), *extra])
+    return code, capsys.readouterr().out
+
+
+def test_status_reports_a_killed_process_as_dead(tmp_path, capsys):
+    path = tmp_path / "status.json"
+    code = f"import time; from streaming.metrics import StatusFile; StatusFile({str(path)!r}).write('running'); time.sleep(600)"
+    writer = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    try:
+        deadline = time.monotonic() + 120
+        while read_status(path) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        code, out = _status(path, capsys)
+        assert code == 0 and out.startswith(f"state: running (pid {writer.pid},")
+    finally:
+        writer.kill()
+        writer.wait()
+    code, out = _status(path, capsys)
+    assert code == 1 and out.startswith(f"state: dead (was running; pid {writer.pid} is gone")
+    doc = read_status(path)
+    doc["pid"], doc["pid_started"] = os.getpid(), "0"  # the pid alive again, but another program's
+    path.write_text(json.dumps(doc))
+    code, out = _status(path, capsys, "--json")
+    assert code == 1 and json.loads(out)["state"] == "dead" and json.loads(out)["last_state"] == "running"
+
+
+def test_status_of_failed_and_stopped_jobs(tmp_path, capsys):
+    path = tmp_path / "status.json"
+    StatusFile(path).write("failed", error="query match failed: boom")
+    code, out = _status(path, capsys)
+    assert code == 1 and "state: failed" in out and "error: query match failed: boom" in out
+    StatusFile(path).write("stopped")
+    assert _status(path, capsys)[0] == 0
+    assert read_status(path)["pid_started"] == process_started(os.getpid())
+
+
+@pytest.fixture
+def restore_logging():
+    """``main`` configures the root logger; put pytest's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:], root.level = handlers, level
+
+
+def test_run_that_cannot_start_says_failed(tmp_path, capsys, restore_logging):
+    path = tmp_path / "status.json"
+    code = main(["--set", f"status.status_file={path}", "--set", f"status.log_dir={tmp_path / 'logs'}",
+                 "--set", "match.matcher=nope", "run"])
+    assert code == 1
+    doc = read_status(path)
+    assert doc["state"] == "failed" and doc["error"].startswith("start-up failed: unknown matcher 'nope'")
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "start-up failed: unknown matcher 'nope'" in err[0] and "service.log" in err[0]
+    trace = (tmp_path / "logs" / "service.log").read_text()
+    assert "Traceback (most recent call last)" in trace and "ValueError: unknown matcher 'nope'" in trace
+
+
+def test_first_line_names_the_python_error_inside_a_spark_failure():
+    exc = RuntimeError("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted\n"
+                       "  at org.apache.spark...\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+                       "ValueError: bad batch\n  at more.java")
+    assert first_line(exc) == ("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted "
+                               "(cause: ValueError: bad batch)")
+    java = RuntimeError("An error occurred while calling o73.start.\n: org.apache.spark.SparkException: No listener.\n"
+                        "\tat org.apache.spark.X(X.scala:1)\nCaused by: java.lang.ClassNotFoundException: no.Such\n\tat y")
+    assert first_line(java) == ("org.apache.spark.SparkException: No listener. "
+                                "(cause: java.lang.ClassNotFoundException: no.Such)")

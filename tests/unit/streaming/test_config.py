@@ -92,3 +92,13 @@ def test_scripts_find_the_embedded_broker_address(tmp_path):
     assert bootstrap_servers(Namespace(bootstrap="h:1"), settings) == "h:1"
     configured = settings.replace(kafka={"bootstrap_servers": "k:9092"})
     assert bootstrap_servers(Namespace(bootstrap=None), configured) == "k:9092"
+
+
+def test_relative_paths_resolve_against_the_project_root_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = load(None, ["spark.checkpoint_dir=var/ck", "status.log_dir=logs"], {})
+    assert s.spark.checkpoint_dir == str(ROOT / "var" / "ck") and s.status.log_dir == str(ROOT / "logs")
+    assert s.status.status_file == str(ROOT / "var" / "status.json")  # from conf/pubsub.toml, found from tmp_path
+    assert s.checkpoint == ROOT / "var" / "ck"
+    s = load(None, [f"status.status_file={tmp_path / 's.json'}", "spark.checkpoint_dir=hdfs://nn/ck"], {})
+    assert s.status.status_file == str(tmp_path / "s.json") and s.spark.checkpoint_dir == "hdfs://nn/ck"

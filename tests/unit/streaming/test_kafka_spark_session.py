@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -39,3 +41,56 @@ def test_explicit_settings_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python")
     session._prepare_environment()
     assert os.environ["PYSPARK_PYTHON"] == "/opt/python"
+
+
+def test_local_masters_retry_failed_tasks() -> None:
+    assert session.retrying_master("local[2]") == "local[2,4]"
+    assert session.retrying_master("local[*]") == "local[*,4]"
+    assert session.retrying_master("local") == "local[1,4]"
+    assert session.retrying_master("local[2,8]") == "local[2,8]"
+    assert session.retrying_master("spark://h:7077") == "spark://h:7077"
+
+
+class FakeBuilder:
+    """Records the settings; the first ``failures`` starts raise."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.starts, self.conf, self.master_url = failures, 0, {}, None
+
+    def appName(self, _name: str) -> FakeBuilder:
+        return self
+
+    def master(self, url: str) -> FakeBuilder:
+        self.master_url = url
+        return self
+
+    def config(self, key: str, value: str) -> FakeBuilder:
+        self.conf[key] = value
+        return self
+
+    def getOrCreate(self) -> Any:
+        self.starts += 1
+        if self.starts <= self.failures:
+            raise RuntimeError("Java gateway process exited before sending its port number")
+        return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None),
+                               dataSource=SimpleNamespace(register=lambda source: None))
+
+
+@pytest.mark.parametrize("failures", [0, 1, 2])
+def test_get_session_passes_the_settings_and_retries_a_failed_start_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failures: int,
+) -> None:
+    builder = FakeBuilder(failures)
+    monkeypatch.setattr(session, "SparkSession", SimpleNamespace(builder=builder))
+    monkeypatch.setattr(session, "check_java", lambda: "java")
+    conf = {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": "-Dmine=1"}
+    if failures > 1:
+        with pytest.raises(RuntimeError, match="Java gateway"):
+            session.get_session("a", "local[2]", conf, log_dir=tmp_path / "logs")
+        return
+    session.get_session("a", "local[2]", conf, log_dir=tmp_path / "logs")
+    assert builder.starts == failures + 1 and builder.master_url == "local[2,4]"
+    assert builder.conf["spark.ui.enabled"] == "false" and builder.conf["spark.sql.session.timeZone"] == "UTC"
+    assert builder.conf["spark.driver.extraJavaOptions"] == (
+        f"-Dlog4j2.configurationFile=file:{session.LOG4J_CONF} -Dpubsub.log.dir={tmp_path / 'logs'} -Dmine=1")
+    assert (tmp_path / "logs").is_dir()

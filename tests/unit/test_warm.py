@@ -1,0 +1,31 @@
+"""``matchers.warm``: the compile log line, and a warmed matcher."""
+
+from __future__ import annotations
+
+import logging
+
+import numba
+from numba.core import event
+
+from matchers.warm import _CompileWatch, warm
+
+
+def test_first_compilation_is_announced_once(caplog):
+    @numba.njit
+    def twice(x):
+        return 2 * x
+
+    watch = _CompileWatch("demo")
+    with caplog.at_level(logging.INFO, logger="matchers.warm"), event.install_listener("numba:compile", watch):
+        assert twice(2) == 4 and twice(2.5) == 5.0
+    assert watch.compiled == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "compiling the numba kernels of demo (first run only, cached afterwards)"]
+
+
+def test_warm_builds_and_matches_then_compiles_nothing_more(caplog):
+    warm("counting")
+    with caplog.at_level(logging.INFO, logger="matchers.warm"):
+        seconds, compiled = warm("counting")
+    assert compiled == 0 and seconds >= 0
+    assert "numba kernels of counting loaded from the cache" in caplog.text
