@@ -43,9 +43,6 @@ def show_registry(settings, n_subs: int) -> None:
     from streaming.registry import RegistryError, load_state
 
     directory = settings.registry_dir
-    if not directory.exists():
-        print(f"registry: none at {directory}")
-        return
     try:
         state = load_state(directory)
     except RegistryError as exc:

@@ -22,6 +22,7 @@ from typing import Any
 
 from streaming.config import ConfigError, Settings, load
 from streaming.metrics import read_status
+from streaming.storage import join
 
 log = logging.getLogger("streaming")
 
@@ -50,7 +51,7 @@ def kafka_endpoint(settings: Settings) -> Iterator[str]:
         return
     from streaming.kafka.broker import EmbeddedBroker
 
-    log_path = Path(settings.spark.checkpoint_dir).parent / "tansu.log"
+    log_path = Path(settings.status.status_file).parent / "tansu.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with EmbeddedBroker(log_path=log_path) as broker:
         log.info("embedded broker on %s (log %s); it keeps data in memory only", broker.bootstrap_servers, log_path)
@@ -126,7 +127,7 @@ def start_patterns(settings: Settings, spark: Any, client: dict) -> list:
         return []
     from streaming.patterns import start_patterns_query, start_subscriptions_query
 
-    k, root = settings.kafka, settings.checkpoint / "patterns"
+    k, root = settings.kafka, join(settings.checkpoint, "patterns")
     trigger = settings.spark.trigger_interval
     return [
         start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger),

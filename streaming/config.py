@@ -20,6 +20,7 @@ from typing import Any, get_type_hints
 
 from matchers.errors import PubSubError
 from streaming.kafka.config import redact
+from streaming.storage import join, to_uri
 
 DEFAULT_PATH = Path("conf/pubsub.toml")
 ENV_PREFIX = "PUBSUB_"
@@ -117,16 +118,17 @@ class Settings:
     status: StatusSettings = field(default_factory=StatusSettings)
 
     @property
-    def checkpoint(self) -> Path:
-        return Path(self.spark.checkpoint_dir)
+    def checkpoint(self) -> str:
+        """The checkpoint location as a URI (a path without scheme made absolute: ``file://...``)."""
+        return to_uri(self.spark.checkpoint_dir)
 
     @property
-    def registry_dir(self) -> Path:
-        return self.checkpoint / "registry"
+    def registry_dir(self) -> str:
+        return join(self.checkpoint, "registry")
 
     @property
-    def validity_dir(self) -> Path:
-        return self.checkpoint / "validity"
+    def validity_dir(self) -> str:
+        return join(self.checkpoint, "validity")
 
     def describe(self) -> dict[str, dict[str, Any]]:
         """Every setting as nested plain dicts, Kafka secrets redacted (safe to print)."""

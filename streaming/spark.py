@@ -1,4 +1,12 @@
-"""The Spark session of the service, configured for Python workers and the ``kafka-py`` source."""
+"""The Spark session of the service, configured for Python workers and the ``kafka-py`` source.
+
+A local master (``local[...]``) binds the driver to loopback. Any other master (a
+standalone cluster, YARN, Kubernetes) keeps Spark's own address choice (set
+``spark.driver.host`` in ``spark.conf`` where it guesses wrong), and its executors run
+the interpreter ``PYSPARK_PYTHON`` names (this one by default) with ``PYTHONPATH`` = this
+project's root unless ``spark.conf`` sets ``spark.executorEnv.PYTHONPATH``: the project
+and its environment must be at those paths on every node, or shipped (docs/deploy.md).
+"""
 
 from __future__ import annotations
 
@@ -22,9 +30,13 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.streaming.stopTimeout": "30s",
+}
+
+#: Added for local masters only: the driver and its Python workers stay on loopback.
+LOCAL_CONF: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
-    "spark.sql.streaming.stopTimeout": "30s",
 }
 
 
@@ -54,11 +66,22 @@ def check_java() -> str:
     return done.stderr.decode(errors="replace").splitlines()[0] if done.stderr else java
 
 
-def _prepare_environment() -> None:
+def is_local(master: str) -> bool:
+    """Whether ``master`` runs the executors inside the driver's JVM (``local``, ``local[2]``, ...)."""
+    return master == "local" or master.startswith("local[")
+
+
+def cluster_conf() -> dict[str, str]:
+    """Settings a cluster's executors need to import the project (its root on their ``PYTHONPATH``)."""
+    return {"spark.executorEnv.PYTHONPATH": str(PROJECT_ROOT)}
+
+
+def _prepare_environment(local: bool) -> None:
     """Python workers must run this interpreter, reach the driver and import the project."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if str(PROJECT_ROOT) not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
@@ -79,7 +102,8 @@ def get_session(
         Spark master URL (``local[2]`` by default).
     conf : Mapping[str, Any], optional
         Extra Spark settings, applied over the defaults (2 shuffle partitions, Arrow on,
-        UI off, UTC session time zone, driver bound to 127.0.0.1).
+        UI off, UTC session time zone; a local master binds the driver to 127.0.0.1, any
+        other gets :func:`cluster_conf`).
 
     Returns
     -------
@@ -91,10 +115,11 @@ def get_session(
     JavaNotFoundError
         If Java is missing.
     """
-    _prepare_environment()
+    local = is_local(master)
+    _prepare_environment(local)
     check_java()
     builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    for key, value in {**DEFAULT_CONF, **(LOCAL_CONF if local else cluster_conf()), **(conf or {})}.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -17,7 +17,15 @@ def test_shipped_file_loads_with_documented_defaults():
     assert s.kafka.bootstrap_servers == ""
     assert s.kafka.topic_partitions()["events"] == s.kafka.events_partitions
     assert s.spark.conf["spark.sql.shuffle.partitions"] == "2"
-    assert s.registry_dir == Path(s.spark.checkpoint_dir) / "registry"
+    assert s.registry_dir == (Path(s.spark.checkpoint_dir).resolve() / "registry").as_uri()
+
+
+def test_checkpoint_locations_are_uris():
+    relative = load(None, ["spark.checkpoint_dir=var/ck pt"], {})
+    assert relative.checkpoint == (Path("var/ck pt").resolve()).as_uri() and "%20" in relative.checkpoint
+    for uri in ("file:///srv/ckpt", "hdfs://nn:8020/ckpt", "s3a://bucket/ckpt"):
+        s = load(None, [f"spark.checkpoint_dir={uri}/"], {})
+        assert (s.checkpoint, s.validity_dir) == (uri, uri + "/validity")
 
 
 def test_precedence_file_env_flag(tmp_path):

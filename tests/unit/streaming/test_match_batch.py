@@ -12,7 +12,6 @@ from matchers.events import flatten
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, notifications
 from streaming.config import Settings
-from streaming.executor_cache import IndexSpec
 from streaming.match_job import (
     M_ERRORS,
     M_EVENTS,
@@ -22,20 +21,20 @@ from streaming.match_job import (
     M_VALID,
     N_METRICS,
     BatchContext,
+    RegistryBroadcast,
     apply_changes,
     logged_ranges,
     match_partition,
     match_ranges,
     new_subscriptions,
     retro_notifications,
-    shipped_deltas,
     sum_metrics,
 )
 from streaming.records import default_parser
 from streaming.registry import Registry
-from streaming.validity import ValidityStore
+from streaming.validity import ValidityStore, decode
 
-from .helpers import kafka_batch, random_event, random_subscriptions
+from .helpers import LocalBroadcast, kafka_batch, random_event, random_subscriptions
 
 
 @pytest.fixture(autouse=True)
@@ -55,9 +54,9 @@ def sub_rows(records, topic="subscriptions"):
 
 
 def run_partition(settings, registry, batch_id, now, batches, payload="event"):
+    """Rows sent by one task, its metrics and its valid events (as the driver stores them)."""
     settings = settings.replace(notifications={"payload": payload})
-    spec = IndexSpec(str(settings.registry_dir), "counting", registry.version,
-                     shipped_deltas(registry, registry.version, 20))
+    spec = RegistryBroadcast(LocalBroadcast).spec(registry, "counting", registry.version, 20)
     ctx = BatchContext.of(settings, batch_id, now, spec, {}, {})
     rows: list[dict] = []
 
@@ -66,10 +65,14 @@ def run_partition(settings, registry, batch_id, now, batches, payload="event"):
         rows.extend(r for rb in batches for r in rb.to_pylist())
         return len(rows) - before
 
-    out = list(match_partition(iter(batches), ctx, produce, partition_id=lambda: 0))
-    metrics = [list(r.values()) for rb in out for r in rb.to_pylist()]
-    assert len(metrics) == 1 and metrics[0][M_RECORDS] == len(rows)
-    return rows, sum_metrics(metrics)
+    out = [r for rb in match_partition(iter(batches), ctx, produce) for r in rb.to_pylist()]
+    assert len(out) == 1
+    metrics = list(out[0].values())[:N_METRICS]
+    assert metrics[M_RECORDS] == len(rows)
+    valid = decode(out[0]["valid_events"])
+    assert len(valid) == metrics[M_VALID]
+    ValidityStore(settings.validity_dir).write(batch_id, valid)
+    return rows, sum_metrics([metrics])
 
 
 @pytest.mark.parametrize("seed", [11, 12])
@@ -164,7 +167,7 @@ def test_valid_events_are_kept_and_matched_by_new_subscriptions(tmp_path):
     assert doc["id"] == notifications.notification_id("late", "events", 0, 0)
     assert store.valid_events(2, 600.0) == []
     assert store.prune(600.0) == 1 and store.count_files() == 0
-    # a replayed task rewrites its file instead of adding one
+    # a replayed batch rewrites its file instead of adding one
     run_partition(settings, reg, 0, 100.0, [batch])
     run_partition(settings, reg, 0, 100.0, [batch])
     assert store.count_files() == 1
@@ -183,9 +186,10 @@ def test_logged_ranges_read_spark_offset_log(tmp_path):
     meta = '{"batchWatermarkMs":0,"batchTimestampMs":1}'
     (log / "3").write_text(f'v1\n{meta}\n{{"events": {{"0": 5, "1": 7}}, "subs": {{"0": 2}}}}')
     (log / "4").write_text(f'v1\n{meta}\n{{"events": {{"0": 9, "1": 7}}, "subs": {{"0": 4, "1": 1}}}}')
-    assert logged_ranges(tmp_path, 4) == [("events", 0, 5, 9), ("subs", 0, 2, 4), ("subs", 1, 0, 1)]
-    assert logged_ranges(tmp_path, 3) is None  # the start of a checkpoint's first batch is not logged
-    assert logged_ranges(tmp_path, 5) is None
+    for location in (str(tmp_path), tmp_path.as_uri()):  # a path or a URI (any file system pyarrow opens)
+        assert logged_ranges(location, 4) == [("events", 0, 5, 9), ("subs", 0, 2, 4), ("subs", 1, 0, 1)]
+        assert logged_ranges(location, 3) is None  # the start of a checkpoint's first batch is not logged
+        assert logged_ranges(location, 5) is None
 
 
 def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path, monkeypatch):
@@ -199,7 +203,7 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
     log = {("events", 1): [b'{"price": 1}', b'{"price": 9}', b'{"price": 2}']}
     monkeypatch.setattr(match_job, "read_range", lambda consumer, rng: iter([kafka_batch(
         log[rng.topic, rng.partition][rng.start:rng.end], rng.topic, rng.partition, rng.start)]))
-    spec = IndexSpec(str(settings.registry_dir), "counting", reg.version)
+    spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20)
     ctx = BatchContext.of(settings, 1, 0.0, spec, {}, {})
     sent: list[dict] = []
 
@@ -208,5 +212,5 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
         return len(sent)
 
     ranges = pa.RecordBatch.from_pylist([{"topic": "events", "partition": 1, "start": 1, "end": 3}])
-    out = list(match_ranges(iter([ranges]), ctx, produce, partition_id=lambda: 0))
+    out = list(match_ranges(iter([ranges]), ctx, produce))
     assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and out[0].to_pylist()[0]["events"] == 2
