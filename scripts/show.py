@@ -41,8 +41,12 @@ def show_topics(settings, client) -> None:
 def show_registry(settings, n_subs: int) -> None:
     from matchers.expr import to_text
     from streaming.registry import RegistryError, load_state
+    from streaming.storage import Directory
 
     directory = settings.registry_dir
+    if not Directory(directory).exists():
+        print(f"registry: none at {directory}")
+        return
     try:
         state = load_state(directory)
     except RegistryError as exc:
