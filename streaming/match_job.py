@@ -248,6 +248,7 @@ class RegistryBroadcast:
             self.close()
             self.base, self.base_version = self.broadcast(state), version
             self.made += 1
+            log.info("registry broadcast at version %d (%d subscriptions)", version, len(state.subscriptions))
         return IndexSpec(registry.directory.uri, matcher, version, shipped, max_catchup, self.base)
 
     def close(self) -> None:

@@ -126,11 +126,12 @@ def test_match_retro_and_patterns_with_a_relative_checkpoint(
         produce(kafka_config, topics.subscriptions,
                 [*sub_records(subs), ("rise", orjson.dumps({"id": "rise", "pattern": pattern}))])
         wait_for(lambda: totals(status_file).get("subscription_changes", 0) >= 40, "the subscriptions", job, log)
-        # a pattern over stock ticks first (their event time is small), then the heartbeat that completes them
+        # a pattern over stock ticks first (their event time is small; keyed by symbol, so each symbol's
+        # ticks keep their order), then the heartbeat that completes them
         ticks = stock_ticks(120, 3)
-        produce(kafka_config, topics.events, [orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs})
-                                              for e in ticks]
-                + [orjson.dumps({"id": "heartbeat", "stream": "heartbeat", "ts": ticks[-1].t1 + 1000})])
+        produce(kafka_config, topics.events,
+                [(e.attrs["name"], orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs})) for e in ticks]
+                + [(None, orjson.dumps({"id": "heartbeat", "stream": "heartbeat", "ts": ticks[-1].t1 + 1000}))])
         want_patterns = {k[5] for k in reference_matches({"rise": pattern}, ticks)}
         assert want_patterns
 
