@@ -77,13 +77,9 @@ class StandaloneCluster:
     def executors(self, worker: int) -> list[int]:
         """Process ids of the executor JVMs a worker launched (its child processes)."""
         pid = self.processes[1 + worker].pid
-        out = subprocess.run(["ps", "-o", "pid=,ppid=,args=", "-e"], capture_output=True, text=True, check=True)
-        children = []
-        for line in out.stdout.splitlines():
-            fields = line.split(None, 2)
-            if len(fields) == 3 and int(fields[1]) == pid and "CoarseGrainedExecutorBackend" in fields[2]:
-                children.append(int(fields[0]))
-        return children
+        out = subprocess.run(["pgrep", "-P", str(pid), "-f", "CoarseGrainedExecutorBackend"],
+                             capture_output=True, text=True, check=False)
+        return [int(p) for p in out.stdout.split()]
 
     def stop(self) -> None:
         for proc in reversed(self.processes):
