@@ -87,6 +87,7 @@ class MatchSettings:
     event_id_field: str = "id"
     valid_until_field: str = "valid_until"
     max_validity_s: float = 86400.0
+    shards: int = 1
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"kafka.{key} must be at least 1")
     if s.kafka.max_offsets_per_trigger < 0:
         raise ConfigError("kafka.max_offsets_per_trigger must be 0 (no cap) or positive")
-    for key in ("max_terms", "snapshot_every", "snapshots_kept", "max_catchup_versions"):
+    for key in ("max_terms", "snapshot_every", "snapshots_kept", "max_catchup_versions", "shards"):
         if getattr(s.match, key) < 1:
             raise ConfigError(f"match.{key} must be at least 1")
     if s.match.max_validity_s <= 0:

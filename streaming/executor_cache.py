@@ -13,6 +13,7 @@ lives on the driver's disk.
 from __future__ import annotations
 
 import gc
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ class IndexSpec(NamedTuple):
     max_catchup : a cached index further behind is rebuilt rather than caught up.
     base : a Spark broadcast (anything with ``.value``) of the :class:`Snapshot` at a
         version at or below ``version`` whose later deltas are all in ``deltas``.
+    shard, shards : the index holds the subscriptions of shard ``shard`` of ``shards``
+        (:func:`shard_of`).
     """
 
     registry: str
@@ -42,10 +45,16 @@ class IndexSpec(NamedTuple):
     deltas: tuple[Delta, ...] = ()
     max_catchup: int = 20
     base: Any = None
+    shard: int = 0
+    shards: int = 1
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.registry, self.matcher)
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.registry, self.matcher, self.shard, self.shards)
+
+    def holds(self, sub_id: str) -> bool:
+        """Whether subscription ``sub_id`` belongs to this index's shard."""
+        return self.shards == 1 or shard_of(sub_id, self.shards) == self.shard
 
     def deltas_after(self, version: int) -> list[Delta] | None:
         """The shipped deltas ``version + 1 .. self.version``, or ``None`` if some are not shipped."""
@@ -61,14 +70,19 @@ class CachedIndex:
     catchups: int = 0
 
 
-_CACHE: dict[tuple[str, str], CachedIndex] = {}
+_CACHE: dict[tuple[str, str, int, int], CachedIndex] = {}
 
 
-def apply(matcher: Matcher, deltas: list[Delta]) -> None:
-    """Bring ``matcher`` forward by consecutive ``deltas``."""
+def shard_of(sub_id: str, shards: int) -> int:
+    """The shard of a subscription: CRC-32 of its id modulo ``shards`` (the same in every process)."""
+    return zlib.crc32(sub_id.encode("utf-8")) % shards
+
+
+def apply(matcher: Matcher, deltas: list[Delta], spec: IndexSpec) -> None:
+    """Bring ``matcher`` (of ``spec``'s shard) forward by consecutive ``deltas``."""
     deletes, upserts = net_changes(deltas)
-    matcher.remove(deletes)
-    matcher.add(upserts)
+    matcher.remove(i for i in deletes if spec.holds(i))
+    matcher.add(s for s in upserts if spec.holds(s.id))
 
 
 def build(spec: IndexSpec) -> Matcher:
@@ -89,7 +103,7 @@ def build(spec: IndexSpec) -> Matcher:
     subscriptions = apply_deltas(dict(snap.subscriptions), later)
     vars(spec.base).pop("_value", None)  # a pyspark Broadcast keeps its value: the worker needs only the index
     matcher = create(spec.matcher)
-    matcher.add(subscriptions.values())
+    matcher.add(s for s in subscriptions.values() if spec.holds(s.id))
     return matcher
 
 
@@ -118,7 +132,7 @@ def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
         return False
     try:
         with long_lived():
-            apply(entry.matcher, shipped)
+            apply(entry.matcher, shipped, spec)
     except BaseException:
         _CACHE.pop(spec.key, None)  # half-applied: never serve it again
         raise

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from matchers.base import create
 from matchers.expr import Subscription
@@ -236,8 +237,8 @@ class RegistryBroadcast:
         self.base_version = -1
         self.made = 0
 
-    def spec(self, registry: Registry, matcher: str, version: int, max_catchup: int) -> IndexSpec:
-        """What the tasks of a batch at registry ``version`` need to reach that version."""
+    def spec(self, registry: Registry, matcher: str, version: int, max_catchup: int, shards: int = 1) -> IndexSpec:
+        """What the tasks of a batch at registry ``version`` need to reach that version (shard 0 of ``shards``)."""
         shipped = shipped_deltas(registry, version, max_catchup)
         oldest = shipped[0].version - 1 if shipped else version  # the oldest base the shipped deltas complete
         if self.base is None or not oldest <= self.base_version <= version:
@@ -249,7 +250,7 @@ class RegistryBroadcast:
             self.base, self.base_version = self.broadcast(state), version
             self.made += 1
             log.info("registry broadcast at version %d (%d subscriptions)", version, len(state.subscriptions))
-        return IndexSpec(registry.directory.uri, matcher, version, shipped, max_catchup, self.base)
+        return IndexSpec(registry.directory.uri, matcher, version, shipped, max_catchup, self.base, 0, shards)
 
     def close(self) -> None:
         """Destroy the current broadcast (executors and driver drop their copies)."""
@@ -295,7 +296,7 @@ def retro_notifications(
 
 
 # -- executor side -------------------------------------------------------------------------
-RANGE_DDL = "topic string, partition int, start long, end long"
+RANGE_DDL = "topic string, partition int, start long, end long, shard int"
 
 
 def match_ranges(
@@ -303,13 +304,54 @@ def match_ranges(
     ctx: BatchContext,
     produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`match_partition` over the records of the offset ranges in ``batches``, read by this task.
+    """:func:`match_shard` over the records of the offset ranges in ``batches``, read by this task.
 
-    ``batches`` hold rows ``topic, partition, start, end`` (:data:`RANGE_DDL`).
+    ``batches`` hold rows ``topic, partition, start, end, shard`` (:data:`RANGE_DDL`): the
+    batch's event ranges times the shards of the subscriptions.
     """
-    ranges = [OffsetRange(**row) for rb in batches for row in rb.to_pylist()]
-    records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
-    return match_partition(records, ctx, produce)
+    rows = [row for rb in batches for row in rb.to_pylist()]
+    for shard in sorted({row["shard"] for row in rows}):
+        ranges = [OffsetRange(r["topic"], r["partition"], r["start"], r["end"]) for r in rows if r["shard"] == shard]
+        records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
+        yield from match_shard(records, ctx, shard, produce)
+
+
+def match_all_shards(
+    batches: Iterator[pa.RecordBatch],
+    ctx: BatchContext,
+    produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`match_shard` for every shard over one partition of event records (the first batch's path)."""
+    held = list(batches) if ctx.spec.shards > 1 else batches
+    for shard in range(ctx.spec.shards):
+        yield from match_shard(iter(held), ctx, shard, produce)
+
+
+def match_shard(
+    batches: Iterator[pa.RecordBatch],
+    ctx: BatchContext,
+    shard: int,
+    produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`match_partition` against the subscriptions of one shard.
+
+    Shard 0 also reports what belongs to the events rather than the subscriptions (error
+    records, event counts, valid events); the other shards send notifications only.
+    """
+    ctx = ctx._replace(spec=ctx.spec._replace(shard=shard))
+    if shard == 0:
+        yield from match_partition(batches, ctx, produce)
+        return
+    send = produce or partial(produce_batches, ctx.producer, None)
+    topic = ctx.notifications_topic
+
+    def notifications_only(out: Iterator[pa.RecordBatch]) -> int:
+        return send(rb.filter(pc.equal(rb.column("topic"), topic)) for rb in out)
+
+    for rb in match_partition(batches, ctx, notifications_only):
+        row = rb.to_pylist()[0]
+        row.update(events=0, errors=0, valid=0, valid_events=b"")
+        yield pa.RecordBatch.from_pylist([row], schema=TASK_SCHEMA)
 
 
 def match_partition(
@@ -490,7 +532,7 @@ class MatchJob:
         retro = retro_notifications(
             m.matcher, new_subscriptions(outcome.delta),
             self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload)
-        index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions)
+        index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)
         ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
         driver_rows = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
         driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
@@ -500,9 +542,9 @@ class MatchJob:
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 schema=OUT_SCHEMA)]))
         t2 = time.perf_counter()
-        todo = [tuple(r) for r in ranges or () if r.topic == k.events_topic]
+        todo = [(*r, shard) for r in ranges or () if r.topic == k.events_topic for shard in range(m.shards)]
         if ranges is None:
-            tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_partition, ctx=ctx), TASK_DDL)
+            tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL)
         elif todo:  # a local relation: its rows reach the match tasks without a Python worker of their own
             tasks = self.spark.createDataFrame(todo, RANGE_DDL).mapInArrow(partial(match_ranges, ctx=ctx), TASK_DDL)
         results = tasks.collect() if ranges is None or todo else []

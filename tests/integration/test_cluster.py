@@ -5,8 +5,8 @@ run's own local session occupies this process's one SparkContext). The workers r
 their own directories without ``PYTHONPATH``: nothing an executor needs may live on the
 driver's disk or depend on a working directory. Checked against the oracle: the match
 path with a relative checkpoint and with a ``file://`` URI, retro notifications of valid
-events, a Cayuga pattern, and a SIGKILLed executor mid-stream (every expected
-notification arrives; duplicates carry the original ids).
+events, a Cayuga pattern, and a SIGKILLed executor mid-stream with the subscriptions in
+three shards (every expected notification arrives; duplicates carry the original ids).
 """
 
 from __future__ import annotations
@@ -177,7 +177,8 @@ def test_an_executor_killed_mid_stream_with_a_file_uri_checkpoint(
     topics = make_topics(topic_factory)
     status_file, log = tmp_path / "status.json", tmp_path / "job.log"
     checkpoint = (tmp_path / "ckpt").as_uri()
-    job = start_job(job_env(kafka_config, topics, checkpoint, status_file, spark_cluster, patterns=False), log)
+    env = job_env(kafka_config, topics, checkpoint, status_file, spark_cluster, patterns=False)
+    job = start_job({**env, "PUBSUB_MATCH_SHARDS": "3"}, log)  # three match tasks per event range
     n_events, rounds = 2000, 8
     feeder_error: list[BaseException] = []
     try:

@@ -125,3 +125,19 @@ def test_long_lived_freezes_what_it_builds_and_restores_collection():
         assert gc.isenabled() and gc.get_freeze_count() >= before + len(kept)
     finally:
         gc.unfreeze()
+
+
+def test_shard_indexes_partition_the_subscriptions(tmp_path):
+    from streaming.executor_cache import shard_of
+
+    rng = random.Random(3)
+    pool = random_subscriptions(rng, 60)
+    reg = Registry(tmp_path)
+    shipping = RegistryBroadcast(LocalBroadcast)
+    for b in range(4):
+        evolve(reg, rng, b, pool)
+        specs = [shipping.spec(reg, "counting", reg.version, 20, 3)._replace(shard=s) for s in range(3)]
+        entries = [index_for(spec) for spec in specs]  # built at b == 0, caught up after
+        for s, entry in enumerate(entries):
+            check(entry, {i: sub for i, sub in reg.subscriptions.items() if shard_of(i, 3) == s}, rng, 20)
+    assert sum(len(e.matcher) for e in entries) == len(reg.subscriptions) and entries[0].catchups == 3

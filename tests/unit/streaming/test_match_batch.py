@@ -24,6 +24,7 @@ from streaming.match_job import (
     RegistryBroadcast,
     apply_changes,
     logged_ranges,
+    match_all_shards,
     match_partition,
     match_ranges,
     new_subscriptions,
@@ -211,6 +212,54 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
         sent.extend(r for rb in batches for r in rb.to_pylist())
         return len(sent)
 
-    ranges = pa.RecordBatch.from_pylist([{"topic": "events", "partition": 1, "start": 1, "end": 3}])
+    ranges = pa.RecordBatch.from_pylist([{"topic": "events", "partition": 1, "start": 1, "end": 3, "shard": 0}])
     out = list(match_ranges(iter([ranges]), ctx, produce))
     assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and out[0].to_pylist()[0]["events"] == 2
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_path, monkeypatch, shards):
+    from streaming import match_job
+    from streaming.records import UPSERT, Change
+
+    rng = random.Random(5)
+    settings = settings_for(tmp_path, shards=shards)
+    reg = Registry(settings.registry_dir)
+    subs = random_subscriptions(rng, 90)
+    reg.append(0, [Change(UPSERT, s.id, s) for s in subs], 0.0)
+    events = [random_event(rng) for _ in range(200)]
+    for e in events[::4]:
+        e["valid_until"] = 500
+    raw = [orjson.dumps(e) for e in events]
+    raw[7] = b"{broken"
+    log = {("events", p): raw[p::2] for p in (0, 1)}
+    monkeypatch.setattr(match_job, "read_range", lambda consumer, rng: iter([kafka_batch(
+        log[rng.topic, rng.partition][rng.start:rng.end], rng.topic, rng.partition, rng.start)]))
+    spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20, shards)
+    ctx = BatchContext.of(settings, 1, 100.0, spec, {}, {})
+    sent: list[dict] = []
+
+    def produce(batches):
+        before = len(sent)
+        sent.extend(r for rb in batches for r in rb.to_pylist())
+        return len(sent) - before
+
+    tasks = [[{"topic": "events", "partition": p, "start": 0, "end": 100, "shard": s}] for p in (0, 1)
+             for s in range(shards)]  # the driver's rows: event ranges x shards
+    out = [r for rows in tasks for rb in match_ranges(iter([pa.RecordBatch.from_pylist(rows)]), ctx, produce)
+           for r in rb.to_pylist()]
+    got = [(r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
+           for r in sent if r["topic"] == "notifications"]
+    want = {(sid, i % 2, i // 2) for i, e in enumerate(events) if i != 7 for sid in oracle_match(subs, flatten(e))}
+    assert sorted(got) == sorted(want) and len(got) == len(set(got))  # each match once, in one shard
+    assert [orjson.loads(r["value"])["offset"] for r in sent if r["topic"] == "errors"] == [3]
+    m = sum_metrics(list(r.values())[:N_METRICS] for r in out)
+    valid = [e for r in out for e in decode(r["valid_events"])]
+    assert m[M_EVENTS] == 199 and m[M_ERRORS] == 1 and m[M_VALID] == len(valid) == 50
+    assert len(out) == 2 * shards
+    sent.clear()  # the first batch's path: every shard over one partition's records
+    first = [r for p in (0, 1) for rb in match_all_shards(iter([kafka_batch(log["events", p], "events", p)]), ctx,
+                                                          produce) for r in rb.to_pylist()]
+    assert sorted((r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
+                  for r in sent if r["topic"] == "notifications") == sorted(want)
+    assert len(first) == 2 * shards and sum(r["errors"] for r in first) == 1
