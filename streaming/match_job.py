@@ -11,7 +11,8 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    index to the batch's version (:mod:`streaming.executor_cache`), parse, flatten, encode
    and match the events, and produce the notification and error records to Kafka itself
    (one Python worker per task does the matching and the writing; only a row of task
-   metrics and the task's still-valid events go back to the driver).
+   metrics and the task's still-valid events go back to the driver); with subscription
+   shards (``match.shards``) one task per event range and shard (:func:`match_shard`).
 
 Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`, read
 through :mod:`streaming.storage` from the checkpoint location, any Hadoop-compatible
