@@ -41,9 +41,10 @@ def show_topics(settings, client) -> None:
 def show_registry(settings, n_subs: int) -> None:
     from matchers.expr import to_text
     from streaming.registry import RegistryError, load_state
+    from streaming.storage import Directory
 
     directory = settings.registry_dir
-    if not directory.exists():
+    if not Directory(directory).exists():
         print(f"registry: none at {directory}")
         return
     try:

@@ -29,6 +29,7 @@ from typing import Any
 from streaming.config import ConfigError, Settings, load
 from streaming.instance import DirLock, InUseError
 from streaming.metrics import StatusFile, checked, read_status
+from streaming.storage import join, local_path
 
 log = logging.getLogger("streaming")
 
@@ -65,8 +66,9 @@ def kafka_endpoint(settings: Settings) -> Iterator[str]:
     if data_dir:
         broker = EmbeddedBroker(data_dir=data_dir)
     else:
-        settings.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        broker = EmbeddedBroker(log_path=settings.checkpoint.parent / "tansu.log")
+        log_path = Path(settings.status.status_file).parent / "tansu.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        broker = EmbeddedBroker(log_path=log_path)
     with broker:
         kept = f"topics kept in {data_dir}, address in {broker.address_file}" if data_dir else "topics in memory only"
         log.info("embedded broker on %s (%s; log %s)", broker.bootstrap_servers, kept, broker.log_path)
@@ -74,14 +76,24 @@ def kafka_endpoint(settings: Settings) -> Iterator[str]:
 
 
 def checkpoint_lock(settings: Settings) -> DirLock:
-    """The lock that keeps a second ``run`` off the same checkpoint (``<checkpoint_dir>.lock``)."""
-    ckpt = settings.checkpoint
-    return DirLock(ckpt.with_name(ckpt.name + ".lock"), f"the checkpoint {ckpt}")
+    """The lock that keeps a second ``run`` off the same checkpoint: ``<checkpoint_dir>.lock``
+    for a checkpoint on this machine's disk, else ``<status_file>.lock``."""
+    base = local_path(settings.checkpoint) or Path(settings.status.status_file)
+    return DirLock(base.with_name(base.name + ".lock"), f"the checkpoint {settings.checkpoint}")
 
 
 def reset_checkpoint(settings: Settings) -> Path | None:
-    """Move the checkpoint aside to ``<checkpoint_dir>.reset-<UTC time>``; where it went."""
-    ckpt = settings.checkpoint
+    """Move the checkpoint aside to ``<checkpoint_dir>.reset-<UTC time>``; where it went.
+
+    Raises
+    ------
+    ConfigError
+        If the checkpoint is not on this machine's disk (move it with the tools of its file system).
+    """
+    ckpt = local_path(settings.checkpoint)
+    if ckpt is None:
+        raise ConfigError(f"--reset moves a checkpoint on this machine's disk; move {settings.checkpoint} aside "
+                          "with the tools of its file system, or set spark.checkpoint_dir to a new location")
     if not ckpt.exists():
         return None
     aside = ckpt.with_name(f"{ckpt.name}.reset-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
@@ -278,7 +290,7 @@ def pattern_starters(settings: Settings, spark: Any, client: dict) -> list[Calla
         return []
     from streaming.patterns import start_patterns_query, start_subscriptions_query
 
-    k, root = settings.kafka, settings.checkpoint / "patterns"
+    k, root = settings.kafka, join(settings.checkpoint, "patterns")
     trigger = settings.spark.trigger_interval
     return [
         lambda: start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger,
@@ -388,6 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InUseError as exc:
         print(f"not started: {exc}", file=sys.stderr)
         return 3
+    except ConfigError as exc:
+        print(f"not started: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any, get_type_hints
 
 from matchers.errors import PubSubError
 from streaming.kafka.config import redact
+from streaming.storage import join, to_uri
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 """Root of the project: the directory holding ``conf/`` and the ``streaming`` package."""
@@ -101,6 +102,7 @@ class MatchSettings:
     event_id_field: str = "id"
     valid_until_field: str = "valid_until"
     max_validity_s: float = 86400.0
+    shards: int = 1
 
 
 @dataclass(frozen=True)
@@ -166,16 +168,17 @@ class Settings:
     limits: LimitsSettings = field(default_factory=LimitsSettings)
 
     @property
-    def checkpoint(self) -> Path:
-        return Path(self.spark.checkpoint_dir)
+    def checkpoint(self) -> str:
+        """The checkpoint location as a URI (a path without scheme made absolute: ``file://...``)."""
+        return to_uri(self.spark.checkpoint_dir)
 
     @property
-    def registry_dir(self) -> Path:
-        return self.checkpoint / "registry"
+    def registry_dir(self) -> str:
+        return join(self.checkpoint, "registry")
 
     @property
-    def validity_dir(self) -> Path:
-        return self.checkpoint / "validity"
+    def validity_dir(self) -> str:
+        return join(self.checkpoint, "validity")
 
     def describe(self) -> dict[str, dict[str, Any]]:
         """Every setting as nested plain dicts, Kafka secrets redacted (safe to print)."""
@@ -271,7 +274,7 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"kafka.{key} must be at least 1")
     if s.kafka.max_offsets_per_trigger < 0:
         raise ConfigError("kafka.max_offsets_per_trigger must be 0 (no cap) or positive")
-    for key in ("max_terms", "snapshot_every", "snapshots_kept", "max_catchup_versions"):
+    for key in ("max_terms", "snapshot_every", "snapshots_kept", "max_catchup_versions", "shards"):
         if getattr(s.match, key) < 1:
             raise ConfigError(f"match.{key} must be at least 1")
     if s.match.max_validity_s <= 0:

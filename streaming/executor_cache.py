@@ -2,10 +2,12 @@
 
 Spark reuses its Python worker processes across batches, so a module-level cache
 survives: a worker brings its matcher from the version it holds to the version a
-batch needs with the deltas shipped along with the batch, or reads them from the
-registry on disk, or, when it has no index (a new worker, a restart), holds a newer
-version than the batch (a replayed batch), or is more than ``max_catchup`` versions
-behind, rebuilds from the latest snapshot plus the deltas after it.
+batch needs with the deltas shipped along with the batch or, when it has no index (a
+new worker, a restart), holds a newer version than the batch (a replayed batch), or is
+further behind than the shipped deltas reach, rebuilds from the snapshot the driver
+broadcast (``IndexSpec.base``) plus the shipped deltas after it. Executors never read
+the registry's files: everything comes through Spark, so nothing an executor needs
+lives on the driver's disk.
 
 With ``IndexSpec.app_id`` set the index is shared by the Python workers of the machine
 (:mod:`streaming.shared_index`): a worker first maps the newest version another one
@@ -17,30 +19,57 @@ copy-on-write pages only.
 from __future__ import annotations
 
 import gc
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from matchers.base import Matcher, create, no_cyclic_gc
 from streaming import shared_index
-from streaming.registry import Delta, RegistryError, load_state, net_changes, read_deltas
+from streaming.registry import Delta, RegistryError, Snapshot, apply_deltas, net_changes
 
 
 class IndexSpec(NamedTuple):
-    """What a batch needs: which index, at which version, and the recent deltas to reach it."""
+    """What a batch needs: which index, at which version, and the state to reach it.
 
-    registry_dir: str
+    Parameters
+    ----------
+    registry : the registry's URI (with ``matcher``, the key of the cached index).
+    matcher : matcher name.
+    version : the registry version the batch matches against.
+    deltas : consecutive deltas up to ``version``, reaching back at least to ``base``.
+    max_catchup : a cached index further behind is rebuilt rather than caught up.
+    base : a Spark broadcast (anything with ``.value``) of the :class:`Snapshot` at a
+        version at or below ``version`` whose later deltas are all in ``deltas``.
+    shard, shards : the index holds the subscriptions of shard ``shard`` of ``shards``
+        (:func:`shard_of`).
+    app_id : the Spark application whose workers share the index on each machine
+        (``None``: not shared).
+    """
+
+    registry: str
     matcher: str
     version: int
     deltas: tuple[Delta, ...] = ()
     max_catchup: int = 20
+    base: Any = None
+    shard: int = 0
+    shards: int = 1
     app_id: str | None = None
-    """Spark application whose workers share the index on each machine (``None``: not shared)."""
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.registry_dir, self.matcher)
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.registry, self.matcher, self.shard, self.shards)
+
+    def holds(self, sub_id: str) -> bool:
+        """Whether subscription ``sub_id`` belongs to this index's shard."""
+        return self.shards == 1 or shard_of(sub_id, self.shards) == self.shard
+
+    def deltas_after(self, version: int) -> list[Delta] | None:
+        """The shipped deltas ``version + 1 .. self.version``, or ``None`` if some are not shipped."""
+        out = [d for d in self.deltas if version < d.version <= self.version]
+        return out if [d.version for d in out] == list(range(version + 1, self.version + 1)) else None
 
 
 @dataclass
@@ -52,21 +81,40 @@ class CachedIndex:
     maps: int = 0
 
 
-_CACHE: dict[tuple[str, str], CachedIndex] = {}
+_CACHE: dict[tuple[str, str, int, int], CachedIndex] = {}
 
 
-def apply(matcher: Matcher, deltas: list[Delta]) -> None:
-    """Bring ``matcher`` forward by consecutive ``deltas``."""
+def shard_of(sub_id: str, shards: int) -> int:
+    """The shard of a subscription: CRC-32 of its id modulo ``shards`` (the same in every process)."""
+    return zlib.crc32(sub_id.encode("utf-8")) % shards
+
+
+def apply(matcher: Matcher, deltas: list[Delta], spec: IndexSpec) -> None:
+    """Bring ``matcher`` (of ``spec``'s shard) forward by consecutive ``deltas``."""
     deletes, upserts = net_changes(deltas)
-    matcher.remove(deletes)
-    matcher.add(upserts)
+    matcher.remove(i for i in deletes if spec.holds(i))
+    matcher.add(s for s in upserts if spec.holds(s.id))
 
 
 def build(spec: IndexSpec) -> Matcher:
-    """A new matcher holding the registry at ``spec.version`` (from snapshot plus deltas)."""
-    state = load_state(spec.registry_dir, spec.version)
+    """A new matcher holding the registry at ``spec.version`` (broadcast snapshot plus shipped deltas).
+
+    Raises
+    ------
+    RegistryError
+        If the spec has no snapshot, or its snapshot and deltas do not make ``spec.version``.
+    """
+    if spec.base is None:
+        raise RegistryError(f"no registry snapshot shipped for version {spec.version} of {spec.registry}")
+    snap: Snapshot = spec.base.value
+    later = spec.deltas_after(snap.version) if snap.version <= spec.version else None
+    if later is None:
+        raise RegistryError(f"the shipped snapshot (version {snap.version}) and deltas "
+                            f"{[d.version for d in spec.deltas]} do not make version {spec.version} of {spec.registry}")
+    subscriptions = apply_deltas(dict(snap.subscriptions), later)
+    vars(spec.base).pop("_value", None)  # a pyspark Broadcast keeps its value: the worker needs only the index
     matcher = create(spec.matcher)
-    matcher.add(state.subscriptions.values())
+    matcher.add(s for s in subscriptions.values() if spec.holds(s.id))
     return matcher
 
 
@@ -90,16 +138,12 @@ def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
     """Try to move ``entry`` forward to ``spec.version``; False if it must be rebuilt."""
     if entry.version > spec.version or spec.version - entry.version > spec.max_catchup:
         return False
-    shipped = [d for d in spec.deltas if entry.version < d.version <= spec.version]
-    versions = [d.version for d in shipped]
-    if versions != list(range(entry.version + 1, spec.version + 1)):
-        try:
-            shipped = read_deltas(spec.registry_dir, entry.version, spec.version)
-        except RegistryError:
-            return False
+    shipped = spec.deltas_after(entry.version)
+    if shipped is None:
+        return False
     try:
         with long_lived():
-            apply(entry.matcher, shipped)
+            apply(entry.matcher, shipped, spec)
     except BaseException:
         _CACHE.pop(spec.key, None)  # half-applied: never serve it again
         raise
@@ -132,7 +176,8 @@ def index_for(spec: IndexSpec) -> CachedIndex:
 
 
 def _shared_key(spec: IndexSpec) -> shared_index.SharedKey:
-    return shared_index.SharedKey(spec.app_id or "", spec.registry_dir, spec.matcher)
+    where = spec.registry if spec.shards == 1 else f"{spec.registry}#shard{spec.shard}of{spec.shards}"
+    return shared_index.SharedKey(spec.app_id or "", where, spec.matcher)
 
 
 def _map_newer(entry: CachedIndex | None, spec: IndexSpec) -> CachedIndex | None:

@@ -11,14 +11,20 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    index to the batch's version (:mod:`streaming.executor_cache`), parse, flatten, encode
    and match the events, and produce the notification and error records to Kafka itself
    (one Python worker per task does the matching and the writing; only a row of task
-   metrics goes back to the driver).
+   metrics and the task's still-valid events go back to the driver); with subscription
+   shards (``match.shards``) one task per event range and shard (:func:`match_shard`).
 
-Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`): the
-driver reads the subscription records of its ranges itself, and each match task reads its
-event range from Kafka itself (:func:`match_ranges`), so a micro-batch runs one Spark job
-(none without events) and no record passes through the JVM. The first batch of a new
-checkpoint, whose start offsets Spark does not log, takes the records of the micro-batch
-DataFrame instead. The driver never reads events.
+Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`, read
+through :mod:`streaming.storage` from the checkpoint location, any Hadoop-compatible
+one): the driver reads the subscription records of its ranges itself, and each match
+task reads its event range from Kafka itself (:func:`match_ranges`), so a micro-batch
+runs one Spark job (none without events) and no record passes through the JVM. The first
+batch of a new checkpoint, whose start offsets Spark does not log, takes the records of
+the micro-batch DataFrame instead. The driver never reads events.
+
+Nothing an executor needs lives on the driver's disk: the registry reaches the tasks as a
+Spark broadcast of a snapshot plus the recent deltas shipped with the task
+(:class:`RegistryBroadcast`), and the valid events come back in the task's result.
 """
 
 from __future__ import annotations
@@ -30,11 +36,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from matchers.base import create
 from matchers.expr import Subscription
@@ -64,8 +70,9 @@ from streaming.records import (
     parse_changes,
     read_event,
 )
-from streaming.registry import Delta, Registry
-from streaming.validity import ValidEvent, ValidityStore, validity_end
+from streaming.registry import Delta, Registry, Snapshot, load_state
+from streaming.storage import Directory, join
+from streaming.validity import ValidEvent, ValidityStore, decode, encode, validity_end
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -80,8 +87,9 @@ METRICS = ("events", "errors", "matches", "match_ns", "index_ns", "valid", "inde
 (M_EVENTS, M_ERRORS, M_MATCHES, M_MATCH_NS, M_INDEX_NS, M_VALID, M_INDEX_BYTES, M_RECORDS, M_READ_NS,
  M_TASK_NS) = range(len(METRICS))
 N_METRICS = len(METRICS)
-METRICS_SCHEMA = pa.schema([(name, pa.int64()) for name in METRICS])
-METRICS_DDL = ", ".join(f"{name} long" for name in METRICS)
+# The task's result row: its metrics and its still-valid events (validity.encode).
+TASK_SCHEMA = pa.schema([*((name, pa.int64()) for name in METRICS), ("valid_events", pa.binary())])
+TASK_DDL = ", ".join(f"{name} long" for name in METRICS) + ", valid_events binary"
 
 
 def sum_metrics(rows: Iterable[Sequence[int]]) -> list[int]:
@@ -115,7 +123,6 @@ class BatchContext(NamedTuple):
     event_id_field: str
     valid_until_field: str
     max_validity_s: float
-    validity_dir: str
     producer: dict[str, Any]
     consumer: dict[str, Any]
     limits: LimitsSettings = DEFAULT_LIMITS
@@ -125,25 +132,31 @@ class BatchContext(NamedTuple):
            producer: dict[str, Any], consumer: dict[str, Any]) -> BatchContext:
         return cls(batch_id, now, spec, settings.kafka.notifications_topic, settings.kafka.errors_topic,
                    settings.notifications.payload, settings.match.event_id_field,
-                   settings.match.valid_until_field, settings.match.max_validity_s, str(settings.validity_dir),
-                   producer, consumer, settings.limits)
+                   settings.match.valid_until_field, settings.match.max_validity_s, producer, consumer,
+                   settings.limits)
 
 
 # -- driver side ---------------------------------------------------------------------------
-def logged_ranges(query_checkpoint: Path, batch_id: int) -> list[OffsetRange] | None:
+def logged_ranges(query_checkpoint: str, batch_id: int) -> list[OffsetRange] | None:
     """The offset ranges of micro-batch ``batch_id`` (every topic), from the query's offset log.
 
-    Spark writes ``offsets/<batch>`` (a version line, a metadata line, then the end offsets
-    of each source as JSON) before it runs the batch, which starts where the previous batch
-    ended. ``None`` when the log does not say: the first batch of a checkpoint (its start is
-    the source's initial offset, which is not logged).
+    Spark writes ``offsets/<batch>`` under the query's checkpoint location (a URI or path;
+    a version line, a metadata line, then the end offsets of each source as JSON) before it
+    runs the batch, which starts where the previous batch ended. ``None`` when the log does
+    not say: the first batch of a checkpoint (its start is the source's initial offset,
+    which is not logged).
     """
+    log_dir = Directory(join(query_checkpoint, "offsets"))
+
     def ends(batch: int) -> OffsetMap | None:
-        path = query_checkpoint / "offsets" / str(batch)
-        if batch < 0 or not path.exists():
+        if batch < 0:
+            return None
+        try:
+            text = log_dir.read(str(batch)).decode("utf-8")
+        except FileNotFoundError:
             return None
         found: OffsetMap = {}
-        for line in path.read_text().splitlines()[2:]:
+        for line in text.splitlines()[2:]:
             if line.startswith("{"):
                 found.update(offsets.from_json(json.loads(line)))
         return found
@@ -194,7 +207,7 @@ def apply_changes(
 
 
 SHIPPED_CHANGES = 20_000
-"""Most changes sent along with a batch's tasks; workers further behind read the registry files."""
+"""Most changes sent along with a batch's tasks; workers further behind rebuild from the broadcast snapshot."""
 
 
 def shipped_deltas(registry: Registry, version: int, max_catchup: int) -> tuple[Delta, ...]:
@@ -208,6 +221,49 @@ def shipped_deltas(registry: Registry, version: int, max_catchup: int) -> tuple[
             break
         out.append(delta)
     return tuple(reversed(out))
+
+
+class RegistryBroadcast:
+    """The registry state the executors build their indexes from (:meth:`spec`).
+
+    One Spark broadcast of the registry's :class:`Snapshot` at some version (the *base*),
+    made when a batch needs it and reused by later batches while the deltas shipped with
+    their tasks (:func:`shipped_deltas`) still reach back to it; a new one replaces it when
+    they no longer do (or for a replayed batch older than the base), and the old one is
+    destroyed.
+
+    Parameters
+    ----------
+    broadcast : makes a broadcast of a snapshot (``SparkContext.broadcast``); the result
+        has ``.value`` and ``.destroy()``.
+    """
+
+    def __init__(self, broadcast: Callable[[Snapshot], Any]):
+        self.broadcast = broadcast
+        self.base: Any = None
+        self.base_version = -1
+        self.made = 0
+
+    def spec(self, registry: Registry, matcher: str, version: int, max_catchup: int, shards: int = 1) -> IndexSpec:
+        """What the tasks of a batch at registry ``version`` need to reach that version (shard 0 of ``shards``)."""
+        shipped = shipped_deltas(registry, version, max_catchup)
+        oldest = shipped[0].version - 1 if shipped else version  # the oldest base the shipped deltas complete
+        if self.base is None or not oldest <= self.base_version <= version:
+            if version == registry.version:
+                state = Snapshot(version, registry.batch_id, 0.0, registry.subscriptions)
+            else:  # a replayed batch: its version from the stored snapshot and deltas
+                state = load_state(registry.directory, version)
+            self.close()
+            self.base, self.base_version = self.broadcast(state), version
+            self.made += 1
+            log.info("registry broadcast at version %d (%d subscriptions)", version, len(state.subscriptions))
+        return IndexSpec(registry.directory.uri, matcher, version, shipped, max_catchup, self.base, 0, shards)
+
+    def close(self) -> None:
+        """Destroy the current broadcast (executors and driver drop their copies)."""
+        if self.base is not None:
+            self.base.destroy()
+        self.base, self.base_version = None, -1
 
 
 def new_subscriptions(delta: Delta | None) -> list[Subscription]:
@@ -247,38 +303,70 @@ def retro_notifications(
 
 
 # -- executor side -------------------------------------------------------------------------
-def _task_partition() -> int:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return ctx.partitionId() if ctx is not None else 0
-
-
-RANGE_DDL = "topic string, partition int, start long, end long"
+RANGE_DDL = "topic string, partition int, start long, end long, shard int"
 
 
 def match_ranges(
     batches: Iterator[pa.RecordBatch],
     ctx: BatchContext,
     produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
-    partition_id: Callable[[], int] = _task_partition,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`match_partition` over the records of the offset ranges in ``batches``, read by this task.
+    """:func:`match_shard` over the records of the offset ranges in ``batches``, read by this task.
 
-    ``batches`` hold rows ``topic, partition, start, end`` (:data:`RANGE_DDL`).
+    ``batches`` hold rows ``topic, partition, start, end, shard`` (:data:`RANGE_DDL`): the
+    batch's event ranges times the shards of the subscriptions.
     """
-    ranges = [OffsetRange(**row) for rb in batches for row in rb.to_pylist()]
-    records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
-    return match_partition(records, ctx, produce, partition_id)
+    rows = [row for rb in batches for row in rb.to_pylist()]
+    for shard in sorted({row["shard"] for row in rows}):
+        ranges = [OffsetRange(r["topic"], r["partition"], r["start"], r["end"]) for r in rows if r["shard"] == shard]
+        records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
+        yield from match_shard(records, ctx, shard, produce)
+
+
+def match_all_shards(
+    batches: Iterator[pa.RecordBatch],
+    ctx: BatchContext,
+    produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`match_shard` for every shard over one partition of event records (the first batch's path)."""
+    held = list(batches) if ctx.spec.shards > 1 else batches
+    for shard in range(ctx.spec.shards):
+        yield from match_shard(iter(held), ctx, shard, produce)
+
+
+def match_shard(
+    batches: Iterator[pa.RecordBatch],
+    ctx: BatchContext,
+    shard: int,
+    produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`match_partition` against the subscriptions of one shard.
+
+    Shard 0 also reports what belongs to the events rather than the subscriptions (error
+    records, event counts, valid events); the other shards send notifications only.
+    """
+    ctx = ctx._replace(spec=ctx.spec._replace(shard=shard))
+    if shard == 0:
+        yield from match_partition(batches, ctx, produce)
+        return
+    send = produce or partial(produce_batches, ctx.producer, None)
+    topic = ctx.notifications_topic
+
+    def notifications_only(out: Iterator[pa.RecordBatch]) -> int:
+        return send(rb.filter(pc.equal(rb.column("topic"), topic)) for rb in out)
+
+    for rb in match_partition(batches, ctx, notifications_only):
+        row = rb.to_pylist()[0]
+        row.update(events=0, errors=0, valid=0, valid_events=b"")
+        yield pa.RecordBatch.from_pylist([row], schema=TASK_SCHEMA)
 
 
 def match_partition(
     batches: Iterator[pa.RecordBatch],
     ctx: BatchContext,
     produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
-    partition_id: Callable[[], int] = _task_partition,
 ) -> Iterator[pa.RecordBatch]:
-    """Match one partition's event records, send the results, and yield the task's metrics row.
+    """Match one partition's event records, send the results, and yield the task's result row.
 
     Parameters
     ----------
@@ -287,7 +375,11 @@ def match_partition(
     ctx : the batch's context.
     produce : sends Arrow batches of ``key, value, topic`` records and returns how many it
         sent (by default to Kafka with ``ctx.producer``, waiting for every acknowledgement).
-    partition_id : the input partition's number (names this task's file of valid events).
+
+    Yields
+    ------
+    One row of :data:`TASK_SCHEMA`: the task's metrics and its still-valid events, which
+    the driver stores (:class:`ValidityStore`).
     """
     t0 = time.perf_counter_ns()
     if produce is None:
@@ -295,10 +387,10 @@ def match_partition(
     counts = [0] * N_METRICS
     valid: list[ValidEvent] = []
     counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, counts, valid))
-    ValidityStore(ctx.validity_dir).write(ctx.batch_id, partition_id(), valid)
     counts[M_VALID] = len(valid)
     counts[M_TASK_NS] = time.perf_counter_ns() - t0
-    yield pa.RecordBatch.from_arrays([pa.array([c], pa.int64()) for c in counts], schema=METRICS_SCHEMA)
+    yield pa.RecordBatch.from_arrays([*(pa.array([c], pa.int64()) for c in counts),
+                                      pa.array([encode(valid)], pa.binary())], schema=TASK_SCHEMA)
 
 
 def _timed(batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
@@ -478,6 +570,7 @@ class MatchJob:
         with long_lived():
             self.registry = Registry(settings.registry_dir, m.snapshot_every, m.snapshots_kept, m.max_catchup_versions)
         self.validity = ValidityStore(settings.validity_dir)
+        self.shipping = RegistryBroadcast(spark.sparkContext.broadcast)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.producer = config_client_kwargs(client_config, "producer")
         self.consumer = config_client_kwargs(client_config, "consumer")
@@ -497,7 +590,7 @@ class MatchJob:
 
         t0 = time.perf_counter()
         k, m = self.settings.kafka, self.settings.match
-        ranges = logged_ranges(self.settings.checkpoint / "query", batch_id)
+        ranges = logged_ranges(self.query_checkpoint, batch_id)
         if ranges is None:
             rows = [tuple(r) for r in df.filter(F.col("topic") == k.subscriptions_topic)
                     .select("key", "value", "topic", "partition", "offset").collect()]
@@ -511,9 +604,8 @@ class MatchJob:
         retro = retro_notifications(
             m.matcher, new_subscriptions(outcome.delta),
             self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload)
-        index = IndexSpec(str(self.settings.registry_dir), m.matcher, version,
-                          shipped_deltas(self.registry, version, m.max_catchup_versions),
-                          m.max_catchup_versions, self.spark.sparkContext.applicationId if m.shared_index else None)
+        index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
+            app_id=self.spark.sparkContext.applicationId if m.shared_index else None)
         ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
         driver_rows = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
         driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
@@ -523,12 +615,14 @@ class MatchJob:
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 schema=OUT_SCHEMA)]))
         t2 = time.perf_counter()
-        todo = [tuple(r) for r in ranges or () if r.topic == k.events_topic]
+        todo = [(*r, shard) for r in ranges or () if r.topic == k.events_topic for shard in range(m.shards)]
         if ranges is None:
-            tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_partition, ctx=ctx), METRICS_DDL)
+            tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL)
         elif todo:  # a local relation: its rows reach the match tasks without a Python worker of their own
-            tasks = self.spark.createDataFrame(todo, RANGE_DDL).mapInArrow(partial(match_ranges, ctx=ctx), METRICS_DDL)
-        v = sum_metrics(tasks.collect()) if ranges is None or todo else [0] * N_METRICS
+            tasks = self.spark.createDataFrame(todo, RANGE_DDL).mapInArrow(partial(match_ranges, ctx=ctx), TASK_DDL)
+        results = tasks.collect() if ranges is None or todo else []
+        v = sum_metrics(r[:N_METRICS] for r in results)
+        self.validity.write(batch_id, [e for r in results for e in decode(r["valid_events"])])
         t3 = time.perf_counter()
         input_rows = len(rows) + v[M_EVENTS] + v[M_ERRORS]
         self.validity.prune(outcome.now)
@@ -548,6 +642,11 @@ class MatchJob:
         log.info(metrics.log_line())
         self.status.write("running", metrics, registry=dict(self.registry.describe()))
 
+    @property
+    def query_checkpoint(self) -> str:
+        """The URI of the query's own checkpoint (offset and commit logs)."""
+        return join(self.settings.checkpoint, "query")
+
     def start(self, spark: SparkSession | None = None) -> StreamingQuery:
         """Start the match query (reading events and subscriptions, checkpoint under the settings')."""
         from streaming.kafka import read_stream
@@ -560,6 +659,6 @@ class MatchJob:
         self.status.write("starting", registry=dict(self.registry.describe()))
         return (df.writeStream.queryName("match")
                 .foreachBatch(self.process)
-                .option("checkpointLocation", str(self.settings.checkpoint / "query"))
+                .option("checkpointLocation", self.query_checkpoint)
                 .trigger(processingTime=s.trigger_interval)
                 .start())

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streaming.registry import write_atomic
+from streaming.storage import write_file
 
 
 @dataclass
@@ -92,7 +92,7 @@ class StatusFile:
             "batches": self.batches,
             **extra,
         }
-        write_atomic(self.path, json.dumps(doc, indent=1).encode("utf-8"))
+        write_file(self.path, json.dumps(doc, indent=1).encode("utf-8"))
 
 
 def read_status(path: str | Path) -> dict[str, Any] | None:

@@ -8,7 +8,9 @@ Two streaming queries share a checkpoint directory:
   "delete", "id": ...}`` or a tombstone removes one. Records without ``"pattern"`` are
   the match job's and are left alone. Each micro-batch that changes something writes
   the next registry version (a whole JSON file, written atomically and recorded with
-  its batch id so a replayed batch is not applied twice).
+  its batch id so a replayed batch is not applied twice) under the checkpoint location
+  (:mod:`streaming.storage`: a local path, or a shared file system such as HDFS or S3 on
+  a cluster, where the executors read it; a registry they cannot find stops the query).
 * ``patterns`` reads the events topic, parses each event as the match query does
   (:func:`streaming.records.read_event`: the match query reports a refused event, this
   query skips it; its own error records, stages ``pattern-event`` and ``pattern-late``,
@@ -40,10 +42,8 @@ import argparse
 import hashlib
 import json
 import logging
-import os
 import re
 import sys
-import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -69,6 +69,8 @@ from streaming.records import (
     read_envelope,
     read_event,
 )
+from streaming.registry import RegistryError
+from streaming.storage import Directory, join
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -120,19 +122,26 @@ class PatternSettings:
 
 
 class PatternRegistry:
-    """Versioned stateful subscriptions on disk: ``v<version>.json`` per version.
+    """Versioned stateful subscriptions: ``v<version>.json`` per version under a URI or path.
 
     Each file holds the whole set ``{id: [text, since_version]}`` and the batch id that
-    made it. The directory lives under the checkpoint and survives restarts.
+    made it; version 0 (empty) is written when the registry is created. The directory
+    lives under the checkpoint location and survives restarts.
     """
 
     def __init__(self, directory: str | Path):
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir = Directory(directory)
+        self.dir.make()
+        if not any(_VERSION_FILE.match(n) for n in self.dir.names()):
+            self._write(0, -1, {})
+
+    def _write(self, version: int, batch_id: int, patterns: dict[str, list]) -> None:
+        data = orjson.dumps({"version": version, "batch_id": batch_id, "patterns": patterns})
+        self.dir.write(f"v{version:012d}.json", data)
 
     def latest(self) -> tuple[int, int, dict[str, list]]:
-        """``(version, batch id, patterns)`` of the newest version (version 0: empty)."""
-        return load_registry(str(self.dir))
+        """``(version, batch id, patterns)`` of the newest version."""
+        return load_registry(self.dir.uri)
 
     def apply(self, batch_id: int, changes: list[tuple[str, str, str | None]]) -> int:
         """Write the next version with ``(op, id, text)`` changes; idempotent per batch."""
@@ -146,13 +155,7 @@ class PatternRegistry:
                 patterns.pop(sub_id, None)
             else:
                 patterns[sub_id] = [text, new_version]
-        data = orjson.dumps({"version": new_version, "batch_id": batch_id, "patterns": patterns})
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.dir / f"v{new_version:012d}.json")
+        self._write(new_version, batch_id, patterns)
         return new_version
 
 
@@ -161,19 +164,26 @@ _registry_cache: dict[str, tuple[int, tuple[int, int, dict[str, list]]]] = {}
 
 
 def load_registry(directory: str) -> tuple[int, int, dict[str, list]]:
-    """Newest registry version in ``directory`` (cached per process by version)."""
+    """Newest registry version in ``directory``, a URI or path (cached per process by version).
+
+    Raises
+    ------
+    RegistryError
+        If there is no registry there (a missing registry is never read as an empty one).
+    """
+    store = Directory(directory)
     try:
-        names = os.listdir(directory)
+        names = store.names()
     except FileNotFoundError:
-        return 0, -1, {}
+        names = []
     versions = [int(m.group(1)) for n in names if (m := _VERSION_FILE.match(n))]
     if not versions:
-        return 0, -1, {}
+        raise RegistryError(f"no pattern registry at {store.uri} (is the checkpoint location shared with the executors?)")
     v = max(versions)
     cached = _registry_cache.get(directory)
     if cached is not None and cached[0] == v:
         return cached[1]
-    obj = orjson.loads((Path(directory) / f"v{v:012d}.json").read_bytes())
+    obj = orjson.loads(store.read(f"v{v:012d}.json"))
     value = (v, int(obj["batch_id"]), obj["patterns"])
     _registry_cache[directory] = (v, value)
     return value
@@ -464,7 +474,7 @@ def advance(key: tuple, pdfs: Iterator[pd.DataFrame], state, registry_dir: str, 
 
 
 def registry_dir(checkpoint_dir: str | Path) -> str:
-    return str(Path(checkpoint_dir) / "pattern-registry")
+    return join(checkpoint_dir, "pattern-registry")
 
 
 def start_subscriptions_query(spark: SparkSession, kafka_config: dict, subscriptions_topic: str,
@@ -488,7 +498,7 @@ def start_subscriptions_query(spark: SparkSession, kafka_config: dict, subscript
 
     src = kafka.read_stream(spark, config, subscriptions_topic, starting="earliest")
     return (src.writeStream.foreachBatch(on_batch)
-            .option("checkpointLocation", str(Path(checkpoint_dir) / "pattern-subscriptions"))
+            .option("checkpointLocation", join(checkpoint_dir, "pattern-subscriptions"))
             .queryName("pattern-subscriptions").trigger(processingTime=trigger).start())
 
 
@@ -506,7 +516,7 @@ def start_patterns_query(spark: SparkSession, kafka_config: dict, events_topic: 
     kafka.register(spark)
     settings = settings or PatternSettings()
     rdir = registry_dir(checkpoint_dir)
-    Path(rdir).mkdir(parents=True, exist_ok=True)
+    PatternRegistry(rdir)  # exists before the executors read it
     src = kafka.read_stream(spark, dict(kafka_config), events_topic, starting="earliest",
                             max_per_trigger=max_per_trigger)
     rows = src.select("value", "topic", "partition", "offset", "timestamp").mapInPandas(
@@ -519,7 +529,7 @@ def start_patterns_query(spark: SparkSession, kafka_config: dict, events_topic: 
         OUT_DDL, STATE_DDL, "append", GroupStateTimeout.EventTimeTimeout,
     ))
     return (out.writeStream.format("kafka-py").options(**kafka_options(kafka_config))
-            .option("checkpointLocation", str(Path(checkpoint_dir) / "patterns"))
+            .option("checkpointLocation", join(checkpoint_dir, "patterns"))
             .queryName("patterns").trigger(processingTime=trigger).outputMode("append").start())
 
 

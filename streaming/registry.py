@@ -1,16 +1,17 @@
 """The versioned subscription registry: deltas plus periodic snapshots on disk.
 
-Layout under the registry directory (inside the query's checkpoint directory)::
+Layout under the registry directory (inside the query's checkpoint location, any
+file system :mod:`streaming.storage` reaches)::
 
     deltas/<version:012d>.pkl      Delta: version, batch id, batch time, changes
     snapshots/<version:012d>.pkl   Snapshot: version, batch id, time, {id: Subscription}
 
 Version 0 is the empty registry. The driver appends each micro-batch's accepted
 changes as the next version, recording the batch id, so that a batch replayed after a
-crash finds its version instead of appending it twice. Every file is written to a
-temporary name, flushed to disk and renamed, so a reader sees whole files or none.
-Executors rebuild an index from the latest snapshot at or below the version they need
-plus the deltas after it (:func:`load_state`, :func:`read_deltas`).
+crash finds its version instead of appending it twice. Every file is written whole or
+not at all (:meth:`streaming.storage.Directory.write`). Only the driver reads and writes
+these files; executors get the registry from Spark (a broadcast snapshot and the deltas
+shipped with the task, :mod:`streaming.executor_cache`).
 
 The files are pickles written by this service for itself; the checkpoint directory
 must be as trusted as the code.
@@ -19,15 +20,14 @@ must be as trusted as the code.
 from __future__ import annotations
 
 import heapq
-import os
 import pickle
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
 from streaming.records import DELETE, UPSERT, Change
+from streaming.storage import Directory
 
 DELTAS = "deltas"
 SNAPSHOTS = "snapshots"
@@ -130,39 +130,24 @@ class RegistryError(RuntimeError):
     """The registry on disk is inconsistent (a missing delta, an unreadable file)."""
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file, or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def _name(version: int) -> str:
     return f"{version:012d}{SUFFIX}"
 
 
-def _versions(directory: Path) -> list[int]:
-    """Sorted versions of the complete files in ``directory``."""
-    if not directory.is_dir():
-        return []
+def _versions(directory: Directory) -> list[int]:
+    """Sorted versions of the complete files in ``directory``.
+
+    Raises
+    ------
+    RegistryError
+        If the directory does not exist.
+    """
+    try:
+        entries = directory.names()
+    except FileNotFoundError:
+        raise RegistryError(f"no registry directory {directory.uri}") from None
     out = []
-    for entry in os.listdir(directory):
+    for entry in entries:
         if entry.endswith(SUFFIX) and not entry.startswith("."):
             try:
                 out.append(int(entry[: -len(SUFFIX)]))
@@ -171,14 +156,12 @@ def _versions(directory: Path) -> list[int]:
     return sorted(out)
 
 
-def _read(path: Path):
+def _read(directory: Directory, version: int):
+    data = directory.read(_name(version))
     try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except FileNotFoundError:
-        raise
+        return pickle.loads(data)
     except Exception as exc:
-        raise RegistryError(f"cannot read registry file {path}: {exc}") from exc
+        raise RegistryError(f"cannot read registry file {directory.uri}/{_name(version)}: {exc}") from exc
 
 
 def net_changes(deltas: Iterable[Delta]) -> tuple[list[str], list[Subscription]]:
@@ -207,7 +190,7 @@ def apply_deltas(subscriptions: dict[str, Subscription], deltas: Iterable[Delta]
     return subscriptions
 
 
-def read_deltas(directory: str | Path, after: int, upto: int) -> list[Delta]:
+def read_deltas(directory: str | Path | Directory, after: int, upto: int) -> list[Delta]:
     """Deltas ``after + 1 .. upto`` from disk, in order.
 
     Raises
@@ -215,20 +198,24 @@ def read_deltas(directory: str | Path, after: int, upto: int) -> list[Delta]:
     RegistryError
         If one of them is missing (pruned after a newer snapshot, or never written).
     """
-    base = Path(directory) / DELTAS
+    base = _directory(directory).sub(DELTAS)
     out = []
     for version in range(after + 1, upto + 1):
         try:
-            delta = _read(base / _name(version))
+            delta = _read(base, version)
         except FileNotFoundError:
-            raise RegistryError(f"registry delta {version} is missing in {base}") from None
+            raise RegistryError(f"registry delta {version} is missing in {base.uri}") from None
         out.append(delta)
     return out
 
 
-def load_state(directory: str | Path, version: int | None = None) -> Snapshot:
+def _directory(location: str | Path | Directory) -> Directory:
+    return location if isinstance(location, Directory) else Directory(location)
+
+
+def load_state(directory: str | Path | Directory, version: int | None = None) -> Snapshot:
     """The registry at ``version`` (the latest when ``None``): latest snapshot at or below it plus deltas."""
-    directory = Path(directory)
+    directory = _directory(directory)
     for _attempt in range(3):  # a concurrent prune may remove a file between listing and reading
         try:
             return _load_state(directory, version)
@@ -237,15 +224,15 @@ def load_state(directory: str | Path, version: int | None = None) -> Snapshot:
     return _load_state(directory, version)
 
 
-def _load_state(directory: Path, version: int | None) -> Snapshot:
-    deltas = _versions(directory / DELTAS)
-    latest = max(deltas[-1] if deltas else 0, *(_versions(directory / SNAPSHOTS) or [0]))
+def _load_state(directory: Directory, version: int | None) -> Snapshot:
+    deltas = _versions(directory.sub(DELTAS))
+    latest = max(deltas[-1] if deltas else 0, *(_versions(directory.sub(SNAPSHOTS)) or [0]))
     target = latest if version is None else version
     if target > latest:
-        raise RegistryError(f"registry version {target} is not on disk (latest is {latest}) in {directory}")
-    snaps = [v for v in _versions(directory / SNAPSHOTS) if v <= target]
+        raise RegistryError(f"registry version {target} is not stored (latest is {latest}) in {directory.uri}")
+    snaps = [v for v in _versions(directory.sub(SNAPSHOTS)) if v <= target]
     if snaps:
-        snap: Snapshot = _read(directory / SNAPSHOTS / _name(snaps[-1]))
+        snap: Snapshot = _read(directory.sub(SNAPSHOTS), snaps[-1])
         subs = snap.subscriptions
         base_version, batch_id, time = snap.version, snap.batch_id, snap.time
     else:
@@ -262,7 +249,7 @@ class Registry:
 
     Parameters
     ----------
-    directory : where the deltas and snapshots live (created if missing).
+    directory : where the deltas and snapshots live, a URI or path (created if missing).
     snapshot_every : write a snapshot when this many versions passed since the last one.
     snapshots_kept : snapshots to keep; deltas at or below the oldest kept one are removed.
     recent : how many recent deltas to keep in memory for executors to catch up with.
@@ -270,17 +257,18 @@ class Registry:
 
     def __init__(self, directory: str | Path, snapshot_every: int = 50, snapshots_kept: int = 2,
                  recent: int = 20):
-        self.directory = Path(directory)
+        self.directory = Directory(directory)
+        self.deltas, self.snapshots = self.directory.sub(DELTAS), self.directory.sub(SNAPSHOTS)
         self.snapshot_every = snapshot_every
         self.snapshots_kept = snapshots_kept
         self.recent_limit = recent
-        (self.directory / DELTAS).mkdir(parents=True, exist_ok=True)
-        (self.directory / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
+        self.deltas.make()
+        self.snapshots.make()
         state = load_state(self.directory)
         self.version = state.version
         self.batch_id = state.batch_id
         self.subscriptions: dict[str, Subscription] = state.subscriptions
-        snaps = _versions(self.directory / SNAPSHOTS)
+        snaps = _versions(self.snapshots)
         self.snapshot_version = snaps[-1] if snaps else 0
         first = max(self.snapshot_version, self.version - recent)
         self.recent: list[Delta] = read_deltas(self.directory, first, self.version)
@@ -328,7 +316,7 @@ class Registry:
         if not changes:
             return None
         delta = Delta(self.version + 1, batch_id, time, changes)
-        write_atomic(self.directory / DELTAS / _name(delta.version), pickle.dumps(delta, protocol=5))
+        self.deltas.write(_name(delta.version), pickle.dumps(delta, protocol=5))
         apply_deltas(self.subscriptions, [delta])
         for c in changes:
             if c.op == UPSERT and c.subscription.expires is not None:  # type: ignore[union-attr]
@@ -355,28 +343,28 @@ class Registry:
         """Write a snapshot of the current version and prune old files."""
         snap = Snapshot(self.version, self.batch_id, self.recent[-1].time if self.recent else 0.0,
                         self.subscriptions)
-        write_atomic(self.directory / SNAPSHOTS / _name(self.version), pickle.dumps(snap, protocol=5))
+        self.snapshots.write(_name(self.version), pickle.dumps(snap, protocol=5))
         self.snapshot_version = self.version
         self.prune()
 
     def prune(self) -> None:
         """Remove snapshots beyond ``snapshots_kept`` and the deltas at or below the oldest kept one."""
-        snaps = _versions(self.directory / SNAPSHOTS)
+        snaps = _versions(self.snapshots)
         keep = snaps[-self.snapshots_kept:]
         for v in snaps[: -self.snapshots_kept]:
-            (self.directory / SNAPSHOTS / _name(v)).unlink(missing_ok=True)
+            self.snapshots.remove(_name(v))
         if keep:
-            for v in _versions(self.directory / DELTAS):
+            for v in _versions(self.deltas):
                 if v <= keep[0]:
-                    (self.directory / DELTAS / _name(v)).unlink(missing_ok=True)
+                    self.deltas.remove(_name(v))
 
     def describe(self) -> Mapping[str, object]:
         """Version, size and files, for ``status`` and ``scripts/show.py``."""
         return {
-            "directory": str(self.directory),
+            "directory": self.directory.uri,
             "version": self.version,
             "last_batch_id": self.batch_id,
             "subscriptions": len(self.subscriptions),
-            "snapshots": _versions(self.directory / SNAPSHOTS),
-            "deltas_on_disk": len(_versions(self.directory / DELTAS)),
+            "snapshots": _versions(self.snapshots),
+            "deltas_on_disk": len(_versions(self.deltas)),
         }

@@ -3,6 +3,13 @@
 Spark's JVM logs through ``conf/log4j2.properties``: warnings on the console one line each,
 whole records with their stack traces in ``<log dir>/spark.log``. The web UI is on, bound
 to loopback (``spark.ui.enabled=false`` turns it off).
+
+A local master (``local[...]``) binds the driver to loopback. Any other master (a
+standalone cluster, YARN, Kubernetes) keeps Spark's own address choice (set
+``spark.driver.host`` in ``spark.conf`` where it guesses wrong), and its executors run
+the interpreter ``PYSPARK_PYTHON`` names (this one by default) with ``PYTHONPATH`` = this
+project's root unless ``spark.conf`` sets ``spark.executorEnv.PYTHONPATH``: the project
+and its environment must be at those paths on every node, or shipped (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -33,9 +40,13 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "true",  # bound to SPARK_LOCAL_IP (127.0.0.1 unless set)
     "spark.ui.port": "4040",  # the next free port after it when taken
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.streaming.stopTimeout": "30s",
+}
+
+#: Added for local masters only: the driver and its Python workers stay on loopback.
+LOCAL_CONF: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
-    "spark.sql.streaming.stopTimeout": "30s",
 }
 
 
@@ -65,11 +76,22 @@ def check_java() -> str:
     return done.stderr.decode(errors="replace").splitlines()[0] if done.stderr else java
 
 
-def _prepare_environment() -> None:
+def is_local(master: str) -> bool:
+    """Whether ``master`` runs the executors inside the driver's JVM (``local``, ``local[2]``, ...)."""
+    return master == "local" or master.startswith("local[")
+
+
+def cluster_conf() -> dict[str, str]:
+    """Settings a cluster's executors need to import the project (its root on their ``PYTHONPATH``)."""
+    return {"spark.executorEnv.PYTHONPATH": str(PROJECT_ROOT)}
+
+
+def _prepare_environment(local: bool) -> None:
     """Python workers must run this interpreter, reach the driver and import the project."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if str(PROJECT_ROOT) not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
@@ -107,8 +129,9 @@ def get_session(
         Spark master URL; ``local[N]`` becomes ``local[N,4]`` so that a failed task is retried.
     conf : Mapping[str, Any], optional
         Extra Spark settings, applied over the defaults (2 shuffle partitions, Arrow on,
-        UI on loopback, UTC session time zone, driver bound to 127.0.0.1); a
-        ``spark.driver.extraJavaOptions`` given here is appended to the logging options.
+        UI on loopback, UTC session time zone; a local master binds the driver to 127.0.0.1,
+        any other gets :func:`cluster_conf`); a ``spark.driver.extraJavaOptions`` given here
+        is appended to the logging options.
     log_dir : path, optional
         Directory of Spark's log file ``spark.log`` (default ``var/logs`` of the project).
 
@@ -122,10 +145,11 @@ def get_session(
     JavaNotFoundError
         If Java is missing.
     """
-    _prepare_environment()
+    local = is_local(master)
+    _prepare_environment(local)
     check_java()
     Path(log_dir or DEFAULT_LOG_DIR).mkdir(parents=True, exist_ok=True)
-    settings = {**DEFAULT_CONF, **(conf or {})}
+    settings = {**DEFAULT_CONF, **(LOCAL_CONF if local else cluster_conf()), **(conf or {})}
     settings["spark.driver.extraJavaOptions"] = java_options(
         log_dir, str(settings.get("spark.driver.extraJavaOptions", "")))
     builder = SparkSession.builder.appName(app_name).master(retrying_master(master))

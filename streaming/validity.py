@@ -1,11 +1,13 @@
 """Events with a validity end (Fabret et al., Section 1): kept until then, matched by new subscriptions.
 
 An event whose reserved field (``valid_until`` by default, seconds since the epoch)
-lies in the future is written by the task that matched it to a file of the store,
-one file per (batch, input partition), named so that a replayed task overwrites its
-own file and expired files are found without reading them::
+lies in the future goes back to the driver in the result row of the task that matched
+it (:func:`encode`), and the driver stores the batch's valid events in one file of the
+store under the checkpoint location (any file system :mod:`streaming.storage` reaches),
+named so that a replayed batch overwrites its own file and expired files are found
+without reading them::
 
-    validity/b<batch:012d>-p<partition:05d>-u<last validity end, ms>.jsonl
+    validity/b<batch:012d>-u<last validity end, ms>.jsonl
 
 When a batch brings new or changed subscriptions, the driver matches them against the
 events of earlier batches that are still valid (:meth:`ValidityStore.valid_events`) and
@@ -15,14 +17,13 @@ notifies them (the notification says ``"retro": true``).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
 
-from streaming.registry import write_atomic
+from streaming.storage import Directory
 
 
 class ValidEvent(NamedTuple):
@@ -46,78 +47,83 @@ def validity_end(event: dict[str, Any], field: str, now: float, max_validity_s: 
     return min(end, now + max_validity_s)
 
 
-def _file_name(batch_id: int, partition: int, until: float) -> str:
-    return f"b{batch_id:012d}-p{partition:05d}-u{int(math.ceil(until * 1000))}.jsonl"
+def encode(events: Iterable[ValidEvent]) -> bytes:
+    """Valid events as JSON lines (a task's result column, a file of the store)."""
+    return b"".join(
+        orjson.dumps({"topic": e.topic, "partition": e.partition, "offset": e.offset, "ts": e.timestamp_ms,
+                      "until": e.valid_until, "id": e.event_id, "raw": e.raw.decode("utf-8")}) + b"\n"
+        for e in events
+    )
 
 
-def _parse_name(name: str) -> tuple[int, int, float] | None:
+def decode(data: bytes) -> list[ValidEvent]:
+    """The inverse of :func:`encode`."""
+    out = []
+    for line in data.splitlines():
+        r = orjson.loads(line)
+        out.append(ValidEvent(r["topic"], r["partition"], r["offset"], r["ts"], r["until"], r["id"],
+                              r["raw"].encode("utf-8")))
+    return out
+
+
+def _file_name(batch_id: int, until: float) -> str:
+    return f"b{batch_id:012d}-u{int(math.ceil(until * 1000))}.jsonl"
+
+
+def _parse_name(name: str) -> tuple[int, float] | None:
     if not (name.startswith("b") and name.endswith(".jsonl")):
         return None
     try:
-        b, p, u = name[1:-6].split("-")
-        return int(b), int(p[1:]), int(u[1:]) / 1000.0
+        b, u = name[1:-6].split("-")
+        return int(b), int(u[1:]) / 1000.0
     except ValueError:
         return None
 
 
 class ValidityStore:
-    """Files of still-valid events under ``directory``."""
+    """Files of still-valid events under ``location`` (a URI or path; created here, by the driver).
 
-    def __init__(self, directory: str | Path):
-        self.directory = Path(directory)
+    A store whose directory disappears is an error (``FileNotFoundError``), never an empty store.
+    """
 
-    def write(self, batch_id: int, partition: int, events: Iterable[ValidEvent]) -> int:
-        """Store a task's valid events (replacing what a previous attempt of the task wrote)."""
+    def __init__(self, location: str | Path):
+        self.directory = Directory(location)
+        self.directory.make()
+
+    def write(self, batch_id: int, events: Iterable[ValidEvent]) -> int:
+        """Store a batch's valid events (replacing what a previous run of the batch wrote)."""
         events = list(events)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        prefix = f"b{batch_id:012d}-p{partition:05d}-"
-        for old in os.listdir(self.directory):
-            if old.startswith(prefix):
-                (self.directory / old).unlink(missing_ok=True)
+        for _b, _until, name in self._files(batch_id):
+            self.directory.remove(name)
         if not events:
             return 0
-        lines = b"".join(
-            orjson.dumps({"topic": e.topic, "partition": e.partition, "offset": e.offset, "ts": e.timestamp_ms,
-                          "until": e.valid_until, "id": e.event_id, "raw": e.raw.decode("utf-8")}) + b"\n"
-            for e in events
-        )
         until = max(e.valid_until for e in events)
-        write_atomic(self.directory / _file_name(batch_id, partition, until), lines)
+        self.directory.write(_file_name(batch_id, until), encode(events))
         return len(events)
 
-    def _files(self) -> list[tuple[int, int, float, Path]]:
-        if not self.directory.is_dir():
-            return []
+    def _files(self, batch_id: int | None = None) -> list[tuple[int, float, str]]:
         out = []
-        for name in os.listdir(self.directory):
+        for name in self.directory.names():
             parsed = _parse_name(name)
-            if parsed is not None:
-                out.append((*parsed, self.directory / name))
+            if parsed is not None and (batch_id is None or parsed[0] == batch_id):
+                out.append((*parsed, name))
         return sorted(out)
 
     def valid_events(self, before_batch: int, now: float) -> list[ValidEvent]:
         """Events stored by batches before ``before_batch`` that are still valid after ``now``."""
         out = []
-        for batch_id, _partition, until, path in self._files():
+        for batch_id, until, name in self._files():
             if batch_id >= before_batch or until <= now:
                 continue
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                continue
-            for line in data.splitlines():
-                r = orjson.loads(line)
-                if r["until"] > now:
-                    out.append(ValidEvent(r["topic"], r["partition"], r["offset"], r["ts"], r["until"], r["id"],
-                                          r["raw"].encode("utf-8")))
+            out.extend(e for e in decode(self.directory.read(name)) if e.valid_until > now)
         return out
 
     def prune(self, now: float) -> int:
         """Remove the files whose every event expired at ``now``; returns how many."""
         removed = 0
-        for _b, _p, until, path in self._files():
+        for _b, until, name in self._files():
             if until <= now:
-                path.unlink(missing_ok=True)
+                self.directory.remove(name)
                 removed += 1
         return removed
 

@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
+from types import SimpleNamespace
 
 MB = 1 << 20
 
@@ -125,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from streaming import shared_index
     from streaming.executor_cache import IndexSpec
     from streaming.records import DELETE, UPSERT, Change
-    from streaming.registry import Registry
+    from streaming.registry import Registry, load_state
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="10,000 subscriptions, 1 and 2 workers, counting")
@@ -154,11 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         changes += [Change(UPSERT, f"new-{s.id}", replace(s, id=f"new-{s.id}")) for s in subs[-n_change:]]
         delta = reg.append(1, changes, time.time())
         assert delta is not None
+        base = SimpleNamespace(value=load_state(registry_dir, 1))  # as the driver's broadcast of version 1
         for matcher in args.matchers:
             for mode in ("own", "shared"):
                 for n in args.workers:
                     app_id = f"bench-{uuid.uuid4().hex[:8]}" if mode == "shared" else None
-                    spec = IndexSpec(registry_dir, matcher, 1, app_id=app_id)
+                    spec = IndexSpec(registry_dir, matcher, 1, base=base, app_id=app_id)
                     then = spec._replace(version=2, deltas=(delta,))
                     try:
                         print(summary(matcher, mode, n, run_workers(spec, n, warm, events)), flush=True)

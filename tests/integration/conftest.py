@@ -75,3 +75,12 @@ def topic_factory(kafka_config: dict[str, Any]) -> Callable[..., str]:
         return name
 
     return make
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A standalone Spark cluster on loopback (master, two 1-core workers), stopped at the end."""
+    from tests.integration.cluster import standalone_cluster
+
+    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster")) as cluster:
+        yield cluster

@@ -1,7 +1,7 @@
 """Hostile input through the real broker into the running service: the stream stays up.
 
 A corpus of bad events and subscriptions, interleaved with good ones, goes through the
-match query and the patterns queries (run as ``streaming.__main__.start_patterns`` runs
+match query and the patterns queries (run as ``streaming.__main__.pattern_starters`` starts
 them) in the test's Spark session. Every good event gets exactly its oracle
 notifications, every bad input exactly one error record (deterministic id, reason,
 stage), and every query is still active at the end. Run with ``-s`` for the table
@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from matchers.expr import Subscription, pred, to_text
-from streaming.__main__ import start_patterns
+from streaming.__main__ import pattern_starters
 from streaming.match_job import MatchJob
 from streaming.notifications import notification_id
 from tests.integration.kafka_helpers import consume_all, produce
@@ -137,7 +137,7 @@ def test_hostile_corpus_one_error_per_bad_input(spark: Any, kafka_config: dict, 
     sub_rows = [sub_record(s) for s in subs]
     produce(kafka_config, topics.subscriptions,
             sub_rows[:30] + [(k, c.value) for k, c in bad_subs] + sub_rows[30:], linger_ms=100)
-    queries = [job.start(), *start_patterns(settings, spark, kafka_config)]
+    queries = [job.start(), *(start() for start in pattern_starters(settings, spark, kafka_config))]
     try:
         run_queries(queries)  # every subscription is registered before the events arrive
         cases = bad_events() + good_events()

@@ -95,7 +95,7 @@ def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path):
     proc = _start(kafka_config, topics, checkpoint, log)
     try:
         registry = checkpoint / "pattern-registry"
-        _wait_for(lambda: registry.exists() and any(registry.glob("v*.json")), proc, log, 300, "the registry")
+        _wait_for(lambda: (registry / "v000000000001.json").exists(), proc, log, 300, "the registry's first version")
         produce(kafka_config, topics["events"], [(e.attrs["name"], event_json(e)) for e in first])
         _wait_for(lambda: set(_distinct(kafka_config, topics["notes"]).values()) >= expected_first,
                   proc, log, 300, "the first half's notifications",

@@ -20,6 +20,7 @@ from streaming.patterns import (
     to_keyed_rows,
 )
 from streaming.records import Position
+from streaming.registry import RegistryError
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
 
@@ -61,6 +62,16 @@ def test_registry_versions_and_replay(tmp_path):
     assert (v, batch, sorted(patterns)) == (2, 1, ["b"])
     assert patterns["b"][1] == 1  # registered at version 1
     assert partition_keys(str(tmp_path))[1:] == ([], True)
+
+
+def test_a_missing_registry_is_an_error_never_empty(tmp_path):
+    with pytest.raises(RegistryError, match="no pattern registry"):
+        partition_keys(str(tmp_path / "nowhere"))
+    PatternRegistry((tmp_path / "r").as_uri())  # created (version 0) by the driver, at a URI
+    assert partition_keys(str(tmp_path / "r")) == (0, [], False)
+    (tmp_path / "r" / "v000000000000.json").unlink()
+    with pytest.raises(RegistryError):
+        partition_keys(str(tmp_path / "r"))
 
 
 class FakeState:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 
 import orjson
@@ -83,3 +84,24 @@ def kafka_batch(values: list[bytes | None], topic: str = "events", partition: in
 
 def dumps(obj) -> bytes:
     return orjson.dumps(obj)
+
+
+class LocalBroadcast:
+    """A stand-in for a pyspark ``Broadcast``: pickled once, loaded on first use into ``_value``."""
+
+    made: list[LocalBroadcast] = []
+
+    def __init__(self, value) -> None:
+        self.data = pickle.dumps(value)
+        self.destroyed = False
+        LocalBroadcast.made.append(self)
+
+    @property
+    def value(self):
+        assert not self.destroyed, "a destroyed broadcast was used"
+        if not hasattr(self, "_value"):
+            self._value = pickle.loads(self.data)
+        return self._value
+
+    def destroy(self) -> None:
+        self.destroyed = True

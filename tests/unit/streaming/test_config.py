@@ -17,7 +17,15 @@ def test_shipped_file_loads_with_documented_defaults():
     assert s.kafka.bootstrap_servers == ""
     assert s.kafka.topic_partitions()["events"] == s.kafka.events_partitions
     assert s.spark.conf["spark.sql.shuffle.partitions"] == "2"
-    assert s.registry_dir == Path(s.spark.checkpoint_dir) / "registry"
+    assert s.registry_dir == (Path(s.spark.checkpoint_dir).resolve() / "registry").as_uri()
+
+
+def test_checkpoint_locations_are_uris():
+    relative = load(None, ["spark.checkpoint_dir=var/ck pt"], {})
+    assert relative.checkpoint == (Path("var/ck pt").resolve()).as_uri() and "%20" in relative.checkpoint
+    for uri in ("file:///srv/ckpt", "hdfs://nn:8020/ckpt", "s3a://bucket/ckpt"):
+        s = load(None, [f"spark.checkpoint_dir={uri}/"], {})
+        assert (s.checkpoint, s.validity_dir) == (uri, uri + "/validity")
 
 
 def test_precedence_file_env_flag(tmp_path):
@@ -99,6 +107,6 @@ def test_relative_paths_resolve_against_the_project_root_from_any_directory(tmp_
     s = load(None, ["spark.checkpoint_dir=var/ck", "status.log_dir=logs"], {})
     assert s.spark.checkpoint_dir == str(ROOT / "var" / "ck") and s.status.log_dir == str(ROOT / "logs")
     assert s.status.status_file == str(ROOT / "var" / "status.json")  # from conf/pubsub.toml, found from tmp_path
-    assert s.checkpoint == ROOT / "var" / "ck"
+    assert s.checkpoint == (ROOT / "var" / "ck").as_uri()
     s = load(None, [f"status.status_file={tmp_path / 's.json'}", "spark.checkpoint_dir=hdfs://nn/ck"], {})
     assert s.status.status_file == str(tmp_path / "s.json") and s.spark.checkpoint_dir == "hdfs://nn/ck"

@@ -1,4 +1,4 @@
-"""The per-worker index cache: catch-up by shipped deltas, from disk, rebuilds; always equal to the oracle."""
+"""The per-worker index cache: catch-up by shipped deltas, rebuilds from the broadcast snapshot; equal to the oracle."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import pytest
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache
 from streaming.executor_cache import IndexSpec, index_for
+from streaming.match_job import RegistryBroadcast
 from streaming.records import DELETE, UPSERT, Change
-from streaming.registry import Registry
+from streaming.registry import Registry, RegistryError, load_state
 
-from .helpers import random_event, random_subscriptions
+from .helpers import LocalBroadcast, random_event, random_subscriptions
 
 
 @pytest.fixture(autouse=True)
@@ -44,52 +45,70 @@ def evolve(reg: Registry, rng: random.Random, batch_id: int, pool):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_catch_up_paths_match_the_oracle(tmp_path, seed):
+def test_catch_up_and_rebuild_paths_match_the_oracle(tmp_path, seed):
     rng = random.Random(seed)
     pool = random_subscriptions(rng, 40, "a") + random_subscriptions(rng, 40, "b")
     reg = Registry(tmp_path, snapshot_every=4, snapshots_kept=2, recent=3)
-    spec = lambda v, deltas=(): IndexSpec(str(tmp_path), "counting", v, tuple(deltas), max_catchup=5)  # noqa: E731
-    entry = index_for(spec(0))
+    shipping = RegistryBroadcast(LocalBroadcast)
+    entry = index_for(shipping.spec(reg, "counting", 0, 3))
     assert entry.version == 0 and len(entry.matcher) == 0
-    for b in range(12):
+    rebuilds = 0
+    for b in range(14):
         evolve(reg, rng, b, pool)
-        mode = b % 3
-        if mode == 0:  # shipped deltas
-            entry = index_for(spec(reg.version, reg.deltas_since(entry.version) or ()))
-        elif mode == 1:  # nothing shipped: from disk (or a rebuild when pruned)
-            entry = index_for(spec(reg.version))
-        else:  # skip a batch, then catch up two versions at once
+        if b % 3 == 2:  # skip a batch, then catch up two versions at once
             continue
+        if b % 4 == 3:  # a new Python worker: built from the broadcast snapshot and the shipped deltas
+            rebuilds += 1
+            executor_cache.clear()
+        entry = index_for(shipping.spec(reg, "counting", reg.version, 3))
         assert entry.version == reg.version
         check(entry, reg.subscriptions, rng)
-    assert entry.catchups > 0
+    assert entry.catchups > 0 and rebuilds > 1
+    assert shipping.made > 2 and sum(not b.destroyed for b in LocalBroadcast.made[-shipping.made:]) == 1
 
 
 def test_rebuild_when_too_far_behind_or_ahead(tmp_path):
     rng = random.Random(7)
     pool = random_subscriptions(rng, 30)
     reg = Registry(tmp_path, snapshot_every=5)
-    entry = index_for(IndexSpec(str(tmp_path), "counting", 0))
+    shipping = RegistryBroadcast(LocalBroadcast)
+    entry = index_for(shipping.spec(reg, "counting", 0, 3))
     for b in range(8):
         evolve(reg, rng, b, pool)
-    far = index_for(IndexSpec(str(tmp_path), "counting", reg.version, max_catchup=3))
+    far = index_for(shipping.spec(reg, "counting", reg.version, 3))
     assert far.rebuilds == 2 and far.version == 8
     check(far, reg.subscriptions, rng)
-    from streaming.registry import load_state
-
-    back = index_for(IndexSpec(str(tmp_path), "counting", 6))  # a replayed older batch
-    assert back.version == 6 and back.rebuilds == 3
+    back = index_for(shipping.spec(reg, "counting", 6, 3))  # a replayed older batch: a snapshot of version 6
+    assert back.version == 6 and back.rebuilds == 3 and shipping.base_version == 6
     check(back, load_state(tmp_path, 6).subscriptions, rng)
     assert entry is not back
 
 
-def test_same_version_is_served_from_cache(tmp_path):
+def test_same_version_is_served_from_cache_and_the_broadcast_is_reused(tmp_path):
     reg = Registry(tmp_path)
     rng = random.Random(1)
     evolve(reg, rng, 0, random_subscriptions(rng, 10))
-    a = index_for(IndexSpec(str(tmp_path), "counting", 1))
-    b = index_for(IndexSpec(str(tmp_path), "counting", 1))
-    assert a is b and a.rebuilds == 1 and a.catchups == 0
+    shipping = RegistryBroadcast(LocalBroadcast)
+    a = index_for(shipping.spec(reg, "counting", 1, 20))
+    b = index_for(shipping.spec(reg, "counting", 1, 20))
+    assert a is b and a.rebuilds == 1 and a.catchups == 0 and shipping.made == 1
+    assert not hasattr(shipping.base, "_value")  # the worker keeps the index, not the snapshot as well
+    executor_cache.clear()
+    again = index_for(shipping.spec(reg, "counting", 1, 20))  # a new worker, the same broadcast
+    assert again is not a and shipping.made == 1
+    check(again, reg.subscriptions, rng)
+
+
+def test_a_spec_that_cannot_make_its_version_is_an_error(tmp_path):
+    reg = Registry(tmp_path)
+    rng = random.Random(2)
+    for b in range(3):
+        evolve(reg, rng, b, random_subscriptions(rng, 10))
+    with pytest.raises(RegistryError, match="no registry snapshot"):
+        index_for(IndexSpec(reg.directory.uri, "counting", 3))
+    old = LocalBroadcast(load_state(tmp_path, 1))
+    with pytest.raises(RegistryError, match="do not make version 3"):  # delta 2 is not shipped
+        index_for(IndexSpec(reg.directory.uri, "counting", 3, tuple(reg.recent[-1:]), base=old))
 
 
 def test_long_lived_freezes_what_it_builds_and_restores_collection():
@@ -106,3 +125,19 @@ def test_long_lived_freezes_what_it_builds_and_restores_collection():
         assert gc.isenabled() and gc.get_freeze_count() >= before + len(kept)
     finally:
         gc.unfreeze()
+
+
+def test_shard_indexes_partition_the_subscriptions(tmp_path):
+    from streaming.executor_cache import shard_of
+
+    rng = random.Random(3)
+    pool = random_subscriptions(rng, 60)
+    reg = Registry(tmp_path)
+    shipping = RegistryBroadcast(LocalBroadcast)
+    for b in range(4):
+        evolve(reg, rng, b, pool)
+        specs = [shipping.spec(reg, "counting", reg.version, 20, 3)._replace(shard=s) for s in range(3)]
+        entries = [index_for(spec) for spec in specs]  # built at b == 0, caught up after
+        for s, entry in enumerate(entries):
+            check(entry, {i: sub for i, sub in reg.subscriptions.items() if shard_of(i, 3) == s}, rng, 20)
+    assert sum(len(e.matcher) for e in entries) == len(reg.subscriptions) and entries[0].catchups == 3

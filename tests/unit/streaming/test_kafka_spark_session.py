@@ -25,7 +25,7 @@ def test_environment_points_workers_at_this_interpreter_and_project(
     for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
-    session._prepare_environment()
+    session._prepare_environment(local=True)
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
     assert os.environ["PYSPARK_DRIVER_PYTHON"] == sys.executable
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
@@ -33,13 +33,13 @@ def test_environment_points_workers_at_this_interpreter_and_project(
         str(session.PROJECT_ROOT),
         "/somewhere/else",
     ]
-    session._prepare_environment()  # idempotent
+    session._prepare_environment(local=True)  # idempotent
     assert os.environ["PYTHONPATH"].count(str(session.PROJECT_ROOT)) == 1
 
 
 def test_explicit_settings_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python")
-    session._prepare_environment()
+    session._prepare_environment(local=True)
     assert os.environ["PYSPARK_PYTHON"] == "/opt/python"
 
 
@@ -94,3 +94,12 @@ def test_get_session_passes_the_settings_and_retries_a_failed_start_once(
     assert builder.conf["spark.driver.extraJavaOptions"] == (
         f"-Dlog4j2.configurationFile=file:{session.LOG4J_CONF} -Dpubsub.log.dir={tmp_path / 'logs'} -Dmine=1")
     assert (tmp_path / "logs").is_dir()
+
+
+def test_only_local_masters_are_pinned_to_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    session._prepare_environment(local=False)
+    assert "SPARK_LOCAL_IP" not in os.environ
+    assert [session.is_local(m) for m in ("local", "local[2]", "local[*]", "spark://h:7077", "yarn")] == [
+        True, True, True, False, False]
+    assert session.cluster_conf() == {"spark.executorEnv.PYTHONPATH": str(session.PROJECT_ROOT)}

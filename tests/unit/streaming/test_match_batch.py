@@ -12,7 +12,6 @@ from matchers.events import flatten
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, notifications
 from streaming.config import Settings
-from streaming.executor_cache import IndexSpec
 from streaming.match_job import (
     M_ERRORS,
     M_EVENTS,
@@ -22,20 +21,21 @@ from streaming.match_job import (
     M_VALID,
     N_METRICS,
     BatchContext,
+    RegistryBroadcast,
     apply_changes,
     logged_ranges,
+    match_all_shards,
     match_partition,
     match_ranges,
     new_subscriptions,
     retro_notifications,
-    shipped_deltas,
     sum_metrics,
 )
 from streaming.records import default_parser
 from streaming.registry import Registry
-from streaming.validity import ValidityStore
+from streaming.validity import ValidityStore, decode
 
-from .helpers import kafka_batch, random_event, random_subscriptions
+from .helpers import LocalBroadcast, kafka_batch, random_event, random_subscriptions
 
 
 @pytest.fixture(autouse=True)
@@ -55,9 +55,9 @@ def sub_rows(records, topic="subscriptions"):
 
 
 def run_partition(settings, registry, batch_id, now, batches, payload="event"):
+    """Rows sent by one task, its metrics and its valid events (as the driver stores them)."""
     settings = settings.replace(notifications={"payload": payload})
-    spec = IndexSpec(str(settings.registry_dir), "counting", registry.version,
-                     shipped_deltas(registry, registry.version, 20))
+    spec = RegistryBroadcast(LocalBroadcast).spec(registry, "counting", registry.version, 20)
     ctx = BatchContext.of(settings, batch_id, now, spec, {}, {})
     rows: list[dict] = []
 
@@ -66,10 +66,14 @@ def run_partition(settings, registry, batch_id, now, batches, payload="event"):
         rows.extend(r for rb in batches for r in rb.to_pylist())
         return len(rows) - before
 
-    out = list(match_partition(iter(batches), ctx, produce, partition_id=lambda: 0))
-    metrics = [list(r.values()) for rb in out for r in rb.to_pylist()]
-    assert len(metrics) == 1 and metrics[0][M_RECORDS] == len(rows)
-    return rows, sum_metrics(metrics)
+    out = [r for rb in match_partition(iter(batches), ctx, produce) for r in rb.to_pylist()]
+    assert len(out) == 1
+    metrics = list(out[0].values())[:N_METRICS]
+    assert metrics[M_RECORDS] == len(rows)
+    valid = decode(out[0]["valid_events"])
+    assert len(valid) == metrics[M_VALID]
+    ValidityStore(settings.validity_dir).write(batch_id, valid)
+    return rows, sum_metrics([metrics])
 
 
 @pytest.mark.parametrize("seed", [11, 12])
@@ -168,7 +172,7 @@ def test_valid_events_are_kept_and_matched_by_new_subscriptions(tmp_path):
     assert doc["id"] == notifications.notification_id("late", "events", 0, 0)
     assert store.valid_events(2, 600.0) == []
     assert store.prune(600.0) == 1 and store.count_files() == 0
-    # a replayed task rewrites its file instead of adding one
+    # a replayed batch rewrites its file instead of adding one
     run_partition(settings, reg, 0, 100.0, [batch])
     run_partition(settings, reg, 0, 100.0, [batch])
     assert store.count_files() == 1
@@ -187,9 +191,10 @@ def test_logged_ranges_read_spark_offset_log(tmp_path):
     meta = '{"batchWatermarkMs":0,"batchTimestampMs":1}'
     (log / "3").write_text(f'v1\n{meta}\n{{"events": {{"0": 5, "1": 7}}, "subs": {{"0": 2}}}}')
     (log / "4").write_text(f'v1\n{meta}\n{{"events": {{"0": 9, "1": 7}}, "subs": {{"0": 4, "1": 1}}}}')
-    assert logged_ranges(tmp_path, 4) == [("events", 0, 5, 9), ("subs", 0, 2, 4), ("subs", 1, 0, 1)]
-    assert logged_ranges(tmp_path, 3) is None  # the start of a checkpoint's first batch is not logged
-    assert logged_ranges(tmp_path, 5) is None
+    for location in (str(tmp_path), tmp_path.as_uri()):  # a path or a URI (any file system pyarrow opens)
+        assert logged_ranges(location, 4) == [("events", 0, 5, 9), ("subs", 0, 2, 4), ("subs", 1, 0, 1)]
+        assert logged_ranges(location, 3) is None  # the start of a checkpoint's first batch is not logged
+        assert logged_ranges(location, 5) is None
 
 
 def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path, monkeypatch):
@@ -203,7 +208,7 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
     log = {("events", 1): [b'{"price": 1}', b'{"price": 9}', b'{"price": 2}']}
     monkeypatch.setattr(match_job, "read_range", lambda consumer, rng: iter([kafka_batch(
         log[rng.topic, rng.partition][rng.start:rng.end], rng.topic, rng.partition, rng.start)]))
-    spec = IndexSpec(str(settings.registry_dir), "counting", reg.version)
+    spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20)
     ctx = BatchContext.of(settings, 1, 0.0, spec, {}, {})
     sent: list[dict] = []
 
@@ -211,8 +216,8 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
         sent.extend(r for rb in batches for r in rb.to_pylist())
         return len(sent)
 
-    ranges = pa.RecordBatch.from_pylist([{"topic": "events", "partition": 1, "start": 1, "end": 3}])
-    out = list(match_ranges(iter([ranges]), ctx, produce, partition_id=lambda: 0))
+    ranges = pa.RecordBatch.from_pylist([{"topic": "events", "partition": 1, "start": 1, "end": 3, "shard": 0}])
+    out = list(match_ranges(iter([ranges]), ctx, produce))
     assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and out[0].to_pylist()[0]["events"] == 2
 
 
@@ -281,3 +286,51 @@ def test_an_event_whose_id_alone_is_too_large_is_an_error(tmp_path):
     assert sorted((n["subscription"], n["offset"]) for n in notes) == [("s", 1), ("t", 1)]
     assert [(e["offset"], e["stage"]) for e in errors] == [(0, "event")] and "even without the event" in errors[0]["reason"]
     assert m[M_EVENTS] == 1 and m[M_ERRORS] == 1 and m[M_VALID] == 0
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_path, monkeypatch, shards):
+    from streaming import match_job
+    from streaming.records import UPSERT, Change
+
+    rng = random.Random(5)
+    settings = settings_for(tmp_path, shards=shards)
+    reg = Registry(settings.registry_dir)
+    subs = random_subscriptions(rng, 90)
+    reg.append(0, [Change(UPSERT, s.id, s) for s in subs], 0.0)
+    events = [random_event(rng) for _ in range(200)]
+    for e in events[::4]:
+        e["valid_until"] = 500
+    raw = [orjson.dumps(e) for e in events]
+    raw[7] = b"{broken"
+    log = {("events", p): raw[p::2] for p in (0, 1)}
+    monkeypatch.setattr(match_job, "read_range", lambda consumer, rng: iter([kafka_batch(
+        log[rng.topic, rng.partition][rng.start:rng.end], rng.topic, rng.partition, rng.start)]))
+    spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20, shards)
+    ctx = BatchContext.of(settings, 1, 100.0, spec, {}, {})
+    sent: list[dict] = []
+
+    def produce(batches):
+        before = len(sent)
+        sent.extend(r for rb in batches for r in rb.to_pylist())
+        return len(sent) - before
+
+    tasks = [[{"topic": "events", "partition": p, "start": 0, "end": 100, "shard": s}] for p in (0, 1)
+             for s in range(shards)]  # the driver's rows: event ranges x shards
+    out = [r for rows in tasks for rb in match_ranges(iter([pa.RecordBatch.from_pylist(rows)]), ctx, produce)
+           for r in rb.to_pylist()]
+    got = [(r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
+           for r in sent if r["topic"] == "notifications"]
+    want = {(sid, i % 2, i // 2) for i, e in enumerate(events) if i != 7 for sid in oracle_match(subs, flatten(e))}
+    assert sorted(got) == sorted(want) and len(got) == len(set(got))  # each match once, in one shard
+    assert [orjson.loads(r["value"])["offset"] for r in sent if r["topic"] == "errors"] == [3]
+    m = sum_metrics(list(r.values())[:N_METRICS] for r in out)
+    valid = [e for r in out for e in decode(r["valid_events"])]
+    assert m[M_EVENTS] == 199 and m[M_ERRORS] == 1 and m[M_VALID] == len(valid) == 50
+    assert len(out) == 2 * shards
+    sent.clear()  # the first batch's path: every shard over one partition's records
+    first = [r for p in (0, 1) for rb in match_all_shards(iter([kafka_batch(log["events", p], "events", p)]), ctx,
+                                                          produce) for r in rb.to_pylist()]
+    assert sorted((r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
+                  for r in sent if r["topic"] == "notifications") == sorted(want)
+    assert len(first) == 2 * shards and sum(r["errors"] for r in first) == 1

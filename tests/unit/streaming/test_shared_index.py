@@ -9,6 +9,7 @@ import random
 import shutil
 import time
 import uuid
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from matchers.events import flatten
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, shared_index
 from streaming.executor_cache import IndexSpec, index_for
-from streaming.registry import Registry
+from streaming.registry import Registry, load_state
 from streaming.shared_index import CorruptIndex, SharedKey
 from tests.strategies import random_event, random_subscriptions
 
@@ -182,7 +183,8 @@ def test_publishing_removes_older_versions_and_other_applications(key):
 
 def _worker(registry_dir, app_id, barrier, results):
     """A Python worker of the same machine asking for the same index at the same time."""
-    spec = IndexSpec(registry_dir, "counting", 12, app_id=app_id)
+    spec = IndexSpec(registry_dir, "counting", 12, base=SimpleNamespace(value=load_state(registry_dir, 12)),
+                     app_id=app_id)
     slow_build = executor_cache.build
 
     def build(s):
@@ -223,7 +225,11 @@ def test_workers_sharing_an_index_catch_up_and_match_the_oracle(tmp_path, key, s
     rng = random.Random(seed)
     pool = random_subscriptions(rng, 40, "a") + random_subscriptions(rng, 40, "b")
     reg = Registry(tmp_path, snapshot_every=4, snapshots_kept=2, recent=3)
-    spec = lambda v, deltas=(): IndexSpec(str(tmp_path), "counting", v, tuple(deltas), 5, key.app_id)  # noqa: E731
+
+    def spec(v: int, deltas=()) -> IndexSpec:
+        base = SimpleNamespace(value=load_state(tmp_path, v))  # a broadcast of the snapshot at v
+        return IndexSpec(str(tmp_path), "counting", v, tuple(deltas), 5, base, app_id=key.app_id)
+
     first = index_for(spec(0))
     assert (first.rebuilds, first.maps) == (1, 0)
     executor_cache.clear()
@@ -245,7 +251,7 @@ def test_turned_off_nothing_is_published(tmp_path, key):
     reg = Registry(tmp_path)
     rng = random.Random(9)
     evolve(reg, rng, 0, random_subscriptions(rng, 10))
-    entry = index_for(IndexSpec(str(tmp_path), "counting", 1))
+    entry = index_for(IndexSpec(str(tmp_path), "counting", 1, base=SimpleNamespace(value=load_state(tmp_path, 1))))
     assert entry.rebuilds == 1 and not list(key.folder().glob("*.index"))
 
 

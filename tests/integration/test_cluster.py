@@ -1,0 +1,231 @@
+"""The service on a real Spark standalone cluster (master and two workers on loopback).
+
+The job runs as a subprocess (``python -m streaming run``, the real command line; the test
+run's own local session occupies this process's one SparkContext). The workers run in
+their own directories without ``PYTHONPATH``: nothing an executor needs may live on the
+driver's disk or depend on a working directory. Checked against the oracle: the match
+path with a relative checkpoint and with a ``file://`` URI, retro notifications of valid
+events, a Cayuga pattern, and a SIGKILLed executor mid-stream with the subscriptions in
+three shards (every expected notification arrives; duplicates carry the original ids).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from matchers.expr import to_text
+from streaming.metrics import read_status
+from streaming.notifications import notification_id
+from streaming.registry import load_state
+from tests.integration.kafka_helpers import consume_all, produce
+from tests.integration.service_fixtures import expected_pairs, make_topics
+from tests.unit.cayuga.helpers import reference_matches
+from tests.unit.cayuga.streams import TABLE1, stock_ticks
+from tests.unit.streaming.helpers import random_event, random_subscriptions
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+WAIT_S = 600  # a Spark start-up and the first tasks on every executor on a loaded 2-core machine
+
+
+def job_env(kafka_config: dict, topics: Any, checkpoint: str, status_file: Path, cluster: Any,
+            patterns: bool) -> dict[str, str]:
+    return {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",  # the driver's address on this machine (docs/deploy.md)
+        "PUBSUB_SPARK_MASTER": cluster.url,
+        "PUBSUB_SPARK_CONF_SPARK.DRIVER.HOST": "127.0.0.1",
+        "PUBSUB_SPARK_CONF_SPARK.EXECUTOR.MEMORY": "512m",
+        "PUBSUB_SPARK_CHECKPOINT_DIR": checkpoint,
+        "PUBSUB_SPARK_TRIGGER_INTERVAL": "0 seconds",
+        "PUBSUB_KAFKA_BOOTSTRAP_SERVERS": kafka_config["bootstrap_servers"],
+        "PUBSUB_KAFKA_EVENTS_TOPIC": topics.events,
+        "PUBSUB_KAFKA_SUBSCRIPTIONS_TOPIC": topics.subscriptions,
+        "PUBSUB_KAFKA_NOTIFICATIONS_TOPIC": topics.notifications,
+        "PUBSUB_KAFKA_ERRORS_TOPIC": topics.errors,
+        "PUBSUB_KAFKA_MAX_OFFSETS_PER_TRIGGER": "250",
+        "PUBSUB_MATCH_SNAPSHOT_EVERY": "4",
+        "PUBSUB_MATCH_MAX_CATCHUP_VERSIONS": "3",
+        "PUBSUB_PATTERNS_ENABLED": str(patterns).lower(),
+        "PUBSUB_STATUS_STATUS_FILE": str(status_file),
+    }
+
+
+def start_job(env: dict[str, str], log: Path) -> subprocess.Popen:
+    out = open(log, "ab")  # noqa: SIM115 - handed to the child
+    return subprocess.Popen([sys.executable, "-m", "streaming", "run"], cwd=ROOT, env=env, stdout=out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop_job(job: subprocess.Popen) -> int | None:
+    if job.poll() is None:
+        job.send_signal(signal.SIGTERM)
+        try:
+            return job.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+    return job.returncode
+
+
+def wait_for(predicate, what: str, job: subprocess.Popen, log: Path, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if job.poll() is not None:
+            raise AssertionError(f"the job exited with {job.returncode} waiting for {what}:\n{log.read_text()[-4000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
+        time.sleep(0.5)
+
+
+def totals(status_file: Path) -> dict:
+    return ((read_status(status_file) or {}).get("totals")) or {}
+
+
+def notes(kafka_config: dict, topic: str) -> list[dict]:
+    return [orjson.loads(r.value) for r in consume_all(kafka_config, topic)]
+
+
+def match_pairs(docs: list[dict]) -> set[tuple[str, int, int]]:
+    return {(d["subscription"], d["partition"], d["offset"]) for d in docs if "partition" in d}
+
+
+def sub_records(subs) -> list[tuple[str, bytes]]:
+    return [(s.id, orjson.dumps({"id": s.id, "expr": to_text(s.expr)})) for s in subs]
+
+
+def assert_nothing_in_worker_dirs(cluster: Any) -> None:
+    """Executors wrote no registry, validity or checkpoint file of their own."""
+    for d in cluster.worker_dirs:
+        stray = [p for p in d.rglob("*") if p.name in ("registry", "validity", "pattern-registry", "query")]
+        assert not stray, stray
+
+
+def test_match_retro_and_patterns_with_a_relative_checkpoint(
+    spark_cluster: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+):
+    rng = random.Random(41)
+    topics = make_topics(topic_factory)
+    status_file, log = tmp_path / "status.json", tmp_path / "job.log"
+    relative = os.path.relpath(tmp_path / "ckpt", ROOT)  # relative to the job's cwd (the project root)
+    job = start_job(job_env(kafka_config, topics, relative, status_file, spark_cluster, patterns=True), log)
+    try:
+        subs = random_subscriptions(rng, 40)
+        pattern = TABLE1["S3"]
+        produce(kafka_config, topics.subscriptions,
+                [*sub_records(subs), ("rise", orjson.dumps({"id": "rise", "pattern": pattern}))])
+        wait_for(lambda: totals(status_file).get("subscription_changes", 0) >= 40, "the subscriptions", job, log)
+        # a pattern over stock ticks first (their event time is small; keyed by symbol, so each symbol's
+        # ticks keep their order), then the heartbeat that completes them
+        ticks = stock_ticks(120, 3)
+        produce(kafka_config, topics.events,
+                [(e.attrs["name"], orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs})) for e in ticks]
+                + [(None, orjson.dumps({"id": "heartbeat", "stream": "heartbeat", "ts": ticks[-1].t1 + 1000}))])
+        want_patterns = {k[5] for k in reference_matches({"rise": pattern}, ticks)}
+        assert want_patterns
+
+        def pattern_witnesses() -> set:
+            return {tuple(d["witness"]["events"]) for d in notes(kafka_config, topics.notifications)
+                    if d.get("kind") == "pattern"}
+
+        wait_for(lambda: pattern_witnesses() >= want_patterns, "the pattern notifications", job, log)
+        # then plain events, a third of them valid for ten minutes
+        events = [random_event(rng) for _ in range(900)]
+        for i in range(0, len(events), 3):
+            events[i]["valid_until"] = time.time() + 600
+        produce(kafka_config, topics.events, [orjson.dumps(e) for e in events], linger_ms=100)
+        located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(kafka_config, topics.events)]
+        assert len(located) == len(ticks) + 1 + len(events)
+        want = expected_pairs(subs, located)  # the ticks are events too
+        wait_for(lambda: match_pairs(notes(kafka_config, topics.notifications)) >= want, "the notifications", job, log)
+        # a subscription registered later sees the still-valid events (retro), only those
+        late = random_subscriptions(random.Random(5), 6, "late")
+        produce(kafka_config, topics.subscriptions, sub_records(late))
+        valid = [(p, o, e) for p, o, e in located if "valid_until" in e]
+        want_retro = expected_pairs(late, valid)
+        assert want_retro
+
+        def retro() -> set:
+            return match_pairs(d for d in notes(kafka_config, topics.notifications) if d.get("retro"))
+
+        wait_for(lambda: retro() >= want_retro, "the retro notifications", job, log)
+        assert stop_job(job) == 0
+    finally:
+        stop_job(job)
+    docs = notes(kafka_config, topics.notifications)
+    assert match_pairs(d for d in docs if not d.get("retro")) == want and retro() == want_retro
+    assert pattern_witnesses() == want_patterns
+    assert load_state(tmp_path / "ckpt" / "registry").subscriptions.keys() == {s.id for s in subs + late}
+    assert_nothing_in_worker_dirs(spark_cluster)
+
+
+def test_an_executor_killed_mid_stream_with_a_file_uri_checkpoint(
+    spark_cluster: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+):
+    rng = random.Random(42)
+    topics = make_topics(topic_factory)
+    status_file, log = tmp_path / "status.json", tmp_path / "job.log"
+    checkpoint = (tmp_path / "ckpt").as_uri()
+    env = job_env(kafka_config, topics, checkpoint, status_file, spark_cluster, patterns=False)
+    job = start_job({**env, "PUBSUB_MATCH_SHARDS": "3"}, log)  # three match tasks per event range
+    n_events, rounds = 2000, 8
+    feeder_error: list[BaseException] = []
+    try:
+        subs = random_subscriptions(rng, 40)
+        produce(kafka_config, topics.subscriptions, sub_records(subs))
+        wait_for(lambda: totals(status_file).get("subscription_changes", 0) >= 40, "the subscriptions", job, log)
+        events = [random_event(rng) for _ in range(n_events)]
+
+        def feed() -> None:  # events, and changes of never-matching subscriptions (new versions, new broadcasts)
+            try:
+                per_round = n_events // rounds
+                for r in range(rounds):
+                    produce(kafka_config, topics.events,
+                            [orjson.dumps(e) for e in events[r * per_round:(r + 1) * per_round]], linger_ms=100)
+                    produce(kafka_config, topics.subscriptions,
+                            [(f"z{r}", orjson.dumps({"id": f"z{r}", "expr": f"never_present = {r}"}))])
+                    time.sleep(1.0)
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                feeder_error.append(exc)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        wait_for(lambda: totals(status_file).get("events", 0) >= n_events // 4, "a quarter of the events", job, log)
+        wait_for(lambda: spark_cluster.executors(0), "an executor on worker 0", job, log)
+        killed = spark_cluster.executors(0)
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        feeder.join(300)
+        assert not feeder_error, feeder_error
+        located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(kafka_config, topics.events)]
+        assert len(located) == n_events
+        want = expected_pairs(subs, located)
+        wait_for(lambda: match_pairs(notes(kafka_config, topics.notifications)) >= want,
+                 "every expected notification", job, log)
+        wait_for(lambda: spark_cluster.executors(0) and set(spark_cluster.executors(0)).isdisjoint(killed),
+                 "a new executor on worker 0", job, log)
+        assert stop_job(job) == 0
+    finally:
+        stop_job(job)
+    assert "Lost executor" in log.read_text()  # the driver saw it go (and retried any task it ran)
+    docs = notes(kafka_config, topics.notifications)
+    assert match_pairs(docs) == want
+    ids: dict[tuple, set] = {}
+    for d in docs:
+        ids.setdefault((d["subscription"], d["partition"], d["offset"]), set()).add(d["id"])
+    assert all(v == {notification_id(s, topics.events, p, o)} for (s, p, o), v in ids.items())
+    state = load_state(checkpoint + "/registry")
+    assert state.subscriptions.keys() == {s.id for s in subs} | {f"z{r}" for r in range(rounds)}
+    assert_nothing_in_worker_dirs(spark_cluster)
+    print(f"duplicates after killing {len(killed)} executor(s): {len(docs) - len(match_pairs(docs))}")

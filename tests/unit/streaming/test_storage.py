@@ -1,0 +1,42 @@
+"""The storage module: locations as URIs, whole-file writes, listings, on local disk and object-store names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streaming.storage import Directory, join, to_uri, write_file
+
+
+def test_locations_become_uris(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert to_uri("var/ck") == (tmp_path / "var" / "ck").as_uri()
+    assert to_uri(tmp_path / "a b") == (tmp_path / "a b").as_uri()
+    assert to_uri("hdfs://nn:8020/ck/") == "hdfs://nn:8020/ck" and to_uri("file:///x") == "file:///x"
+    assert join("s3a://bucket/ck", "registry", "a b") == "s3a://bucket/ck/registry/a%20b"
+
+
+def test_write_read_list_remove(tmp_path):
+    d = Directory(join(tmp_path, "x y", "deltas"))
+    with pytest.raises(FileNotFoundError):
+        d.names()
+    assert not d.exists()
+    d.write("1.pkl", b"one")
+    d.write("1.pkl", b"uno")  # a rewrite replaces the whole file
+    d.sub("inner").write("2", b"two")
+    assert d.exists() and d.names() == ["1.pkl"] and d.read("1.pkl") == b"uno"
+    assert (tmp_path / "x y" / "deltas" / "inner" / "2").read_bytes() == b"two"
+    assert not [p for p in (tmp_path / "x y" / "deltas").iterdir() if p.name.endswith(".tmp")]
+    d.remove("1.pkl")
+    d.remove("1.pkl")  # a missing file is no error
+    assert d.names() == []
+    with pytest.raises(FileNotFoundError):
+        d.read("1.pkl")
+    write_file(tmp_path / "status.json", b"{}")
+    assert Path(tmp_path / "status.json").read_bytes() == b"{}"
+
+
+def test_hadoop_s3a_opens_as_s3():
+    d = Directory("s3a://bucket/ckpt?endpoint_override=127.0.0.1:9&scheme=http")
+    assert d.fs.type_name == "s3" and d.path == "bucket/ckpt"
