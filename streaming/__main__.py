@@ -78,8 +78,9 @@ def kafka_endpoint(settings: Settings) -> Iterator[str]:
 def checkpoint_lock(settings: Settings) -> DirLock:
     """The lock that keeps a second ``run`` off the same checkpoint: ``<checkpoint_dir>.lock``
     for a checkpoint on this machine's disk, else ``<status_file>.lock``."""
-    base = local_path(settings.checkpoint) or Path(settings.status.status_file)
-    return DirLock(base.with_name(base.name + ".lock"), f"the checkpoint {settings.checkpoint}")
+    local = local_path(settings.checkpoint)
+    base = local or Path(settings.status.status_file)
+    return DirLock(base.with_name(base.name + ".lock"), f"the checkpoint {local or settings.checkpoint}")
 
 
 def reset_checkpoint(settings: Settings) -> Path | None:
