@@ -283,23 +283,44 @@ def retro_notifications(
     events: Sequence[ValidEvent],
     batch_id: int,
     payload: str,
-) -> list[tuple[str, bytes]]:
-    """Notifications ``(subscription id, value)`` of new subscriptions for still-valid events."""
+    message_bytes: int = DEFAULT_LIMITS.message_bytes,
+) -> tuple[list[tuple[str, bytes]], list[ErrorRecord]]:
+    """Notifications ``(subscription id, value)`` of new subscriptions for still-valid events.
+
+    A notification past ``message_bytes`` goes in the id-only form with a note, as in
+    :func:`match_partition`; an event whose id alone is too large gets one error record.
+    """
     if not subscriptions or not events:
-        return []
+        return [], []
     matcher = create(matcher_name)
     matcher.add(subscriptions)
     flat = [flat_event(orjson.loads(e.raw)) for e in events]
     result = matcher.match(matcher.encode(flat))
     now_ms = int(time.time() * 1000)
-    out = []
+    room = message_bytes - notifications.RECORD_OVERHEAD
+    out: list[tuple[str, bytes]] = []
+    errors: list[ErrorRecord] = []
     for i, e in enumerate(events):
-        for key in result.keys[result.offsets[i]:result.offsets[i + 1]]:
-            sub_id = matcher.id_of(int(key))
-            out.append((sub_id, notifications.encode(
-                sub_id, e.topic, e.partition, e.offset, e.event_id, e.raw if payload == "event" else None,
-                e.timestamp_ms, now_ms, batch_id, retro=True)))
-    return out
+        lo, hi = result.offsets[i], result.offsets[i + 1]
+        if lo == hi:
+            continue
+        notes = notifications.EventNotes(e.topic, e.partition, e.offset, e.event_id,
+                                         e.raw if payload == "event" else None, e.timestamp_ms, now_ms, batch_id,
+                                         retro=True)
+        for key in result.keys[lo:hi].tolist():
+            sub_id = matcher.id_of(key)
+            value = notes.encode(sub_id)
+            size = len(sub_id.encode("utf-8")) + len(value)
+            if size > room:
+                notes = _id_only(notes, size)
+                value = notes.encode(sub_id)
+                if len(sub_id.encode("utf-8")) + len(value) > room:
+                    errors.append(error(EVENT, e.raw, Position(e.topic, e.partition, e.offset),
+                                        f"its retro notification takes {size} bytes even without the event "
+                                        "(its id is that large), past limits.message_bytes"))
+                    break
+            out.append((sub_id, value))
+    return out, errors
 
 
 # -- executor side -------------------------------------------------------------------------
@@ -601,13 +622,14 @@ class MatchJob:
                                     self.settings.limits)
         t1 = time.perf_counter()
         version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
-        retro = retro_notifications(
+        retro, retro_errors = retro_notifications(
             m.matcher, new_subscriptions(outcome.delta),
-            self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload)
+            self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload,
+            self.settings.limits.message_bytes)
         index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
             app_id=self.spark.sparkContext.applicationId if m.shared_index else None)
         ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
-        driver_rows = [(None, e.to_json(), k.errors_topic) for e in outcome.errors]
+        driver_rows = [(None, e.to_json(), k.errors_topic) for e in [*outcome.errors, *retro_errors]]
         driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
         if driver_rows:
             keys, values, topics = zip(*driver_rows, strict=True)

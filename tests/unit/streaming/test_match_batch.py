@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from matchers.events import flatten
+from matchers.expr import Subscription, pred
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, notifications
 from streaming.config import Settings
@@ -33,7 +34,7 @@ from streaming.match_job import (
 )
 from streaming.records import default_parser
 from streaming.registry import Registry
-from streaming.validity import ValidityStore, decode
+from streaming.validity import ValidEvent, ValidityStore, decode
 
 from .helpers import LocalBroadcast, kafka_batch, random_event, random_subscriptions
 
@@ -165,8 +166,9 @@ def test_valid_events_are_kept_and_matched_by_new_subscriptions(tmp_path):
     assert [e.offset for e in store.valid_events(1, 100.0)] == [0, 2]
     assert store.valid_events(0, 100.0) == []  # the batch's own events are matched by the main path
     out = apply_changes(reg, 1, sub_rows([{"id": "late", "expr": "price < 5"}]), default_parser(), 256, 200.0)
-    retro = retro_notifications("counting", new_subscriptions(out.delta), store.valid_events(1, 200.0), 1, "event")
-    assert len(retro) == 1
+    retro, errors = retro_notifications("counting", new_subscriptions(out.delta), store.valid_events(1, 200.0), 1,
+                                        "event")
+    assert len(retro) == 1 and errors == []
     doc = orjson.loads(retro[0][1])
     assert retro[0][0] == "late" and doc["offset"] == 0 and doc["retro"] is True
     assert doc["id"] == notifications.notification_id("late", "events", 0, 0)
@@ -176,6 +178,21 @@ def test_valid_events_are_kept_and_matched_by_new_subscriptions(tmp_path):
     run_partition(settings, reg, 0, 100.0, [batch])
     run_partition(settings, reg, 0, 100.0, [batch])
     assert store.count_files() == 1
+
+
+def test_an_oversized_retro_notification_goes_id_only_and_a_huge_id_is_one_error():
+    sub = Subscription.of("late", pred("price", "<", 5))
+    big = orjson.dumps({"price": 1, "pad": "x" * 6_000})
+    huge = orjson.dumps({"price": 2, "id": "i" * 6_000})
+    events = [ValidEvent("events", 0, 0, None, 500.0, "e0", big),
+              ValidEvent("events", 0, 1, None, 500.0, "i" * 6_000, huge),
+              ValidEvent("events", 0, 2, None, 500.0, "e2", b'{"price": 3}')]
+    retro, errors = retro_notifications("counting", [sub], events, 1, "event", message_bytes=5_000)
+    docs = {orjson.loads(v)["offset"]: orjson.loads(v) for _, v in retro}
+    assert sorted(docs) == [0, 2] and "event" not in docs[0] and "limits.message_bytes" in docs[0]["note"]
+    assert docs[2]["event"] == {"price": 3} and "note" not in docs[2]
+    assert [(e.position.offset, e.stage) for e in errors] == [(1, "event")] and "even without" in errors[0].reason
+    assert all(len(k) + len(v) <= 5_000 - notifications.RECORD_OVERHEAD for k, v in retro)
 
 
 def test_sum_metrics_adds_counts_and_keeps_the_largest_index():
