@@ -190,6 +190,8 @@ class Service:
         """Warm the matcher, start the broker (if embedded), Spark and the queries; run until stopped."""
         from matchers.warm import warm
         from streaming.kafka.admin import ensure_topics
+        from streaming.kafka.fetch import close_consumers
+        from streaming.kafka.sink import close_producers
         from streaming.match_job import MatchJob
         from streaming.shared_index import remove_application
         from streaming.spark import get_session
@@ -227,6 +229,8 @@ class Service:
                     q.query.stop()
                 remove_application(spark.sparkContext.applicationId)
                 spark.stop()
+                close_consumers()  # this process's Kafka clients go before an embedded broker does
+                close_producers()
 
 
 _PYTHON_ERROR = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b")
