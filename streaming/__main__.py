@@ -216,6 +216,7 @@ class Service:
                 log.info("registry %s", dict(self.job.registry.describe()))
                 queries = [Supervised(start) for start in (self.job.start, *pattern_starters(settings, spark, client))]
                 self.stage = "the service"
+                self.record("running")  # queries up: a restart with nothing new to read runs no batch
                 failed = supervise(queries, stop)
                 if failed:
                     self.stage = "query " + " and ".join(q.name for q in failed)
