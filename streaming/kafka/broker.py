@@ -2,7 +2,7 @@
 
 It is the default broker for development, tests and demos; production points the
 service at a real Kafka cluster instead. With a data directory, Tansu stores in an S3
-bucket that a SeaweedFS server keeps in that directory (:mod:`streaming.kafka.storage`),
+bucket that a SeaweedFS server keeps in that directory (:mod:`streaming.kafka.s3_server`),
 so topics and offsets survive a restart; without one it keeps everything in memory.
 
 A data directory holds::
@@ -30,7 +30,7 @@ from typing import IO
 
 from streaming.instance import DirLock, PidRecord, spawn
 from streaming.kafka.errors import BrokerError
-from streaming.kafka.storage import BUCKET, S3Storage
+from streaming.kafka.s3_server import BUCKET, S3Storage
 
 log = logging.getLogger(__name__)
 
