@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -45,6 +46,26 @@ def service_settings(topics: Topics, checkpoint: Path, bootstrap: str, **match: 
         match=match,
         status={"status_file": str(checkpoint / "status.json")},
     )
+
+
+def job_env(kafka_config: dict, topics: Topics, checkpoint: str | Path, status_file: Path,
+            **variables: str) -> dict[str, str]:
+    """Environment of a ``python -m streaming run`` subprocess on the test broker and ``topics``
+    (small batches, back-to-back triggers, frequent snapshots), plus ``variables``."""
+    return {
+        **os.environ,
+        "PUBSUB_KAFKA_BOOTSTRAP_SERVERS": kafka_config["bootstrap_servers"],
+        "PUBSUB_KAFKA_EVENTS_TOPIC": topics.events,
+        "PUBSUB_KAFKA_SUBSCRIPTIONS_TOPIC": topics.subscriptions,
+        "PUBSUB_KAFKA_NOTIFICATIONS_TOPIC": topics.notifications,
+        "PUBSUB_KAFKA_ERRORS_TOPIC": topics.errors,
+        "PUBSUB_KAFKA_MAX_OFFSETS_PER_TRIGGER": "250",
+        "PUBSUB_SPARK_CHECKPOINT_DIR": str(checkpoint),
+        "PUBSUB_SPARK_TRIGGER_INTERVAL": "0 seconds",
+        "PUBSUB_MATCH_SNAPSHOT_EVERY": "4",
+        "PUBSUB_STATUS_STATUS_FILE": str(status_file),
+        **variables,
+    }
 
 
 def expected_pairs(

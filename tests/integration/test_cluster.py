@@ -30,6 +30,7 @@ from streaming.notifications import notification_id
 from streaming.registry import load_state
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import expected_pairs, make_topics
+from tests.integration.service_fixtures import job_env as service_env
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
 from tests.unit.streaming.helpers import random_event, random_subscriptions
@@ -41,25 +42,14 @@ WAIT_S = 600  # a Spark start-up and the first tasks on every executor on a load
 
 def job_env(kafka_config: dict, topics: Any, checkpoint: str, status_file: Path, cluster: Any,
             patterns: bool) -> dict[str, str]:
-    return {
-        **os.environ,
+    return service_env(kafka_config, topics, checkpoint, status_file, **{
         "SPARK_LOCAL_IP": "127.0.0.1",  # the driver's address on this machine (docs/deploy.md)
         "PUBSUB_SPARK_MASTER": cluster.url,
         "PUBSUB_SPARK_CONF_SPARK.DRIVER.HOST": "127.0.0.1",
         "PUBSUB_SPARK_CONF_SPARK.EXECUTOR.MEMORY": "512m",
-        "PUBSUB_SPARK_CHECKPOINT_DIR": checkpoint,
-        "PUBSUB_SPARK_TRIGGER_INTERVAL": "0 seconds",
-        "PUBSUB_KAFKA_BOOTSTRAP_SERVERS": kafka_config["bootstrap_servers"],
-        "PUBSUB_KAFKA_EVENTS_TOPIC": topics.events,
-        "PUBSUB_KAFKA_SUBSCRIPTIONS_TOPIC": topics.subscriptions,
-        "PUBSUB_KAFKA_NOTIFICATIONS_TOPIC": topics.notifications,
-        "PUBSUB_KAFKA_ERRORS_TOPIC": topics.errors,
-        "PUBSUB_KAFKA_MAX_OFFSETS_PER_TRIGGER": "250",
-        "PUBSUB_MATCH_SNAPSHOT_EVERY": "4",
         "PUBSUB_MATCH_MAX_CATCHUP_VERSIONS": "3",
         "PUBSUB_PATTERNS_ENABLED": str(patterns).lower(),
-        "PUBSUB_STATUS_STATUS_FILE": str(status_file),
-    }
+    })
 
 
 def start_job(env: dict[str, str], log: Path) -> subprocess.Popen:

@@ -25,7 +25,7 @@ from streaming.metrics import read_status
 from streaming.notifications import notification_id
 from streaming.registry import load_state, read_deltas
 from tests.integration.kafka_helpers import consume_all, produce
-from tests.integration.service_fixtures import expected_pairs, make_topics
+from tests.integration.service_fixtures import expected_pairs, job_env, make_topics
 from tests.unit.streaming.helpers import random_event, random_subscriptions
 
 pytestmark = pytest.mark.integration
@@ -64,20 +64,9 @@ def test_sigkill_mid_stream_then_restart(kafka_config: dict, topic_factory: Any,
     topics = make_topics(topic_factory)
     checkpoint = tmp_path / "ckpt"
     status_file = tmp_path / "status.json"
-    env = {
-        **os.environ,
-        "PUBSUB_KAFKA_BOOTSTRAP_SERVERS": kafka_config["bootstrap_servers"],
-        "PUBSUB_KAFKA_EVENTS_TOPIC": topics.events,
-        "PUBSUB_KAFKA_SUBSCRIPTIONS_TOPIC": topics.subscriptions,
-        "PUBSUB_KAFKA_NOTIFICATIONS_TOPIC": topics.notifications,
-        "PUBSUB_KAFKA_ERRORS_TOPIC": topics.errors,
-        "PUBSUB_KAFKA_MAX_OFFSETS_PER_TRIGGER": "250",
-        "PUBSUB_SPARK_CHECKPOINT_DIR": str(checkpoint),
-        "PUBSUB_SPARK_TRIGGER_INTERVAL": "0 seconds",
-        "PUBSUB_MATCH_SNAPSHOT_EVERY": "4",
-        "PUBSUB_STATUS_STATUS_FILE": str(status_file),
-        "PUBSUB_PATTERNS_ENABLED": "false",  # this test is about the match query (patterns: test_patterns_restart)
-    }
+    env = job_env(kafka_config, topics, checkpoint, status_file,
+                  # this test is about the match query (patterns: test_patterns_restart)
+                  PUBSUB_PATTERNS_ENABLED="false")
     log = tmp_path / "job.log"
     subs = random_subscriptions(rng, 40)
     produce(kafka_config, topics.subscriptions,
