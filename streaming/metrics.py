@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streaming.instance import start_time
 from streaming.storage import write_file
 
 
@@ -84,7 +85,7 @@ class StatusFile:
         doc = {
             "state": state,
             "pid": os.getpid(),
-            "pid_started": process_started(os.getpid()),
+            "pid_started": start_time(os.getpid()),
             "started_at": self.started_at,
             "updated_at": time.time(),
             "totals": self.totals,
@@ -111,23 +112,10 @@ def checked(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def process_started(pid: int) -> str | None:
-    """When process ``pid`` started, as an opaque token (``None`` where unknown or gone).
-
-    Linux only (field 22 of ``/proc/PID/stat``, clock ticks after boot): with the pid it
-    names one process, even after the pid is reused by another program.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def process_alive(pid: int, started: str | None = None) -> bool:
+def process_alive(pid: int, started: int | None = None) -> bool:
     """Whether process ``pid`` runs and, if ``started`` is given, is the one that started then."""
     if started is not None and Path("/proc").is_dir():
-        return process_started(pid) == started
+        return start_time(pid) == started
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -13,7 +13,8 @@ import pytest
 
 from streaming.__main__ import first_line, main
 from streaming.config import PROJECT_ROOT
-from streaming.metrics import BatchMetrics, StatusFile, process_started, read_status
+from streaming.instance import start_time
+from streaming.metrics import BatchMetrics, StatusFile, read_status
 
 
 def test_status_file_keeps_history_and_totals(tmp_path):
@@ -63,7 +64,7 @@ def test_status_reports_a_killed_process_as_dead(tmp_path, capsys):
     code, out = _status(path, capsys)
     assert code == 1 and out.startswith(f"state: dead (was running; pid {writer.pid} is gone")
     doc = read_status(path)
-    doc["pid"], doc["pid_started"] = os.getpid(), "0"  # the pid alive again, but another program's
+    doc["pid"], doc["pid_started"] = os.getpid(), 0  # the pid alive again, but another program's
     path.write_text(json.dumps(doc))
     code, out = _status(path, capsys, "--json")
     assert code == 1 and json.loads(out)["state"] == "dead" and json.loads(out)["last_state"] == "running"
@@ -76,7 +77,7 @@ def test_status_of_failed_and_stopped_jobs(tmp_path, capsys):
     assert code == 1 and "state: failed" in out and "error: query match failed: boom" in out
     StatusFile(path).write("stopped")
     assert _status(path, capsys)[0] == 0
-    assert read_status(path)["pid_started"] == process_started(os.getpid())
+    assert read_status(path)["pid_started"] == start_time(os.getpid())
 
 
 @pytest.fixture
