@@ -68,7 +68,9 @@ def test_pid_record_ends_only_its_own_live_children(tmp_path: Path):
     with open(os.devnull, "wb") as log:
         child = spawn(["sleep", "600"], log)
     record.add("sleeper", child.pid)
-    record.add("exited", subprocess.Popen(["true"]).pid)  # gone before it is recorded: skipped
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    record.add("exited", exited.pid)  # gone before it is recorded: skipped
     assert record.alive() == {"sleeper": child.pid}
     doc = record.read()
     doc["reused"] = (os.getpid(), start_time(os.getpid()) + 1)  # a pid now used by another process
