@@ -46,7 +46,3 @@ class SubscriptionError(PubSubError):
     def with_id(self, sub_id: str) -> SubscriptionError:
         """The same error, naming the subscription."""
         return SubscriptionError(self.reason, sub_id, self.position, self.expected)
-
-
-class EventError(PubSubError):
-    """An event record that cannot be read at all (not JSON, not an object)."""

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from matchers.errors import PubSubError
 from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
 from streaming.records import DELETE, UPSERT, Change
 from streaming.storage import Directory
@@ -126,7 +127,7 @@ class Snapshot(NamedTuple):
         return (_snapshot, (self.version, self.batch_id, self.time, packed))
 
 
-class RegistryError(RuntimeError):
+class RegistryError(PubSubError, RuntimeError):
     """The registry on disk is inconsistent (a missing delta, an unreadable file)."""
 
 

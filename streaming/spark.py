@@ -25,6 +25,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from matchers.errors import PubSubError
 from streaming.config import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 
-class JavaNotFoundError(RuntimeError):
+class JavaNotFoundError(PubSubError, RuntimeError):
     """No usable Java runtime for Spark."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from matchers.errors import PubSubError
 
-class KafkaConnectorError(RuntimeError):
+
+class KafkaConnectorError(PubSubError, RuntimeError):
     """Root of every error raised by :mod:`streaming.kafka`."""
 
 
