@@ -39,19 +39,34 @@ GRACE_S = 60.0
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m streaming", description=__doc__.splitlines()[0])
+    # --config and --set go before or after the command (`make run-stream ARGS="--set ..."`)
+    settings = argparse.ArgumentParser(add_help=False)
+    settings.add_argument("--config", type=Path, default=argparse.SUPPRESS,
+                          help="TOML settings (default conf/pubsub.toml)")
+    settings.add_argument("--set", dest="overrides_after", action="append", default=argparse.SUPPRESS,
+                          metavar="SECTION.KEY=VALUE",
+                          help="override a setting (repeatable), e.g. --set match.matcher=counting")
     parser.add_argument("--config", type=Path, default=None, help="TOML settings (default conf/pubsub.toml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a setting (repeatable), e.g. --set match.matcher=counting")
     sub = parser.add_subparsers(dest="command", required=True)
-    rn = sub.add_parser("run", help="run the match query (embedded broker when no bootstrap servers are set)")
+    rn = sub.add_parser("run", parents=[settings],
+                        help="run the match query (embedded broker when no bootstrap servers are set)")
     rn.add_argument("--reset", action="store_true",
                     help="move the checkpoint aside (renamed with the time) and start from the topics as they are")
-    st = sub.add_parser("status", help="print the running job's status")
+    st = sub.add_parser("status", parents=[settings], help="print the running job's status")
     st.add_argument("--json", action="store_true", help="the whole status document as JSON")
     st.add_argument("--status-file", type=Path, default=None,
                     help="status file of a service started with other settings (default status.status_file)")
-    sub.add_parser("config", help="print the effective settings (secrets redacted)")
+    sub.add_parser("config", parents=[settings], help="print the effective settings (secrets redacted)")
     return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, with the ``--set`` given before and after the command in ``overrides``."""
+    args = _parser().parse_args(argv)
+    args.overrides = [*args.overrides, *getattr(args, "overrides_after", [])]
+    return args
 
 
 @contextlib.contextmanager
@@ -386,7 +401,7 @@ def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         settings = load(args.config, args.overrides)
     except ConfigError as exc:

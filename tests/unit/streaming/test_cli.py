@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from streaming.__main__ import first_line, main
+from streaming.__main__ import first_line, main, parse_args
 from streaming.config import PROJECT_ROOT
 from streaming.instance import start_time
 from streaming.metrics import BatchMetrics, StatusFile, read_status
@@ -46,6 +46,16 @@ def test_status_and_config_commands(tmp_path, capsys):
 def _status(path, capsys, *extra):
     code = main(["status", "--status-file", str(path), *extra])
     return code, capsys.readouterr().out
+
+
+def test_settings_options_go_before_or_after_the_command(tmp_path, capsys):
+    args = parse_args(["--set", "match.shards=2", "run", "--set", "match.matcher=counting", "--reset"])
+    assert args.overrides == ["match.shards=2", "match.matcher=counting"] and args.reset and args.config is None
+    assert parse_args(["status", "--config", "x.toml"]).config.name == "x.toml"
+    path = tmp_path / "status.json"
+    StatusFile(path).write("running", BatchMetrics(batch_id=1, events=2))
+    assert main(["status", "--set", f"status.status_file={path}"]) == 0  # as `make run-stream ARGS=...` passes it
+    assert "state: running" in capsys.readouterr().out
 
 
 def test_status_reports_a_killed_process_as_dead(tmp_path, capsys):
