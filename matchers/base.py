@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import importlib.util
+import importlib.metadata
 import pickle
+import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -156,6 +157,8 @@ class Matcher(ABC):
     """
 
     name: ClassVar[str] = ""
+    baseline: ClassVar[bool] = False
+    """A baseline is kept for tests and benchmarks; the service refuses it."""
 
     def __init__(self, dictionary: Dictionary | None = None, **params: Any):
         if params:
@@ -301,45 +304,69 @@ class Matcher(ABC):
 
 _REGISTRY: dict[str, type[Matcher]] = {}
 
-MATCHER_MODULES = (
-    "matchers.brute",
-    "matchers.counting",
-    "matchers.fabret",
-    "matchers.opindex",
-    "matchers.vci",
-    "matchers.amkh",
-)
-"""Modules that register matchers when imported (a module not yet present is skipped)."""
+ENTRY_POINT_GROUP = "pubsub.matchers"
+"""Entry-point group through which an index outside this package registers itself."""
 
 
-def register(name: str):
-    """Class decorator registering a :class:`Matcher` under ``name``."""
+def register(name: str, *, baseline: bool = False):
+    """Class decorator registering a :class:`Matcher` under ``name``.
+
+    ``baseline``: the matcher is a comparison point (brute force, a paper's original
+    layout) that tests and benchmarks use and the service refuses.
+    """
 
     def wrap(cls: type[Matcher]) -> type[Matcher]:
         if name in _REGISTRY and _REGISTRY[name] is not cls:
             raise ValueError(f"matcher name {name!r} is registered twice")
         cls.name = name
+        cls.baseline = baseline
         _REGISTRY[name] = cls
         return cls
 
     return wrap
 
 
-def _load_all() -> None:
-    for module in MATCHER_MODULES:
-        if importlib.util.find_spec(module) is not None:
-            importlib.import_module(module)
+_discovered = False
 
 
-def names() -> list[str]:
-    """Sorted names of every registered matcher."""
-    _load_all()
-    return sorted(_REGISTRY)
+def discover(again: bool = False) -> None:
+    """Import every subpackage of :mod:`matchers` and every ``pubsub.matchers`` entry point.
+
+    Indexes register themselves on import (:func:`register`), so a new index is its
+    package alone. Runs once per process unless ``again``.
+    """
+    global _discovered
+    if _discovered and not again:
+        return
+    import matchers
+
+    for info in pkgutil.iter_modules(matchers.__path__, "matchers."):
+        if info.ispkg:
+            importlib.import_module(info.name)
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        entry.load()
+    _discovered = True
+
+
+def names(baselines: bool = True) -> list[str]:
+    """Sorted names of the registered matchers (``baselines=False``: those the service may use)."""
+    discover()
+    return sorted(n for n, cls in _REGISTRY.items() if baselines or not cls.baseline)
+
+
+def servable(name: str) -> str:
+    """``name`` if the service may use it; else a :class:`ValueError` that says what to choose."""
+    discover()
+    cls = _REGISTRY.get(name)
+    if cls is not None and not cls.baseline:
+        return name
+    what = "is a baseline for tests and benchmarks" if cls is not None else "is not a registered matcher"
+    raise ValueError(f"matcher {name!r} {what}; the service takes one of {', '.join(names(baselines=False))}")
 
 
 def create(name: str, dictionary: Dictionary | None = None, **params: Any) -> Matcher:
     """A new, empty matcher by registered name."""
-    _load_all()
+    discover()
     try:
         cls = _REGISTRY[name]
     except KeyError:

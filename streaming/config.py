@@ -279,6 +279,12 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"match.{key} must be at least 1")
     if s.match.max_validity_s <= 0:
         raise ConfigError("match.max_validity_s must be positive")
+    from matchers.base import servable
+
+    try:
+        servable(s.match.matcher)
+    except ValueError as exc:
+        raise ConfigError(f"match.matcher: {exc}") from None
     if s.status.history < 1:
         raise ConfigError("status.history must be at least 1")
     for f in dataclasses.fields(s.limits):

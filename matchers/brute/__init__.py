@@ -77,7 +77,7 @@ class _Packed(NamedTuple):
     conj_keys: np.ndarray
 
 
-@register("brute")
+@register("brute", baseline=True)
 class BruteForceMatcher(Matcher):
     """Evaluate every predicate on every event, then every conjunction (see module docstring).
 

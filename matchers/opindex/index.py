@@ -754,7 +754,7 @@ class OpIndex(Matcher):
         return int(sum(a.nbytes for a in arrays) + self.strings.memory_bytes() + self.freq.memory_bytes())
 
 
-@register("opindex-paper")
+@register("opindex-paper", baseline=True)
 class OpIndexPaper(OpIndex):
     """The paper's OpIndex: Algorithm 2 over the operator lists (``evaluate="lists"``)."""
 
@@ -763,7 +763,7 @@ class OpIndexPaper(OpIndex):
         super().__init__(dictionary, **params)
 
 
-@register("opindex-bs")
+@register("opindex-bs", baseline=True)
 class OpIndexBS(OpIndex):
     """OpIndex-BS: the paper's unoptimised variant, one segment per list, no signatures,
     every list searched by value (no whole-list sweep)."""

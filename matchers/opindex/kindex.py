@@ -35,7 +35,7 @@ from matchers.strings import StringEvaluator
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-@register("kindex")
+@register("kindex", baseline=True)
 class KIndex(Matcher):
     """The k-index baseline (DNF conjunctions; rebuilt lazily after changes)."""
 

@@ -30,10 +30,10 @@ def test_checkpoint_locations_are_uris():
 
 def test_precedence_file_env_flag(tmp_path):
     conf = tmp_path / "p.toml"
-    conf.write_text('[match]\nmatcher = "a"\nmax_terms = 10\n[kafka]\nevents_topic = "e1"\n')
-    env = {"PUBSUB_MATCH_MATCHER": "b", "PUBSUB_KAFKA_EVENTS_TOPIC": "e2", "PUBSUB_BOOTSTRAP_SERVERS": "x:1"}
-    s = load(conf, ["match.matcher=c"], env)
-    assert (s.match.matcher, s.match.max_terms, s.kafka.events_topic) == ("c", 10, "e2")
+    conf.write_text('[match]\nmatcher = "vci"\nmax_terms = 10\n[kafka]\nevents_topic = "e1"\n')
+    env = {"PUBSUB_MATCH_MATCHER": "dynamic", "PUBSUB_KAFKA_EVENTS_TOPIC": "e2", "PUBSUB_BOOTSTRAP_SERVERS": "x:1"}
+    s = load(conf, ["match.matcher=opindex"], env)
+    assert (s.match.matcher, s.match.max_terms, s.kafka.events_topic) == ("opindex", 10, "e2")
 
 
 def test_types_are_coerced_and_checked():
