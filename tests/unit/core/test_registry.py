@@ -75,7 +75,7 @@ def test_every_index_package_registers_itself():
 def test_an_index_in_its_own_package_is_discovered_and_matches_as_the_oracle(toy_distribution):
     assert "toy" not in names()
     discover(again=True)
-    assert servable("toy") == "toy"
+    assert servable("toy") == "toy" and Settings().replace(match={"matcher": "toy"}).match.matcher == "toy"
     subs = [Subscription.of(f"s{i}", parse_text(text)) for i, text in
             enumerate(["a = 1", "a > 1 AND b LIKE 'x%'", "NOT a IN (1, 2)", "b = 'xy' OR a <= 0"])]
     events = [{"a": 1}, {"a": 2, "b": "xy"}, {"a": 0, "b": "z"}, {"b": "xy"}, {}]
