@@ -7,9 +7,10 @@ predicate).  ``NOT`` is pushed down to the predicates (every operator has a
 complement), so the normal forms (:func:`dnf`, :func:`cnf`) are NOT-free.
 
 Semantics (shared by every matcher, defined by :mod:`matchers.oracle`): a predicate on
-an attribute the event lacks is false, negated ones too; a value whose type differs
-from the operand's makes the predicate false; numbers compare as float64; strings order
-by code point.
+an attribute the event lacks is false, negated ones too, except ``NOT EXISTS`` (the
+only operator true on a missing attribute); a value whose type differs from the
+operand's makes the predicate false; ``null`` is a value (of its own type), distinct
+from absent; numbers compare as float64; strings order by code point.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class Kind(IntEnum):
     NUM = 0
     STR = 1
     BOOL = 2
+    NULL = 3
+    """JSON ``null`` in an event; the kind of the operand-less operators (``EXISTS``, ``IS NULL``)."""
 
 
 class Op(IntEnum):
@@ -55,6 +58,10 @@ class Op(IntEnum):
     NOT_LIKE = 17
     MATCHES = 18
     NOT_MATCHES = 19
+    EXISTS = 20
+    NOT_EXISTS = 21
+    IS_NULL = 22
+    IS_NOT_NULL = 23
 
 
 COMPLEMENT: dict[Op, Op] = {
@@ -68,6 +75,8 @@ COMPLEMENT: dict[Op, Op] = {
     Op.CONTAINS: Op.NOT_CONTAINS, Op.NOT_CONTAINS: Op.CONTAINS,
     Op.LIKE: Op.NOT_LIKE, Op.NOT_LIKE: Op.LIKE,
     Op.MATCHES: Op.NOT_MATCHES, Op.NOT_MATCHES: Op.MATCHES,
+    Op.EXISTS: Op.NOT_EXISTS, Op.NOT_EXISTS: Op.EXISTS,
+    Op.IS_NULL: Op.IS_NOT_NULL, Op.IS_NOT_NULL: Op.IS_NULL,
 }
 
 ORDER_OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE})
@@ -77,10 +86,16 @@ STRING_OPS = frozenset({
     Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS,
     Op.LIKE, Op.NOT_LIKE, Op.MATCHES, Op.NOT_MATCHES,
 })
+PRESENCE_OPS = frozenset({Op.EXISTS, Op.NOT_EXISTS, Op.IS_NULL, Op.IS_NOT_NULL})
+"""Operators without an operand: they test whether the attribute is present, and whether it is null."""
 NEGATIVE_OPS = frozenset({
     Op.NE, Op.NOT_IN, Op.NOT_BETWEEN, Op.NOT_PREFIX, Op.NOT_SUFFIX, Op.NOT_CONTAINS,
-    Op.NOT_LIKE, Op.NOT_MATCHES,
+    Op.NOT_LIKE, Op.NOT_MATCHES, Op.NOT_EXISTS, Op.IS_NOT_NULL,
 })
+CLASSIC_OPS = frozenset(Op(i) for i in range(20))
+"""The operators every index evaluates itself (false on a missing attribute and on a
+value of another type); a subscription using any other goes to the index's residual
+matcher (see :meth:`matchers.base.Matcher.indexes`)."""
 
 OP_SYMBOL: dict[Op, str] = {
     Op.EQ: "=", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
@@ -88,6 +103,7 @@ OP_SYMBOL: dict[Op, str] = {
     Op.PREFIX: "PREFIX", Op.NOT_PREFIX: "NOT PREFIX", Op.SUFFIX: "SUFFIX",
     Op.NOT_SUFFIX: "NOT SUFFIX", Op.CONTAINS: "CONTAINS", Op.NOT_CONTAINS: "NOT CONTAINS",
     Op.LIKE: "LIKE", Op.NOT_LIKE: "NOT LIKE", Op.MATCHES: "MATCHES", Op.NOT_MATCHES: "NOT MATCHES",
+    Op.EXISTS: "EXISTS", Op.NOT_EXISTS: "NOT EXISTS", Op.IS_NULL: "IS NULL", Op.IS_NOT_NULL: "IS NOT NULL",
 }
 
 OP_BY_NAME: dict[str, Op] = {
@@ -97,19 +113,25 @@ OP_BY_NAME: dict[str, Op] = {
     "prefix": Op.PREFIX, "not prefix": Op.NOT_PREFIX, "suffix": Op.SUFFIX,
     "not suffix": Op.NOT_SUFFIX, "contains": Op.CONTAINS, "not contains": Op.NOT_CONTAINS,
     "like": Op.LIKE, "not like": Op.NOT_LIKE, "matches": Op.MATCHES, "not matches": Op.NOT_MATCHES,
+    "exists": Op.EXISTS, "not exists": Op.NOT_EXISTS, "is null": Op.IS_NULL, "is not null": Op.IS_NOT_NULL,
 }
 """Operator names accepted by the JSON form (lower case, single spaces)."""
 
 Scalar = float | str | bool
+Value = Scalar | None
+"""A value of a flat event: a scalar, or ``None`` for JSON ``null``."""
 
-KEYWORDS = frozenset({"and", "or", "not", "in", "between", "like", "matches", "true", "false"})
+KEYWORDS = frozenset({"and", "or", "not", "in", "between", "like", "matches", "true", "false",
+                      "exists", "is", "null"})
 """Keywords of the text form (any letter case): an attribute spelt like one is back-quoted."""
 
 _KIND_WORDS = {Kind.NUM: "numbers", Kind.STR: "strings", Kind.BOOL: "booleans"}
 
 
 def kind_of(value: object) -> Kind | None:
-    """The :class:`Kind` of a Python value, or ``None`` for an unsupported one."""
+    """The :class:`Kind` of a Python value (``None`` is null), or ``None`` for an unsupported one."""
+    if value is None:
+        return Kind.NULL
     if isinstance(value, bool):
         return Kind.BOOL
     if isinstance(value, (int, float)):
@@ -121,8 +143,9 @@ def kind_of(value: object) -> Kind | None:
 
 def _scalar(value: object, what: str) -> tuple[Scalar, Kind]:
     kind = kind_of(value)
-    if kind is None:
-        raise SubscriptionError(f"{what} must be a number, a string or a boolean, not {value!r}")
+    if kind is None or kind is Kind.NULL:
+        shown = "null; test for null with IS NULL" if value is None else repr(value)
+        raise SubscriptionError(f"{what} must be a number, a string or a boolean, not {shown}")
     if kind is Kind.NUM:
         try:
             number = float(value)  # type: ignore[arg-type]
@@ -138,7 +161,8 @@ def _scalar(value: object, what: str) -> tuple[Scalar, Kind]:
 class Pred:
     """One predicate in canonical form; build it with :func:`pred`.
 
-    ``operand`` is a scalar, a sorted tuple of distinct scalars (``IN``, ``NOT IN``),
+    ``operand`` is ``None`` (the operators of :data:`PRESENCE_OPS`, of kind ``NULL``),
+    a scalar, a sorted tuple of distinct scalars (``IN``, ``NOT IN``),
     a ``(low, high)`` pair (``BETWEEN``, ``NOT BETWEEN``) or the pattern string of a
     string operator (``LIKE`` keeps the SQL pattern; ``PREFIX``, ``SUFFIX`` and
     ``CONTAINS`` hold the plain text).  ``kind`` is the operand's type.
@@ -146,7 +170,7 @@ class Pred:
 
     attr: str
     op: Op
-    operand: Scalar | tuple[Scalar, ...]
+    operand: Scalar | tuple[Scalar, ...] | None
     kind: Kind
 
     def __hash__(self) -> int:
@@ -154,7 +178,8 @@ class Pred:
         return hash((self.attr, int(self.op), self.operand, int(self.kind)))
 
     def negate(self) -> Pred:
-        """The complementary predicate (false on a missing attribute, like this one)."""
+        """The complementary predicate (false on a missing attribute, like this one, except
+        that ``EXISTS`` and ``NOT EXISTS`` are each other's complement)."""
         return Pred(self.attr, COMPLEMENT[self.op], self.operand, self.kind)
 
     def sort_key(self) -> tuple:
@@ -162,6 +187,10 @@ class Pred:
 
     def __str__(self) -> str:
         attr = self.attr if _is_plain_name(self.attr) else "`" + self.attr.replace("`", "``") + "`"
+        if self.op in (Op.EXISTS, Op.NOT_EXISTS):
+            return f"{OP_SYMBOL[self.op]} {attr}"
+        if self.op in PRESENCE_OPS:
+            return f"{attr} {OP_SYMBOL[self.op]}"
         if self.op in SET_OPS:
             body = "(" + ", ".join(literal(v) for v in self.operand) + ")"  # type: ignore[union-attr]
             return f"{attr} {OP_SYMBOL[self.op]} {body}"
@@ -268,6 +297,10 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
     if not isinstance(attr, str) or not attr:
         raise SubscriptionError(f"attribute name must be a non-empty string, not {attr!r}")
     name = OP_SYMBOL[op]
+    if op in PRESENCE_OPS:
+        if operand is not None:
+            raise SubscriptionError(f"{name} takes no operand, not {operand!r}")
+        return Pred(attr, op, None, Kind.NULL)
     if op in SET_OPS:
         if isinstance(operand, (str, bytes)) or not hasattr(operand, "__iter__"):
             raise SubscriptionError(f"{name} needs a list of values, not {operand!r}")

@@ -24,10 +24,15 @@ REGEXES = ("^a", "b$", "[xy]", "^$", "a.?b", "(?i)AB")
 
 NUM_OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "between", "not between")
 STR_OPS = NUM_OPS + ("like", "not like", "matches", "not matches")
+PRESENCE_OPS = ("exists", "not exists", "is null", "is not null")
+EXTENDED = {"NUM": NUM_OPS + PRESENCE_OPS, "STR": STR_OPS + PRESENCE_OPS}
+"""Operator pools of the extended workloads: the classic ones and those beyond (residual path)."""
 
 
 def _make(attr: str, op: str, pick) -> Pred:
     """A predicate of ``op`` on ``attr``; ``pick(pool, k)`` draws ``k`` values from a pool."""
+    if op in PRESENCE_OPS:
+        return pred(attr, op, None)
     if attr in BOOL_ATTRS:
         op = "=" if op in ("=", "in", "<", "<=") else "!="
         return pred(attr, op, pick((True, False), 1)[0])
@@ -44,31 +49,39 @@ def _make(attr: str, op: str, pick) -> Pred:
     return pred(attr, op, pick(pool, 1)[0])
 
 
-def random_pred(rng: random.Random) -> Pred:
+def _ops(attr: str, extended: bool) -> tuple[str, ...]:
+    if extended:
+        return EXTENDED["STR" if attr in STR_ATTRS else "NUM"]
+    return STR_OPS if attr in STR_ATTRS else NUM_OPS
+
+
+def random_pred(rng: random.Random, extended: bool = False) -> Pred:
     attr = rng.choice(ATTRS)
-    ops = STR_OPS if attr in STR_ATTRS else NUM_OPS
-    return _make(attr, rng.choice(ops), lambda pool, k: [rng.choice(pool) for _ in range(k)])
+    return _make(attr, rng.choice(_ops(attr, extended)), lambda pool, k: [rng.choice(pool) for _ in range(k)])
 
 
-def random_expr(rng: random.Random, depth: int = 0) -> Expr:
+def random_expr(rng: random.Random, depth: int = 0, extended: bool = False) -> Expr:
     r = rng.random()
     if depth >= 3 or r < 0.45:
-        return random_pred(rng)
+        return random_pred(rng, extended)
     if r < 0.75:
-        return And(tuple(random_expr(rng, depth + 1) for _ in range(rng.randint(2, 3))))
+        return And(tuple(random_expr(rng, depth + 1, extended) for _ in range(rng.randint(2, 3))))
     if r < 0.93:
-        return Or(tuple(random_expr(rng, depth + 1) for _ in range(rng.randint(2, 3))))
-    return Not(random_expr(rng, depth + 1))
+        return Or(tuple(random_expr(rng, depth + 1, extended) for _ in range(rng.randint(2, 3))))
+    return Not(random_expr(rng, depth + 1, extended))
 
 
-def random_event(rng: random.Random) -> dict:
-    """A flat event: each attribute present with probability 0.75, sometimes of the wrong type."""
+def random_event(rng: random.Random, extended: bool = False) -> dict:
+    """A flat event: each attribute present with probability 0.75, sometimes of the wrong
+    type (``extended``: sometimes null)."""
     event: dict = {}
     for attr in ATTRS:
         if rng.random() >= 0.75:
             continue
         r = rng.random()
-        if r < 0.1:  # wrong type
+        if extended and r < 0.1:
+            event[attr] = None
+        elif r < 0.1 + 0.1 * extended:  # wrong type
             event[attr] = rng.choice((1.0, "1", True, "ab"))
         elif attr in NUM_ATTRS:
             event[attr] = float(rng.choice(NUMS + (0.5, 5, -3)))
@@ -79,11 +92,11 @@ def random_event(rng: random.Random) -> dict:
     return event
 
 
-def random_subscriptions(rng: random.Random, n: int, prefix: str = "s") -> list[Subscription]:
+def random_subscriptions(rng: random.Random, n: int, prefix: str = "s", extended: bool = False) -> list[Subscription]:
     subs = []
     while len(subs) < n:
         try:
-            subs.append(Subscription.of(f"{prefix}{len(subs)}", random_expr(rng), max_terms=32))
+            subs.append(Subscription.of(f"{prefix}{len(subs)}", random_expr(rng, extended=extended), max_terms=32))
         except SubscriptionError:
             continue  # over the DNF bound
     return subs
@@ -91,21 +104,26 @@ def random_subscriptions(rng: random.Random, n: int, prefix: str = "s") -> list[
 
 # -- hypothesis -------------------------------------------------------------------------
 @st.composite
-def preds(draw) -> Pred:
+def preds(draw, extended: bool = False) -> Pred:
     attr = draw(st.sampled_from(ATTRS))
-    op = draw(st.sampled_from(STR_OPS if attr in STR_ATTRS else NUM_OPS))
+    op = draw(st.sampled_from(_ops(attr, extended)))
     return _make(attr, op, lambda pool, k: draw(st.lists(st.sampled_from(pool), min_size=k, max_size=k)))
 
 
-exprs = st.recursive(
-    preds(),
-    lambda inner: st.one_of(
-        st.lists(inner, min_size=2, max_size=3).map(lambda c: And(tuple(c))),
-        st.lists(inner, min_size=2, max_size=3).map(lambda c: Or(tuple(c))),
-        inner.map(Not),
-    ),
-    max_leaves=6,
-)
+def _trees(leaves):
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, min_size=2, max_size=3).map(lambda c: And(tuple(c))),
+            st.lists(inner, min_size=2, max_size=3).map(lambda c: Or(tuple(c))),
+            inner.map(Not),
+        ),
+        max_leaves=6,
+    )
+
+
+exprs = _trees(preds())
+extended_exprs = _trees(preds(extended=True))
 
 _values = {
     **{a: st.one_of(st.sampled_from(NUMS + (0.5, 5)).map(float), st.sampled_from(("1", True))) for a in NUM_ATTRS},
@@ -114,3 +132,4 @@ _values = {
     **{a: st.sampled_from((True, False, 1.0)) for a in BOOL_ATTRS},
 }
 events = st.fixed_dictionaries({}, optional=_values)
+extended_events = st.fixed_dictionaries({}, optional={a: st.one_of(v, st.none()) for a, v in _values.items()})

@@ -3,6 +3,7 @@
 An expression is one of::
 
     ["price", "<", 100]                      a predicate [attribute, operator, operand]
+    ["price", "exists"]                      EXISTS, NOT EXISTS, IS NULL, IS NOT NULL: no operand
     {"all": [e1, e2, ...]}                   AND of one or more expressions
     {"any": [e1, e2, ...]}                   OR of one or more expressions
     {"not": e}                               NOT
@@ -24,6 +25,7 @@ from matchers.errors import SubscriptionError
 from matchers.expr import (
     OP_BY_NAME,
     OP_SYMBOL,
+    PRESENCE_OPS,
     RANGE_OPS,
     SET_OPS,
     And,
@@ -97,11 +99,13 @@ def _parse(obj: Any, sub_id: str | None, path: str, depth: int) -> Expr:
 
 
 def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
-    if len(items) != 3:
+    unary = len(items) == 2 and isinstance(items[1], str) and OP_BY_NAME.get(" ".join(items[1].lower().split())) in PRESENCE_OPS
+    if len(items) != 3 and not unary:
         raise SubscriptionError(f"a predicate is [attribute, operator, operand], this array has {len(items)} "
                                 f"item{'s' if len(items) != 1 else ''}", sub_id, path,
-                                'three items, e.g. ["price", "<", 100]')
-    attr, name, operand = items
+                                'three items, e.g. ["price", "<", 100], or two for an operator without '
+                                'operand, e.g. ["price", "exists"]')
+    attr, name, operand = items if not unary else (*items, None)
     if not isinstance(attr, str) or not attr:
         raise SubscriptionError(f"the attribute must be a non-empty string, not {_describe(attr)}", sub_id,
                                 f"{path}[0]", "an attribute name")
@@ -110,7 +114,11 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
         raise SubscriptionError(f"unknown operator {_describe(name)}", sub_id, f"{path}[1]",
                                 f"one of {_OPERATOR_NAMES}")
     where = f"{path}[2]"
-    if op in SET_OPS:
+    if op in PRESENCE_OPS:
+        if not unary:
+            raise SubscriptionError(f"{OP_SYMBOL[op]} takes no operand", sub_id, where,
+                                    f'two items: ["{attr}", "{name}"]')
+    elif op in SET_OPS:
         if not isinstance(operand, list):
             raise SubscriptionError(f"{OP_SYMBOL[op]} needs an array of values, not {_describe(operand)}",
                                     sub_id, where, "an array of values")
@@ -132,7 +140,7 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
 
 def _check_scalar(value: Any, sub_id: str | None, path: str) -> None:
     kind = kind_of(value)
-    if kind is None:
+    if kind is None or kind is Kind.NULL:
         raise SubscriptionError(f"{_describe(value)} is not a value", sub_id, path,
                                 "a number, a string or a boolean")
     if kind is Kind.NUM and not (isinstance(value, float) or abs(value) <= _LARGEST_FLOAT):
@@ -160,6 +168,8 @@ def to_json(expr: Expr) -> Any:
     """
     if isinstance(expr, Pred):
         operand = expr.operand
+        if expr.op in PRESENCE_OPS:
+            return [expr.attr, _NAME_OF_OP[expr.op]]
         if isinstance(operand, tuple):
             return [expr.attr, _NAME_OF_OP[expr.op], [_scalar(v) for v in operand]]
         return [expr.attr, _NAME_OF_OP[expr.op], _scalar(operand)]

@@ -23,7 +23,7 @@ import lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from matchers.errors import SubscriptionError
-from matchers.expr import And, Expr, Not, Op, Or, Scalar, pred
+from matchers.expr import And, Expr, Not, Op, Or, Pred, Scalar, pred
 
 from .limits import MAX_DEPTH
 
@@ -43,9 +43,10 @@ _NEGATED_KEYWORD: dict[str, tuple[Op, Op]] = {
 _SIMPLE_ESCAPES = {"'": "'", "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
 _ESCAPES_TEXT = "one of \\', \\\\, \\n, \\t, \\r, \\uXXXX, \\UXXXXXXXX"
 
-_OPERATORS_TEXT = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES)"
+_OPERATORS_TEXT = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES, IS)"
 _KEYWORD_TERMINALS = {"_AND": "AND", "_OR": "OR", "NOT": "NOT", "IN": "IN", "BETWEEN": "BETWEEN",
-                      "LIKE": "LIKE", "MATCHES": "MATCHES", "TRUE": "TRUE", "FALSE": "FALSE"}
+                      "LIKE": "LIKE", "MATCHES": "MATCHES", "TRUE": "TRUE", "FALSE": "FALSE",
+                      "EXISTS": "EXISTS", "IS": "IS", "NULL": "NULL"}
 _VALUE_TERMINALS = frozenset({"NUMBER", "STRING", "TRUE", "FALSE"})
 _NAME_TERMINALS = frozenset({"NAME", "QNAME"})
 _STRING_OP_TERMINALS = frozenset({"IN", "BETWEEN", "LIKE", "MATCHES"})
@@ -206,8 +207,18 @@ class _Builder(lark.Transformer):
         positive, negative = _NEGATED_KEYWORD[keyword.type]
         return _predicate(attr.name, negative if len(children) == 4 else positive, operand.value, attr.offset)
 
+    def exists(self, children: list) -> _Node:
+        _, attr = children
+        return _predicate(attr.name, Op.EXISTS, None, attr.offset)
+
+    def is_null(self, children: list) -> _Node:
+        attr = children[0]
+        return _predicate(attr.name, Op.IS_NOT_NULL if len(children) == 4 else Op.IS_NULL, None, attr.offset)
+
     def negation(self, children: list) -> _Node:
         tok, child = children
+        if isinstance(child.expr, Pred) and child.expr.op is Op.EXISTS:  # NOT EXISTS x: one predicate
+            return _Node(child.expr.negate(), 1, _start(tok))
         return _combine(Not(child.expr), child.depth + 1, _start(tok))
 
     def and_expr(self, children: list[_Node]) -> _Node:
@@ -323,7 +334,9 @@ def _syntax_error(text: str, exc: UnexpectedInput, sub_id: str | None) -> Subscr
             return SubscriptionError("the expression ends too early", sub_id, _position(text, end),
                                      _describe(accepts))
         message = f"unexpected {_describe_token(token)}"
-        if token.type in _KEYWORD_TERMINALS and accepts & _NAME_TERMINALS:
+        if token.type == "NULL" and "IS" not in accepts:
+            message += "; null is not compared with =: test it with IS NULL or IS NOT NULL"
+        elif token.type in _KEYWORD_TERMINALS and accepts & _NAME_TERMINALS:
             word = token.value
             message += f"; {word} is a keyword: to use it as an attribute name, back-quote it: `{word}`"
         return SubscriptionError(message, sub_id, _position(text, token.start_pos), _describe(accepts))
@@ -361,10 +374,10 @@ def _describe(accepts: set[str]) -> str | None:
         # where a predicate may start, or on the right of a comparison (an attribute there is an error)
         starts = rest & {"NOT", "_LPAR"}
         items.append("a predicate (such as price < 100)" if starts else "a value")
-        rest -= _NAME_TERMINALS | _VALUE_TERMINALS
+        rest -= _NAME_TERMINALS | _VALUE_TERMINALS | {"EXISTS"}
     if "CMP_OP" in rest and rest & _STRING_OP_TERMINALS:
         items.append(_OPERATORS_TEXT)
-        rest -= {"CMP_OP", "NOT"} | _STRING_OP_TERMINALS
+        rest -= {"CMP_OP", "NOT", "IS"} | _STRING_OP_TERMINALS
     elif "CMP_OP" in rest:
         items.append("a comparison operator (=, !=, <, <=, >, >=)")
         rest.discard("CMP_OP")

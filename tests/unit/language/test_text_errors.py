@@ -10,7 +10,7 @@ from matchers.errors import SubscriptionError
 from matchers.expr import And, Not, Or, Pred
 from matchers.language import MAX_DEPTH, parse_text
 
-OPERATORS = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES)"
+OPERATORS = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES, IS)"
 AFTER_PREDICATE = "AND, OR or the end of the expression"
 PREDICATE = "a predicate (such as price < 100), NOT or '('"
 
