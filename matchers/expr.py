@@ -62,6 +62,12 @@ class Op(IntEnum):
     NOT_EXISTS = 21
     IS_NULL = 22
     IS_NOT_NULL = 23
+    EQ_ICASE = 24
+    NE_ICASE = 25
+    IN_ICASE = 26
+    NOT_IN_ICASE = 27
+    CIDR = 28
+    NOT_CIDR = 29
 
 
 COMPLEMENT: dict[Op, Op] = {
@@ -77,20 +83,25 @@ COMPLEMENT: dict[Op, Op] = {
     Op.MATCHES: Op.NOT_MATCHES, Op.NOT_MATCHES: Op.MATCHES,
     Op.EXISTS: Op.NOT_EXISTS, Op.NOT_EXISTS: Op.EXISTS,
     Op.IS_NULL: Op.IS_NOT_NULL, Op.IS_NOT_NULL: Op.IS_NULL,
+    Op.EQ_ICASE: Op.NE_ICASE, Op.NE_ICASE: Op.EQ_ICASE,
+    Op.IN_ICASE: Op.NOT_IN_ICASE, Op.NOT_IN_ICASE: Op.IN_ICASE,
+    Op.CIDR: Op.NOT_CIDR, Op.NOT_CIDR: Op.CIDR,
 }
 
 ORDER_OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE})
-SET_OPS = frozenset({Op.IN, Op.NOT_IN})
+SET_OPS = frozenset({Op.IN, Op.NOT_IN, Op.IN_ICASE, Op.NOT_IN_ICASE})
 RANGE_OPS = frozenset({Op.BETWEEN, Op.NOT_BETWEEN})
+ICASE_OPS = frozenset({Op.EQ_ICASE, Op.NE_ICASE, Op.IN_ICASE, Op.NOT_IN_ICASE})
+"""Equality and membership after Unicode case folding (``str.casefold``); operands are kept folded."""
 STRING_OPS = frozenset({
     Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS,
-    Op.LIKE, Op.NOT_LIKE, Op.MATCHES, Op.NOT_MATCHES,
-})
+    Op.LIKE, Op.NOT_LIKE, Op.MATCHES, Op.NOT_MATCHES, Op.CIDR, Op.NOT_CIDR,
+} | ICASE_OPS)
 PRESENCE_OPS = frozenset({Op.EXISTS, Op.NOT_EXISTS, Op.IS_NULL, Op.IS_NOT_NULL})
 """Operators without an operand: they test whether the attribute is present, and whether it is null."""
 NEGATIVE_OPS = frozenset({
     Op.NE, Op.NOT_IN, Op.NOT_BETWEEN, Op.NOT_PREFIX, Op.NOT_SUFFIX, Op.NOT_CONTAINS,
-    Op.NOT_LIKE, Op.NOT_MATCHES, Op.NOT_EXISTS, Op.IS_NOT_NULL,
+    Op.NOT_LIKE, Op.NOT_MATCHES, Op.NOT_EXISTS, Op.IS_NOT_NULL, Op.NE_ICASE, Op.NOT_IN_ICASE, Op.NOT_CIDR,
 })
 CLASSIC_OPS = frozenset(Op(i) for i in range(20))
 """The operators every index evaluates itself (false on a missing attribute and on a
@@ -104,6 +115,8 @@ OP_SYMBOL: dict[Op, str] = {
     Op.NOT_SUFFIX: "NOT SUFFIX", Op.CONTAINS: "CONTAINS", Op.NOT_CONTAINS: "NOT CONTAINS",
     Op.LIKE: "LIKE", Op.NOT_LIKE: "NOT LIKE", Op.MATCHES: "MATCHES", Op.NOT_MATCHES: "NOT MATCHES",
     Op.EXISTS: "EXISTS", Op.NOT_EXISTS: "NOT EXISTS", Op.IS_NULL: "IS NULL", Op.IS_NOT_NULL: "IS NOT NULL",
+    Op.EQ_ICASE: "= IGNORE CASE", Op.NE_ICASE: "!= IGNORE CASE", Op.IN_ICASE: "IN IGNORE CASE",
+    Op.NOT_IN_ICASE: "NOT IN IGNORE CASE", Op.CIDR: "IN CIDR", Op.NOT_CIDR: "NOT IN CIDR",
 }
 
 OP_BY_NAME: dict[str, Op] = {
@@ -114,6 +127,8 @@ OP_BY_NAME: dict[str, Op] = {
     "not suffix": Op.NOT_SUFFIX, "contains": Op.CONTAINS, "not contains": Op.NOT_CONTAINS,
     "like": Op.LIKE, "not like": Op.NOT_LIKE, "matches": Op.MATCHES, "not matches": Op.NOT_MATCHES,
     "exists": Op.EXISTS, "not exists": Op.NOT_EXISTS, "is null": Op.IS_NULL, "is not null": Op.IS_NOT_NULL,
+    "= ignore case": Op.EQ_ICASE, "!= ignore case": Op.NE_ICASE, "in ignore case": Op.IN_ICASE,
+    "not in ignore case": Op.NOT_IN_ICASE, "in cidr": Op.CIDR, "not in cidr": Op.NOT_CIDR,
 }
 """Operator names accepted by the JSON form (lower case, single spaces)."""
 
@@ -122,7 +137,7 @@ Value = Scalar | None
 """A value of a flat event: a scalar, or ``None`` for JSON ``null``."""
 
 KEYWORDS = frozenset({"and", "or", "not", "in", "between", "like", "matches", "true", "false",
-                      "exists", "is", "null"})
+                      "exists", "is", "null", "wildcard"})
 """Keywords of the text form (any letter case): an attribute spelt like one is back-quoted."""
 
 _KIND_WORDS = {Kind.NUM: "numbers", Kind.STR: "strings", Kind.BOOL: "booleans"}
@@ -191,6 +206,11 @@ class Pred:
             return f"{OP_SYMBOL[self.op]} {attr}"
         if self.op in PRESENCE_OPS:
             return f"{attr} {OP_SYMBOL[self.op]}"
+        if self.op in ICASE_OPS:
+            symbol = OP_SYMBOL[self.op].removesuffix(" IGNORE CASE")
+            if isinstance(self.operand, tuple):
+                return f"{attr} {symbol} (" + ", ".join(literal(v) for v in self.operand) + ") IGNORE CASE"
+            return f"{attr} {symbol} {literal(self.operand)} IGNORE CASE"  # type: ignore[arg-type]
         if self.op in SET_OPS:
             body = "(" + ", ".join(literal(v) for v in self.operand) + ")"  # type: ignore[union-attr]
             return f"{attr} {OP_SYMBOL[self.op]} {body}"
@@ -291,7 +311,13 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
     """
     if isinstance(op, str):
         try:
-            op = OP_BY_NAME[" ".join(op.lower().split())]
+            spelt = " ".join(op.lower().split())
+            if spelt in ("wildcard", "not wildcard"):
+                if not isinstance(operand, str):
+                    raise SubscriptionError(f"{spelt.upper()} needs a string operand, not {operand!r}")
+                op, operand = (Op.LIKE if spelt == "wildcard" else Op.NOT_LIKE), wildcard_to_like(operand)
+            else:
+                op = OP_BY_NAME[spelt]
         except KeyError:
             raise SubscriptionError(f"unknown operator {op!r}", expected="one of " + ", ".join(sorted(OP_BY_NAME))) from None
     if not isinstance(attr, str) or not attr:
@@ -311,9 +337,11 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
         if len(kinds) > 1:
             raise SubscriptionError(f"{name} list mixes types: " + " and ".join(sorted(_KIND_WORDS[k] for k in kinds)))
         kind = kinds.pop()
-        distinct = tuple(sorted({v for v, _ in values}))
+        if op in ICASE_OPS and kind is not Kind.STR:
+            raise SubscriptionError(f"{name} needs strings, not {_KIND_WORDS[kind]}")
+        distinct = tuple(sorted({v.casefold() if op in ICASE_OPS else v for v, _ in values}))  # type: ignore[union-attr]
         if len(distinct) == 1:
-            return Pred(attr, Op.EQ if op is Op.IN else Op.NE, distinct[0], kind)
+            return Pred(attr, _SINGLE[op], distinct[0], kind)
         return Pred(attr, op, distinct, kind)
     if op in RANGE_OPS:
         if isinstance(operand, (str, bytes)) or not hasattr(operand, "__len__") or len(operand) != 2:  # type: ignore[arg-type]
@@ -336,9 +364,48 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
             return _classify_like(attr, op is Op.NOT_LIKE, value)  # type: ignore[arg-type]
         if op in (Op.MATCHES, Op.NOT_MATCHES):
             check_regex(value)  # type: ignore[arg-type]
+        if op in ICASE_OPS:
+            value = value.casefold()  # type: ignore[union-attr]
+        if op in (Op.CIDR, Op.NOT_CIDR):
+            value = cidr_network(value)  # type: ignore[arg-type]
         if value == "" and op in (Op.PREFIX, Op.SUFFIX, Op.NOT_PREFIX, Op.NOT_SUFFIX):
             op = Op.NOT_CONTAINS if op in NEGATIVE_OPS else Op.CONTAINS  # one form of "any string"
     return Pred(attr, op, value, kind)
+
+
+_SINGLE = {Op.IN: Op.EQ, Op.NOT_IN: Op.NE, Op.IN_ICASE: Op.EQ_ICASE, Op.NOT_IN_ICASE: Op.NE_ICASE}
+
+
+def cidr_network(text: str) -> str:
+    """The canonical form of an IPv4 or IPv6 network (``'10.1.2.3/8'`` is ``'10.0.0.0/8'``;
+    an address alone is a network of one address)."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise SubscriptionError(f"CIDR needs an IPv4 or IPv6 network such as '10.0.0.0/8' or '2001:db8::/32', "
+                                f"not {literal(text)}") from None
+
+
+def wildcard_to_like(pattern: str) -> str:
+    """The LIKE pattern of an EventBridge wildcard pattern: ``*`` any run of characters,
+    ``\\*`` a literal star, ``\\\\`` a literal backslash; any other character is itself."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            nxt = pattern[i + 1:i + 2]
+            if nxt not in ("*", "\\"):
+                raise SubscriptionError(f"in a wildcard pattern a backslash escapes * or a backslash, not "
+                                        f"{literal(nxt) if nxt else 'the end'}")
+            out.append(like_escape(nxt))
+            i += 2
+            continue
+        out.append("%" if c == "*" else like_escape(c))
+        i += 1
+    return "".join(out)
 
 
 def check_regex(pattern: str) -> None:

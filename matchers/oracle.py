@@ -75,6 +75,18 @@ def holds(p: Pred, event: Mapping[str, Value]) -> bool:
         return regex_search(x, value)
     if op is Op.NOT_MATCHES:
         return not regex_search(x, value)
+    if op is Op.EQ_ICASE:
+        return value.casefold() == x
+    if op is Op.NE_ICASE:
+        return value.casefold() != x
+    if op is Op.IN_ICASE:
+        return value.casefold() in x
+    if op is Op.NOT_IN_ICASE:
+        return value.casefold() not in x
+    if op is Op.CIDR:
+        return in_network(value, x)
+    if op is Op.NOT_CIDR:
+        return not in_network(value, x)
     raise AssertionError(f"unknown operator {op!r}")
 
 
@@ -96,6 +108,16 @@ def like_matches(pattern: str, value: str) -> bool:
                 nxt.update(range(pos, len(value) + 1))
         reachable = nxt
     return len(value) in reachable
+
+
+def in_network(value: str, network: str) -> bool:
+    """Whether the string is an IP address (IPv4 or IPv6, of the network's version) inside the network."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(value) in ipaddress.ip_network(network)
+    except ValueError:
+        return False
 
 
 def regex_search(pattern: str, value: str) -> bool:

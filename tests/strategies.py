@@ -25,7 +25,16 @@ REGEXES = ("^a", "b$", "[xy]", "^$", "a.?b", "(?i)AB")
 NUM_OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "between", "not between")
 STR_OPS = NUM_OPS + ("like", "not like", "matches", "not matches")
 PRESENCE_OPS = ("exists", "not exists", "is null", "is not null")
-EXTENDED = {"NUM": NUM_OPS + PRESENCE_OPS, "STR": STR_OPS + PRESENCE_OPS}
+ICASE_OPS = ("= ignore case", "!= ignore case", "in ignore case", "not in ignore case")
+ICASE_STRS = ("AB", "ß", "SS", "ss", "É", "ǅ", "ǆ")
+CIDR_OPS = ("in cidr", "not in cidr")
+NETS = ("10.0.0.0/8", "10.1.2.0/24", "10.1.2.3/32", "0.0.0.0/0", "::/0", "2001:db8::/32", "192.168.0.0/16")
+IPS = ("10.0.0.0", "10.255.255.255", "11.0.0.0", "9.255.255.255", "10.1.2.3", "10.1.2.4", "2001:db8::1",
+       "2001:db9::", "::1", "192.168.1.1", "not-an-ip", "::ffff:10.0.0.1", "010.0.0.1")
+IP_ATTR = "ip"
+"""A string attribute of the extended workloads only, holding addresses (and some non-addresses)."""
+EXTENDED = {"NUM": NUM_OPS + PRESENCE_OPS, "STR": STR_OPS + PRESENCE_OPS + ICASE_OPS + ("wildcard",),
+            "IP": ("=", "!=", "exists", "is null") + CIDR_OPS * 3}
 """Operator pools of the extended workloads: the classic ones and those beyond (residual path)."""
 
 
@@ -33,6 +42,15 @@ def _make(attr: str, op: str, pick) -> Pred:
     """A predicate of ``op`` on ``attr``; ``pick(pool, k)`` draws ``k`` values from a pool."""
     if op in PRESENCE_OPS:
         return pred(attr, op, None)
+    if op in CIDR_OPS:
+        return pred(attr, op, pick(NETS, 1)[0])
+    if attr == IP_ATTR:
+        return pred(attr, op, pick(IPS, 1)[0])
+    if op in ICASE_OPS:
+        values = pick(STRS + ICASE_STRS, 3)
+        return pred(attr, op, values if op.startswith(("in", "not in")) else values[0])
+    if op == "wildcard":
+        return pred(attr, op, pick(("*", "a*", "*b", "a*b", "*b*", "\\**", "ab"), 1)[0])
     if attr in BOOL_ATTRS:
         op = "=" if op in ("=", "in", "<", "<=") else "!="
         return pred(attr, op, pick((True, False), 1)[0])
@@ -51,12 +69,12 @@ def _make(attr: str, op: str, pick) -> Pred:
 
 def _ops(attr: str, extended: bool) -> tuple[str, ...]:
     if extended:
-        return EXTENDED["STR" if attr in STR_ATTRS else "NUM"]
+        return EXTENDED["IP" if attr == IP_ATTR else "STR" if attr in STR_ATTRS else "NUM"]
     return STR_OPS if attr in STR_ATTRS else NUM_OPS
 
 
 def random_pred(rng: random.Random, extended: bool = False) -> Pred:
-    attr = rng.choice(ATTRS)
+    attr = rng.choice(ATTRS + (IP_ATTR,) if extended else ATTRS)
     return _make(attr, rng.choice(_ops(attr, extended)), lambda pool, k: [rng.choice(pool) for _ in range(k)])
 
 
@@ -86,9 +104,11 @@ def random_event(rng: random.Random, extended: bool = False) -> dict:
         elif attr in NUM_ATTRS:
             event[attr] = float(rng.choice(NUMS + (0.5, 5, -3)))
         elif attr in STR_ATTRS:
-            event[attr] = rng.choice(STRS + ("abcab", "xab", "zz", "a\nb"))
+            event[attr] = rng.choice(STRS + ("abcab", "xab", "zz", "a\nb") + ICASE_STRS * extended)
         else:
             event[attr] = rng.choice((True, False))
+    if extended and rng.random() < 0.8:
+        event[IP_ATTR] = rng.choice(IPS + (None,))
     return event
 
 
@@ -105,7 +125,7 @@ def random_subscriptions(rng: random.Random, n: int, prefix: str = "s", extended
 # -- hypothesis -------------------------------------------------------------------------
 @st.composite
 def preds(draw, extended: bool = False) -> Pred:
-    attr = draw(st.sampled_from(ATTRS))
+    attr = draw(st.sampled_from(ATTRS + (IP_ATTR,) if extended else ATTRS))
     op = draw(st.sampled_from(_ops(attr, extended)))
     return _make(attr, op, lambda pool, k: draw(st.lists(st.sampled_from(pool), min_size=k, max_size=k)))
 
@@ -132,4 +152,7 @@ _values = {
     **{a: st.sampled_from((True, False, 1.0)) for a in BOOL_ATTRS},
 }
 events = st.fixed_dictionaries({}, optional=_values)
-extended_events = st.fixed_dictionaries({}, optional={a: st.one_of(v, st.none()) for a, v in _values.items()})
+extended_events = st.fixed_dictionaries({}, optional={
+    **{a: st.one_of(v, st.none(), st.sampled_from(ICASE_STRS)) for a, v in _values.items()},
+    IP_ATTR: st.one_of(st.sampled_from(IPS), st.ip_addresses().map(str), st.none()),
+})

@@ -38,6 +38,7 @@ from matchers.expr import (
     Scalar,
     kind_of,
     pred,
+    wildcard_to_like,
 )
 
 from .limits import MAX_DEPTH
@@ -46,7 +47,9 @@ __all__ = ["parse_json", "to_json"]
 
 _KEYS = ("all", "any", "not")
 _EXPRESSION_TEXT = 'an expression: [attribute, operator, operand], {"all": [...]}, {"any": [...]} or {"not": ...}'
-_OPERATOR_NAMES = ", ".join(sorted(OP_BY_NAME, key=lambda name: (OP_BY_NAME[name], name)))
+_WILDCARD = {"wildcard": Op.LIKE, "not wildcard": Op.NOT_LIKE}
+"""EventBridge's wildcard patterns (``*`` only), read as the LIKE patterns they are."""
+_OPERATOR_NAMES = ", ".join([*sorted(OP_BY_NAME, key=lambda name: (OP_BY_NAME[name], name)), *_WILDCARD])
 _NAME_OF_OP: dict[Op, str] = {}
 for _name, _op in OP_BY_NAME.items():
     _NAME_OF_OP.setdefault(_op, _name)  # the first spelling: "=", "!=", "<", ..., "not in", ...
@@ -109,7 +112,8 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
     if not isinstance(attr, str) or not attr:
         raise SubscriptionError(f"the attribute must be a non-empty string, not {_describe(attr)}", sub_id,
                                 f"{path}[0]", "an attribute name")
-    op = OP_BY_NAME.get(" ".join(name.lower().split())) if isinstance(name, str) else None
+    spelt = " ".join(name.lower().split()) if isinstance(name, str) else None
+    op = OP_BY_NAME.get(spelt, _WILDCARD.get(spelt))  # type: ignore[arg-type]
     if op is None:
         raise SubscriptionError(f"unknown operator {_describe(name)}", sub_id, f"{path}[1]",
                                 f"one of {_OPERATOR_NAMES}")
@@ -133,6 +137,10 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
     else:
         _check_scalar(operand, sub_id, where)
     try:
+        if spelt in _WILDCARD:
+            if not isinstance(operand, str):
+                raise SubscriptionError(f"{spelt.upper()} needs a string operand, not {_describe(operand)}")
+            operand = wildcard_to_like(operand)
         return pred(attr, op, operand)
     except SubscriptionError as exc:
         raise SubscriptionError(exc.reason, sub_id, where, exc.expected) from None

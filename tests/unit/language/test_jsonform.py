@@ -7,7 +7,7 @@ import json
 import pytest
 
 from matchers.errors import SubscriptionError
-from matchers.expr import OP_BY_NAME, PRESENCE_OPS, And, Not, Op, Or, pred
+from matchers.expr import OP_BY_NAME, PRESENCE_OPS, SET_OPS, And, Not, Op, Or, pred
 from matchers.language import MAX_DEPTH, parse_json, parse_text, to_json
 
 
@@ -39,8 +39,10 @@ def test_every_operator_name(name):
         assert parse_json(["s", name]) == parse_json(["s", name.upper()]) == expected
         assert to_json(expected) == ["s", name]
         return
-    if op in (Op.IN, Op.NOT_IN):
+    if op in SET_OPS:
         operand = ["x", "y"]
+    elif op in (Op.CIDR, Op.NOT_CIDR):
+        operand = "10.0.0.0/8"
     elif op in (Op.BETWEEN, Op.NOT_BETWEEN):
         operand = ["x", "y"]
     elif op in (Op.MATCHES, Op.NOT_MATCHES):
@@ -144,6 +146,7 @@ def test_to_json_shape():
 @pytest.mark.parametrize("op", list(Op))
 def test_to_json_names_every_operator(op):
     operand = {Op.IN: ["a", "b"], Op.NOT_IN: ["a", "b"], Op.BETWEEN: ["a", "b"], Op.NOT_BETWEEN: ["a", "b"],
+               Op.IN_ICASE: ["a", "b"], Op.NOT_IN_ICASE: ["a", "b"], Op.CIDR: "::1/128", Op.NOT_CIDR: "::1/128",
                Op.LIKE: "a_b", Op.NOT_LIKE: "a_b"}.get(op, None if op in PRESENCE_OPS else "a")
     p = pred("s", op, operand)
     assert p.op is op
