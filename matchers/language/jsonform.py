@@ -80,19 +80,19 @@ def _parse(obj: Any, sub_id: str | None, path: str, depth: int) -> Expr:
     if isinstance(obj, list):
         return _predicate(obj, sub_id, path)
     if not isinstance(obj, Mapping):
-        raise SubscriptionError(f"{_describe(obj)} is not an expression", sub_id, path, _EXPRESSION_TEXT)
+        raise SubscriptionError(f"{describe(obj)} is not an expression", sub_id, path, _EXPRESSION_TEXT)
     if len(obj) != 1:
         what = "an empty object" if not obj else f"an object with {len(obj)} keys ({', '.join(map(repr, obj))})"
         raise SubscriptionError(f"an expression object has exactly one key, this is {what}", sub_id, path,
                                 'one of "all", "any", "not" (nest objects to combine them)')
     ((key, value),) = obj.items()
-    inner = f"{path}.{key}" if isinstance(key, str) and key.isidentifier() else f"{path}[{key!r}]"
+    inner = member_path(path, key)
     if key not in _KEYS:
         raise SubscriptionError(f"unknown key {key!r}", sub_id, path, 'one of "all", "any", "not"')
     if key == "not":
         return Not(_parse(value, sub_id, inner, depth + 1))
     if not isinstance(value, list):
-        raise SubscriptionError(f'"{key}" needs an array of expressions, not {_describe(value)}', sub_id, inner,
+        raise SubscriptionError(f'"{key}" needs an array of expressions, not {describe(value)}', sub_id, inner,
                                 "an array of expressions")
     if not value:
         raise SubscriptionError(f'"{key}" needs at least one expression: the array is empty', sub_id, inner,
@@ -110,12 +110,12 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
                                 'operand, e.g. ["price", "exists"]')
     attr, name, operand = items if not unary else (*items, None)
     if not isinstance(attr, str) or not attr:
-        raise SubscriptionError(f"the attribute must be a non-empty string, not {_describe(attr)}", sub_id,
+        raise SubscriptionError(f"the attribute must be a non-empty string, not {describe(attr)}", sub_id,
                                 f"{path}[0]", "an attribute name")
     spelt = " ".join(name.lower().split()) if isinstance(name, str) else None
     op = OP_BY_NAME.get(spelt, _WILDCARD.get(spelt))  # type: ignore[arg-type]
     if op is None:
-        raise SubscriptionError(f"unknown operator {_describe(name)}", sub_id, f"{path}[1]",
+        raise SubscriptionError(f"unknown operator {describe(name)}", sub_id, f"{path}[1]",
                                 f"one of {_OPERATOR_NAMES}")
     where = f"{path}[2]"
     if op in PRESENCE_OPS:
@@ -124,13 +124,13 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
                                     f'two items: ["{attr}", "{name}"]')
     elif op in SET_OPS:
         if not isinstance(operand, list):
-            raise SubscriptionError(f"{OP_SYMBOL[op]} needs an array of values, not {_describe(operand)}",
+            raise SubscriptionError(f"{OP_SYMBOL[op]} needs an array of values, not {describe(operand)}",
                                     sub_id, where, "an array of values")
         for i, value in enumerate(operand):
             _check_scalar(value, sub_id, f"{where}[{i}]")
     elif op in RANGE_OPS:
         if not isinstance(operand, list) or len(operand) != 2:
-            raise SubscriptionError(f"{OP_SYMBOL[op]} needs an array [low, high], not {_describe(operand)}",
+            raise SubscriptionError(f"{OP_SYMBOL[op]} needs an array [low, high], not {describe(operand)}",
                                     sub_id, where, "an array [low, high]")
         for i, value in enumerate(operand):
             _check_scalar(value, sub_id, f"{where}[{i}]")
@@ -139,7 +139,7 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
     try:
         if spelt in _WILDCARD:
             if not isinstance(operand, str):
-                raise SubscriptionError(f"{spelt.upper()} needs a string operand, not {_describe(operand)}")
+                raise SubscriptionError(f"{spelt.upper()} needs a string operand, not {describe(operand)}")
             operand = wildcard_to_like(operand)
         return pred(attr, op, operand)
     except SubscriptionError as exc:
@@ -149,16 +149,22 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
 def _check_scalar(value: Any, sub_id: str | None, path: str) -> None:
     kind = kind_of(value)
     if kind is None or kind is Kind.NULL:
-        raise SubscriptionError(f"{_describe(value)} is not a value", sub_id, path,
+        raise SubscriptionError(f"{describe(value)} is not a value", sub_id, path,
                                 "a number, a string or a boolean")
     if kind is Kind.NUM and not (isinstance(value, float) or abs(value) <= _LARGEST_FLOAT):
-        raise SubscriptionError(f"the number {_describe(value)} is too large for a 64-bit float", sub_id, path,
+        raise SubscriptionError(f"the number {describe(value)} is too large for a 64-bit float", sub_id, path,
                                 "a number between -1.7976931348623157e308 and 1.7976931348623157e308")
     if kind is Kind.NUM and not math.isfinite(value):
         raise SubscriptionError(f"{value} is not a finite number", sub_id, path, "a finite number")
 
 
-def _describe(value: Any) -> str:
+def member_path(path: str, key: Any) -> str:
+    """The JSON path of member ``key`` of the object at ``path``: ``$.all``, ``$['detail-type']``."""
+    return f"{path}.{key}" if isinstance(key, str) and key.isidentifier() else f"{path}[{key!r}]"
+
+
+def describe(value: Any) -> str:
+    """A value as error messages show it: null, an object, an array, or its repr (cut)."""
     if value is None:
         return "null"
     if isinstance(value, Mapping):

@@ -267,3 +267,13 @@ def test_subscription_limits(parse):
     assert "limits.predicates = 1" in parse_change(None, b'{"id": "s", "expr": "x = 1 OR y = 2"}', POS, parse,
                                                    limits=small).reason
     assert "limits.subscription_bytes = 40" in parse_change(None, big[:50], POS, parse, limits=small).reason
+
+
+def test_event_pattern_records_and_their_errors():
+    ok = parse_change(b"r", b'{"id": "r", "rule": {"source": ["aws.ec2"], "detail": {"n": [{"numeric": [">", 1]}]}}}',
+                      POS, default_parser())
+    assert isinstance(ok, Change) and ok.op == UPSERT
+    assert evaluate(ok.subscription.expr, {"source": "aws.ec2", "detail.n": 2.0})
+    assert not evaluate(ok.subscription.expr, {"source": "aws.ec2", "detail.n": "2"})
+    bad = parse_change(None, b'{"id": "r", "rule": {"source": [{"contains": "ec2"}]}}', POS, default_parser())
+    assert isinstance(bad, ErrorRecord) and "at $.rule.source[0].contains: unsupported matcher 'contains'" in bad.reason
