@@ -6,7 +6,7 @@ matched at once, and memory is reported.  The base class maps subscription ids t
 dense integer keys (reused after removal) that the kernels work with.
 
 Operators an index does not evaluate itself (:meth:`Matcher.indexes`; by default any
-outside :data:`~matchers.expr.CLASSIC_OPS`, such as ``EXISTS`` and ``NOT EXISTS``, the
+outside :data:`~matchers.expr.INDEXED_OPS`, such as ``EXISTS`` and ``NOT EXISTS``, the
 only predicate true on a missing attribute) are handled here, in one place for every
 index: a subscription using one goes whole to the matcher's *residual* matcher (a
 ``brute`` matcher on the same dictionary, which evaluates every operator), under a key
@@ -28,7 +28,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from matchers.events import Dictionary, EventBatch, encode
-from matchers.expr import CLASSIC_OPS, Kind, Op, Pred, Subscription, Value
+from matchers.expr import INDEXED_OPS, Kind, Op, Pred, Subscription, Value
 
 
 class Matches(NamedTuple):
@@ -181,7 +181,7 @@ class Matcher(ABC):
     """
 
     name: ClassVar[str] = ""
-    indexed_ops: ClassVar[frozenset[Op]] = CLASSIC_OPS
+    indexed_ops: ClassVar[frozenset[Op]] = INDEXED_OPS
     """Operators this index evaluates itself (see the module docstring)."""
     sees_nulls: ClassVar[bool] = False
     """Whether :meth:`_match` is given the events' ``null`` values (else they are left out)."""

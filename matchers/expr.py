@@ -103,10 +103,11 @@ NEGATIVE_OPS = frozenset({
     Op.NE, Op.NOT_IN, Op.NOT_BETWEEN, Op.NOT_PREFIX, Op.NOT_SUFFIX, Op.NOT_CONTAINS,
     Op.NOT_LIKE, Op.NOT_MATCHES, Op.NOT_EXISTS, Op.IS_NOT_NULL, Op.NE_ICASE, Op.NOT_IN_ICASE, Op.NOT_CIDR,
 })
-CLASSIC_OPS = frozenset(Op(i) for i in range(20))
+INDEXED_OPS = frozenset(Op(i) for i in range(20)) | ICASE_OPS | {Op.CIDR, Op.NOT_CIDR}
 """The operators every index evaluates itself (false on a missing attribute and on a
-value of another type); a subscription using any other goes to the index's residual
-matcher (see :meth:`matchers.base.Matcher.indexes`)."""
+value of another type; the string ones beyond ``=``, ``!=``, ``IN``, ``NOT IN`` through
+:class:`matchers.strings.StringEvaluator`); a subscription using any other goes to the
+index's residual matcher (see :attr:`matchers.base.Matcher.indexed_ops`)."""
 
 OP_SYMBOL: dict[Op, str] = {
     Op.EQ: "=", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",

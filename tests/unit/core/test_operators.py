@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from matchers import oracle
 from matchers.base import create, names
 from matchers.errors import SubscriptionError
-from matchers.expr import Op, Subscription, pred, wildcard_to_like
+from matchers.expr import ICASE_OPS, INDEXED_OPS, Op, Subscription, pred, wildcard_to_like
 from matchers.language import parse_json, parse_text, to_json
+from tests.strategies import random_event, random_subscriptions
 
 
 @pytest.mark.parametrize(("text", "value", "expected"), [
@@ -85,3 +88,17 @@ def test_new_words_stay_attribute_names():
     assert parse_text("case = 1 AND cidr = 2 AND ignore = 3") is not None
     with pytest.raises(SubscriptionError, match="back-quote it"):
         parse_text("wildcard = 1")
+
+
+@pytest.mark.parametrize("name", names())
+def test_indexes_evaluate_case_folding_and_cidr_themselves(name):
+    """Without existence or null tests every subscription stays in the index (no residual matcher)."""
+    rng = random.Random(7)
+    subs = [s for s in random_subscriptions(rng, 600, extended=True)
+            if all(p.op in INDEXED_OPS for conj in s.conjunctions for p in conj)]
+    assert sum(any(p.op in ICASE_OPS or p.op is Op.CIDR for c in s.conjunctions for p in c) for s in subs) > 20
+    evs = [random_event(rng, extended=True) for _ in range(100)]
+    matcher = create(name)
+    matcher.add(subs)
+    assert not matcher._residual_keys
+    assert matcher.match_events(evs) == [oracle.match(subs, e) for e in evs]
