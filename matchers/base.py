@@ -12,6 +12,11 @@ index: a subscription using one goes whole to the matcher's *residual* matcher (
 ``brute`` matcher on the same dictionary, which evaluates every operator), under a key
 of the same key space, and its matches are merged with the index's.  The index itself
 never sees such a subscription, nor the ``null`` values of the events.
+
+A new index: set :attr:`Matcher.indexed_ops` to what it evaluates (the default,
+:data:`~matchers.expr.INDEXED_OPS`, has the string operators of
+:class:`matchers.strings.StringEvaluator`); override :meth:`Matcher._add` (not ``add``) to
+insert in bulk; rebuild from :meth:`Matcher.indexed` (not ``subscriptions``).
 """
 
 from __future__ import annotations
