@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m matchers", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("match", help="match a JSONL file of events against a JSONL file of subscriptions")
-    m.add_argument("--subscriptions", "-s", required=True, help='JSONL: {"id": ..., "expr": "..."} or {"id": ..., "json": {...}}')
+    m.add_argument("--subscriptions", "-s", required=True, help='JSONL: {"id": ..., "expr": "..."}, {"id": ..., "json": {...}} or {"id": ..., "rule": {...}}')
     m.add_argument("--events", "-e", required=True, help="JSONL: one JSON object per line, optional \"id\"")
     m.add_argument("--matcher", "-m", default="counting", help="registered matcher name (see `list`)")
     m.add_argument("--out", "-o", default="-", help="output JSONL (default: stdout)")

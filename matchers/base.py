@@ -4,6 +4,19 @@ Every index implements :class:`Matcher`: subscriptions are added and removed
 incrementally (an ``add`` of a known id replaces it), a batch of encoded events is
 matched at once, and memory is reported.  The base class maps subscription ids to
 dense integer keys (reused after removal) that the kernels work with.
+
+Operators an index does not evaluate itself (:meth:`Matcher.indexes`; by default any
+outside :data:`~matchers.expr.INDEXED_OPS`, such as ``EXISTS`` and ``NOT EXISTS``, the
+only predicate true on a missing attribute) are handled here, in one place for every
+index: a subscription using one goes whole to the matcher's *residual* matcher (a
+``brute`` matcher on the same dictionary, which evaluates every operator), under a key
+of the same key space, and its matches are merged with the index's.  The index itself
+never sees such a subscription, nor the ``null`` values of the events.
+
+A new index: set :attr:`Matcher.indexed_ops` to what it evaluates (the default,
+:data:`~matchers.expr.INDEXED_OPS`, has the string operators of
+:class:`matchers.strings.StringEvaluator`); override :meth:`Matcher._add` (not ``add``) to
+insert in bulk; rebuild from :meth:`Matcher.indexed` (not ``subscriptions``).
 """
 
 from __future__ import annotations
@@ -12,16 +25,18 @@ import contextlib
 import gc
 import importlib
 import importlib.metadata
+import operator
 import pickle
 import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from matchers.events import Dictionary, EventBatch, encode
-from matchers.expr import Kind, Pred, Scalar, Subscription
+from matchers.expr import INDEXED_OPS, Kind, Op, Pred, Subscription, Value
 
 
 class Matches(NamedTuple):
@@ -135,6 +150,26 @@ class SubscriptionTable(Sequence):
         return self.id_bytes[self.id_offsets[key]:self.id_offsets[key + 1]].tobytes().decode("utf-8")
 
 
+_OP = operator.attrgetter("op")
+
+
+def _no_matches(n: int) -> Matches:
+    return Matches(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
+
+
+def without_nulls(batch: EventBatch) -> EventBatch:
+    """The batch without its ``null`` values (what an index sees: no predicate it
+    evaluates holds on one)."""
+    keep = batch.kinds != int(Kind.NULL)
+    if keep.all():
+        return batch
+    event_of = np.repeat(np.arange(batch.n, dtype=np.int64), np.diff(batch.offsets))
+    offsets = np.zeros(batch.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(event_of[keep], minlength=batch.n), out=offsets[1:])
+    return EventBatch(offsets, batch.attrs[keep], batch.kinds[keep], batch.nums[keep], batch.codes[keep],
+                      batch.texts[keep], batch.strings)
+
+
 def _encode(sub: Subscription | None) -> tuple[bytes, bytes]:
     return (b"", b"") if sub is None else (sub.id.encode("utf-8"), pickle.dumps(sub, protocol=5))
 
@@ -159,6 +194,13 @@ class Matcher(ABC):
     name: ClassVar[str] = ""
     baseline: ClassVar[bool] = False
     """A baseline is kept for tests and benchmarks; the service refuses it."""
+    indexed_ops: ClassVar[frozenset[Op]] = INDEXED_OPS
+    """Operators this index evaluates itself (see the module docstring)."""
+    sees_nulls: ClassVar[bool] = False
+    """Whether :meth:`_match` is given the events' ``null`` values (else they are left out)."""
+    _residual: Matcher | None = None  # class defaults: matchers pickled before the residual path
+    _residual_keys: frozenset[int] | set[int] = frozenset()
+    _residual_outer: np.ndarray | None = None
 
     def __init__(self, dictionary: Dictionary | None = None, **params: Any):
         if params:
@@ -173,29 +215,58 @@ class Matcher(ABC):
         return {**self.__dict__, "_subs": SubscriptionTable.pack(self._subs)}
 
     # -- public API -------------------------------------------------------------
+    def indexes(self, p: Pred) -> bool:
+        """Whether this index evaluates ``p`` itself (its operator is in :attr:`indexed_ops`);
+        a subscription with any predicate it does not goes to the residual matcher."""
+        return p.op in self.indexed_ops
+
     def add(self, subscriptions: Iterable[Subscription]) -> None:
         """Insert subscriptions; one whose id is already present is replaced."""
         with no_cyclic_gc():
             subs = list({s.id: s for s in subscriptions}.values())
-            self.remove(s.id for s in subs if s.id in self._key_of)
-            entries = []
-            for sub in subs:
-                for conj in sub.conjunctions:
-                    for p in conj:
-                        self._register_operands(p)
-                key = self._free.pop() if self._free else len(self._subs)
-                if key == len(self._subs):
-                    self._subs.append(sub)
-                else:
-                    self._subs[key] = sub
-                self._key_of[sub.id] = key
-                entries.append((key, sub))
-            if entries:
-                try:
-                    self._insert(entries)
-                except BaseException:
-                    self._unassign(entries)
-                    raise
+            self.remove([s.id for s in subs if s.id in self._key_of])
+            native, residual = [], []
+            indexed = self.indexed_ops.issuperset
+            for sub in subs:  # C-level iteration: no Python call per predicate
+                (native if indexed(map(_OP, chain.from_iterable(sub.conjunctions))) else residual).append(sub)
+            if residual:
+                self._add_residual(residual)
+            if native:
+                self._add(native)
+
+    def _assign(self, sub: Subscription) -> int:
+        """Give ``sub`` a key (a free one first) and record it."""
+        key = self._free.pop() if self._free else len(self._subs)
+        if key == len(self._subs):
+            self._subs.append(sub)
+        else:
+            self._subs[key] = sub
+        self._key_of[sub.id] = key
+        return key
+
+    def _add(self, subs: list[Subscription]) -> None:
+        """Insert new subscriptions (distinct ids, none present) into the index itself."""
+        entries = []
+        for sub in subs:
+            for conj in sub.conjunctions:
+                for p in conj:
+                    self._register_operands(p)
+            entries.append((self._assign(sub), sub))
+        try:
+            self._insert(entries)
+        except BaseException:
+            self._unassign(entries)
+            raise
+
+    def _add_residual(self, subs: list[Subscription]) -> None:
+        """Insert new subscriptions into the residual matcher, under keys of this one."""
+        if self._residual is None:
+            self._residual = create("brute", self.dictionary)
+            self._residual_keys = set()
+        self._residual.add(subs)
+        for sub in subs:
+            self._residual_keys.add(self._assign(sub))
+        self._residual_outer = None
 
     def _unassign(self, entries: list[tuple[int, Subscription]]) -> None:
         """Give back the keys of an insert that failed (the index must be left unchanged by it)."""
@@ -207,34 +278,63 @@ class Matcher(ABC):
 
     def remove(self, ids: Iterable[str]) -> int:
         """Delete subscriptions by id; unknown ids are ignored. Returns how many were removed."""
-        entries = []
+        entries, residual = [], []
         for sub_id in dict.fromkeys(ids):
             key = self._key_of.pop(sub_id, None)
             if key is None:
                 continue
-            entries.append((key, self._subs[key]))
+            if key in self._residual_keys:
+                self._residual_keys.discard(key)  # type: ignore[union-attr]
+                residual.append(sub_id)
+            else:
+                entries.append((key, self._subs[key]))
             self._subs[key] = None
             self._free.append(key)
+        if residual:
+            self._residual.remove(residual)  # type: ignore[union-attr]
+            self._residual_outer = None
         if entries:
             self._delete(entries)
-        return len(entries)
+        return len(entries) + len(residual)
 
-    def encode(self, events: Iterable[Mapping[str, Scalar]]) -> EventBatch:
+    def encode(self, events: Iterable[Mapping[str, Value]]) -> EventBatch:
         """Encode flat events with this matcher's dictionary."""
         return encode(events, self.dictionary)
 
     def match(self, batch: EventBatch) -> Matches:
         """Match a batch of events encoded with this matcher's dictionary."""
         if batch.n == 0 or not self._key_of:
-            return Matches(np.zeros(batch.n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
-        return self._match(batch)
+            return _no_matches(batch.n)
+        own_batch = batch if self.sees_nulls else without_nulls(batch)
+        if not self._residual_keys:
+            return self._match(own_batch)
+        own = self._match(own_batch) if len(self._key_of) > len(self._residual_keys) else None
+        return self._merge(own, self._residual.match(batch))  # type: ignore[union-attr]
+
+    def _merge(self, own: Matches | None, residual: Matches) -> Matches:
+        """The index's matches and the residual matcher's (keys mapped to this one's), per event."""
+        if self._residual_outer is None:
+            outer = np.full(max(self._residual.capacity, 1), -1, dtype=np.int32)  # type: ignore[union-attr]
+            for sub_id, key in self._residual._key_of.items():  # type: ignore[union-attr]
+                outer[key] = self._key_of[sub_id]
+            self._residual_outer = outer
+        keys = self._residual_outer[residual.keys]
+        n = len(residual.offsets) - 1
+        events = np.repeat(np.arange(n, dtype=np.int64), np.diff(residual.offsets))
+        if own is not None and own.total:
+            keys = np.concatenate([own.keys.astype(np.int32), keys])
+            events = np.concatenate([np.repeat(np.arange(n, dtype=np.int64), np.diff(own.offsets)), events])
+        order = np.lexsort((keys, events))
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(events, minlength=n), out=offsets[1:])
+        return Matches(offsets, keys[order])
 
     def match_ids(self, batch: EventBatch) -> list[list[str]]:
         """Sorted subscription ids matched by each event of the batch."""
         result = self.match(batch)
         return [self.ids(result.keys[result.offsets[i]:result.offsets[i + 1]]) for i in range(batch.n)]
 
-    def match_events(self, events: Iterable[Mapping[str, Scalar]]) -> list[list[str]]:
+    def match_events(self, events: Iterable[Mapping[str, Value]]) -> list[list[str]]:
         """Encode and match flat events; sorted subscription ids per event."""
         return self.match_ids(self.encode(events))
 
@@ -261,6 +361,11 @@ class Matcher(ABC):
     def subscriptions(self) -> Iterable[tuple[int, Subscription]]:
         """Every live ``(key, subscription)``."""
         return ((k, s) for k, s in enumerate(self._subs) if s is not None)
+
+    def indexed(self) -> Iterable[tuple[int, Subscription]]:
+        """Every live ``(key, subscription)`` of the index itself (not of its residual matcher)."""
+        residual = self._residual_keys
+        return ((k, s) for k, s in enumerate(self._subs) if s is not None and k not in residual)
 
     def __len__(self) -> int:
         return len(self._key_of)

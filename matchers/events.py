@@ -1,8 +1,9 @@
 """Events: flattening JSON objects and encoding batches into contiguous arrays.
 
-An event is a JSON object; nested objects flatten to dotted names.  Arrays and
-``null`` are unsupported values: that attribute counts as absent, the rest of the
-event is still matched, and the problem is reported.
+An event is a JSON object; nested objects flatten to dotted names; ``null`` is a
+value (``None``, of kind ``NULL``), distinct from an absent attribute.  Arrays are
+unsupported values: that attribute counts as absent, the rest of the event is still
+matched, and the problem is reported.
 
 A batch encodes to CSR arrays (:class:`EventBatch`) over a :class:`Dictionary` shared
 with the indexes: a global attribute dictionary and per-attribute string
@@ -21,23 +22,23 @@ from typing import NamedTuple
 
 import numpy as np
 
-from matchers.expr import Kind, Scalar
+from matchers.expr import Kind, Value
 
-NUM, STR, BOOL = int(Kind.NUM), int(Kind.STR), int(Kind.BOOL)
+NUM, STR, BOOL, NULL = int(Kind.NUM), int(Kind.STR), int(Kind.BOOL), int(Kind.NULL)
 
 
-def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "") -> dict[str, Scalar]:
+def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "") -> dict[str, Value]:
     """Flatten a JSON object to ``{dotted.name: scalar}``.
 
-    Unsupported values (arrays, ``null``, non-finite numbers) are left out and described
-    in ``problems`` when it is given.
+    ``null`` stays (as ``None``).  Unsupported values (arrays, non-finite numbers) are
+    left out and described in ``problems`` when it is given.
     """
-    out: dict[str, Scalar] = {}
+    out: dict[str, Value] = {}
     for key, value in obj.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
             out.update(flatten(value, problems, name + "."))
-        elif isinstance(value, (bool, str)):
+        elif value is None or isinstance(value, (bool, str)):
             out[name] = value
         elif isinstance(value, (int, float)):
             number = float(value)
@@ -46,8 +47,7 @@ def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "") -
             elif problems is not None:
                 problems.append(f"{name}: non-finite number is not supported")
         elif problems is not None:
-            what = "null" if value is None else type(value).__name__
-            what = "array" if isinstance(value, (list, tuple)) else what
+            what = "array" if isinstance(value, (list, tuple)) else type(value).__name__
             problems.append(f"{name}: {what} is not a supported value (treated as absent)")
     return out
 
@@ -108,7 +108,7 @@ class EventBatch(NamedTuple):
     offsets : int64[n + 1], event ``i`` owns entries ``offsets[i]:offsets[i+1]``.
     attrs : int32[nnz], attribute ids.
     kinds : int8[nnz], :class:`~matchers.expr.Kind` of each value.
-    nums : float64[nnz], the number, ``1.0``/``0.0`` for a boolean, NaN for a string.
+    nums : float64[nnz], the number, ``1.0``/``0.0`` for a boolean, NaN for a string or null.
     codes : int32[nnz], string code in the attribute's dictionary, ``-1`` if unknown or not a string.
     texts : int32[nnz], index into ``strings`` for a string, else ``-1``.
     strings : list[str], the batch's distinct string values.
@@ -135,7 +135,7 @@ class EventBatch(NamedTuple):
                           self.codes[a:b], self.texts[a:b], self.strings)
 
 
-_KIND_OF_TYPE = {float: NUM, int: NUM, bool: BOOL, str: STR}
+_KIND_OF_TYPE = {float: NUM, int: NUM, bool: BOOL, str: STR, type(None): NULL}
 
 
 class _AttrIds(dict):
@@ -150,7 +150,7 @@ class _AttrIds(dict):
         return aid
 
 
-def encode(events: Iterable[Mapping[str, Scalar]], dictionary: Dictionary) -> EventBatch:
+def encode(events: Iterable[Mapping[str, Value]], dictionary: Dictionary) -> EventBatch:
     """Encode flat events (see :func:`flatten`) against ``dictionary``.
 
     New attribute names are added to the dictionary (up to its cap); string values only
@@ -174,8 +174,9 @@ def encode(events: Iterable[Mapping[str, Scalar]], dictionary: Dictionary) -> Ev
         attrs, kinds, event_of, values = attrs[order], kinds[order], event_of[order], values[order]
     is_str = kinds == STR
     nums = np.full(len(values), math.nan)
-    if not is_str.all():
-        nums[~is_str] = values[~is_str].astype(np.float64)
+    numeric = (kinds == NUM) | (kinds == BOOL)
+    if numeric.any():
+        nums[numeric] = values[numeric].astype(np.float64)
     codes = np.full(len(values), -1, dtype=np.int32)
     texts = np.full(len(values), -1, dtype=np.int32)
     strings: list[str] = []
@@ -195,13 +196,15 @@ def encode(events: Iterable[Mapping[str, Scalar]], dictionary: Dictionary) -> Ev
 _values = methodcaller("values")
 
 
-def decode(batch: EventBatch, dictionary: Dictionary, i: int) -> dict[str, Scalar]:
+def decode(batch: EventBatch, dictionary: Dictionary, i: int) -> dict[str, Value]:
     """Event ``i`` of a batch back as a flat dict (for tests and error messages)."""
-    out: dict[str, Scalar] = {}
+    out: dict[str, Value] = {}
     for j in range(batch.offsets[i], batch.offsets[i + 1]):
         name = dictionary.attr_names[batch.attrs[j]]
         kind = batch.kinds[j]
-        if kind == BOOL:
+        if kind == NULL:
+            out[name] = None
+        elif kind == BOOL:
             out[name] = bool(batch.nums[j])
         elif kind == STR:
             out[name] = batch.strings[batch.texts[j]]

@@ -7,9 +7,10 @@ predicate).  ``NOT`` is pushed down to the predicates (every operator has a
 complement), so the normal forms (:func:`dnf`, :func:`cnf`) are NOT-free.
 
 Semantics (shared by every matcher, defined by :mod:`matchers.oracle`): a predicate on
-an attribute the event lacks is false, negated ones too; a value whose type differs
-from the operand's makes the predicate false; numbers compare as float64; strings order
-by code point.
+an attribute the event lacks is false, negated ones too, except ``NOT EXISTS`` (the
+only operator true on a missing attribute); a value whose type differs from the
+operand's makes the predicate false; ``null`` is a value (of its own type), distinct
+from absent; numbers compare as float64; strings order by code point.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class Kind(IntEnum):
     NUM = 0
     STR = 1
     BOOL = 2
+    NULL = 3
+    """JSON ``null`` in an event; the kind of the operand-less operators (``EXISTS``, ``IS NULL``)."""
 
 
 class Op(IntEnum):
@@ -55,6 +58,16 @@ class Op(IntEnum):
     NOT_LIKE = 17
     MATCHES = 18
     NOT_MATCHES = 19
+    EXISTS = 20
+    NOT_EXISTS = 21
+    IS_NULL = 22
+    IS_NOT_NULL = 23
+    EQ_ICASE = 24
+    NE_ICASE = 25
+    IN_ICASE = 26
+    NOT_IN_ICASE = 27
+    CIDR = 28
+    NOT_CIDR = 29
 
 
 COMPLEMENT: dict[Op, Op] = {
@@ -68,19 +81,33 @@ COMPLEMENT: dict[Op, Op] = {
     Op.CONTAINS: Op.NOT_CONTAINS, Op.NOT_CONTAINS: Op.CONTAINS,
     Op.LIKE: Op.NOT_LIKE, Op.NOT_LIKE: Op.LIKE,
     Op.MATCHES: Op.NOT_MATCHES, Op.NOT_MATCHES: Op.MATCHES,
+    Op.EXISTS: Op.NOT_EXISTS, Op.NOT_EXISTS: Op.EXISTS,
+    Op.IS_NULL: Op.IS_NOT_NULL, Op.IS_NOT_NULL: Op.IS_NULL,
+    Op.EQ_ICASE: Op.NE_ICASE, Op.NE_ICASE: Op.EQ_ICASE,
+    Op.IN_ICASE: Op.NOT_IN_ICASE, Op.NOT_IN_ICASE: Op.IN_ICASE,
+    Op.CIDR: Op.NOT_CIDR, Op.NOT_CIDR: Op.CIDR,
 }
 
 ORDER_OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE})
-SET_OPS = frozenset({Op.IN, Op.NOT_IN})
+SET_OPS = frozenset({Op.IN, Op.NOT_IN, Op.IN_ICASE, Op.NOT_IN_ICASE})
 RANGE_OPS = frozenset({Op.BETWEEN, Op.NOT_BETWEEN})
+ICASE_OPS = frozenset({Op.EQ_ICASE, Op.NE_ICASE, Op.IN_ICASE, Op.NOT_IN_ICASE})
+"""Equality and membership after Unicode case folding (``str.casefold``); operands are kept folded."""
 STRING_OPS = frozenset({
     Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS,
-    Op.LIKE, Op.NOT_LIKE, Op.MATCHES, Op.NOT_MATCHES,
-})
+    Op.LIKE, Op.NOT_LIKE, Op.MATCHES, Op.NOT_MATCHES, Op.CIDR, Op.NOT_CIDR,
+} | ICASE_OPS)
+PRESENCE_OPS = frozenset({Op.EXISTS, Op.NOT_EXISTS, Op.IS_NULL, Op.IS_NOT_NULL})
+"""Operators without an operand: they test whether the attribute is present, and whether it is null."""
 NEGATIVE_OPS = frozenset({
     Op.NE, Op.NOT_IN, Op.NOT_BETWEEN, Op.NOT_PREFIX, Op.NOT_SUFFIX, Op.NOT_CONTAINS,
-    Op.NOT_LIKE, Op.NOT_MATCHES,
+    Op.NOT_LIKE, Op.NOT_MATCHES, Op.NOT_EXISTS, Op.IS_NOT_NULL, Op.NE_ICASE, Op.NOT_IN_ICASE, Op.NOT_CIDR,
 })
+INDEXED_OPS = frozenset(Op(i) for i in range(20)) | ICASE_OPS | {Op.CIDR, Op.NOT_CIDR}
+"""The operators every index evaluates itself (false on a missing attribute and on a
+value of another type; the string ones beyond ``=``, ``!=``, ``IN``, ``NOT IN`` through
+:class:`matchers.strings.StringEvaluator`); a subscription using any other goes to the
+index's residual matcher (see :attr:`matchers.base.Matcher.indexed_ops`)."""
 
 OP_SYMBOL: dict[Op, str] = {
     Op.EQ: "=", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
@@ -88,6 +115,9 @@ OP_SYMBOL: dict[Op, str] = {
     Op.PREFIX: "PREFIX", Op.NOT_PREFIX: "NOT PREFIX", Op.SUFFIX: "SUFFIX",
     Op.NOT_SUFFIX: "NOT SUFFIX", Op.CONTAINS: "CONTAINS", Op.NOT_CONTAINS: "NOT CONTAINS",
     Op.LIKE: "LIKE", Op.NOT_LIKE: "NOT LIKE", Op.MATCHES: "MATCHES", Op.NOT_MATCHES: "NOT MATCHES",
+    Op.EXISTS: "EXISTS", Op.NOT_EXISTS: "NOT EXISTS", Op.IS_NULL: "IS NULL", Op.IS_NOT_NULL: "IS NOT NULL",
+    Op.EQ_ICASE: "= IGNORE CASE", Op.NE_ICASE: "!= IGNORE CASE", Op.IN_ICASE: "IN IGNORE CASE",
+    Op.NOT_IN_ICASE: "NOT IN IGNORE CASE", Op.CIDR: "IN CIDR", Op.NOT_CIDR: "NOT IN CIDR",
 }
 
 OP_BY_NAME: dict[str, Op] = {
@@ -97,19 +127,27 @@ OP_BY_NAME: dict[str, Op] = {
     "prefix": Op.PREFIX, "not prefix": Op.NOT_PREFIX, "suffix": Op.SUFFIX,
     "not suffix": Op.NOT_SUFFIX, "contains": Op.CONTAINS, "not contains": Op.NOT_CONTAINS,
     "like": Op.LIKE, "not like": Op.NOT_LIKE, "matches": Op.MATCHES, "not matches": Op.NOT_MATCHES,
+    "exists": Op.EXISTS, "not exists": Op.NOT_EXISTS, "is null": Op.IS_NULL, "is not null": Op.IS_NOT_NULL,
+    "= ignore case": Op.EQ_ICASE, "!= ignore case": Op.NE_ICASE, "in ignore case": Op.IN_ICASE,
+    "not in ignore case": Op.NOT_IN_ICASE, "in cidr": Op.CIDR, "not in cidr": Op.NOT_CIDR,
 }
 """Operator names accepted by the JSON form (lower case, single spaces)."""
 
 Scalar = float | str | bool
+Value = Scalar | None
+"""A value of a flat event: a scalar, or ``None`` for JSON ``null``."""
 
-KEYWORDS = frozenset({"and", "or", "not", "in", "between", "like", "matches", "true", "false"})
+KEYWORDS = frozenset({"and", "or", "not", "in", "between", "like", "matches", "true", "false",
+                      "exists", "is", "null", "wildcard"})
 """Keywords of the text form (any letter case): an attribute spelt like one is back-quoted."""
 
 _KIND_WORDS = {Kind.NUM: "numbers", Kind.STR: "strings", Kind.BOOL: "booleans"}
 
 
 def kind_of(value: object) -> Kind | None:
-    """The :class:`Kind` of a Python value, or ``None`` for an unsupported one."""
+    """The :class:`Kind` of a Python value (``None`` is null), or ``None`` for an unsupported one."""
+    if value is None:
+        return Kind.NULL
     if isinstance(value, bool):
         return Kind.BOOL
     if isinstance(value, (int, float)):
@@ -121,8 +159,9 @@ def kind_of(value: object) -> Kind | None:
 
 def _scalar(value: object, what: str) -> tuple[Scalar, Kind]:
     kind = kind_of(value)
-    if kind is None:
-        raise SubscriptionError(f"{what} must be a number, a string or a boolean, not {value!r}")
+    if kind is None or kind is Kind.NULL:
+        shown = "null; test for null with IS NULL" if value is None else repr(value)
+        raise SubscriptionError(f"{what} must be a number, a string or a boolean, not {shown}")
     if kind is Kind.NUM:
         try:
             number = float(value)  # type: ignore[arg-type]
@@ -138,7 +177,8 @@ def _scalar(value: object, what: str) -> tuple[Scalar, Kind]:
 class Pred:
     """One predicate in canonical form; build it with :func:`pred`.
 
-    ``operand`` is a scalar, a sorted tuple of distinct scalars (``IN``, ``NOT IN``),
+    ``operand`` is ``None`` (the operators of :data:`PRESENCE_OPS`, of kind ``NULL``),
+    a scalar, a sorted tuple of distinct scalars (``IN``, ``NOT IN``),
     a ``(low, high)`` pair (``BETWEEN``, ``NOT BETWEEN``) or the pattern string of a
     string operator (``LIKE`` keeps the SQL pattern; ``PREFIX``, ``SUFFIX`` and
     ``CONTAINS`` hold the plain text).  ``kind`` is the operand's type.
@@ -146,7 +186,7 @@ class Pred:
 
     attr: str
     op: Op
-    operand: Scalar | tuple[Scalar, ...]
+    operand: Scalar | tuple[Scalar, ...] | None
     kind: Kind
 
     def __hash__(self) -> int:
@@ -154,7 +194,8 @@ class Pred:
         return hash((self.attr, int(self.op), self.operand, int(self.kind)))
 
     def negate(self) -> Pred:
-        """The complementary predicate (false on a missing attribute, like this one)."""
+        """The complementary predicate (false on a missing attribute, like this one, except
+        that ``EXISTS`` and ``NOT EXISTS`` are each other's complement)."""
         return Pred(self.attr, COMPLEMENT[self.op], self.operand, self.kind)
 
     def sort_key(self) -> tuple:
@@ -162,6 +203,15 @@ class Pred:
 
     def __str__(self) -> str:
         attr = self.attr if _is_plain_name(self.attr) else "`" + self.attr.replace("`", "``") + "`"
+        if self.op in (Op.EXISTS, Op.NOT_EXISTS):
+            return f"{OP_SYMBOL[self.op]} {attr}"
+        if self.op in PRESENCE_OPS:
+            return f"{attr} {OP_SYMBOL[self.op]}"
+        if self.op in ICASE_OPS:
+            symbol = OP_SYMBOL[self.op].removesuffix(" IGNORE CASE")
+            if isinstance(self.operand, tuple):
+                return f"{attr} {symbol} (" + ", ".join(literal(v) for v in self.operand) + ") IGNORE CASE"
+            return f"{attr} {symbol} {literal(self.operand)} IGNORE CASE"  # type: ignore[arg-type]
         if self.op in SET_OPS:
             body = "(" + ", ".join(literal(v) for v in self.operand) + ")"  # type: ignore[union-attr]
             return f"{attr} {OP_SYMBOL[self.op]} {body}"
@@ -262,12 +312,22 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
     """
     if isinstance(op, str):
         try:
-            op = OP_BY_NAME[" ".join(op.lower().split())]
+            spelt = " ".join(op.lower().split())
+            if spelt in ("wildcard", "not wildcard"):
+                if not isinstance(operand, str):
+                    raise SubscriptionError(f"{spelt.upper()} needs a string operand, not {operand!r}")
+                op, operand = (Op.LIKE if spelt == "wildcard" else Op.NOT_LIKE), wildcard_to_like(operand)
+            else:
+                op = OP_BY_NAME[spelt]
         except KeyError:
             raise SubscriptionError(f"unknown operator {op!r}", expected="one of " + ", ".join(sorted(OP_BY_NAME))) from None
     if not isinstance(attr, str) or not attr:
         raise SubscriptionError(f"attribute name must be a non-empty string, not {attr!r}")
     name = OP_SYMBOL[op]
+    if op in PRESENCE_OPS:
+        if operand is not None:
+            raise SubscriptionError(f"{name} takes no operand, not {operand!r}")
+        return Pred(attr, op, None, Kind.NULL)
     if op in SET_OPS:
         if isinstance(operand, (str, bytes)) or not hasattr(operand, "__iter__"):
             raise SubscriptionError(f"{name} needs a list of values, not {operand!r}")
@@ -278,9 +338,11 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
         if len(kinds) > 1:
             raise SubscriptionError(f"{name} list mixes types: " + " and ".join(sorted(_KIND_WORDS[k] for k in kinds)))
         kind = kinds.pop()
-        distinct = tuple(sorted({v for v, _ in values}))
+        if op in ICASE_OPS and kind is not Kind.STR:
+            raise SubscriptionError(f"{name} needs strings, not {_KIND_WORDS[kind]}")
+        distinct = tuple(sorted({v.casefold() if op in ICASE_OPS else v for v, _ in values}))  # type: ignore[union-attr]
         if len(distinct) == 1:
-            return Pred(attr, Op.EQ if op is Op.IN else Op.NE, distinct[0], kind)
+            return Pred(attr, _SINGLE[op], distinct[0], kind)
         return Pred(attr, op, distinct, kind)
     if op in RANGE_OPS:
         if isinstance(operand, (str, bytes)) or not hasattr(operand, "__len__") or len(operand) != 2:  # type: ignore[arg-type]
@@ -303,9 +365,48 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
             return _classify_like(attr, op is Op.NOT_LIKE, value)  # type: ignore[arg-type]
         if op in (Op.MATCHES, Op.NOT_MATCHES):
             check_regex(value)  # type: ignore[arg-type]
+        if op in ICASE_OPS:
+            value = value.casefold()  # type: ignore[union-attr]
+        if op in (Op.CIDR, Op.NOT_CIDR):
+            value = cidr_network(value)  # type: ignore[arg-type]
         if value == "" and op in (Op.PREFIX, Op.SUFFIX, Op.NOT_PREFIX, Op.NOT_SUFFIX):
             op = Op.NOT_CONTAINS if op in NEGATIVE_OPS else Op.CONTAINS  # one form of "any string"
     return Pred(attr, op, value, kind)
+
+
+_SINGLE = {Op.IN: Op.EQ, Op.NOT_IN: Op.NE, Op.IN_ICASE: Op.EQ_ICASE, Op.NOT_IN_ICASE: Op.NE_ICASE}
+
+
+def cidr_network(text: str) -> str:
+    """The canonical form of an IPv4 or IPv6 network (``'10.1.2.3/8'`` is ``'10.0.0.0/8'``;
+    an address alone is a network of one address)."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise SubscriptionError(f"CIDR needs an IPv4 or IPv6 network such as '10.0.0.0/8' or '2001:db8::/32', "
+                                f"not {literal(text)}") from None
+
+
+def wildcard_to_like(pattern: str) -> str:
+    """The LIKE pattern of an EventBridge wildcard pattern: ``*`` any run of characters,
+    ``\\*`` a literal star, ``\\\\`` a literal backslash; any other character is itself."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            nxt = pattern[i + 1:i + 2]
+            if nxt not in ("*", "\\"):
+                raise SubscriptionError(f"in a wildcard pattern a backslash escapes * or a backslash, not "
+                                        f"{literal(nxt) if nxt else 'the end'}")
+            out.append(like_escape(nxt))
+            i += 2
+            continue
+        out.append("%" if c == "*" else like_escape(c))
+        i += 1
+    return "".join(out)
 
 
 def check_regex(pattern: str) -> None:

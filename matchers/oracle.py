@@ -8,18 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from matchers.expr import And, Expr, Kind, Not, Op, Pred, Scalar, Subscription, kind_of, like_parse
+from matchers.expr import And, Expr, Kind, Not, Op, Pred, Subscription, Value, kind_of, like_parse
 
 
-def holds(p: Pred, event: Mapping[str, Scalar]) -> bool:
-    """Whether predicate ``p`` holds on ``event``.
+def holds(p: Pred, event: Mapping[str, Value]) -> bool:
+    """Whether predicate ``p`` holds on ``event`` (``None`` values are JSON ``null``).
 
-    False when the attribute is missing or its value's type differs from the
-    operand's, for negated operators too (SQL's NULL rule).
+    ``EXISTS``: the attribute is present (null included); ``NOT EXISTS``: it is not;
+    ``IS NULL`` / ``IS NOT NULL``: it is present and null / not null.  Every other
+    predicate is false when the attribute is missing or its value's type (null
+    included) differs from the operand's, for negated operators too (SQL's NULL rule).
     """
+    if p.op is Op.NOT_EXISTS:
+        return p.attr not in event
     if p.attr not in event:
         return False
     value = event[p.attr]
+    if p.op is Op.EXISTS:
+        return True
+    if p.op is Op.IS_NULL:
+        return value is None
+    if p.op is Op.IS_NOT_NULL:
+        return value is not None
     if kind_of(value) is not p.kind:
         return False
     if p.kind is Kind.NUM:
@@ -65,6 +75,18 @@ def holds(p: Pred, event: Mapping[str, Scalar]) -> bool:
         return regex_search(x, value)
     if op is Op.NOT_MATCHES:
         return not regex_search(x, value)
+    if op is Op.EQ_ICASE:
+        return value.casefold() == x
+    if op is Op.NE_ICASE:
+        return value.casefold() != x
+    if op is Op.IN_ICASE:
+        return value.casefold() in x
+    if op is Op.NOT_IN_ICASE:
+        return value.casefold() not in x
+    if op is Op.CIDR:
+        return in_network(value, x)
+    if op is Op.NOT_CIDR:
+        return not in_network(value, x)
     raise AssertionError(f"unknown operator {op!r}")
 
 
@@ -88,6 +110,16 @@ def like_matches(pattern: str, value: str) -> bool:
     return len(value) in reachable
 
 
+def in_network(value: str, network: str) -> bool:
+    """Whether the string is an IP address (IPv4 or IPv6, of the network's version) inside the network."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(value) in ipaddress.ip_network(network)
+    except ValueError:
+        return False
+
+
 def regex_search(pattern: str, value: str) -> bool:
     """Unanchored RE2 search."""
     import re2
@@ -95,7 +127,7 @@ def regex_search(pattern: str, value: str) -> bool:
     return re2.search(pattern, value) is not None
 
 
-def evaluate(expr: Expr, event: Mapping[str, Scalar]) -> bool:
+def evaluate(expr: Expr, event: Mapping[str, Value]) -> bool:
     """Truth of an expression tree on a flat event (``NOT`` by pushing it down)."""
     if isinstance(expr, Pred):
         return holds(expr, event)
@@ -118,6 +150,6 @@ def _push_not(expr: Expr) -> Expr:
     return Or(children) if isinstance(expr, And) else And(children)
 
 
-def match(subscriptions: Iterable[Subscription], event: Mapping[str, Scalar]) -> list[str]:
+def match(subscriptions: Iterable[Subscription], event: Mapping[str, Value]) -> list[str]:
     """Sorted ids of the subscriptions that ``event`` satisfies."""
     return sorted(s.id for s in subscriptions if evaluate(s.expr, event))

@@ -1,17 +1,20 @@
 """The string side path of phase 1: string operators other than equality.
 
-Prefix, suffix, contains, LIKE, MATCHES, string ordering (``<`` ... ``>=``) and
-``BETWEEN`` on strings, and their negations.  Each attribute keeps, per operator
-family, its distinct operands with the predicate ids that test them: prefix and
-suffix through hashed lookups of the value's own prefixes and suffixes, contains
-through one Aho-Corasick scan, LIKE and MATCHES through one RE2 set, ordering
-through sorted operands.  A value is evaluated once per distinct (attribute,
+Prefix, suffix, contains, LIKE, MATCHES, string ordering (``<`` ... ``>=``),
+``BETWEEN`` on strings, case-insensitive ``=`` and ``IN``, ``IN CIDR``, and their
+negations.  Each attribute keeps, per operator family, its distinct operands with the
+predicate ids that test them: prefix and suffix through hashed lookups of the value's
+own prefixes and suffixes, contains through one Aho-Corasick scan, LIKE and MATCHES
+through one RE2 set, ordering through sorted operands, case-insensitive equality
+through one lookup of the folded value, CIDR through one lookup of the masked address
+per prefix length.  A value is evaluated once per distinct (attribute,
 string) and the result is cached until the attribute's predicates change.
 """
 
 from __future__ import annotations
 
 import bisect
+import ipaddress
 from collections.abc import Callable
 
 import numpy as np
@@ -23,6 +26,7 @@ STRING_SIDE_OPS = frozenset({
     Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN, Op.NOT_BETWEEN,
     Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS,
     Op.LIKE, Op.NOT_LIKE, Op.MATCHES, Op.NOT_MATCHES,
+    Op.EQ_ICASE, Op.NE_ICASE, Op.IN_ICASE, Op.NOT_IN_ICASE, Op.CIDR, Op.NOT_CIDR,
 })
 """Operators this evaluator owns when the operand is a string."""
 
@@ -191,6 +195,39 @@ def _between_hits(compiled, text: str) -> set[int]:
     return {i for i, (lo, hi) in enumerate(compiled) if lo <= text <= hi}
 
 
+def _compile_icase(operands: list) -> dict[str, list[int]]:
+    """Folded value -> operands (a folded string, or a tuple of them) holding it."""
+    table: dict[str, list[int]] = {}
+    for i, op in enumerate(operands):
+        for value in op if isinstance(op, tuple) else (op,):
+            table.setdefault(value, []).append(i)
+    return table
+
+
+def _icase_hits(compiled, text: str) -> set[int]:
+    return set(compiled.get(text.casefold(), ()))
+
+
+def _compile_cidr(operands: list) -> dict[tuple[int, int], dict[int, list[int]]]:
+    """(IP version, prefix length) -> network address shifted to its prefix -> operands."""
+    table: dict[tuple[int, int], dict[int, list[int]]] = {}
+    for i, op in enumerate(operands):
+        net = ipaddress.ip_network(op)
+        shift = net.max_prefixlen - net.prefixlen
+        table.setdefault((net.version, shift), {}).setdefault(int(net.network_address) >> shift, []).append(i)
+    return table
+
+
+def _cidr_hits(compiled, text: str) -> set[int]:
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return set()
+    value = int(address)
+    return {i for (version, shift), nets in compiled.items() if version == address.version
+            for i in nets.get(value >> shift, ())}
+
+
 _COMPILERS: dict[str, Callable] = {
     "prefix": _compile_affix,
     "suffix": _compile_affix,
@@ -199,6 +236,8 @@ _COMPILERS: dict[str, Callable] = {
     "regex": lambda ops: _compile_regex_set(ops, full=False),
     "lt": _compile_order, "le": _compile_order, "gt": _compile_order, "ge": _compile_order,
     "between": list,
+    "icase": _compile_icase,
+    "cidr": _compile_cidr,
 }
 _MATCHERS: dict[str, Callable] = {
     "prefix": _prefix_hits,
@@ -208,10 +247,13 @@ _MATCHERS: dict[str, Callable] = {
     "regex": lambda s, text: set(s.Match(text) or ()),
     "lt": _lt_hits, "le": _le_hits, "gt": _gt_hits, "ge": _ge_hits,
     "between": _between_hits,
+    "icase": _icase_hits,
+    "cidr": _cidr_hits,
 }
 _FAMILY_OF: dict[Op, str] = {
     Op.PREFIX: "prefix", Op.SUFFIX: "suffix", Op.CONTAINS: "contains", Op.LIKE: "like",
     Op.MATCHES: "regex", Op.LT: "lt", Op.LE: "le", Op.GT: "gt", Op.GE: "ge", Op.BETWEEN: "between",
+    Op.EQ_ICASE: "icase", Op.IN_ICASE: "icase", Op.CIDR: "cidr",
 }
 
 

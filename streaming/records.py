@@ -7,8 +7,9 @@ stream goes on. Records past the bounds of :class:`~streaming.config.LimitsSetti
 are refused with the limit, the value and the bound.
 
 Subscription records (topic ``subscriptions``, keyed by subscription id) hold
-``{"op": "upsert", "id": ..., "expr": "text"}`` or ``{"op": "upsert", "id": ...,
-"json": {...}}`` with an optional ``"expires"``, or ``{"op": "delete", "id": ...}``; a
+``{"op": "upsert", "id": ..., "expr": "text"}``, ``{"op": "upsert", "id": ...,
+"json": {...}}`` or ``{"op": "upsert", "id": ..., "rule": {...}}`` (an event pattern)
+with an optional ``"expires"``, or ``{"op": "delete", "id": ...}``; a
 record with a key and no value (a Kafka tombstone) deletes the key's subscription.
 ``op`` defaults to ``upsert``.  A record with a ``"pattern"`` (a Cayuga expression) is a
 stateful subscription for :mod:`streaming.patterns`; here it only replaces a boolean

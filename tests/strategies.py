@@ -24,10 +24,33 @@ REGEXES = ("^a", "b$", "[xy]", "^$", "a.?b", "(?i)AB")
 
 NUM_OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "between", "not between")
 STR_OPS = NUM_OPS + ("like", "not like", "matches", "not matches")
+PRESENCE_OPS = ("exists", "not exists", "is null", "is not null")
+ICASE_OPS = ("= ignore case", "!= ignore case", "in ignore case", "not in ignore case")
+ICASE_STRS = ("AB", "ß", "SS", "ss", "É", "ǅ", "ǆ")
+CIDR_OPS = ("in cidr", "not in cidr")
+NETS = ("10.0.0.0/8", "10.1.2.0/24", "10.1.2.3/32", "0.0.0.0/0", "::/0", "2001:db8::/32", "192.168.0.0/16")
+IPS = ("10.0.0.0", "10.255.255.255", "11.0.0.0", "9.255.255.255", "10.1.2.3", "10.1.2.4", "2001:db8::1",
+       "2001:db9::", "::1", "192.168.1.1", "not-an-ip", "::ffff:10.0.0.1", "010.0.0.1")
+IP_ATTR = "ip"
+"""A string attribute of the extended workloads only, holding addresses (and some non-addresses)."""
+EXTENDED = {"NUM": NUM_OPS + PRESENCE_OPS, "STR": STR_OPS + PRESENCE_OPS + ICASE_OPS + ("wildcard",),
+            "IP": ("=", "!=", "exists", "is null") + CIDR_OPS * 3}
+"""Operator pools of the extended workloads: the classic ones and those beyond (residual path)."""
 
 
 def _make(attr: str, op: str, pick) -> Pred:
     """A predicate of ``op`` on ``attr``; ``pick(pool, k)`` draws ``k`` values from a pool."""
+    if op in PRESENCE_OPS:
+        return pred(attr, op, None)
+    if op in CIDR_OPS:
+        return pred(attr, op, pick(NETS, 1)[0])
+    if attr == IP_ATTR:
+        return pred(attr, op, pick(IPS, 1)[0])
+    if op in ICASE_OPS:
+        values = pick(STRS + ICASE_STRS, 3)
+        return pred(attr, op, values if op.startswith(("in", "not in")) else values[0])
+    if op == "wildcard":
+        return pred(attr, op, pick(("*", "a*", "*b", "a*b", "*b*", "\\**", "ab"), 1)[0])
     if attr in BOOL_ATTRS:
         op = "=" if op in ("=", "in", "<", "<=") else "!="
         return pred(attr, op, pick((True, False), 1)[0])
@@ -44,46 +67,56 @@ def _make(attr: str, op: str, pick) -> Pred:
     return pred(attr, op, pick(pool, 1)[0])
 
 
-def random_pred(rng: random.Random) -> Pred:
-    attr = rng.choice(ATTRS)
-    ops = STR_OPS if attr in STR_ATTRS else NUM_OPS
-    return _make(attr, rng.choice(ops), lambda pool, k: [rng.choice(pool) for _ in range(k)])
+def _ops(attr: str, extended: bool) -> tuple[str, ...]:
+    if extended:
+        return EXTENDED["IP" if attr == IP_ATTR else "STR" if attr in STR_ATTRS else "NUM"]
+    return STR_OPS if attr in STR_ATTRS else NUM_OPS
 
 
-def random_expr(rng: random.Random, depth: int = 0) -> Expr:
+def random_pred(rng: random.Random, extended: bool = False) -> Pred:
+    attr = rng.choice(ATTRS + (IP_ATTR,) if extended else ATTRS)
+    return _make(attr, rng.choice(_ops(attr, extended)), lambda pool, k: [rng.choice(pool) for _ in range(k)])
+
+
+def random_expr(rng: random.Random, depth: int = 0, extended: bool = False) -> Expr:
     r = rng.random()
     if depth >= 3 or r < 0.45:
-        return random_pred(rng)
+        return random_pred(rng, extended)
     if r < 0.75:
-        return And(tuple(random_expr(rng, depth + 1) for _ in range(rng.randint(2, 3))))
+        return And(tuple(random_expr(rng, depth + 1, extended) for _ in range(rng.randint(2, 3))))
     if r < 0.93:
-        return Or(tuple(random_expr(rng, depth + 1) for _ in range(rng.randint(2, 3))))
-    return Not(random_expr(rng, depth + 1))
+        return Or(tuple(random_expr(rng, depth + 1, extended) for _ in range(rng.randint(2, 3))))
+    return Not(random_expr(rng, depth + 1, extended))
 
 
-def random_event(rng: random.Random) -> dict:
-    """A flat event: each attribute present with probability 0.75, sometimes of the wrong type."""
+def random_event(rng: random.Random, extended: bool = False) -> dict:
+    """A flat event: each attribute present with probability 0.75, sometimes of the wrong
+    type (``extended``: sometimes null)."""
     event: dict = {}
     for attr in ATTRS:
         if rng.random() >= 0.75:
             continue
         r = rng.random()
-        if r < 0.1:  # wrong type
+        if extended and r < 0.1:
+            event[attr] = None
+        elif r < 0.1 + 0.1 * extended:  # wrong type
             event[attr] = rng.choice((1.0, "1", True, "ab"))
         elif attr in NUM_ATTRS:
             event[attr] = float(rng.choice(NUMS + (0.5, 5, -3)))
         elif attr in STR_ATTRS:
-            event[attr] = rng.choice(STRS + ("abcab", "xab", "zz", "a\nb"))
+            event[attr] = rng.choice(STRS + ("abcab", "xab", "zz", "a\nb") + ICASE_STRS * extended)
         else:
             event[attr] = rng.choice((True, False))
+    if extended and rng.random() < 0.8:
+        event[IP_ATTR] = rng.choice(IPS + (None,))
     return event
 
 
-def random_subscriptions(rng: random.Random, n: int, prefix: str = "s") -> list[Subscription]:
+def random_subscriptions(rng: random.Random, n: int, prefix: str = "s", extended: bool = False) -> list[Subscription]:
     subs = []
     while len(subs) < n:
         try:
-            subs.append(Subscription.of(f"{prefix}{len(subs)}", random_expr(rng), max_terms=32))
+            subs.append(Subscription.of(f"{prefix}{len(subs)}", random_expr(rng, extended=extended), max_terms=32))
         except SubscriptionError:
             continue  # over the DNF bound
     return subs
@@ -91,21 +124,26 @@ def random_subscriptions(rng: random.Random, n: int, prefix: str = "s") -> list[
 
 # -- hypothesis -------------------------------------------------------------------------
 @st.composite
-def preds(draw) -> Pred:
-    attr = draw(st.sampled_from(ATTRS))
-    op = draw(st.sampled_from(STR_OPS if attr in STR_ATTRS else NUM_OPS))
+def preds(draw, extended: bool = False) -> Pred:
+    attr = draw(st.sampled_from(ATTRS + (IP_ATTR,) if extended else ATTRS))
+    op = draw(st.sampled_from(_ops(attr, extended)))
     return _make(attr, op, lambda pool, k: draw(st.lists(st.sampled_from(pool), min_size=k, max_size=k)))
 
 
-exprs = st.recursive(
-    preds(),
-    lambda inner: st.one_of(
-        st.lists(inner, min_size=2, max_size=3).map(lambda c: And(tuple(c))),
-        st.lists(inner, min_size=2, max_size=3).map(lambda c: Or(tuple(c))),
-        inner.map(Not),
-    ),
-    max_leaves=6,
-)
+def _trees(leaves):
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, min_size=2, max_size=3).map(lambda c: And(tuple(c))),
+            st.lists(inner, min_size=2, max_size=3).map(lambda c: Or(tuple(c))),
+            inner.map(Not),
+        ),
+        max_leaves=6,
+    )
+
+
+exprs = _trees(preds())
+extended_exprs = _trees(preds(extended=True))
 
 _values = {
     **{a: st.one_of(st.sampled_from(NUMS + (0.5, 5)).map(float), st.sampled_from(("1", True))) for a in NUM_ATTRS},
@@ -114,3 +152,7 @@ _values = {
     **{a: st.sampled_from((True, False, 1.0)) for a in BOOL_ATTRS},
 }
 events = st.fixed_dictionaries({}, optional=_values)
+extended_events = st.fixed_dictionaries({}, optional={
+    **{a: st.one_of(v, st.none(), st.sampled_from(ICASE_STRS)) for a, v in _values.items()},
+    IP_ATTR: st.one_of(st.sampled_from(IPS), st.ip_addresses().map(str), st.none()),
+})

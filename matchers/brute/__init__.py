@@ -12,7 +12,8 @@ The speed baseline next to every index in the benchmarks, and a second oracle ne
    string predicates other than ``=``/``!=``/``IN``/``NOT IN`` (prefix, suffix,
    contains, LIKE, MATCHES, string ordering) run :func:`matchers.oracle.holds` once per
    distinct string of their attribute in the batch, cached per (predicate, string), and
-   are looked up per event;
+   are looked up per event; ``EXISTS``, ``NOT EXISTS``, ``IS NULL`` and ``IS NOT NULL``
+   read a matrix of the kind of each attribute's value (-1 where absent);
 3. a numba kernel ANDs each conjunction's columns and ORs the conjunctions of a
    subscription (numpy could only do it by materialising every conjunction's columns
    for every event).
@@ -30,7 +31,7 @@ import numpy as np
 
 from matchers.base import Matcher, Matches, register
 from matchers.events import Dictionary, EventBatch
-from matchers.expr import Kind, Op, Pred, Subscription
+from matchers.expr import PRESENCE_OPS, Kind, Op, Pred, Subscription
 from matchers.oracle import holds
 
 from .kernels import match_conjunctions
@@ -46,7 +47,10 @@ _CODE_OPS = frozenset({Op.EQ, Op.NE, Op.IN, Op.NOT_IN})
 
 
 def _vectorised(p: Pred) -> bool:
-    """Whether the predicate is evaluated in a numpy group (else on the string side path)."""
+    """Whether the predicate is evaluated in a numpy group (else on the presence or the
+    string side path)."""
+    if p.op in PRESENCE_OPS:
+        return False
     if p.kind is Kind.STR:
         return p.op in _CODE_OPS
     return p.op in _DENSE_OPS
@@ -72,6 +76,7 @@ class _Packed(NamedTuple):
     n_dense: int
     groups: list[_Group]
     side: list[tuple[int, Pred, int]]  # (column, predicate, dense attribute column)
+    presence: list[tuple[int, Op, int]]  # (column, operator, dense attribute column)
     conj_offsets: np.ndarray
     conj_cols: np.ndarray
     conj_keys: np.ndarray
@@ -81,11 +86,16 @@ class _Packed(NamedTuple):
 class BruteForceMatcher(Matcher):
     """Evaluate every predicate on every event, then every conjunction (see module docstring).
 
+    It evaluates every operator: it is the residual matcher of every other index.
+
     Parameters
     ----------
     dictionary : attribute and string dictionaries to share (a new one if ``None``).
     cell_budget : cells of the per-chunk truth matrix (bounds memory, not results).
     """
+
+    indexed_ops = frozenset(Op)
+    sees_nulls = True
 
     def __init__(self, dictionary: Dictionary | None = None, cell_budget: int = CELL_BUDGET, **params):
         super().__init__(dictionary, **params)
@@ -145,6 +155,7 @@ class BruteForceMatcher(Matcher):
         attr_index = np.full(max(dictionary.n_attrs, 1), -1, dtype=np.int64)
         by_group: dict[tuple[Op, int], list[int]] = defaultdict(list)
         side_pids: list[int] = []
+        presence_pids: list[int] = []
         live: dict[int, Pred] = {pid: p for pid, p in enumerate(self._preds) if p is not None}
         for pid, p in live.items():
             aid = dictionary.attr(p.attr)
@@ -152,6 +163,8 @@ class BruteForceMatcher(Matcher):
                 attr_index[aid] = 0
             if _vectorised(p):
                 by_group[(p.op, int(p.kind))].append(pid)
+            elif p.op in PRESENCE_OPS:
+                presence_pids.append(pid)
             else:
                 side_pids.append(pid)
         used = np.flatnonzero(attr_index >= 0)
@@ -185,6 +198,12 @@ class BruteForceMatcher(Matcher):
             col_of[pid] = start
             side.append((start, p, int(attr_index[dictionary.attr(p.attr)])))
             start += 1
+        presence = []
+        for pid in presence_pids:
+            p = live[pid]
+            col_of[pid] = start
+            presence.append((start, p.op, int(attr_index[dictionary.attr(p.attr)])))
+            start += 1
         keys = sorted(self._conjs_of)
         conjs = [(key, conj) for key in keys for conj in self._conjs_of[key]]
         lengths = np.fromiter((len(c) for _, c in conjs), dtype=np.int64, count=len(conjs))
@@ -193,7 +212,7 @@ class BruteForceMatcher(Matcher):
         flat = np.fromiter((pid for _, c in conjs for pid in c), dtype=np.int64, count=int(conj_offsets[-1]))
         conj_cols = col_of[flat].astype(np.int32)
         conj_keys = np.fromiter((k for k, _ in conjs), dtype=np.int32, count=len(conjs))
-        return _Packed(start, attr_index, len(used), groups, side, conj_offsets, conj_cols, conj_keys)
+        return _Packed(start, attr_index, len(used), groups, side, presence, conj_offsets, conj_cols, conj_keys)
 
     def _operand_value(self, p: Pred, value) -> float:
         """Numeric form of an operand: the number, 1/0 for a boolean, the string's code."""
@@ -274,6 +293,19 @@ class BruteForceMatcher(Matcher):
                 hit = np.logical_or.reduceat(values[g.set_owner] == g.set_values[:, None], g.set_starts, axis=0)
                 ok = hit if op is Op.IN else ~hit & ~np.isnan(values)
             sat[:, g.start:g.start + len(g.attr)] = ok.T
+        if packed.presence:
+            kind = np.full(shape, -1, dtype=np.int8)  # the kind of each value, -1 where absent
+            kind[rows, cols] = kinds
+            for col, op, attr in packed.presence:
+                k = kind[:, attr]
+                if op is Op.EXISTS:
+                    sat[:, col] = k >= 0
+                elif op is Op.NOT_EXISTS:
+                    sat[:, col] = k < 0
+                elif op is Op.IS_NULL:
+                    sat[:, col] = k == int(Kind.NULL)
+                else:
+                    sat[:, col] = (k >= 0) & (k != int(Kind.NULL))
         if not packed.side:
             return sat
         positions, truths = side

@@ -22,11 +22,9 @@ order), once either grows past a fraction of the main part.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 
-from matchers.base import Matcher, Matches, no_cyclic_gc, register
+from matchers.base import Matcher, Matches, register
 from matchers.counting import kernels as K
 from matchers.errors import SubscriptionError
 from matchers.events import EventBatch
@@ -81,34 +79,25 @@ class CountingMatcher(Matcher):
         self._visited = np.zeros(1024, dtype=np.int32)
 
     # -- updates --------------------------------------------------------------------
-    def add(self, subscriptions: Iterable[Subscription]) -> None:
-        """Insert subscriptions; one whose id is already present is replaced.
-
-        :meth:`Matcher.add` in bulk: keys are assigned with list operations and the
+    def _add(self, subs: list[Subscription]) -> None:
+        """:meth:`Matcher._add` in bulk: keys are assigned with list operations and the
         operands are registered by :meth:`PredicateIndex.acquire_many`, with no Python
-        call per predicate.
-        """
-        with no_cyclic_gc():
-            subs = list({s.id: s for s in subscriptions}.values())
-            key_of = self._key_of
-            self.remove([s.id for s in subs if s.id in key_of])
-            if not subs:
-                return
-            n_reuse = min(len(self._free), len(subs))
-            reused = self._free[len(self._free) - n_reuse:][::-1]
-            del self._free[len(self._free) - n_reuse:]
-            for key, sub in zip(reused, subs, strict=False):
-                self._subs[key] = sub
-            start = len(self._subs)
-            self._subs.extend(subs[n_reuse:])
-            keys = reused + list(range(start, start + len(subs) - n_reuse))
-            key_of.update(zip([s.id for s in subs], keys, strict=True))
-            entries = list(zip(keys, subs, strict=True))
-            try:
-                self._insert(entries)
-            except BaseException:
-                self._unassign(entries)
-                raise
+        call per predicate."""
+        n_reuse = min(len(self._free), len(subs))
+        reused = self._free[len(self._free) - n_reuse:][::-1]
+        del self._free[len(self._free) - n_reuse:]
+        for key, sub in zip(reused, subs, strict=False):
+            self._subs[key] = sub
+        start = len(self._subs)
+        self._subs.extend(subs[n_reuse:])
+        keys = reused + list(range(start, start + len(subs) - n_reuse))
+        self._key_of.update(zip([s.id for s in subs], keys, strict=True))
+        entries = list(zip(keys, subs, strict=True))
+        try:
+            self._insert(entries)
+        except BaseException:
+            self._unassign(entries)
+            raise
 
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
         keys = np.array([key for key, _ in entries], dtype=np.int64)

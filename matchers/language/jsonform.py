@@ -3,6 +3,7 @@
 An expression is one of::
 
     ["price", "<", 100]                      a predicate [attribute, operator, operand]
+    ["price", "exists"]                      EXISTS, NOT EXISTS, IS NULL, IS NOT NULL: no operand
     {"all": [e1, e2, ...]}                   AND of one or more expressions
     {"any": [e1, e2, ...]}                   OR of one or more expressions
     {"not": e}                               NOT
@@ -24,6 +25,7 @@ from matchers.errors import SubscriptionError
 from matchers.expr import (
     OP_BY_NAME,
     OP_SYMBOL,
+    PRESENCE_OPS,
     RANGE_OPS,
     SET_OPS,
     And,
@@ -36,6 +38,7 @@ from matchers.expr import (
     Scalar,
     kind_of,
     pred,
+    wildcard_to_like,
 )
 
 from .limits import MAX_DEPTH
@@ -44,7 +47,9 @@ __all__ = ["parse_json", "to_json"]
 
 _KEYS = ("all", "any", "not")
 _EXPRESSION_TEXT = 'an expression: [attribute, operator, operand], {"all": [...]}, {"any": [...]} or {"not": ...}'
-_OPERATOR_NAMES = ", ".join(sorted(OP_BY_NAME, key=lambda name: (OP_BY_NAME[name], name)))
+_WILDCARD = {"wildcard": Op.LIKE, "not wildcard": Op.NOT_LIKE}
+"""EventBridge's wildcard patterns (``*`` only), read as the LIKE patterns they are."""
+_OPERATOR_NAMES = ", ".join([*sorted(OP_BY_NAME, key=lambda name: (OP_BY_NAME[name], name)), *_WILDCARD])
 _NAME_OF_OP: dict[Op, str] = {}
 for _name, _op in OP_BY_NAME.items():
     _NAME_OF_OP.setdefault(_op, _name)  # the first spelling: "=", "!=", "<", ..., "not in", ...
@@ -75,19 +80,19 @@ def _parse(obj: Any, sub_id: str | None, path: str, depth: int) -> Expr:
     if isinstance(obj, list):
         return _predicate(obj, sub_id, path)
     if not isinstance(obj, Mapping):
-        raise SubscriptionError(f"{_describe(obj)} is not an expression", sub_id, path, _EXPRESSION_TEXT)
+        raise SubscriptionError(f"{describe(obj)} is not an expression", sub_id, path, _EXPRESSION_TEXT)
     if len(obj) != 1:
         what = "an empty object" if not obj else f"an object with {len(obj)} keys ({', '.join(map(repr, obj))})"
         raise SubscriptionError(f"an expression object has exactly one key, this is {what}", sub_id, path,
                                 'one of "all", "any", "not" (nest objects to combine them)')
     ((key, value),) = obj.items()
-    inner = f"{path}.{key}" if isinstance(key, str) and key.isidentifier() else f"{path}[{key!r}]"
+    inner = member_path(path, key)
     if key not in _KEYS:
         raise SubscriptionError(f"unknown key {key!r}", sub_id, path, 'one of "all", "any", "not"')
     if key == "not":
         return Not(_parse(value, sub_id, inner, depth + 1))
     if not isinstance(value, list):
-        raise SubscriptionError(f'"{key}" needs an array of expressions, not {_describe(value)}', sub_id, inner,
+        raise SubscriptionError(f'"{key}" needs an array of expressions, not {describe(value)}', sub_id, inner,
                                 "an array of expressions")
     if not value:
         raise SubscriptionError(f'"{key}" needs at least one expression: the array is empty', sub_id, inner,
@@ -97,34 +102,45 @@ def _parse(obj: Any, sub_id: str | None, path: str, depth: int) -> Expr:
 
 
 def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
-    if len(items) != 3:
+    unary = len(items) == 2 and isinstance(items[1], str) and OP_BY_NAME.get(" ".join(items[1].lower().split())) in PRESENCE_OPS
+    if len(items) != 3 and not unary:
         raise SubscriptionError(f"a predicate is [attribute, operator, operand], this array has {len(items)} "
                                 f"item{'s' if len(items) != 1 else ''}", sub_id, path,
-                                'three items, e.g. ["price", "<", 100]')
-    attr, name, operand = items
+                                'three items, e.g. ["price", "<", 100], or two for an operator without '
+                                'operand, e.g. ["price", "exists"]')
+    attr, name, operand = items if not unary else (*items, None)
     if not isinstance(attr, str) or not attr:
-        raise SubscriptionError(f"the attribute must be a non-empty string, not {_describe(attr)}", sub_id,
+        raise SubscriptionError(f"the attribute must be a non-empty string, not {describe(attr)}", sub_id,
                                 f"{path}[0]", "an attribute name")
-    op = OP_BY_NAME.get(" ".join(name.lower().split())) if isinstance(name, str) else None
+    spelt = " ".join(name.lower().split()) if isinstance(name, str) else None
+    op = OP_BY_NAME.get(spelt, _WILDCARD.get(spelt))  # type: ignore[arg-type]
     if op is None:
-        raise SubscriptionError(f"unknown operator {_describe(name)}", sub_id, f"{path}[1]",
+        raise SubscriptionError(f"unknown operator {describe(name)}", sub_id, f"{path}[1]",
                                 f"one of {_OPERATOR_NAMES}")
     where = f"{path}[2]"
-    if op in SET_OPS:
+    if op in PRESENCE_OPS:
+        if not unary:
+            raise SubscriptionError(f"{OP_SYMBOL[op]} takes no operand", sub_id, where,
+                                    f'two items: ["{attr}", "{name}"]')
+    elif op in SET_OPS:
         if not isinstance(operand, list):
-            raise SubscriptionError(f"{OP_SYMBOL[op]} needs an array of values, not {_describe(operand)}",
+            raise SubscriptionError(f"{OP_SYMBOL[op]} needs an array of values, not {describe(operand)}",
                                     sub_id, where, "an array of values")
         for i, value in enumerate(operand):
             _check_scalar(value, sub_id, f"{where}[{i}]")
     elif op in RANGE_OPS:
         if not isinstance(operand, list) or len(operand) != 2:
-            raise SubscriptionError(f"{OP_SYMBOL[op]} needs an array [low, high], not {_describe(operand)}",
+            raise SubscriptionError(f"{OP_SYMBOL[op]} needs an array [low, high], not {describe(operand)}",
                                     sub_id, where, "an array [low, high]")
         for i, value in enumerate(operand):
             _check_scalar(value, sub_id, f"{where}[{i}]")
     else:
         _check_scalar(operand, sub_id, where)
     try:
+        if spelt in _WILDCARD:
+            if not isinstance(operand, str):
+                raise SubscriptionError(f"{spelt.upper()} needs a string operand, not {describe(operand)}")
+            operand = wildcard_to_like(operand)
         return pred(attr, op, operand)
     except SubscriptionError as exc:
         raise SubscriptionError(exc.reason, sub_id, where, exc.expected) from None
@@ -132,17 +148,23 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
 
 def _check_scalar(value: Any, sub_id: str | None, path: str) -> None:
     kind = kind_of(value)
-    if kind is None:
-        raise SubscriptionError(f"{_describe(value)} is not a value", sub_id, path,
+    if kind is None or kind is Kind.NULL:
+        raise SubscriptionError(f"{describe(value)} is not a value", sub_id, path,
                                 "a number, a string or a boolean")
     if kind is Kind.NUM and not (isinstance(value, float) or abs(value) <= _LARGEST_FLOAT):
-        raise SubscriptionError(f"the number {_describe(value)} is too large for a 64-bit float", sub_id, path,
+        raise SubscriptionError(f"the number {describe(value)} is too large for a 64-bit float", sub_id, path,
                                 "a number between -1.7976931348623157e308 and 1.7976931348623157e308")
     if kind is Kind.NUM and not math.isfinite(value):
         raise SubscriptionError(f"{value} is not a finite number", sub_id, path, "a finite number")
 
 
-def _describe(value: Any) -> str:
+def member_path(path: str, key: Any) -> str:
+    """The JSON path of member ``key`` of the object at ``path``: ``$.all``, ``$['detail-type']``."""
+    return f"{path}.{key}" if isinstance(key, str) and key.isidentifier() else f"{path}[{key!r}]"
+
+
+def describe(value: Any) -> str:
+    """A value as error messages show it: null, an object, an array, or its repr (cut)."""
     if value is None:
         return "null"
     if isinstance(value, Mapping):
@@ -160,6 +182,8 @@ def to_json(expr: Expr) -> Any:
     """
     if isinstance(expr, Pred):
         operand = expr.operand
+        if expr.op in PRESENCE_OPS:
+            return [expr.attr, _NAME_OF_OP[expr.op]]
         if isinstance(operand, tuple):
             return [expr.attr, _NAME_OF_OP[expr.op], [_scalar(v) for v in operand]]
         return [expr.attr, _NAME_OF_OP[expr.op], _scalar(operand)]

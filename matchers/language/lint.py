@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
     parser = argparse.ArgumentParser(prog="python -m matchers.language",
                                      description="Check subscription records (JSONL) without registering them.")
     parser.add_argument("--lint", nargs="+", metavar="PATH", required=True,
-                        help='JSONL files of {"id": ..., "expr": ...} or {"id": ..., "json": ...} records; - is stdin')
+                        help='JSONL files of {"id": ..., "expr"|"json"|"rule": ...} records; - is stdin')
     parser.add_argument("--max-terms", type=int, default=DEFAULT_MAX_TERMS,
                         help=f"bound on DNF conjunctions per subscription (default {DEFAULT_MAX_TERMS})")
     args = parser.parse_args(argv)

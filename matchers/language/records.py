@@ -1,7 +1,8 @@
 """Subscription records: one JSON object per subscription, as read from a file or a topic.
 
-A record is ``{"id": "s1", "expr": "price < 100"}`` (text form) or ``{"id": "s1", "json":
-{"all": [...]}}`` (JSON form), optionally with ``"expires"``: seconds since the epoch
+A record is ``{"id": "s1", "expr": "price < 100"}`` (text form), ``{"id": "s1", "json":
+{"all": [...]}}`` (JSON form) or ``{"id": "s1", "rule": {"source": ["aws.ec2"]}}`` (an
+EventBridge-style pattern, :mod:`.eventbridge`), optionally with ``"expires"``: seconds since the epoch
 or an ISO-8601 time (``"2026-01-31T12:00:00Z"``; without an offset it is UTC).  Any
 other field is an error, so a misspelt one is never silently ignored.
 """
@@ -16,13 +17,16 @@ from typing import Any
 from matchers.errors import SubscriptionError
 from matchers.expr import DEFAULT_MAX_TERMS, Subscription, to_text
 
+from .eventbridge import parse_pattern
 from .jsonform import parse_json, to_json
 from .limits import MAX_ID_LENGTH
 from .text import parse_text
 
 __all__ = ["parse_record", "parse_subscription", "to_record", "check_id", "parse_expires"]
 
-FIELDS = ("id", "expr", "json", "expires")
+FIELDS = ("id", "expr", "json", "rule", "expires")
+FORMS = ("expr", "json", "rule")
+"""The fields of which a record has exactly one: the text form, the JSON form, an event pattern."""
 """The fields a subscription record may have."""
 
 
@@ -67,19 +71,20 @@ def parse_record(obj: Any, max_terms: int = DEFAULT_MAX_TERMS) -> Subscription:
 
     Parameters
     ----------
-    obj : the decoded record, ``{"id": ..., "expr": ...}`` or ``{"id": ..., "json": ...}``,
-        optionally with ``"expires"``.
+    obj : the decoded record, ``{"id": ..., "expr": ...}``, ``{"id": ..., "json": ...}`` or
+        ``{"id": ..., "rule": ...}``, optionally with ``"expires"``.
     max_terms : bound on the conjunctions of the DNF; a subscription over it is rejected.
 
     Raises
     ------
     SubscriptionError
         Naming the subscription once its id is known; ``position`` is ``"line:column"`` in
-        ``expr``, or a JSON path in the record (``$.json.all[1][2]``, ``$.expires``).
+        ``expr``, or a JSON path in the record (``$.json.all[1][2]``, ``$.rule.detail[0]``, ``$.expires``).
     """
     if not isinstance(obj, Mapping):
         raise SubscriptionError(f"a subscription record must be a JSON object, not {_describe(obj)}",
-                                position="$", expected='{"id": ..., "expr": ...} or {"id": ..., "json": ...}')
+                                position="$", expected='{"id": ..., "expr": ...}, {"id": ..., "json": ...} or '
+                                                       '{"id": ..., "rule": ...}')
     if "id" not in obj:
         raise SubscriptionError("the record has no id", position="$", expected='an "id" field')
     sub_id = check_id(obj["id"])
@@ -88,12 +93,15 @@ def parse_record(obj: Any, max_terms: int = DEFAULT_MAX_TERMS) -> Subscription:
         raise SubscriptionError(f"unknown field{'s' if len(unknown) > 1 else ''} "
                                 f"{', '.join(repr(k) for k in unknown)}", sub_id, f"$.{unknown[0]}",
                                 "only " + ", ".join(FIELDS))
-    has_expr, has_json = "expr" in obj, "json" in obj
-    if has_expr == has_json:
-        what = "both" if has_expr else "neither"
-        raise SubscriptionError(f'the record has {what} "expr" and "json"', sub_id, "$",
-                                'exactly one of "expr" (text form) and "json" (JSON form)')
-    if has_expr:
+    forms = [f for f in FORMS if f in obj]
+    if len(forms) != 1:
+        what = ("both " if len(forms) == 2 else "all of ") + " and ".join(f'"{f}"' for f in forms) if forms else \
+            'none of "expr", "json" and "rule"'
+        raise SubscriptionError(f"the record has {what}", sub_id, "$",
+                                'exactly one of "expr" (text form), "json" (JSON form) and "rule" (event pattern)')
+    if forms == ["rule"]:
+        expr = parse_pattern(obj["rule"], sub_id, "$.rule")
+    elif forms == ["expr"]:
         text = obj["expr"]
         if not isinstance(text, str):
             raise SubscriptionError(f'"expr" must be a string (the text form), not {_describe(text)}; '

@@ -23,7 +23,7 @@ import lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from matchers.errors import SubscriptionError
-from matchers.expr import And, Expr, Not, Op, Or, Scalar, pred
+from matchers.expr import And, Expr, Not, Op, Or, Pred, Scalar, pred, wildcard_to_like
 
 from .limits import MAX_DEPTH
 
@@ -39,16 +39,21 @@ _NEGATED_KEYWORD: dict[str, tuple[Op, Op]] = {
     "BETWEEN": (Op.BETWEEN, Op.NOT_BETWEEN),
     "LIKE": (Op.LIKE, Op.NOT_LIKE),
     "MATCHES": (Op.MATCHES, Op.NOT_MATCHES),
+    "IN_CIDR": (Op.CIDR, Op.NOT_CIDR),
+    "WILDCARD": (Op.LIKE, Op.NOT_LIKE),
 }
+_ICASE: dict[Op, Op] = {Op.EQ: Op.EQ_ICASE, Op.NE: Op.NE_ICASE, Op.IN: Op.IN_ICASE, Op.NOT_IN: Op.NOT_IN_ICASE}
 _SIMPLE_ESCAPES = {"'": "'", "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
 _ESCAPES_TEXT = "one of \\', \\\\, \\n, \\t, \\r, \\uXXXX, \\UXXXXXXXX"
 
-_OPERATORS_TEXT = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES)"
+_OPERATORS_TEXT = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES, IN CIDR, WILDCARD, IS)"
 _KEYWORD_TERMINALS = {"_AND": "AND", "_OR": "OR", "NOT": "NOT", "IN": "IN", "BETWEEN": "BETWEEN",
-                      "LIKE": "LIKE", "MATCHES": "MATCHES", "TRUE": "TRUE", "FALSE": "FALSE"}
+                      "LIKE": "LIKE", "MATCHES": "MATCHES", "TRUE": "TRUE", "FALSE": "FALSE",
+                      "EXISTS": "EXISTS", "IS": "IS", "NULL": "NULL", "WILDCARD": "WILDCARD",
+                      "IGNORE_CASE": "IGNORE CASE", "IN_CIDR": "IN CIDR"}
 _VALUE_TERMINALS = frozenset({"NUMBER", "STRING", "TRUE", "FALSE"})
 _NAME_TERMINALS = frozenset({"NAME", "QNAME"})
-_STRING_OP_TERMINALS = frozenset({"IN", "BETWEEN", "LIKE", "MATCHES"})
+_STRING_OP_TERMINALS = frozenset({"IN", "BETWEEN", "LIKE", "MATCHES", "IN_CIDR", "WILDCARD"})
 
 
 # -- positions -------------------------------------------------------------------------------
@@ -177,7 +182,7 @@ class _Builder(lark.Transformer):
         return children
 
     def compare(self, children: list) -> _Node:
-        left, op_tok, right = children
+        left, op_tok, right = children[:3]
         op = _COMPARISONS[op_tok.value]
         if isinstance(left, _Attr) and isinstance(right, _Attr):
             hint = f"; to compare with the text {right.name}, quote it: '{right.name}'" if not right.quoted else ""
@@ -189,12 +194,19 @@ class _Builder(lark.Transformer):
         start = left.offset
         if isinstance(left, _Value):
             left, right, op = right, left, _FLIPPED[op]
+        if len(children) == 4:
+            if op not in _ICASE:
+                raise _Fail(f"IGNORE CASE applies to = and !=, not {op_tok.value}", _start(children[3]),
+                            "= or != before IGNORE CASE")
+            op = _ICASE[op]
         return _predicate(left.name, op, right.value, start)
 
     def in_list(self, children: list) -> _Node:
-        attr, values = children[0], children[-1]
-        op = Op.NOT_IN if len(children) == 4 else Op.IN
-        return _predicate(attr.name, op, [v.value for v in values], attr.offset)
+        ignore_case = children[-1].type == "IGNORE_CASE" if isinstance(children[-1], lark.Token) else False
+        values = children[-2] if ignore_case else children[-1]
+        attr = children[0]
+        op = Op.NOT_IN if isinstance(children[1], lark.Token) and children[1].type == "NOT" else Op.IN
+        return _predicate(attr.name, _ICASE[op] if ignore_case else op, [v.value for v in values], attr.offset)
 
     def between(self, children: list) -> _Node:
         attr, low, high = children[0], children[-2], children[-1]
@@ -204,10 +216,26 @@ class _Builder(lark.Transformer):
     def string_op(self, children: list) -> _Node:
         attr, keyword, operand = children[0], children[-2], children[-1]
         positive, negative = _NEGATED_KEYWORD[keyword.type]
-        return _predicate(attr.name, negative if len(children) == 4 else positive, operand.value, attr.offset)
+        value = operand.value
+        if keyword.type == "WILDCARD" and isinstance(value, str):
+            try:
+                value = wildcard_to_like(value)
+            except SubscriptionError as exc:
+                raise _Fail(exc.reason, operand.offset, "a pattern where \\ escapes only * or \\") from None
+        return _predicate(attr.name, negative if len(children) == 4 else positive, value, attr.offset)
+
+    def exists(self, children: list) -> _Node:
+        _, attr = children
+        return _predicate(attr.name, Op.EXISTS, None, attr.offset)
+
+    def is_null(self, children: list) -> _Node:
+        attr = children[0]
+        return _predicate(attr.name, Op.IS_NOT_NULL if len(children) == 4 else Op.IS_NULL, None, attr.offset)
 
     def negation(self, children: list) -> _Node:
         tok, child = children
+        if isinstance(child.expr, Pred) and child.expr.op is Op.EXISTS:  # NOT EXISTS x: one predicate
+            return _Node(child.expr.negate(), 1, _start(tok))
         return _combine(Not(child.expr), child.depth + 1, _start(tok))
 
     def and_expr(self, children: list[_Node]) -> _Node:
@@ -323,7 +351,9 @@ def _syntax_error(text: str, exc: UnexpectedInput, sub_id: str | None) -> Subscr
             return SubscriptionError("the expression ends too early", sub_id, _position(text, end),
                                      _describe(accepts))
         message = f"unexpected {_describe_token(token)}"
-        if token.type in _KEYWORD_TERMINALS and accepts & _NAME_TERMINALS:
+        if token.type == "NULL" and "IS" not in accepts:
+            message += "; null is not compared with =: test it with IS NULL or IS NOT NULL"
+        elif token.type in _KEYWORD_TERMINALS and accepts & _NAME_TERMINALS:
             word = token.value
             message += f"; {word} is a keyword: to use it as an attribute name, back-quote it: `{word}`"
         return SubscriptionError(message, sub_id, _position(text, token.start_pos), _describe(accepts))
@@ -355,21 +385,21 @@ def _describe_token(token: lark.Token) -> str:
 
 def _describe(accepts: set[str]) -> str | None:
     """Words for a set of terminal names, e.g. ``"AND, OR or the end of the expression"``."""
-    rest = set(accepts)
+    rest = set(accepts) - {"IGNORE_CASE"}  # an optional suffix, never what is missing
     items: list[str] = []
     if rest & _VALUE_TERMINALS:
         # where a predicate may start, or on the right of a comparison (an attribute there is an error)
         starts = rest & {"NOT", "_LPAR"}
         items.append("a predicate (such as price < 100)" if starts else "a value")
-        rest -= _NAME_TERMINALS | _VALUE_TERMINALS
+        rest -= _NAME_TERMINALS | _VALUE_TERMINALS | {"EXISTS"}
     if "CMP_OP" in rest and rest & _STRING_OP_TERMINALS:
         items.append(_OPERATORS_TEXT)
-        rest -= {"CMP_OP", "NOT"} | _STRING_OP_TERMINALS
+        rest -= {"CMP_OP", "NOT", "IS"} | _STRING_OP_TERMINALS
     elif "CMP_OP" in rest:
         items.append("a comparison operator (=, !=, <, <=, >, >=)")
         rest.discard("CMP_OP")
     elif rest >= _STRING_OP_TERMINALS:
-        items.append("IN, BETWEEN, LIKE or MATCHES")
+        items.append("IN, BETWEEN, LIKE, MATCHES, IN CIDR or WILDCARD")
         rest -= _STRING_OP_TERMINALS
     if rest & _NAME_TERMINALS:
         items.append("an attribute")

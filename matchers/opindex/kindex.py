@@ -60,7 +60,7 @@ class KIndex(Matcher):
         """Rebuild the index from the live subscriptions."""
         attr = self.dictionary.attr
         conjs: list[tuple[int, tuple[Pred, ...]]] = [
-            (key, conj) for key, sub in self.subscriptions() for conj in sub.conjunctions]
+            (key, conj) for key, sub in self.indexed() for conj in sub.conjunctions]
         nta = 3 * self.dictionary.n_attrs
         points: dict[int, set[float]] = {}
         self.strings = StringEvaluator()

@@ -176,3 +176,41 @@ def test_deletes_expiry_and_valid_events(
         ]
     )
     assert set(job.registry.subscriptions) == {"keep", "late", "late2"}
+
+
+def test_event_patterns_existence_and_nulls(spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path):
+    """Rule records (EventBridge patterns), EXISTS / IS NULL / IGNORE CASE / CIDR and null values,
+    through a real broker and Spark session, against the oracle."""
+    from matchers.language import parse_record
+
+    topics = make_topics(topic_factory)
+    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"])
+    job = MatchJob(settings, spark, kafka_config)
+    records = [
+        {"id": "ec2", "rule": {"source": ["aws.ec2"], "detail": {"state": [{"anything-but": ["pending"]}]}}},
+        {"id": "quiet", "rule": {"detail": {"error": [{"exists": False}], "cpu": [{"numeric": [">=", 50]}]}}},
+        {"id": "nulls", "rule": {"detail": {"state": [None]}}},
+        {"id": "eu", "expr": "region = 'EU-WEST-1' IGNORE CASE AND ip IN CIDR '10.0.0.0/8'"},
+        {"id": "has-err", "expr": "EXISTS detail.error AND detail.error IS NOT NULL"},
+    ]
+    subs = [parse_record(r) for r in records]
+    produce(kafka_config, topics.subscriptions, [(r["id"], orjson.dumps({"op": "upsert", **r})) for r in records])
+    query = job.start()
+    try:
+        query.processAllAvailable()
+        rng = random.Random(16)
+        events = [{"source": rng.choice(["aws.ec2", "custom", 5, None]),
+                   "detail": {k: v for k, v in (("state", rng.choice(["pending", "running", None, 3])),
+                                                 ("cpu", rng.choice([10, 50, 90])),
+                                                 ("error", rng.choice(["boom", None, "skip"]))) if v != "skip"},
+                   "region": rng.choice(["eu-west-1", "EU-West-1", "us-east-1"]),
+                   "ip": rng.choice(["10.1.2.3", "11.0.0.1", "::1"])} for _ in range(300)]
+        produce(kafka_config, topics.events, [(str(i % 3), orjson.dumps(e)) for i, e in enumerate(events)])
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(kafka_config, topics.events)]
+    want = expected_pairs(subs, located)
+    assert {sid for sid, _, _ in want} == {r["id"] for r in records}  # every rule matches some event
+    assert pairs(notification_docs(kafka_config, topics.notifications, min_records=len(want))) == want

@@ -1,7 +1,9 @@
 """Every registered matcher against the reference oracle, on random workloads.
 
 Covers every operator on numbers, strings and booleans, missing attributes, type
-mismatches, DNF expansion, and interleaved add / remove / re-add (upsert) sequences.
+mismatches, DNF expansion, and interleaved add / remove / re-add (upsert) sequences;
+the extended workloads add the operators beyond the classic ones (existence and null
+tests, ...), which most indexes leave to their residual matcher, and null values.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from matchers import oracle
 from matchers.base import create, names
 from matchers.events import Dictionary
 from matchers.expr import Subscription
-from tests.strategies import events, exprs, random_event, random_subscriptions
+from tests.strategies import (
+    events,
+    exprs,
+    extended_events,
+    extended_exprs,
+    random_event,
+    random_subscriptions,
+)
 
 MATCHERS = names()
 
@@ -28,11 +37,11 @@ def check(matcher, live: dict[str, Subscription], evs: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("name", MATCHERS)
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_delta_sequence_matches_oracle(name, seed):
+@pytest.mark.parametrize(("seed", "extended"), [(1, False), (2, False), (3, False), (4, True), (5, True)])
+def test_delta_sequence_matches_oracle(name, seed, extended):
     rng = random.Random(seed)
-    subs = random_subscriptions(rng, 500)
-    evs = [random_event(rng) for _ in range(150)]
+    subs = random_subscriptions(rng, 500, extended=extended)
+    evs = [random_event(rng, extended) for _ in range(150)]
     matcher = create(name)
     live: dict[str, Subscription] = {}
     for step in range(5):
@@ -70,6 +79,13 @@ def test_hypothesis_matches_oracle(name, trees, evs):
     matcher = create(name, Dictionary())
     matcher.add(subs)
     check(matcher, {s.id: s for s in subs}, evs)
+
+
+@pytest.mark.parametrize("name", MATCHERS)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trees=st.lists(extended_exprs, min_size=1, max_size=12), evs=st.lists(extended_events, min_size=1, max_size=8))
+def test_hypothesis_extended_matches_oracle(name, trees, evs):
+    test_hypothesis_matches_oracle.hypothesis.inner_test(name, trees, evs)
 
 
 @pytest.mark.parametrize("name", MATCHERS)

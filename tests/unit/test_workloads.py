@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from matchers import base
 from matchers.brute import BruteForceMatcher
-from matchers.expr import Kind, Op, Subscription, to_text
+from matchers.expr import ICASE_OPS, PRESENCE_OPS, Kind, Op, Subscription, to_text
 from scripts import workloads as wl
 from scripts.bench import harness
 from scripts.workloads import FABRET_WORKLOADS, WORKLOADS, generate
@@ -168,14 +168,19 @@ def test_amkh_section_3():
         assert len(e) == 20 and all(6 <= v <= 95 for v in e.values())
 
 
+# the benchmark workloads cover the operators of the original language (the existence, null,
+# case-insensitive and CIDR tests are covered by the extended differential workloads)
+ORIGINAL_OPS = set(Op) - PRESENCE_OPS - ICASE_OPS - {Op.CIDR, Op.NOT_CIDR}
+
+
 def test_every_operator_appears():
     seen = set()
     for name in WORKLOADS:
         w = generate(name, n_subs=1500, n_events=1, seed=0)
         seen |= {p.op for s in w.subscriptions for c in s.conjunctions for p in c}
-    assert seen == set(Op)
+    assert seen == ORIGINAL_OPS
     shop = generate("ecommerce", n_subs=1500, n_events=1, seed=0)
-    assert {p.op for s in shop.subscriptions for c in s.conjunctions for p in c} == set(Op)
+    assert {p.op for s in shop.subscriptions for c in s.conjunctions for p in c} == ORIGINAL_OPS
 
 
 def test_realistic_generators_mix_kinds_and_missing_attributes():

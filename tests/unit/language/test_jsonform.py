@@ -7,7 +7,7 @@ import json
 import pytest
 
 from matchers.errors import SubscriptionError
-from matchers.expr import OP_BY_NAME, And, Not, Op, Or, pred
+from matchers.expr import OP_BY_NAME, PRESENCE_OPS, SET_OPS, And, Not, Op, Or, pred
 from matchers.language import MAX_DEPTH, parse_json, parse_text, to_json
 
 
@@ -34,8 +34,15 @@ def test_single_child_all_and_any_keep_their_node():
 @pytest.mark.parametrize("name", sorted(OP_BY_NAME))
 def test_every_operator_name(name):
     op = OP_BY_NAME[name]
-    if op in (Op.IN, Op.NOT_IN):
+    if op in PRESENCE_OPS:
+        expected = pred("s", op, None)
+        assert parse_json(["s", name]) == parse_json(["s", name.upper()]) == expected
+        assert to_json(expected) == ["s", name]
+        return
+    if op in SET_OPS:
         operand = ["x", "y"]
+    elif op in (Op.CIDR, Op.NOT_CIDR):
+        operand = "10.0.0.0/8"
     elif op in (Op.BETWEEN, Op.NOT_BETWEEN):
         operand = ["x", "y"]
     elif op in (Op.MATCHES, Op.NOT_MATCHES):
@@ -139,7 +146,8 @@ def test_to_json_shape():
 @pytest.mark.parametrize("op", list(Op))
 def test_to_json_names_every_operator(op):
     operand = {Op.IN: ["a", "b"], Op.NOT_IN: ["a", "b"], Op.BETWEEN: ["a", "b"], Op.NOT_BETWEEN: ["a", "b"],
-               Op.LIKE: "a_b", Op.NOT_LIKE: "a_b"}.get(op, "a")
+               Op.IN_ICASE: ["a", "b"], Op.NOT_IN_ICASE: ["a", "b"], Op.CIDR: "::1/128", Op.NOT_CIDR: "::1/128",
+               Op.LIKE: "a_b", Op.NOT_LIKE: "a_b"}.get(op, None if op in PRESENCE_OPS else "a")
     p = pred("s", op, operand)
     assert p.op is op
     assert parse_json(to_json(p)) == p

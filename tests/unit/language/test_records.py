@@ -59,7 +59,8 @@ def test_record_errors_before_the_id_is_known(record, position, message):
 
 
 @pytest.mark.parametrize("record,position,message", [
-    ({"id": "s1"}, "$", 'neither "expr" and "json"'),
+    ({"id": "s1"}, "$", 'none of "expr", "json" and "rule"'),
+    ({"id": "s1", "expr": TEXT, "rule": {"a": [1]}}, "$", 'both "expr" and "rule"'),
     ({"id": "s1", "expr": TEXT, "json": JSON}, "$", 'both "expr" and "json"'),
     ({"id": "s1", "expr": TEXT, "exprs": TEXT}, "$.exprs", "unknown field 'exprs'"),
     ({"id": "s1", "expr": TEXT, "op": "upsert", "x": 1}, "$.op", "unknown fields 'op', 'x'"),

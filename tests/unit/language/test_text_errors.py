@@ -10,7 +10,7 @@ from matchers.errors import SubscriptionError
 from matchers.expr import And, Not, Or, Pred
 from matchers.language import MAX_DEPTH, parse_text
 
-OPERATORS = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES)"
+OPERATORS = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES, IN CIDR, WILDCARD, IS)"
 AFTER_PREDICATE = "AND, OR or the end of the expression"
 PREDICATE = "a predicate (such as price < 100), NOT or '('"
 
@@ -41,7 +41,7 @@ def error_of(text: str, sub_id: str | None = None) -> SubscriptionError:
     ("(a = 1) (b = 2)", "1:9", "unexpected '('", AFTER_PREDICATE),
     # missing pieces in the middle
     ("price 100", "1:7", "unexpected number 100", OPERATORS),
-    ("x NOT 5", "1:7", "unexpected number 5", "IN, BETWEEN, LIKE or MATCHES"),
+    ("x NOT 5", "1:7", "unexpected number 5", "IN, BETWEEN, LIKE, MATCHES, IN CIDR or WILDCARD"),
     ("x IN 1", "1:6", "unexpected number 1", "'('"),
     ("x IN (1 2)", "1:9", "unexpected number 2", "',' or ')'"),
     ("x IN (1, y)", "1:10", "unexpected attribute name y", "a value"),

@@ -193,8 +193,8 @@ def test_accepted_oddities():
     assert read_event(b'{"a": "x\\u0000y"}', LIMITS).flat == {"a": "x\x00y"}  # escaped control characters are data
     assert read_event(nested(30), LIMITS).flat == {"n" + ".a" * 30: 1.0}
     read = read_event(b'{"a": [1, {"b": 2}], "b": null, "c": 3}', LIMITS)
-    assert read.flat == {"c": 3.0} and read.obj is not None
-    assert read.problem == "a: array is not a supported value (treated as absent); b: null is not a supported value (treated as absent)"
+    assert read.flat == {"b": None, "c": 3.0} and read.obj is not None  # null is a value
+    assert read.problem == "a: array is not a supported value (treated as absent)"
 
 
 def test_limits_are_settings():
@@ -267,3 +267,13 @@ def test_subscription_limits(parse):
     assert "limits.predicates = 1" in parse_change(None, b'{"id": "s", "expr": "x = 1 OR y = 2"}', POS, parse,
                                                    limits=small).reason
     assert "limits.subscription_bytes = 40" in parse_change(None, big[:50], POS, parse, limits=small).reason
+
+
+def test_event_pattern_records_and_their_errors():
+    ok = parse_change(b"r", b'{"id": "r", "rule": {"source": ["aws.ec2"], "detail": {"n": [{"numeric": [">", 1]}]}}}',
+                      POS, default_parser())
+    assert isinstance(ok, Change) and ok.op == UPSERT
+    assert evaluate(ok.subscription.expr, {"source": "aws.ec2", "detail.n": 2.0})
+    assert not evaluate(ok.subscription.expr, {"source": "aws.ec2", "detail.n": "2"})
+    bad = parse_change(None, b'{"id": "r", "rule": {"source": [{"contains": "ec2"}]}}', POS, default_parser())
+    assert isinstance(bad, ErrorRecord) and "at $.rule.source[0].contains: unsupported matcher 'contains'" in bad.reason
