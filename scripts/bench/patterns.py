@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = Path("/work/scratch/patsvc/base")
@@ -78,7 +79,7 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int) -> dict:
         q = start_subs()
         q.processAllAvailable()
         q.stop()
-        t, cpu0 = time.perf_counter(), tree_cpu_s()
+        t, cpu0, by0 = time.perf_counter(), tree_cpu_s(), tree_cpu_s(by_command=True)
         q = start_q()
         q.processAllAvailable()
         drained = time.perf_counter()
@@ -89,29 +90,32 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int) -> dict:
         elapsed = time.perf_counter() - t
         progress = [{"rows": p["numInputRows"], **p["durationMs"]} for p in q.recentProgress]
         cpu = tree_cpu_s() - cpu0
+        by = {k: round(v - by0.get(k, 0.0), 2) for k, v in tree_cpu_s(by_command=True).items()}
         q.stop()
         spark.stop()
         notes = len(consume_all(config, "note", timeout=120))
     return {"events": n_events, "patterns": n_patterns, "symbols": symbols, "seconds": elapsed,
-            "events_per_s": n_events / elapsed, "cpu_s": cpu, "events_per_cpu_s": n_events / cpu,
+            "events_per_s": n_events / elapsed, "cpu_s": cpu, "events_per_cpu_s": n_events / cpu, "cpu_by_process": by,
             "batches": len(progress), "progress": progress, "notifications": notes}
 
 
-def tree_cpu_s() -> float:
-    """CPU seconds (user + system) of this process and every live descendant (JVM, Python workers)."""
+def tree_cpu_s(by_command: bool = False) -> Any:
+    """CPU seconds (user + system) of this process and every live descendant (JVM, Python
+    workers); with ``by_command``, a dict of them by command name (``java``, ``python``...)."""
     tick = os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
+    cpu: dict[int, tuple[str, float]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                head, rest = f.read().rsplit(")", 1)
         except OSError:
             continue
+        fields = rest.split()
         parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+        cpu[int(entry)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / tick)
     mine, frontier = {os.getpid()}, [os.getpid()]
     while frontier:
         pid = frontier.pop()
@@ -119,7 +123,14 @@ def tree_cpu_s() -> float:
             if parent == pid and child_pid not in mine:
                 mine.add(child_pid)
                 frontier.append(child_pid)
-    return sum(cpu.get(p, 0.0) for p in mine)
+    if not by_command:
+        return sum(cpu[p][1] for p in mine if p in cpu)
+    out: dict[str, float] = {}
+    for p in mine:
+        if p in cpu:
+            name = "java" if cpu[p][0] == "java" else "python"
+            out[name] = out.get(name, 0.0) + cpu[p][1]
+    return out
 
 
 def run_tree(tree: Path, args: argparse.Namespace) -> dict:

@@ -6,7 +6,7 @@ register a pattern (compiled first: a bad one becomes an error record), ``{"op":
 match query's and only replace a pattern of the same id. Envelopes are read by
 :func:`streaming.records.read_envelope`, and a record it refuses is the match query's to
 report. Each batch that changes something writes the next version, ``v<version>.json``
-(the whole set ``{id: [text, since_version]}`` and the batch id, so a replayed batch is
+(the whole set ``{id: [text, since_version, partition attribute]}`` and the batch id, so a replayed batch is
 not applied twice), atomically through :class:`streaming.storage.Directory` under the
 checkpoint location, where the executors read it.
 """
@@ -43,7 +43,8 @@ ALL_KEY = "*"
 
 _VERSION_FILE = re.compile(r"^v(\d{12})\.json$")
 Patterns = dict[str, list]
-"""``{subscription id: [CEL text, registry version it was registered at]}``."""
+"""``{subscription id: [CEL text, registry version it was registered at, partition attribute
+or None]}`` (the attribute computed once, on the driver; files without it are read too)."""
 
 
 class PatternRegistry:
@@ -74,7 +75,7 @@ class PatternRegistry:
             if op == DELETE:
                 patterns.pop(sub_id, None)
             else:
-                patterns[sub_id] = [text, new_version]
+                patterns[sub_id] = [text, new_version, partition_attribute(chains(parse(text)))]
         self._write(new_version, batch_id, patterns)
         return new_version
 
@@ -172,8 +173,8 @@ def partition_keys(registry_dir: str) -> tuple[int, list[str], bool]:
     if cached is None:
         attrs: set[str] = set()
         unkeyed = False
-        for text, _since in patterns.values():
-            a = partition_attribute(chains(parse(text)))
+        for entry in patterns.values():
+            a = _attribute(entry)
             if a is None:
                 unkeyed = True
             else:
@@ -196,9 +197,14 @@ def engine_for(registry_dir: str, gkey: str) -> Engine:
         for old in [k for k in _engines if k[0] == registry_dir and k[1] != version]:
             del _engines[old]
         eng = Engine()
-        for sub_id, (text, since) in sorted(patterns.items()):
-            if partition_attribute(chains(parse(text))) == attr:
-                eng.add(sub_id, text, since=since)
+        for sub_id, entry in sorted(patterns.items()):
+            if _attribute(entry) == attr:
+                eng.add(sub_id, entry[0], since=entry[1])
         eng.epoch = version
         _engines[ck] = eng
     return eng
+
+
+def _attribute(entry: list) -> str | None:
+    """The partition attribute of a registry entry (computed for an entry written without it)."""
+    return entry[2] if len(entry) > 2 else partition_attribute(chains(parse(entry[0])))
