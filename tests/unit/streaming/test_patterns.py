@@ -274,3 +274,15 @@ def test_one_error_record_per_bad_event_across_both_queries(tmp_path, monkeypatc
     offsets = sorted(e["offset"] for e in [*pattern_errors, *match_errors])
     assert offsets == list(range(len(BAD_EVENTS)))
     assert {e["stage"] for e in pattern_errors} == {PATTERN_EVENT}
+
+
+def test_show_lists_the_pattern_registry(tmp_path, capsys):
+    from scripts.show import show_patterns
+
+    settings = settings_for(tmp_path)
+    show_patterns(settings, 5)
+    assert "patterns: no registry" in capsys.readouterr().out
+    register(settings, {"S3": TABLE1["S3"]})
+    show_patterns(settings, 5)
+    out = capsys.readouterr().out
+    assert "version=1 patterns=1" in out and f"S3: {TABLE1['S3']}" in out
