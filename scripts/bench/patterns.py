@@ -68,9 +68,9 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int) -> dict:
             start_subs = lambda: P.start_subscriptions_query(spark, config, "sub", "err", ckpt, trigger="0 seconds")  # noqa: E731
             start_q = lambda: P.start_patterns_query(spark, config, "ev", "note", "err", ckpt, trigger="0 seconds")  # noqa: E731
         else:
-            from streaming.config import Settings
+            from streaming.config import load
 
-            settings = Settings().replace(
+            settings = load().replace(  # conf/pubsub.toml and PUBSUB_* (e.g. PUBSUB_PATTERNS_KEY_BUCKETS)
                 kafka={"events_topic": "ev", "subscriptions_topic": "sub", "notifications_topic": "note",
                        "errors_topic": "err"},
                 spark={"checkpoint_dir": ckpt, "trigger_interval": "0 seconds"})
