@@ -35,7 +35,7 @@ def pretty(doc: dict, errors: bool) -> str:
     if errors:
         where = f"{doc.get('topic')}/{doc.get('partition')}@{doc.get('offset')}"
         return f"[{doc.get('stage')}] {where}: {doc.get('reason')}  raw={doc.get('raw', '')[:120]!r}"
-    if doc.get("kind") == "pattern":  # streaming.patterns.notification
+    if doc.get("kind") == "pattern":  # streaming.notifications.pattern
         witness = doc.get("witness") or {}
         events = ", ".join(str(e) for e in witness.get("events", []))
         attrs = orjson.dumps(witness.get("attrs", {})).decode()

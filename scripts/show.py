@@ -1,4 +1,4 @@
-"""Show the service's topics (partitions, records) and the subscription registry's state.
+"""Show the service's topics (partitions, records) and the state of both registries (boolean subscriptions and patterns).
 
 Examples::
 
@@ -61,6 +61,25 @@ def show_registry(settings, n_subs: int) -> None:
         print(f"  {sub_id}: {to_text(sub.expr)}{expires}")
 
 
+def show_patterns(settings, n_subs: int) -> None:
+    """The pattern registry (stateful Cayuga subscriptions) of :mod:`streaming.patterns`."""
+    from streaming.patterns.queries import registry_dir
+    from streaming.patterns.registry import load_registry
+    from streaming.registry import RegistryError
+
+    if not settings.patterns.enabled:
+        print("patterns: disabled (patterns.enabled = false)")
+        return
+    try:
+        version, batch_id, patterns = load_registry(registry_dir(settings))
+    except RegistryError:
+        print(f"patterns: no registry at {registry_dir(settings)}")
+        return
+    print(f"patterns: {registry_dir(settings)} version={version} patterns={len(patterns)} last batch={batch_id}")
+    for sub_id in sorted(patterns)[:n_subs]:
+        print(f"  {sub_id}: {patterns[sub_id][0]}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.show", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
@@ -79,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print("topics: no bootstrap servers configured (pass --bootstrap)")
     show_registry(settings, args.subscriptions)
+    show_patterns(settings, args.subscriptions)
     from streaming.metrics import checked, read_status
 
     status = read_status(settings.status.status_file)

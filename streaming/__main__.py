@@ -29,7 +29,7 @@ from typing import Any
 from streaming.config import ConfigError, Settings, load
 from streaming.instance import DirLock, InUseError
 from streaming.metrics import StatusFile, checked, read_status
-from streaming.storage import join, local_path
+from streaming.storage import local_path
 
 log = logging.getLogger("streaming")
 
@@ -307,19 +307,9 @@ def setup_logging(settings: Settings, to_file: bool) -> None:
 
 def pattern_starters(settings: Settings, spark: Any, client: dict) -> list[Callable[[], Any]]:
     """How to start the Cayuga queries (pattern registry and keyed-state matching), when enabled."""
-    if not settings.patterns.enabled:
-        return []
-    from streaming.patterns import start_patterns_query, start_subscriptions_query
+    from streaming.patterns import starters
 
-    k, root = settings.kafka, join(settings.checkpoint, "patterns")
-    trigger = settings.spark.trigger_interval
-    return [
-        lambda: start_subscriptions_query(spark, client, k.subscriptions_topic, k.errors_topic, root, trigger,
-                                          settings.limits),
-        lambda: start_patterns_query(spark, client, k.events_topic, k.notifications_topic, k.errors_topic, root,
-                                     trigger=trigger, max_per_trigger=k.max_offsets_per_trigger or None,
-                                     limits=settings.limits),
-    ]
+    return starters(settings, spark, client)
 
 
 TRANSIENT = ("Python worker failed to connect back",)

@@ -112,7 +112,37 @@ class NotificationSettings:
 
 @dataclass(frozen=True)
 class PatternsSettings:
+    """The Cayuga patterns queries (:mod:`streaming.patterns`); see ``[patterns]`` in ``conf/pubsub.toml``.
+
+    Parameters
+    ----------
+    enabled : run the patterns queries along with the match query.
+    starting_offsets : where they start without a checkpoint ("" follows ``kafka.starting_offsets``).
+    trigger_interval : their processing-time trigger ("" follows ``spark.trigger_interval``).
+    stream_field, time_field, start_field : reserved event fields: the stream name, the
+        end time ``t1`` and the start time ``t0`` (integer ticks); the event's id is
+        ``match.event_id_field``.
+    default_stream : stream of an event without a stream field.
+    time_unit_ms : milliseconds per tick (Spark's event time).
+    watermark_delay : how far (event time) events of one key may arrive out of order.
+    key_buckets : state keys per partition attribute (values hashed into this many).
+    max_keys_per_event : bound on the state keys one event goes to.
+    state_timeout : ticks after which an instance is dropped whatever its pattern (0: only
+        its ``DUR`` bound ends it; a bound on the state of patterns without one).
+    """
+
     enabled: bool = True
+    starting_offsets: str = ""
+    trigger_interval: str = ""
+    stream_field: str = "stream"
+    time_field: str = "ts"
+    start_field: str = "ts_start"
+    default_stream: str = "events"
+    time_unit_ms: int = 1000
+    watermark_delay: str = "5 seconds"
+    key_buckets: int = 64
+    max_keys_per_event: int = 64
+    state_timeout: int = 0
 
 
 @dataclass(frozen=True)
@@ -285,6 +315,16 @@ def _validate(s: Settings) -> None:
         servable(s.match.matcher)
     except ValueError as exc:
         raise ConfigError(f"match.matcher: {exc}") from None
+    pat = s.patterns
+    if pat.starting_offsets not in ("", "earliest", "latest"):
+        raise ConfigError(f"patterns.starting_offsets must be earliest, latest or \"\", not {pat.starting_offsets!r}")
+    for key in ("time_unit_ms", "key_buckets", "max_keys_per_event"):
+        if getattr(pat, key) < 1:
+            raise ConfigError(f"patterns.{key} must be at least 1")
+    if pat.state_timeout < 0:
+        raise ConfigError("patterns.state_timeout must be 0 (none) or positive")
+    if len({pat.stream_field, pat.time_field, pat.start_field, s.match.event_id_field}) < 4:
+        raise ConfigError("patterns.stream_field, time_field, start_field and match.event_id_field must differ")
     if s.status.history < 1:
         raise ConfigError("status.history must be at least 1")
     for f in dataclasses.fields(s.limits):

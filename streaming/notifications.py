@@ -1,7 +1,17 @@
-"""Notifications: one JSON record per (subscription, event) match, with a deterministic id.
+"""Notifications: one JSON schema for both kinds, each with a deterministic id.
 
-The id is a hash of the subscription id and the event's topic, partition and offset,
-so a replay after a crash produces the same id and a consumer can drop the duplicate
+Every notification has ``id``, ``subscription``, ``kind`` and the event that made it:
+``event_id``, ``topic``, ``partition``, ``offset``, ``event_time_ms`` and ``matched_ms``.
+
+* ``kind = "match"`` (:class:`EventNotes`): a boolean subscription matched an event;
+  also ``batch``, ``retro`` and the ``event`` itself (unless the payload is ``id``). The
+  id is a hash of the subscription id and the event's topic, partition and offset.
+* ``kind = "pattern"`` (:func:`pattern`): a Cayuga pattern completed; the event is the
+  one that completed it, and ``key`` (the state key) and ``witness`` (``events``: the
+  ids of the events that built it, ``attrs``: its output record, ``t0``, ``t1``) follow.
+  The id is a hash of the subscription id and the witness.
+
+A replay after a crash produces the same ids, so a consumer can drop the duplicates
 (:class:`Deduplicator`).
 """
 
@@ -9,10 +19,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
+KIND_MATCH = "match"
+KIND_PATTERN = "pattern"
 PAYLOAD_EVENT = "event"
 PAYLOAD_ID = "id"
 RECORD_OVERHEAD = 512
@@ -44,6 +57,7 @@ class EventNotes:
                  event_ms: int | None, matched_ms: int, batch_id: int, retro: bool = False):
         self._position = f"|{topic}|{int(partition)}|{int(offset)}".encode()
         self._fields = fields = {
+            "kind": KIND_MATCH,
             "event_id": event_id,
             "topic": topic,
             "partition": int(partition),
@@ -85,6 +99,26 @@ def encode(
 ) -> bytes:
     """The notification record's JSON value (see :class:`EventNotes` for the parameters)."""
     return EventNotes(topic, partition, offset, event_id, event_raw, event_ms, matched_ms, batch_id, retro).encode(sub_id)
+
+
+def pattern(sub_id: str, witness: Sequence[str], attrs: dict[str, Any], t0: int, t1: int, key: str,
+            topic: str, partition: int, offset: int, event_ms: int | None, matched_ms: int) -> bytes:
+    """The JSON value of a completed pattern's notification; ``topic``/``partition``/``offset``
+    are those of the completing event (the last of ``witness``)."""
+    nid = hashlib.blake2b("\x1f".join((sub_id, *witness)).encode("utf-8"), digest_size=16).hexdigest()
+    return orjson.dumps({
+        "id": nid,
+        "subscription": sub_id,
+        "kind": KIND_PATTERN,
+        "event_id": witness[-1],
+        "topic": topic,
+        "partition": int(partition),
+        "offset": int(offset),
+        "event_time_ms": event_ms,
+        "matched_ms": int(matched_ms),
+        "key": key,
+        "witness": {"events": list(witness), "attrs": attrs, "t0": t0, "t1": t1},
+    })
 
 
 def decode(value: bytes) -> dict[str, Any]:

@@ -211,57 +211,13 @@ def run_core(pycer_python: str, subs, events, timeout_s: float, pairs: bool = Fa
 
 
 def run_spark(n_events: int, n_subs: int, symbols: int, seed: int) -> dict:
-    """End to end: ``n_subs`` patterns and ``n_events`` events through the embedded broker,
-    the pattern-registry query and the keyed-state query (``local[2]``).
+    """End to end through the embedded broker and the patterns queries (``local[2]``):
+    :func:`scripts.bench.patterns.child` (its docstring says what is timed)."""
+    from scripts.bench.patterns import child
 
-    The rate is events over the wall time of the patterns query from its start until
-    every event has been processed (Spark start-up not included, the first micro-batch's
-    planning included).
-    """
-    import tempfile
-
-    import orjson
-
-    from streaming.kafka.admin import ensure_topics
-    from streaming.kafka.broker import EmbeddedBroker
-    from streaming.kafka.config import config_client_kwargs
-    from streaming.patterns import start_patterns_query, start_subscriptions_query
-    from streaming.spark import get_session
-
-    events = make_events(n_events, symbols, seed)
-    subs = make_subscriptions(n_subs, symbols, seed)
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as ckpt:
-        config = {"bootstrap_servers": broker.bootstrap_servers}
-        ensure_topics(config, {"ev": 2, "sub": 1, "note": 1, "err": 1})
-        from kafka import KafkaProducer
-
-        prod = KafkaProducer(**config_client_kwargs(config, "producer"), linger_ms=20)
-        for i, sub in enumerate(subs):
-            prod.send("sub", key=f"q{i}".encode(), value=orjson.dumps({"id": f"q{i}", "pattern": cel(*sub)}))
-        for e in events:
-            prod.send("ev", key=e.attrs["name"].encode(),
-                      value=orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs}))
-        prod.send("ev", value=orjson.dumps({"id": "heartbeat", "stream": "heartbeat", "ts": n_events + 100000}))
-        prod.flush()
-        prod.close()
-        spark = get_session(app_name="bench-cayuga", master="local[2]")
-        q = start_subscriptions_query(spark, config, "sub", "err", ckpt, trigger="0 seconds")
-        q.processAllAvailable()
-        q.stop()
-        t = time.perf_counter()
-        q = start_patterns_query(spark, config, "ev", "note", "err", ckpt, trigger="0 seconds")
-        q.processAllAvailable()
-        drained = time.perf_counter()
-        while q.lastProgress is None or q.lastProgress.get("numInputRows", 1):
-            time.sleep(0.5)  # the watermark's no-data batch completes the buffered events
-            if time.perf_counter() - drained > 60:
-                break
-        elapsed = time.perf_counter() - t
-        progress = q.recentProgress
-        q.stop()
-        spark.stop()
-    return {"config": "spark end-to-end", "subscriptions": n_subs, "events": n_events, "seconds": elapsed,
-            "events_per_s": n_events / elapsed, "batches": len(progress)}
+    r = child(n_events, n_subs, symbols, seed)
+    return {"config": "spark end-to-end", "subscriptions": n_subs, "events": n_events, "seconds": r["seconds"],
+            "events_per_s": r["events_per_s"], "batches": r["batches"]}
 
 
 def main(argv: list[str] | None = None) -> int:

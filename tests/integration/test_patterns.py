@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from matchers.cayuga.algebra import Event
+from streaming.config import Settings
 from streaming.patterns import start_patterns_query, start_subscriptions_query
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, rss_posts, stock_ticks
@@ -46,7 +47,11 @@ def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_
     records.append(("bad", orjson.dumps({"id": "bad", "pattern": "Stock NEXT{name = 1} Stock"})))
     records.append(("plain", orjson.dumps({"id": "plain", "expr": "price > 1"})))  # the match job's
     produce(kafka_config, subs_t, records)
-    q = start_subscriptions_query(spark, kafka_config, subs_t, errors_t, tmp_path, trigger="0 seconds")
+    settings = Settings().replace(
+        kafka={"events_topic": events_t, "subscriptions_topic": subs_t, "notifications_topic": notes_t,
+               "errors_topic": errors_t},
+        spark={"checkpoint_dir": str(tmp_path), "trigger_interval": "0 seconds"})
+    q = start_subscriptions_query(spark, settings, kafka_config)
     try:
         q.processAllAvailable()
     finally:
@@ -57,7 +62,7 @@ def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_
     payload.append((None, heartbeat(events[-1].t1)))
     produce(kafka_config, events_t, payload)
     expected = {(k[1], k[5]) for k in reference_matches(TABLE1, events)}
-    q = start_patterns_query(spark, kafka_config, events_t, notes_t, errors_t, tmp_path, trigger="0 seconds")
+    q = start_patterns_query(spark, settings, kafka_config)
     try:
         q.processAllAvailable()
         got_records = consume_all(kafka_config, notes_t, timeout=240, min_records=len(expected))
@@ -65,8 +70,9 @@ def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_
         q.stop()
     assert witnesses(got_records) == expected
     assert len(got_records) == len(expected)
-    ids = {orjson.loads(r.value)["id"] for r in got_records}
-    assert len(ids) == len(got_records)
+    docs = [orjson.loads(r.value) for r in got_records]
+    assert len({d["id"] for d in docs}) == len(got_records)
+    assert all(d["kind"] == "pattern" and d["event_id"] == d["witness"]["events"][-1] for d in docs)
     errors = [orjson.loads(r.value) for r in consume_all(kafka_config, errors_t)]
     reasons = " | ".join(e["reason"] for e in errors)
     assert len(errors) == 1, reasons  # the event that is not JSON is the match query's to report

@@ -1,4 +1,7 @@
-"""Instances in flight survive a SIGKILL of the patterns job and complete after the restart."""
+"""Instances in flight survive a SIGKILL of the service and complete after the restart.
+
+The service runs as the README runs it (``python -m streaming run``, both queries), the
+patterns queries configured by ``[patterns]`` through the environment."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
 
 from .kafka_helpers import consume_all, produce
+from .service_fixtures import Topics, job_env
 from .test_patterns import event_json, heartbeat
 
 pytestmark = pytest.mark.integration
@@ -25,14 +29,12 @@ SUBS = {k: TABLE1[k] for k in ("S2", "S3", "S4", "AutQ")}
 
 
 def _start(kafka_config, topics, checkpoint: Path, log: Path) -> subprocess.Popen:
-    cmd = [
-        sys.executable, "-m", "streaming.patterns", "--bootstrap", kafka_config["bootstrap_servers"],
-        "--events", topics["events"], "--subscriptions", topics["subs"], "--notifications", topics["notes"],
-        "--errors", topics["errors"], "--checkpoint", str(checkpoint), "--trigger", "1 second",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    return subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    env = job_env(kafka_config, Topics(topics["events"], topics["subs"], topics["notes"], topics["errors"]),
+                  checkpoint, checkpoint.parent / "status.json", PYTHONPATH=str(PROJECT_ROOT),
+                  PUBSUB_SPARK_TRIGGER_INTERVAL="1 second", PUBSUB_PATTERNS_WATERMARK_DELAY="5 seconds",
+                  PUBSUB_STATUS_LOG_DIR=str(checkpoint.parent / "logs"))
+    return subprocess.Popen([sys.executable, "-m", "streaming", "run"], cwd=PROJECT_ROOT, env=env,
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _kill(proc: subprocess.Popen, sig: int) -> None:
@@ -94,14 +96,14 @@ def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path):
             [(n, orjson.dumps({"op": "upsert", "id": n, "pattern": t})) for n, t in SUBS.items()])
     proc = _start(kafka_config, topics, checkpoint, log)
     try:
-        registry = checkpoint / "pattern-registry"
+        registry = checkpoint / "patterns" / "pattern-registry"
         _wait_for(lambda: (registry / "v000000000001.json").exists(), proc, log, 300, "the registry's first version")
         produce(kafka_config, topics["events"], [(e.attrs["name"], event_json(e)) for e in first])
         _wait_for(lambda: set(_distinct(kafka_config, topics["notes"]).values()) >= expected_first,
                   proc, log, 300, "the first half's notifications",
                   lambda: f"missing {sorted(expected_first - set(_distinct(kafka_config, topics['notes']).values()))[:5]}"
                           f" of {len(expected_first)}; errors {_errors(kafka_config, topics['errors'])}")
-        commits = checkpoint / "patterns" / "commits"
+        commits = checkpoint / "patterns" / "patterns" / "commits"
         n_commits = len(list(commits.iterdir()))
         _wait_for(lambda: len(list(commits.iterdir())) > n_commits or n_commits > 0, proc, log, 30, "a commit")
     finally:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import orjson
 
 from scripts.follow import pretty
-from streaming.notifications import encode
-from streaming.patterns import notification
+from streaming.notifications import encode, pattern
 
 
 def test_match_notification_line():
@@ -18,8 +15,8 @@ def test_match_notification_line():
 
 
 def test_pattern_notification_line():
-    match = SimpleNamespace(witness=("e1", "e4", "e9"), attrs={"symbol": "IBM", "cnt": 3}, t0=1, t1=9)
-    doc = orjson.loads(notification("rising", match, "symbol#IBM"))
+    doc = orjson.loads(pattern("rising", ("e1", "e4", "e9"), {"symbol": "IBM", "cnt": 3}, 1, 9, "symbol#3",
+                               "events", 0, 9, 9000, 9500))
     line = pretty(doc, errors=False)
     assert line == 'pattern rising <- events [e1, e4, e9] (t 1..9) {"symbol":"IBM","cnt":3}'
 

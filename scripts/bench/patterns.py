@@ -1,0 +1,193 @@
+"""End-to-end benchmark of the patterns queries: Kafka -> Spark keyed state -> Kafka.
+
+Workload (``scripts.bench.cayuga``'s stock ticker): ``--events`` trades over ``--symbols``
+symbols, one per tick, and ``--patterns`` subscriptions "a trade of SYM above P, then the
+next trade of the same stock above P2, within W ticks" (partitioned by ``name``). Each
+run starts the embedded broker, loads the topics, starts Spark (``local[2]``), applies the
+subscriptions, then times the patterns query from its start until every event has been
+processed and the last notification written (Spark start-up excluded, the first batch's
+planning included).
+
+Each round runs every code tree given (``--tree``, default: this one and the baseline
+worktree ``/work/scratch/patsvc/base`` when it exists) in its own process, interleaved,
+so both see the same machine load. Reported per run: events per wall second of the
+query, CPU seconds of the process tree during that time (driver, JVM, Python workers,
+from ``/proc``), the notifications written (must be equal across trees) and the
+1-minute load average.
+
+Run ``python -m scripts.bench.patterns [--quick]``; results go to ``docs/bench/patterns.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BASELINE = Path("/work/scratch/patsvc/base")
+
+
+def child(n_events: int, n_patterns: int, symbols: int, seed: int) -> dict:
+    """One run in this process with the ``streaming`` package first on ``sys.path``."""
+    import tempfile
+
+    import orjson
+    from kafka import KafkaProducer
+
+    import streaming.patterns as P
+    from scripts.bench.cayuga import cel, make_events, make_subscriptions
+    from streaming.kafka.admin import ensure_topics
+    from streaming.kafka.broker import EmbeddedBroker
+    from streaming.kafka.config import config_client_kwargs
+    from tests.integration.kafka_helpers import consume_all
+
+    events = make_events(n_events, symbols, seed)
+    subs = make_subscriptions(n_patterns, symbols, seed)
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as ckpt:
+        config = {"bootstrap_servers": broker.bootstrap_servers}
+        ensure_topics(config, {"ev": 2, "sub": 1, "note": 2, "err": 1})
+        prod = KafkaProducer(**config_client_kwargs(config, "producer"), linger_ms=20)
+        for i, sub in enumerate(subs):
+            prod.send("sub", key=f"q{i}".encode(), value=orjson.dumps({"id": f"q{i}", "pattern": cel(*sub)}))
+        for e in events:
+            prod.send("ev", key=e.attrs["name"].encode(),
+                      value=orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs}))
+        prod.send("ev", value=orjson.dumps({"id": "heartbeat", "stream": "heartbeat", "ts": n_events + 100000}))
+        prod.flush()
+        prod.close()
+        from streaming.spark import get_session
+
+        spark = get_session(app_name="bench-patterns", master="local[2]")
+        if hasattr(P, "PatternSettings"):  # the code before streaming/patterns/
+            start_subs = lambda: P.start_subscriptions_query(spark, config, "sub", "err", ckpt, trigger="0 seconds")  # noqa: E731
+            start_q = lambda: P.start_patterns_query(spark, config, "ev", "note", "err", ckpt, trigger="0 seconds")  # noqa: E731
+        else:
+            from streaming.config import load
+
+            settings = load().replace(  # conf/pubsub.toml and PUBSUB_* (e.g. PUBSUB_PATTERNS_KEY_BUCKETS)
+                kafka={"events_topic": "ev", "subscriptions_topic": "sub", "notifications_topic": "note",
+                       "errors_topic": "err"},
+                spark={"checkpoint_dir": ckpt, "trigger_interval": "0 seconds"})
+            start_subs = lambda: P.start_subscriptions_query(spark, settings, config)  # noqa: E731
+            start_q = lambda: P.start_patterns_query(spark, settings, config)  # noqa: E731
+        q = start_subs()
+        q.processAllAvailable()
+        q.stop()
+        t, cpu0, by0 = time.perf_counter(), tree_cpu_s(), tree_cpu_s(by_command=True)
+        q = start_q()
+        q.processAllAvailable()
+        drained = time.perf_counter()
+        while q.lastProgress is None or q.lastProgress.get("numInputRows", 1):
+            time.sleep(0.2)  # the watermark's no-data batch completes the buffered events
+            if time.perf_counter() - drained > 120:
+                break
+        elapsed = time.perf_counter() - t
+        progress = [{"rows": p["numInputRows"], **p["durationMs"]} for p in q.recentProgress]
+        cpu = tree_cpu_s() - cpu0
+        by = {k: round(v - by0.get(k, 0.0), 2) for k, v in tree_cpu_s(by_command=True).items()}
+        q.stop()
+        spark.stop()
+        notes = len(consume_all(config, "note", timeout=120))
+    return {"events": n_events, "patterns": n_patterns, "symbols": symbols, "seconds": elapsed,
+            "events_per_s": n_events / elapsed, "cpu_s": cpu, "events_per_cpu_s": n_events / cpu, "cpu_by_process": by,
+            "batches": len(progress), "progress": progress, "notifications": notes}
+
+
+def tree_cpu_s(by_command: bool = False) -> Any:
+    """CPU seconds (user + system) of this process and every live descendant (JVM, Python
+    workers); with ``by_command``, a dict of them by command name (``java``, ``python``...)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, tuple[str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / tick)
+    mine, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        for child_pid, parent in parents.items():
+            if parent == pid and child_pid not in mine:
+                mine.add(child_pid)
+                frontier.append(child_pid)
+    if not by_command:
+        return sum(cpu[p][1] for p in mine if p in cpu)
+    out: dict[str, float] = {}
+    for p in mine:
+        if p in cpu:
+            name = "java" if cpu[p][0] == "java" else "python"
+            out[name] = out.get(name, 0.0) + cpu[p][1]
+    return out
+
+
+def run_tree(tree: Path, args: argparse.Namespace) -> dict:
+    """One child run over ``tree``'s code; adds the process tree's CPU time and the load."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--events", str(args.events),
+           "--patterns", str(args.patterns), "--symbols", str(args.symbols), "--seed", str(args.seed)]
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}"}
+    done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=False)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"run over {tree} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    r = json.loads(lines[-1][len("RESULT "):])
+    r.update(tree=str(tree), load=os.getloadavg())
+    return r
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m scripts.bench.patterns", description=__doc__.split("\n")[0])
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="20,000 events, one round")
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--patterns", type=int, default=1000)
+    ap.add_argument("--symbols", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--tree", action="append", type=Path, help="code trees to compare (repeatable)")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "patterns.json")
+    args = ap.parse_args(argv)
+    if args.child:
+        print("RESULT " + json.dumps(child(args.events, args.patterns, args.symbols, args.seed)), flush=True)
+        return 0
+    if args.quick:
+        args.events, args.rounds = 20_000, 1
+    trees = args.tree or [ROOT, *([BASELINE] if BASELINE.exists() else [])]
+    params = {"events": args.events, "patterns": args.patterns, "symbols": args.symbols, "seed": args.seed,
+              "rounds": args.rounds, "trees": [str(t) for t in trees], "load_at_start": os.getloadavg()}
+    print("workload:", json.dumps(params), flush=True)
+    results = []
+    for rnd in range(args.rounds):
+        for tree in trees:
+            r = run_tree(tree, args)
+            r["round"] = rnd
+            results.append(r)
+            print(f"round {rnd} {tree}: {r['events_per_s']:.0f} events/s ({r['seconds']:.1f} s wall, "
+                  f"{r['cpu_s']:.1f} s CPU of the process tree, {r['events_per_cpu_s']:.0f} events per CPU s, {r['batches']} batches, "
+                  f"{r['notifications']} notifications) load {r['load'][0]:.1f}", flush=True)
+    if len(trees) > 1:
+        for tree in trees[1:]:
+            ratios = [a["events_per_s"] / b["events_per_s"] for a, b in zip(
+                [r for r in results if r["tree"] == str(trees[0])], [r for r in results if r["tree"] == str(tree)],
+                strict=True)]
+            print(f"{trees[0]} / {tree}: events/s ratios per round {[round(x, 2) for x in ratios]}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"params": params, "results": results}, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
