@@ -225,6 +225,9 @@ class Settings:
         return _build(self, {name: dict(values) for name, values in sections.items()}, "replace()")
 
 
+CHECKPOINT_SCHEMES = frozenset({"file", "hdfs", "viewfs", "s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss"})
+"""File systems a checkpoint location may name (those of ``pyarrow.fs`` and Hadoop's S3 aliases)."""
+
 _PASS_THROUGH = {("kafka", "client"), ("spark", "conf")}
 _PATHS = (("spark", "checkpoint_dir"), ("status", "status_file"), ("status", "log_dir"), ("kafka", "embedded_data_dir"))
 """Settings holding a local path, made absolute against :data:`PROJECT_ROOT` by :func:`load`."""
@@ -309,6 +312,10 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"match.{key} must be at least 1")
     if s.match.max_validity_s <= 0:
         raise ConfigError("match.max_validity_s must be positive")
+    scheme = s.spark.checkpoint_dir.split("://", 1)[0].lower() if "://" in s.spark.checkpoint_dir else "file"
+    if scheme not in CHECKPOINT_SCHEMES:
+        raise ConfigError(f"spark.checkpoint_dir: no file system for {scheme}:// in {s.spark.checkpoint_dir!r}; "
+                          f"use a path or a URI of {', '.join(s + '://' for s in sorted(CHECKPOINT_SCHEMES))}")
     from matchers.base import servable
 
     try:

@@ -103,16 +103,28 @@ def restore_logging():
 
 
 def test_run_that_cannot_start_says_failed(tmp_path, capsys, restore_logging):
-    path = tmp_path / "status.json"
+    path, taken = tmp_path / "status.json", tmp_path / "a-file"
+    taken.write_text("")  # the embedded broker's data directory cannot be made here
     code = main(["--set", f"status.status_file={path}", "--set", f"status.log_dir={tmp_path / 'logs'}",
-                 "--set", "match.matcher=nope", "run"])
+                 "--set", f"kafka.embedded_data_dir={taken}", "--set", f"spark.checkpoint_dir={tmp_path / 'ckpt'}",
+                 "run"])
     assert code == 1
     doc = read_status(path)
-    assert doc["state"] == "failed" and doc["error"].startswith("start-up failed: unknown matcher 'nope'")
-    err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and "start-up failed: unknown matcher 'nope'" in err[0] and "service.log" in err[0]
+    assert doc["state"] == "failed" and doc["error"].startswith("start-up failed: [Errno 17] File exists")
+    err = capsys.readouterr().err
+    failed = [line for line in err.splitlines() if "start-up failed" in line]  # one line, the trace in the log
+    assert len(failed) == 1 and "[Errno 17] File exists" in failed[0] and "service.log" in failed[0]
+    assert "Traceback" not in err
     trace = (tmp_path / "logs" / "service.log").read_text()
-    assert "Traceback (most recent call last)" in trace and "ValueError: unknown matcher 'nope'" in trace
+    assert "Traceback (most recent call last)" in trace and "FileExistsError" in trace
+
+
+def test_bad_settings_are_refused_before_anything_starts(tmp_path, capsys):
+    for setting, says in (("match.matcher=nope", "match.matcher: matcher 'nope' is not a registered matcher"),
+                          ("spark.checkpoint_dir=nosuch://x/ckpt", "spark.checkpoint_dir: no file system")):
+        assert main(["--set", f"status.status_file={tmp_path / 's.json'}", "--set", setting, "run"]) == 2
+        assert capsys.readouterr().err.startswith(f"configuration error: {says}")
+    assert not (tmp_path / "s.json").exists()
 
 
 def test_first_line_names_the_python_error_inside_a_spark_failure():
