@@ -308,6 +308,7 @@ MATCHER_MODULES = (
     "matchers.opindex",
     "matchers.vci",
     "matchers.amkh",
+    "matchers.bitmark",
 )
 """Modules that register matchers when imported (a module not yet present is skipped)."""
 
