@@ -352,6 +352,11 @@ def render_markdown() -> str:
             out += [f"### {w['workload']}", "", f"Parameters: `{w['parameters']}`; {w['n_subscriptions']:,} "
                     f"subscriptions, {w['n_predicates']:,} predicates, {w['n_events']:,} events.", "",
                     table(w["runs"]), ""]
+    dense = DOCS / "bench" / "dense.json"
+    if dense.exists():
+        from scripts.bench.dense import render
+
+        out += [render(json.loads(dense.read_text()))]
     return "\n".join(out) + "\n"
 
 
