@@ -76,11 +76,15 @@ def _serve(conn, name: str, arrays: DenseArrays, batch: int, params: dict) -> No
         warm.match(warm.encode(dense_events(arrays)[:4]))
         del warm
         matcher = create(name, **params)
+        subscriptions = dense_subscriptions(arrays)
         c0 = time.process_time()
-        matcher.add(dense_subscriptions(arrays))
-        encoded = matcher.encode(dense_events(arrays))
-        matcher.match(encoded.slice(0, 1))
+        matcher.add(subscriptions)
         build_s = time.process_time() - c0
+        del subscriptions
+        encoded = matcher.encode(dense_events(arrays))
+        c0 = time.process_time()
+        matcher.match(encoded.slice(0, 1))  # lazy packing, where a matcher packs lazily
+        build_s += time.process_time() - c0
         conn.send(("ready", build_s))
         while (command := conn.recv()) != "stop":
             if command == "stats":
