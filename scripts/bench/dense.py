@@ -253,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--zipf", type=float, default=0.0, help="Zipf exponent of the values (0: uniform)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--matchers", default="bitmark", help="comma-separated project matchers")
+    parser.add_argument("--matchers-for", action="append", default=[], metavar="N:A,B",
+                        help="the project matchers at n = N instead (each holds the workload: mind memory)")
     parser.add_argument("--peer", type=_peer, action="append", default=[],
                         help="NAME=PATH[:ARG,ARG] of a peer binary used at every size (repeatable)")
     parser.add_argument("--peer-for", action="append", default=[], metavar="N:NAME=PATH[:ARGS]",
@@ -265,13 +267,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = []
     for n in args.n_subs or [100_000]:
+        matchers = dict(spec.split(":", 1) for spec in args.matchers_for).get(str(n), args.matchers).split(",")
         peers = dict(args.peer)
         for spec in args.peer_for:
             size, _, rest = spec.partition(":")
             if int(size) == n:
                 peers.update([_peer(rest)])
         arrays = dense_arrays(n, args.n_events, args.d, args.k, args.width, zipf_alpha=args.zipf, seed=args.seed)
-        run = bench(arrays, args.matchers.split(","), peers, args.rounds, args.batch, args.timeout, {})
+        run = bench(arrays, matchers, peers, args.rounds, args.batch, args.timeout, {})
         run["parameters"].update(width=args.width, zipf=args.zipf, seed=args.seed)
         run["baseline"] = args.baseline
         print(f"\nn = {n:,}: {run['parameters']}, load {run['load_avg']}\n{table(run, args.baseline)}", flush=True)
