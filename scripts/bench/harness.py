@@ -62,6 +62,7 @@ FULL_SIZES: dict[str, tuple[int, int]] = {
     "amkh": (100_000, 1000),
     "stock": (100_000, 10_000),
     "ecommerce": (50_000, 5000),
+    "dense": (100_000, 500),
 }
 """Default (n_subs, n_events) of a full run (the per-paper benchmarks sweep the sizes)."""
 
