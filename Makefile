@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WARM := var/.numba-warm
 PYTEST_ARGS ?=
+# peer binaries for scripts.bench.dense, e.g. --peer-for 1000000:hem5-be7=PATH:7 (docs/bitmark.md)
+DENSE_PEERS ?=
 
 .DEFAULT_GOAL := help
 
@@ -69,6 +71,8 @@ bench: setup ## Run every benchmark at paper sizes (hours; results in docs/)
 	$(PY) -m scripts.bench.cayuga
 	$(PY) -m scripts.bench.kafka_read
 	$(PY) -m scripts.bench.e2e
+	$(PY) -m scripts.bench.dense --n-subs 100000 --n-subs 1000000 --matchers bitmark,counting,vci,brute,opindex \
+		--matchers-for 1000000:bitmark $(DENSE_PEERS)
 
 .PHONY: bench-quick
 bench-quick: setup ## Run every benchmark in its quick mode (minutes)

@@ -14,6 +14,7 @@ Generators (see ``docs/workloads.md`` for the figures they reproduce):
 * :func:`opindex` -- Zhang et al., VLDB 2014, Table 3 (uniform and Zipf);
 * :func:`vci` -- Wu et al., VCI, Section 5.2 (single-attribute intervals);
 * :func:`amkh` -- Wu & Yu, AMKH, Section 3 (Fig. 1);
+* :func:`dense` -- the dense interval workload of REIN, TAMA and HEM;
 * :func:`stock_ticker` and :func:`ecommerce` -- realistic workloads with strings that
   between them use every operator of the language.
 
@@ -295,6 +296,60 @@ def vci(n_subs: int = 10_000, n_events: int = 10_000, R: int = 5000, W: int = 20
     subs = _conjunctions([pred(attr, Op.BETWEEN, (x, y))] for x, y in zip(starts.tolist(), ends.tolist(), strict=True))
     events = [{attr: v} for v in event_rng.integers(1, R + 1, size=n_events).tolist()]
     return Workload(subs, events)
+
+
+# -- dense intervals (REIN, TAMA, HEM) ----------------------------------------------------
+class DenseArrays(NamedTuple):
+    """The dense interval workload as arrays: subscription ``i`` is ``lo[i, j] <= a{attrs[i, j]} <= hi[i, j]``
+    for every ``j``; event ``e`` assigns ``a{j} = events[e, j]`` for every attribute."""
+
+    attrs: np.ndarray  # int64[n_subs, k]
+    lo: np.ndarray  # int64[n_subs, k]
+    hi: np.ndarray  # int64[n_subs, k]
+    events: np.ndarray  # int64[n_events, d]
+    domain: int
+
+
+def dense_arrays(n_subs: int = 1_000_000, n_events: int = 500, d: int = 20, k: int = 10, width: float = 0.3,
+                 domain: int = 1_000_000, zipf_alpha: float = 0.0, seed: int = 0) -> DenseArrays:
+    """The dense interval workload of REIN, TAMA and HEM (their default set-up), as arrays.
+
+    Every event assigns all ``d`` attributes a value in ``[0, domain)``; every
+    subscription has ``k`` interval predicates on ``k`` distinct attributes, each of width
+    ``width * domain``, its low end uniform in ``[0, domain - width * domain)``.  With
+    ``zipf_alpha > 0`` event values and low ends follow a Zipf law over the values (rank
+    1 the smallest).
+    """
+    if not 1 <= k <= d or not 0 < width < 1:
+        raise ValueError(f"dense needs 1 <= k <= d and 0 < width < 1, got k={k}, d={d}, width={width}")
+    sub_rng, event_rng = _rngs(seed)
+    span = int(width * domain)
+    attrs = np.argsort(sub_rng.random((n_subs, d)), axis=1)[:, :k].astype(np.int64)
+    probs_lo = zipf_probabilities(domain - span, zipf_alpha) if zipf_alpha > 0 else None
+    probs_ev = zipf_probabilities(domain, zipf_alpha) if zipf_alpha > 0 else None
+    lo = _sampler(sub_rng, domain - span, probs_lo)((n_subs, k))
+    events = _sampler(event_rng, domain, probs_ev)((n_events, d))
+    return DenseArrays(attrs, lo, lo + span, events, domain)
+
+
+def dense(n_subs: int = 100_000, n_events: int = 500, d: int = 20, k: int = 10, width: float = 0.3,
+          domain: int = 1_000_000, zipf_alpha: float = 0.0, seed: int = 0) -> Workload:
+    """The dense interval workload (see :func:`dense_arrays`) as subscriptions and events."""
+    arrays = dense_arrays(n_subs, n_events, d, k, width, domain, zipf_alpha, seed)
+    return Workload(dense_subscriptions(arrays), dense_events(arrays))
+
+
+def dense_subscriptions(arrays: DenseArrays) -> list[Subscription]:
+    """The subscriptions of a dense workload (ids ``s<i>``)."""
+    names = [f"a{j}" for j in range(arrays.events.shape[1])]
+    rows = zip(arrays.attrs.tolist(), arrays.lo.tolist(), arrays.hi.tolist(), strict=True)
+    return _conjunctions([pred(names[a], Op.BETWEEN, (x, y)) for a, x, y in zip(*row, strict=True)] for row in rows)
+
+
+def dense_events(arrays: DenseArrays) -> list[dict]:
+    """The events of a dense workload as flat dicts."""
+    names = [f"a{j}" for j in range(arrays.events.shape[1])]
+    return [dict(zip(names, row, strict=True)) for row in arrays.events.tolist()]
 
 
 # -- AMKH ---------------------------------------------------------------------------------
@@ -580,6 +635,7 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "amkh": amkh,
     "stock": stock_ticker,
     "ecommerce": ecommerce,
+    "dense": dense,
 }
 """Generators by name; each takes keyword arguments ``n_subs``, ``n_events``, ``seed`` and its own."""
 

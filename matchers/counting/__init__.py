@@ -33,7 +33,11 @@ from matchers.phase1 import PredicateIndex
 from matchers.phase1.columns import grown
 
 CHUNK_EVENTS = 2048
-"""Events per phase-1 chunk (bounds the satisfied-predicate buffer)."""
+"""Most events per phase-1 chunk."""
+SAT_BUDGET = 8 << 20
+"""Satisfied predicates a phase-1 chunk aims at (bounds the memory of a batch): events per
+chunk follow the satisfied predicates per event of the previous chunk, every predicate
+at first (a dense workload satisfies millions per event)."""
 STAMP_LIMIT = 2**31 - 2 * CHUNK_EVENTS
 """Event stamps (int32 in ``key_seen``) restart from 0 past this."""
 
@@ -77,6 +81,7 @@ class CountingMatcher(Matcher):
         self._multi_top = 0  # one more than the largest such key
         self._stamp = np.zeros(1, dtype=np.int64)
         self._visited = np.zeros(1024, dtype=np.int32)
+        self._sat_per_event = 0.0  # satisfied predicates per event seen last (0: none yet; sizes phase-1 chunks)
 
     # -- updates --------------------------------------------------------------------
     def _add(self, subs: list[Subscription]) -> None:
@@ -203,12 +208,16 @@ class CountingMatcher(Matcher):
         out_off = np.zeros(batch.n + 1, dtype=np.int64)
         out_keys = np.empty(max(1024, batch.n), dtype=np.int32)
         k = 0
-        for lo in range(0, batch.n, CHUNK_EVENTS):
-            hi = min(lo + CHUNK_EVENTS, batch.n)
+        lo = 0
+        while lo < batch.n:
+            per_event = self._sat_per_event or max(1, len(self.phase1))  # at first, the worst case
+            chunk = int(min(CHUNK_EVENTS, max(1, SAT_BUDGET // per_event)))
+            hi = min(lo + chunk, batch.n)
             if self._stamp[0] > STAMP_LIMIT:
                 self._stamp[0] = 0
                 self._key_seen[:] = 0
             sat_off, sat_pid = self.phase1.satisfied(batch.slice(lo, hi))
+            self._sat_per_event = max(1.0, 1.25 * len(sat_pid) / (hi - lo))
             off = np.empty(hi - lo + 1, dtype=np.int64)
             off[0] = k
             out_keys, self._visited, k = K.count_matches(
@@ -216,6 +225,7 @@ class CountingMatcher(Matcher):
                 self._left, self._slot_key, self._key_seen, self._stamp, self._visited, off, out_keys, k,
             )
             out_off[lo + 1:hi + 1] = off[1:]
+            lo = hi
         return Matches(out_off, out_keys[:k].copy())
 
     def memory_bytes(self) -> int:

@@ -62,6 +62,7 @@ FULL_SIZES: dict[str, tuple[int, int]] = {
     "amkh": (100_000, 1000),
     "stock": (100_000, 10_000),
     "ecommerce": (50_000, 5000),
+    "dense": (100_000, 500),
 }
 """Default (n_subs, n_events) of a full run (the per-paper benchmarks sweep the sizes)."""
 
@@ -352,6 +353,11 @@ def render_markdown() -> str:
             out += [f"### {w['workload']}", "", f"Parameters: `{w['parameters']}`; {w['n_subscriptions']:,} "
                     f"subscriptions, {w['n_predicates']:,} predicates, {w['n_events']:,} events.", "",
                     table(w["runs"]), ""]
+    dense = DOCS / "bench" / "dense.json"
+    if dense.exists():
+        from scripts.bench.dense import render
+
+        out += [render(json.loads(dense.read_text()))]
     return "\n".join(out) + "\n"
 
 

@@ -1,0 +1,313 @@
+"""Bit-marking index (REIN's marking, HEM's cached bitsets) for dense interval workloads.
+
+Each DNF conjunction is a *slot*.  Its numeric interval predicates (``= < <= > >=
+BETWEEN`` on numbers) become one closed float64 interval per attribute (strict bounds
+moved by one ulp, several predicates on one attribute intersected); its other
+predicates are *residual* and go to the shared phase-1 index
+(:class:`~matchers.phase1.PredicateIndex`: equality, sets, ``NOT BETWEEN``, strings,
+booleans).
+
+The indexed slots (:class:`~matchers.bitmark.kernels.Layout`) are ordered by their two
+most selective intervals (attribute, then coarse cells of its low bound, then the
+second attribute and its low bound), 64 to a ``uint64`` word.  An attribute
+constrained by enough slots is *indexed*: its values are cut into up to ``buckets``
+buckets at quantiles of the bounds, and per bucket a precomputed (cumulative) bitset
+marks the slots whose interval misses the bucket entirely, one more the slots that
+constrain it at all (an event lacking the attribute fails them).  An event
+
+1. skips every word whose envelope (the hull of its slots' intervals on two
+   attributes) does not hold the event's value: ordering makes most words skippable;
+2. ORs, per remaining word, the rows its values select until all 64 slots are marked;
+3. checks the few survivors exactly (every interval, and the residual predicates
+   through phase 1's satisfied ids): the bucket rows are conservative, so the check
+   replaces patching the buckets at the event's value.
+
+A chunk of events shares one pass over the words, a tile at a time, so that a tile's
+rows come from memory once for the whole chunk.  Matching holds per chunk only its
+values, rows and satisfied residual ids, within fixed budgets (``VALUE_BUDGET``,
+``SAT_BUDGET``), beyond the matches returned.
+
+Inserted slots go to an unindexed tail checked exactly per event; deleted ones are
+cleared from the ``live`` mask.  The index is rebuilt (at the next match) when the
+tail or the deleted slots outgrow a fraction of the indexed ones.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from matchers.base import Matcher, Matches, register
+from matchers.bitmark import kernels as K
+from matchers.events import Dictionary, EventBatch
+from matchers.expr import Kind, Op, Pred, Subscription
+from matchers.phase1 import PredicateIndex
+from matchers.phase1.columns import grown
+
+INTERVAL_OPS = frozenset({Op.EQ, Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN})
+CHUNK_EVENTS = 1024
+"""Most events matched in one pass over the index."""
+VALUE_BUDGET = 16 << 20
+"""Bytes of a chunk's value matrix and selected rows (fewer events per chunk when wide)."""
+SAT_BUDGET = 4 << 20
+"""Satisfied residual predicate ids a chunk may produce, at worst (fewer events per chunk)."""
+BITS_PER_PREDICATE = 256
+"""Budget of marking bits per indexed interval predicate (decides the buckets per attribute)."""
+
+
+def is_interval(p: Pred) -> bool:
+    """Whether ``p`` is a closed interval on a number (else a residual predicate)."""
+    return p.kind is Kind.NUM and p.op in INTERVAL_OPS
+
+
+def bounds(p: Pred) -> tuple[float, float]:
+    """The closed float64 interval of an interval predicate."""
+    x = p.operand
+    if p.op is Op.BETWEEN:
+        return float(x[0]), float(x[1])  # type: ignore[index]
+    if p.op is Op.EQ:
+        return float(x), float(x)  # type: ignore[arg-type]
+    if p.op is Op.LT:
+        return -math.inf, math.nextafter(x, -math.inf)  # type: ignore[arg-type]
+    if p.op is Op.LE:
+        return -math.inf, float(x)  # type: ignore[arg-type]
+    if p.op is Op.GT:
+        return math.nextafter(x, math.inf), math.inf  # type: ignore[arg-type]
+    return float(x), math.inf  # type: ignore[arg-type]
+
+
+@register("bitmark")
+class BitMarkMatcher(Matcher):
+    """Bit-marking matcher (see module docstring).
+
+    Parameters
+    ----------
+    dictionary : attribute and string dictionaries to share (a new one if ``None``).
+    buckets : most buckets per indexed attribute.
+    tile_words : words of the index a chunk of events visits together.
+    """
+
+    tail_min = 2048
+    """Tail slots (or deleted indexed slots) tolerated before a rebuild, whatever the size."""
+
+    def __init__(self, dictionary: Dictionary | None = None, buckets: int = 64, tile_words: int = 256, **params):
+        super().__init__(dictionary, **params)
+        if buckets < 1 or tile_words < 1:
+            raise ValueError(f"buckets and tile_words must be positive, got {buckets}, {tile_words}")
+        self.buckets, self.tile_words = int(buckets), int(tile_words)
+        self.phase1 = PredicateIndex(self.dictionary)
+        self._col_of_attr = np.zeros(0, dtype=np.int32)  # dictionary attribute id -> value column, -1
+        self._n_cols = 0
+        self._key = np.zeros(0, dtype=np.int32)
+        self._iv_off = np.zeros(1, dtype=np.int64)
+        self._iv_col = np.zeros(0, dtype=np.int32)
+        self._iv_lo = np.zeros(0)
+        self._iv_hi = np.zeros(0)
+        self._res_off = np.zeros(1, dtype=np.int64)
+        self._res_pid = np.zeros(0, dtype=np.int32)
+        self._n_slots = 0
+        self._n_main = 0
+        self._dead = 0
+        self._main_of_key = (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))  # CSR key -> slots
+        self._tail_of_key: dict[int, list[int]] = {}
+        self._layout = _empty_layout()
+        self._built = False
+
+    # -- updates -----------------------------------------------------------------------
+    def _column(self, attr: str) -> int:
+        aid = self.dictionary.attr_ids[attr]
+        self._col_of_attr = grown(self._col_of_attr, aid + 1, -1)
+        c = int(self._col_of_attr[aid])
+        if c < 0:
+            c = self._col_of_attr[aid] = self._n_cols
+            self._n_cols += 1
+        return c
+
+    def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
+        keys, iv_count, cols, los, his, res_count, residual = [], [], [], [], [], [], []
+        column = self._column
+        for key, sub in entries:
+            for conj in sub.conjunctions:
+                box: dict[int, tuple[float, float]] = {}
+                n_res = len(residual)
+                for p in conj:
+                    if is_interval(p):
+                        lo, hi = bounds(p)
+                        c = column(p.attr)
+                        old = box.get(c)
+                        box[c] = (lo, hi) if old is None else (max(old[0], lo), min(old[1], hi))
+                    else:
+                        residual.append(p)
+                keys.append(key)
+                iv_count.append(len(box))
+                res_count.append(len(residual) - n_res)
+                for c, (lo, hi) in box.items():
+                    cols.append(c)
+                    los.append(lo)
+                    his.append(hi)
+        pids = self.phase1.acquire_many(residual) if residual else np.zeros(0, dtype=np.int32)
+        s0, n_new = self._n_slots, len(keys)
+        s1 = s0 + n_new
+        i0, r0 = int(self._iv_off[s0]), int(self._res_off[s0])
+        self._key = grown(self._key, s1, -1)
+        self._key[s0:s1] = keys
+        self._iv_off = grown(self._iv_off, s1 + 1)
+        self._iv_off[s0 + 1:s1 + 1] = i0 + np.cumsum(iv_count)
+        self._res_off = grown(self._res_off, s1 + 1)
+        self._res_off[s0 + 1:s1 + 1] = r0 + np.cumsum(res_count)
+        i1, r1 = i0 + len(cols), r0 + len(pids)
+        self._iv_col = grown(self._iv_col, i1)
+        self._iv_lo = grown(self._iv_lo, i1)
+        self._iv_hi = grown(self._iv_hi, i1)
+        self._iv_col[i0:i1] = cols
+        self._iv_lo[i0:i1] = los
+        self._iv_hi[i0:i1] = his
+        self._res_pid = grown(self._res_pid, r1)
+        self._res_pid[r0:r1] = pids
+        self._n_slots = s1
+        for slot, key in enumerate(keys, start=s0):
+            self._tail_of_key.setdefault(key, []).append(slot)
+
+    def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
+        off, main = self._main_of_key
+        live = self._layout.live
+        for key, sub in entries:
+            if key < len(off) - 1:
+                for s in main[off[key]:off[key + 1]].tolist():
+                    if self._key[s] == key:
+                        self._key[s] = -1
+                        live[s >> 6] &= ~np.uint64(1 << (s & 63))
+                        self._dead += 1
+            for s in self._tail_of_key.pop(key, ()):
+                self._key[s] = -1
+            for conj in sub.conjunctions:
+                for p in conj:
+                    if not is_interval(p):
+                        self.phase1.release(p)
+
+    # -- building ----------------------------------------------------------------------
+    def _slots(self) -> K.Slots:
+        n = self._n_slots
+        i, r = int(self._iv_off[n]), int(self._res_off[n])
+        return K.Slots(self._key[:n], self._iv_off[:n + 1], self._iv_col[:i], self._iv_lo[:i], self._iv_hi[:i],
+                       self._res_off[:n + 1], self._res_pid[:r])
+
+    def _stale(self) -> bool:
+        limit = max(self.tail_min, self._n_main // 16)
+        return not self._built or self._n_slots - self._n_main > limit or self._dead > max(self.tail_min,
+                                                                                           self._n_main // 4)
+
+    def _rebuild(self) -> None:
+        """Index every live slot: order them, pack them, build the marking rows."""
+        slots = self._slots()
+        live = np.flatnonzero(slots.key >= 0)
+        n_cols = max(self._n_cols, 1)
+        col_min, col_span, count = K.column_ranges(slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi, live,
+                                                   n_cols)
+        p, lo_p, q, lo_q = (a[live] for a in K.order_keys(slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi,
+                                                          col_min, col_span))
+        p = np.where(p >= 0, p, n_cols)
+        first = np.lexsort((lo_p, p))
+        group = p[first]
+        starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1] if len(group) else np.zeros(0, dtype=np.int64)
+        sizes = np.diff(np.r_[starts, len(group)])
+        cells = np.maximum(1, np.sqrt(sizes / 1024).astype(np.int64))  # ~sqrt(size) cells of a group
+        rank = np.arange(len(group)) - np.repeat(starts, sizes)
+        cell = rank * np.repeat(cells, sizes) // np.repeat(sizes, sizes)
+        order = live[first[np.lexsort((lo_q[first], q[first], cell, group))]]
+        iv_off = K.gather_offsets(slots.iv_off, order)
+        res_off = K.gather_offsets(slots.res_off, order)
+        self._key = slots.key[order]
+        self._iv_off, self._res_off = iv_off, res_off
+        self._iv_col = K.gather_values(slots.iv_off, iv_off, order, slots.iv_col)
+        self._iv_lo = K.gather_values(slots.iv_off, iv_off, order, slots.iv_lo)
+        self._iv_hi = K.gather_values(slots.iv_off, iv_off, order, slots.iv_hi)
+        self._res_pid = K.gather_values(slots.res_off, res_off, order, slots.res_pid)
+        n = self._n_slots = self._n_main = len(order)
+        self._dead = 0
+        self._tail_of_key = {}
+        by_key = np.argsort(self._key, kind="stable")
+        key_off = np.zeros(self.capacity + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self._key, minlength=self.capacity), out=key_off[1:])
+        self._main_of_key = (key_off, by_key)
+        self._layout = self._pack(n, col_min, col_span, count)
+        self._built = True
+
+    def _pack(self, n: int, col_min: np.ndarray, col_span: np.ndarray, count: np.ndarray) -> K.Layout:
+        """The marking layout over the ``n`` (ordered) slots."""
+        if n == 0:
+            return _empty_layout()
+        words = (n + 63) // 64
+        idx_col = np.flatnonzero(count * 64 >= n).astype(np.int32)  # about one interval a word or more
+        occurrences = int(count[idx_col].sum())
+        budget_rows = max(1 << 17, BITS_PER_PREDICATE * occurrences // 8) // (8 * words)
+        nb = int(min(self.buckets, max(1, budget_rows // max(len(idx_col), 1) - 1)))
+        edges = []
+        for c in idx_col.tolist():
+            values = K.column_bounds(self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, n, c)
+            cut = np.quantile(values, np.arange(1, nb) / nb) if len(values) and nb > 1 else np.zeros(0)
+            edges.append(np.unique(cut))
+        edge_off = np.zeros(len(idx_col) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in edges], out=edge_off[1:])
+        row_start = np.zeros(len(idx_col) + 1, dtype=np.int64)
+        np.cumsum([len(x) + 2 for x in edges], out=row_start[1:])
+        edges_flat = np.concatenate(edges) if edges else np.zeros(0)
+        idx_of_col = np.full(len(col_min), -1, dtype=np.int64)
+        idx_of_col[idx_col] = np.arange(len(idx_col))
+        args = (self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, n)
+        bits = K.build_bits(*args, idx_of_col, row_start, edge_off, edges_flat)
+        live = np.full(words, K.ALL, dtype=np.uint64)
+        if n % 64:
+            live[-1] = np.uint64((1 << (n % 64)) - 1)
+        env_col, env_lo, env_hi = K.envelopes(*args, col_min, col_span)
+        return K.Layout(bits, live, env_col, env_lo, env_hi, idx_col, row_start, edge_off, edges_flat)
+
+    # -- matching ----------------------------------------------------------------------
+    def _match(self, batch: EventBatch) -> Matches:
+        if self._stale():
+            self._rebuild()
+        layout, slots = self._layout, self._slots()
+        n_idx = len(layout.idx_col)
+        chunk = max(1, min(CHUNK_EVENTS, VALUE_BUDGET // (8 * (self._n_cols + n_idx + 1))))
+        if len(self.phase1):
+            chunk = max(1, min(chunk, SAT_BUDGET // len(self.phase1)))
+        offsets, keys = [np.zeros(1, dtype=np.int64)], []
+        done = 0
+        out_ev = np.empty(4096, dtype=np.int32)
+        out_key = np.empty(4096, dtype=np.int32)
+        for lo in range(0, batch.n, chunk):
+            part = batch.slice(lo, min(batch.n, lo + chunk))
+            vals = K.event_values(part.offsets, part.attrs, part.kinds, part.nums, self._col_of_attr, self._n_cols)
+            rows = K.event_rows(vals, layout)
+            sat_off, sat_pid = self._satisfied(part)
+            out_ev, out_key, k = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, self._n_main,
+                                               self._n_slots, self.tile_words, out_ev, out_key)
+            off, found = K.to_csr(part.n, out_ev[:k], out_key[:k])
+            offsets.append(off[1:] + done)
+            keys.append(found)
+            done += len(found)
+        return Matches(np.concatenate(offsets), np.concatenate(keys))
+
+    def _satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Satisfied residual predicate ids per event, sorted (CSR)."""
+        if not len(self.phase1):
+            return np.zeros(batch.n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        off, pid = self.phase1.satisfied(batch)
+        off = np.ascontiguousarray(off, dtype=np.int64)
+        pid = np.array(pid, dtype=np.int32)
+        K.sort_segments(off, pid)
+        return off, pid
+
+    def memory_bytes(self) -> int:
+        arrays = (self._key, self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, self._res_off, self._res_pid,
+                  self._col_of_attr, *self._main_of_key, *self._layout)
+        tail = 100 * sum(len(v) for v in self._tail_of_key.values())
+        return sum(a.nbytes for a in arrays) + tail + self.phase1.memory_bytes()
+
+
+def _empty_layout() -> K.Layout:
+    return K.Layout(np.zeros((0, 0), dtype=np.uint64), np.zeros(0, dtype=np.uint64),
+                    np.zeros((0, 2), dtype=np.int32), np.zeros((0, 2)), np.zeros((0, 2)),
+                    np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                    np.zeros(0))

@@ -1,0 +1,399 @@
+"""Numba kernels of the bit-marking index: building its bitsets, marking and verifying.
+
+Conventions: a slot is one DNF conjunction; its numeric intervals are closed
+``[lo, hi]`` over float64 (strict bounds were moved by one ulp), at most one per value
+column.  An event's values are a row of a ``(events x columns)`` matrix, NaN where the
+event lacks the attribute or holds a non-number there (which fails every interval).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_BITPOS = np.zeros(64, dtype=np.int64)
+_BITPOS[[((1 << i) * int(_DEBRUIJN) % 2**64) >> 58 for i in range(64)]] = np.arange(64)
+
+
+class Slots(NamedTuple):
+    """Conjunctions by slot, as CSR: intervals on value columns and residual predicate ids."""
+
+    key: np.ndarray  # int32[S], subscription key, -1 for a deleted slot
+    iv_off: np.ndarray  # int64[S + 1]
+    iv_col: np.ndarray  # int32[nnz], value column of each interval
+    iv_lo: np.ndarray  # float64[nnz]
+    iv_hi: np.ndarray  # float64[nnz]
+    res_off: np.ndarray  # int64[S + 1]
+    res_pid: np.ndarray  # int32[nr], phase-1 ids of the slot's other predicates
+
+
+class Layout(NamedTuple):
+    """The marking index over the first ``64 * W`` slots (the indexed ones).
+
+    Indexed attribute ``j`` (value column ``idx_col[j]``) has ``nb = len(edges_j) + 1``
+    buckets; its rows ``row_start[j] + b`` (``b < nb``) mark the slots whose interval on
+    it misses bucket ``b`` entirely, row ``row_start[j] + nb`` the slots constraining it
+    (they fail an event that lacks it).  A word's envelope ``(env_col, env_lo, env_hi)``
+    holds, for up to two columns every slot of the word constrains, the hull of their
+    intervals: an event outside it fails the whole word.
+    """
+
+    bits: np.ndarray  # uint64[rows, W]
+    live: np.ndarray  # uint64[W], indexed slots not deleted
+    env_col: np.ndarray  # int32[W, 2], -1: none
+    env_lo: np.ndarray  # float64[W, 2]
+    env_hi: np.ndarray  # float64[W, 2]
+    idx_col: np.ndarray  # int32[n_idx]
+    row_start: np.ndarray  # int64[n_idx + 1]
+    edge_off: np.ndarray  # int64[n_idx + 1]
+    edges: np.ndarray  # float64, sorted bucket edges per indexed attribute
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _low_bit(x):
+    """Position of the lowest set bit of a non-zero uint64."""
+    return _BITPOS[((x & (~x + np.uint64(1))) * _DEBRUIJN) >> np.uint64(58)]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _bucket(edges, lo, hi, v):
+    """Bucket of ``v`` among ``edges[lo:hi]``: how many of them are <= v."""
+    a, b = lo, hi
+    while a < b:
+        m = (a + b) >> 1
+        if edges[m] <= v:
+            a = m + 1
+        else:
+            b = m
+    return a - lo
+
+
+# -- building --------------------------------------------------------------------------
+@numba.njit(cache=True, nogil=True)
+def order_keys(iv_off, iv_col, iv_lo, iv_hi, col_min, col_span):
+    """Per slot, its two most selective columns and their low bounds: ``p, lo_p, q, lo_q``.
+
+    Selectivity is the interval's width within the column's span; ``-1`` when a slot has
+    fewer intervals.
+    """
+    n = len(iv_off) - 1
+    p = np.full(n, -1, dtype=np.int64)
+    q = np.full(n, -1, dtype=np.int64)
+    lo_p = np.zeros(n)
+    lo_q = np.zeros(n)
+    for s in range(n):
+        w1 = np.inf
+        w2 = np.inf
+        for t in range(iv_off[s], iv_off[s + 1]):
+            c = iv_col[t]
+            lo = max(iv_lo[t], col_min[c])
+            hi = min(iv_hi[t], col_min[c] + col_span[c])
+            w = max(hi - lo, 0.0) / col_span[c]
+            if w < w1:
+                w2, q[s], lo_q[s] = w1, p[s], lo_p[s]
+                w1, p[s], lo_p[s] = w, c, lo
+            elif w < w2:
+                w2, q[s], lo_q[s] = w, c, lo
+    return p, lo_p, q, lo_q
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_offsets(off, order):
+    """Offsets of the CSR segments ``order`` of ``off`` packed in that order."""
+    new_off = np.zeros(len(order) + 1, dtype=np.int64)
+    for i in range(len(order)):
+        s = order[i]
+        new_off[i + 1] = new_off[i] + off[s + 1] - off[s]
+    return new_off
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_values(off, new_off, order, values):
+    """``values`` of the CSR segments ``order`` of ``off``, packed at ``new_off``."""
+    out = np.empty(new_off[-1], dtype=values.dtype)
+    for i in range(len(order)):
+        s = order[i]
+        a = off[s]
+        b = new_off[i]
+        for t in range(off[s + 1] - a):
+            out[b + t] = values[a + t]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def build_bits(iv_off, iv_col, iv_lo, iv_hi, n_main, idx_of_col, row_start, edge_off, edges):
+    """The marking rows of :class:`Layout` over slots ``0..n_main-1``."""
+    W = (n_main + 63) // 64
+    n_rows = row_start[-1]
+    bits = np.zeros((n_rows, W), dtype=np.uint64)
+    above = np.zeros((n_rows, W), dtype=np.uint64)  # marks of intervals starting after a bucket
+    for s in range(n_main):
+        w = s >> 6
+        bit = np.uint64(1) << np.uint64(s & 63)
+        for t in range(iv_off[s], iv_off[s + 1]):
+            j = idx_of_col[iv_col[t]]
+            if j < 0:
+                continue
+            e0, e1 = edge_off[j], edge_off[j + 1]
+            nb = e1 - e0 + 1
+            r0 = row_start[j]
+            bits[r0 + nb, w] |= bit  # missing attribute
+            lb = _bucket(edges, e0, e1, iv_lo[t])
+            hb = _bucket(edges, e0, e1, iv_hi[t])
+            if lb > 0:  # fails every bucket below lb
+                above[r0 + lb - 1, w] |= bit
+            if hb < nb - 1:  # fails every bucket above hb
+                bits[r0 + hb + 1, w] |= bit
+    for j in range(len(row_start) - 1):
+        r0 = row_start[j]
+        nb = edge_off[j + 1] - edge_off[j] + 1
+        for b in range(1, nb):
+            for w in range(W):
+                bits[r0 + b, w] |= bits[r0 + b - 1, w]
+        for b in range(nb - 2, -1, -1):
+            for w in range(W):
+                above[r0 + b, w] |= above[r0 + b + 1, w]
+        for b in range(nb):
+            for w in range(W):
+                bits[r0 + b, w] |= above[r0 + b, w]
+    return bits
+
+
+@numba.njit(cache=True, nogil=True)
+def _interval_on(iv_off, iv_col, s, c):
+    for t in range(iv_off[s], iv_off[s + 1]):
+        if iv_col[t] == c:
+            return t
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def envelopes(iv_off, iv_col, iv_lo, iv_hi, n_main, col_min, col_span):
+    """Per word, the two columns (among its first slot's) whose hull over the word is narrowest."""
+    W = (n_main + 63) // 64
+    env_col = np.full((W, 2), -1, dtype=np.int32)
+    env_lo = np.zeros((W, 2))
+    env_hi = np.zeros((W, 2))
+    for w in range(W):
+        s0 = w * 64
+        s1 = min(n_main, s0 + 64)
+        best = np.array([np.inf, np.inf])
+        for t0 in range(iv_off[s0], iv_off[s0 + 1]):
+            c = iv_col[t0]
+            lo = iv_lo[t0]
+            hi = iv_hi[t0]
+            for s in range(s0 + 1, s1):
+                t = _interval_on(iv_off, iv_col, s, c)
+                if t < 0:
+                    lo = np.nan
+                    break
+                lo = min(lo, iv_lo[t])
+                hi = max(hi, iv_hi[t])
+            if np.isnan(lo):
+                continue
+            width = (min(hi, col_min[c] + col_span[c]) - max(lo, col_min[c])) / col_span[c]
+            if width >= 1.0:
+                continue
+            if width < best[0]:
+                best[1] = best[0]
+                env_col[w, 1], env_lo[w, 1], env_hi[w, 1] = env_col[w, 0], env_lo[w, 0], env_hi[w, 0]
+                best[0] = width
+                env_col[w, 0], env_lo[w, 0], env_hi[w, 0] = c, lo, hi
+            elif width < best[1]:
+                best[1] = width
+                env_col[w, 1], env_lo[w, 1], env_hi[w, 1] = c, lo, hi
+    return env_col, env_lo, env_hi
+
+
+# -- matching ----------------------------------------------------------------------------
+@numba.njit(cache=True, nogil=True)
+def event_values(offsets, attrs, kinds, nums, col_of_attr, n_cols):
+    """The ``(events x columns)`` numeric values of a batch, NaN where absent or not a number."""
+    n = len(offsets) - 1
+    vals = np.full((n, max(n_cols, 1)), np.nan)
+    limit = len(col_of_attr)
+    for e in range(n):
+        for i in range(offsets[e], offsets[e + 1]):
+            a = attrs[i]
+            if kinds[i] == 0 and a < limit:
+                c = col_of_attr[a]
+                if c >= 0:
+                    vals[e, c] = nums[i]
+    return vals
+
+
+@numba.njit(cache=True, nogil=True)
+def event_rows(vals, layout):
+    """Per event and indexed attribute, the marking row its value selects."""
+    n = vals.shape[0]
+    n_idx = len(layout.idx_col)
+    rows = np.empty((n, n_idx), dtype=np.int64)
+    for e in range(n):
+        for j in range(n_idx):
+            e0, e1 = layout.edge_off[j], layout.edge_off[j + 1]
+            v = vals[e, layout.idx_col[j]]
+            if np.isnan(v):
+                rows[e, j] = layout.row_start[j] + e1 - e0 + 1
+            else:
+                rows[e, j] = layout.row_start[j] + _bucket(layout.edges, e0, e1, v)
+    return rows
+
+
+@numba.njit(cache=True, nogil=True)
+def sort_segments(off, values):
+    """Sort each CSR segment in place."""
+    for e in range(len(off) - 1):
+        values[off[e]:off[e + 1]].sort()
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _holds(slots, s, vals, e, sat_off, sat_pid):
+    """Whether event ``e`` satisfies every predicate of slot ``s``."""
+    for t in range(slots.iv_off[s], slots.iv_off[s + 1]):
+        v = vals[e, slots.iv_col[t]]
+        if not (v >= slots.iv_lo[t] and v <= slots.iv_hi[t]):
+            return False
+    lo0, hi0 = sat_off[e], sat_off[e + 1]
+    for t in range(slots.res_off[s], slots.res_off[s + 1]):
+        pid = slots.res_pid[t]
+        a, b = lo0, hi0
+        while a < b:
+            m = (a + b) >> 1
+            if sat_pid[m] < pid:
+                a = m + 1
+            else:
+                b = m
+        if a == hi0 or sat_pid[a] != pid:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _emit(e, key, out_ev, out_key, k):
+    if k == len(out_ev):
+        ev2 = np.empty(2 * k, dtype=np.int32)
+        key2 = np.empty(2 * k, dtype=np.int32)
+        ev2[:k] = out_ev
+        key2[:k] = out_key
+        out_ev, out_key = ev2, key2
+    out_ev[k] = e
+    out_key[k] = key
+    return out_ev, out_key, k + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, out_ev, out_key):
+    """``(event, key)`` pairs of a chunk of events: marking over the indexed slots, then the tail.
+
+    The indexed slots are visited a tile of words at a time for every event of the chunk,
+    so that the marking rows of a tile, read by many events, stay in cache.  Per word, the
+    envelopes first (an event outside one fails the word), then the event's rows ORed
+    until every slot is marked; the survivors are checked exactly.
+    """
+    n = vals.shape[0]
+    n_idx = rows.shape[1]
+    W = len(layout.live)
+    bits, live = layout.bits, layout.live
+    env_col, env_lo, env_hi = layout.env_col, layout.env_lo, layout.env_hi
+    k = 0
+    for w0 in range(0, W, tile):
+        w1 = min(W, w0 + tile)
+        for e in range(n):
+            for w in range(w0, w1):
+                c0 = env_col[w, 0]
+                if c0 >= 0:
+                    v = vals[e, c0]
+                    if not (v >= env_lo[w, 0] and v <= env_hi[w, 0]):
+                        continue
+                    c1 = env_col[w, 1]
+                    if c1 >= 0:
+                        v = vals[e, c1]
+                        if not (v >= env_lo[w, 1] and v <= env_hi[w, 1]):
+                            continue
+                acc = ~live[w]
+                for j in range(n_idx):
+                    acc |= bits[rows[e, j], w]
+                    if acc == ALL:
+                        break
+                left = ~acc
+                while left:
+                    s = w * 64 + _low_bit(left)
+                    left &= left - np.uint64(1)
+                    if _holds(slots, s, vals, e, sat_off, sat_pid):
+                        out_ev, out_key, k = _emit(e, slots.key[s], out_ev, out_key, k)
+    for e in range(n):
+        for s in range(n_main, n_slots):
+            if slots.key[s] >= 0 and _holds(slots, s, vals, e, sat_off, sat_pid):
+                out_ev, out_key, k = _emit(e, slots.key[s], out_ev, out_key, k)
+    return out_ev, out_key, k
+
+
+@numba.njit(cache=True, nogil=True)
+def to_csr(n, ev, key):
+    """Pairs as CSR by event, keys sorted and distinct per event."""
+    counts = np.zeros(n + 1, dtype=np.int64)
+    for i in range(len(ev)):
+        counts[ev[i] + 1] += 1
+    for e in range(n):
+        counts[e + 1] += counts[e]
+    fill = counts[:-1].copy()
+    out = np.empty(len(ev), dtype=np.int32)
+    for i in range(len(ev)):
+        out[fill[ev[i]]] = key[i]
+        fill[ev[i]] += 1
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    k = 0
+    for e in range(n):
+        seg = np.sort(out[counts[e]:counts[e + 1]])
+        last = -1
+        for x in seg:
+            if x != last:
+                out[k] = x
+                k += 1
+                last = x
+        offsets[e + 1] = k
+    return offsets, out[:k].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def column_ranges(iv_off, iv_col, iv_lo, iv_hi, slots, n_cols):
+    """Per column, the least finite bound and the span of the finite bounds (1 when empty)
+    over the intervals of ``slots``; and how many of those slots constrain it."""
+    lo = np.full(n_cols, np.inf)
+    hi = np.full(n_cols, -np.inf)
+    count = np.zeros(n_cols, dtype=np.int64)
+    for s in slots:
+        for t in range(iv_off[s], iv_off[s + 1]):
+            c = iv_col[t]
+            count[c] += 1
+            for x in (iv_lo[t], iv_hi[t]):
+                if np.isfinite(x):
+                    lo[c] = min(lo[c], x)
+                    hi[c] = max(hi[c], x)
+    span = np.ones(n_cols)
+    for c in range(n_cols):
+        if lo[c] > hi[c]:
+            lo[c] = 0.0
+        elif hi[c] > lo[c]:
+            span[c] = hi[c] - lo[c]
+    return lo, span, count
+
+
+@numba.njit(cache=True, nogil=True)
+def column_bounds(iv_off, iv_col, iv_lo, iv_hi, n_main, c):
+    """The finite bounds of the intervals on column ``c`` among slots ``0..n_main-1``."""
+    out = np.empty(2 * (iv_off[n_main] - iv_off[0]), dtype=np.float64)
+    k = 0
+    for t in range(iv_off[0], iv_off[n_main]):
+        if iv_col[t] == c:
+            if np.isfinite(iv_lo[t]):
+                out[k] = iv_lo[t]
+                k += 1
+            if np.isfinite(iv_hi[t]):
+                out[k] = iv_hi[t]
+                k += 1
+    return out[:k]

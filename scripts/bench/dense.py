@@ -1,0 +1,296 @@
+"""Dense interval workload: the project's matchers next to an external peer (HEM, REIN, TAMA).
+
+The workload (:func:`scripts.workloads.dense_arrays`: ``d`` attributes all assigned per
+event, ``k`` intervals of width ``width`` per subscription; variants ``n``, ``width``,
+``k``, Zipf values) is written to two text files a C++ peer can read:
+
+* subscriptions: a header ``n d k domain``, then one line per subscription
+  ``id k att lo hi att lo hi ...`` (closed intervals, integers);
+* events: a header ``m d``, then one line per event with the ``d`` values (attribute
+  ``j`` in column ``j``).
+
+A peer is a binary given by path, run as ``PEER SUBS EVENTS [ARGS...] ROUNDS`` (``ARGS``
+from ``--peer name=path:arg1,arg2``); it prints ``ms_per_event X`` (its best matching
+CPU time per event over its rounds, build excluded) and ``counts c0 c1 ...`` (matches per
+event).  Each project matcher lives in one forked, single-threaded child that builds once
+and then matches the encoded events (one batch of ``--batch`` events at a time) each time
+it is asked.  Rounds are interleaved: every contestant runs once per round, in turn, so
+that load changes on this shared machine hit all of them alike; each figure is the best
+round, in CPU time, and the ratios compare figures of the same run.  Match counts are
+compared per event with the first contestant's.
+
+Run ``python -m scripts.bench.dense --n-subs 100000 --peer hem5-be4=PATH:4 ...``; results
+go to ``docs/bench/dense.json`` (with ``--record``) and a section of ``docs/bench.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from scripts.workloads import DenseArrays, dense_arrays, dense_events, dense_subscriptions
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def write_peer_files(arrays: DenseArrays, directory: Path) -> tuple[Path, Path]:
+    """The workload as the peer's two text files in ``directory``."""
+    n, k = arrays.attrs.shape
+    m, d = arrays.events.shape
+    subs, events = directory / "subs.txt", directory / "events.txt"
+    rows = np.empty((n, 2 + 3 * k), dtype=np.int64)
+    rows[:, 0] = np.arange(n)
+    rows[:, 1] = k
+    rows[:, 2::3], rows[:, 3::3], rows[:, 4::3] = arrays.attrs, arrays.lo, arrays.hi
+    with subs.open("w") as f:
+        f.write(f"{n} {d} {k} {arrays.domain}\n")
+        np.savetxt(f, rows, fmt="%d")
+    with events.open("w") as f:
+        f.write(f"{m} {d}\n")
+        np.savetxt(f, arrays.events, fmt="%d")
+    return subs, events
+
+
+# -- the project's matchers, one persistent child each ------------------------------------
+def _serve(conn, name: str, arrays: DenseArrays, batch: int, params: dict) -> None:
+    """Build ``name`` once, then answer ``"round"`` with ``(cpu_s, counts)`` and ``"stats"``."""
+    import numba
+
+    from matchers.base import create
+
+    numba.set_num_threads(1)
+    try:
+        warm = create(name, **params)
+        warm.add(dense_subscriptions(arrays._replace(attrs=arrays.attrs[:20], lo=arrays.lo[:20],
+                                                     hi=arrays.hi[:20])))
+        warm.match(warm.encode(dense_events(arrays)[:4]))
+        del warm
+        matcher = create(name, **params)
+        subscriptions = dense_subscriptions(arrays)
+        c0 = time.process_time()
+        matcher.add(subscriptions)
+        build_s = time.process_time() - c0
+        del subscriptions
+        encoded = matcher.encode(dense_events(arrays))
+        c0 = time.process_time()
+        matcher.match(encoded.slice(0, 1))  # lazy packing, where a matcher packs lazily
+        build_s += time.process_time() - c0
+        conn.send(("ready", build_s))
+        while (command := conn.recv()) != "stop":
+            if command == "stats":
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+                conn.send(("stats", dict(memory_bytes=matcher.memory_bytes(), peak_rss_bytes=peak)))
+                continue
+            counts = []
+            c0 = time.process_time()
+            for lo in range(0, encoded.n, batch):
+                counts.append(np.diff(matcher.match(encoded.slice(lo, min(encoded.n, lo + batch))).offsets))
+            conn.send(("round", (time.process_time() - c0, np.concatenate(counts).tolist())))
+    except BaseException as exc:  # reported to the parent, which carries on without this matcher
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+class Child:
+    """A project matcher in its own forked process."""
+
+    def __init__(self, name: str, arrays: DenseArrays, batch: int, params: dict, timeout_s: float):
+        ctx = mp.get_context("fork")
+        self.name, self.timeout_s = name, timeout_s
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, name, arrays, batch, params))
+        self.proc.start()
+        child.close()
+        self.build_s = self._recv("ready")
+
+    def _recv(self, kind: str):
+        if not self.conn.poll(self.timeout_s):
+            self.close()
+            raise TimeoutError(f"{self.name}: no answer within {self.timeout_s:.0f} s")
+        got, payload = self.conn.recv()
+        if got != kind:
+            self.close()
+            raise RuntimeError(f"{self.name}: {payload}")
+        return payload
+
+    def round(self) -> tuple[float, list[int]]:
+        self.conn.send("round")
+        return self._recv("round")
+
+    def stats(self) -> dict:
+        self.conn.send("stats")
+        return self._recv("stats")
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.conn.send("stop")
+            except OSError:
+                pass
+            self.proc.join(10)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join()
+
+
+def run_peer(path: str, args: Sequence[str], subs: Path, events: Path, rounds: int,
+             timeout_s: float) -> tuple[float, list[int], float]:
+    """One run of a peer binary: ``(ms per event, counts, CPU seconds of the whole process)``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run([path, str(subs), str(events), *args, str(rounds)], capture_output=True, text=True,
+                         timeout=timeout_s, check=True).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    fields = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return float(fields["ms_per_event"][0]), [int(c) for c in fields["counts"]], cpu
+
+
+# -- the run ------------------------------------------------------------------------------------
+def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[str, list[str]]], rounds: int,
+          batch: int, timeout_s: float, params: dict[str, dict]) -> dict:
+    """Interleaved rounds of every contestant on one workload; best ms/event in CPU time."""
+    n, m = len(arrays.attrs), len(arrays.events)
+    results: dict[str, dict] = {}
+    children = {}
+    for name in matchers:
+        try:
+            children[name] = Child(name, arrays, batch, params.get(name, {}), timeout_s)
+            results[name] = dict(kind="project", build_cpu_s=children[name].build_s, ms=[])
+        except (TimeoutError, RuntimeError) as exc:
+            results[name] = dict(kind="project", note=str(exc), ms=[])
+    counts: dict[str, list[int]] = {}
+    with tempfile.TemporaryDirectory(prefix="dense-") as tmp:
+        subs, events = write_peer_files(arrays, Path(tmp)) if peers else (None, None)
+        for name in peers:
+            results[name] = dict(kind="peer", ms=[], process_cpu_s=[])
+        for _ in range(rounds):
+            for name, child in list(children.items()):
+                try:
+                    cpu, got = child.round()
+                except (TimeoutError, RuntimeError) as exc:
+                    results[name]["note"] = str(exc)
+                    del children[name]
+                    continue
+                results[name]["ms"].append(1000 * cpu / m)
+                counts[name] = got
+            for name, (path, args) in peers.items():
+                ms, got, cpu = run_peer(path, args, subs, events, 1, timeout_s)  # type: ignore[arg-type]
+                results[name]["ms"].append(ms)
+                results[name]["process_cpu_s"].append(cpu)
+                counts[name] = got
+    for name, child in children.items():
+        results[name].update(child.stats())
+        child.close()
+    reference = next(iter(counts.values()), None)
+    for name, r in results.items():
+        r["best_ms"] = min(r["ms"]) if r["ms"] else None
+        if name in counts:
+            r["matches_per_event"] = sum(counts[name]) / m
+            r["count_mismatches"] = int(sum(a != b for a, b in zip(counts[name], reference, strict=True)))
+    params_out = dict(n_subs=n, n_events=m, d=arrays.events.shape[1], k=arrays.attrs.shape[1],
+                      domain=arrays.domain, rounds=rounds, batch=batch)
+    return dict(parameters=params_out, results=results, load_avg=[round(x, 2) for x in os.getloadavg()])
+
+
+def table(run: dict, baseline: str | None) -> str:
+    """Markdown rows: best ms/event, ratio ``baseline / contestant`` (above 1: faster than it)."""
+    base = run["results"].get(baseline, {}).get("best_ms") if baseline else None
+    lines = [f"| contestant | ms/event (best) | rounds | × {baseline or '-'} | matches/ev | count mismatches "
+             "| memory MB | build CPU s | note |", "|---|---:|---|---:|---:|---:|---:|---:|---|"]
+    for name, r in sorted(run["results"].items(), key=lambda kv: kv[1]["best_ms"] or float("inf")):
+        best = r["best_ms"]
+        ratio = f"{base / best:.2f}" if base and best else ""
+        rounds = ", ".join(f"{x:.3f}" for x in r["ms"])
+        memory = f"{r['memory_bytes'] / 1e6:.0f}" if "memory_bytes" in r else ""
+        build = f"{r['build_cpu_s']:.1f}" if "build_cpu_s" in r else ""
+        lines.append(f"| {name} | {best:.4f} | {rounds} | {ratio} | {r.get('matches_per_event', 0):.2f} | "
+                     f"{r.get('count_mismatches', '')} | {memory} | {build} | {r.get('note', '')} |"
+                     if best is not None else f"| {name} | | | | | | | | {r.get('note', '')} |")
+    return "\n".join(lines)
+
+
+def render(record: dict) -> str:
+    """The dense section of ``docs/bench.md``."""
+    out = ["## Dense workload (issue 14)", "", record["command"], "",
+           "The dense interval workload of REIN, TAMA and HEM (`python -m scripts.bench.dense`, see its "
+           "docstring): every contestant once per round, rounds interleaved, best round in CPU time per event "
+           "(single thread); ratios are against the named peer in the same run; match counts are compared per "
+           "event with the first contestant's. Peers are public C++ code built outside the repository (HEM5 of "
+           "shiwanghua/HEM, `-O3 -march=native`, n a compile-time constant, with a scratch driver reading these "
+           "files); `be` is HEM's bit exponent.", ""]
+    for run in record["runs"]:
+        out += [f"### n = {run['parameters']['n_subs']:,}", "", f"Parameters: `{run['parameters']}`; load average "
+                f"at the end {run['load_avg']}.", "", table(run, run.get("baseline")), ""]
+    return "\n".join(out) + "\n"
+
+
+def _peer(text: str) -> tuple[str, tuple[str, list[str]]]:
+    name, _, rest = text.partition("=")
+    path, _, args = rest.partition(":")
+    if not name or not path:
+        raise argparse.ArgumentTypeError(f"expected name=path[:arg,arg], got {text!r}")
+    return name, (path, [a for a in args.split(",") if a])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.dense", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n-subs", type=int, action="append", help="repeatable (default 100,000)")
+    parser.add_argument("--n-events", type=int, default=500)
+    parser.add_argument("--d", type=int, default=20)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--width", type=float, default=0.3)
+    parser.add_argument("--zipf", type=float, default=0.0, help="Zipf exponent of the values (0: uniform)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--matchers", default="bitmark", help="comma-separated project matchers")
+    parser.add_argument("--matchers-for", action="append", default=[], metavar="N:A,B",
+                        help="the project matchers at n = N instead (each holds the workload: mind memory)")
+    parser.add_argument("--peer", type=_peer, action="append", default=[],
+                        help="NAME=PATH[:ARG,ARG] of a peer binary used at every size (repeatable)")
+    parser.add_argument("--peer-for", action="append", default=[], metavar="N:NAME=PATH[:ARGS]",
+                        help="a peer used only at n = N (for peers compiled for one size)")
+    parser.add_argument("--baseline", default=None, help="contestant the ratios are against")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=500, help="events per match call")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--record", action="store_true", help="write docs/bench/dense.json and docs/bench.md")
+    args = parser.parse_args(argv)
+    runs = []
+    for n in args.n_subs or [100_000]:
+        matchers = dict(spec.split(":", 1) for spec in args.matchers_for).get(str(n), args.matchers).split(",")
+        peers = dict(args.peer)
+        for spec in args.peer_for:
+            size, _, rest = spec.partition(":")
+            if int(size) == n:
+                peers.update([_peer(rest)])
+        arrays = dense_arrays(n, args.n_events, args.d, args.k, args.width, zipf_alpha=args.zipf, seed=args.seed)
+        run = bench(arrays, matchers, peers, args.rounds, args.batch, args.timeout, {})
+        run["parameters"].update(width=args.width, zipf=args.zipf, seed=args.seed)
+        run["baseline"] = args.baseline
+        print(f"\nn = {n:,}: {run['parameters']}, load {run['load_avg']}\n{table(run, args.baseline)}", flush=True)
+        runs.append(run)
+    if args.record:
+        import sys
+
+        record = dict(command="`python -m scripts.bench.dense " + " ".join(sys.argv[1:] if argv is None else argv)
+                      + "`", date=time.strftime("%Y-%m-%d"), runs=runs)
+        (DOCS / "bench").mkdir(parents=True, exist_ok=True)
+        (DOCS / "bench" / "dense.json").write_text(json.dumps(record, indent=1) + "\n")
+        from scripts.bench.harness import render_markdown
+
+        (DOCS / "bench.md").write_text(render_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
