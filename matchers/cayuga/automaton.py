@@ -88,30 +88,42 @@ class Bucket:
     """Instances of one node sharing the values bound by the node's equality predicates.
 
     Instances with a numeric range bound are kept sorted by it; the others are in
-    ``plain``.
+    ``plain``, those with a NaN bound in ``never`` (no value compares with NaN: the
+    range predicate cannot hold, and a NaN in the sorted list would break ``bisect``).
     """
 
-    __slots__ = ("plain", "bounds", "insts")
+    __slots__ = ("plain", "never", "bounds", "insts")
 
     def __init__(self) -> None:
         self.plain: dict[Inst, None] = {}
+        self.never: dict[Inst, None] = {}
         self.bounds: list = []
         self.insts: list[Inst] = []
 
     def __len__(self) -> int:
-        return len(self.plain) + len(self.insts)
+        return len(self.plain) + len(self.never) + len(self.insts)
+
+    def all(self) -> list[Inst]:
+        """Every instance of the bucket."""
+        return [*self.plain, *self.never, *self.insts]
 
     def add(self, inst: Inst, sorted_bound: bool) -> None:
-        if sorted_bound:
-            i = bisect_right(self.bounds, inst.bound)
-            self.bounds.insert(i, inst.bound)
-            self.insts.insert(i, inst)
-        else:
+        b = inst.bound
+        if not sorted_bound:
             self.plain[inst] = None
+        elif b != b:
+            self.never[inst] = None
+        else:
+            i = bisect_right(self.bounds, b)
+            self.bounds.insert(i, b)
+            self.insts.insert(i, inst)
 
     def discard(self, inst: Inst) -> None:
         if inst in self.plain:
             del self.plain[inst]
+            return
+        if inst in self.never:
+            del self.never[inst]
             return
         i = bisect_left(self.bounds, inst.bound)
         insts = self.insts
@@ -122,11 +134,9 @@ class Bucket:
     def candidates(self, op: str | None, v: Any) -> list[Inst]:
         """Instances whose range predicate ``v op bound`` can hold (all plain ones)."""
         out = list(self.plain)
-        if not self.insts:
-            return out
         if op is None:
-            return out + self.insts
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool)):
+            return out + list(self.never) + self.insts
+        if not self.insts or not (isinstance(v, (int, float)) and not isinstance(v, bool)) or v != v:
             return out
         b = self.bounds
         if op == ">":

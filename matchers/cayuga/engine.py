@@ -219,7 +219,7 @@ class Engine:
 
     def _delete_node(self, node: Node) -> None:
         for bucket in list(node.buckets.values()):
-            for inst in list(bucket.plain) + list(bucket.insts):
+            for inst in bucket.all():
                 self._unlink(inst)
         del self.nodes[node.id]
 
@@ -429,7 +429,7 @@ class Engine:
         out: list[tuple] = []
         for node in self.nodes.values():
             for bucket in node.buckets.values():
-                for inst in list(bucket.plain) + bucket.insts:
+                for inst in bucket.all():
                     out.append((node.id, inst.first, inst.cur, inst.t0, inst.t1, inst.wit, inst.born))
         return out
 

@@ -25,3 +25,8 @@ def engine_matches(subs: dict[str, str], events: list[Event], **kw) -> list[tupl
     for sub_id, text in subs.items():
         eng.add(sub_id, text)
     return sorted((match_key(pos, m) for pos, m in eng.run(events)), key=repr)
+
+
+def same(matches: list[tuple]) -> list[str]:
+    """Matches compared by their text (a NaN equals no other NaN object)."""
+    return [repr(m) for m in matches]
