@@ -366,6 +366,41 @@ def duration(t0: int, t1: int) -> int:
     return t1 - t0 + 1
 
 
+def within(expr: Expr, ticks: int | float) -> Expr:
+    """``expr WITHIN ticks``: the records of ``expr`` spanning at most ``ticks`` (``t1 - t0
+    <= ticks``, i.e. ``DUR <= ticks + 1``).
+
+    The bound also goes into the predicate of every ``NEXT`` and ``FOLD`` on the left-deep
+    spine of ``expr``: durations only grow along it, so a record over the bound cannot
+    lead to one within it, and the result is that of the outer ``FILTER`` alone; the
+    inner bounds let the engine drop instances as soon as they are too old.
+    """
+    bound = Cmp("<=", Dur(), Const(ticks + 1))
+    return Filter(bound, _bound_spine(expr, bound))
+
+
+def _bound_spine(expr: Expr, bound: Pred) -> Expr:
+    if isinstance(expr, Next):
+        return Next(_bound_spine(expr.left, bound), conj(split_and(expr.pred) + [bound]), expr.right)
+    if isinstance(expr, Fold):
+        return Fold(_bound_spine(expr.left, bound), conj(split_and(expr.pred) + [bound]), expr.cont, expr.aggs, expr.right)
+    if isinstance(expr, Filter):
+        return Filter(expr.pred, _bound_spine(expr.src, bound))
+    if isinstance(expr, Select):
+        return Select(expr.items, _bound_spine(expr.src, bound))
+    if isinstance(expr, Union):
+        return Union(_bound_spine(expr.left, bound), _bound_spine(expr.right, bound))
+    return expr
+
+
+def is_view(expr: Expr) -> bool:
+    """Whether ``expr`` is one stream inside ``FILTER``/``SELECT`` (a right operand of a
+    left-deep automaton)."""
+    while isinstance(expr, (Filter, Select)):
+        expr = expr.src
+    return isinstance(expr, Stream)
+
+
 def split_and(pred: Pred) -> list[Pred]:
     """The conjuncts of ``pred`` (flattening nested ``And``)."""
     if isinstance(pred, And):

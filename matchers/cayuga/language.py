@@ -10,12 +10,14 @@ attributes of their input (and ``DUR``); a ``NEXT`` predicate sees ``$1.x`` (or 
 for the left record and ``$2.x`` for the right one; a ``FOLD`` predicate or aggregate
 sees ``$1.x`` (the record that started the iteration), ``$.x`` (the latest one) and
 ``$2.x``; ``DUR`` in a ``NEXT``/``FOLD`` predicate is the duration of the record they
-would produce. A mistake is a ``SubscriptionError`` naming its position and what was
+would produce. ``S WITHIN n`` keeps the records of ``S`` spanning at most ``n`` ticks
+(``t1 - t0 <= n``; :func:`.algebra.within`). A mistake is a ``SubscriptionError`` naming its position and what was
 expected there.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from importlib import resources
 
@@ -95,6 +97,13 @@ def parse(text: str) -> A.Expr:
         tree = _parser().parse(text)
     except lark.UnexpectedToken as exc:
         tok = exc.token
+        select = _select_before(text, tok)
+        if select is not None:
+            raise SubscriptionError(
+                "a SELECT used as an operand needs parentheses of its own",
+                position=_where(text, *_line_col(text, select)),
+                expected="(SELECT ... FROM ...)",
+            ) from None
         if tok.type == "$END":
             shown, pos = "end of the text", _end(text)
         else:
@@ -137,20 +146,31 @@ class _Converter:
             return A.Filter(self.pred(ch[1], _FILTER), self.stream(ch[2]))
         if kind == "union":
             return A.Union(self.stream(ch[0]), self.stream(ch[2]))
+        if kind == "within":
+            return A.within(self.stream(ch[0]), _number(ch[2]))
         if kind == "next":
-            return A.Next(self.stream(ch[0]), self.pred(ch[2], _NEXT), self.stream(ch[3]))
+            return A.Next(self.stream(ch[0]), self.pred(ch[2], _NEXT), self.right(ch[1], ch[3]))
         if kind == "fold":
             left = self.stream(ch[0])
             pred = self.pred(ch[2], _FOLD)
             cont = self.pred(ch[3], _FOLD)
             if len(ch) == 6:
                 aggs = self.sel_list(ch[4], _FOLD, need_names=True)
-                right = self.stream(ch[5])
+                right = self.right(ch[1], ch[5])
             else:
                 aggs = ()
-                right = self.stream(ch[4])
+                right = self.right(ch[1], ch[4])
             return A.Fold(left, pred, cont, aggs, right)
         raise self._fail("expected a stream expression", node, "a stream name, FILTER, SELECT or '('")
+
+    def right(self, op, node) -> A.Expr:
+        """The right operand of ``NEXT``/``FOLD``: one stream inside ``FILTER``/``SELECT``."""
+        expr = self.stream(node)
+        if not A.is_view(expr):
+            raise self._fail(
+                f"the right operand of {str(op).upper()} must be one stream, possibly inside FILTER or SELECT "
+                "(automata are left-deep)", node, "a stream name on the right")
+        return expr
 
     def sel_list(self, node, ctx, need_names: bool = False) -> tuple[A.SelectItem, ...]:
         items = []
@@ -200,8 +220,7 @@ class _Converter:
             kind = node.data
             ch = node.children
             if kind == "number":
-                s = str(ch[0])
-                return A.Const(float(s) if any(c in s for c in ".eE") else int(s))
+                return A.Const(_number(ch[0]))
             if kind == "string":
                 return A.Const(str(ch[0])[1:-1].replace("''", "'"))
             if kind == "dur":
@@ -233,6 +252,27 @@ class _Converter:
             if kind in ("true", "false"):
                 return A.Const(kind == "true")
         raise self._fail("expected a value", node, "a number, a string or an attribute")
+
+
+def _number(tok) -> int | float:
+    s = str(tok)
+    return float(s) if any(c in s for c in ".eE") else int(s)
+
+
+def _select_before(text: str, tok) -> int | None:
+    """Offset of a ``SELECT`` read as a name just before ``tok`` (a ``SELECT`` where only
+    a stream fits: an operand that needs its own parentheses), else ``None``."""
+    end = len(text) if tok.type == "$END" else tok.start_pos
+    m = _SELECT_AT_END.search(text, 0, end)
+    return None if m is None else m.start(1)
+
+
+_SELECT_AT_END = re.compile(r"(?i)\b(select)\s*\Z")
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _is_kw(node) -> bool:

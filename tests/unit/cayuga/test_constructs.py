@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from matchers.cayuga.algebra import Event
+from matchers.cayuga.engine import Engine
+from matchers.cayuga.language import parse
 from matchers.cayuga.static import StaticFilters
+from matchers.errors import SubscriptionError
 
 from .helpers import engine_matches, reference_matches, same
 
@@ -40,3 +45,37 @@ def test_nan_event_satisfies_no_static_range():
     sf.add(2, "Stock", (("price", "!=", 5),))
     assert sf.match("Stock", {"price": math.nan}) == {2}
     assert sf.match("Stock", {"price": 5}) == {0, 1}
+
+
+def test_three_rising_prices_within_10_ticks():
+    text = ("FILTER{name = 'IBM'}(Stock) NEXT{$2.name = $1.name AND $2.price > $1.price} Stock"
+            " NEXT{$2.name = $1.name AND $2.price > $1.price} Stock WITHIN 10")
+    events = [Event(f"e{i}", "Stock", t, t, {"name": "IBM", "price": p})
+              for i, (t, p) in enumerate([(0, 1), (4, 2), (10, 3), (11, 4), (30, 5)])]
+    assert _pairs(reference_matches({"q": text}, events)) == [("e0", "e1", "e2"), ("e1", "e2", "e3")]
+    assert same(engine_matches({"q": text}, events)) == same(reference_matches({"q": text}, events))
+
+
+def test_within_bounds_every_node_of_the_chain():
+    eng = Engine()
+    eng.add("q", "A NEXT{TRUE} B NEXT{TRUE} C WITHIN 5")
+    assert all(node.deadline == 6 for node in eng.nodes.values())
+    for t in range(100):
+        eng.process(Event(f"a{t}", "A", t, t, {}))
+    assert eng.instances <= 7
+
+
+@pytest.mark.parametrize(("text", "position", "message"), [
+    ("S NEXT{TRUE} SELECT a FROM T", 14, "needs parentheses"),
+    ("S UNION select * FROM T", 9, "needs parentheses"),
+    ("S FOLD{TRUE, TRUE} (A NEXT{TRUE} B)", 21, "left-deep"),
+    ("S NEXT{TRUE}\n  (A UNION B)", "line 2, column 4", "left-deep"),
+])
+def test_positioned_errors(text, position, message):
+    with pytest.raises(SubscriptionError) as exc:
+        parse(text)
+    assert exc.value.position == position and message in exc.value.reason
+
+
+def test_select_inside_filter_needs_no_double_parentheses():
+    assert parse("FILTER{x > 1}(SELECT * FROM S)") == parse("FILTER{x > 1}((SELECT * FROM S))")

@@ -64,6 +64,8 @@ def subscriptions(draw):
             text = f"({post} {text})"
     if draw(st.integers(0, 5)) == 0:
         text = f"({text}) UNION ({draw(views())})"
+    if draw(st.integers(0, 3)) == 0:
+        text = f"({text}) WITHIN {draw(st.integers(0, 6))}"
     return text
 
 
@@ -124,3 +126,12 @@ def test_partitioned_runs_equal_one_run(text, events):
         for k in engine_matches({"q": text}, part):
             got.append((positions[k[5][-1]],) + k[1:])
     assert same(sorted(got, key=repr)) == same(reference_matches({"q": text}, events))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=subscriptions(), ticks=st.integers(0, 6), events=streams())
+def test_within_is_the_outer_duration_filter(text, ticks, events):
+    within = {"q": f"({text}) WITHIN {ticks}"}
+    expected = same(reference_matches({"q": f"FILTER{{DUR <= {ticks + 1}}}({text})"}, events))
+    assert same(reference_matches(within, events)) == expected
+    assert same(engine_matches(within, events)) == expected
