@@ -128,7 +128,17 @@ class Neg:
     operand: Value
 
 
-Value = Const | Attr | Dur | Arith | Neg
+@dataclass(frozen=True)
+class Func:
+    """``min(a, b, ...)`` or ``max(a, b, ...)`` (``name`` is ``"min"`` or ``"max"``)."""
+
+    name: str
+    args: tuple[Value, ...]
+
+
+FUNCTIONS = ("min", "max")
+
+Value = Const | Attr | Dur | Arith | Neg | Func
 
 # ---------------------------------------------------------------- predicates
 
@@ -255,7 +265,26 @@ def eval_value(term: Value, ctx: dict[str, dict[str, Any]], dur: int | None) -> 
         a = eval_value(term.left, ctx, dur)
         b = eval_value(term.right, ctx, dur)
         return arith(term.op, a, b)
+    if isinstance(term, Func):
+        return extreme(term.name, [eval_value(a, ctx, dur) for a in term.args])
     raise TypeError(f"not a value term: {term!r}")
+
+
+def extreme(name: str, values: list[Any]) -> Any:
+    """``min``/``max`` of numbers, or of strings (by code point): the first of the
+    smallest (largest); a NaN among the numbers makes it NaN; an unknown value or a
+    type mismatch makes it unknown (``None``)."""
+    if all(_is_num(v) for v in values):
+        for v in values:
+            if v != v:
+                return v
+    elif not all(isinstance(v, str) for v in values):
+        return None
+    out = values[0]
+    for v in values[1:]:
+        if (v < out) if name == "min" else (v > out):
+            out = v
+    return out
 
 
 def arith(op: str, a: Any, b: Any) -> Any:

@@ -243,6 +243,8 @@ def _uses(term, scopes: set[str]) -> bool:
         return _uses(term.left, scopes) or _uses(term.right, scopes)
     if isinstance(term, A.Neg):
         return _uses(term.operand, scopes)
+    if isinstance(term, A.Func):
+        return any(_uses(a, scopes) for a in term.args)
     return False
 
 

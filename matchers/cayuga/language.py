@@ -251,6 +251,11 @@ class _Converter:
                 return out
             if kind in ("true", "false"):
                 return A.Const(kind == "true")
+            if kind == "call":
+                fn = str(ch[0]).lower()
+                if fn not in A.FUNCTIONS:
+                    raise self._fail(f"unknown function {str(ch[0])!r}", ch[0], "min or max")
+                return A.Func(fn, tuple(self.value(c, ctx) for c in ch[1:]))
         raise self._fail("expected a value", node, "a number, a string or an attribute")
 
 

@@ -79,3 +79,32 @@ def test_positioned_errors(text, position, message):
 
 def test_select_inside_filter_needs_no_double_parentheses():
     assert parse("FILTER{x > 1}(SELECT * FROM S)") == parse("FILTER{x > 1}((SELECT * FROM S))")
+
+
+def test_min_max_values():
+    from matchers.cayuga import algebra as A
+    from matchers.cayuga.closures import value_fn
+
+    # the first of the smallest (1, not 1.0); NaN propagates; a mismatch or a missing value is unknown
+    cases = [([3, 1, 2], 1, 3), ([1, 1.0], 1, 1), ([1.0, 1], 1.0, 1.0), (["b", "a"], "a", "b"), ([1, "a"], None, None),
+             ([1, None], None, None), ([True, 1], None, None), ([2, math.nan], math.nan, math.nan), ([math.inf, 1], 1, math.inf)]
+    for values, lo, hi in cases:
+        ctx = {A.LAST: {f"v{i}": v for i, v in enumerate(values) if v is not None}}
+        args = tuple(A.Attr(A.LAST, f"v{i}") for i in range(len(values)))
+        for name, want in (("min", lo), ("max", hi)):
+            term = A.Func(name, args)
+            got = A.eval_value(term, ctx, None)
+            assert (repr(got), type(got)) == (repr(want), type(want)), (name, values)
+            assert repr(value_fn(term)({}, ctx[A.LAST], {}, None)) == repr(got)
+
+
+def test_fold_keeps_running_min_and_max():
+    text = ("SELECT name, lo, hi FROM FILTER{DUR >= 3}((SELECT name, price AS lo, price AS hi FROM Stock)"
+            " FOLD{$2.name = $.name, TRUE, min($.lo, $2.price) AS lo, max($.hi, $2.price) AS hi} Stock)")
+    events = [Event(f"e{i}", "Stock", i, i, {"name": "A", "price": p}) for i, p in enumerate([5, 3, 8, 4])]
+    got = reference_matches({"q": text}, events)
+    assert [(m[2], m[5]) for m in got if m[5][0] == "e0"] == [
+        ((("hi", 8), ("lo", 3), ("name", "A")), ("e0", "e1", "e2")),
+        ((("hi", 8), ("lo", 3), ("name", "A")), ("e0", "e1", "e2", "e3")),
+    ]
+    assert same(engine_matches({"q": text}, events)) == same(got)

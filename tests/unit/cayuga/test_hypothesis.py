@@ -28,9 +28,11 @@ THETA = [
     "$2.c = $.c",
     "$2.y > $.y - $1.y",  # inf - inf: a NaN range bound
     "$2.y <= $1.y * 0",
+    "$2.y > max($.y, 1)",
+    "$2.y <= min($.y, $1.y, 3)",
 ]
 CONT = ["TRUE", "$2.y >= $.y", "$2.y != $1.y", "DUR <= 8", "$2.x = $.x"]
-AGGS = ["", ", $.c + 1 AS c", ", $.y + $2.y AS s", ", $1.y AS y0"]
+AGGS = ["", ", $.c + 1 AS c", ", $.y + $2.y AS s", ", $1.y AS y0", ", min($.y, $2.y) AS y", ", max($.c, $2.y) AS c"]
 POST = ["", "FILTER{DUR >= 3}", "FILTER{DUR <= 5}", "FILTER{y > 1}", "FILTER{c > 2}", "SELECT x, y, c FROM"]
 
 
