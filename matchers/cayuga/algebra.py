@@ -236,7 +236,30 @@ class Fold:
     right: Expr
 
 
-Expr = Stream | Filter | Select | Union | Next | Fold
+@dataclass(frozen=True)
+class Skip:
+    """After-match skip of a whole subscription (its top): ``mode`` is ``"past_last"``
+    (once a match is reported, the runs that started at or before the event that
+    reported it report nothing more) or ``"to_next"`` (once a run's start event has
+    reported a match, the other runs from that start event report nothing more).
+    Without it every run reports (all runs)."""
+
+    mode: str
+    src: Expr
+
+
+SKIP_MODES = ("past_last", "to_next")
+
+
+@dataclass(frozen=True)
+class Publish:
+    """``... PUBLISH name``: the subscription's records also form the stream ``name``."""
+
+    name: str
+    src: Expr
+
+
+Expr = Stream | Filter | Select | Union | Next | Fold | Skip | Publish
 
 # ---------------------------------------------------------------- evaluation of terms
 #

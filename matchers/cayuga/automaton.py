@@ -151,9 +151,9 @@ class Bucket:
 class Inst:
     """An automaton instance: the records it holds and where it is indexed."""
 
-    __slots__ = ("node", "first", "cur", "t0", "t1", "wit", "born", "key", "bound", "alive")
+    __slots__ = ("node", "first", "cur", "t0", "t1", "wit", "born", "seq", "key", "bound", "alive")
 
-    def __init__(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int):
+    def __init__(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int, seq: int):
         self.node = node
         self.first = first
         self.cur = cur
@@ -161,6 +161,7 @@ class Inst:
         self.t1 = t1
         self.wit = wit
         self.born = born
+        self.seq = seq  # the engine's sequence number of the event that started the run
         self.key: tuple = ()
         self.bound: Any = None
         self.alive = False

@@ -68,29 +68,48 @@ class Chain:
 # ---------------------------------------------------------------- linearisation
 
 
+def top(expr: A.Expr) -> tuple[A.Expr, str | None, str | None]:
+    """A whole subscription split into its expression, its after-match skip mode and the
+    name of the stream it publishes (``None`` when absent)."""
+    publish = skip = None
+    if isinstance(expr, A.Publish):
+        publish, expr = expr.name, expr.src
+    if isinstance(expr, A.Skip):
+        skip, expr = expr.mode, expr.src
+    return expr, skip, publish
+
+
 def chains(expr: A.Expr) -> list[Chain]:
-    """The chains of a left-deep expression (``UNION`` distributes over its operands).
+    """The chains of a left-deep subscription (``UNION`` distributes over its operands;
+    the after-match skip and ``PUBLISH`` of its top do not change them).
 
     Raises
     ------
     SubscriptionError
         When the right operand of ``NEXT`` or ``FOLD`` is not a single stream (with
-        ``FILTER``/``SELECT`` around it): the automaton would not be left-deep.
+        ``FILTER``/``SELECT`` around it): the automaton would not be left-deep; or when
+        a skip or ``PUBLISH`` is not at the top.
     """
+    return _chains(top(expr)[0])
+
+
+def _chains(expr: A.Expr) -> list[Chain]:
+    if isinstance(expr, (A.Skip, A.Publish)):
+        raise SubscriptionError("SKIP and PUBLISH apply to a whole subscription", expected="them at its end")
     if isinstance(expr, A.Stream):
         return [Chain(View(expr.name, ()), ())]
     if isinstance(expr, (A.Filter, A.Select)):
         step = ("filter", expr.pred) if isinstance(expr, A.Filter) else ("select", expr.items)
-        return [_append_step(c, step) for c in chains(expr.src)]
+        return [_append_step(c, step) for c in _chains(expr.src)]
     if isinstance(expr, A.Union):
-        out = chains(expr.left)
-        for c in chains(expr.right):
+        out = _chains(expr.left)
+        for c in _chains(expr.right):
             if c not in out:
                 out.append(c)
         return out
     if isinstance(expr, (A.Next, A.Fold)):
         name = "NEXT" if isinstance(expr, A.Next) else "FOLD"
-        rights = chains(expr.right)
+        rights = _chains(expr.right)
         if len(rights) != 1 or rights[0].ops:
             raise SubscriptionError(
                 f"the right operand of {name} must be one stream, possibly inside FILTER or SELECT "
@@ -102,7 +121,7 @@ def chains(expr: A.Expr) -> list[Chain]:
             spec = OpSpec("next", expr.pred, A.TRUE, (), right)
         else:
             spec = OpSpec("fold", expr.pred, expr.cont, expr.aggs, right)
-        return [Chain(c.start, c.ops + ((spec, ()),)) for c in chains(expr.left)]
+        return [Chain(c.start, c.ops + ((spec, ()),)) for c in _chains(expr.left)]
     raise TypeError(f"not a stream expression: {expr!r}")
 
 

@@ -29,7 +29,7 @@ from matchers.errors import SubscriptionError
 
 from . import algebra as A
 from .automaton import Bucket, Inst, Node, Out, Start
-from .compiler import Chain, chains, node_key, start_key, view_is_static, view_static_atoms
+from .compiler import Chain, chains, node_key, start_key, top, view_is_static, view_static_atoms
 from .language import parse
 from .static import MatcherFilters, StaticFilters, tag
 
@@ -42,6 +42,29 @@ class Match(NamedTuple):
     t0: int
     t1: int
     witness: tuple[str, ...]
+
+
+class _Skip:
+    """The after-match skip of one subscription and the marks its matches left (see
+    :class:`.algebra.Skip`); runs are told apart by the sequence number of their start
+    event."""
+
+    __slots__ = ("mode", "after", "used", "limit")
+
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.after = -1  # past last: runs started at this sequence number or before report nothing
+        self.used: set[int] = set()  # to next: start events that reported
+        self.limit = 64  # size of ``used`` at which starts without live runs are forgotten
+
+    def admits(self, seq: int) -> bool:
+        return seq > self.after if self.mode == "past_last" else seq not in self.used
+
+    def mark(self, seq: int, after: int) -> None:
+        if self.mode == "past_last":
+            self.after = max(self.after, after)
+        else:
+            self.used.add(seq)
 
 
 class _Group:
@@ -85,7 +108,10 @@ class Engine:
         self._heap_seq = 0
         self.epoch = 0
         self.clock: int | None = None
+        self.seq = -1  # sequence number of the latest event
         self.instances = 0
+        self._skips: dict[str, _Skip] = {}
+        self._hits: list[tuple[_Skip, int]] = []  # skip marks of the matches of the current step
 
     # ------------------------------------------------------------ subscriptions
     def __len__(self) -> int:
@@ -117,12 +143,16 @@ class Engine:
             since = self.epoch
         owner = None if self.merge else sub_id
         self._subs[sub_id] = tuple(self._link(sub_id, c, owner, since) for c in chs)
+        mode = top(expr)[1]
+        if mode is not None:
+            self._skips[sub_id] = _Skip(mode)
 
     def remove(self, sub_id: str) -> bool:
         """Unregister a subscription; nodes no other subscription uses go with their instances."""
         links = self._subs.pop(sub_id, None)
         if links is None:
             return False
+        self._skips.pop(sub_id, None)
         for link in links:
             self._unlink_chain(sub_id, *link)
         return True
@@ -224,14 +254,14 @@ class Engine:
         del self.nodes[node.id]
 
     # ------------------------------------------------------------ instances
-    def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int) -> None:
+    def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int, seq: int) -> None:
         key = []
         for fn in node.eq_fns:
             v = fn(first, cur, cur, None)
             if v is None or v != v:
                 return  # the equality can never hold (unknown, NaN): the instance could only loop
             key.append(tag(v))
-        inst = Inst(node, first, cur, t0, t1, wit, born)
+        inst = Inst(node, first, cur, t0, t1, wit, born, seq)
         sorted_bound = False
         if node.rng_fn is not None:
             b = node.rng_fn(first, cur, cur, None)
@@ -323,6 +353,7 @@ class Engine:
         if self.clock is not None and t1 < self.clock:
             raise ValueError(f"event {event.id!r} ends at {t1}, before the previous event ({self.clock})")
         self.clock = t1
+        self.seq += 1
         self._expire(t1)
         stream, attrs, eid = event.stream, event.attrs, event.id
         if sat is None:
@@ -371,8 +402,8 @@ class Engine:
                 if node.cont(inst.first, inst.cur, v2, dur) is not True:
                     continue
                 combined = node.aggs(inst.first, inst.cur, v2, dur, combined)
-                pending.append((node, inst.first, combined, inst.t0, t1, wit, inst.born))
-            self._forward(node.outs.values(), combined, inst.t0, t1, wit, inst.born, pending, outputs)
+                pending.append((node, inst.first, combined, inst.t0, t1, wit, inst.born, inst.seq))
+            self._forward(node.outs.values(), combined, inst.t0, t1, wit, inst.born, inst.seq, pending, outputs)
         # start edges
         starts: list[Start] = []
         if sat:
@@ -381,35 +412,58 @@ class Engine:
         always = self._always.get(stream)
         if always:
             starts.extend(always.values())
+        seq = self.seq
         for start in starts:
             rec = attrs if start.fn is None else start.fn(attrs, t0, t1)
             if rec is not None:
-                self._forward((start.out,), rec, t0, t1, (eid,), self.epoch, pending, outputs, raw=True)
+                self._forward((start.out,), rec, t0, t1, (eid,), self.epoch, seq, pending, outputs, raw=True)
         for args in pending:
             self._insert(*args)
+        if self._hits:
+            self._mark(seq)
         return [m for same in outputs.values() for ms in same.values() for m in ms]
 
-    def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int,
+    def _mark(self, after: int) -> None:
+        """Leave the skip marks of the matches just reported (``after``: the sequence
+        number of the last event at or before which they were reported)."""
+        for sk, seq in self._hits:
+            sk.mark(seq, after)
+        self._hits.clear()
+        for sk in self._skips.values():
+            if len(sk.used) > sk.limit:  # forget the start events whose runs are all gone
+                live = {inst.seq for node in self.nodes.values() for b in node.buckets.values() for inst in b.all()}
+                sk.used &= live
+                sk.limit = 2 * len(sk.used) + 64
+
+    def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int, seq: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
         nodes = self.nodes
+        skips = self._skips
         for out in outs:
             rec = attrs if raw else out.fn(attrs, t0, t1)
             if rec is None:
                 continue
             for nid in out.dests:
-                pending.append((nodes[nid], rec, rec, t0, t1, wit, born))
+                pending.append((nodes[nid], rec, rec, t0, t1, wit, born, seq))
             if not out.accept:
                 continue
             # subscriptions added after this instance started do not see it
             key = (wit, t0)
             same = outputs.get(key)
-            if same is None:
+            if same is None and not skips:
                 outputs[key] = {sub: [Match(sub, rec, t0, t1, wit)] for sub, since in out.accept.items() if born >= since}
                 continue
+            if same is None:
+                same = outputs[key] = {}
             # a record is reported once (another derivation of the same witness may give an equal one)
             for sub, since in out.accept.items():
                 if born < since:
                     continue
+                sk = skips.get(sub)
+                if sk is not None:
+                    if not sk.admits(seq):
+                        continue
+                    self._hits.append((sk, seq))
                 ms = same.get(sub)
                 if ms is None:
                     same[sub] = [Match(sub, rec, t0, t1, wit)]
@@ -425,26 +479,43 @@ class Engine:
 
     # ------------------------------------------------------------ state
     def export_instances(self) -> list[tuple]:
-        """Every live instance as plain data ``(node id, first, cur, t0, t1, witness, born)``."""
+        """The engine's state as plain rows: every live instance ``(node id, first, cur, t0,
+        t1, witness, born, start sequence number)``, then the marks of the subscriptions
+        with an after-match skip that have any ``(None, subscription, after, used starts)``."""
         out: list[tuple] = []
         for node in self.nodes.values():
             for bucket in node.buckets.values():
                 for inst in bucket.all():
-                    out.append((node.id, inst.first, inst.cur, inst.t0, inst.t1, inst.wit, inst.born))
+                    out.append((node.id, inst.first, inst.cur, inst.t0, inst.t1, inst.wit, inst.born, inst.seq))
+        for sub, sk in self._skips.items():
+            if sk.after >= 0 or sk.used:
+                out.append((None, sub, sk.after, sorted(sk.used)))
         return out
 
     def load_instances(self, instances: Iterable[tuple], clock: int | None) -> int:
         """Replace all instances by ``instances`` (from :meth:`export_instances`).
 
-        Instances of nodes that no longer exist are skipped. Returns how many were loaded.
+        Instances of nodes that no longer exist (and marks of subscriptions without a
+        skip) are skipped; rows without a sequence number (an older engine's) start at 0.
+        Returns how many instances were loaded.
         """
         self.clear_instances()
         self.clock = clock
         n = 0
-        for nid, first, cur, t0, t1, wit, born in instances:
+        for row in instances:
+            if row[0] is None:
+                _, sub, after, used = row
+                sk = self._skips.get(sub)
+                if sk is not None:
+                    sk.after, sk.used = after, set(used)
+                    self.seq = max(self.seq, after, *used)
+                continue
+            nid, first, cur, t0, t1, wit, born, *seq = row
             node = self.nodes.get(nid)
             if node is not None:
-                self._insert(node, first, cur, t0, t1, tuple(wit), born)
+                s = seq[0] if seq else 0
+                self._insert(node, first, cur, t0, t1, tuple(wit), born, s)
+                self.seq = max(self.seq, s)
                 n += 1
         return n
 
@@ -457,6 +528,9 @@ class Engine:
         self._heap.clear()
         self.instances = 0
         self.clock = None
+        self.seq = -1
+        for sk in self._skips.values():
+            sk.after, sk.used = -1, set()
 
 
 def _drop(out: Out, dest: str | None, sub: str) -> None:

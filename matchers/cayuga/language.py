@@ -117,7 +117,7 @@ def parse(text: str) -> A.Expr:
         ) from None
     except lark.UnexpectedEOF as exc:
         raise SubscriptionError("unexpected end of the text", position=_end(text), expected=_expected(set(exc.expected))) from None
-    return _Converter(text).stream(tree)
+    return _Converter(text).top(tree)
 
 
 class _Converter:
@@ -132,6 +132,22 @@ class _Converter:
         return SubscriptionError(message, position=pos, expected=expected)
 
     # ---------------------------------------------------------- stream expressions
+    def top(self, node) -> A.Expr:
+        """A whole subscription: the expression, its after-match skip, what it publishes."""
+        ch = node.children
+        if node.data == "top":
+            expr = self.stream(ch[0])
+            rest = ch[1:]
+        else:
+            expr = A.Select(self.sel_list(ch[1], _FILTER), self.stream(ch[3]))
+            rest = ch[4:]
+        if rest and isinstance(rest[0], lark.Tree):
+            expr = A.Skip("past_last" if rest[0].data == "skip_past_last" else "to_next", expr)
+            rest = rest[1:]
+        if rest:
+            expr = A.Publish(str(rest[1]), expr)
+        return expr
+
     def stream(self, node) -> A.Expr:
         if isinstance(node, lark.Token):  # a bare stream name reduced by '?'
             return A.Stream(str(node))

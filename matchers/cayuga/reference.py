@@ -33,7 +33,36 @@ def evaluate(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
     for a, b in zip(events, events[1:], strict=False):
         if b.t1 < a.t1:
             raise ValueError("events must arrive in temporal order of t1")
+    if isinstance(expr, A.Publish):
+        expr = expr.src
+    if isinstance(expr, A.Skip):
+        return _skip(expr.mode, _eval(expr.src, events), {e.id: i for i, e in enumerate(events)})
     return _eval(expr, events)
+
+
+def _skip(mode: str, records: list[Positioned], start_of: dict[str, int]) -> list[Positioned]:
+    """The records an after-match skip keeps. A record's run started at its first
+    witness event; the records of one position are decided together (from the marks
+    left by earlier positions), then they leave their marks: ``past_last`` the
+    position (later records need a run started after it), ``to_next`` their start
+    events (later records need another start event)."""
+    after = -1.0
+    used: set[int] = set()
+    out: list[Positioned] = []
+    i = 0
+    while i < len(records):
+        pos = records[i][0]
+        group = []
+        while i < len(records) and records[i][0] == pos:
+            group.append(records[i])
+            i += 1
+        kept = [(p, r) for p, r in group
+                if (start_of[r.witness[0]] > after if mode == "past_last" else start_of[r.witness[0]] not in used)]
+        if kept and mode == "past_last":
+            after = pos
+        used.update(start_of[r.witness[0]] for _, r in kept)
+        out.extend(kept)
+    return out
 
 
 def _eval(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from matchers.cayuga.algebra import Event
 from matchers.cayuga.engine import Engine, Match
 from matchers.cayuga.language import parse
@@ -25,6 +27,18 @@ def engine_matches(subs: dict[str, str], events: list[Event], **kw) -> list[tupl
     for sub_id, text in subs.items():
         eng.add(sub_id, text)
     return sorted((match_key(pos, m) for pos, m in eng.run(events)), key=repr)
+
+
+def restarted_matches(subs: dict[str, str], events: list[Event], cut: int) -> list[tuple]:
+    """``engine_matches`` with the state exported after ``cut`` events and loaded into a new engine."""
+    first, second = Engine(), Engine()
+    for eng in (first, second):
+        for sub_id, text in subs.items():
+            eng.add(sub_id, text, since=0)
+    out = [match_key(pos, m) for pos, m in first.run(events[:cut])]
+    second.load_instances(json.loads(json.dumps(first.export_instances())), first.clock)  # NaN survives
+    out += [match_key(cut + pos, m) for pos, m in second.run(events[cut:])]
+    return sorted(out, key=repr)
 
 
 def same(matches: list[tuple]) -> list[str]:

@@ -108,3 +108,37 @@ def test_fold_keeps_running_min_and_max():
         ((("hi", 8), ("lo", 3), ("name", "A")), ("e0", "e1", "e2", "e3")),
     ]
     assert same(engine_matches({"q": text}, events)) == same(got)
+
+
+RISE = "Stock FOLD{$2.price > $.price, TRUE} Stock"
+
+
+@pytest.mark.parametrize(("skip", "pairs"), [
+    ("", [("e0", "e1"), ("e0", "e1", "e2"), ("e1", "e2"), ("e0", "e1", "e2", "e3"), ("e1", "e2", "e3"), ("e2", "e3"),
+          ("e4", "e5")]),
+    # the next match starts after the last event of the previous one
+    ("SKIP PAST LAST", [("e0", "e1"), ("e2", "e3"), ("e4", "e5")]),
+    # one match per start event: the first
+    ("SKIP TO NEXT", [("e0", "e1"), ("e1", "e2"), ("e2", "e3"), ("e4", "e5")]),
+])
+def test_after_match_skip(skip, pairs):
+    events = _stock((0, 1), (1, 2), (2, 3), (3, 4), (4, 0), (5, 1))
+    subs = {"q": f"{RISE} {skip}"}
+    got = reference_matches(subs, events)
+    assert sorted(m[5] for m in got) == sorted(pairs)
+    assert same(engine_matches(subs, events)) == same(got)
+
+
+def test_skip_marks_are_per_subscription_on_shared_nodes():
+    events = _stock((0, 1), (1, 2), (2, 3), (3, 4))
+    subs = {"all": RISE, "past": f"{RISE} SKIP PAST LAST", "next": f"{RISE} SKIP TO NEXT"}
+    eng = Engine()
+    for k, v in subs.items():
+        eng.add(k, v)
+    assert len(eng.nodes) == 1
+    assert same(engine_matches(subs, events)) == same(reference_matches(subs, events))
+
+
+def test_skip_must_end_the_subscription():
+    with pytest.raises(SubscriptionError):
+        parse("(S SKIP TO NEXT) NEXT{TRUE} S")
