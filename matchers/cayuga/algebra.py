@@ -74,8 +74,17 @@ class Record:
     witness: tuple[str, ...]
 
     def key(self) -> tuple:
-        """Hashable identity: attributes, interval and witness."""
-        return (tuple(sorted(self.attrs.items(), key=lambda kv: kv[0])), self.t0, self.t1, self.witness)
+        """Hashable identity: attributes, interval and witness (a NaN is the same as a NaN)."""
+        attrs = tuple(sorted(((k, _NAN if v != v else v) for k, v in self.attrs.items()), key=lambda kv: kv[0]))
+        return (attrs, self.t0, self.t1, self.witness)
+
+
+_NAN = ("\x00nan",)
+
+
+def same_attrs(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two records' attributes are the same (as :meth:`Record.key`: NaN is NaN)."""
+    return a == b or (a.keys() == b.keys() and all(x == y or (x != x and y != y) for x, y in ((a[k], b[k]) for k in a)))
 
 
 # ---------------------------------------------------------------- value terms
@@ -237,6 +246,20 @@ class Fold:
 
 
 @dataclass(frozen=True)
+class Unless:
+    """Absence with a deadline ``left UNLESS{pred, window} right``: each record ``r`` of
+    ``left`` for which no record ``s`` of ``right`` with ``r.t1 < s.t0`` and ``s.t1 <=
+    r.t1 + window`` satisfies ``pred`` (scopes as in ``Next``; ``DUR`` is that of
+    ``(r.t0, s.t1)``). The result has ``r``'s attributes and witness and the interval
+    ``(r.t0, r.t1 + window)``: it is known when time passes its deadline ``r.t1 + window``."""
+
+    left: Expr
+    pred: Pred
+    window: int | float
+    right: Expr
+
+
+@dataclass(frozen=True)
 class Skip:
     """After-match skip of a whole subscription (its top): ``mode`` is ``"past_last"``
     (once a match is reported, the runs that started at or before the event that
@@ -259,7 +282,7 @@ class Publish:
     src: Expr
 
 
-Expr = Stream | Filter | Select | Union | Next | Fold | Skip | Publish
+Expr = Stream | Filter | Select | Union | Next | Fold | Unless | Skip | Publish
 
 # ---------------------------------------------------------------- evaluation of terms
 #
@@ -436,6 +459,8 @@ def _bound_spine(expr: Expr, bound: Pred) -> Expr:
         return Next(_bound_spine(expr.left, bound), conj(split_and(expr.pred) + [bound]), expr.right)
     if isinstance(expr, Fold):
         return Fold(_bound_spine(expr.left, bound), conj(split_and(expr.pred) + [bound]), expr.cont, expr.aggs, expr.right)
+    if isinstance(expr, Unless):  # its records end at their deadline: only the left side is bounded
+        return Unless(_bound_spine(expr.left, bound), expr.pred, expr.window, expr.right)
     if isinstance(expr, Filter):
         return Filter(expr.pred, _bound_spine(expr.src, bound))
     if isinstance(expr, Select):

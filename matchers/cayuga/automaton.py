@@ -182,6 +182,7 @@ class Node:
         self.id = nid
         self.spec = spec
         self.kind = spec.kind
+        self.window = spec.window  # UNLESS: an instance fires at its t1 + window unless an event kills it
         self.stream = spec.right.stream
         self.view_fn = steps_fn(spec.right.steps) if spec.right.steps else None  # None: the event itself
         preds = node_preds(spec)
@@ -211,8 +212,12 @@ class Node:
         """The largest duration any forward edge of the node allows (``None``: unbounded).
 
         Durations only grow along a path and a rebind edge emits nothing, so an instance
-        older than every forward edge allows can never contribute to a match.
+        older than every forward edge allows can never contribute to a match. An
+        ``UNLESS`` instance waits for its own deadline instead.
         """
+        if self.kind == "unless":
+            self.deadline = None
+            return
         base = A.split_and(self.spec.pred)
         if self.kind == "fold":
             base = base + A.split_and(self.spec.cont)

@@ -46,15 +46,22 @@ class View:
     steps: tuple[Step, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class OpSpec:
-    """A binary operator of a chain: ``kind`` is ``"next"`` or ``"fold"``."""
+    """A binary operator of a chain: ``kind`` is ``"next"``, ``"fold"`` or ``"unless"``
+    (with its ``window``)."""
 
     kind: str
     pred: A.Pred
     cont: A.Pred
     aggs: tuple[A.SelectItem, ...]
     right: View
+    window: int | float | None = None
+
+    def __repr__(self) -> str:  # node ids hash it: without a window, the same text as before windows
+        window = "" if self.window is None else f", window={self.window!r}"
+        return (f"OpSpec(kind={self.kind!r}, pred={self.pred!r}, cont={self.cont!r}, aggs={self.aggs!r}, "
+                f"right={self.right!r}{window})")
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,8 @@ def _chains(expr: A.Expr) -> list[Chain]:
             if c not in out:
                 out.append(c)
         return out
-    if isinstance(expr, (A.Next, A.Fold)):
-        name = "NEXT" if isinstance(expr, A.Next) else "FOLD"
+    if isinstance(expr, (A.Next, A.Fold, A.Unless)):
+        name = type(expr).__name__.upper()
         rights = _chains(expr.right)
         if len(rights) != 1 or rights[0].ops:
             raise SubscriptionError(
@@ -119,6 +126,8 @@ def _chains(expr: A.Expr) -> list[Chain]:
         right = rights[0].start
         if isinstance(expr, A.Next):
             spec = OpSpec("next", expr.pred, A.TRUE, (), right)
+        elif isinstance(expr, A.Unless):
+            spec = OpSpec("unless", expr.pred, A.TRUE, (), right, expr.window)
         else:
             spec = OpSpec("fold", expr.pred, expr.cont, expr.aggs, right)
         return [Chain(c.start, c.ops + ((spec, ()),)) for c in _chains(expr.left)]
@@ -385,11 +394,16 @@ def partition_attribute(chs: list[Chain]) -> str | None:
                 if term.scope == A.FIRST and left.resolve(term.name) == raw:
                     cands.add(raw)
                 elif term.scope == A.LAST and left.resolve(term.name) == raw and (
-                    spec.kind == "next" or comb.resolve(term.name) == raw
+                    spec.kind != "fold" or comb.resolve(term.name) == raw
                 ):
                     cands.add(raw)
+            if spec.kind == "unless":
+                # a record that no event can kill (it lacks the attribute) is reported all the
+                # same: only records a partitioning operator before built carry it for sure
+                cands &= chain_cands or set()
+            else:  # an absence's record is the left one
+                left = comb
             chain_cands = cands if chain_cands is None else chain_cands & cands
-            left = comb
             for kind, arg in post:
                 if kind == "select":
                     left = _select_names(arg, left)

@@ -14,6 +14,10 @@ For each event (Demers et al., Section 3):
 4. affected instances traverse their rebind and forward edges (or are dropped), start
    edges create instances, and completed patterns are reported.
 
+Before all that, the ``UNLESS`` instances whose deadline is before the event's end fire
+(no killing event can come any more): their records go to their forward edges. Time
+passing without events does the same through :meth:`Engine.advance`.
+
 Instances created by an event are only visible to later events. A subscription added
 while instances are in flight only sees instances started after it was added, exactly as
 if it had its own automaton.
@@ -106,6 +110,7 @@ class Engine:
         self._subs: dict[str, tuple[tuple, ...]] = {}  # sub -> links of its chains (see _link)
         self._heap: list = []
         self._heap_seq = 0
+        self._timers: list = []  # (deadline, tie-breaker, instance) of the UNLESS instances
         self.epoch = 0
         self.clock: int | None = None
         self.seq = -1  # sequence number of the latest event
@@ -255,21 +260,25 @@ class Engine:
 
     # ------------------------------------------------------------ instances
     def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int, seq: int) -> None:
-        key = []
+        unless = node.kind == "unless"
+        key: list | None = []
         for fn in node.eq_fns:
             v = fn(first, cur, cur, None)
-            if v is None or v != v:
-                return  # the equality can never hold (unknown, NaN): the instance could only loop
+            if v is None or v != v:  # the equality can never hold (unknown, NaN)
+                if not unless:
+                    return  # the instance could only loop
+                key = None  # nothing can kill it: a bucket no event looks up
+                break
             key.append(tag(v))
         inst = Inst(node, first, cur, t0, t1, wit, born, seq)
         sorted_bound = False
         if node.rng_fn is not None:
             b = node.rng_fn(first, cur, cur, None)
-            if b is None:
+            if b is None and not unless:
                 return
             inst.bound = b
             sorted_bound = isinstance(b, (int, float)) and not isinstance(b, bool)
-        inst.key = k = tuple(key)
+        inst.key = k = None if key is None else tuple(key)
         bucket = node.buckets.get(k)
         if bucket is None:
             bucket = node.buckets[k] = Bucket()
@@ -280,6 +289,9 @@ class Engine:
         if node.deadline is not None:
             self._heap_seq += 1
             heapq.heappush(self._heap, (t0 + node.deadline - 1, self._heap_seq, inst))
+        if unless:
+            self._heap_seq += 1
+            heapq.heappush(self._timers, (t1 + node.window, self._heap_seq, inst))
 
     def _unlink(self, inst: Inst) -> None:
         node = inst.node
@@ -296,11 +308,45 @@ class Engine:
                 del active[inst.key]
 
     def next_expiry(self) -> int | None:
-        """The last time at which the oldest bounded instance can still fire (``None``: none)."""
-        heap = self._heap
-        while heap and not heap[0][2].alive:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        """The earliest time after which :meth:`advance` has something to do: the last
+        time the oldest bounded instance can still fire, or the earliest ``UNLESS``
+        deadline (``None``: none)."""
+        out = None
+        for heap in (self._heap, self._timers):
+            while heap and not heap[0][2].alive:
+                heapq.heappop(heap)
+            if heap and (out is None or heap[0][0] < out):
+                out = heap[0][0]
+        return out
+
+    def advance(self, now: int) -> list[Match]:
+        """Let time pass: every event ending at or before ``now`` has been processed.
+
+        The ``UNLESS`` instances whose deadline is ``now`` or earlier fire (the patterns
+        they complete are returned) and the instances that can no longer fire at ``now``
+        or later are dropped. The service calls it from its event-time watermark.
+        """
+        outputs: dict = {}
+        self._fire(now, outputs)
+        self._expire(now)
+        return [m for same in outputs.values() for ms in same.values() for m in ms]
+
+    def _fire(self, last: int, outputs: dict, before: bool = False) -> None:
+        """Fire the ``UNLESS`` instances with a deadline at or before ``last`` (strictly
+        before with ``before``), in order of deadline; their skip marks are left at once."""
+        timers = self._timers
+        while timers and (timers[0][0] < last if before else timers[0][0] <= last):
+            deadline, _, inst = heapq.heappop(timers)
+            if not inst.alive:
+                continue
+            self._unlink(inst)
+            pending: list = []
+            self._forward(inst.node.outs.values(), inst.cur, inst.t0, deadline, inst.wit, inst.born, inst.seq,
+                          pending, outputs)
+            for args in pending:
+                self._insert(*args)
+        if self._hits:
+            self._mark(self.seq)
 
     def expire(self, now: int) -> None:
         """Drop the instances that can no longer fire at time ``now`` or later."""
@@ -353,6 +399,9 @@ class Engine:
         if self.clock is not None and t1 < self.clock:
             raise ValueError(f"event {event.id!r} ends at {t1}, before the previous event ({self.clock})")
         self.clock = t1
+        fired: dict = {}
+        if self._timers:
+            self._fire(t1, fired, before=True)
         self.seq += 1
         self._expire(t1)
         stream, attrs, eid = event.stream, event.attrs, event.id
@@ -396,6 +445,8 @@ class Engine:
         # transitions
         for node, inst, v2, dur in affected:
             self._unlink(inst)
+            if node.kind == "unless":  # killed: the absence did not happen
+                continue
             wit = inst.wit + (eid,)
             combined = {**inst.cur, **v2}
             if node.kind == "fold":
@@ -421,7 +472,7 @@ class Engine:
             self._insert(*args)
         if self._hits:
             self._mark(seq)
-        return [m for same in outputs.values() for ms in same.values() for m in ms]
+        return [m for done in (fired, outputs) for same in done.values() for ms in same.values() for m in ms]
 
     def _mark(self, after: int) -> None:
         """Leave the skip marks of the matches just reported (``after``: the sequence
@@ -467,14 +518,19 @@ class Engine:
                 ms = same.get(sub)
                 if ms is None:
                     same[sub] = [Match(sub, rec, t0, t1, wit)]
-                elif all(m.attrs is not rec and m.attrs != rec for m in ms):
+                elif all(m.attrs is not rec and not A.same_attrs(m.attrs, rec) for m in ms):
                     ms.append(Match(sub, rec, t0, t1, wit))
 
-    def run(self, events: Iterable[A.Event]) -> list[tuple[int, Match]]:
-        """Process events in order; ``(index of the completing event, match)`` pairs."""
+    def run(self, events: Iterable[A.Event], until: int | None = None) -> list[tuple[int, Match]]:
+        """Process events in order, then :meth:`advance` to ``until`` when given;
+        ``(index of the completing event, match)`` pairs (the number of events for the
+        matches of the final advance)."""
         out: list[tuple[int, Match]] = []
-        for i, e in enumerate(events):
-            out.extend((i, m) for m in self.process(e))
+        n = 0
+        for n, e in enumerate(events, 1):
+            out.extend((n - 1, m) for m in self.process(e))
+        if until is not None:
+            out.extend((n, m) for m in self.advance(until))
         return out
 
     # ------------------------------------------------------------ state
@@ -526,6 +582,7 @@ class Engine:
         for group in self._groups.values():
             group.active.clear()
         self._heap.clear()
+        self._timers.clear()
         self.instances = 0
         self.clock = None
         self.seq = -1

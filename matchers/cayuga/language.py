@@ -32,6 +32,7 @@ _SCOPE_OF_PREFIX = {"$1": A.FIRST, "$": A.LAST, "$2": A.SECOND}
 # Which scopes a context allows, and the name of the context for messages.
 _FILTER = ("FILTER or SELECT", frozenset({A.BARE}))
 _NEXT = ("NEXT", frozenset({A.FIRST, A.LAST, A.SECOND}))
+_UNLESS = ("UNLESS", frozenset({A.FIRST, A.LAST, A.SECOND}))
 _FOLD = ("FOLD", frozenset({A.FIRST, A.LAST, A.SECOND}))
 
 _TOKEN_NAMES = {
@@ -166,6 +167,8 @@ class _Converter:
             return A.within(self.stream(ch[0]), _number(ch[2]))
         if kind == "next":
             return A.Next(self.stream(ch[0]), self.pred(ch[2], _NEXT), self.right(ch[1], ch[3]))
+        if kind == "unless":
+            return A.Unless(self.stream(ch[0]), self.pred(ch[2], _UNLESS), _number(ch[3]), self.right(ch[1], ch[4]))
         if kind == "fold":
             left = self.stream(ch[0])
             pred = self.pred(ch[2], _FOLD)
@@ -257,7 +260,7 @@ class _Converter:
                 scope = _SCOPE_OF_PREFIX[prefix]
                 if scope not in scopes:
                     raise self._fail(f"{prefix}.{attr} is not available in {name}", tok, "a bare attribute name")
-                if name == "NEXT" and scope == A.FIRST:
+                if name in ("NEXT", "UNLESS") and scope == A.FIRST:
                     scope = A.LAST  # one left record: $1 and $ are the same
                 return A.Attr(scope, attr)
             if kind in ("sum_expr", "prod_expr"):

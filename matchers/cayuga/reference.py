@@ -4,8 +4,11 @@ Written for clarity, not speed: every operator is computed from its definition, 
 up, over the whole list. It is the oracle the automaton engine is tested against.
 
 Each output record comes with its *position*: the arrival index of the event that
-completed it (the moment an online engine can emit it). Events must arrive in temporal
-order of ``t1``; among candidates for "the first event after", arrival order decides.
+completed it (the moment an online engine can emit it); an ``UNLESS`` record is known
+once time passes its deadline, just before the first event ending after it: position
+``i - 0.5`` (``len(events) - 0.5`` when the evaluation runs ``until`` a time at or after
+the deadline). Events must arrive in temporal order of ``t1``; among candidates for "the
+first event after", arrival order decides.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from . import algebra as A
 Positioned = tuple[int, A.Record]
 
 
-def evaluate(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
+def evaluate(expr: A.Expr, events: list[A.Event], until: int | None = None) -> list[Positioned]:
     """All records of ``expr`` over ``events``, ordered by position.
 
     Parameters
     ----------
     expr : an algebra expression.
     events : the input, in temporal order.
+    until : the time passed after the last event (``None``: it stops at the last event).
 
     Returns
     -------
@@ -35,9 +39,10 @@ def evaluate(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
             raise ValueError("events must arrive in temporal order of t1")
     if isinstance(expr, A.Publish):
         expr = expr.src
+    ev = _Eval(events, until)
     if isinstance(expr, A.Skip):
-        return _skip(expr.mode, _eval(expr.src, events), {e.id: i for i, e in enumerate(events)})
-    return _eval(expr, events)
+        return _skip(expr.mode, ev(expr.src), {e.id: i for i, e in enumerate(events)})
+    return ev(expr)
 
 
 def _skip(mode: str, records: list[Positioned], start_of: dict[str, int]) -> list[Positioned]:
@@ -65,64 +70,93 @@ def _skip(mode: str, records: list[Positioned], start_of: dict[str, int]) -> lis
     return out
 
 
-def _eval(expr: A.Expr, events: list[A.Event]) -> list[Positioned]:
-    if isinstance(expr, A.Stream):
-        return [
-            (i, A.Record(dict(e.attrs), e.t0, e.t1, (e.id,)))
-            for i, e in enumerate(events)
-            if e.stream == expr.name
-        ]
-    if isinstance(expr, A.Filter):
-        out = []
-        for pos, r in _eval(expr.src, events):
-            if A.eval_pred(expr.pred, {A.BARE: r.attrs}, A.duration(r.t0, r.t1)) is True:
-                out.append((pos, r))
-        return out
-    if isinstance(expr, A.Select):
-        out = []
-        for pos, r in _eval(expr.src, events):
-            attrs = A.select_attrs(expr.items, {A.BARE: r.attrs}, r.attrs, A.duration(r.t0, r.t1))
-            out.append((pos, A.Record(attrs, r.t0, r.t1, r.witness)))
-        return _distinct(out)
-    if isinstance(expr, A.Union):
-        return _distinct(_eval(expr.left, events) + _eval(expr.right, events))
-    if isinstance(expr, A.Next):
-        rights = _eval(expr.right, events)
-        out = []
-        for _, r in _eval(expr.left, events):
-            ctx = {A.FIRST: r.attrs, A.LAST: r.attrs}
-            for qpos, s in rights:
-                if s.t0 <= r.t1:
-                    continue
-                ctx[A.SECOND] = s.attrs
-                if A.eval_pred(expr.pred, ctx, A.duration(r.t0, s.t1)) is True:
-                    out.append((qpos, _combine(r, s, {**r.attrs, **s.attrs})))
-                    break
-        return _distinct(out)
-    if isinstance(expr, A.Fold):
-        rights = _eval(expr.right, events)
-        out = []
-        for _, r0 in _eval(expr.left, events):
-            cur = r0
-            while True:
-                found = None
+class _Eval:
+    """Evaluation of expressions over one list of events."""
+
+    def __init__(self, events: list[A.Event], until: int | None):
+        self.events = events
+        self.until = until
+
+    def __call__(self, expr: A.Expr) -> list[Positioned]:
+        events = self.events
+        if isinstance(expr, A.Stream):
+            return [
+                (i, A.Record(dict(e.attrs), e.t0, e.t1, (e.id,)))
+                for i, e in enumerate(events)
+                if e.stream == expr.name
+            ]
+        if isinstance(expr, A.Filter):
+            out = []
+            for pos, r in self(expr.src):
+                if A.eval_pred(expr.pred, {A.BARE: r.attrs}, A.duration(r.t0, r.t1)) is True:
+                    out.append((pos, r))
+            return out
+        if isinstance(expr, A.Select):
+            out = []
+            for pos, r in self(expr.src):
+                attrs = A.select_attrs(expr.items, {A.BARE: r.attrs}, r.attrs, A.duration(r.t0, r.t1))
+                out.append((pos, A.Record(attrs, r.t0, r.t1, r.witness)))
+            return _distinct(out)
+        if isinstance(expr, A.Union):
+            return _distinct(self(expr.left) + self(expr.right))
+        if isinstance(expr, A.Next):
+            rights = self(expr.right)
+            out = []
+            for _, r in self(expr.left):
+                ctx = {A.FIRST: r.attrs, A.LAST: r.attrs}
                 for qpos, s in rights:
-                    if s.t0 <= cur.t1:
+                    if s.t0 <= r.t1:
                         continue
-                    ctx = {A.FIRST: r0.attrs, A.LAST: cur.attrs, A.SECOND: s.attrs}
-                    if A.eval_pred(expr.pred, ctx, A.duration(cur.t0, s.t1)) is True:
-                        found = (qpos, s, ctx)
+                    ctx[A.SECOND] = s.attrs
+                    if A.eval_pred(expr.pred, ctx, A.duration(r.t0, s.t1)) is True:
+                        out.append((qpos, _combine(r, s, {**r.attrs, **s.attrs})))
                         break
-                if found is None:
-                    break
-                qpos, s, ctx = found
-                dur = A.duration(cur.t0, s.t1)
-                if A.eval_pred(expr.cont, ctx, dur) is not True:
-                    break
-                cur = _combine(cur, s, _accumulate(expr.aggs, ctx, {**cur.attrs, **s.attrs}, dur))
-                out.append((qpos, cur))
-        return _distinct(out)
-    raise TypeError(f"not a stream expression: {expr!r}")
+            return _distinct(out)
+        if isinstance(expr, A.Unless):
+            rights = self(expr.right)
+            out = []
+            for _, r in self(expr.left):
+                deadline = r.t1 + expr.window
+                ctx = {A.FIRST: r.attrs, A.LAST: r.attrs}
+                killed = False
+                for _, s in rights:
+                    if r.t1 < s.t0 and s.t1 <= deadline:
+                        ctx[A.SECOND] = s.attrs
+                        if A.eval_pred(expr.pred, ctx, A.duration(r.t0, s.t1)) is True:
+                            killed = True
+                            break
+                if killed:
+                    continue
+                pos = next((i for i, e in enumerate(events) if e.t1 > deadline), None)
+                if pos is None and self.until is not None and deadline <= self.until:
+                    pos = len(events)
+                if pos is not None:
+                    out.append((pos - 0.5, A.Record(dict(r.attrs), r.t0, deadline, r.witness)))
+            return _distinct(out)
+        if isinstance(expr, A.Fold):
+            rights = self(expr.right)
+            out = []
+            for _, r0 in self(expr.left):
+                cur = r0
+                while True:
+                    found = None
+                    for qpos, s in rights:
+                        if s.t0 <= cur.t1:
+                            continue
+                        ctx = {A.FIRST: r0.attrs, A.LAST: cur.attrs, A.SECOND: s.attrs}
+                        if A.eval_pred(expr.pred, ctx, A.duration(cur.t0, s.t1)) is True:
+                            found = (qpos, s, ctx)
+                            break
+                    if found is None:
+                        break
+                    qpos, s, ctx = found
+                    dur = A.duration(cur.t0, s.t1)
+                    if A.eval_pred(expr.cont, ctx, dur) is not True:
+                        break
+                    cur = _combine(cur, s, _accumulate(expr.aggs, ctx, {**cur.attrs, **s.attrs}, dur))
+                    out.append((qpos, cur))
+            return _distinct(out)
+        raise TypeError(f"not a stream expression: {expr!r}")
 
 
 def _distinct(records: list[Positioned]) -> list[Positioned]:

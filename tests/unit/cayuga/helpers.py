@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from matchers.cayuga.algebra import Event
 from matchers.cayuga.engine import Engine, Match
@@ -14,22 +15,24 @@ def match_key(pos: int, m: Match) -> tuple:
     return (pos, m.sub_id, tuple(sorted(m.attrs.items())), m.t0, m.t1, m.witness)
 
 
-def reference_matches(subs: dict[str, str], events: list[Event]) -> list[tuple]:
+def reference_matches(subs: dict[str, str], events: list[Event], until: int | None = None) -> list[tuple]:
+    """The reference's matches; an ``UNLESS`` record (position ``i - 0.5``) counts as
+    reported by event ``i``, as the engine reports it."""
     out = []
     for sub_id, text in subs.items():
-        for pos, r in evaluate(parse(text), events):
-            out.append(match_key(pos, Match(sub_id, r.attrs, r.t0, r.t1, r.witness)))
+        for pos, r in evaluate(parse(text), events, until):
+            out.append(match_key(math.ceil(pos), Match(sub_id, r.attrs, r.t0, r.t1, r.witness)))
     return sorted(out, key=repr)
 
 
-def engine_matches(subs: dict[str, str], events: list[Event], **kw) -> list[tuple]:
+def engine_matches(subs: dict[str, str], events: list[Event], until: int | None = None, **kw) -> list[tuple]:
     eng = Engine(**kw)
     for sub_id, text in subs.items():
         eng.add(sub_id, text)
-    return sorted((match_key(pos, m) for pos, m in eng.run(events)), key=repr)
+    return sorted((match_key(pos, m) for pos, m in eng.run(events, until)), key=repr)
 
 
-def restarted_matches(subs: dict[str, str], events: list[Event], cut: int) -> list[tuple]:
+def restarted_matches(subs: dict[str, str], events: list[Event], cut: int, until: int | None = None) -> list[tuple]:
     """``engine_matches`` with the state exported after ``cut`` events and loaded into a new engine."""
     first, second = Engine(), Engine()
     for eng in (first, second):
@@ -37,7 +40,7 @@ def restarted_matches(subs: dict[str, str], events: list[Event], cut: int) -> li
             eng.add(sub_id, text, since=0)
     out = [match_key(pos, m) for pos, m in first.run(events[:cut])]
     second.load_instances(json.loads(json.dumps(first.export_instances())), first.clock)  # NaN survives
-    out += [match_key(cut + pos, m) for pos, m in second.run(events[cut:])]
+    out += [match_key(cut + pos, m) for pos, m in second.run(events[cut:], until)]
     return sorted(out, key=repr)
 
 

@@ -12,7 +12,7 @@ from matchers.cayuga.language import parse
 from matchers.cayuga.static import StaticFilters
 from matchers.errors import SubscriptionError
 
-from .helpers import engine_matches, reference_matches, same
+from .helpers import engine_matches, reference_matches, restarted_matches, same
 
 
 def _stock(*ticks) -> list[Event]:
@@ -142,3 +142,63 @@ def test_skip_marks_are_per_subscription_on_shared_nodes():
 def test_skip_must_end_the_subscription():
     with pytest.raises(SubscriptionError):
         parse("(S SKIP TO NEXT) NEXT{TRUE} S")
+
+
+FAILED_NOT_FOLLOWED = "FILTER{ok = FALSE}(Login) UNLESS{$2.user = $1.user AND $2.ok = TRUE, 300} Login"
+
+
+def _logins(*rows) -> list[Event]:
+    return [Event(f"l{i}", "Login", t, t, {"user": u, "ok": ok}) for i, (t, u, ok) in enumerate(rows)]
+
+
+def test_failed_login_not_followed_by_a_success_within_5_minutes():
+    events = _logins((0, "ann", False), (10, "bob", False), (100, "ann", True), (200, "bob", False),
+                     (320, "eve", True), (600, "ann", False))
+    subs = {"q": FAILED_NOT_FOLLOWED}
+    # bob's failure at 10 has no success until 310: reported by the event at 320; bob's at 200 when
+    # time passes 500 (the event at 600); ann's at 600 only when time is advanced to 900
+    got = reference_matches(subs, events, until=900)
+    assert [(m[0], m[3], m[4], m[5]) for m in got] == [(4, 10, 310, ("l1",)), (5, 200, 500, ("l3",)), (6, 600, 900, ("l5",))]
+    assert same(engine_matches(subs, events, until=900)) == same(got)
+    assert [m[5] for m in reference_matches(subs, events, until=899)] == [("l1",), ("l3",)]
+    for cut in range(len(events) + 1):
+        assert same(restarted_matches(subs, events, cut, until=900)) == same(got)
+
+
+def test_advance_fires_deadlines_and_next_expiry_names_them():
+    eng = Engine()
+    eng.add("q", FAILED_NOT_FOLLOWED)
+    assert eng.process(Event("a", "Login", 5, 5, {"user": "ann", "ok": False})) == []
+    assert eng.next_expiry() == 305
+    assert eng.advance(304) == []
+    [m] = eng.advance(305)
+    assert (m.sub_id, m.t0, m.t1, m.witness) == ("q", 5, 305, ("a",))
+    assert eng.instances == 0 and eng.next_expiry() is None
+
+
+def test_an_absence_nothing_can_kill_still_fires():
+    # no user attribute: the equality with $1.user can never hold
+    events = [Event("a", "Login", 0, 0, {"ok": False}), Event("b", "Login", 1, 1, {"user": "x", "ok": True})]
+    subs = {"q": FAILED_NOT_FOLLOWED}
+    assert [m[5] for m in reference_matches(subs, events, until=300)] == [("a",)]
+    assert same(engine_matches(subs, events, until=300)) == same(reference_matches(subs, events, until=300))
+
+
+def test_absence_feeds_a_sequence():
+    subs = {"q": "(A UNLESS{$2.k = $1.k, 2} B) NEXT{$2.k = $1.k} C"}
+    events = [Event("a1", "A", 0, 0, {"k": 1}), Event("a2", "A", 1, 1, {"k": 2}), Event("b", "B", 2, 2, {"k": 2}),
+              Event("c1", "C", 3, 3, {"k": 1}), Event("c2", "C", 3, 3, {"k": 2})]
+    got = reference_matches(subs, events)
+    assert [(m[0], m[5]) for m in got] == [(3, ("a1", "c1"))]
+    assert same(engine_matches(subs, events)) == same(got)
+
+
+@pytest.mark.parametrize(("text", "attr"), [
+    (FAILED_NOT_FOLLOWED, None),  # a failure without a user can be killed by nothing: reported all the same
+    ("(Login NEXT{$2.user = $1.user} Login) UNLESS{$2.user = $1.user, 5} Login", "user"),
+    ("(Login NEXT{$2.user = $1.user} Login) UNLESS{TRUE, 5} Login", None),
+])
+def test_partition_attribute_of_an_absence(text, attr):
+    from matchers.cayuga.compiler import chains, partition_attribute
+
+    assert partition_attribute(chains(parse(text))) == attr
