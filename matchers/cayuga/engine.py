@@ -116,6 +116,9 @@ class Engine:
         self.seq = -1  # sequence number of the latest event
         self.instances = 0
         self._skips: dict[str, _Skip] = {}
+        self._publishes: dict[str, str] = {}  # subscription -> the stream it publishes
+        self._reads: dict[str, frozenset[str]] = {}  # subscription -> the streams it reads
+        self._feed: list[tuple[Match, int]] = []  # records published by the current step, start sequence numbers
         self._hits: list[tuple[_Skip, int]] = []  # skip marks of the matches of the current step
 
     # ------------------------------------------------------------ subscriptions
@@ -139,6 +142,9 @@ class Engine:
         try:
             expr = parse(text) if isinstance(text, str) else text
             chs = chains(expr)
+            _, mode, publish = top(expr)
+            reads = frozenset(s for c in chs for s in (c.start.stream, *(spec.right.stream for spec, _ in c.ops)))
+            self._check_cycle(sub_id, reads, publish)
         except SubscriptionError as exc:
             raise exc.with_id(sub_id) from None
         if sub_id in self._subs:
@@ -148,9 +154,30 @@ class Engine:
             since = self.epoch
         owner = None if self.merge else sub_id
         self._subs[sub_id] = tuple(self._link(sub_id, c, owner, since) for c in chs)
-        mode = top(expr)[1]
         if mode is not None:
             self._skips[sub_id] = _Skip(mode)
+        self._reads[sub_id] = reads
+        if publish is not None:
+            self._publishes[sub_id] = publish
+
+    def _check_cycle(self, sub: str, reads: frozenset[str], publish: str | None) -> None:
+        """Raise when ``sub`` (reading ``reads``, publishing ``publish``) would read,
+        through other subscriptions, what it publishes itself."""
+        if publish is None:
+            return
+        publishes = {**self._publishes, sub: publish}
+        readers = {**self._reads, sub: reads}
+        seen, todo = set(), [sub]
+        while todo:
+            cur = todo.pop()
+            stream = publishes.get(cur)
+            for other, rs in readers.items():
+                if stream is not None and stream in rs:
+                    if other == sub:
+                        raise SubscriptionError(f"PUBLISH {publish}: the subscription would read its own records", expected="no cycle of publications")
+                    if other not in seen:
+                        seen.add(other)
+                        todo.append(other)
 
     def remove(self, sub_id: str) -> bool:
         """Unregister a subscription; nodes no other subscription uses go with their instances."""
@@ -158,6 +185,8 @@ class Engine:
         if links is None:
             return False
         self._skips.pop(sub_id, None)
+        self._publishes.pop(sub_id, None)
+        self._reads.pop(sub_id, None)
         for link in links:
             self._unlink_chain(sub_id, *link)
         return True
@@ -326,27 +355,37 @@ class Engine:
         they complete are returned) and the instances that can no longer fire at ``now``
         or later are dropped. The service calls it from its event-time watermark.
         """
-        outputs: dict = {}
-        self._fire(now, outputs)
+        out = self._fire(now)
         self._expire(now)
-        return [m for same in outputs.values() for ms in same.values() for m in ms]
+        return out
 
-    def _fire(self, last: int, outputs: dict, before: bool = False) -> None:
+    def _fire(self, last: int, before: bool = False) -> list[Match]:
         """Fire the ``UNLESS`` instances with a deadline at or before ``last`` (strictly
-        before with ``before``), in order of deadline; their skip marks are left at once."""
+        before with ``before``): those of one deadline at a time, in order, each time
+        leaving their skip marks and feeding back what they publish."""
         timers = self._timers
-        while timers and (timers[0][0] < last if before else timers[0][0] <= last):
-            deadline, _, inst = heapq.heappop(timers)
-            if not inst.alive:
-                continue
-            self._unlink(inst)
+        out: list[Match] = []
+        while True:
+            while timers and not timers[0][2].alive:
+                heapq.heappop(timers)
+            if not timers or (timers[0][0] >= last if before else timers[0][0] > last):
+                return out
+            deadline = timers[0][0]
+            outputs: dict = {}
             pending: list = []
-            self._forward(inst.node.outs.values(), inst.cur, inst.t0, deadline, inst.wit, inst.born, inst.seq,
-                          pending, outputs)
+            while timers and timers[0][0] == deadline:
+                inst = heapq.heappop(timers)[2]
+                if inst.alive:
+                    self._unlink(inst)
+                    self._forward(inst.node.outs.values(), inst.cur, inst.t0, deadline, inst.wit, inst.born, inst.seq,
+                                  pending, outputs)
             for args in pending:
                 self._insert(*args)
-        if self._hits:
-            self._mark(self.seq)
+            if self._hits:
+                self._mark(self.seq)
+            out += [m for same in outputs.values() for ms in same.values() for m in ms]
+            if self._feed:
+                out += self._publish()
 
     def expire(self, now: int) -> None:
         """Drop the instances that can no longer fire at time ``now`` or later."""
@@ -399,12 +438,17 @@ class Engine:
         if self.clock is not None and t1 < self.clock:
             raise ValueError(f"event {event.id!r} ends at {t1}, before the previous event ({self.clock})")
         self.clock = t1
-        fired: dict = {}
-        if self._timers:
-            self._fire(t1, fired, before=True)
+        fired = self._fire(t1, before=True) if self._timers else None
         self.seq += 1
         self._expire(t1)
-        stream, attrs, eid = event.stream, event.attrs, event.id
+        out = self._step(event.stream, event.attrs, t0, t1, (event.id,), self.seq, sat)
+        return fired + out if fired else out
+
+    def _step(self, stream: str, attrs: dict, t0: int, t1: int, ewit: tuple, seq: int,
+              sat: set[int] | None = None) -> list[Match]:
+        """One event (or published record, ``ewit`` its witness, ``seq`` the start
+        sequence number of the runs it starts) through the automaton; what it completes,
+        and what the records it publishes complete."""
         if sat is None:
             sat = self.static.match(stream, attrs) if self.indexed else set()
         outputs: dict = {}
@@ -447,7 +491,7 @@ class Engine:
             self._unlink(inst)
             if node.kind == "unless":  # killed: the absence did not happen
                 continue
-            wit = inst.wit + (eid,)
+            wit = inst.wit + ewit
             combined = {**inst.cur, **v2}
             if node.kind == "fold":
                 if node.cont(inst.first, inst.cur, v2, dur) is not True:
@@ -463,16 +507,26 @@ class Engine:
         always = self._always.get(stream)
         if always:
             starts.extend(always.values())
-        seq = self.seq
         for start in starts:
             rec = attrs if start.fn is None else start.fn(attrs, t0, t1)
             if rec is not None:
-                self._forward((start.out,), rec, t0, t1, (eid,), self.epoch, seq, pending, outputs, raw=True)
+                self._forward((start.out,), rec, t0, t1, ewit, self.epoch, seq, pending, outputs, raw=True)
         for args in pending:
             self._insert(*args)
         if self._hits:
-            self._mark(seq)
-        return [m for done in (fired, outputs) for same in done.values() for ms in same.values() for m in ms]
+            self._mark(self.seq)
+        out = [m for same in outputs.values() for ms in same.values() for m in ms]
+        return out + self._publish() if self._feed else out
+
+    def _publish(self) -> list[Match]:
+        """Feed the records just published back as events of their streams, in order of
+        subscription, witness, start and attributes, each followed by what it publishes."""
+        feed = sorted(self._feed, key=lambda ms: (ms[0].sub_id, ms[0].witness, ms[0].t0, repr(sorted(ms[0].attrs.items()))))
+        self._feed = []
+        out: list[Match] = []
+        for m, seq in feed:
+            out += self._step(self._publishes[m.sub_id], m.attrs, m.t0, m.t1, m.witness, seq)
+        return out
 
     def _mark(self, after: int) -> None:
         """Leave the skip marks of the matches just reported (``after``: the sequence
@@ -489,7 +543,8 @@ class Engine:
     def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int, seq: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
         nodes = self.nodes
-        skips = self._skips
+        skips, publishes = self._skips, self._publishes
+        slow = skips or publishes
         for out in outs:
             rec = attrs if raw else out.fn(attrs, t0, t1)
             if rec is None:
@@ -501,7 +556,7 @@ class Engine:
             # subscriptions added after this instance started do not see it
             key = (wit, t0)
             same = outputs.get(key)
-            if same is None and not skips:
+            if same is None and not slow:
                 outputs[key] = {sub: [Match(sub, rec, t0, t1, wit)] for sub, since in out.accept.items() if born >= since}
                 continue
             if same is None:
@@ -517,9 +572,15 @@ class Engine:
                     self._hits.append((sk, seq))
                 ms = same.get(sub)
                 if ms is None:
-                    same[sub] = [Match(sub, rec, t0, t1, wit)]
+                    m = Match(sub, rec, t0, t1, wit)
+                    same[sub] = [m]
                 elif all(m.attrs is not rec and not A.same_attrs(m.attrs, rec) for m in ms):
-                    ms.append(Match(sub, rec, t0, t1, wit))
+                    m = Match(sub, rec, t0, t1, wit)
+                    ms.append(m)
+                else:
+                    continue
+                if sub in publishes:
+                    self._feed.append((m, seq))
 
     def run(self, events: Iterable[A.Event], until: int | None = None) -> list[tuple[int, Match]]:
         """Process events in order, then :meth:`advance` to ``until`` when given;

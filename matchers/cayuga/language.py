@@ -168,6 +168,8 @@ class _Converter:
         if kind == "next":
             return A.Next(self.stream(ch[0]), self.pred(ch[2], _NEXT), self.right(ch[1], ch[3]))
         if kind == "unless":
+            if _number(ch[3]) <= 0:  # with none, nothing could kill a record: it would only be delayed
+                raise self._fail("the window of UNLESS must be more than 0 ticks", ch[3], "a number > 0")
             return A.Unless(self.stream(ch[0]), self.pred(ch[2], _UNLESS), _number(ch[3]), self.right(ch[1], ch[4]))
         if kind == "fold":
             left = self.stream(ch[0])

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 
 from matchers.cayuga.algebra import Event
 from matchers.cayuga.engine import Engine, Match
 from matchers.cayuga.language import parse
-from matchers.cayuga.reference import evaluate
+from matchers.cayuga.reference import evaluate_all
 
 
 def match_key(pos: int, m: Match) -> tuple:
@@ -16,12 +15,10 @@ def match_key(pos: int, m: Match) -> tuple:
 
 
 def reference_matches(subs: dict[str, str], events: list[Event], until: int | None = None) -> list[tuple]:
-    """The reference's matches; an ``UNLESS`` record (position ``i - 0.5``) counts as
-    reported by event ``i``, as the engine reports it."""
+    """The reference's matches of the subscriptions together (what they publish fed to the others)."""
     out = []
-    for sub_id, text in subs.items():
-        for pos, r in evaluate(parse(text), events, until):
-            out.append(match_key(math.ceil(pos), Match(sub_id, r.attrs, r.t0, r.t1, r.witness)))
+    for sub_id, records in evaluate_all({k: parse(v) for k, v in subs.items()}, events, until).items():
+        out += [match_key(pos, Match(sub_id, r.attrs, r.t0, r.t1, r.witness)) for pos, r in records]
     return sorted(out, key=repr)
 
 

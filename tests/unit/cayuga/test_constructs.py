@@ -202,3 +202,45 @@ def test_partition_attribute_of_an_absence(text, attr):
     from matchers.cayuga.compiler import chains, partition_attribute
 
     assert partition_attribute(chains(parse(text))) == attr
+
+
+RISES = "SELECT name, price FROM Stock NEXT{$2.name = $1.name AND $2.price > $1.price} Stock PUBLISH Rise"
+
+
+def test_published_records_are_events_of_their_stream():
+    subs = {"rise": RISES, "two": "Rise NEXT{$2.name = $1.name} Rise"}
+    events = [Event(f"e{i}", "Stock", i, i, {"name": "A", "price": p}) for i, p in enumerate([1, 2, 3, 1, 2])]
+    got = reference_matches(subs, events)
+    # rises (e0,e1), (e1,e2), (e3,e4); a rise after a rise (the next starts after the first ends): at e4
+    assert [(m[0], m[1], m[5]) for m in got] == [
+        (1, "rise", ("e0", "e1")), (2, "rise", ("e1", "e2")), (4, "rise", ("e3", "e4")),
+        (4, "two", ("e0", "e1", "e3", "e4")), (4, "two", ("e1", "e2", "e3", "e4"))]
+    for kw in ({}, {"merge": False}, {"indexed": False}):
+        assert same(engine_matches(subs, events, **kw)) == same(got)
+
+
+def test_published_absence_feeds_another_subscription():
+    subs = {"quiet": "SELECT * FROM FILTER{ok = FALSE}(Login) UNLESS{$2.user = $1.user AND $2.ok = TRUE, 5} Login"
+                     " PUBLISH Quiet",
+            "twice": "Quiet NEXT{$2.user = $1.user} Quiet SKIP PAST LAST"}
+    events = _logins((0, "a", False), (10, "a", False), (20, "b", False), (21, "a", False), (22, "a", True))
+    got = reference_matches(subs, events, until=40)
+    # a's failures at 0 and 10 are quiet (known at 10 and 20), the one at 21 is followed by a success; b's at 20
+    # is known when time is advanced
+    assert [(m[0], m[1], m[5]) for m in got] == [
+        (1, "quiet", ("l0",)), (2, "quiet", ("l1",)), (2, "twice", ("l0", "l1")), (5, "quiet", ("l2",))]
+    assert same(engine_matches(subs, events, until=40)) == same(got)
+    for cut in range(len(events) + 1):
+        assert same(restarted_matches(subs, events, cut, until=40)) == same(got)
+
+
+@pytest.mark.parametrize("subs", [
+    {"a": "SELECT * FROM X NEXT{TRUE} X PUBLISH X"},
+    {"a": "SELECT * FROM X NEXT{TRUE} Y PUBLISH Z", "b": "SELECT * FROM Z PUBLISH X"},
+])
+def test_a_cycle_of_publications_is_refused(subs):
+    eng = Engine()
+    with pytest.raises(SubscriptionError) as exc:
+        for k, v in subs.items():
+            eng.add(k, v)
+    assert "own records" in exc.value.reason

@@ -38,8 +38,8 @@ POST = ["", "FILTER{DUR >= 3}", "FILTER{DUR <= 5}", "FILTER{y > 1}", "FILTER{c >
 
 
 @st.composite
-def views(draw):
-    stream = draw(st.sampled_from(["A", "B"]))
+def views(draw, names=("A", "B")):
+    stream = draw(st.sampled_from(names))
     text = stream
     if draw(st.booleans()):
         text = f"FILTER{{{draw(st.sampled_from(STATIC))}}}({text})"
@@ -51,15 +51,15 @@ def views(draw):
 
 
 @st.composite
-def subscriptions(draw, absence: bool = True):
-    text = draw(views())
+def subscriptions(draw, absence: bool = True, names=("A", "B")):
+    text = draw(views(names))
     for _ in range(draw(st.integers(0, 3))):
-        right = draw(views())
+        right = draw(views(names))
         kind = draw(st.sampled_from(["next", "fold", "unless"] if absence else ["next", "fold"]))
         if kind == "next":
             text = f"({text}) NEXT{{{draw(st.sampled_from(THETA))}}} {right}"
         elif kind == "unless":
-            text = f"({text}) UNLESS{{{draw(st.sampled_from(THETA))}, {draw(st.integers(0, 4))}}} {right}"
+            text = f"({text}) UNLESS{{{draw(st.sampled_from(THETA))}, {draw(st.integers(1, 4))}}} {right}"
         else:
             theta, cont, aggs = draw(st.sampled_from(THETA)), draw(st.sampled_from(CONT)), draw(st.sampled_from(AGGS))
             text = f"({text}) FOLD{{{theta}, {cont}{aggs}}} {right}"
@@ -69,7 +69,7 @@ def subscriptions(draw, absence: bool = True):
         elif post:
             text = f"({post} {text})"
     if draw(st.integers(0, 5)) == 0:
-        text = f"({text}) UNION ({draw(views())})"
+        text = f"({text}) UNION ({draw(views(names))})"
     if draw(st.integers(0, 3)) == 0:
         text = f"({text}) WITHIN {draw(st.integers(0, 6))}"
     return text
@@ -177,3 +177,18 @@ def test_partitioned_absence_equals_one_run(text, events, after):
             groups.setdefault(tag(e.attrs[attr]), []).append(e)
     got = [k[1:] for part in groups.values() for k in engine_matches({"q": text}, part, until)]
     assert sorted(same(got)) == sorted(same(k[1:] for k in reference_matches({"q": text}, events, until)))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=subscriptions(), second=subscriptions(names=("A", "P")), third=subscriptions(names=("P", "Q")),
+       modes=st.lists(st.sampled_from(SKIPS), min_size=3, max_size=3), events=streams(), cut=st.integers(0, 30),
+       after=st.none() | st.integers(0, 6))
+def test_published_streams_equal_reference(first, second, third, modes, events, cut, after):
+    named = {"q0": f"SELECT * FROM ({first}) {modes[0]} PUBLISH P", "q1": f"SELECT * FROM ({second}) {modes[1]} PUBLISH Q",
+             "q2": f"{third} {modes[2]}"}
+    until = None if after is None else (events[-1].t1 if events else 0) + after
+    expected = same(reference_matches(named, events, until))
+    assert same(engine_matches(named, events, until)) == expected
+    assert same(engine_matches(named, events, until, merge=False)) == expected
+    assert same(engine_matches(named, events, until, indexed=False)) == expected
+    assert same(restarted_matches(named, events, cut, until)) == expected
