@@ -31,6 +31,7 @@ def engine_matches(subs: dict[str, str], events: list[Event], until: int | None 
 
 def restarted_matches(subs: dict[str, str], events: list[Event], cut: int, until: int | None = None) -> list[tuple]:
     """``engine_matches`` with the state exported after ``cut`` events and loaded into a new engine."""
+    cut = min(cut, len(events))
     first, second = Engine(), Engine()
     for eng in (first, second):
         for sub_id, text in subs.items():
