@@ -122,7 +122,7 @@ class Bucket:
         if inst in self.plain:
             del self.plain[inst]
             return
-        if inst in self.never:
+        if self.never and inst in self.never:
             del self.never[inst]
             return
         i = bisect_left(self.bounds, inst.bound)

@@ -289,25 +289,24 @@ class Engine:
 
     # ------------------------------------------------------------ instances
     def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int, seq: int) -> None:
-        unless = node.kind == "unless"
-        key: list | None = []
+        key = []
         for fn in node.eq_fns:
             v = fn(first, cur, cur, None)
             if v is None or v != v:  # the equality can never hold (unknown, NaN)
-                if not unless:
+                if node.window is None:
                     return  # the instance could only loop
-                key = None  # nothing can kill it: a bucket no event looks up
+                key = None  # UNLESS: nothing can kill it, it waits in a bucket no event looks up
                 break
             key.append(tag(v))
         inst = Inst(node, first, cur, t0, t1, wit, born, seq)
         sorted_bound = False
         if node.rng_fn is not None:
             b = node.rng_fn(first, cur, cur, None)
-            if b is None and not unless:
+            if b is None and node.window is None:
                 return
             inst.bound = b
             sorted_bound = isinstance(b, (int, float)) and not isinstance(b, bool)
-        inst.key = k = None if key is None else tuple(key)
+        inst.key = k = key if key is None else tuple(key)
         bucket = node.buckets.get(k)
         if bucket is None:
             bucket = node.buckets[k] = Bucket()
@@ -318,7 +317,7 @@ class Engine:
         if node.deadline is not None:
             self._heap_seq += 1
             heapq.heappush(self._heap, (t0 + node.deadline - 1, self._heap_seq, inst))
-        if unless:
+        if node.window is not None:
             self._heap_seq += 1
             heapq.heappush(self._timers, (t1 + node.window, self._heap_seq, inst))
 
@@ -440,7 +439,9 @@ class Engine:
         self.clock = t1
         fired = self._fire(t1, before=True) if self._timers else None
         self.seq += 1
-        self._expire(t1)
+        heap = self._heap
+        if heap and heap[0][0] < t1:
+            self._expire(t1)
         out = self._step(event.stream, event.attrs, t0, t1, (event.id,), self.seq, sat)
         return fired + out if fired else out
 
@@ -543,8 +544,7 @@ class Engine:
     def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int, seq: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
         nodes = self.nodes
-        skips, publishes = self._skips, self._publishes
-        slow = skips or publishes
+        slow = self._skips or self._publishes
         for out in outs:
             rec = attrs if raw else out.fn(attrs, t0, t1)
             if rec is None:
@@ -561,6 +561,7 @@ class Engine:
                 continue
             if same is None:
                 same = outputs[key] = {}
+            skips, publishes = self._skips, self._publishes
             # a record is reported once (another derivation of the same witness may give an equal one)
             for sub, since in out.accept.items():
                 if born < since:
