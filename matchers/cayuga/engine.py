@@ -119,6 +119,7 @@ class Engine:
         self._publishes: dict[str, str] = {}  # subscription -> the stream it publishes
         self._reads: dict[str, frozenset[str]] = {}  # subscription -> the streams it reads
         self._feed: list[tuple[Match, int]] = []  # records published by the current step, start sequence numbers
+        self._slow = False  # some subscription skips or publishes: accepts look at each subscription
         self._hits: list[tuple[_Skip, int]] = []  # skip marks of the matches of the current step
 
     # ------------------------------------------------------------ subscriptions
@@ -159,6 +160,7 @@ class Engine:
         self._reads[sub_id] = reads
         if publish is not None:
             self._publishes[sub_id] = publish
+        self._slow = bool(self._skips or self._publishes)
 
     def _check_cycle(self, sub: str, reads: frozenset[str], publish: str | None) -> None:
         """Raise when ``sub`` (reading ``reads``, publishing ``publish``) would read,
@@ -187,6 +189,7 @@ class Engine:
         self._skips.pop(sub_id, None)
         self._publishes.pop(sub_id, None)
         self._reads.pop(sub_id, None)
+        self._slow = bool(self._skips or self._publishes)
         for link in links:
             self._unlink_chain(sub_id, *link)
         return True
@@ -544,7 +547,7 @@ class Engine:
     def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int, seq: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
         nodes = self.nodes
-        slow = self._skips or self._publishes
+        slow = self._slow
         for out in outs:
             rec = attrs if raw else out.fn(attrs, t0, t1)
             if rec is None:
