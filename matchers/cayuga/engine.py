@@ -541,6 +541,7 @@ class Engine:
         for sk in self._skips.values():
             if len(sk.used) > sk.limit:  # forget the start events whose runs are all gone
                 live = {inst.seq for node in self.nodes.values() for b in node.buckets.values() for inst in b.all()}
+                live.update(seq for _, seq in self._feed)  # published records yet to start runs
                 sk.used &= live
                 sk.limit = 2 * len(sk.used) + 64
 

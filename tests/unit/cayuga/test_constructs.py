@@ -244,3 +244,14 @@ def test_a_cycle_of_publications_is_refused(subs):
         for k, v in subs.items():
             eng.add(k, v)
     assert "own records" in exc.value.reason
+
+
+def test_skip_to_next_forgets_only_start_events_without_runs():
+    from .streams import stock_ticks
+
+    events = stock_ticks(400, 9, symbols=("IBM",))
+    subs = {"q": f"{RISE} SKIP TO NEXT", "p": "SELECT * FROM FILTER{DUR <= 3}(Stock NEXT{TRUE} Stock) PUBLISH Pair",
+            "r": "Pair FOLD{$2.price > $.price, TRUE} Pair SKIP TO NEXT"}
+    got = reference_matches(subs, events)
+    assert len({m[5][0] for m in got if m[1] == "q"}) > 100  # the marks are pruned along the way
+    assert same(engine_matches(subs, events)) == same(got)
