@@ -74,8 +74,17 @@ class Record:
     witness: tuple[str, ...]
 
     def key(self) -> tuple:
-        """Hashable identity: attributes, interval and witness."""
-        return (tuple(sorted(self.attrs.items(), key=lambda kv: kv[0])), self.t0, self.t1, self.witness)
+        """Hashable identity: attributes, interval and witness (a NaN is the same as a NaN)."""
+        attrs = tuple(sorted(((k, _NAN if v != v else v) for k, v in self.attrs.items()), key=lambda kv: kv[0]))
+        return (attrs, self.t0, self.t1, self.witness)
+
+
+_NAN = ("\x00nan",)
+
+
+def same_attrs(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two records' attributes are the same (as :meth:`Record.key`: NaN is NaN)."""
+    return a == b or (a.keys() == b.keys() and all(x == y or (x != x and y != y) for x, y in ((a[k], b[k]) for k in a)))
 
 
 # ---------------------------------------------------------------- value terms
@@ -128,7 +137,17 @@ class Neg:
     operand: Value
 
 
-Value = Const | Attr | Dur | Arith | Neg
+@dataclass(frozen=True)
+class Func:
+    """``min(a, b, ...)`` or ``max(a, b, ...)`` (``name`` is ``"min"`` or ``"max"``)."""
+
+    name: str
+    args: tuple[Value, ...]
+
+
+FUNCTIONS = ("min", "max")
+
+Value = Const | Attr | Dur | Arith | Neg | Func
 
 # ---------------------------------------------------------------- predicates
 
@@ -226,7 +245,44 @@ class Fold:
     right: Expr
 
 
-Expr = Stream | Filter | Select | Union | Next | Fold
+@dataclass(frozen=True)
+class Unless:
+    """Absence with a deadline ``left UNLESS{pred, window} right``: each record ``r`` of
+    ``left`` for which no record ``s`` of ``right`` with ``r.t1 < s.t0`` and ``s.t1 <=
+    r.t1 + window`` satisfies ``pred`` (scopes as in ``Next``; ``DUR`` is that of
+    ``(r.t0, s.t1)``). The result has ``r``'s attributes and witness and the interval
+    ``(r.t0, r.t1 + window)``: it is known when time passes its deadline ``r.t1 + window``."""
+
+    left: Expr
+    pred: Pred
+    window: int | float
+    right: Expr
+
+
+@dataclass(frozen=True)
+class Skip:
+    """After-match skip of a whole subscription (its top): ``mode`` is ``"past_last"``
+    (once a match is reported, the runs that started at or before the event that
+    reported it report nothing more) or ``"to_next"`` (once a run's start event has
+    reported a match, the other runs from that start event report nothing more).
+    Without it every run reports (all runs)."""
+
+    mode: str
+    src: Expr
+
+
+SKIP_MODES = ("past_last", "to_next")
+
+
+@dataclass(frozen=True)
+class Publish:
+    """``... PUBLISH name``: the subscription's records also form the stream ``name``."""
+
+    name: str
+    src: Expr
+
+
+Expr = Stream | Filter | Select | Union | Next | Fold | Unless | Skip | Publish
 
 # ---------------------------------------------------------------- evaluation of terms
 #
@@ -255,7 +311,26 @@ def eval_value(term: Value, ctx: dict[str, dict[str, Any]], dur: int | None) -> 
         a = eval_value(term.left, ctx, dur)
         b = eval_value(term.right, ctx, dur)
         return arith(term.op, a, b)
+    if isinstance(term, Func):
+        return extreme(term.name, [eval_value(a, ctx, dur) for a in term.args])
     raise TypeError(f"not a value term: {term!r}")
+
+
+def extreme(name: str, values: list[Any]) -> Any:
+    """``min``/``max`` of numbers, or of strings (by code point): the first of the
+    smallest (largest); a NaN among the numbers makes it NaN; an unknown value or a
+    type mismatch makes it unknown (``None``)."""
+    if all(_is_num(v) for v in values):
+        for v in values:
+            if v != v:
+                return v
+    elif not all(isinstance(v, str) for v in values):
+        return None
+    out = values[0]
+    for v in values[1:]:
+        if (v < out) if name == "min" else (v > out):
+            out = v
+    return out
 
 
 def arith(op: str, a: Any, b: Any) -> Any:
@@ -364,6 +439,43 @@ def select_attrs(items: tuple[SelectItem, ...], ctx: dict[str, dict[str, Any]], 
 def duration(t0: int, t1: int) -> int:
     """The duration of an interval: the number of clock ticks it spans."""
     return t1 - t0 + 1
+
+
+def within(expr: Expr, ticks: int | float) -> Expr:
+    """``expr WITHIN ticks``: the records of ``expr`` spanning at most ``ticks`` (``t1 - t0
+    <= ticks``, i.e. ``DUR <= ticks + 1``).
+
+    The bound also goes into the predicate of every ``NEXT`` and ``FOLD`` on the left-deep
+    spine of ``expr``: durations only grow along it, so a record over the bound cannot
+    lead to one within it, and the result is that of the outer ``FILTER`` alone; the
+    inner bounds let the engine drop instances as soon as they are too old.
+    """
+    bound = Cmp("<=", Dur(), Const(ticks + 1))
+    return Filter(bound, _bound_spine(expr, bound))
+
+
+def _bound_spine(expr: Expr, bound: Pred) -> Expr:
+    if isinstance(expr, Next):
+        return Next(_bound_spine(expr.left, bound), conj(split_and(expr.pred) + [bound]), expr.right)
+    if isinstance(expr, Fold):
+        return Fold(_bound_spine(expr.left, bound), conj(split_and(expr.pred) + [bound]), expr.cont, expr.aggs, expr.right)
+    if isinstance(expr, Unless):  # its records end at their deadline: only the left side is bounded
+        return Unless(_bound_spine(expr.left, bound), expr.pred, expr.window, expr.right)
+    if isinstance(expr, Filter):
+        return Filter(expr.pred, _bound_spine(expr.src, bound))
+    if isinstance(expr, Select):
+        return Select(expr.items, _bound_spine(expr.src, bound))
+    if isinstance(expr, Union):
+        return Union(_bound_spine(expr.left, bound), _bound_spine(expr.right, bound))
+    return expr
+
+
+def is_view(expr: Expr) -> bool:
+    """Whether ``expr`` is one stream inside ``FILTER``/``SELECT`` (a right operand of a
+    left-deep automaton)."""
+    while isinstance(expr, (Filter, Select)):
+        expr = expr.src
+    return isinstance(expr, Stream)
 
 
 def split_and(pred: Pred) -> list[Pred]:

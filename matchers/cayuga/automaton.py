@@ -88,30 +88,42 @@ class Bucket:
     """Instances of one node sharing the values bound by the node's equality predicates.
 
     Instances with a numeric range bound are kept sorted by it; the others are in
-    ``plain``.
+    ``plain``, those with a NaN bound in ``never`` (no value compares with NaN: the
+    range predicate cannot hold, and a NaN in the sorted list would break ``bisect``).
     """
 
-    __slots__ = ("plain", "bounds", "insts")
+    __slots__ = ("plain", "never", "bounds", "insts")
 
     def __init__(self) -> None:
         self.plain: dict[Inst, None] = {}
+        self.never: dict[Inst, None] = {}
         self.bounds: list = []
         self.insts: list[Inst] = []
 
     def __len__(self) -> int:
-        return len(self.plain) + len(self.insts)
+        return len(self.plain) + len(self.never) + len(self.insts)
+
+    def all(self) -> list[Inst]:
+        """Every instance of the bucket."""
+        return [*self.plain, *self.never, *self.insts]
 
     def add(self, inst: Inst, sorted_bound: bool) -> None:
-        if sorted_bound:
-            i = bisect_right(self.bounds, inst.bound)
-            self.bounds.insert(i, inst.bound)
-            self.insts.insert(i, inst)
-        else:
+        b = inst.bound
+        if not sorted_bound:
             self.plain[inst] = None
+        elif b != b:
+            self.never[inst] = None
+        else:
+            i = bisect_right(self.bounds, b)
+            self.bounds.insert(i, b)
+            self.insts.insert(i, inst)
 
     def discard(self, inst: Inst) -> None:
         if inst in self.plain:
             del self.plain[inst]
+            return
+        if self.never and inst in self.never:
+            del self.never[inst]
             return
         i = bisect_left(self.bounds, inst.bound)
         insts = self.insts
@@ -122,11 +134,9 @@ class Bucket:
     def candidates(self, op: str | None, v: Any) -> list[Inst]:
         """Instances whose range predicate ``v op bound`` can hold (all plain ones)."""
         out = list(self.plain)
-        if not self.insts:
-            return out
         if op is None:
-            return out + self.insts
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool)):
+            return out + list(self.never) + self.insts
+        if not self.insts or not (isinstance(v, (int, float)) and not isinstance(v, bool)) or v != v:
             return out
         b = self.bounds
         if op == ">":
@@ -141,9 +151,9 @@ class Bucket:
 class Inst:
     """An automaton instance: the records it holds and where it is indexed."""
 
-    __slots__ = ("node", "first", "cur", "t0", "t1", "wit", "born", "key", "bound", "alive")
+    __slots__ = ("node", "first", "cur", "t0", "t1", "wit", "born", "seq", "key", "bound", "alive")
 
-    def __init__(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int):
+    def __init__(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int, seq: int):
         self.node = node
         self.first = first
         self.cur = cur
@@ -151,6 +161,7 @@ class Inst:
         self.t1 = t1
         self.wit = wit
         self.born = born
+        self.seq = seq  # the engine's sequence number of the event that started the run
         self.key: tuple = ()
         self.bound: Any = None
         self.alive = False
@@ -171,6 +182,7 @@ class Node:
         self.id = nid
         self.spec = spec
         self.kind = spec.kind
+        self.window = spec.window  # UNLESS: an instance fires at its t1 + window unless an event kills it
         self.stream = spec.right.stream
         self.view_fn = steps_fn(spec.right.steps) if spec.right.steps else None  # None: the event itself
         preds = node_preds(spec)
@@ -200,8 +212,12 @@ class Node:
         """The largest duration any forward edge of the node allows (``None``: unbounded).
 
         Durations only grow along a path and a rebind edge emits nothing, so an instance
-        older than every forward edge allows can never contribute to a match.
+        older than every forward edge allows can never contribute to a match. An
+        ``UNLESS`` instance waits for its own deadline instead.
         """
+        if self.kind == "unless":
+            self.deadline = None
+            return
         base = A.split_and(self.spec.pred)
         if self.kind == "fold":
             base = base + A.split_and(self.spec.cont)

@@ -19,6 +19,7 @@ PredFn = Callable[[dict, dict, dict, Any], Any]
 
 _arith = A.arith
 _compare = A.compare
+_extreme = A.extreme
 
 
 @lru_cache(maxsize=65536)
@@ -47,6 +48,9 @@ def value_fn(term: A.Value) -> ValueFn:
     if isinstance(term, A.Arith):
         a, b, op = value_fn(term.left), value_fn(term.right), term.op
         return lambda f, c, s, d: _arith(op, a(f, c, s, d), b(f, c, s, d))
+    if isinstance(term, A.Func):
+        fns, name = tuple(value_fn(t) for t in term.args), term.name
+        return lambda f, c, s, d: _extreme(name, [fn(f, c, s, d) for fn in fns])
     raise TypeError(f"not a value term: {term!r}")
 
 

@@ -46,15 +46,22 @@ class View:
     steps: tuple[Step, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class OpSpec:
-    """A binary operator of a chain: ``kind`` is ``"next"`` or ``"fold"``."""
+    """A binary operator of a chain: ``kind`` is ``"next"``, ``"fold"`` or ``"unless"``
+    (with its ``window``)."""
 
     kind: str
     pred: A.Pred
     cont: A.Pred
     aggs: tuple[A.SelectItem, ...]
     right: View
+    window: int | float | None = None
+
+    def __repr__(self) -> str:  # node ids hash it: without a window, the same text as before windows
+        window = "" if self.window is None else f", window={self.window!r}"
+        return (f"OpSpec(kind={self.kind!r}, pred={self.pred!r}, cont={self.cont!r}, aggs={self.aggs!r}, "
+                f"right={self.right!r}{window})")
 
 
 @dataclass(frozen=True)
@@ -68,29 +75,48 @@ class Chain:
 # ---------------------------------------------------------------- linearisation
 
 
+def top(expr: A.Expr) -> tuple[A.Expr, str | None, str | None]:
+    """A whole subscription split into its expression, its after-match skip mode and the
+    name of the stream it publishes (``None`` when absent)."""
+    publish = skip = None
+    if isinstance(expr, A.Publish):
+        publish, expr = expr.name, expr.src
+    if isinstance(expr, A.Skip):
+        skip, expr = expr.mode, expr.src
+    return expr, skip, publish
+
+
 def chains(expr: A.Expr) -> list[Chain]:
-    """The chains of a left-deep expression (``UNION`` distributes over its operands).
+    """The chains of a left-deep subscription (``UNION`` distributes over its operands;
+    the after-match skip and ``PUBLISH`` of its top do not change them).
 
     Raises
     ------
     SubscriptionError
         When the right operand of ``NEXT`` or ``FOLD`` is not a single stream (with
-        ``FILTER``/``SELECT`` around it): the automaton would not be left-deep.
+        ``FILTER``/``SELECT`` around it): the automaton would not be left-deep; or when
+        a skip or ``PUBLISH`` is not at the top.
     """
+    return _chains(top(expr)[0])
+
+
+def _chains(expr: A.Expr) -> list[Chain]:
+    if isinstance(expr, (A.Skip, A.Publish)):
+        raise SubscriptionError("SKIP and PUBLISH apply to a whole subscription", expected="them at its end")
     if isinstance(expr, A.Stream):
         return [Chain(View(expr.name, ()), ())]
     if isinstance(expr, (A.Filter, A.Select)):
         step = ("filter", expr.pred) if isinstance(expr, A.Filter) else ("select", expr.items)
-        return [_append_step(c, step) for c in chains(expr.src)]
+        return [_append_step(c, step) for c in _chains(expr.src)]
     if isinstance(expr, A.Union):
-        out = chains(expr.left)
-        for c in chains(expr.right):
+        out = _chains(expr.left)
+        for c in _chains(expr.right):
             if c not in out:
                 out.append(c)
         return out
-    if isinstance(expr, (A.Next, A.Fold)):
-        name = "NEXT" if isinstance(expr, A.Next) else "FOLD"
-        rights = chains(expr.right)
+    if isinstance(expr, (A.Next, A.Fold, A.Unless)):
+        name = type(expr).__name__.upper()
+        rights = _chains(expr.right)
         if len(rights) != 1 or rights[0].ops:
             raise SubscriptionError(
                 f"the right operand of {name} must be one stream, possibly inside FILTER or SELECT "
@@ -100,9 +126,11 @@ def chains(expr: A.Expr) -> list[Chain]:
         right = rights[0].start
         if isinstance(expr, A.Next):
             spec = OpSpec("next", expr.pred, A.TRUE, (), right)
+        elif isinstance(expr, A.Unless):
+            spec = OpSpec("unless", expr.pred, A.TRUE, (), right, expr.window)
         else:
             spec = OpSpec("fold", expr.pred, expr.cont, expr.aggs, right)
-        return [Chain(c.start, c.ops + ((spec, ()),)) for c in chains(expr.left)]
+        return [Chain(c.start, c.ops + ((spec, ()),)) for c in _chains(expr.left)]
     raise TypeError(f"not a stream expression: {expr!r}")
 
 
@@ -243,6 +271,8 @@ def _uses(term, scopes: set[str]) -> bool:
         return _uses(term.left, scopes) or _uses(term.right, scopes)
     if isinstance(term, A.Neg):
         return _uses(term.operand, scopes)
+    if isinstance(term, A.Func):
+        return any(_uses(a, scopes) for a in term.args)
     return False
 
 
@@ -364,11 +394,16 @@ def partition_attribute(chs: list[Chain]) -> str | None:
                 if term.scope == A.FIRST and left.resolve(term.name) == raw:
                     cands.add(raw)
                 elif term.scope == A.LAST and left.resolve(term.name) == raw and (
-                    spec.kind == "next" or comb.resolve(term.name) == raw
+                    spec.kind != "fold" or comb.resolve(term.name) == raw
                 ):
                     cands.add(raw)
+            if spec.kind == "unless":
+                # a record that no event can kill (it lacks the attribute) is reported all the
+                # same: only records a partitioning operator before built carry it for sure
+                cands &= chain_cands or set()
+            else:  # an absence's record is the left one
+                left = comb
             chain_cands = cands if chain_cands is None else chain_cands & cands
-            left = comb
             for kind, arg in post:
                 if kind == "select":
                     left = _select_names(arg, left)

@@ -14,6 +14,10 @@ For each event (Demers et al., Section 3):
 4. affected instances traverse their rebind and forward edges (or are dropped), start
    edges create instances, and completed patterns are reported.
 
+Before all that, the ``UNLESS`` instances whose deadline is before the event's end fire
+(no killing event can come any more): their records go to their forward edges. Time
+passing without events does the same through :meth:`Engine.advance`.
+
 Instances created by an event are only visible to later events. A subscription added
 while instances are in flight only sees instances started after it was added, exactly as
 if it had its own automaton.
@@ -29,7 +33,7 @@ from matchers.errors import SubscriptionError
 
 from . import algebra as A
 from .automaton import Bucket, Inst, Node, Out, Start
-from .compiler import Chain, chains, node_key, start_key, view_is_static, view_static_atoms
+from .compiler import Chain, chains, node_key, start_key, top, view_is_static, view_static_atoms
 from .language import parse
 from .static import MatcherFilters, StaticFilters, tag
 
@@ -42,6 +46,29 @@ class Match(NamedTuple):
     t0: int
     t1: int
     witness: tuple[str, ...]
+
+
+class _Skip:
+    """The after-match skip of one subscription and the marks its matches left (see
+    :class:`.algebra.Skip`); runs are told apart by the sequence number of their start
+    event."""
+
+    __slots__ = ("mode", "after", "used", "limit")
+
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.after = -1  # past last: runs started at this sequence number or before report nothing
+        self.used: set[int] = set()  # to next: start events that reported
+        self.limit = 64  # size of ``used`` at which starts without live runs are forgotten
+
+    def admits(self, seq: int) -> bool:
+        return seq > self.after if self.mode == "past_last" else seq not in self.used
+
+    def mark(self, seq: int, after: int) -> None:
+        if self.mode == "past_last":
+            self.after = max(self.after, after)
+        else:
+            self.used.add(seq)
 
 
 class _Group:
@@ -83,9 +110,17 @@ class Engine:
         self._subs: dict[str, tuple[tuple, ...]] = {}  # sub -> links of its chains (see _link)
         self._heap: list = []
         self._heap_seq = 0
+        self._timers: list = []  # (deadline, tie-breaker, instance) of the UNLESS instances
         self.epoch = 0
         self.clock: int | None = None
+        self.seq = -1  # sequence number of the latest event
         self.instances = 0
+        self._skips: dict[str, _Skip] = {}
+        self._publishes: dict[str, str] = {}  # subscription -> the stream it publishes
+        self._reads: dict[str, frozenset[str]] = {}  # subscription -> the streams it reads
+        self._feed: list[tuple[Match, int]] = []  # records published by the current step, start sequence numbers
+        self._slow = False  # some subscription skips or publishes: accepts look at each subscription
+        self._hits: list[tuple[_Skip, int]] = []  # skip marks of the matches of the current step
 
     # ------------------------------------------------------------ subscriptions
     def __len__(self) -> int:
@@ -108,6 +143,9 @@ class Engine:
         try:
             expr = parse(text) if isinstance(text, str) else text
             chs = chains(expr)
+            _, mode, publish = top(expr)
+            reads = frozenset(s for c in chs for s in (c.start.stream, *(spec.right.stream for spec, _ in c.ops)))
+            self._check_cycle(sub_id, reads, publish)
         except SubscriptionError as exc:
             raise exc.with_id(sub_id) from None
         if sub_id in self._subs:
@@ -117,12 +155,41 @@ class Engine:
             since = self.epoch
         owner = None if self.merge else sub_id
         self._subs[sub_id] = tuple(self._link(sub_id, c, owner, since) for c in chs)
+        if mode is not None:
+            self._skips[sub_id] = _Skip(mode)
+        self._reads[sub_id] = reads
+        if publish is not None:
+            self._publishes[sub_id] = publish
+        self._slow = bool(self._skips or self._publishes)
+
+    def _check_cycle(self, sub: str, reads: frozenset[str], publish: str | None) -> None:
+        """Raise when ``sub`` (reading ``reads``, publishing ``publish``) would read,
+        through other subscriptions, what it publishes itself."""
+        if publish is None:
+            return
+        publishes = {**self._publishes, sub: publish}
+        readers = {**self._reads, sub: reads}
+        seen, todo = set(), [sub]
+        while todo:
+            cur = todo.pop()
+            stream = publishes.get(cur)
+            for other, rs in readers.items():
+                if stream is not None and stream in rs:
+                    if other == sub:
+                        raise SubscriptionError(f"PUBLISH {publish}: the subscription would read its own records", expected="no cycle of publications")
+                    if other not in seen:
+                        seen.add(other)
+                        todo.append(other)
 
     def remove(self, sub_id: str) -> bool:
         """Unregister a subscription; nodes no other subscription uses go with their instances."""
         links = self._subs.pop(sub_id, None)
         if links is None:
             return False
+        self._skips.pop(sub_id, None)
+        self._publishes.pop(sub_id, None)
+        self._reads.pop(sub_id, None)
+        self._slow = bool(self._skips or self._publishes)
         for link in links:
             self._unlink_chain(sub_id, *link)
         return True
@@ -219,27 +286,30 @@ class Engine:
 
     def _delete_node(self, node: Node) -> None:
         for bucket in list(node.buckets.values()):
-            for inst in list(bucket.plain) + list(bucket.insts):
+            for inst in bucket.all():
                 self._unlink(inst)
         del self.nodes[node.id]
 
     # ------------------------------------------------------------ instances
-    def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int) -> None:
+    def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int, seq: int) -> None:
         key = []
         for fn in node.eq_fns:
             v = fn(first, cur, cur, None)
-            if v is None or v != v:
-                return  # the equality can never hold (unknown, NaN): the instance could only loop
+            if v is None or v != v:  # the equality can never hold (unknown, NaN)
+                if node.window is None:
+                    return  # the instance could only loop
+                key = None  # UNLESS: nothing can kill it, it waits in a bucket no event looks up
+                break
             key.append(tag(v))
-        inst = Inst(node, first, cur, t0, t1, wit, born)
+        inst = Inst(node, first, cur, t0, t1, wit, born, seq)
         sorted_bound = False
         if node.rng_fn is not None:
             b = node.rng_fn(first, cur, cur, None)
-            if b is None:
+            if b is None and node.window is None:
                 return
             inst.bound = b
             sorted_bound = isinstance(b, (int, float)) and not isinstance(b, bool)
-        inst.key = k = tuple(key)
+        inst.key = k = key if key is None else tuple(key)
         bucket = node.buckets.get(k)
         if bucket is None:
             bucket = node.buckets[k] = Bucket()
@@ -250,6 +320,9 @@ class Engine:
         if node.deadline is not None:
             self._heap_seq += 1
             heapq.heappush(self._heap, (t0 + node.deadline - 1, self._heap_seq, inst))
+        if node.window is not None:
+            self._heap_seq += 1
+            heapq.heappush(self._timers, (t1 + node.window, self._heap_seq, inst))
 
     def _unlink(self, inst: Inst) -> None:
         node = inst.node
@@ -266,11 +339,55 @@ class Engine:
                 del active[inst.key]
 
     def next_expiry(self) -> int | None:
-        """The last time at which the oldest bounded instance can still fire (``None``: none)."""
-        heap = self._heap
-        while heap and not heap[0][2].alive:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        """The earliest time after which :meth:`advance` has something to do: the last
+        time the oldest bounded instance can still fire, or the earliest ``UNLESS``
+        deadline (``None``: none)."""
+        out = None
+        for heap in (self._heap, self._timers):
+            while heap and not heap[0][2].alive:
+                heapq.heappop(heap)
+            if heap and (out is None or heap[0][0] < out):
+                out = heap[0][0]
+        return out
+
+    def advance(self, now: int) -> list[Match]:
+        """Let time pass: every event ending at or before ``now`` has been processed.
+
+        The ``UNLESS`` instances whose deadline is ``now`` or earlier fire (the patterns
+        they complete are returned) and the instances that can no longer fire at ``now``
+        or later are dropped. The service calls it from its event-time watermark.
+        """
+        out = self._fire(now)
+        self._expire(now)
+        return out
+
+    def _fire(self, last: int, before: bool = False) -> list[Match]:
+        """Fire the ``UNLESS`` instances with a deadline at or before ``last`` (strictly
+        before with ``before``): those of one deadline at a time, in order, each time
+        leaving their skip marks and feeding back what they publish."""
+        timers = self._timers
+        out: list[Match] = []
+        while True:
+            while timers and not timers[0][2].alive:
+                heapq.heappop(timers)
+            if not timers or (timers[0][0] >= last if before else timers[0][0] > last):
+                return out
+            deadline = timers[0][0]
+            outputs: dict = {}
+            pending: list = []
+            while timers and timers[0][0] == deadline:
+                inst = heapq.heappop(timers)[2]
+                if inst.alive:
+                    self._unlink(inst)
+                    self._forward(inst.node.outs.values(), inst.cur, inst.t0, deadline, inst.wit, inst.born, inst.seq,
+                                  pending, outputs)
+            for args in pending:
+                self._insert(*args)
+            if self._hits:
+                self._mark(self.seq)
+            out += [m for same in outputs.values() for ms in same.values() for m in ms]
+            if self._feed:
+                out += self._publish()
 
     def expire(self, now: int) -> None:
         """Drop the instances that can no longer fire at time ``now`` or later."""
@@ -323,8 +440,19 @@ class Engine:
         if self.clock is not None and t1 < self.clock:
             raise ValueError(f"event {event.id!r} ends at {t1}, before the previous event ({self.clock})")
         self.clock = t1
-        self._expire(t1)
-        stream, attrs, eid = event.stream, event.attrs, event.id
+        fired = self._fire(t1, before=True) if self._timers else None
+        self.seq += 1
+        heap = self._heap
+        if heap and heap[0][0] < t1:
+            self._expire(t1)
+        out = self._step(event.stream, event.attrs, t0, t1, (event.id,), self.seq, sat)
+        return fired + out if fired else out
+
+    def _step(self, stream: str, attrs: dict, t0: int, t1: int, ewit: tuple, seq: int,
+              sat: set[int] | None = None) -> list[Match]:
+        """One event (or published record, ``ewit`` its witness, ``seq`` the start
+        sequence number of the runs it starts) through the automaton; what it completes,
+        and what the records it publishes complete."""
         if sat is None:
             sat = self.static.match(stream, attrs) if self.indexed else set()
         outputs: dict = {}
@@ -365,14 +493,16 @@ class Engine:
         # transitions
         for node, inst, v2, dur in affected:
             self._unlink(inst)
-            wit = inst.wit + (eid,)
+            if node.kind == "unless":  # killed: the absence did not happen
+                continue
+            wit = inst.wit + ewit
             combined = {**inst.cur, **v2}
             if node.kind == "fold":
                 if node.cont(inst.first, inst.cur, v2, dur) is not True:
                     continue
                 combined = node.aggs(inst.first, inst.cur, v2, dur, combined)
-                pending.append((node, inst.first, combined, inst.t0, t1, wit, inst.born))
-            self._forward(node.outs.values(), combined, inst.t0, t1, wit, inst.born, pending, outputs)
+                pending.append((node, inst.first, combined, inst.t0, t1, wit, inst.born, inst.seq))
+            self._forward(node.outs.values(), combined, inst.t0, t1, wit, inst.born, inst.seq, pending, outputs)
         # start edges
         starts: list[Start] = []
         if sat:
@@ -384,67 +514,130 @@ class Engine:
         for start in starts:
             rec = attrs if start.fn is None else start.fn(attrs, t0, t1)
             if rec is not None:
-                self._forward((start.out,), rec, t0, t1, (eid,), self.epoch, pending, outputs, raw=True)
+                self._forward((start.out,), rec, t0, t1, ewit, self.epoch, seq, pending, outputs, raw=True)
         for args in pending:
             self._insert(*args)
-        return [m for same in outputs.values() for ms in same.values() for m in ms]
+        if self._hits:
+            self._mark(self.seq)
+        out = [m for same in outputs.values() for ms in same.values() for m in ms]
+        return out + self._publish() if self._feed else out
 
-    def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int,
+    def _publish(self) -> list[Match]:
+        """Feed the records just published back as events of their streams, in order of
+        subscription, witness, start and attributes, each followed by what it publishes."""
+        feed = sorted(self._feed, key=lambda ms: (ms[0].sub_id, ms[0].witness, ms[0].t0, repr(sorted(ms[0].attrs.items()))))
+        self._feed = []
+        out: list[Match] = []
+        for m, seq in feed:
+            out += self._step(self._publishes[m.sub_id], m.attrs, m.t0, m.t1, m.witness, seq)
+        return out
+
+    def _mark(self, after: int) -> None:
+        """Leave the skip marks of the matches just reported (``after``: the sequence
+        number of the last event at or before which they were reported)."""
+        for sk, seq in self._hits:
+            sk.mark(seq, after)
+        self._hits.clear()
+        for sk in self._skips.values():
+            if len(sk.used) > sk.limit:  # forget the start events whose runs are all gone
+                live = {inst.seq for node in self.nodes.values() for b in node.buckets.values() for inst in b.all()}
+                live.update(seq for _, seq in self._feed)  # published records yet to start runs
+                sk.used &= live
+                sk.limit = 2 * len(sk.used) + 64
+
+    def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int, seq: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
         nodes = self.nodes
+        slow = self._slow
         for out in outs:
             rec = attrs if raw else out.fn(attrs, t0, t1)
             if rec is None:
                 continue
             for nid in out.dests:
-                pending.append((nodes[nid], rec, rec, t0, t1, wit, born))
+                pending.append((nodes[nid], rec, rec, t0, t1, wit, born, seq))
             if not out.accept:
                 continue
             # subscriptions added after this instance started do not see it
             key = (wit, t0)
             same = outputs.get(key)
-            if same is None:
+            if same is None and not slow:
                 outputs[key] = {sub: [Match(sub, rec, t0, t1, wit)] for sub, since in out.accept.items() if born >= since}
                 continue
+            if same is None:
+                same = outputs[key] = {}
+            skips, publishes = self._skips, self._publishes
             # a record is reported once (another derivation of the same witness may give an equal one)
             for sub, since in out.accept.items():
                 if born < since:
                     continue
+                sk = skips.get(sub)
+                if sk is not None:
+                    if not sk.admits(seq):
+                        continue
+                    self._hits.append((sk, seq))
                 ms = same.get(sub)
                 if ms is None:
-                    same[sub] = [Match(sub, rec, t0, t1, wit)]
-                elif all(m.attrs is not rec and m.attrs != rec for m in ms):
-                    ms.append(Match(sub, rec, t0, t1, wit))
+                    m = Match(sub, rec, t0, t1, wit)
+                    same[sub] = [m]
+                elif all(m.attrs is not rec and not A.same_attrs(m.attrs, rec) for m in ms):
+                    m = Match(sub, rec, t0, t1, wit)
+                    ms.append(m)
+                else:
+                    continue
+                if sub in publishes:
+                    self._feed.append((m, seq))
 
-    def run(self, events: Iterable[A.Event]) -> list[tuple[int, Match]]:
-        """Process events in order; ``(index of the completing event, match)`` pairs."""
+    def run(self, events: Iterable[A.Event], until: int | None = None) -> list[tuple[int, Match]]:
+        """Process events in order, then :meth:`advance` to ``until`` when given;
+        ``(index of the completing event, match)`` pairs (the number of events for the
+        matches of the final advance)."""
         out: list[tuple[int, Match]] = []
-        for i, e in enumerate(events):
-            out.extend((i, m) for m in self.process(e))
+        n = 0
+        for n, e in enumerate(events, 1):
+            out.extend((n - 1, m) for m in self.process(e))
+        if until is not None:
+            out.extend((n, m) for m in self.advance(until))
         return out
 
     # ------------------------------------------------------------ state
     def export_instances(self) -> list[tuple]:
-        """Every live instance as plain data ``(node id, first, cur, t0, t1, witness, born)``."""
+        """The engine's state as plain rows: every live instance ``(node id, first, cur, t0,
+        t1, witness, born, start sequence number)``, then the marks of the subscriptions
+        with an after-match skip that have any ``(None, subscription, after, used starts)``."""
         out: list[tuple] = []
         for node in self.nodes.values():
             for bucket in node.buckets.values():
-                for inst in list(bucket.plain) + bucket.insts:
-                    out.append((node.id, inst.first, inst.cur, inst.t0, inst.t1, inst.wit, inst.born))
+                for inst in bucket.all():
+                    out.append((node.id, inst.first, inst.cur, inst.t0, inst.t1, inst.wit, inst.born, inst.seq))
+        for sub, sk in self._skips.items():
+            if sk.after >= 0 or sk.used:
+                out.append((None, sub, sk.after, sorted(sk.used)))
         return out
 
     def load_instances(self, instances: Iterable[tuple], clock: int | None) -> int:
         """Replace all instances by ``instances`` (from :meth:`export_instances`).
 
-        Instances of nodes that no longer exist are skipped. Returns how many were loaded.
+        Instances of nodes that no longer exist (and marks of subscriptions without a
+        skip) are skipped; rows without a sequence number (an older engine's) start at 0.
+        Returns how many instances were loaded.
         """
         self.clear_instances()
         self.clock = clock
         n = 0
-        for nid, first, cur, t0, t1, wit, born in instances:
+        for row in instances:
+            if row[0] is None:
+                _, sub, after, used = row
+                sk = self._skips.get(sub)
+                if sk is not None:
+                    sk.after, sk.used = after, set(used)
+                    self.seq = max(self.seq, after, *used)
+                continue
+            nid, first, cur, t0, t1, wit, born, *seq = row
             node = self.nodes.get(nid)
             if node is not None:
-                self._insert(node, first, cur, t0, t1, tuple(wit), born)
+                s = seq[0] if seq else 0
+                self._insert(node, first, cur, t0, t1, tuple(wit), born, s)
+                self.seq = max(self.seq, s)
                 n += 1
         return n
 
@@ -455,8 +648,12 @@ class Engine:
         for group in self._groups.values():
             group.active.clear()
         self._heap.clear()
+        self._timers.clear()
         self.instances = 0
         self.clock = None
+        self.seq = -1
+        for sk in self._skips.values():
+            sk.after, sk.used = -1, set()
 
 
 def _drop(out: Out, dest: str | None, sub: str) -> None:

@@ -10,12 +10,14 @@ attributes of their input (and ``DUR``); a ``NEXT`` predicate sees ``$1.x`` (or 
 for the left record and ``$2.x`` for the right one; a ``FOLD`` predicate or aggregate
 sees ``$1.x`` (the record that started the iteration), ``$.x`` (the latest one) and
 ``$2.x``; ``DUR`` in a ``NEXT``/``FOLD`` predicate is the duration of the record they
-would produce. A mistake is a ``SubscriptionError`` naming its position and what was
+would produce. ``S WITHIN n`` keeps the records of ``S`` spanning at most ``n`` ticks
+(``t1 - t0 <= n``; :func:`.algebra.within`). A mistake is a ``SubscriptionError`` naming its position and what was
 expected there.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from importlib import resources
 
@@ -30,6 +32,7 @@ _SCOPE_OF_PREFIX = {"$1": A.FIRST, "$": A.LAST, "$2": A.SECOND}
 # Which scopes a context allows, and the name of the context for messages.
 _FILTER = ("FILTER or SELECT", frozenset({A.BARE}))
 _NEXT = ("NEXT", frozenset({A.FIRST, A.LAST, A.SECOND}))
+_UNLESS = ("UNLESS", frozenset({A.FIRST, A.LAST, A.SECOND}))
 _FOLD = ("FOLD", frozenset({A.FIRST, A.LAST, A.SECOND}))
 
 _TOKEN_NAMES = {
@@ -95,6 +98,13 @@ def parse(text: str) -> A.Expr:
         tree = _parser().parse(text)
     except lark.UnexpectedToken as exc:
         tok = exc.token
+        select = _select_before(text, tok)
+        if select is not None:
+            raise SubscriptionError(
+                "a SELECT used as an operand needs parentheses of its own",
+                position=_where(text, *_line_col(text, select)),
+                expected="(SELECT ... FROM ...)",
+            ) from None
         if tok.type == "$END":
             shown, pos = "end of the text", _end(text)
         else:
@@ -108,7 +118,7 @@ def parse(text: str) -> A.Expr:
         ) from None
     except lark.UnexpectedEOF as exc:
         raise SubscriptionError("unexpected end of the text", position=_end(text), expected=_expected(set(exc.expected))) from None
-    return _Converter(text).stream(tree)
+    return _Converter(text).top(tree)
 
 
 class _Converter:
@@ -123,6 +133,22 @@ class _Converter:
         return SubscriptionError(message, position=pos, expected=expected)
 
     # ---------------------------------------------------------- stream expressions
+    def top(self, node) -> A.Expr:
+        """A whole subscription: the expression, its after-match skip, what it publishes."""
+        ch = node.children
+        if node.data == "top":
+            expr = self.stream(ch[0])
+            rest = ch[1:]
+        else:
+            expr = A.Select(self.sel_list(ch[1], _FILTER), self.stream(ch[3]))
+            rest = ch[4:]
+        if rest and isinstance(rest[0], lark.Tree):
+            expr = A.Skip("past_last" if rest[0].data == "skip_past_last" else "to_next", expr)
+            rest = rest[1:]
+        if rest:
+            expr = A.Publish(str(rest[1]), expr)
+        return expr
+
     def stream(self, node) -> A.Expr:
         if isinstance(node, lark.Token):  # a bare stream name reduced by '?'
             return A.Stream(str(node))
@@ -137,20 +163,35 @@ class _Converter:
             return A.Filter(self.pred(ch[1], _FILTER), self.stream(ch[2]))
         if kind == "union":
             return A.Union(self.stream(ch[0]), self.stream(ch[2]))
+        if kind == "within":
+            return A.within(self.stream(ch[0]), _number(ch[2]))
         if kind == "next":
-            return A.Next(self.stream(ch[0]), self.pred(ch[2], _NEXT), self.stream(ch[3]))
+            return A.Next(self.stream(ch[0]), self.pred(ch[2], _NEXT), self.right(ch[1], ch[3]))
+        if kind == "unless":
+            if _number(ch[3]) <= 0:  # with none, nothing could kill a record: it would only be delayed
+                raise self._fail("the window of UNLESS must be more than 0 ticks", ch[3], "a number > 0")
+            return A.Unless(self.stream(ch[0]), self.pred(ch[2], _UNLESS), _number(ch[3]), self.right(ch[1], ch[4]))
         if kind == "fold":
             left = self.stream(ch[0])
             pred = self.pred(ch[2], _FOLD)
             cont = self.pred(ch[3], _FOLD)
             if len(ch) == 6:
                 aggs = self.sel_list(ch[4], _FOLD, need_names=True)
-                right = self.stream(ch[5])
+                right = self.right(ch[1], ch[5])
             else:
                 aggs = ()
-                right = self.stream(ch[4])
+                right = self.right(ch[1], ch[4])
             return A.Fold(left, pred, cont, aggs, right)
         raise self._fail("expected a stream expression", node, "a stream name, FILTER, SELECT or '('")
+
+    def right(self, op, node) -> A.Expr:
+        """The right operand of ``NEXT``/``FOLD``: one stream inside ``FILTER``/``SELECT``."""
+        expr = self.stream(node)
+        if not A.is_view(expr):
+            raise self._fail(
+                f"the right operand of {str(op).upper()} must be one stream, possibly inside FILTER or SELECT "
+                "(automata are left-deep)", node, "a stream name on the right")
+        return expr
 
     def sel_list(self, node, ctx, need_names: bool = False) -> tuple[A.SelectItem, ...]:
         items = []
@@ -200,8 +241,7 @@ class _Converter:
             kind = node.data
             ch = node.children
             if kind == "number":
-                s = str(ch[0])
-                return A.Const(float(s) if any(c in s for c in ".eE") else int(s))
+                return A.Const(_number(ch[0]))
             if kind == "string":
                 return A.Const(str(ch[0])[1:-1].replace("''", "'"))
             if kind == "dur":
@@ -222,7 +262,7 @@ class _Converter:
                 scope = _SCOPE_OF_PREFIX[prefix]
                 if scope not in scopes:
                     raise self._fail(f"{prefix}.{attr} is not available in {name}", tok, "a bare attribute name")
-                if name == "NEXT" and scope == A.FIRST:
+                if name in ("NEXT", "UNLESS") and scope == A.FIRST:
                     scope = A.LAST  # one left record: $1 and $ are the same
                 return A.Attr(scope, attr)
             if kind in ("sum_expr", "prod_expr"):
@@ -232,7 +272,33 @@ class _Converter:
                 return out
             if kind in ("true", "false"):
                 return A.Const(kind == "true")
+            if kind == "call":
+                fn = str(ch[0]).lower()
+                if fn not in A.FUNCTIONS:
+                    raise self._fail(f"unknown function {str(ch[0])!r}", ch[0], "min or max")
+                return A.Func(fn, tuple(self.value(c, ctx) for c in ch[1:]))
         raise self._fail("expected a value", node, "a number, a string or an attribute")
+
+
+def _number(tok) -> int | float:
+    s = str(tok)
+    return float(s) if any(c in s for c in ".eE") else int(s)
+
+
+def _select_before(text: str, tok) -> int | None:
+    """Offset of a ``SELECT`` read as a name just before ``tok`` (a ``SELECT`` where only
+    a stream fits: an operand that needs its own parentheses), else ``None``."""
+    end = len(text) if tok.type == "$END" else tok.start_pos
+    m = _SELECT_AT_END.search(text, 0, end)
+    return None if m is None else m.start(1)
+
+
+_SELECT_AT_END = re.compile(r"(?i)\b(select)\s*\Z")
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _is_kw(node) -> bool:

@@ -109,7 +109,8 @@ class StaticFilters:
         self._atoms[cid] = atoms
         access = next((a for a in atoms if a[1] == "="), None)
         if access is None:
-            access = next((a for a in atoms if a[1] in ("<", "<=", ">", ">=") and _is_num(a[2])), None)
+            # a NaN constant satisfies no range atom: it cannot be a sorted key
+            access = next((a for a in atoms if a[1] in ("<", "<=", ">", ">=") and _is_num(a[2]) and a[2] == a[2]), None)
         # the access atom holds for every candidate found through it: check the others
         rest = tuple(a for a in atoms if a is not access)
         self._fns[cid] = conj_fn(rest) if rest else None
@@ -174,7 +175,7 @@ class StaticFilters:
                     candidates.append(hit)
         for (name, op), (consts, ids) in idx.rng.items():
             v = attrs.get(name)
-            if not _is_num(v):
+            if not _is_num(v) or v != v:  # NaN satisfies no range atom (and would break bisect)
                 continue
             if op == ">":  # v > c
                 candidates.append(ids[: bisect_left(consts, v)])
