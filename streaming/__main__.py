@@ -195,12 +195,15 @@ class Service:
         from streaming.match_job import MatchJob
         from streaming.shared_index import remove_application
         from streaming.spark import get_session
+        from streaming.tenants import Tenants
 
         settings, stop = self.settings, self.request.event
         warm(settings.match.matcher)
         with kafka_endpoint(settings) as servers:
             client = settings.kafka.client_config(servers)
-            counts = ensure_topics(client, settings.kafka.topic_partitions())
+            tenants = Tenants.of(settings)
+            counts = ensure_topics(client, {**settings.kafka.topic_partitions(),
+                                            **(tenants.topic_partitions(settings) if tenants else {})})
             log.info("topics %s on %s", counts, servers)
             spark = get_session(settings.spark.app_name, settings.spark.master, dict(settings.spark.conf),
                                 log_dir=settings.status.log_dir)
