@@ -17,6 +17,7 @@ record on a tenant's topic is refused.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -176,7 +177,7 @@ class Admission:
                 refused.append(error(SUBSCRIPTION, value, change.position, reason, key))
                 continue
             internal = self.tenants.internal(tenant, change.id)
-            sub = change.subscription._replace(id=internal) if change.subscription is not None else None
+            sub = dataclasses.replace(change.subscription, id=internal) if change.subscription is not None else None
             _step(usage, pending, before, internal, sub)
             accepted.append(change._replace(id=internal, subscription=sub))
         return accepted, refused
