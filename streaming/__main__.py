@@ -376,6 +376,10 @@ def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
     if reg:
         print(f"registry: version {reg.get('version')}, {reg.get('subscriptions')} subscriptions, "
               f"snapshots {reg.get('snapshots')}")
+    for tenant, use in (doc.get("tenants") or {}).items():
+        quota = {k: v for k, v in use["quotas"].items() if v}
+        print(f"tenant {tenant}: {use['subscriptions']} subscriptions, {use['predicates']} predicates"
+              + (f" (quotas {quota})" if quota else ""))
     totals = doc.get("totals") or {}
     if totals:
         print("totals: " + ", ".join(f"{k}={int(v)}" for k, v in totals.items()))

@@ -685,7 +685,8 @@ class MatchJob:
         self.history = (self.history + [metrics])[-1000:]
         self.batches += 1
         log.info(metrics.log_line())
-        self.status.write("running", metrics, registry=dict(self.registry.describe()))
+        tenants = {"tenants": self.admission.describe(self.registry)} if self.admission is not None else {}
+        self.status.write("running", metrics, registry=dict(self.registry.describe()), **tenants)
 
     @property
     def subscription_topics(self) -> tuple[str, ...]:

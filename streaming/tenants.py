@@ -45,6 +45,11 @@ OPERATOR = ""
 Row = tuple[bytes | None, bytes | None, str, int, int]
 
 
+def topic_of(base: str, tenant: str) -> str:
+    """A tenant's topic of an operator topic ``base`` (the operator's is ``base`` itself)."""
+    return f"{base}.{tenant}" if tenant else base
+
+
 @dataclass(frozen=True)
 class Tenants:
     """The tenants' topics and quotas (picklable: it travels to the executors with the batch).
@@ -73,24 +78,20 @@ class Tenants:
         return cls(names, k.subscriptions_topic, k.notifications_topic, k.errors_topic,
                    settings.tenants.quota_table())
 
-    def topic(self, base: str, tenant: str) -> str:
-        """The tenant's topic of an operator topic (the operator's is ``base`` itself)."""
-        return f"{base}.{tenant}" if tenant else base
-
     def topic_partitions(self, settings: Settings) -> dict[str, int]:
         """Every tenant's topics and their partition counts (the operator's are the settings')."""
         k = settings.kafka
         out: dict[str, int] = {}
         for t in self.names:
-            out[self.topic(k.subscriptions_topic, t)] = k.subscriptions_partitions
-            out[self.topic(k.notifications_topic, t)] = k.notifications_partitions
-            out[self.topic(k.errors_topic, t)] = k.errors_partitions
+            out[topic_of(k.subscriptions_topic, t)] = k.subscriptions_partitions
+            out[topic_of(k.notifications_topic, t)] = k.notifications_partitions
+            out[topic_of(k.errors_topic, t)] = k.errors_partitions
         return out
 
     @property
     def subscription_topics(self) -> tuple[str, ...]:
         """The operator's subscriptions topic and every tenant's."""
-        return (self.subscriptions_topic, *(self.topic(self.subscriptions_topic, t) for t in self.names))
+        return (self.subscriptions_topic, *(topic_of(self.subscriptions_topic, t) for t in self.names))
 
     def tenant_of_topic(self, topic: str) -> str:
         """The tenant a subscriptions (or errors) topic belongs to (the operator's for any other)."""
@@ -117,11 +118,11 @@ class Tenants:
     def route(self, internal: str) -> tuple[str, str]:
         """``(notifications topic, the tenant's subscription id)`` of an internal id."""
         tenant, sub_id = self.split(internal)
-        return self.topic(self.notifications_topic, tenant), sub_id
+        return topic_of(self.notifications_topic, tenant), sub_id
 
     def errors_topic_of(self, record_topic: str) -> str:
         """Where the error record of a record read from ``record_topic`` goes."""
-        return self.topic(self.errors_topic, self.tenant_of_topic(record_topic))
+        return topic_of(self.errors_topic, self.tenant_of_topic(record_topic))
 
 
 def _cost(sub: Subscription | None) -> tuple[int, int]:
@@ -220,9 +221,10 @@ class Admission:
             _step(usage, pending, registry.subscriptions, c.id, c.subscription if c.op == UPSERT else None)
         self.version = registry.version + 1
 
-    def describe(self) -> dict[str, Any]:
-        """Each tenant's usage and quotas (for ``status``)."""
-        return {t: {"subscriptions": self.usage.get(t, [0, 0])[0], "predicates": self.usage.get(t, [0, 0])[1],
+    def describe(self, registry: Registry) -> dict[str, Any]:
+        """Each tenant's usage of ``registry`` and its quotas (for ``status``)."""
+        usage = self._usage(registry)
+        return {t: {"subscriptions": usage.get(t, [0, 0])[0], "predicates": usage.get(t, [0, 0])[1],
                     "quotas": dict(self.tenants.quotas.get(t, {}))} for t in self.tenants.names}
 
 

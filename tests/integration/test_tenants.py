@@ -10,6 +10,7 @@ import pytest
 
 from streaming.kafka.admin import ensure_topics
 from streaming.match_job import MatchJob
+from streaming.metrics import read_status
 from streaming.tenants import Tenants
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import make_topics, notification_docs, service_settings
@@ -60,3 +61,6 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
     assert consume_all(kafka_config, f"{topics.errors}.beta") == []
     assert consume_all(kafka_config, topics.errors) == []
     assert sorted(job.registry.subscriptions) == ["acme:a2", "beta:x"]
+    usage = read_status(settings.status.status_file)["tenants"]
+    assert usage["acme"]["subscriptions"] == 1 and usage["beta"] == {
+        "subscriptions": 1, "predicates": 1, "quotas": {"subscriptions": 2, "predicates": 0}}

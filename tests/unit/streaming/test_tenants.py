@@ -16,7 +16,7 @@ from streaming.match_job import (
 )
 from streaming.records import default_parser
 from streaming.registry import Registry
-from streaming.tenants import Admission, Tenants, usage_of
+from streaming.tenants import Admission, Tenants, topic_of, usage_of
 from streaming.validity import ValidEvent
 
 from .helpers import LocalBroadcast, kafka_batch
@@ -58,6 +58,7 @@ def test_layout_and_ids(tmp_path):
     assert t.internal("", "acme:x") != t.internal("acme", "x")
     assert t.route(t.internal("beta", "x")) == ("notifications.beta", "x")
     assert t.topic_partitions(settings_for(tmp_path))["notifications.acme"] == 2
+    assert topic_of("errors", "acme") == "errors.acme" and topic_of("errors", "") == "errors"
 
 
 def test_config_quotas_and_names():
@@ -105,7 +106,7 @@ def test_quotas_refuse_one_tenant_and_leave_the_others_alone(tmp_path):
     assert "past its quota of 2" in refused[("subscriptions.acme", 2)]
     assert "4 predicates" in refused[("subscriptions.beta", 1)]
     assert set(reg.subscriptions) == {"acme:a0", "acme:a1", "beta:b0", "op0", "op1", "op2"}
-    assert gate.describe()["acme"]["subscriptions"] == 2 and gate.usage == usage_of(reg.subscriptions.items())
+    assert gate.describe(reg)["acme"] == {"subscriptions": 2, "predicates": 2, "quotas": {"subscriptions": 2, "predicates": 0}} and gate.usage == usage_of(reg.subscriptions.items())
     # replacing a held subscription is no new one; a delete frees room for the next
     out = apply_changes(reg, 1, rows_of(("subscriptions.acme", {"id": "a1", "expr": "price < 6"}),
                                         ("subscriptions.acme", {"op": "delete", "id": "a0"}),
