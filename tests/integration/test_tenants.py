@@ -64,3 +64,25 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
     usage = read_status(settings.status.status_file)["tenants"]
     assert usage["acme"]["subscriptions"] == 1 and usage["beta"] == {
         "subscriptions": 1, "predicates": 1, "quotas": {"subscriptions": 2, "predicates": 0}}
+
+
+def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
+    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+):
+    topics = make_topics(topic_factory, event_partitions=1)
+    first = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"]).replace(tenants={"names": "acme"})
+    both = first.replace(tenants={"names": "acme,beta"})
+    ensure_topics(kafka_config, Tenants.of(both).topic_partitions(both))
+    produce(kafka_config, f"{topics.subscriptions}.acme", [upsert("x", "price < 5")])
+    produce(kafka_config, f"{topics.subscriptions}.beta", [upsert("x", "price > 5")])  # before beta is served
+    for settings, event in ((first, b'{"price": 8}'), (both, b'{"price": 9}')):
+        query = MatchJob(settings, spark, kafka_config).start()
+        try:
+            query.processAllAvailable()
+            produce(kafka_config, topics.events, [event], partition=0)
+            query.processAllAvailable()
+            assert query.exception() is None
+        finally:
+            query.stop()
+    assert {d["offset"] for d in notification_docs(kafka_config, f"{topics.notifications}.beta", 1)} == {1}
+    assert consume_all(kafka_config, f"{topics.notifications}.acme") == []
