@@ -26,6 +26,7 @@ from kafka import KafkaConsumer
 from streaming.config import ConfigError, add_arguments, from_arguments
 from streaming.kafka.config import config_client_kwargs
 from streaming.notifications import Deduplicator
+from streaming.tenants import topic_of
 
 GROUP_SETTINGS = {"max_poll_interval_ms": 5000, "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 
@@ -56,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--group", default="follow", help="consumer group id")
     parser.add_argument("--errors", action="store_true", help="follow the errors topic instead")
     parser.add_argument("--topic", default=None, help="topic to follow (overrides the configured one)")
+    parser.add_argument("--tenant", default=None, help="follow this tenant's topic (<topic>.<tenant>)")
     parser.add_argument("--from-beginning", action="store_true", help="a new group starts at the earliest offset")
     parser.add_argument("--json", action="store_true", help="print the records as JSON lines")
     parser.add_argument("--subscription", action="append", default=[], help="only these subscription ids")
@@ -68,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         parser.error(str(exc))
     topic = args.topic or (settings.kafka.errors_topic if args.errors else settings.kafka.notifications_topic)
+    if args.tenant:
+        topic = topic_of(topic, args.tenant)
     consumer = KafkaConsumer(topic, **config_client_kwargs(client, "consumer"), group_id=args.group,
                              auto_offset_reset="earliest" if args.from_beginning else "latest", **GROUP_SETTINGS)
     dedup = None if args.keep_duplicates else Deduplicator()

@@ -28,6 +28,7 @@ from matchers.errors import PubSubError
 from scripts.workloads import WORKLOADS
 from streaming.config import ConfigError, add_arguments, from_arguments
 from streaming.kafka.config import config_client_kwargs
+from streaming.tenants import topic_of
 
 
 def records_from_file(path: str) -> Iterator[dict]:
@@ -98,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.subscribe", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     parser.add_argument("--topic", default=None, help="default: the configured subscriptions topic")
+    parser.add_argument("--tenant", default=None, help="write to this tenant's subscriptions topic (<topic>.<tenant>)")
     sub = parser.add_subparsers(dest="action", required=True)
     add = sub.add_parser("add", help="register (or replace) subscriptions")
     src = add.add_mutually_exclusive_group(required=True)
@@ -121,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         parser.error(str(exc))
     topic = args.topic or settings.kafka.subscriptions_topic
+    if args.tenant:
+        topic = topic_of(topic, args.tenant)
     total: int | None = None
     if args.action == "add":
         if args.file:

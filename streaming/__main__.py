@@ -210,12 +210,15 @@ class Service:
         from streaming.match_job import MatchJob
         from streaming.shared_index import remove_application
         from streaming.spark import get_session
+        from streaming.tenants import Tenants
 
         settings, stop = self.settings, self.request.event
         warm(settings.match.matcher)
         with kafka_endpoint(settings) as servers:
             client = settings.kafka.client_config(servers)
-            counts = ensure_topics(client, settings.kafka.topic_partitions())
+            tenants = Tenants.of(settings)
+            counts = ensure_topics(client, {**settings.kafka.topic_partitions(),
+                                            **(tenants.topic_partitions(settings) if tenants else {})})
             log.info("topics %s on %s", counts, servers)
             spark = get_session(settings.spark.app_name, settings.spark.master, dict(settings.spark.conf),
                                 log_dir=settings.status.log_dir)
@@ -378,6 +381,10 @@ def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
     if reg:
         print(f"registry: version {reg.get('version')}, {reg.get('subscriptions')} subscriptions, "
               f"snapshots {reg.get('snapshots')}")
+    for tenant, use in (doc.get("tenants") or {}).items():
+        quota = {k: v for k, v in use["quotas"].items() if v}
+        print(f"tenant {tenant}: {use['subscriptions']} subscriptions, {use['predicates']} predicates"
+              + (f" (quotas {quota})" if quota else ""))
     totals = doc.get("totals") or {}
     if totals:
         print("totals: " + ", ".join(f"{k}={int(v)}" for k, v in totals.items()))

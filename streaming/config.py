@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -177,6 +178,61 @@ PRODUCER_MESSAGE_BYTES = 1_000_000
 """The producer's own bound on a record when ``kafka.client.max_request_size`` is not set."""
 
 
+TENANT_NAME = r"[A-Za-z0-9_-]{1,64}"
+"""A tenant's name: letters, digits, ``_`` and ``-`` (no ``.``, so no topic of one tenant
+extends another's name; no ``:``, the separator of tenant and subscription id)."""
+QUOTAS = ("subscriptions", "predicates")
+
+
+@dataclass(frozen=True)
+class TenantsSettings:
+    """Tenants served besides the operator (:mod:`streaming.tenants`) and their quotas.
+
+    Parameters
+    ----------
+    names : comma-separated tenant names; "" keeps the single-tenant layout.
+    subscriptions : most subscriptions a tenant holds at once (0: no bound).
+    predicates : most predicates over all of a tenant's subscriptions (0: no bound).
+    quotas : per-tenant overrides, ``{"<tenant>.<quota>": n}`` or ``{"<tenant>": {"<quota>": n}}``
+        (``<tenant>_<quota>`` from the environment).
+    """
+
+    names: str = ""
+    subscriptions: int = 0
+    predicates: int = 0
+    quotas: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def tenants(self) -> tuple[str, ...]:
+        return tuple(n.strip() for n in self.names.split(",") if n.strip())
+
+    def quota_table(self) -> dict[str, dict[str, int]]:
+        """``{tenant: {quota: bound}}`` of every tenant (0: no bound).
+
+        Raises
+        ------
+        ConfigError
+            On an unknown tenant or quota, or a bound that is not a non-negative integer.
+        """
+        table = {t: {"subscriptions": self.subscriptions, "predicates": self.predicates} for t in self.tenants}
+        flat: dict[str, Any] = {}
+        for key, value in self.quotas.items():
+            if isinstance(value, Mapping):
+                flat.update({f"{key}.{k}": v for k, v in value.items()})
+            else:
+                flat[key] = value
+        for key, value in flat.items():
+            tenant, _, quota = key.rpartition("." if "." in key else "_")  # "_": from PUBSUB_TENANTS_QUOTAS_*
+            if tenant not in table or quota not in QUOTAS:
+                raise ConfigError(f"tenants.quotas: {key!r} is not <tenant>.<quota> of a configured tenant "
+                                  f"({', '.join(table) or 'none'}) and one of {QUOTAS}")
+            bound = _coerce(value, int, f"tenants.quotas.{key}")
+            if bound < 0:
+                raise ConfigError(f"tenants.quotas.{key} must be 0 (no bound) or positive")
+            table[tenant][quota] = bound
+        return table
+
+
 @dataclass(frozen=True)
 class StatusSettings:
     status_file: str = "var/status.json"
@@ -196,6 +252,7 @@ class Settings:
     patterns: PatternsSettings = field(default_factory=PatternsSettings)
     status: StatusSettings = field(default_factory=StatusSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
+    tenants: TenantsSettings = field(default_factory=TenantsSettings)
 
     @property
     def checkpoint(self) -> str:
@@ -222,13 +279,15 @@ class Settings:
 
     def replace(self, **sections: Mapping[str, Any]) -> Settings:
         """A copy with some settings changed: ``replace(kafka={"events_topic": "e2"})``."""
-        return _build(self, {name: dict(values) for name, values in sections.items()}, "replace()")
+        settings = _build(self, {name: dict(values) for name, values in sections.items()}, "replace()")
+        settings.tenants.quota_table()  # checked once complete: tenants.names may come from a later source
+        return settings
 
 
 CHECKPOINT_SCHEMES = frozenset({"file", "hdfs", "viewfs", "s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss"})
 """File systems a checkpoint location may name (those of ``pyarrow.fs`` and Hadoop's S3 aliases)."""
 
-_PASS_THROUGH = {("kafka", "client"), ("spark", "conf")}
+_PASS_THROUGH = {("kafka", "client"), ("spark", "conf"), ("tenants", "quotas")}
 _PATHS = (("spark", "checkpoint_dir"), ("status", "status_file"), ("status", "log_dir"), ("kafka", "embedded_data_dir"))
 """Settings holding a local path, made absolute against :data:`PROJECT_ROOT` by :func:`load`."""
 
@@ -339,6 +398,13 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"limits.{f.name} must be at least 1")
     if s.limits.depth > MAX_DEPTH:
         raise ConfigError(f"limits.depth must be at most {MAX_DEPTH}")
+    names = s.tenants.tenants
+    bad = [n for n in names if not re.fullmatch(TENANT_NAME, n)]
+    if bad or len(set(names)) != len(names):
+        raise ConfigError(f"tenants.names must be distinct names of 1-64 letters, digits, '_' or '-', not {bad or names}")
+    for key in QUOTAS:
+        if getattr(s.tenants, key) < 0:
+            raise ConfigError(f"tenants.{key} must be 0 (no bound) or positive")
     client = s.kafka.client
     producer_max = _coerce(client.get("max_request_size", client.get("max.request.size", PRODUCER_MESSAGE_BYTES)),
                            int, "kafka.client.max_request_size")
@@ -381,7 +447,7 @@ def parse_set(items: Iterable[str]) -> dict[str, dict[str, Any]]:
         elif len(parts) == 2:
             out.setdefault(section, {})[key] = value
         else:
-            raise ConfigError(f"--set {item!r}: only kafka.client.* and spark.conf.* take dotted keys")
+            raise ConfigError(f"--set {item!r}: only kafka.client.*, spark.conf.* and tenants.quotas.* take dotted keys")
     return out
 
 
@@ -420,6 +486,7 @@ def load(
         settings = _build(settings, data, str(file))
     settings = _build(settings, _from_env(os.environ if environ is None else environ), "environment")
     settings = _build(settings, parse_set(overrides), "--set")
+    settings.tenants.quota_table()  # checked once complete: tenants.names may come from a later source
     return _build(settings, _absolute_paths(settings), "load()")
 
 

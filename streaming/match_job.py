@@ -72,6 +72,7 @@ from streaming.records import (
 )
 from streaming.registry import Delta, Registry, Snapshot, load_state
 from streaming.storage import Directory, join
+from streaming.tenants import Admission, Tenants
 from streaming.validity import ValidEvent, ValidityStore, decode, encode, validity_end
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ class BatchContext(NamedTuple):
     producer: dict[str, Any]
     consumer: dict[str, Any]
     limits: LimitsSettings = DEFAULT_LIMITS
+    tenants: Tenants | None = None
 
     @classmethod
     def of(cls, settings: Settings, batch_id: int, now: float, spec: IndexSpec,
@@ -133,7 +135,7 @@ class BatchContext(NamedTuple):
         return cls(batch_id, now, spec, settings.kafka.notifications_topic, settings.kafka.errors_topic,
                    settings.notifications.payload, settings.match.event_id_field,
                    settings.match.valid_until_field, settings.match.max_validity_s, producer, consumer,
-                   settings.limits)
+                   settings.limits, Tenants.of(settings))
 
 
 # -- driver side ---------------------------------------------------------------------------
@@ -183,15 +185,20 @@ def apply_changes(
     max_terms: int,
     now: float,
     limits: LimitsSettings = DEFAULT_LIMITS,
+    admission: Admission | None = None,
 ) -> ChangeOutcome:
     """Validate a batch's subscription records and record them as the next registry version.
 
-    A replayed batch (its id at or below the last one recorded) gets the version and
+    With tenants, ``admission`` gives the changes their tenant's ids and refuses those past
+    a quota (:mod:`streaming.tenants`). A replayed batch (its id at or below the last one recorded) gets the version and
     the time it recorded the first time, so the same subscriptions match its events.
     Subscriptions whose expiry time is at or before ``now`` are deleted in the same version.
     """
     ordered = sorted(rows, key=lambda r: (r[2], r[3], r[4]))
     changes, errors = parse_changes(ordered, parse, max_terms, limits)
+    if admission is not None:
+        changes, refused = admission.admit(registry, batch_id, changes, ordered)
+        errors += refused
     if registry.is_replay(batch_id):
         delta = registry.delta_of_batch(batch_id)
         return ChangeOutcome(delta, errors, delta.time if delta else now, True, len(changes), 0)
@@ -202,6 +209,8 @@ def apply_changes(
     expired = [Change(DELETE, i, None) for i in registry.expired(now) if i not in final]
     expired += [Change(DELETE, c.id, None) for c in final.values()
                 if c.op == UPSERT and c.subscription.expires is not None and c.subscription.expires <= now]  # type: ignore[union-attr]
+    if admission is not None:
+        admission.account(registry, [*changes, *expired])
     delta = registry.append(batch_id, [*changes, *expired], now)
     return ChangeOutcome(delta, errors, now, False, len(changes), len(expired))
 
@@ -284,8 +293,12 @@ def retro_notifications(
     batch_id: int,
     payload: str,
     message_bytes: int = DEFAULT_LIMITS.message_bytes,
+    tenants: Tenants | None = None,
 ) -> tuple[list[tuple[str, bytes]], list[ErrorRecord]]:
     """Notifications ``(subscription id, value)`` of new subscriptions for still-valid events.
+
+    With ``tenants`` the id is the service's (:meth:`Tenants.route` gives the topic) and
+    the value names the tenant's own id.
 
     A notification past ``message_bytes`` goes in the id-only form with a note, as in
     :func:`match_partition`; an event whose id alone is too large gets one error record.
@@ -309,11 +322,12 @@ def retro_notifications(
                                          retro=True)
         for key in result.keys[lo:hi].tolist():
             sub_id = matcher.id_of(key)
-            value = notes.encode(sub_id)
+            public = sub_id if tenants is None else tenants.route(sub_id)[1]
+            value = notes.encode(public)
             size = len(sub_id.encode("utf-8")) + len(value)
             if size > room:
                 notes = _id_only(notes, size)
-                value = notes.encode(sub_id)
+                value = notes.encode(public)
                 if len(sub_id.encode("utf-8")) + len(value) > room:
                     errors.append(error(EVENT, e.raw, Position(e.topic, e.partition, e.offset),
                                         f"its retro notification takes {size} bytes even without the event "
@@ -371,10 +385,10 @@ def match_shard(
         yield from match_partition(batches, ctx, produce)
         return
     send = produce or partial(produce_batches, ctx.producer, None)
-    topic = ctx.notifications_topic
+    errors_topic = ctx.errors_topic
 
     def notifications_only(out: Iterator[pa.RecordBatch]) -> int:
-        return send(rb.filter(pc.equal(rb.column("topic"), topic)) for rb in out)
+        return send(rb.filter(pc.not_equal(rb.column("topic"), errors_topic)) for rb in out)
 
     for rb in match_partition(batches, ctx, notifications_only):
         row = rb.to_pylist()[0]
@@ -437,6 +451,7 @@ def _records(
     matcher = None
     with_event = ctx.payload == notifications.PAYLOAD_EVENT
     id_field, until_field, limits = ctx.event_id_field, ctx.valid_until_field, ctx.limits
+    notes_topic, tenants = ctx.notifications_topic, ctx.tenants
     fast_bytes, max_attrs = min(limits.event_bytes, limits.string_length), limits.attributes
     loads, scalars = orjson.loads, SCALARS
     for rb in batches:
@@ -506,7 +521,9 @@ def _records(
                         continue
                     slim, first, fits = None, len(out_values), True
                     for key in res_keys[lo:hi].tolist():
-                        sub_id = id_of(key)
+                        sub_id, topic = id_of(key), notes_topic
+                        if tenants is not None:
+                            topic, sub_id = tenants.route(sub_id)
                         sid, value = sub_id.encode("utf-8"), notes.encode(sub_id)
                         if len(sid) + len(value) > room:  # past the largest message: the id-only form
                             slim = slim or _id_only(notes, len(sid) + len(value))
@@ -516,7 +533,7 @@ def _records(
                                 break
                         out_keys.append(sid)
                         out_values.append(value)
-                        out_topics.append(ctx.notifications_topic)
+                        out_topics.append(topic)
                     if not fits:
                         del out_keys[first:], out_values[first:], out_topics[first:]
                         rejected.append((EVENT, i, f"its notification takes {len(sid) + len(value)} bytes even "
@@ -593,6 +610,8 @@ class MatchJob:
         self.validity = ValidityStore(settings.validity_dir)
         self.shipping = RegistryBroadcast(spark.sparkContext.broadcast)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
+        self.tenants = Tenants.of(settings)
+        self.admission = Admission(self.tenants) if self.tenants is not None else None
         self.producer = config_client_kwargs(client_config, "producer")
         self.consumer = config_client_kwargs(client_config, "consumer")
         self.last: BatchMetrics | None = None
@@ -612,25 +631,29 @@ class MatchJob:
         t0 = time.perf_counter()
         k, m = self.settings.kafka, self.settings.match
         ranges = logged_ranges(self.query_checkpoint, batch_id)
+        sub_topics = self.subscription_topics
         if ranges is None:
-            rows = [tuple(r) for r in df.filter(F.col("topic") == k.subscriptions_topic)
+            rows = [tuple(r) for r in df.filter(F.col("topic").isin(*sub_topics))
                     .select("key", "value", "topic", "partition", "offset").collect()]
         else:
-            rows = read_records(self.consumer, [r for r in ranges if r.topic == k.subscriptions_topic])
+            rows = read_records(self.consumer, [r for r in ranges if r.topic in sub_topics])
         with long_lived() if rows else nullcontext():  # the registry's new subscriptions live on
             outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time(),
-                                    self.settings.limits)
+                                    self.settings.limits, self.admission)
         t1 = time.perf_counter()
         version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
         retro, retro_errors = retro_notifications(
             m.matcher, new_subscriptions(outcome.delta),
             self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload,
-            self.settings.limits.message_bytes)
+            self.settings.limits.message_bytes, self.tenants)
         index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
             app_id=self.spark.sparkContext.applicationId if m.shared_index else None)
         ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
-        driver_rows = [(None, e.to_json(), k.errors_topic) for e in [*outcome.errors, *retro_errors]]
-        driver_rows += [(sid.encode("utf-8"), value, k.notifications_topic) for sid, value in retro]
+        driver_rows = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
+        driver_rows += [(None, e.to_json(), self.errors_topic_of(e.position.topic)) for e in outcome.errors]
+        for sid, value in retro:
+            topic, public = (k.notifications_topic, sid) if self.tenants is None else self.tenants.route(sid)
+            driver_rows.append((public.encode("utf-8"), value, topic))
         if driver_rows:
             keys, values, topics = zip(*driver_rows, strict=True)
             produce_batches(self.producer, None, iter([pa.RecordBatch.from_arrays(
@@ -662,7 +685,21 @@ class MatchJob:
         self.history = (self.history + [metrics])[-1000:]
         self.batches += 1
         log.info(metrics.log_line())
-        self.status.write("running", metrics, registry=dict(self.registry.describe()))
+        tenants = {"tenants": self.admission.describe(self.registry)} if self.admission is not None else {}
+        self.status.write("running", metrics, registry=dict(self.registry.describe()), **tenants)
+
+    @property
+    def subscription_topics(self) -> tuple[str, ...]:
+        """The topics subscription records are read from (every tenant's with tenants)."""
+        if self.tenants is None:
+            return (self.settings.kafka.subscriptions_topic,)
+        return self.tenants.subscription_topics
+
+    def errors_topic_of(self, record_topic: str) -> str:
+        """The errors topic of a rejected subscription record read from ``record_topic``."""
+        if self.tenants is None:
+            return self.settings.kafka.errors_topic
+        return self.tenants.errors_topic_of(record_topic)
 
     @property
     def query_checkpoint(self) -> str:
@@ -675,7 +712,7 @@ class MatchJob:
 
         spark = spark or self.spark
         k, s = self.settings.kafka, self.settings.spark
-        df = read_stream(spark, self.client_config, [k.events_topic, k.subscriptions_topic],
+        df = read_stream(spark, self.client_config, [k.events_topic, *self.subscription_topics],
                          starting=k.starting_offsets, max_per_trigger=k.max_offsets_per_trigger or None,
                          use_java_connector=k.use_java_connector)
         self.status.write("starting", registry=dict(self.registry.describe()))
