@@ -102,9 +102,10 @@ def encode(
 
 
 def pattern(sub_id: str, witness: Sequence[str], attrs: dict[str, Any], t0: int, t1: int, key: str,
-            topic: str, partition: int, offset: int, event_ms: int | None, matched_ms: int) -> bytes:
+            topic: str, partition: int | None, offset: int | None, event_ms: int | None, matched_ms: int) -> bytes:
     """The JSON value of a completed pattern's notification; ``topic``/``partition``/``offset``
-    are those of the completing event (the last of ``witness``)."""
+    are those of the completing event (the last of ``witness``), ``None`` for a pattern that the
+    passing of time completed (an ``UNLESS`` whose deadline passed)."""
     nid = hashlib.blake2b("\x1f".join((sub_id, *witness)).encode("utf-8"), digest_size=16).hexdigest()
     return orjson.dumps({
         "id": nid,
@@ -112,8 +113,8 @@ def pattern(sub_id: str, witness: Sequence[str], attrs: dict[str, Any], t0: int,
         "kind": KIND_PATTERN,
         "event_id": witness[-1],
         "topic": topic,
-        "partition": int(partition),
-        "offset": int(offset),
+        "partition": None if partition is None else int(partition),
+        "offset": None if offset is None else int(offset),
         "event_time_ms": event_ms,
         "matched_ms": int(matched_ms),
         "key": key,

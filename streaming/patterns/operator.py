@@ -13,8 +13,10 @@ timeout). Per call, for one state key (:mod:`streaming.patterns.keyed`), its lif
    partitions interleave freely up to ``patterns.watermark_delay``); completed patterns
    are notifications (:func:`streaming.notifications.pattern`); an event ending before
    one already processed for its key is late (an error record, stage ``pattern-late``);
-4. :meth:`~PatternOperator.expire`: instances whose ``DUR`` bound (or
-   ``patterns.state_timeout``) the watermark has passed are dropped;
+4. :meth:`~PatternOperator.advance`: event time passes to the watermark: ``UNLESS``
+   patterns whose deadline it passed fire (notifications without a completing event:
+   ``partition`` and ``offset`` null), instances whose ``DUR`` bound (or
+   ``patterns.state_timeout``) it passed are dropped;
 5. :meth:`~PatternOperator.snapshot`: the instances and pending events back into the
    state, and the timer (event-time timeout) at the next pending event or expiry, so a
    key that receives no more events still completes and expires; a key with neither has
@@ -98,7 +100,7 @@ class PatternOperator:
             watermark_ms = state.getCurrentWatermarkMs()
             now = watermark_ms // self.unit - 1  # the last tick the watermark has passed
             rows = self.on_watermark(ks, now)
-            self.expire(ks, now)
+            rows += self.advance(ks, now)
             self.snapshot(ks, state, watermark_ms)
         finally:
             ks.engine.clear_instances()
@@ -146,6 +148,9 @@ class PatternOperator:
                 rows.append((None, err.to_json(), self.errors_topic))
                 continue
             for m in eng.process(Event(eids[i], streams[i], t0s[i], t1, orjson.loads(attrs[i]))):
+                if m.t1 < t1:  # an UNLESS deadline this event's time passed: no event completed it
+                    rows.append(self._row(m, gkey, matched_ms))
+                    continue
                 value = notifications.pattern(m.sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
                                               parts[i], offs[i], t1 * unit, matched_ms)
                 rows.append((m.sub_id.encode("utf-8"), value, self.notifications_topic))
@@ -153,9 +158,17 @@ class PatternOperator:
         ks.pending = {c: [v[i] for i in rest] for c, v in p.items()}
         return rows
 
-    def expire(self, ks: KeyState, now: int) -> None:
-        """Drop the instances that can no longer complete at ``now`` or later."""
-        ks.engine.expire(now)
+    def advance(self, ks: KeyState, now: int) -> list[tuple[bytes | None, bytes, str]]:
+        """Let event time pass to ``now``: ``UNLESS`` patterns whose deadline passed fire (their
+        notification rows), instances that can no longer complete are dropped."""
+        matched_ms = int(time.time() * 1000)
+        return [self._row(m, ks.key, matched_ms) for m in ks.engine.advance(now)]
+
+    def _row(self, m: Any, gkey: str, matched_ms: int) -> tuple[bytes | None, bytes, str]:
+        """The notification row of a pattern completed by the passing of time, not by an event."""
+        value = notifications.pattern(m.sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
+                                      None, None, m.t1 * self.unit, matched_ms)
+        return m.sub_id.encode("utf-8"), value, self.notifications_topic
 
     def snapshot(self, ks: KeyState, state: Any, watermark_ms: int) -> None:
         """Write the key's instances and pending events to ``state`` and set its timer."""
@@ -163,7 +176,7 @@ class PatternOperator:
         instances = eng.export_instances()
         if self.state_timeout:
             now = watermark_ms // self.unit - 1
-            instances = [i for i in instances if i[3] + self.state_timeout > now]
+            instances = [i for i in instances if i[0] is None or i[3] + self.state_timeout > now]  # None: skip marks
         pending = ks.pending
         if not instances and not pending["t1"]:
             state.remove()
@@ -173,8 +186,9 @@ class PatternOperator:
         nxt = eng.next_expiry()
         if nxt is not None:
             wake.append(event_time_ms(nxt + 1, self.unit))
-        if self.state_timeout and instances:
-            wake.append(event_time_ms(min(i[3] for i in instances) + self.state_timeout, self.unit))
+        starts = [i[3] for i in instances if i[0] is not None]
+        if self.state_timeout and starts:
+            wake.append(event_time_ms(min(starts) + self.state_timeout, self.unit))
         wake = [w for w in wake if w > watermark_ms]
         if wake:
             state.setTimeoutTimestamp(min(wake))

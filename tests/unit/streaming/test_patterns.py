@@ -180,6 +180,28 @@ def test_pattern_notification_schema(tmp_path, monkeypatch):
     assert pretty(docs[0], errors=False).startswith("pattern S3 <- events [")
 
 
+def test_absence_fires_from_the_watermark_and_survives_a_restart(tmp_path, monkeypatch):
+    """A failed login not followed by a success within 300 ticks: reported when the watermark
+    passes the deadline, with no later event of the key, across a restore of the state."""
+    settings = settings_for(tmp_path)
+    register(settings, {"nologin": "FILTER{ok = FALSE}(Login) UNLESS{$2.user = $1.user AND $2.ok = TRUE, 300} Login"})
+    logins = [("a1", "ann", False, 0), ("a2", "ann", True, 100), ("b1", "bob", False, 10)]
+    values = [orjson.dumps({"id": i, "stream": "Login", "ts": t, "user": u, "ok": ok}) for i, u, ok, t in logins]
+    rows, _ = _keyed(values, settings, monkeypatch)
+    states: dict = {}
+    out = feed(PatternOperator(registry_dir(settings), settings), states, rows, event_time_ms(200, 1000))
+    assert witnesses(out) == set() and any(st.exists for st in states.values())
+    assert min(st.timeout for st in states.values() if st.exists) <= event_time_ms(311, 1000)  # a timer at bob's deadline
+    # a restart: a new operator (new engines) from the states alone; the watermark passes bob's deadline
+    later = PatternOperator(registry_dir(settings), settings)
+    out = feed(later, states, rows.iloc[:0], event_time_ms(400, 1000), timed_out=True)
+    docs = [orjson.loads(r.value) for r in out]
+    assert [(d["subscription"], d["witness"]["events"], d["partition"], d["offset"]) for d in docs] == [
+        ("nologin", ["b1"], None, None)]
+    assert docs[0]["event_id"] == "b1" and docs[0]["kind"] == "pattern"
+    assert witnesses(feed(later, states, rows.iloc[:0], event_time_ms(900, 1000), timed_out=True)) == set()
+
+
 def test_late_event_is_reported_once(tmp_path, monkeypatch):
     settings = settings_for(tmp_path)
     register(settings, {"S3": TABLE1["S3"]})
