@@ -97,11 +97,17 @@ def _prepare_environment(local: bool) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
 
 
+#: The driver's JVM compiles with C1 only: it plans micro-batches and schedules jobs, no record
+#: passes through it, and C2 recompiling the code each batch generates took about a fifth of a
+#: core at 5,000 events/s (docs/e2e.md). ``-XX:TieredStopAtLevel=4`` in ``extra`` undoes it.
+DRIVER_JIT = "-XX:TieredStopAtLevel=1"
+
+
 def java_options(log_dir: str | Path | None = None, extra: str = "") -> str:
-    """``spark.driver.extraJavaOptions`` naming our log4j configuration and log directory."""
+    """``spark.driver.extraJavaOptions``: our log4j configuration and log directory, :data:`DRIVER_JIT`, ``extra``."""
     log_dir = Path(log_dir) if log_dir else DEFAULT_LOG_DIR
     return " ".join(filter(None, (f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}",
-                                  f"-Dpubsub.log.dir={log_dir}", extra)))
+                                  f"-Dpubsub.log.dir={log_dir}", DRIVER_JIT, extra)))
 
 
 def retrying_master(master: str) -> str:
