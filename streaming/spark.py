@@ -41,6 +41,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.port": "4040",  # the next free port after it when taken
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stopTimeout": "30s",
+    # Offset and commit logs through Hadoop's FileSystem API: the default (FileContext)
+    # spawns `readlink` and `chmod` processes for every log file on a local disk without
+    # Hadoop's native library, about a third of the driver JVM's CPU per micro-batch
+    # (docs/e2e.md). Its rename is atomic on local disks and HDFS, as the default's is.
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
 }
 
 #: Added for local masters only: the driver and its Python workers stay on loopback.
