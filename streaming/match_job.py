@@ -338,22 +338,21 @@ def retro_notifications(
 
 
 # -- executor side -------------------------------------------------------------------------
-RANGE_DDL = "topic string, partition int, start long, end long, shard int"
-
-
 def match_ranges(
     batches: Iterator[pa.RecordBatch],
     ctx: BatchContext,
+    todo: Sequence[tuple[str, int, int, int, int]],
     produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`match_shard` over the records of the offset ranges in ``batches``, read by this task.
+    """:func:`match_shard` over the records of this task's offset ranges, read by this task.
 
-    ``batches`` hold rows ``topic, partition, start, end, shard`` (:data:`RANGE_DDL`): the
-    batch's event ranges times the shards of the subscriptions.
+    ``todo`` holds the batch's event ranges times the shards of the subscriptions, as
+    ``(topic, partition, start, end, shard)``; ``batches`` hold the ``id`` column of a
+    ``spark.range`` over it, naming the rows of this task.
     """
-    rows = [row for rb in batches for row in rb.to_pylist()]
-    for shard in sorted({row["shard"] for row in rows}):
-        ranges = [OffsetRange(r["topic"], r["partition"], r["start"], r["end"]) for r in rows if r["shard"] == shard]
+    rows = [todo[i] for rb in batches for i in rb.column("id").to_pylist()]
+    for shard in sorted({row[4] for row in rows}):
+        ranges = [OffsetRange(*r[:4]) for r in rows if r[4] == shard]
         records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
         yield from match_shard(records, ctx, shard, produce)
 
@@ -663,8 +662,9 @@ class MatchJob:
         todo = [(*r, shard) for r in ranges or () if r.topic == k.events_topic for shard in range(m.shards)]
         if ranges is None:
             tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL)
-        elif todo:  # a local relation: its rows reach the match tasks without a Python worker of their own
-            tasks = self.spark.createDataFrame(todo, RANGE_DDL).mapInArrow(partial(match_ranges, ctx=ctx), TASK_DDL)
+        elif todo:  # the ranges travel with the function; spark.range only numbers the tasks' rows
+            tasks = (self.spark.range(0, len(todo), 1, len(todo))
+                     .mapInArrow(partial(match_ranges, ctx=ctx, todo=todo), TASK_DDL))
         results = tasks.collect() if ranges is None or todo else []
         v = sum_metrics(r[:N_METRICS] for r in results)
         self.validity.write(batch_id, [e for r in results for e in decode(r["valid_events"])])

@@ -42,6 +42,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.port": "4040",  # the next free port after it when taken
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stopTimeout": "30s",
+    # Offset and commit logs through Hadoop's FileSystem API: the default (FileContext)
+    # spawns `readlink` and `chmod` processes for every log file on a local disk without
+    # Hadoop's native library, about a third of the driver JVM's CPU per micro-batch
+    # (docs/e2e.md). Its rename is atomic on local disks and HDFS, as the default's is.
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
 }
 
 #: Added for local masters only: the driver and its Python workers stay on loopback.
@@ -98,11 +104,17 @@ def _prepare_environment(local: bool) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
 
 
+#: The driver's JVM compiles with C1 only: it plans micro-batches and schedules jobs, no record
+#: passes through it, and C2 recompiling the code each batch generates took about a fifth of a
+#: core at 5,000 events/s (docs/e2e.md). ``-XX:TieredStopAtLevel=4`` in ``extra`` undoes it.
+DRIVER_JIT = "-XX:TieredStopAtLevel=1"
+
+
 def java_options(log_dir: str | Path | None = None, extra: str = "") -> str:
-    """``spark.driver.extraJavaOptions`` naming our log4j configuration and log directory."""
+    """``spark.driver.extraJavaOptions``: our log4j configuration and log directory, :data:`DRIVER_JIT`, ``extra``."""
     log_dir = Path(log_dir) if log_dir else DEFAULT_LOG_DIR
     return " ".join(filter(None, (f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}",
-                                  f"-Dpubsub.log.dir={log_dir}", extra)))
+                                  f"-Dpubsub.log.dir={log_dir}", DRIVER_JIT, extra)))
 
 
 def retrying_master(master: str) -> str:

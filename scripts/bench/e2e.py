@@ -119,6 +119,40 @@ def cpu_by_kind() -> dict[str, float]:
     return out
 
 
+def worker_memory() -> list[dict[str, int]]:
+    """Memory (``scripts.bench.shared_index.memory``) of each Spark Python worker of this process.
+
+    Workers are the processes the ``pyspark.daemon`` of this process's JVM forked.
+    """
+    from scripts.bench.shared_index import memory
+
+    parent: dict[int, int] = {}
+    daemon: set[int] = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        parent[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+        if b"pyspark.daemon\0pyspark.worker" in cmd:
+            daemon.add(int(entry))
+
+    def mine(pid: int) -> bool:
+        while pid not in (0, 1, os.getpid()):
+            pid = parent.get(pid, 0)
+        return pid == os.getpid()
+
+    out = []
+    for pid in sorted(daemon):
+        if parent[pid] in daemon and mine(pid):
+            try:
+                out.append(memory(pid))
+            except OSError:
+                pass  # ended meanwhile
+    return out
+
+
 def cpu_delta(before: dict[str, float], n: int) -> dict[str, float]:
     """Microseconds of CPU per event of each kind since ``before`` (and their total)."""
     after = cpu_by_kind()
@@ -301,11 +335,12 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
                "subscriptions_topic": topics["subscriptions"], "notifications_topic": topics["notifications"],
                "errors_topic": topics["errors"], "max_offsets_per_trigger": max(args.per_trigger, n_subs + 1)},
         spark={"checkpoint_dir": str(workdir / tag), "trigger_interval": "0 seconds"},
-        match={"matcher": args.matcher, "snapshot_every": 1000},
+        match={"matcher": args.matcher, "snapshot_every": 1000, "shards": args.shards},
         status={"status_file": str(workdir / f"{tag}-status.json")},
     )
     client = {"bootstrap_servers": bootstrap}
     result: dict[str, Any] = {"n_subs": n_subs, "workload": f"fabret-{WORKLOAD}", "matcher": args.matcher,
+                              "shards": args.shards,
                               "events": len(backlog), "per_trigger": args.per_trigger}
 
     produce_all(bootstrap, topics["subscriptions"], subscription_records(subs), "subscriptions")
@@ -351,7 +386,11 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
         "task_index_s_sum": sum(b.index_ms for b in batches) / 1e3,
         "matches": sum(b.matches for b in batches), "index_mb": max(b.index_bytes for b in batches) / 2**20,
         "drain_batches": [dataclasses.asdict(b) for b in batches],
+        "worker_memory": worker_memory(),
     })
+    mem = result["worker_memory"]
+    log(f"Python workers: {len(mem)}, PSS {sum(m['pss'] for m in mem) / 2**20:,.0f} MB in all "
+        f"({', '.join(str(m['pss'] >> 20) for m in mem)} MB), largest task index {result['index_mb']:,.0f} MB")
     log(f"sustained: {drained:,} events in {wall:.1f} s = {result['events_per_s']:,.0f} events/s "
         f"({len(batches)} batches, {result['matches']:,} notifications); CPU us/event "
         + ", ".join(f"{k} {v:.0f}" for k, v in result["drain_cpu_us_per_event"].items())
@@ -521,6 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=None, help="seconds of the latency run (60; quick 15)")
     parser.add_argument("--matcher", default="dynamic",
                         help="matcher of the service (dynamic: Fabret's clustering; counting is ~80x slower on W1)")
+    parser.add_argument("--shards", type=int, default=1, help="match.shards: subscription shards of the service")
     parser.add_argument("--sql-events", type=int, default=None, help="events of the Spark SQL baseline (200; quick 50)")
     parser.add_argument("--cost-events", type=int, default=20_000)
     parser.add_argument("--out", type=Path, default=DOCS / "bench" / "e2e.json")

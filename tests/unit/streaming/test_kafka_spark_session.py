@@ -91,8 +91,11 @@ def test_get_session_passes_the_settings_and_retries_a_failed_start_once(
     session.get_session("a", "local[2]", conf, log_dir=tmp_path / "logs")
     assert builder.starts == failures + 1 and builder.master_url == "local[2,4]"
     assert builder.conf["spark.ui.enabled"] == "false" and builder.conf["spark.sql.session.timeZone"] == "UTC"
+    # the offset and commit logs without child processes per file (Hadoop's FileContext spawns readlink, chmod)
+    assert builder.conf["spark.sql.streaming.checkpointFileManagerClass"].endswith(".FileSystemBasedCheckpointFileManager")
     assert builder.conf["spark.driver.extraJavaOptions"] == (
-        f"-Dlog4j2.configurationFile=file:{session.LOG4J_CONF} -Dpubsub.log.dir={tmp_path / 'logs'} -Dmine=1")
+        f"-Dlog4j2.configurationFile=file:{session.LOG4J_CONF} -Dpubsub.log.dir={tmp_path / 'logs'} "
+        f"{session.DRIVER_JIT} -Dmine=1")  # the caller's options last: they win
     assert (tmp_path / "logs").is_dir()
 
 

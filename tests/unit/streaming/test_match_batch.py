@@ -233,8 +233,8 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
         sent.extend(r for rb in batches for r in rb.to_pylist())
         return len(sent)
 
-    ranges = pa.RecordBatch.from_pylist([{"topic": "events", "partition": 1, "start": 1, "end": 3, "shard": 0}])
-    out = list(match_ranges(iter([ranges]), ctx, produce))
+    todo = [("events", 0, 0, 5, 0), ("events", 1, 1, 3, 0)]  # the task's row of spark.range names the second
+    out = list(match_ranges(iter([pa.RecordBatch.from_pylist([{"id": 1}])]), ctx, todo, produce))
     assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and out[0].to_pylist()[0]["events"] == 2
 
 
@@ -332,9 +332,9 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
         sent.extend(r for rb in batches for r in rb.to_pylist())
         return len(sent) - before
 
-    tasks = [[{"topic": "events", "partition": p, "start": 0, "end": 100, "shard": s}] for p in (0, 1)
-             for s in range(shards)]  # the driver's rows: event ranges x shards
-    out = [r for rows in tasks for rb in match_ranges(iter([pa.RecordBatch.from_pylist(rows)]), ctx, produce)
+    todo = [("events", p, 0, 100, s) for p in (0, 1) for s in range(shards)]  # the driver's: event ranges x shards
+    out = [r for i in range(len(todo)) for rb in match_ranges(iter([pa.RecordBatch.from_pylist([{"id": i}])]), ctx,
+                                                              todo, produce)
            for r in rb.to_pylist()]
     got = [(r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
            for r in sent if r["topic"] == "notifications"]
