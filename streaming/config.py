@@ -104,6 +104,11 @@ class MatchSettings:
     valid_until_field: str = "valid_until"
     max_validity_s: float = 86400.0
     shards: int = 1
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def matcher_params(self) -> tuple[tuple[str, Any], ...]:
+        """``params`` as sorted pairs (what an index spec carries to the executors)."""
+        return tuple(sorted(self.params.items()))
 
 
 @dataclass(frozen=True)
@@ -287,7 +292,7 @@ class Settings:
 CHECKPOINT_SCHEMES = frozenset({"file", "hdfs", "viewfs", "s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss"})
 """File systems a checkpoint location may name (those of ``pyarrow.fs`` and Hadoop's S3 aliases)."""
 
-_PASS_THROUGH = {("kafka", "client"), ("spark", "conf"), ("tenants", "quotas")}
+_PASS_THROUGH = {("kafka", "client"), ("spark", "conf"), ("tenants", "quotas"), ("match", "params")}
 _PATHS = (("spark", "checkpoint_dir"), ("status", "status_file"), ("status", "log_dir"), ("kafka", "embedded_data_dir"))
 """Settings holding a local path, made absolute against :data:`PROJECT_ROOT` by :func:`load`."""
 
@@ -325,6 +330,17 @@ def _coerce(value: Any, kind: Any, where: str) -> Any:
     raise AssertionError(kind)
 
 
+def _literal(value: Any) -> Any:
+    """A TOML value as it is; a string from the environment or ``--set`` read as a TOML literal
+    when it is one (``32``, ``0.5``, ``true``), else kept as the string."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return value
+
+
 def _build(base: Settings, overrides: Mapping[str, Mapping[str, Any]], source: str) -> Settings:
     sections = _sections()
     new: dict[str, Any] = {}
@@ -347,6 +363,8 @@ def _build(base: Settings, overrides: Mapping[str, Mapping[str, Any]], source: s
             if (name, key) in _PASS_THROUGH:
                 if not isinstance(value, Mapping):
                     raise ConfigError(f"{source}: {name}.{key} must be a table of options")
+                if (name, key) == ("match", "params"):  # typed values, also from the environment and --set
+                    value = {k: _literal(v) for k, v in value.items()}
                 changes[key] = {**getattr(current, key), **{str(k): v for k, v in value.items()}}
             else:
                 changes[key] = _coerce(value, hints[key], f"{source}: {name}.{key}")
@@ -375,12 +393,16 @@ def _validate(s: Settings) -> None:
     if scheme not in CHECKPOINT_SCHEMES:
         raise ConfigError(f"spark.checkpoint_dir: no file system for {scheme}:// in {s.spark.checkpoint_dir!r}; "
                           f"use a path or a URI of {', '.join(s + '://' for s in sorted(CHECKPOINT_SCHEMES))}")
-    from matchers.base import servable
+    from matchers.base import create, servable
 
     try:
         servable(s.match.matcher)
     except ValueError as exc:
         raise ConfigError(f"match.matcher: {exc}") from None
+    try:
+        create(s.match.matcher, **s.match.params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"match.params of {s.match.matcher}: {exc}") from None
     pat = s.patterns
     if pat.starting_offsets not in ("", "earliest", "latest"):
         raise ConfigError(f"patterns.starting_offsets must be earliest, latest or \"\", not {pat.starting_offsets!r}")
@@ -447,7 +469,7 @@ def parse_set(items: Iterable[str]) -> dict[str, dict[str, Any]]:
         elif len(parts) == 2:
             out.setdefault(section, {})[key] = value
         else:
-            raise ConfigError(f"--set {item!r}: only kafka.client.*, spark.conf.* and tenants.quotas.* take dotted keys")
+            raise ConfigError(f"--set {item!r}: only kafka.client.*, spark.conf.*, tenants.quotas.* and match.params.* take dotted keys")
     return out
 
 

@@ -46,6 +46,7 @@ class IndexSpec(NamedTuple):
         (:func:`shard_of`).
     app_id : the Spark application whose workers share the index on each machine
         (``None``: not shared).
+    params : the matcher's parameters (``[match.params]``), sorted ``(name, value)`` pairs.
     """
 
     registry: str
@@ -57,10 +58,11 @@ class IndexSpec(NamedTuple):
     shard: int = 0
     shards: int = 1
     app_id: str | None = None
+    params: tuple[tuple[str, Any], ...] = ()
 
     @property
-    def key(self) -> tuple[str, str, int, int]:
-        return (self.registry, self.matcher, self.shard, self.shards)
+    def key(self) -> tuple[str, str, int, int, tuple[tuple[str, Any], ...]]:
+        return (self.registry, self.matcher, self.shard, self.shards, self.params)
 
     def holds(self, sub_id: str) -> bool:
         """Whether subscription ``sub_id`` belongs to this index's shard."""
@@ -113,7 +115,7 @@ def build(spec: IndexSpec) -> Matcher:
                             f"{[d.version for d in spec.deltas]} do not make version {spec.version} of {spec.registry}")
     subscriptions = apply_deltas(dict(snap.subscriptions), later)
     vars(spec.base).pop("_value", None)  # a pyspark Broadcast keeps its value: the worker needs only the index
-    matcher = create(spec.matcher)
+    matcher = create(spec.matcher, **dict(spec.params))
     matcher.add(s for s in subscriptions.values() if spec.holds(s.id))
     return matcher
 

@@ -294,8 +294,10 @@ def retro_notifications(
     payload: str,
     message_bytes: int = DEFAULT_LIMITS.message_bytes,
     tenants: Tenants | None = None,
+    params: tuple[tuple[str, Any], ...] = (),
 ) -> tuple[list[tuple[str, bytes]], list[ErrorRecord]]:
-    """Notifications ``(subscription id, value)`` of new subscriptions for still-valid events.
+    """Notifications ``(subscription id, value)`` of new subscriptions for still-valid events
+    (matched by a new ``matcher_name`` index with ``params``).
 
     With ``tenants`` the id is the service's (:meth:`Tenants.route` gives the topic) and
     the value names the tenant's own id.
@@ -305,7 +307,7 @@ def retro_notifications(
     """
     if not subscriptions or not events:
         return [], []
-    matcher = create(matcher_name)
+    matcher = create(matcher_name, **dict(params))
     matcher.add(subscriptions)
     flat = [flat_event(orjson.loads(e.raw)) for e in events]
     result = matcher.match(matcher.encode(flat))
@@ -644,9 +646,9 @@ class MatchJob:
         retro, retro_errors = retro_notifications(
             m.matcher, new_subscriptions(outcome.delta),
             self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload,
-            self.settings.limits.message_bytes, self.tenants)
+            self.settings.limits.message_bytes, self.tenants, m.matcher_params())
         index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
-            app_id=self.spark.sparkContext.applicationId if m.shared_index else None)
+            app_id=self.spark.sparkContext.applicationId if m.shared_index else None, params=m.matcher_params())
         ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
         driver_rows = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
         driver_rows += [(None, e.to_json(), self.errors_topic_of(e.position.topic)) for e in outcome.errors]

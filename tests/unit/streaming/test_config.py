@@ -110,3 +110,22 @@ def test_relative_paths_resolve_against_the_project_root_from_any_directory(tmp_
     assert s.checkpoint == (ROOT / "var" / "ck").as_uri()
     s = load(None, [f"status.status_file={tmp_path / 's.json'}", "spark.checkpoint_dir=hdfs://nn/ck"], {})
     assert s.status.status_file == str(tmp_path / "s.json") and s.spark.checkpoint_dir == "hdfs://nn/ck"
+
+
+def test_matcher_parameters_reach_the_index(tmp_path):
+    from streaming.executor_cache import IndexSpec, build
+    from streaming.registry import Snapshot
+
+    from .helpers import LocalBroadcast
+
+    s = load(None, ["match.matcher=bitmark", "match.params.buckets=32"], {"PUBSUB_MATCH_SHARDS": "1"})
+    assert s.match.params == {"buckets": 32} and s.match.matcher_params() == (("buckets", 32),)
+    conf = tmp_path / "p.toml"
+    conf.write_text('[match]\nmatcher = "bitmark"\n[match.params]\nbuckets = 16\ntile_words = 8\n')
+    assert load(conf, [], {}).match.params == {"buckets": 16, "tile_words": 8}
+    for bad, says in ((["match.params.nope=1"], "unknown parameters"), (["match.params.buckets=0"], "must be positive")):
+        with pytest.raises(ConfigError, match=f"match.params of bitmark: .*{says}"):
+            load(None, ["match.matcher=bitmark", *bad], {})
+    spec = IndexSpec(str(tmp_path), "bitmark", 0, base=LocalBroadcast(Snapshot(0, 0, 0.0, {})),
+                     params=s.match.matcher_params())
+    assert build(spec).buckets == 32
