@@ -88,7 +88,7 @@ def notes(kafka_config: dict, topic: str) -> list[dict]:
 
 
 def match_pairs(docs: list[dict]) -> set[tuple[str, int, int]]:
-    return {(d["subscription"], d["partition"], d["offset"]) for d in docs if "partition" in d}
+    return {(d["subscription"], d["partition"], d["offset"]) for d in docs if d.get("kind") != "pattern"}
 
 
 def sub_records(subs) -> list[tuple[str, bytes]]:
