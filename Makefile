@@ -87,7 +87,7 @@ bench-quick: setup ## Run every benchmark in its quick mode (minutes)
 	$(PY) -m scripts.bench.e2e --quick
 
 .PHONY: lint
-lint: setup ## Lint (ruff) and type-check (mypy)
+lint: $(STAMP) ## Lint (ruff) and type-check (mypy); needs only the virtual environment
 	$(VENV)/bin/ruff check matchers streaming scripts tests
 	$(VENV)/bin/mypy matchers streaming
 
