@@ -87,9 +87,11 @@ bench-quick: setup ## Run every benchmark in its quick mode (minutes)
 	$(PY) -m scripts.bench.e2e --quick
 
 .PHONY: lint
-lint: setup ## Lint (ruff) and type-check (mypy)
+lint: $(STAMP) ## Lint (ruff), type-check (mypy), every type: ignore with its reason; needs only the venv
 	$(VENV)/bin/ruff check matchers streaming scripts tests
 	$(VENV)/bin/mypy matchers streaming
+	@! grep -rnE --include='*.py' '# type: ignore(\[[^]]*\])? *$$' matchers streaming scripts tests \
+		|| { echo 'a "# type: ignore[code]" needs its reason on the line ("# type: ignore[code]  # why")'; exit 1; }
 
 .PHONY: clean
 clean: ## Remove caches, checkpoints, the embedded broker's topics and logs (var/; keeps the virtual environment)

@@ -116,7 +116,7 @@ class SubscriptionTable(Sequence):
             raise IndexError(key)
         return key % self._len
 
-    def __getitem__(self, key: int) -> Subscription | None:  # type: ignore[override]
+    def __getitem__(self, key: int) -> Subscription | None:  # type: ignore[override]  # read by key only, no slices
         key = self._key(key)
         if key in self._changed:
             return self._changed[key]
@@ -146,7 +146,7 @@ class SubscriptionTable(Sequence):
     def id_of(self, key: int) -> str:
         """The id of the subscription under a live ``key``."""
         if key in self._changed:
-            return self._changed[key].id  # type: ignore[union-attr]
+            return self._changed[key].id  # type: ignore[union-attr]  # a live key holds a subscription
         return self.id_bytes[self.id_offsets[key]:self.id_offsets[key + 1]].tobytes().decode("utf-8")
 
 
@@ -199,7 +199,7 @@ class Matcher(ABC):
     sees_nulls: ClassVar[bool] = False
     """Whether :meth:`_match` is given the events' ``null`` values (else they are left out)."""
     _residual: Matcher | None = None  # class defaults: matchers pickled before the residual path
-    _residual_keys: frozenset[int] | set[int] = frozenset()
+    _residual_keys: set[int] = frozenset()  # type: ignore[assignment]  # shared empty default; a set of its own once used
     _residual_outer: np.ndarray | None = None
 
     def __init__(self, dictionary: Dictionary | None = None, **params: Any):
@@ -225,7 +225,8 @@ class Matcher(ABC):
         with no_cyclic_gc():
             subs = list({s.id: s for s in subscriptions}.values())
             self.remove([s.id for s in subs if s.id in self._key_of])
-            native, residual = [], []
+            native: list[Subscription] = []
+            residual: list[Subscription] = []
             indexed = self.indexed_ops.issuperset
             for sub in subs:  # C-level iteration: no Python call per predicate
                 (native if indexed(map(_OP, chain.from_iterable(sub.conjunctions))) else residual).append(sub)
@@ -278,20 +279,21 @@ class Matcher(ABC):
 
     def remove(self, ids: Iterable[str]) -> int:
         """Delete subscriptions by id; unknown ids are ignored. Returns how many were removed."""
-        entries, residual = [], []
+        entries: list[tuple[int, Subscription]] = []
+        residual: list[str] = []
         for sub_id in dict.fromkeys(ids):
             key = self._key_of.pop(sub_id, None)
             if key is None:
                 continue
             if key in self._residual_keys:
-                self._residual_keys.discard(key)  # type: ignore[union-attr]
+                self._residual_keys.discard(key)
                 residual.append(sub_id)
             else:
-                entries.append((key, self._subs[key]))
+                entries.append((key, self._subs[key]))  # type: ignore[arg-type]  # a live key holds a subscription
             self._subs[key] = None
             self._free.append(key)
         if residual:
-            self._residual.remove(residual)  # type: ignore[union-attr]
+            self._residual.remove(residual)  # type: ignore[union-attr]  # residual keys exist: so does the matcher
             self._residual_outer = None
         if entries:
             self._delete(entries)
@@ -309,13 +311,13 @@ class Matcher(ABC):
         if not self._residual_keys:
             return self._match(own_batch)
         own = self._match(own_batch) if len(self._key_of) > len(self._residual_keys) else None
-        return self._merge(own, self._residual.match(batch))  # type: ignore[union-attr]
+        return self._merge(own, self._residual.match(batch))  # type: ignore[union-attr]  # residual keys exist: so does the matcher
 
     def _merge(self, own: Matches | None, residual: Matches) -> Matches:
         """The index's matches and the residual matcher's (keys mapped to this one's), per event."""
         if self._residual_outer is None:
-            outer = np.full(max(self._residual.capacity, 1), -1, dtype=np.int32)  # type: ignore[union-attr]
-            for sub_id, key in self._residual._key_of.items():  # type: ignore[union-attr]
+            outer = np.full(max(self._residual.capacity, 1), -1, dtype=np.int32)  # type: ignore[union-attr]  # called with residual matches only
+            for sub_id, key in self._residual._key_of.items():  # type: ignore[union-attr]  # as above
                 outer[key] = self._key_of[sub_id]
             self._residual_outer = outer
         keys = self._residual_outer[residual.keys]
@@ -345,7 +347,7 @@ class Matcher(ABC):
     def id_of(self, key: int) -> str:
         """The id of the subscription stored under a live ``key``."""
         subs = self._subs
-        return subs.id_of(key) if isinstance(subs, SubscriptionTable) else subs[key].id  # type: ignore[union-attr]
+        return subs.id_of(key) if isinstance(subs, SubscriptionTable) else subs[key].id  # type: ignore[union-attr]  # a live key holds a subscription
 
     def key_of(self, sub_id: str) -> int:
         """The key of a subscription id (``KeyError`` if absent)."""
@@ -404,7 +406,7 @@ class Matcher(ABC):
         if p.kind is Kind.STR:
             values = p.operand if isinstance(p.operand, tuple) else (p.operand,)
             for v in values:
-                self.dictionary.code(aid, v)  # type: ignore[arg-type]
+                self.dictionary.code(aid, v)
 
 
 _REGISTRY: dict[str, type[Matcher]] = {}

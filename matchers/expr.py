@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from matchers.errors import SubscriptionError
 
@@ -164,13 +165,13 @@ def _scalar(value: object, what: str) -> tuple[Scalar, Kind]:
         raise SubscriptionError(f"{what} must be a number, a string or a boolean, not {shown}")
     if kind is Kind.NUM:
         try:
-            number = float(value)  # type: ignore[arg-type]
+            number = float(value)  # type: ignore[arg-type]  # kind NUM: an int or a float
         except OverflowError:
             number = math.inf
         if not math.isfinite(number):
             raise SubscriptionError(f"{what} must be a finite number, not {value!r}")
         return number, kind
-    return value, kind  # type: ignore[return-value]
+    return value, kind  # type: ignore[return-value]  # kind_of found a scalar
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,11 +183,12 @@ class Pred:
     a ``(low, high)`` pair (``BETWEEN``, ``NOT BETWEEN``) or the pattern string of a
     string operator (``LIKE`` keeps the SQL pattern; ``PREFIX``, ``SUFFIX`` and
     ``CONTAINS`` hold the plain text).  ``kind`` is the operand's type.
+    Typed ``Any``: which of these it is follows ``op``, which a type checker cannot narrow on.
     """
 
     attr: str
     op: Op
-    operand: Scalar | tuple[Scalar, ...] | None
+    operand: Any
     kind: Kind
 
     def __hash__(self) -> int:
@@ -211,21 +213,21 @@ class Pred:
             symbol = OP_SYMBOL[self.op].removesuffix(" IGNORE CASE")
             if isinstance(self.operand, tuple):
                 return f"{attr} {symbol} (" + ", ".join(literal(v) for v in self.operand) + ") IGNORE CASE"
-            return f"{attr} {symbol} {literal(self.operand)} IGNORE CASE"  # type: ignore[arg-type]
+            return f"{attr} {symbol} {literal(self.operand)} IGNORE CASE"
         if self.op in SET_OPS:
-            body = "(" + ", ".join(literal(v) for v in self.operand) + ")"  # type: ignore[union-attr]
+            body = "(" + ", ".join(literal(v) for v in self.operand) + ")"
             return f"{attr} {OP_SYMBOL[self.op]} {body}"
         if self.op in RANGE_OPS:
-            lo, hi = self.operand  # type: ignore[misc]
+            lo, hi = self.operand
             return f"{attr} {OP_SYMBOL[self.op]} {literal(lo)} AND {literal(hi)}"
         if self.op in (Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS):
-            text = like_escape(self.operand)  # type: ignore[arg-type]
+            text = like_escape(self.operand)
             pattern = {
                 Op.PREFIX: text + "%", Op.SUFFIX: "%" + text, Op.CONTAINS: "%" + text + "%" if text else "%",
             }[COMPLEMENT[self.op] if self.op in NEGATIVE_OPS else self.op]
             neg = "NOT " if self.op in NEGATIVE_OPS else ""
             return f"{attr} {neg}LIKE {literal(pattern)}"
-        return f"{attr} {OP_SYMBOL[self.op]} {literal(self.operand)}"  # type: ignore[arg-type]
+        return f"{attr} {OP_SYMBOL[self.op]} {literal(self.operand)}"
 
 
 def _is_plain_name(name: str) -> bool:
@@ -331,7 +333,7 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
     if op in SET_OPS:
         if isinstance(operand, (str, bytes)) or not hasattr(operand, "__iter__"):
             raise SubscriptionError(f"{name} needs a list of values, not {operand!r}")
-        values = [_scalar(v, f"a value of {name}") for v in operand]  # type: ignore[union-attr]
+        values = [_scalar(v, f"a value of {name}") for v in operand]
         if not values:
             raise SubscriptionError(f"{name} needs at least one value: the list is empty")
         kinds = {k for _, k in values}
@@ -340,35 +342,35 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
         kind = kinds.pop()
         if op in ICASE_OPS and kind is not Kind.STR:
             raise SubscriptionError(f"{name} needs strings, not {_KIND_WORDS[kind]}")
-        distinct = tuple(sorted({v.casefold() if op in ICASE_OPS else v for v, _ in values}))  # type: ignore[union-attr]
+        distinct = tuple(sorted({v.casefold() if op in ICASE_OPS else v for v, _ in values}))  # type: ignore[union-attr]  # case folding: all strings (checked above)
         if len(distinct) == 1:
             return Pred(attr, _SINGLE[op], distinct[0], kind)
         return Pred(attr, op, distinct, kind)
     if op in RANGE_OPS:
-        if isinstance(operand, (str, bytes)) or not hasattr(operand, "__len__") or len(operand) != 2:  # type: ignore[arg-type]
+        if isinstance(operand, (str, bytes)) or not hasattr(operand, "__len__") or len(operand) != 2:
             raise SubscriptionError(f"{name} needs two bounds, not {operand!r}")
-        (lo, klo), (hi, khi) = (_scalar(v, f"a bound of {name}") for v in operand)  # type: ignore[union-attr]
+        (lo, klo), (hi, khi) = (_scalar(v, f"a bound of {name}") for v in operand)  # type: ignore[attr-defined]  # a sized pair
         if klo is not khi:
             raise SubscriptionError(f"{name} bounds have different types: {_KIND_WORDS[klo]} and {_KIND_WORDS[khi]}")
         if klo is Kind.BOOL:
             raise SubscriptionError(f"{name} cannot order booleans")
-        if lo > hi:  # type: ignore[operator]
+        if lo > hi:  # type: ignore[operator]  # bounds of one kind, not booleans
             raise SubscriptionError(f"{name} bounds are inverted: {literal(lo)} > {literal(hi)}")
         return Pred(attr, op, (lo, hi), klo)
     value, kind = _scalar(operand, f"the operand of {name}")
     if op in ORDER_OPS and kind is Kind.BOOL:
         raise SubscriptionError(f"{name} cannot order booleans: compare them with = or !=")
     if op in STRING_OPS:
-        if kind is not Kind.STR:
+        if not isinstance(value, str):  # kind STR
             raise SubscriptionError(f"{name} needs a string operand, not {literal(value)}")
         if op in (Op.LIKE, Op.NOT_LIKE):
-            return _classify_like(attr, op is Op.NOT_LIKE, value)  # type: ignore[arg-type]
+            return _classify_like(attr, op is Op.NOT_LIKE, value)
         if op in (Op.MATCHES, Op.NOT_MATCHES):
-            check_regex(value)  # type: ignore[arg-type]
+            check_regex(value)
         if op in ICASE_OPS:
-            value = value.casefold()  # type: ignore[union-attr]
+            value = value.casefold()
         if op in (Op.CIDR, Op.NOT_CIDR):
-            value = cidr_network(value)  # type: ignore[arg-type]
+            value = cidr_network(value)
         if value == "" and op in (Op.PREFIX, Op.SUFFIX, Op.NOT_PREFIX, Op.NOT_SUFFIX):
             op = Op.NOT_CONTAINS if op in NEGATIVE_OPS else Op.CONTAINS  # one form of "any string"
     return Pred(attr, op, value, kind)
@@ -461,7 +463,7 @@ def _normal_form(expr: Expr, outer_is_or: bool, max_terms: int, what: str) -> tu
     def walk(e: Expr) -> list[frozenset[Pred]]:
         if isinstance(e, Pred):
             return [frozenset((e,))]
-        parts = [walk(c) for c in e.children]  # type: ignore[union-attr]
+        parts = [walk(c) for c in e.children]  # type: ignore[union-attr]  # an And or an Or: NOT is pushed to the predicates before
         if isinstance(e, Or) == outer_is_or:
             terms = [t for p in parts for t in p]
         else:

@@ -7,6 +7,7 @@ normal form), over the flat event (see :func:`matchers.events.flatten`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from matchers.expr import And, Expr, Kind, Not, Op, Pred, Subscription, Value, kind_of, like_parse
 
@@ -23,7 +24,8 @@ def holds(p: Pred, event: Mapping[str, Value]) -> bool:
         return p.attr not in event
     if p.attr not in event:
         return False
-    value = event[p.attr]
+    # Any, as the operand: its type follows p.kind, checked at run time just below
+    value: Any = event[p.attr]
     if p.op is Op.EXISTS:
         return True
     if p.op is Op.IS_NULL:

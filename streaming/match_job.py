@@ -169,7 +169,7 @@ def logged_ranges(query_checkpoint: str, batch_id: int) -> list[OffsetRange] | N
 
 def read_records(consumer: dict[str, Any], ranges: Iterable[OffsetRange]) -> list[tuple[bytes | None, bytes | None, str, int, int]]:
     """``(key, value, topic, partition, offset)`` of the records in ``ranges``."""
-    rows = []
+    rows: list[tuple[bytes | None, bytes | None, str, int, int]] = []
     for rng in ranges:
         for rb in read_range(consumer, rng):
             cols = [rb.column(name).to_pylist() for name in ("key", "value", "topic", "partition", "offset")]
@@ -208,7 +208,7 @@ def apply_changes(
         final[c.id] = c
     expired = [Change(DELETE, i, None) for i in registry.expired(now) if i not in final]
     expired += [Change(DELETE, c.id, None) for c in final.values()
-                if c.op == UPSERT and c.subscription.expires is not None and c.subscription.expires <= now]  # type: ignore[union-attr]
+                if c.op == UPSERT and c.subscription.expires is not None and c.subscription.expires <= now]  # type: ignore[union-attr]  # an upsert carries its subscription
     if admission is not None:
         admission.account(registry, [*changes, *expired])
     delta = registry.append(batch_id, [*changes, *expired], now)
@@ -283,7 +283,7 @@ def new_subscriptions(delta: Delta | None) -> list[Subscription]:
     for c in delta.changes:
         last.pop(c.id, None)
         last[c.id] = c
-    return [c.subscription for c in last.values() if c.op == UPSERT]  # type: ignore[misc]
+    return [c.subscription for c in last.values() if c.op == UPSERT]  # type: ignore[misc]  # an upsert carries its subscription
 
 
 def retro_notifications(
@@ -650,7 +650,7 @@ class MatchJob:
         index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
             app_id=self.spark.sparkContext.applicationId if m.shared_index else None, params=m.matcher_params())
         ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
-        driver_rows = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
+        driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
         driver_rows += [(None, e.to_json(), self.errors_topic_of(e.position.topic)) for e in outcome.errors]
         for sid, value in retro:
             topic, public = (k.notifications_topic, sid) if self.tenants is None else self.tenants.route(sid)

@@ -28,7 +28,7 @@ import orjson
 
 from matchers.errors import PubSubError
 from matchers.events import flatten
-from matchers.expr import DEFAULT_MAX_TERMS, And, Not, Or, Scalar, Subscription
+from matchers.expr import DEFAULT_MAX_TERMS, And, Not, Or, Subscription, Value
 from streaming.config import LimitsSettings
 from streaming.notifications import notification_id
 
@@ -129,7 +129,7 @@ def error(stage: str, data: bytes | None, position: Position, reason: str, key: 
     size = 0 if data is None else len(data)
     truncated = len(text) > RAW_KEPT if encoding == "utf-8" else size > RAW_KEPT
     if truncated:
-        text = text[:RAW_KEPT] if encoding == "utf-8" else base64.b64encode(data[:RAW_KEPT]).decode("ascii")  # type: ignore[index]
+        text = text[:RAW_KEPT] if encoding == "utf-8" else base64.b64encode(data[:RAW_KEPT]).decode("ascii")  # type: ignore[index]  # truncated: data is not None
     key_text = None if key is None else _cut(raw_text(key)[0], TEXT_KEPT)
     return ErrorRecord(text, encoding, position, _cut(reason, TEXT_KEPT), stage, key_text, size, truncated)
 
@@ -290,7 +290,10 @@ def parse_changes(
     errors: list[ErrorRecord] = []
     for key, value, topic, partition, offset in rows:
         out = parse_change(key, value, Position(topic, int(partition), int(offset)), parse, max_terms, limits)
-        (changes if isinstance(out, Change) else errors).append(out)  # type: ignore[arg-type]
+        if isinstance(out, Change):
+            changes.append(out)
+        else:
+            errors.append(out)
     return changes, errors
 
 
@@ -303,7 +306,7 @@ class EventRead(NamedTuple):
     """
 
     obj: dict[str, Any] | None
-    flat: dict[str, Scalar]
+    flat: dict[str, Value]
     problem: str | None
 
 
@@ -350,7 +353,7 @@ def check_shape(obj: dict[str, Any], limits: LimitsSettings) -> str | None:
             if isinstance(value, dict):
                 stack.append((value, None if prefix is None else f"{prefix}{key}.", depth + 1))
                 continue
-            if prefix is not None:
+            if prefix is not None and key is not None:  # a named attribute (a key of an object)
                 name = prefix + key
                 if name in names:
                     return f"attribute {_cut(name, 200)!r} appears twice after flattening (dotted keys and nested objects collide)"
@@ -372,7 +375,7 @@ SCALARS = frozenset((str, int, float, bool))
 """Types of the values of a flat event."""
 
 
-def flat_event(obj: dict[str, Any]) -> dict[str, Scalar]:
+def flat_event(obj: dict[str, Any]) -> dict[str, Value]:
     """The event as :func:`matchers.events.flatten` gives it, without copying a flat one.
 
     An object whose values are all strings, booleans, integers or finite floats is

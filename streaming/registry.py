@@ -177,7 +177,7 @@ def net_changes(deltas: Iterable[Delta]) -> tuple[list[str], list[Subscription]]
             last[change.id] = change
     deletes = [c.id for c in last.values() if c.op == DELETE]
     upserts = [c.subscription for c in last.values() if c.op == UPSERT]
-    return deletes, upserts  # type: ignore[return-value]
+    return deletes, upserts  # type: ignore[return-value]  # an upsert carries its subscription
 
 
 def apply_deltas(subscriptions: dict[str, Subscription], deltas: Iterable[Delta]) -> dict[str, Subscription]:
@@ -185,7 +185,7 @@ def apply_deltas(subscriptions: dict[str, Subscription], deltas: Iterable[Delta]
     for delta in deltas:
         for change in delta.changes:
             if change.op == UPSERT:
-                subscriptions[change.id] = change.subscription  # type: ignore[assignment]
+                subscriptions[change.id] = change.subscription  # type: ignore[assignment]  # an upsert carries its subscription
             else:
                 subscriptions.pop(change.id, None)
     return subscriptions
@@ -320,8 +320,8 @@ class Registry:
         self.deltas.write(_name(delta.version), pickle.dumps(delta, protocol=5))
         apply_deltas(self.subscriptions, [delta])
         for c in changes:
-            if c.op == UPSERT and c.subscription.expires is not None:  # type: ignore[union-attr]
-                heapq.heappush(self._expiry, (c.subscription.expires, c.id))  # type: ignore[union-attr]
+            if c.op == UPSERT and c.subscription.expires is not None:  # type: ignore[union-attr]  # an upsert carries its subscription
+                heapq.heappush(self._expiry, (c.subscription.expires, c.id))  # type: ignore[union-attr]  # as above
         self.version, self.batch_id = delta.version, batch_id
         self.recent.append(delta)
         self._batches[batch_id] = delta

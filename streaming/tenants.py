@@ -189,7 +189,7 @@ class Admission:
         if not tenant:
             return None
         if change.op == DELETE:
-            value = raw[change.position][1]  # type: ignore[index]
+            value = raw[change.position][1]  # type: ignore[index]  # a change read from the log has its position
             obj = load_json(value)[0] if value is not None else None
             if isinstance(obj, dict) and "pattern" in obj:
                 return (f"subscription {change.id!r}: stateful patterns are served to the operator only, "
@@ -216,7 +216,8 @@ class Admission:
         """Count the changes about to be appended to ``registry`` as its next version."""
         if not changes:
             return
-        usage, pending = self._usage(registry), {}
+        usage = self._usage(registry)
+        pending: dict[str, Subscription | None] = {}
         for c in changes:
             _step(usage, pending, registry.subscriptions, c.id, c.subscription if c.op == UPSERT else None)
         self.version = registry.version + 1

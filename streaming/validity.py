@@ -111,7 +111,7 @@ class ValidityStore:
 
     def valid_events(self, before_batch: int, now: float) -> list[ValidEvent]:
         """Events stored by batches before ``before_batch`` that are still valid after ``now``."""
-        out = []
+        out: list[ValidEvent] = []
         for batch_id, until, name in self._files():
             if batch_id >= before_batch or until <= now:
                 continue

@@ -65,16 +65,16 @@ def bounds(p: Pred) -> tuple[float, float]:
     """The closed float64 interval of an interval predicate."""
     x = p.operand
     if p.op is Op.BETWEEN:
-        return float(x[0]), float(x[1])  # type: ignore[index]
+        return float(x[0]), float(x[1])
     if p.op is Op.EQ:
-        return float(x), float(x)  # type: ignore[arg-type]
+        return float(x), float(x)
     if p.op is Op.LT:
-        return -math.inf, math.nextafter(x, -math.inf)  # type: ignore[arg-type]
+        return -math.inf, math.nextafter(x, -math.inf)
     if p.op is Op.LE:
-        return -math.inf, float(x)  # type: ignore[arg-type]
+        return -math.inf, float(x)
     if p.op is Op.GT:
-        return math.nextafter(x, math.inf), math.inf  # type: ignore[arg-type]
-    return float(x), math.inf  # type: ignore[arg-type]
+        return math.nextafter(x, math.inf), math.inf
+    return float(x), math.inf
 
 
 @register("bitmark")
@@ -125,7 +125,8 @@ class BitMarkMatcher(Matcher):
         return c
 
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
-        keys, iv_count, cols, los, his, res_count, residual = [], [], [], [], [], [], []
+        keys, iv_count, cols, los, his, res_count = [], [], [], [], [], []
+        residual: list[Pred] = []
         column = self._column
         for key, sub in entries:
             for conj in sub.conjunctions:

@@ -131,8 +131,8 @@ class BruteForceMatcher(Matcher):
         self._refs[pid] -= 1
         if self._refs[pid] == 0:
             p = self._preds[pid]
-            del self._pid_of[p]  # type: ignore[arg-type]
-            self._string_cache.pop(p, None)  # type: ignore[arg-type]
+            del self._pid_of[p]  # type: ignore[arg-type]  # a referenced pid holds its predicate
+            self._string_cache.pop(p, None)  # type: ignore[arg-type]  # as above
             self._preds[pid] = None
             self._free_pids.append(pid)
 
@@ -179,14 +179,14 @@ class BruteForceMatcher(Matcher):
             y = np.zeros(0)
             owner = values = starts = np.zeros(0, dtype=np.int64)
             if op in (Op.IN, Op.NOT_IN):
-                lists = [[self._operand_value(p, v) for v in p.operand] for p in preds]  # type: ignore[union-attr]
+                lists = [[self._operand_value(p, v) for v in p.operand] for p in preds]
                 lengths = np.array([len(v) for v in lists], dtype=np.int64)
                 owner = np.repeat(np.arange(len(preds), dtype=np.int64), lengths)
                 values = np.array([v for vs in lists for v in vs], dtype=np.float64)
                 starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
             elif op in (Op.BETWEEN, Op.NOT_BETWEEN):
-                x = np.array([p.operand[0] for p in preds], dtype=np.float64)  # type: ignore[index]
-                y = np.array([p.operand[1] for p in preds], dtype=np.float64)  # type: ignore[index]
+                x = np.array([p.operand[0] for p in preds], dtype=np.float64)
+                y = np.array([p.operand[1] for p in preds], dtype=np.float64)
             else:
                 x = np.array([self._operand_value(p, p.operand) for p in preds], dtype=np.float64)
             groups.append(_Group(op, kind, start, attr, x, y, owner, values, starts))
@@ -294,10 +294,10 @@ class BruteForceMatcher(Matcher):
                 ok = hit if op is Op.IN else ~hit & ~np.isnan(values)
             sat[:, g.start:g.start + len(g.attr)] = ok.T
         if packed.presence:
-            kind = np.full(shape, -1, dtype=np.int8)  # the kind of each value, -1 where absent
-            kind[rows, cols] = kinds
+            kind_at = np.full(shape, -1, dtype=np.int8)  # the kind of each value, -1 where absent
+            kind_at[rows, cols] = kinds
             for col, op, attr in packed.presence:
-                k = kind[:, attr]
+                k = kind_at[:, attr]
                 if op is Op.EXISTS:
                     sat[:, col] = k >= 0
                 elif op is Op.NOT_EXISTS:

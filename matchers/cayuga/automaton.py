@@ -162,7 +162,7 @@ class Inst:
         self.wit = wit
         self.born = born
         self.seq = seq  # the engine's sequence number of the event that started the run
-        self.key: tuple = ()
+        self.key: tuple | None = ()  # None: an UNLESS instance no event looks up
         self.bound: Any = None
         self.alive = False
 
@@ -204,7 +204,7 @@ class Node:
             self.rng_fn = value_fn(rng_term)
         self.outs: dict[tuple[Step, ...], Out] = {}
         self.subs: set[str] = set()
-        self.buckets: dict[tuple, Bucket] = {}
+        self.buckets: dict[tuple | None, Bucket] = {}
         self.deadline: float | None = None
         self.group: Any = None  # the engine's index group of (stream, eq_attrs)
 
@@ -227,4 +227,4 @@ class Node:
         if not bounds or any(b is None for b in bounds):
             self.deadline = None
         else:
-            self.deadline = max(bounds)  # type: ignore[type-var]
+            self.deadline = max(bounds)  # type: ignore[type-var]  # no bound is None (checked above)

@@ -78,7 +78,7 @@ class _Group:
 
     def __init__(self, attrs: tuple[str, ...]):
         self.attrs = attrs
-        self.active: dict[tuple, dict[str, tuple[Node, Bucket]]] = {}
+        self.active: dict[tuple | None, dict[str, tuple[Node, Bucket]]] = {}
 
 
 class Engine:
@@ -292,15 +292,17 @@ class Engine:
 
     # ------------------------------------------------------------ instances
     def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int, seq: int) -> None:
-        key = []
+        parts = []
+        key: tuple | None = None  # stays None for an UNLESS whose equality cannot hold
         for fn in node.eq_fns:
             v = fn(first, cur, cur, None)
             if v is None or v != v:  # the equality can never hold (unknown, NaN)
                 if node.window is None:
                     return  # the instance could only loop
-                key = None  # UNLESS: nothing can kill it, it waits in a bucket no event looks up
-                break
-            key.append(tag(v))
+                break  # UNLESS: nothing can kill it, it waits in a bucket no event looks up
+            parts.append(tag(v))
+        else:
+            key = tuple(parts)
         inst = Inst(node, first, cur, t0, t1, wit, born, seq)
         sorted_bound = False
         if node.rng_fn is not None:
@@ -309,11 +311,11 @@ class Engine:
                 return
             inst.bound = b
             sorted_bound = isinstance(b, (int, float)) and not isinstance(b, bool)
-        inst.key = k = key if key is None else tuple(key)
-        bucket = node.buckets.get(k)
+        inst.key = key
+        bucket = node.buckets.get(key)
         if bucket is None:
-            bucket = node.buckets[k] = Bucket()
-            node.group.active.setdefault(k, {})[node.id] = (node, bucket)
+            bucket = node.buckets[key] = Bucket()
+            node.group.active.setdefault(key, {})[node.id] = (node, bucket)
         bucket.add(inst, sorted_bound)
         inst.alive = True
         self.instances += 1
@@ -476,7 +478,7 @@ class Engine:
                         continue
                     vf = node.view_fn
                     if vf is None:
-                        v2 = attrs
+                        v2: dict | None = attrs
                     elif vf in views:
                         v2 = views[vf]
                     else:

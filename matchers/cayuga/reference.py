@@ -101,7 +101,7 @@ def evaluate_all(subs: dict[str, A.Expr], events: list[A.Event], until: int | No
 def _streams(expr: A.Expr) -> set[str]:
     if isinstance(expr, A.Stream):
         return {expr.name}
-    if isinstance(expr, (A.Filter, A.Select)):
+    if isinstance(expr, (A.Filter, A.Select, A.Skip, A.Publish)):
         return _streams(expr.src)
     return _streams(expr.left) | _streams(expr.right)
 
@@ -186,11 +186,11 @@ class _Eval:
                             break
                 if killed:
                     continue
-                pos = next((i for i, e in enumerate(events) if e.t1 > deadline), None)
-                if pos is None and self.until is not None and deadline <= self.until:
-                    pos = len(events)
-                if pos is not None:
-                    out.append(((pos - 0.5, deadline), A.Record(dict(r.attrs), r.t0, deadline, r.witness)))
+                at = next((i for i, e in enumerate(events) if e.t1 > deadline), None)
+                if at is None and self.until is not None and deadline <= self.until:
+                    at = len(events)
+                if at is not None:
+                    out.append(((at - 0.5, deadline), A.Record(dict(r.attrs), r.t0, deadline, r.witness)))  # type: ignore[arg-type]  # deadline is fractional after a fractional window
             return _distinct(out)
         if isinstance(expr, A.Fold):
             rights = self(expr.right)

@@ -22,12 +22,14 @@ order), once either grows past a fraction of the main part.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from matchers.base import Matcher, Matches, register
 from matchers.counting import kernels as K
 from matchers.errors import SubscriptionError
-from matchers.events import EventBatch
+from matchers.events import Dictionary, EventBatch
 from matchers.expr import Subscription
 from matchers.phase1 import PredicateIndex
 from matchers.phase1.columns import grown
@@ -58,7 +60,7 @@ class CountingMatcher(Matcher):
     unordered_min = 1024
     """Predicate ids given out of order tolerated at a fold before renumbering them."""
 
-    def __init__(self, dictionary=None, range_evaluator=None, **params):
+    def __init__(self, dictionary: Dictionary | None = None, range_evaluator: Any = None, **params: Any) -> None:
         super().__init__(dictionary, **params)
         self.phase1 = PredicateIndex(self.dictionary, range_evaluator)
         self._n_slots = 0
@@ -229,7 +231,7 @@ class CountingMatcher(Matcher):
         return Matches(out_off, out_keys[:k].copy())
 
     def memory_bytes(self) -> int:
-        arrays = (self._left, self._slot_key, self._slot_start, self._flat, self._key_first, self._key_count,
+        arrays: tuple[np.ndarray, ...] = (self._left, self._slot_key, self._slot_start, self._flat, self._key_first, self._key_count,
                   self._main_off, self._main_val, self._key_seen, self._visited, *self._pending(),
                   *self._pend_pid, *self._pend_slot)
         return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()

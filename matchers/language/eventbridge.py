@@ -32,9 +32,9 @@ from .limits import MAX_DEPTH
 
 __all__ = ["parse_pattern"]
 
-_STRING_MATCHERS = {"prefix": Op.PREFIX, "suffix": Op.SUFFIX, "equals-ignore-case": Op.EQ_ICASE,
+_STRING_MATCHERS: dict[str, Op | str] = {"prefix": Op.PREFIX, "suffix": Op.SUFFIX, "equals-ignore-case": Op.EQ_ICASE,
                     "wildcard": "wildcard", "cidr": Op.CIDR}
-_NEGATED = {"prefix": Op.NOT_PREFIX, "suffix": Op.NOT_SUFFIX, "equals-ignore-case": Op.NOT_IN_ICASE,
+_NEGATED: dict[str, Op | str] = {"prefix": Op.NOT_PREFIX, "suffix": Op.NOT_SUFFIX, "equals-ignore-case": Op.NOT_IN_ICASE,
             "wildcard": "not wildcard"}
 _MATCHERS_TEXT = "one of " + ", ".join([*_STRING_MATCHERS, "numeric", "exists", "anything-but"])
 _LOWER, _UPPER = (">", ">="), ("<", "<=")

@@ -113,7 +113,7 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
         raise SubscriptionError(f"the attribute must be a non-empty string, not {describe(attr)}", sub_id,
                                 f"{path}[0]", "an attribute name")
     spelt = " ".join(name.lower().split()) if isinstance(name, str) else None
-    op = OP_BY_NAME.get(spelt, _WILDCARD.get(spelt))  # type: ignore[arg-type]
+    op = OP_BY_NAME.get(spelt, _WILDCARD.get(spelt))  # type: ignore[arg-type]  # a None name finds nothing
     if op is None:
         raise SubscriptionError(f"unknown operator {describe(name)}", sub_id, f"{path}[1]",
                                 f"one of {_OPERATOR_NAMES}")

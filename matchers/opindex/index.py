@@ -97,7 +97,7 @@ def _selectivity(p: Pred) -> float:
     if p.kind is Kind.STR and StringEvaluator.owns(p):
         return 1.0
     if p.op is Op.IN:
-        return min(1.0, 0.1 * len(p.operand))  # type: ignore[arg-type]
+        return min(1.0, 0.1 * len(p.operand))
     return _SELECTIVITY.get(p.op, 1.0)
 
 
@@ -276,7 +276,7 @@ class OpIndex(Matcher):
             key = (len(clause), self.freq.cost(attrs), attrs)
             if best_key is None or key < best_key:
                 best, best_key = attrs, key
-        return tuple(best)  # type: ignore[arg-type]
+        return tuple(best)  # type: ignore[arg-type]  # terms is not empty: the loop sets best
 
     def _reserve(self, n_entries: int, n_cslots: int) -> None:
         """Grow the per-entry and per-slot arrays for that many more of each."""
@@ -336,7 +336,7 @@ class OpIndex(Matcher):
     def _spid(self, p: Pred, aid: int, acquire: bool) -> int:
         ref = self._spids.get(p)
         if not acquire:
-            return ref[0]  # type: ignore[index]
+            return ref[0]  # type: ignore[index]  # without acquire the predicate is held already
         if ref is None:
             spid = self._free_spids.pop() if self._free_spids else self._n_spids
             if spid == self._n_spids:
@@ -372,15 +372,15 @@ class OpIndex(Matcher):
         if op is Op.NE:
             return [(F_PRES, ta, 0.0, 1), (F_EQ, ta, self._value(aid, kind, x), -1)]
         if op is Op.IN:
-            return [(F_EQ, ta, self._value(aid, kind, v), 1) for v in x]  # type: ignore[union-attr]
+            return [(F_EQ, ta, self._value(aid, kind, v), 1) for v in x]
         if op is Op.NOT_IN:
-            return [(F_PRES, ta, 0.0, 1)] + [(F_EQ, ta, self._value(aid, kind, v), -1) for v in x]  # type: ignore[union-attr]
+            return [(F_PRES, ta, 0.0, 1)] + [(F_EQ, ta, self._value(aid, kind, v), -1) for v in x]
         if op in RANGE_OPS:
-            lo, hi = (float(v) for v in x)  # type: ignore[union-attr]
+            lo, hi = (float(v) for v in x)
             if op is Op.BETWEEN:
                 return [(F_GE, ta, lo, 1), (F_GE, ta, math.nextafter(hi, _POS_INF), -1)]
             return [(F_LE, ta, math.nextafter(lo, _NEG_INF), 1), (F_GE, ta, math.nextafter(hi, _POS_INF), 1)]
-        num = float(x)  # type: ignore[arg-type]
+        num = float(x)
         if op is Op.LT:
             return [(F_LE, ta, math.nextafter(num, _NEG_INF), 1)]
         if op is Op.LE:
@@ -744,7 +744,7 @@ class OpIndex(Matcher):
         }
 
     def memory_bytes(self) -> int:
-        arrays = (self._pivot_slot, self._e_key)
+        arrays: tuple[np.ndarray, ...] = (self._pivot_slot, self._e_key)
         if self.evaluate == "lists":
             arrays += (self._list_of, self._l_start, self._l_len, self._l_cap, self._l_sig, self._l_family,
                        self._seg_off, self._s_sig, self._it_ta, self._it_val, self._it_slot, self._it_w,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numpy.typing import ArrayLike
 
 from matchers.opindex.layout import F_STR
 from matchers.prefetch import prefetch
@@ -521,7 +522,7 @@ MAX_SECOND = (1 << 23) - 2
 sign bit left clear)."""
 
 
-def item_meta(ta: np.ndarray, family: np.ndarray, weight: np.ndarray, end: np.ndarray) -> np.ndarray:
+def item_meta(ta: ArrayLike, family: ArrayLike, weight: ArrayLike, end: ArrayLike) -> np.ndarray:
     """``ta << 8 | family << 3 | (weight < 0) << 2 | end`` (weights are +1 or -1)."""
     return ((np.asarray(ta, np.int64) << 8) | (np.asarray(family, np.int64) << 3)
             | (np.asarray(weight, np.int64) < 0).astype(np.int64) << 2 | np.asarray(end, np.int64))

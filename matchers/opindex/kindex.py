@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from matchers.base import Matcher, Matches, register
-from matchers.events import EventBatch
+from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred, Subscription
 from matchers.opindex import kernels as K
 from matchers.opindex.layout import event_values
@@ -39,7 +39,7 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 class KIndex(Matcher):
     """The k-index baseline (DNF conjunctions; rebuilt lazily after changes)."""
 
-    def __init__(self, dictionary=None, **params):
+    def __init__(self, dictionary: Dictionary | None = None, **params: Any) -> None:
         super().__init__(dictionary, **params)
         self._stale = True
         self._built: dict[str, Any] = {}
@@ -70,7 +70,7 @@ class KIndex(Matcher):
                 aid = attr(p.attr)
                 if p.kind is Kind.NUM:
                     vals = p.operand if isinstance(p.operand, tuple) else (p.operand,)
-                    points.setdefault(aid * 3, set()).update(vals)  # type: ignore[arg-type]
+                    points.setdefault(aid * 3, set()).update(vals)
                 elif p.kind is Kind.STR and StringEvaluator.owns(p) and p not in self._spids:
                     spid = self._spids[p] = len(self._spids)
                     self.strings.add(spid, p, aid)
@@ -153,17 +153,17 @@ class KIndex(Matcher):
 
             top = 2 * len(pts)
             if op is Op.LT:
-                return cells(0, point(x) - 1), None  # type: ignore[arg-type]
+                return cells(0, point(x) - 1), None
             if op is Op.LE:
-                return cells(0, point(x)), None  # type: ignore[arg-type]
+                return cells(0, point(x)), None
             if op is Op.GT:
-                return cells(point(x) + 1, top), None  # type: ignore[arg-type]
+                return cells(point(x) + 1, top), None
             if op is Op.GE:
-                return cells(point(x), top), None  # type: ignore[arg-type]
+                return cells(point(x), top), None
             if op is Op.BETWEEN:
-                return cells(point(x[0]), point(x[1])), None  # type: ignore[index, arg-type]
+                return cells(point(x[0]), point(x[1])), None
             if op is Op.NOT_BETWEEN:
-                return np.concatenate([cells(0, point(x[0]) - 1), cells(point(x[1]) + 1, top)]), None  # type: ignore[index, arg-type]
+                return np.concatenate([cells(0, point(x[0]) - 1), cells(point(x[1]) + 1, top)]), None
             code = point
         elif p.kind is Kind.BOOL:
             def code(v) -> int:
@@ -174,7 +174,7 @@ class KIndex(Matcher):
             def code(v) -> int:
                 return self.dictionary.code(aid, v, create=False)
         vals = x if isinstance(x, tuple) else (x,)
-        tokens = np.asarray([base + code(v) for v in vals], dtype=np.int64)  # type: ignore[arg-type]
+        tokens = np.asarray([base + code(v) for v in vals], dtype=np.int64)
         if op in (Op.EQ, Op.IN):
             return tokens, None
         if op in (Op.NE, Op.NOT_IN):

@@ -218,7 +218,7 @@ class PredicateIndex:
         new_of_old[old] = np.arange(len(old), dtype=np.int32)
         for e in self.evaluators:
             e.renumber(new_of_old)
-        self._preds = [preds[i] for i in order.tolist()]  # type: ignore[misc]
+        self._preds = [preds[i] for i in order.tolist()]
         used = self._pid_of[: self._n_handles] >= 0
         self._pid_of[: self._n_handles][used] = new_of_old[self._pid_of[: self._n_handles][used]]
         refs = np.zeros(len(self._preds), dtype=np.int32)

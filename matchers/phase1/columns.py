@@ -46,7 +46,7 @@ class PredColumns(NamedTuple):
 
 def _first_number(operand: object) -> float:
     if type(operand) is float:
-        return operand  # type: ignore[return-value]
+        return operand
     if type(operand) is tuple and type(operand[0]) is float:
         return operand[0]
     return 0.0

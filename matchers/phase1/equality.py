@@ -32,7 +32,7 @@ def operand_bits(p: Pred, attr_id: int, dictionary: Dictionary) -> list[int]:
     """Hashed values of a predicate's operands (as :func:`kernels.value_bits` hashes events)."""
     values = p.operand if isinstance(p.operand, tuple) else (p.operand,)
     if p.kind is Kind.STR:
-        return [dictionary.code(attr_id, v) for v in values]  # type: ignore[arg-type]
+        return [dictionary.code(attr_id, v) for v in values]
     return [_BITS.unpack(_DOUBLE.pack(float(v) + 0.0))[0] for v in values]
 
 
@@ -157,11 +157,11 @@ class EqualityEvaluator:
         cap = int(self._expect * len(batch.attrs)) + 64
         ev = np.empty(cap, dtype=np.int32)
         pid = np.empty(cap, dtype=np.int32)
-        n = K.equality_pairs(*args, ev, pid)
+        n = K.equality_pairs(*args, ev, pid)  # type: ignore[call-arg]  # mypy cannot count the unpacked layout against the kernel's parameters
         if n > cap:  # the estimate was short: rerun into exact buffers
             ev = np.empty(n, dtype=np.int32)
             pid = np.empty(n, dtype=np.int32)
-            K.equality_pairs(*args, ev, pid)
+            K.equality_pairs(*args, ev, pid)  # type: ignore[call-arg]  # mypy cannot count the unpacked layout against the kernel's parameters
         self._expect = max(self._expect, 1.25 * n / max(len(batch.attrs), 1))
         return ev[:n], pid[:n]
 

@@ -128,11 +128,11 @@ class RangeEvaluator:
         cap = int(self._expect * len(batch.attrs)) + 64
         ev = np.empty(cap, dtype=np.int32)
         pid = np.empty(cap, dtype=np.int32)
-        n = K.range_pairs(*args, ev, pid)
+        n = K.range_pairs(*args, ev, pid)  # type: ignore[call-arg]  # mypy cannot count the unpacked layout against the kernel's parameters
         if n > cap:  # the estimate was short: rerun into exact buffers
             ev = np.empty(n, dtype=np.int32)
             pid = np.empty(n, dtype=np.int32)
-            K.range_pairs(*args, ev, pid)
+            K.range_pairs(*args, ev, pid)  # type: ignore[call-arg]  # mypy cannot count the unpacked layout against the kernel's parameters
         self._expect = max(self._expect, 1.25 * n / max(len(batch.attrs), 1))
         return ev[:n], pid[:n]
 

@@ -185,7 +185,7 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
                 results[name]["ms"].append(1000 * cpu / m)
                 counts[name] = got
             for name, (path, args) in peers.items():
-                ms, got, cpu = run_peer(path, args, subs, events, 1, timeout_s)  # type: ignore[arg-type]
+                ms, got, cpu = run_peer(path, args, subs, events, 1, timeout_s)  # type: ignore[arg-type]  # with peers the files are written
                 results[name]["ms"].append(ms)
                 results[name]["process_cpu_s"].append(cpu)
                 counts[name] = got

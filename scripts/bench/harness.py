@@ -101,7 +101,7 @@ def _measure(name: str, batch_size: int, match_budget_s: float, sample: int, par
     """Build and time one matcher on the inherited workload (runs in the child)."""
     from matchers.base import create
 
-    subscriptions, events = _WORKLOAD  # type: ignore[misc]
+    subscriptions, events = _WORKLOAD  # type: ignore[misc]  # set by the parent before the fork
     _one_thread()
     t0 = time.perf_counter()
     warm = create(name, **params)  # compile or load the kernels outside the measurements

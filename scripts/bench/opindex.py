@@ -31,7 +31,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from matchers.base import create
-from matchers.expr import And, Subscription, pred
+from matchers.expr import And, Pred, Subscription, pred
 from scripts.workloads import Workload, generate, parameters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def prefix_workload(n_subs: int, n_events: int, share: float, length: int, seed:
     strs = [f"w{i}" for i in range(100)]
     subs = []
     for i in range(n_subs):
-        chosen: dict[str, object] = {}
+        chosen: dict[str, Pred] = {}
         for _ in range(rnd.randint(1, 4)):
             if rnd.random() < share:
                 attr = rnd.choice(strs)
@@ -158,7 +158,7 @@ def prefix_workload(n_subs: int, n_events: int, share: float, length: int, seed:
                 attr = rnd.choice(nums)
                 chosen.setdefault(attr, pred(attr, "=", rnd.randint(1, 50)))
         parts = tuple(chosen.values())
-        subs.append(Subscription.of(f"p{i}", parts[0] if len(parts) == 1 else And(parts)))  # type: ignore[arg-type]
+        subs.append(Subscription.of(f"p{i}", parts[0] if len(parts) == 1 else And(parts)))
     events = []
     for _ in range(n_events):
         event: dict = {nums[a]: float(rnd.randint(1, 50)) for a in rnd.sample(range(10_000), 18)}

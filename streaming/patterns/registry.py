@@ -75,7 +75,7 @@ class PatternRegistry:
             if op == DELETE:
                 patterns.pop(sub_id, None)
             else:
-                patterns[sub_id] = [text, new_version, partition_attribute(chains(parse(text)))]
+                patterns[sub_id] = [text, new_version, partition_attribute(chains(parse(text)))]  # type: ignore[arg-type]  # an upsert carries its text
         self._write(new_version, batch_id, patterns)
         return new_version
 

@@ -155,4 +155,4 @@ def test_to_json_names_every_operator(op):
 
 def test_to_json_rejects_what_is_not_an_expression():
     with pytest.raises(TypeError):
-        to_json("price < 100")  # type: ignore[arg-type]
+        to_json("price < 100")  # type: ignore[arg-type]  # the wrong type on purpose

@@ -119,7 +119,7 @@ def test_nesting_is_bounded():
 
 
 def test_the_expression_must_be_text():
-    err = error_of(b"price < 100", "s")  # type: ignore[arg-type]
+    err = error_of(b"price < 100", "s")  # type: ignore[arg-type]  # the wrong type on purpose
     assert "must be a string" in err.reason and err.sub_id == "s"
 
 

@@ -37,7 +37,7 @@ class ScriptedLog:
 
 def _reader(log: ScriptedLog, **options: str) -> KafkaStreamReader:
     reader = KafkaStreamReader({**BASE, **options})
-    reader._watermarks = log  # type: ignore[assignment]
+    reader._watermarks = log  # type: ignore[assignment]  # a recording stand-in for the method
     return reader
 
 
