@@ -30,6 +30,10 @@ from streaming import shared_index
 from streaming.registry import Delta, RegistryError, Snapshot, apply_deltas, net_changes
 
 
+IndexKey = tuple[str, str, int, int, tuple[tuple[str, Any], ...]]
+"""What a cached index is kept under: registry, matcher, shard, shards, parameters."""
+
+
 class IndexSpec(NamedTuple):
     """What a batch needs: which index, at which version, and the state to reach it.
 
@@ -61,7 +65,7 @@ class IndexSpec(NamedTuple):
     params: tuple[tuple[str, Any], ...] = ()
 
     @property
-    def key(self) -> tuple[str, str, int, int, tuple[tuple[str, Any], ...]]:
+    def key(self) -> IndexKey:
         return (self.registry, self.matcher, self.shard, self.shards, self.params)
 
     def holds(self, sub_id: str) -> bool:
@@ -83,7 +87,7 @@ class CachedIndex:
     maps: int = 0
 
 
-_CACHE: dict[tuple[str, str, int, int], CachedIndex] = {}
+_CACHE: dict[IndexKey, CachedIndex] = {}
 
 
 def shard_of(sub_id: str, shards: int) -> int:
