@@ -29,7 +29,6 @@ from matchers.base import Matcher, create, no_cyclic_gc
 from streaming import shared_index
 from streaming.registry import Delta, RegistryError, Snapshot, apply_deltas, net_changes
 
-
 IndexKey = tuple[str, str, int, int, tuple[tuple[str, Any], ...]]
 """What a cached index is kept under: registry, matcher, shard, shards, parameters."""
 
