@@ -13,6 +13,10 @@ index: a subscription using one goes whole to the matcher's *residual* matcher (
 of the same key space, and its matches are merged with the index's.  The index itself
 never sees such a subscription, nor the ``null`` values of the events.
 
+Events with arrays are also handled here: a batch of :class:`~matchers.events.Rows`
+is matched row by row and the rows' matches are merged per event (an event matches
+what one of its rows matches), so an index only ever sees flat rows.
+
 A new index: set :attr:`Matcher.indexed_ops` to what it evaluates (the default,
 :data:`~matchers.expr.INDEXED_OPS`, has the string operators of
 :class:`matchers.strings.StringEvaluator`); override :meth:`Matcher._add` (not ``add``) to
@@ -170,6 +174,21 @@ def without_nulls(batch: EventBatch) -> EventBatch:
                       batch.texts[keep], batch.strings)
 
 
+def merge_rows(matches: Matches, rows: np.ndarray) -> Matches:
+    """Matches of rows merged per event (event ``i`` owns rows ``rows[i]:rows[i+1]``)."""
+    n = len(rows) - 1
+    event_of_row = np.repeat(np.arange(n, dtype=np.int64), np.diff(rows))
+    events = event_of_row[np.repeat(np.arange(len(matches.offsets) - 1), np.diff(matches.offsets))]
+    keys = matches.keys
+    order = np.lexsort((keys, events))
+    events, keys = events[order], keys[order]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = (events[1:] != events[:-1]) | (keys[1:] != keys[:-1])
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(events[first], minlength=n), out=offsets[1:])
+    return Matches(offsets, keys[first])
+
+
 def _encode(sub: Subscription | None) -> tuple[bytes, bytes]:
     return (b"", b"") if sub is None else (sub.id.encode("utf-8"), pickle.dumps(sub, protocol=5))
 
@@ -305,6 +324,8 @@ class Matcher(ABC):
         """Match a batch of events encoded with this matcher's dictionary."""
         if batch.n == 0 or not self._key_of:
             return _no_matches(batch.n)
+        if batch.rows is not None:
+            return merge_rows(self.match(batch._replace(rows=None)), batch.rows)
         own_batch = batch if self.sees_nulls else without_nulls(batch)
         if not self._residual_keys:
             return self._match(own_batch)
