@@ -58,17 +58,19 @@ def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "",
     is given.
     """
     out: dict[str, Value] = {}
-    arrays: list[list[dict[str, Value]]] = []
+    arrays: list[list[dict[str, Value]]] | None = None
     for key, value in obj.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
+        if value is None or isinstance(value, (bool, str)):
+            out[name] = value
+        elif isinstance(value, Mapping):
             sub = flatten(value, problems, name + ".", max_rows)
             if type(sub) is Rows:
-                arrays.append(list(sub))
+                arrays = [*(arrays or ()), list(sub)]
             else:
                 out.update(sub)
         elif isinstance(value, (list, tuple)):
-            arrays.append(_elements(value, name, problems, max_rows))
+            arrays = [*(arrays or ()), _elements(value, name, problems, max_rows)]
         else:
             _scalar(out, name, value, problems)
     if not arrays:

@@ -115,14 +115,14 @@ def random_event(rng: random.Random, extended: bool = False) -> dict:
 
 def random_array_event(rng: random.Random, extended: bool = False):
     """An event with arrays, flattened (:class:`~matchers.events.Rows` when it has several
-    rows): each attribute a value or an array of 0-3 values of :func:`random_event`, and
+    rows): each attribute a value or an array of 0-2 values of :func:`random_event`, and
     ``t`` an object or an array of objects (so ``t.u`` comes from one element)."""
     draws = [random_event(rng, extended) for _ in range(3)]
     event: dict = {}
     for attr in ATTRS + (IP_ATTR,) * extended:
         values = [d[attr] for d in draws if attr in d]
         if values:
-            event[attr] = values[0] if rng.random() < 0.3 else values[:rng.randint(0, len(values))]
+            event[attr] = values[0] if rng.random() < 0.3 else values[:rng.randint(0, 2)]
     if "t.u" in event:
         value = event.pop("t.u")
         event["t"] = [{"u": v} for v in value] if type(value) is list and rng.random() < 0.5 else {"u": value}
@@ -184,7 +184,7 @@ def _arrays(values: dict) -> st.SearchStrategy:
             obj["t"] = obj.pop("t.u")
             obj["t"] = [{"u": v} for v in obj["t"]] if type(obj["t"]) is list else {"u": obj["t"]}
         return obj
-    return st.fixed_dictionaries({}, optional={a: st.one_of(v, st.lists(v, max_size=3)) for a, v in values.items()}
+    return st.fixed_dictionaries({}, optional={a: st.one_of(v, st.lists(v, max_size=2)) for a, v in values.items()}
                                  ).map(event).map(flatten)
 
 
