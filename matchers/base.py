@@ -39,6 +39,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from matchers import rows as rows_kernels
 from matchers.events import Dictionary, EventBatch, encode
 from matchers.expr import INDEXED_OPS, Kind, Op, Pred, Subscription, Value
 
@@ -174,19 +175,10 @@ def without_nulls(batch: EventBatch) -> EventBatch:
                       batch.texts[keep], batch.strings)
 
 
-def merge_rows(matches: Matches, rows: np.ndarray) -> Matches:
-    """Matches of rows merged per event (event ``i`` owns rows ``rows[i]:rows[i+1]``)."""
-    n = len(rows) - 1
-    event_of_row = np.repeat(np.arange(n, dtype=np.int64), np.diff(rows))
-    events = event_of_row[np.repeat(np.arange(len(matches.offsets) - 1), np.diff(matches.offsets))]
-    keys = matches.keys
-    order = np.lexsort((keys, events))
-    events, keys = events[order], keys[order]
-    first = np.ones(len(keys), dtype=bool)
-    first[1:] = (events[1:] != events[:-1]) | (keys[1:] != keys[:-1])
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(events[first], minlength=n), out=offsets[1:])
-    return Matches(offsets, keys[first])
+def merge_rows(matches: Matches, rows: np.ndarray, capacity: int) -> Matches:
+    """Matches of rows merged per event (event ``i`` owns rows ``rows[i]:rows[i+1]``;
+    keys below ``capacity``)."""
+    return Matches(*rows_kernels.merge_rows(rows, matches.offsets, matches.keys, max(capacity, 1)))
 
 
 def _encode(sub: Subscription | None) -> tuple[bytes, bytes]:
@@ -325,7 +317,7 @@ class Matcher(ABC):
         if batch.n == 0 or not self._key_of:
             return _no_matches(batch.n)
         if batch.rows is not None:
-            return merge_rows(self.match(batch._replace(rows=None)), batch.rows)
+            return merge_rows(self.match(batch._replace(rows=None)), batch.rows, self.capacity)
         own_batch = batch if self.sees_nulls else without_nulls(batch)
         if not self._residual_keys:
             return self._match(own_batch)

@@ -83,7 +83,8 @@ def good_events() -> list[Case]:
         Case("escaped control character", b'{"symbol": "a\\u0001b", "price": 2}', None),
         Case("duplicate keys (last wins)", b'{"price": 100, "price": 1, "symbol": "IBM"}', None),
         Case("empty key", b'{"": 1, "price": 4}', None),
-        Case("array and null", b'{"price": [3, 300], "symbol": "IBM", "tags": [1, 2], "gone": null}', None),
+        Case("arrays and null", b'{"price": [300, 1], "symbol": "IBM", "tags": [1, 2], "gone": null, '
+             b'"a": [0, 9], "t": [{"u": "ab"}, {"u": "b"}]}', None),  # "big" matches (price 1)
         Case("dotted key", b'{"a.b": 1, "price": 5}', None),
         Case("regex bait (no match)", orjson.dumps({"symbol": "a" * 5_000 + "!"}), None),
         Case("regex bait (match)", orjson.dumps({"symbol": "b" + "a" * 5_000}), None),
