@@ -19,8 +19,8 @@ import orjson
 from tqdm import tqdm
 
 from matchers import base
-from matchers.errors import PubSubError
-from matchers.events import Rows, TooManyRows, flatten
+from matchers.errors import PubSubError, TooManyRows
+from matchers.events import Rows, flatten
 from matchers.expr import DEFAULT_MAX_TERMS, Subscription
 
 BATCH = 10_000

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from matchers.errors import TooManyRows
 from matchers.expr import Kind, Value
 
 NUM, STR, BOOL, NULL = int(Kind.NUM), int(Kind.STR), int(Kind.BOOL), int(Kind.NULL)
@@ -36,14 +37,6 @@ class Rows(tuple):
     """The flat rows of an event with arrays (see :func:`flatten`); it matches if one row does."""
 
     __slots__ = ()
-
-
-class TooManyRows(ValueError):
-    """An event whose arrays make more rows than allowed."""
-
-    def __init__(self, bound: int):
-        super().__init__(f"its arrays make more than {bound} rows")
-        self.bound = bound
 
 
 def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "",

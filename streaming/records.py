@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from matchers.errors import PubSubError
-from matchers.events import Rows, TooManyRows, flatten
+from matchers.errors import PubSubError, TooManyRows
+from matchers.events import Rows, flatten
 from matchers.expr import DEFAULT_MAX_TERMS, And, Not, Or, Scalar, Subscription
 from streaming.config import LimitsSettings
 from streaming.notifications import notification_id

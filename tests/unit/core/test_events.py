@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matchers.events import Dictionary, Rows, TooManyRows, decode, encode, flatten
+from matchers.errors import TooManyRows
+from matchers.events import Dictionary, Rows, decode, encode, flatten
 
 
 def test_flatten_nested_and_unsupported_values_are_reported():
