@@ -19,8 +19,8 @@ import orjson
 from tqdm import tqdm
 
 from matchers import base
-from matchers.errors import PubSubError
-from matchers.events import flatten
+from matchers.errors import PubSubError, TooManyRows
+from matchers.events import Rows, flatten
 from matchers.expr import DEFAULT_MAX_TERMS, Subscription
 
 BATCH = 10_000
@@ -63,8 +63,8 @@ def read_subscriptions(path: str, max_terms: int, err: IO[str]) -> tuple[list[Su
     return list(subs.values()), bad
 
 
-def read_events(path: str, err: IO[str]) -> Iterator[tuple[object, dict] | None]:
-    """Yield ``(event id, flat attributes)`` per good line, ``None`` per bad one."""
+def read_events(path: str, err: IO[str]) -> Iterator[tuple[object, dict | Rows] | None]:
+    """Yield ``(event id, flat attributes or rows)`` per good line, ``None`` per bad one."""
     for number, line in _lines(path):
         try:
             obj = orjson.loads(line)
@@ -78,7 +78,12 @@ def read_events(path: str, err: IO[str]) -> Iterator[tuple[object, dict] | None]
             continue
         event_id = obj.pop("id", number)
         problems: list[str] = []
-        flat = flatten(obj, problems)
+        try:
+            flat = flatten(obj, problems)
+        except TooManyRows as exc:
+            _report(err, path, number, f"event not matched: {exc}")
+            yield None
+            continue
         for problem in problems:
             _report(err, path, number, f"warning: {problem}")
         yield event_id, flat

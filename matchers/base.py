@@ -13,6 +13,10 @@ index: a subscription using one goes whole to the matcher's *residual* matcher (
 of the same key space, and its matches are merged with the index's.  The index itself
 never sees such a subscription, nor the ``null`` values of the events.
 
+Events with arrays are also handled here: a batch of :class:`~matchers.events.Rows`
+is matched row by row and the rows' matches are merged per event (an event matches
+what one of its rows matches), so an index only ever sees flat rows.
+
 A new index: set :attr:`Matcher.indexed_ops` to what it evaluates (the default,
 :data:`~matchers.expr.INDEXED_OPS`, has the string operators of
 :class:`matchers.strings.StringEvaluator`); override :meth:`Matcher._add` (not ``add``) to
@@ -35,6 +39,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from matchers import rows as rows_kernels
 from matchers.events import Dictionary, EventBatch, encode
 from matchers.expr import INDEXED_OPS, Kind, Op, Pred, Subscription, Value
 
@@ -168,6 +173,12 @@ def without_nulls(batch: EventBatch) -> EventBatch:
     np.cumsum(np.bincount(event_of[keep], minlength=batch.n), out=offsets[1:])
     return EventBatch(offsets, batch.attrs[keep], batch.kinds[keep], batch.nums[keep], batch.codes[keep],
                       batch.texts[keep], batch.strings)
+
+
+def merge_rows(matches: Matches, rows: np.ndarray, capacity: int) -> Matches:
+    """Matches of rows merged per event (event ``i`` owns rows ``rows[i]:rows[i+1]``;
+    keys below ``capacity``)."""
+    return Matches(*rows_kernels.merge_rows(rows, matches.offsets, matches.keys, max(capacity, 1)))
 
 
 def _encode(sub: Subscription | None) -> tuple[bytes, bytes]:
@@ -307,6 +318,8 @@ class Matcher(ABC):
         """Match a batch of events encoded with this matcher's dictionary."""
         if batch.n == 0 or not self._key_of:
             return _no_matches(batch.n)
+        if batch.rows is not None:
+            return merge_rows(self.match(batch._replace(rows=None)), batch.rows, self.capacity)
         own_batch = batch if self.sees_nulls else without_nulls(batch)
         if not self._residual_keys:
             return self._match(own_batch)

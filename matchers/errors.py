@@ -46,3 +46,11 @@ class SubscriptionError(PubSubError):
     def with_id(self, sub_id: str) -> SubscriptionError:
         """The same error, naming the subscription."""
         return SubscriptionError(self.reason, sub_id, self.position, self.expected)
+
+
+class TooManyRows(PubSubError):
+    """An event whose arrays make more rows than allowed (:func:`matchers.events.flatten`)."""
+
+    def __init__(self, bound: int):
+        super().__init__(f"its arrays make more than {bound} rows")
+        self.bound = bound

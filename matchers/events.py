@@ -1,9 +1,10 @@
 """Events: flattening JSON objects and encoding batches into contiguous arrays.
 
 An event is a JSON object; nested objects flatten to dotted names; ``null`` is a
-value (``None``, of kind ``NULL``), distinct from an absent attribute.  Arrays are
-unsupported values: that attribute counts as absent, the rest of the event is still
-matched, and the problem is reported.
+value (``None``, of kind ``NULL``), distinct from an absent attribute.  An event with
+arrays flattens to :class:`Rows`: one flat row per choice of one element of each array
+(the fields of one element of an array of objects stay in one row; an empty array is an
+absent attribute), and the event matches a subscription when one of its rows does.
 
 A batch encodes to CSR arrays (:class:`EventBatch`) over a :class:`Dictionary` shared
 with the indexes: a global attribute dictionary and per-attribute string
@@ -22,34 +23,90 @@ from typing import NamedTuple
 
 import numpy as np
 
+from matchers.errors import TooManyRows
 from matchers.expr import Kind, Value
 
 NUM, STR, BOOL, NULL = int(Kind.NUM), int(Kind.STR), int(Kind.BOOL), int(Kind.NULL)
 
 
-def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "") -> dict[str, Value]:
-    """Flatten a JSON object to ``{dotted.name: scalar}``.
+ARRAY_ROWS = 1_000
+"""Default bound on the rows of one event with arrays (``limits.array_rows`` of the service)."""
 
-    ``null`` stays (as ``None``).  Unsupported values (arrays, non-finite numbers) are
-    left out and described in ``problems`` when it is given.
+
+class Rows(tuple):
+    """The flat rows of an event with arrays (see :func:`flatten`); it matches if one row does."""
+
+    __slots__ = ()
+
+
+def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "",
+            max_rows: int | None = ARRAY_ROWS) -> dict[str, Value] | Rows:
+    """Flatten a JSON object to ``{dotted.name: scalar}``, or to :class:`Rows` of them.
+
+    ``null`` stays (as ``None``).  An array gives one row per element (an element that is
+    an object gives its fields, an array its own elements, under the array's name); several
+    arrays give every combination, more than ``max_rows`` of them (``None``: no bound)
+    raise :class:`TooManyRows`; an event with one row is a plain dict.  Unsupported values
+    (non-finite numbers, other types) are left out and described in ``problems`` when it
+    is given.
     """
     out: dict[str, Value] = {}
+    arrays: list[list[dict[str, Value]]] | None = None
     for key, value in obj.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, problems, name + "."))
-        elif value is None or isinstance(value, (bool, str)):
+        if value is None or isinstance(value, (bool, str)):
             out[name] = value
-        elif isinstance(value, (int, float)):
-            number = float(value)
-            if math.isfinite(number):
-                out[name] = number
-            elif problems is not None:
-                problems.append(f"{name}: non-finite number is not supported")
+        elif isinstance(value, Mapping):
+            sub = flatten(value, problems, name + ".", max_rows)
+            if type(sub) is Rows:
+                arrays = [*(arrays or ()), list(sub)]
+            else:
+                out.update(sub)
+        elif isinstance(value, (list, tuple)):
+            arrays = [*(arrays or ()), _elements(value, name, problems, max_rows)]
+        else:
+            _scalar(out, name, value, problems)
+    if not arrays:
+        return out
+    rows = [out]
+    for alternatives in arrays:
+        if max_rows is not None and len(rows) * len(alternatives) > max_rows:
+            raise TooManyRows(max_rows)
+        rows = [{**row, **alt} for row in rows for alt in alternatives]
+    return rows[0] if len(rows) == 1 else Rows(rows)
+
+
+def _elements(array: list | tuple, name: str, problems: list[str] | None,
+              max_rows: int | None) -> list[dict[str, Value]]:
+    """The rows one array contributes (``[{}]`` when it is empty: the attribute is absent)."""
+    rows: list[dict[str, Value]] = []
+    for value in array:
+        if isinstance(value, Mapping):
+            sub = flatten(value, problems, name + ".", max_rows)
+            rows.extend(sub if type(sub) is Rows else (sub,))
+        elif isinstance(value, (list, tuple)):
+            rows.extend(_elements(value, name, problems, max_rows))
+        else:
+            row: dict[str, Value] = {}
+            _scalar(row, name, value, problems)
+            rows.append(row)
+        if max_rows is not None and len(rows) > max_rows:
+            raise TooManyRows(max_rows)
+    return rows or [{}]
+
+
+def _scalar(out: dict[str, Value], name: str, value: object, problems: list[str] | None) -> None:
+    """Put a scalar JSON value under ``name`` (or describe why it is left out)."""
+    if value is None or isinstance(value, (bool, str)):
+        out[name] = value
+    elif isinstance(value, (int, float)):
+        number = float(value)
+        if math.isfinite(number):
+            out[name] = number
         elif problems is not None:
-            what = "array" if isinstance(value, (list, tuple)) else type(value).__name__
-            problems.append(f"{name}: {what} is not a supported value (treated as absent)")
-    return out
+            problems.append(f"{name}: non-finite number is not supported")
+    elif problems is not None:
+        problems.append(f"{name}: {type(value).__name__} is not a supported value (treated as absent)")
 
 
 class Dictionary:
@@ -112,6 +169,9 @@ class EventBatch(NamedTuple):
     codes : int32[nnz], string code in the attribute's dictionary, ``-1`` if unknown or not a string.
     texts : int32[nnz], index into ``strings`` for a string, else ``-1``.
     strings : list[str], the batch's distinct string values.
+    rows : int64[events + 1] or ``None``: with events of several rows (:class:`Rows`), the
+        arrays above hold rows and event ``i`` owns rows ``rows[i]:rows[i+1]``;
+        :meth:`matchers.base.Matcher.match` matches the rows and merges them per event.
     """
 
     offsets: np.ndarray
@@ -121,13 +181,16 @@ class EventBatch(NamedTuple):
     codes: np.ndarray
     texts: np.ndarray
     strings: list[str]
+    rows: np.ndarray | None = None
 
     @property
     def n(self) -> int:
-        return len(self.offsets) - 1
+        """Number of events."""
+        return len(self.offsets) - 1 if self.rows is None else len(self.rows) - 1
 
     def slice(self, lo: int, hi: int) -> EventBatch:
-        """Events ``lo:hi`` as a batch of views (offsets rebased)."""
+        """Events ``lo:hi`` of a batch without rows, as a batch of views (offsets rebased)."""
+        assert self.rows is None, "slice the rows (batch._replace(rows=None))"
         if lo == 0 and hi == self.n:
             return self
         a, b = self.offsets[lo], self.offsets[hi]
@@ -156,9 +219,16 @@ def encode(events: Iterable[Mapping[str, Value]], dictionary: Dictionary) -> Eve
     New attribute names are added to the dictionary (up to its cap); string values only
     look their codes up.  Column-wise over all the batch's entries with C-level maps and
     numpy (no Python call per entry except for strings), then one sort by (event, attribute)
-    when some event's attributes are not in id order.
+    when some event's attributes are not in id order.  An event may be :class:`Rows`
+    (see :attr:`EventBatch.rows`).
     """
     events = events if isinstance(events, list) else list(events)
+    if Rows in set(map(type, events)):
+        per_event = np.fromiter((len(e) if type(e) is Rows else 1 for e in events), dtype=np.int64, count=len(events))
+        rows = np.zeros(len(events) + 1, dtype=np.int64)
+        np.cumsum(per_event, out=rows[1:])
+        flat = list(chain.from_iterable(e if type(e) is Rows else (e,) for e in events))
+        return encode(flat, dictionary)._replace(rows=rows)
     counts = np.fromiter(map(len, events), dtype=np.int64, count=len(events))
     n, nnz = len(events), int(counts.sum())
     names = list(chain.from_iterable(events))
@@ -197,7 +267,7 @@ _values = methodcaller("values")
 
 
 def decode(batch: EventBatch, dictionary: Dictionary, i: int) -> dict[str, Value]:
-    """Event ``i`` of a batch back as a flat dict (for tests and error messages)."""
+    """Row ``i`` of a batch (event ``i`` of a batch without rows) back as a flat dict (for tests)."""
     out: dict[str, Value] = {}
     for j in range(batch.offsets[i], batch.offsets[i + 1]):
         name = dictionary.attr_names[batch.attrs[j]]

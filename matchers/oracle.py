@@ -1,7 +1,11 @@
 """The reference semantics, in plain Python: the definition every index is tested against.
 
 Written for clarity, not speed.  It evaluates the expression tree itself (not a
-normal form), over the flat event (see :func:`matchers.events.flatten`).
+normal form), over the flat event (see :func:`matchers.events.flatten`).  An event
+with arrays is :class:`~matchers.events.Rows` of flat events, one per choice of one
+element of each array: it satisfies an expression when one of its rows does (every
+predicate, negated ones too, looks at one element: ``tags != 'a'`` holds when some
+element differs, as EventBridge's ``anything-but`` does).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from matchers.events import Rows
 from matchers.expr import And, Expr, Kind, Not, Op, Pred, Subscription, Value, kind_of, like_parse
 
 
@@ -152,6 +157,12 @@ def _push_not(expr: Expr) -> Expr:
     return Or(children) if isinstance(expr, And) else And(children)
 
 
-def match(subscriptions: Iterable[Subscription], event: Mapping[str, Value]) -> list[str]:
-    """Sorted ids of the subscriptions that ``event`` satisfies."""
-    return sorted(s.id for s in subscriptions if evaluate(s.expr, event))
+def satisfies(expr: Expr, event: Mapping[str, Value] | Rows) -> bool:
+    """Whether an event (a flat dict or :class:`~matchers.events.Rows`) satisfies ``expr``."""
+    rows = event if type(event) is Rows else (event,)
+    return any(evaluate(expr, row) for row in rows)
+
+
+def match(subscriptions: Iterable[Subscription], event: Mapping[str, Value] | Rows) -> list[str]:
+    """Sorted ids of the subscriptions that ``event`` (a flat dict or rows) satisfies."""
+    return sorted(s.id for s in subscriptions if satisfies(s.expr, event))

@@ -37,6 +37,7 @@ EVENTS = (
     {"symbol": "MSFT", "price": 150.5, "volume": 5000, "name": "ccd"},
     {"symbol": "K", "price": 5, "name": "Az", "flag": False},
     {"other": 1},
+    {"symbol": ["IBM", "K"], "price": [1, 20]},  # arrays: rows merged per event
 )
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from matchers.errors import PubSubError
+from matchers.events import ARRAY_ROWS
 from streaming.kafka.config import redact
 from streaming.storage import join, to_uri
 
@@ -163,6 +164,8 @@ class LimitsSettings:
     string_length : longest string value or attribute name of an event, in characters.
     subscription_bytes : largest subscription record value.
     predicates : most predicates of one subscription.
+    array_rows : most rows of one event with arrays (one per choice of one element of
+        each array, :func:`matchers.events.flatten`).
     message_bytes : largest key plus value the service sends; a notification past it goes
         out in the id-only form. Kafka's producer default (librdkafka ``message.max.bytes``);
         it may not exceed ``kafka.client.max_request_size`` when that is set.
@@ -174,6 +177,7 @@ class LimitsSettings:
     string_length: int = 65_536
     subscription_bytes: int = 65_536
     predicates: int = 1_000
+    array_rows: int = ARRAY_ROWS
     message_bytes: int = 1_000_000
 
 

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from matchers.errors import PubSubError
-from matchers.events import flatten
+from matchers.errors import PubSubError, TooManyRows
+from matchers.events import Rows, flatten
 from matchers.expr import DEFAULT_MAX_TERMS, And, Not, Or, Subscription, Value
 from streaming.config import LimitsSettings
 from streaming.notifications import notification_id
@@ -40,7 +40,7 @@ MAX_ID_LENGTH = 256
 EVENT = "event"
 """Stage of an event the match query refused (not matched)."""
 EVENT_WARNING = "event-warning"
-"""Stage of an event matched with some attributes absent (arrays, nulls)."""
+"""Stage of an event matched with some attributes absent (values that are not JSON scalars, objects or arrays)."""
 
 RAW_KEPT = 16_384
 """Characters of a rejected record's value (bytes when base64) kept in its error record."""
@@ -301,12 +301,12 @@ class EventRead(NamedTuple):
     """An event record as the service reads it (:func:`read_event`).
 
     ``obj`` is the JSON object, ``None`` when the event is refused; ``flat`` its
-    attributes (:func:`matchers.events.flatten`); ``problem`` why it was refused or,
-    with ``obj``, which attributes count as absent (arrays, nulls).
+    attributes (:func:`matchers.events.flatten`: rows when it has arrays); ``problem``
+    why it was refused or, with ``obj``, which attributes count as absent.
     """
 
     obj: dict[str, Any] | None
-    flat: dict[str, Value]
+    flat: dict[str, Value] | Rows
     problem: str | None
 
 
@@ -327,7 +327,9 @@ def read_event(value: bytes | None, limits: LimitsSettings) -> EventRead:
         return EventRead(None, {}, reason)
     problems: list[str] = []
     try:
-        flat = flatten(obj, problems)
+        flat = flatten(obj, problems, max_rows=limits.array_rows)
+    except TooManyRows:
+        return EventRead(None, {}, over("the rows of its arrays", f"over {limits.array_rows}", "array_rows", limits.array_rows))
     except (RecursionError, ValueError, OverflowError, UnicodeError, TypeError) as exc:
         return EventRead(None, {}, f"cannot flatten the event: {type(exc).__name__}: {exc}")
     return EventRead(obj, flat, "; ".join(problems) or None)
@@ -375,8 +377,9 @@ SCALARS = frozenset((str, int, float, bool))
 """Types of the values of a flat event."""
 
 
-def flat_event(obj: dict[str, Any]) -> dict[str, Value]:
-    """The event as :func:`matchers.events.flatten` gives it, without copying a flat one.
+def flat_event(obj: dict[str, Any]) -> dict[str, Value] | Rows:
+    """The event as :func:`matchers.events.flatten` gives it, without copying a flat one
+    (an event :func:`read_event` admitted: its rows are not bounded again).
 
     An object whose values are all strings, booleans, integers or finite floats is
     already flat (the encoder reads integers as floats); anything else (nested objects,
@@ -385,4 +388,4 @@ def flat_event(obj: dict[str, Any]) -> dict[str, Value]:
     types = set(map(type, obj.values()))
     if types <= SCALARS and (float not in types or all(math.isfinite(v) for v in obj.values() if type(v) is float)):
         return obj
-    return flatten(obj)
+    return flatten(obj, max_rows=None)

@@ -11,6 +11,7 @@ import random
 from hypothesis import strategies as st
 
 from matchers.errors import SubscriptionError
+from matchers.events import flatten
 from matchers.expr import And, Expr, Not, Or, Pred, Subscription, pred
 
 NUM_ATTRS = ("a", "b", "c")
@@ -112,6 +113,22 @@ def random_event(rng: random.Random, extended: bool = False) -> dict:
     return event
 
 
+def random_array_event(rng: random.Random, extended: bool = False):
+    """An event with arrays, flattened (:class:`~matchers.events.Rows` when it has several
+    rows): each attribute a value or an array of 0-2 values of :func:`random_event`, and
+    ``t`` an object or an array of objects (so ``t.u`` comes from one element)."""
+    draws = [random_event(rng, extended) for _ in range(3)]
+    event: dict = {}
+    for attr in ATTRS + (IP_ATTR,) * extended:
+        values = [d[attr] for d in draws if attr in d]
+        if values:
+            event[attr] = values[0] if rng.random() < 0.3 else values[:rng.randint(0, 2)]
+    if "t.u" in event:
+        value = event.pop("t.u")
+        event["t"] = [{"u": v} for v in value] if type(value) is list and rng.random() < 0.5 else {"u": value}
+    return flatten(event)
+
+
 def random_subscriptions(rng: random.Random, n: int, prefix: str = "s", extended: bool = False) -> list[Subscription]:
     subs = []
     while len(subs) < n:
@@ -156,3 +173,24 @@ extended_events = st.fixed_dictionaries({}, optional={
     **{a: st.one_of(v, st.none(), st.sampled_from(ICASE_STRS)) for a, v in _values.items()},
     IP_ATTR: st.one_of(st.sampled_from(IPS), st.ip_addresses().map(str), st.none()),
 })
+
+
+def _arrays(values: dict) -> st.SearchStrategy:
+    """Flattened events whose attributes are values or arrays of them (``t.u`` also from an
+    array of objects)."""
+    def event(draw_values: dict) -> dict:
+        obj = dict(draw_values)
+        if "t.u" in obj:
+            obj["t"] = obj.pop("t.u")
+            obj["t"] = [{"u": v} for v in obj["t"]] if type(obj["t"]) is list else {"u": obj["t"]}
+        return obj
+    return st.fixed_dictionaries({}, optional={a: st.one_of(v, st.lists(v, max_size=2)) for a, v in values.items()}
+                                 ).map(event).map(flatten)
+
+
+array_events = _arrays(_values)
+extended_array_events = _arrays({
+    **{a: st.one_of(v, st.none(), st.sampled_from(ICASE_STRS)) for a, v in _values.items()},
+    IP_ATTR: st.one_of(st.sampled_from(IPS), st.none()),
+})
+"""Events with arrays, for the differential tests (flattened: rows)."""

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from matchers.events import Rows
 from streaming.config import Settings
 from streaming.patterns.registry import ALL_KEY, partition_keys
 from streaming.records import SCALARS, ErrorRecord, Position, error, read_event
@@ -101,6 +102,13 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
                                          schema=ROWS_SCHEMA)
 
 
+def single_valued(rows: Rows) -> dict[str, Any]:
+    """The attributes of an event with arrays that patterns read: those with one value in
+    every row (outside arrays, or arrays of equal elements); patterns do not match arrays."""
+    first, rest = rows[0], rows[1:]
+    return {k: v for k, v in first.items() if all(k in r and r[k] == v and type(r[k]) is type(v) for r in rest)}
+
+
 def read_row(value: bytes | None, pos: Position, kafka_us: int | None, settings: Settings):
     """``(t0, t1, id, stream, attrs)`` of an event, its ``pattern-event`` error record, or
     ``None`` (refused by :func:`streaming.records.read_event`: the match query reports it)."""
@@ -117,7 +125,7 @@ def read_row(value: bytes | None, pos: Position, kafka_us: int | None, settings:
         read = read_event(value, settings.limits)
         if read.obj is None:
             return None
-        attrs = dict(read.flat)
+        attrs = dict(read.flat) if type(read.flat) is not Rows else single_valued(read.flat)
     stream = attrs.pop(p.stream_field, p.default_stream)
     if not isinstance(stream, str):
         return error(PATTERN_EVENT, value, pos, f"the stream field {p.stream_field!r} must be a string")

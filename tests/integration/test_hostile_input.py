@@ -72,9 +72,8 @@ def bad_events() -> list[Case]:
         Case("100 kB string", orjson.dumps({"symbol": "y" * 100_000}), "event", "limits.string_length"),
         Case("not an object", b"[1, 2]", "event", "JSON object"),
         Case("truncated JSON", b'{"price": ', "event", "malformed JSON"),
-        Case("array and null", b'{"price": 3, "symbol": "IBM", "tags": [1, 2], "gone": null}', "event-warning",
-             "tags: array"),
-        Case("null only (null is a value)", b'{"x": null}', None),
+        Case("arrays past limits.array_rows", orjson.dumps({"a": list(range(40)), "b": list(range(40))}), "event",
+             "limits.array_rows"),
     ]
 
 
@@ -83,6 +82,9 @@ def good_events() -> list[Case]:
         Case("escaped control character", b'{"symbol": "a\\u0001b", "price": 2}', None),
         Case("duplicate keys (last wins)", b'{"price": 100, "price": 1, "symbol": "IBM"}', None),
         Case("empty key", b'{"": 1, "price": 4}', None),
+        Case("null only", b'{"x": null}', None),  # null is a value
+        Case("arrays and null", b'{"price": [300, 1], "symbol": "IBM", "tags": [1, 2], "gone": null, '
+             b'"a": [0, 9], "t": [{"u": "ab"}, {"u": "b"}]}', None),  # "big" matches (price 1)
         Case("dotted key", b'{"a.b": 1, "price": 5}', None),
         Case("regex bait (no match)", orjson.dumps({"symbol": "a" * 5_000 + "!"}), None),
         Case("regex bait (match)", orjson.dumps({"symbol": "b" + "a" * 5_000}), None),

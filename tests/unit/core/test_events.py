@@ -5,17 +5,44 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matchers.events import Dictionary, decode, encode, flatten
+from matchers.errors import TooManyRows
+from matchers.events import Dictionary, Rows, decode, encode, flatten
 
 
 def test_flatten_nested_and_unsupported_values_are_reported():
     problems: list[str] = []
-    flat = flatten({"user": {"country": "FR", "age": 30, "tags": ["a"]}, "n": None, "ok": True}, problems)
-    assert flat == {"user.country": "FR", "user.age": 30.0, "n": None, "ok": True}  # null is a value
-    assert len(problems) == 1 and "user.tags" in problems[0] and "array" in problems[0]
+    flat = flatten({"user": {"country": "FR", "age": 30, "tags": ["a"], "x": float("inf")}, "n": None, "ok": True},
+                   problems)
+    assert flat == {"user.country": "FR", "user.age": 30.0, "user.tags": "a", "n": None, "ok": True}
+    assert problems == ["user.x: non-finite number is not supported"]
+
+
+def test_flatten_arrays_to_rows():
+    assert flatten({"a": 1, "tags": []}) == {"a": 1.0}  # an empty array is an absent attribute
+    rows = flatten({"a": 1, "tags": ["x", "y"], "items": [{"sku": "s", "qty": 2}, {"sku": "t"}, [5]]})
+    assert type(rows) is Rows and list(rows) == [
+        {"a": 1.0, "tags": t, **item} for t in ("x", "y")
+        for item in ({"items.sku": "s", "items.qty": 2.0}, {"items.sku": "t"}, {"items": 5.0})]
+    assert list(flatten({"o": {"n": [[1, 2], 3]}})) == [{"o.n": 1.0}, {"o.n": 2.0}, {"o.n": 3.0}]  # nested arrays
+    assert len(flatten({"a": list(range(10)), "b": list(range(10))}, max_rows=100)) == 100
+    with pytest.raises(TooManyRows, match="more than 99 rows"):
+        flatten({"a": list(range(10)), "b": list(range(10))}, max_rows=99)
+    with pytest.raises(TooManyRows):
+        flatten({"a": list(range(100))}, max_rows=99)
+    assert len(flatten({"a": list(range(10)), "b": list(range(10))}, max_rows=None)) == 100
+
+
+def test_encode_rows_keeps_events_apart():
+    d = Dictionary()
+    events = [{"a": 1.0}, flatten({"a": [2, 3], "s": ["x", "y"]}), {}, flatten({"a": [4, 5]})]
+    batch = encode(events, d)
+    assert batch.n == 4 and batch.rows.tolist() == [0, 1, 5, 6, 8]
+    assert [decode(batch, d, i) for i in range(8)] == [events[0], *events[1], {}, *events[3]]
+    assert encode([{"a": 1.0}], d).rows is None
 
 
 def test_encode_round_trip_and_codes():

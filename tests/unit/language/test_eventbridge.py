@@ -189,3 +189,41 @@ def test_command_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "matchers", "match", "-s", str(subs), "-e", str(evs), "-q"],
                          capture_output=True, text=True, check=True).stdout
     assert [json.loads(line)["subscriptions"] for line in out.splitlines()] == [["png"], []]
+
+
+@pytest.mark.parametrize(("rule", "event", "matched"), [
+    ({"resources": ["arn:b"]}, {"resources": ["arn:a", "arn:b"]}, True),  # the intersection is not empty
+    ({"resources": ["arn:c"]}, {"resources": ["arn:a", "arn:b"]}, False),
+    ({"n": [{"numeric": [">", 0, "<", 5]}]}, {"n": [-1, 9]}, False),  # both bounds on one element
+    ({"n": [{"numeric": [">", 0, "<", 5]}]}, {"n": [-1, 3]}, True),
+    ({"s": [{"anything-but": ["a"]}]}, {"s": ["a", "b"]}, True),  # some element is not in the list
+    ({"s": [{"anything-but": ["a"]}]}, {"s": ["a", "a"]}, False),
+    ({"s": [{"exists": True}]}, {"s": []}, False),  # an empty array is an absent field
+    ({"s": [{"exists": False}]}, {"s": []}, True),
+    ({"items": {"sku": ["x"], "qty": [{"numeric": [">", 2]}]}},
+     {"items": [{"sku": "x", "qty": 1}, {"sku": "y", "qty": 3}]}, False),  # fields of one element
+    ({"items": {"sku": ["x"], "qty": [{"numeric": [">", 2]}]}},
+     {"items": [{"sku": "y", "qty": 1}, {"sku": "x", "qty": 3}]}, True),
+])
+def test_event_arrays(rule, event, matched):
+    from matchers.events import flatten
+
+    sub = parse_record({"id": "r", "rule": rule})
+    assert oracle.match([sub], flatten(event)) == (["r"] if matched else [])
+
+
+def test_command_line_arrays(tmp_path):
+    subs = tmp_path / "subs.jsonl"
+    subs.write_text(json.dumps({"id": "sku", "expr": "items.sku = 'x' AND items.qty > 2"}) + "\n"
+                    + json.dumps({"id": "tag", "rule": {"tags": ["b"]}}) + "\n", encoding="utf-8")
+    evs = tmp_path / "events.jsonl"
+    big = json.dumps({"id": 4, "a": list(range(40)), "b": list(range(40))})
+    evs.write_text('{"id": 1, "tags": ["a", "b"], "items": [{"sku": "x", "qty": 1}, {"sku": "y", "qty": 3}]}\n'
+                   '{"id": 2, "items": [{"sku": "y", "qty": 1}, {"sku": "x", "qty": 3}]}\n'
+                   f'{{"id": 3, "tags": []}}\n{big}\n', encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "matchers", "match", "-s", str(subs), "-e", str(evs), "-q"],
+                         capture_output=True, text=True)
+    assert run.returncode == 1  # a bad line
+    got = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [(g["event"], g["subscriptions"]) for g in got] == [(1, ["tag"]), (2, ["sku"]), (3, [])]
+    assert "events.jsonl:4: event not matched: its arrays make more than 1000 rows" in run.stderr, run.stderr

@@ -8,7 +8,14 @@ import pytest
 
 from streaming.config import Settings, load
 from streaming.match_job import BatchContext, RegistryBroadcast, match_partition
-from streaming.patterns.keyed import NO_KEY, PATTERN_EVENT, event_time_ms, group_key, keyed_rows
+from streaming.patterns.keyed import (
+    NO_KEY,
+    PATTERN_EVENT,
+    event_time_ms,
+    group_key,
+    keyed_rows,
+    read_row,
+)
 from streaming.patterns.operator import PATTERN_LATE, STATE_SCHEMA, PatternOperator
 from streaming.patterns.queries import _starting, _trigger, registry_dir
 from streaming.patterns.registry import (
@@ -308,3 +315,10 @@ def test_show_lists_the_pattern_registry(tmp_path, capsys):
     show_patterns(settings, 5)
     out = capsys.readouterr().out
     assert "version=1 patterns=1" in out and f"S3: {TABLE1['S3']}" in out
+
+
+def test_patterns_read_the_single_valued_attributes_of_an_event_with_arrays(tmp_path):
+    settings = settings_for(tmp_path)
+    value = orjson.dumps({"id": "a", "stream": "Stock", "ts": 4, "name": "IBM", "tags": ["x", "y"], "same": [1, 1],
+                          "items": [{"sku": "s"}, {"sku": "t"}], "price": 7})
+    assert read_row(value, POS, None, settings) == (4, 4, "a", "Stock", {"name": "IBM", "same": 1, "price": 7})

@@ -193,8 +193,8 @@ def test_accepted_oddities():
     assert read_event(b'{"a": "x\\u0000y"}', LIMITS).flat == {"a": "x\x00y"}  # escaped control characters are data
     assert read_event(nested(30), LIMITS).flat == {"n" + ".a" * 30: 1.0}
     read = read_event(b'{"a": [1, {"b": 2}], "b": null, "c": 3}', LIMITS)
-    assert read.flat == {"b": None, "c": 3.0} and read.obj is not None  # null is a value
-    assert read.problem == "a: array is not a supported value (treated as absent)"
+    assert list(read.flat) == [{"a": 1.0, "b": None, "c": 3.0}, {"a.b": 2.0, "b": None, "c": 3.0}]  # rows
+    assert read.obj is not None and read.problem is None
 
 
 def test_limits_are_settings():
@@ -203,6 +203,10 @@ def test_limits_are_settings():
     assert "(3) exceeds limits.depth = 2" in read_event(b'{"a": {"b": {}}}', small).problem
     assert "limits.attributes = 2" in read_event(b'{"a": 1, "b": 2, "c": 3}', small).problem
     assert "limits.string_length = 3" in read_event(b'{"a": "xxxx"}', small).problem
+    rows = LimitsSettings(array_rows=4)
+    assert len(read_event(b'{"a": [1, 2], "b": [1, 2]}', rows).flat) == 4
+    assert read_event(b'{"a": [1, 2], "b": [1, 2, 3]}', rows).problem == (
+        "the rows of its arrays (over 4) exceeds limits.array_rows = 4")
     assert read_event(b'{"a": {"b": 1}, "c": 2}', small).flat == {"a.b": 1.0, "c": 2.0}
 
 
@@ -233,7 +237,7 @@ def test_random_objects_read_like_flatten(obj):
     if read.obj is not None:
         assert read.flat == flatten(obj)
     else:
-        assert "appears twice" in read.problem or "limits.depth" in read.problem
+        assert any(why in read.problem for why in ("appears twice", "limits.depth", "limits.array_rows"))
 
 
 def test_error_records_have_a_deterministic_id_and_bounded_size():
