@@ -100,7 +100,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     n_events = n_matches = 0
     match_seconds = 0.0
     try:
-        pending: list[tuple[object, dict]] = []
+        pending: list[tuple[object, dict | Rows]] = []
 
         def flush() -> None:
             nonlocal n_matches, match_seconds

@@ -40,7 +40,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from matchers import rows as rows_kernels
-from matchers.events import Dictionary, EventBatch, encode
+from matchers.events import Dictionary, EventBatch, FlatEvent, encode
 from matchers.expr import INDEXED_OPS, Kind, Op, Pred, Subscription, Value
 
 
@@ -310,7 +310,7 @@ class Matcher(ABC):
             self._delete(entries)
         return len(entries) + len(residual)
 
-    def encode(self, events: Iterable[Mapping[str, Value]]) -> EventBatch:
+    def encode(self, events: Iterable[FlatEvent]) -> EventBatch:
         """Encode flat events with this matcher's dictionary."""
         return encode(events, self.dictionary)
 

@@ -33,10 +33,14 @@ ARRAY_ROWS = 1_000
 """Default bound on the rows of one event with arrays (``limits.array_rows`` of the service)."""
 
 
-class Rows(tuple):
+class Rows(tuple[dict[str, Value], ...]):
     """The flat rows of an event with arrays (see :func:`flatten`); it matches if one row does."""
 
     __slots__ = ()
+
+
+FlatEvent = Mapping[str, Value] | Rows
+"""An event as :func:`flatten` gives it: one flat mapping, or the rows of an event with arrays."""
 
 
 def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "",
@@ -58,7 +62,7 @@ def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "",
             out[name] = value
         elif isinstance(value, Mapping):
             sub = flatten(value, problems, name + ".", max_rows)
-            if type(sub) is Rows:
+            if isinstance(sub, Rows):
                 arrays = [*(arrays or ()), list(sub)]
             else:
                 out.update(sub)
@@ -83,7 +87,7 @@ def _elements(array: list | tuple, name: str, problems: list[str] | None,
     for value in array:
         if isinstance(value, Mapping):
             sub = flatten(value, problems, name + ".", max_rows)
-            rows.extend(sub if type(sub) is Rows else (sub,))
+            rows.extend(sub if isinstance(sub, Rows) else (sub,))
         elif isinstance(value, (list, tuple)):
             rows.extend(_elements(value, name, problems, max_rows))
         else:
@@ -213,7 +217,7 @@ class _AttrIds(dict):
         return aid
 
 
-def encode(events: Iterable[Mapping[str, Value]], dictionary: Dictionary) -> EventBatch:
+def encode(events: Iterable[FlatEvent], dictionary: Dictionary) -> EventBatch:
     """Encode flat events (see :func:`flatten`) against ``dictionary``.
 
     New attribute names are added to the dictionary (up to its cap); string values only

@@ -159,7 +159,7 @@ def _push_not(expr: Expr) -> Expr:
 
 def satisfies(expr: Expr, event: Mapping[str, Value] | Rows) -> bool:
     """Whether an event (a flat dict or :class:`~matchers.events.Rows`) satisfies ``expr``."""
-    rows = event if type(event) is Rows else (event,)
+    rows = event if isinstance(event, Rows) else (event,)
     return any(evaluate(expr, row) for row in rows)
 
 

@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from matchers.base import create
+from matchers.events import Rows
 from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import LimitsSettings, Settings
@@ -473,7 +474,7 @@ def _records(
         out_values: list[bytes] = []
         out_topics: list[str] = []
         rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
-        events: list[dict] = []
+        events: list[dict | Rows] = []
         kept: list[tuple[int, Any, dict]] = []
         for i, value in enumerate(values):
             obj = None
@@ -563,7 +564,7 @@ def _records(
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, RecursionError)
 
 
-def _encode(matcher: Any, events: list[dict], kept: list, rejected: list[tuple[str, int, str]]) -> tuple[Any, list, list]:
+def _encode(matcher: Any, events: list[dict | Rows], kept: list, rejected: list[tuple[str, int, str]]) -> tuple[Any, list, list]:
     """The matcher's encoding of ``events``; when the batch fails, one at a time, adding the culprits to ``rejected``."""
     try:
         return matcher.encode(events), events, kept

@@ -125,7 +125,7 @@ def read_row(value: bytes | None, pos: Position, kafka_us: int | None, settings:
         read = read_event(value, settings.limits)
         if read.obj is None:
             return None
-        attrs = dict(read.flat) if type(read.flat) is not Rows else single_valued(read.flat)
+        attrs = single_valued(read.flat) if isinstance(read.flat, Rows) else dict(read.flat)
     stream = attrs.pop(p.stream_field, p.default_stream)
     if not isinstance(stream, str):
         return error(PATTERN_EVENT, value, pos, f"the stream field {p.stream_field!r} must be a string")
