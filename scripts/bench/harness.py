@@ -353,6 +353,9 @@ def render_markdown() -> str:
             out += [f"### {w['workload']}", "", f"Parameters: `{w['parameters']}`; {w['n_subscriptions']:,} "
                     f"subscriptions, {w['n_predicates']:,} predicates, {w['n_events']:,} events.", "",
                     table(w["runs"]), ""]
+        from scripts.bench import auto
+
+        out += [auto.render(harness)]
     dense = DOCS / "bench" / "dense.json"
     if dense.exists():
         from scripts.bench.dense import render
