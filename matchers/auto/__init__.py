@@ -163,9 +163,11 @@ class AutoMatcher(Matcher):
         m = inner.match(batch)
         keys = self._outer[m.keys]
         if len(keys) > 1:
-            # the key maps keep order within an event unless keys were reused since the build
-            descending = np.flatnonzero(keys[1:] <= keys[:-1]) + 1
-            if len(np.setdiff1d(descending, m.offsets, assume_unique=True)):
+            # the key map keeps the order within an event unless keys were reused since the build
+            unordered = keys[1:] <= keys[:-1]
+            starts = m.offsets[1:-1]
+            unordered[starts[(starts > 0) & (starts < len(keys))] - 1] = False  # across events
+            if unordered.any():
                 events = np.repeat(np.arange(batch.n, dtype=np.int64), np.diff(m.offsets))
                 keys = keys[np.lexsort((keys, events))]
         return Matches(m.offsets, keys)
