@@ -94,11 +94,11 @@ class _Tally:
 
 def choose(shape: Shape) -> tuple[str, str]:
     """The index for a subscription set of this shape, and why."""
-    if shape.per_conjunction >= 4 and shape.ranges >= 0.5:
+    if shape.per_conjunction >= 3 and shape.ranges >= 0.5:
         return "bitmark", (f"dense interval conjunctions ({shape.per_conjunction:g} predicates per conjunction, "
                            f"{shape.ranges:.0%} numeric ranges)")
     if shape.equalities >= 0.5:
-        return "dynamic", f"equality-heavy ({shape.equalities:.0%} = or IN): clustered on equality access predicates"
+        return "propagation", f"equality-heavy ({shape.equalities:.0%} = or IN): clustered on equality access predicates"
     if shape.equalities >= 0.3 and shape.patterns < 0.25:
         return "opindex", (f"equalities to pivot on ({shape.equalities:.0%} = or IN), "
                            f"few string patterns ({shape.patterns:.0%})")

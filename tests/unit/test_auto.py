@@ -21,9 +21,9 @@ def _check(matcher, subs: list[Subscription], events: list[dict]) -> None:
 @pytest.mark.parametrize(("workload", "index"), [
     ("dense", "bitmark"),
     ("fabret-w2", "bitmark"),
-    ("fabret-w0", "dynamic"),
-    ("fabret-w6", "dynamic"),
-    ("amkh", "dynamic"),
+    ("fabret-w0", "propagation"),
+    ("fabret-w6", "propagation"),
+    ("amkh", "propagation"),
     ("opindex", "opindex"),
     ("stock", "opindex"),
     ("ecommerce", "counting"),
@@ -56,7 +56,7 @@ def test_drift_redecides_and_stays_exact():
     matcher.add(eq_subs[few:])
     live = dense.subscriptions + eq_subs
     _check(matcher, live, events)  # the match re-decides
-    assert matcher.choice == "dynamic"
+    assert matcher.choice == "propagation"
     # removing the equality subscriptions drifts back
     matcher.remove(s.id for s in eq_subs)
     _check(matcher, dense.subscriptions, events)
@@ -103,4 +103,13 @@ def test_failed_insert_leaves_the_shape_unchanged():
         matcher.add([Subscription(f"y{s.id}", s.expr, s.conjunctions) for s in wl.subscriptions[:5]])
     inner.add = inner_add
     assert matcher.describe() == before
+    _check(matcher, wl.subscriptions, wl.events)
+
+
+@pytest.mark.parametrize(("k", "index"), [(2, "counting"), (3, "bitmark")])
+def test_dense_variants_by_predicates_per_subscription(k, index):
+    wl = generate("dense", n_subs=500, n_events=20, k=k, seed=6)
+    matcher = create("auto")
+    matcher.add(wl.subscriptions)
+    assert matcher.choice == index
     _check(matcher, wl.subscriptions, wl.events)
