@@ -113,3 +113,18 @@ def test_dense_variants_by_predicates_per_subscription(k, index):
     matcher.add(wl.subscriptions)
     assert matcher.choice == index
     _check(matcher, wl.subscriptions, wl.events)
+
+
+def test_shared_index_round_trip_then_changes(tmp_path, monkeypatch):
+    from streaming import shared_index
+
+    monkeypatch.setattr(shared_index, "directory", lambda: tmp_path)
+    wl = generate("fabret-w0", n_subs=300, n_events=20, seed=7)
+    matcher = create("auto")
+    matcher.add(wl.subscriptions[:250])
+    key = shared_index.SharedKey("app-auto-test", str(tmp_path / "registry"), "auto")
+    loaded = shared_index.load(shared_index.publish(matcher, key, 1))
+    _check(loaded, wl.subscriptions[:250], wl.events)
+    loaded.remove(s.id for s in wl.subscriptions[:30])
+    loaded.add(wl.subscriptions[250:])
+    _check(loaded, wl.subscriptions[30:], wl.events)
