@@ -27,6 +27,8 @@ from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op, Subscrip
 
 log = logging.getLogger(__name__)
 
+MAX_PAIRED = 8
+"""Equality attributes of a conjunction whose pairs are counted (the first, sorted)."""
 DRIFT = 0.5
 """Changes (inserts and removals), as a fraction of the set's size at the last decision,
 after which the choice is made again."""
@@ -55,6 +57,11 @@ class Shape:
     """Fraction that are string patterns (``LIKE``, prefixes, ``MATCHES``, their negations ...)."""
     residual: float
     """Fraction of the subscriptions using an operator no index evaluates (``EXISTS`` ...)."""
+    shared_pair: float
+    """Fraction of the conjunctions holding ``=`` on the most common pair of attributes."""
+    value_skew: float
+    """Largest share of one value among the ``=`` predicates on an attribute (one in ten
+    conjunctions or more constrain it so)."""
 
 
 class _Tally:
@@ -63,6 +70,9 @@ class _Tally:
     def __init__(self) -> None:
         self.subs = self.conjs = self.preds = self.ranges = self.equalities = self.patterns = self.residual = 0
         self.attrs: Counter[str] = Counter()
+        self.pairs: Counter[tuple[str, str]] = Counter()
+        self.eq_attrs: Counter[str] = Counter()
+        self.eq_values: Counter[tuple[str, Any]] = Counter()
 
     def update(self, subs: list[Subscription], sign: int) -> None:
         for sub in subs:
@@ -71,25 +81,37 @@ class _Tally:
             residual = False
             for conj in sub.conjunctions:
                 self.preds += sign * len(conj)
+                eq = sorted(p.attr for p in conj if p.op is Op.EQ)[:MAX_PAIRED]
+                for i, a in enumerate(eq):
+                    for b in eq[i + 1:]:
+                        self.pairs[a, b] += sign
                 for p in conj:
                     self.attrs[p.attr] += sign
                     if p.op in _NUM_RANGE and p.kind is Kind.NUM:
                         self.ranges += sign
                     elif p.op in _EQUALITY:
                         self.equalities += sign
+                        if p.op is Op.EQ:
+                            self.eq_attrs[p.attr] += sign
+                            self.eq_values[p.attr, p.operand] += sign
                     elif p.op in _PATTERNS:
                         self.patterns += sign
                     residual = residual or p.op not in INDEXED_OPS
             self.residual += sign * residual
         if sign < 0:
-            self.attrs = +self.attrs  # drop the attributes no longer constrained
+            # drop what is no longer there
+            self.attrs, self.pairs, self.eq_attrs, self.eq_values = \
+                +self.attrs, +self.pairs, +self.eq_attrs, +self.eq_values
 
     def shape(self) -> Shape:
-        preds = max(self.preds, 1)
+        preds, conjs = max(self.preds, 1), max(self.conjs, 1)
+        pair = max(self.pairs.values(), default=0) / conjs
+        skew = max((n / self.eq_attrs[a] for (a, _), n in self.eq_values.items() if self.eq_attrs[a] >= conjs / 10),
+                   default=0.0)
         return Shape(self.subs, self.conjs, self.preds, len(self.attrs),
                      round(self.preds / max(self.conjs, 1), 3), round(self.ranges / preds, 3),
                      round(self.equalities / preds, 3), round(self.patterns / preds, 3),
-                     round(self.residual / max(self.subs, 1), 3))
+                     round(self.residual / max(self.subs, 1), 3), round(pair, 3), round(skew, 3))
 
 
 def choose(shape: Shape) -> tuple[str, str]:
@@ -97,8 +119,12 @@ def choose(shape: Shape) -> tuple[str, str]:
     if shape.per_conjunction >= 3 and shape.ranges >= 0.5:
         return "bitmark", (f"dense interval conjunctions ({shape.per_conjunction:g} predicates per conjunction, "
                            f"{shape.ranges:.0%} numeric ranges)")
+    if shape.equalities >= 0.5 and shape.shared_pair >= 0.6 and shape.value_skew < 0.2:
+        return "static", (f"equality-heavy ({shape.equalities:.0%} = or IN), {shape.shared_pair:.0%} of the "
+                          f"conjunctions on one pair of attributes, values spread: multi-attribute hash tables")
     if shape.equalities >= 0.5:
-        return "propagation", f"equality-heavy ({shape.equalities:.0%} = or IN): clustered on equality access predicates"
+        return "propagation", (f"equality-heavy ({shape.equalities:.0%} = or IN), no shared pair of attributes "
+                               f"or skewed values: clustered on single equality access predicates")
     if shape.equalities >= 0.3 and shape.patterns < 0.25:
         return "opindex", (f"equalities to pivot on ({shape.equalities:.0%} = or IN), "
                            f"few string patterns ({shape.patterns:.0%})")

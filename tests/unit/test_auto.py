@@ -21,7 +21,8 @@ def _check(matcher, subs: list[Subscription], events: list[dict]) -> None:
 @pytest.mark.parametrize(("workload", "index"), [
     ("dense", "bitmark"),
     ("fabret-w2", "bitmark"),
-    ("fabret-w0", "propagation"),
+    ("fabret-w0", "static"),
+    ("fabret-w3", "propagation"),
     ("fabret-w6", "propagation"),
     ("amkh", "propagation"),
     ("opindex", "opindex"),
@@ -56,7 +57,7 @@ def test_drift_redecides_and_stays_exact():
     matcher.add(eq_subs[few:])
     live = dense.subscriptions + eq_subs
     _check(matcher, live, events)  # the match re-decides
-    assert matcher.choice == "propagation"
+    assert matcher.choice == "static"
     # removing the equality subscriptions drifts back
     matcher.remove(s.id for s in eq_subs)
     _check(matcher, dense.subscriptions, events)
