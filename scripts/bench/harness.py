@@ -353,6 +353,10 @@ def render_markdown() -> str:
             out += [f"### {w['workload']}", "", f"Parameters: `{w['parameters']}`; {w['n_subscriptions']:,} "
                     f"subscriptions, {w['n_predicates']:,} predicates, {w['n_events']:,} events.", "",
                     table(w["runs"]), ""]
+    if (DOCS / "bench" / "auto.json").exists():
+        from scripts.bench import auto
+
+        out += [auto.render(json.loads((DOCS / "bench" / "auto.json").read_text()))]
     dense = DOCS / "bench" / "dense.json"
     if dense.exists():
         from scripts.bench.dense import render

@@ -1,0 +1,233 @@
+"""``auto``: a matcher that picks the index for the shape of its subscription set.
+
+It holds one inner matcher (sharing its dictionary) chosen by :func:`choose` from the
+set's :class:`Shape` (predicates per conjunction, operator mix, attributes), and maps the
+inner matcher's keys to its own.  Subscriptions are inserted into and removed from the
+inner matcher as they come; the shape is kept up to date incrementally.  Once the set
+has changed by :data:`DRIFT` of its size at the last decision, the next ``match``
+decides again and, if the choice differs, rebuilds the inner matcher with the new
+index: the choice is a function of the subscription set alone (deterministic), and
+a set growing from empty is rebuilt a logarithmic number of times.
+
+:meth:`AutoMatcher.describe` says what was chosen and why (logged at each decision).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from matchers.base import Matcher, Matches, create, register
+from matchers.events import Dictionary, EventBatch
+from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op, Subscription
+
+log = logging.getLogger(__name__)
+
+MAX_PAIRED = 8
+"""Equality attributes of a conjunction whose pairs are counted (the first, sorted)."""
+DRIFT = 0.5
+"""Changes (inserts and removals), as a fraction of the set's size at the last decision,
+after which the choice is made again."""
+
+_EQUALITY = frozenset({Op.EQ, Op.IN})
+_NUM_RANGE = ORDER_OPS | {Op.BETWEEN}
+_PATTERNS = STRING_OPS - {Op.EQ_ICASE, Op.IN_ICASE}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the choice looks at: sizes and fractions over the subscriptions' DNF."""
+
+    subscriptions: int
+    conjunctions: int
+    predicates: int
+    attributes: int
+    """Distinct attributes constrained."""
+    per_conjunction: float
+    """Mean predicates per conjunction."""
+    ranges: float
+    """Fraction of the predicates that are numeric ranges (``< <= > >= BETWEEN``)."""
+    equalities: float
+    """Fraction that are ``=`` or ``IN``."""
+    patterns: float
+    """Fraction that are string patterns (``LIKE``, prefixes, ``MATCHES``, their negations ...)."""
+    residual: float
+    """Fraction of the subscriptions using an operator no index evaluates (``EXISTS`` ...)."""
+    shared_pair: float
+    """Fraction of the conjunctions holding ``=`` on the most common pair of attributes."""
+    value_skew: float
+    """Largest share of one value among the ``=`` predicates on an attribute (one in ten
+    conjunctions or more constrain it so)."""
+
+
+class _Tally:
+    """Counts behind a :class:`Shape`, updated per subscription inserted or removed."""
+
+    def __init__(self) -> None:
+        self.subs = self.conjs = self.preds = self.ranges = self.equalities = self.patterns = self.residual = 0
+        self.attrs: Counter[str] = Counter()
+        self.pairs: Counter[tuple[str, str]] = Counter()
+        self.eq_attrs: Counter[str] = Counter()
+        self.eq_values: Counter[tuple[str, Any]] = Counter()
+
+    def update(self, subs: list[Subscription], sign: int) -> None:
+        for sub in subs:
+            self.subs += sign
+            self.conjs += sign * len(sub.conjunctions)
+            residual = False
+            for conj in sub.conjunctions:
+                self.preds += sign * len(conj)
+                eq = sorted(p.attr for p in conj if p.op is Op.EQ)[:MAX_PAIRED]
+                for i, a in enumerate(eq):
+                    for b in eq[i + 1:]:
+                        self.pairs[a, b] += sign
+                for p in conj:
+                    self.attrs[p.attr] += sign
+                    if p.op in _NUM_RANGE and p.kind is Kind.NUM:
+                        self.ranges += sign
+                    elif p.op in _EQUALITY:
+                        self.equalities += sign
+                        if p.op is Op.EQ:
+                            self.eq_attrs[p.attr] += sign
+                            self.eq_values[p.attr, p.operand] += sign
+                    elif p.op in _PATTERNS:
+                        self.patterns += sign
+                    residual = residual or p.op not in INDEXED_OPS
+            self.residual += sign * residual
+        if sign < 0:
+            # drop what is no longer there
+            self.attrs, self.pairs, self.eq_attrs, self.eq_values = \
+                +self.attrs, +self.pairs, +self.eq_attrs, +self.eq_values
+
+    def shape(self) -> Shape:
+        preds, conjs = max(self.preds, 1), max(self.conjs, 1)
+        pair = max(self.pairs.values(), default=0) / conjs
+        skew = max((n / self.eq_attrs[a] for (a, _), n in self.eq_values.items() if self.eq_attrs[a] >= conjs / 10),
+                   default=0.0)
+        return Shape(self.subs, self.conjs, self.preds, len(self.attrs),
+                     round(self.preds / max(self.conjs, 1), 3), round(self.ranges / preds, 3),
+                     round(self.equalities / preds, 3), round(self.patterns / preds, 3),
+                     round(self.residual / max(self.subs, 1), 3), round(pair, 3), round(skew, 3))
+
+
+def choose(shape: Shape) -> tuple[str, str]:
+    """The index for a subscription set of this shape, and why."""
+    if shape.per_conjunction >= 3 and shape.ranges >= 0.5:
+        return "bitmark", (f"dense interval conjunctions ({shape.per_conjunction:g} predicates per conjunction, "
+                           f"{shape.ranges:.0%} numeric ranges)")
+    if shape.equalities >= 0.5 and shape.shared_pair >= 0.6 and shape.value_skew < 0.2:
+        return "static", (f"equality-heavy ({shape.equalities:.0%} = or IN), {shape.shared_pair:.0%} of the "
+                          f"conjunctions on one pair of attributes, values spread: multi-attribute hash tables")
+    if shape.equalities >= 0.5:
+        return "propagation", (f"equality-heavy ({shape.equalities:.0%} = or IN), no shared pair of attributes "
+                               f"or skewed values: clustered on single equality access predicates")
+    if shape.equalities >= 0.3 and shape.patterns < 0.25:
+        return "opindex", (f"equalities to pivot on ({shape.equalities:.0%} = or IN), "
+                           f"few string patterns ({shape.patterns:.0%})")
+    return "counting", (f"few equalities to pivot on ({shape.equalities:.0%} = or IN), "
+                        f"{shape.patterns:.0%} string patterns")
+
+
+@register("auto")
+class AutoMatcher(Matcher):
+    """Delegates to the index :func:`choose` picks for the current subscription set."""
+
+    indexed_ops = frozenset(Op)  # every subscription goes to the inner matcher, which has its own residual path
+    sees_nulls = True
+
+    def __init__(self, dictionary: Dictionary | None = None, **params: Any):
+        super().__init__(dictionary, **params)
+        self._tally = _Tally()
+        self._inner: Matcher | None = None
+        self._choice, self._reason = "", "no subscriptions yet"
+        self._outer = np.full(0, -1, dtype=np.int32)  # inner key -> key
+        self._decided_at = 0
+        self._changes = 0
+
+    @property
+    def choice(self) -> str:
+        """Name of the index in use ("" before the first subscription)."""
+        return self._choice
+
+    def describe(self) -> dict:
+        """The choice, the reason and the shape it was decided on (for the log and ``status``)."""
+        return dict(matcher=self._choice, reason=self._reason, shape=asdict(self._tally.shape()))
+
+    # -- Matcher ------------------------------------------------------------------
+    def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
+        subs = [sub for _, sub in entries]
+        self._tally.update(subs, +1)
+        try:
+            if self._inner is None:
+                self._rebuild()
+                return
+            self._inner.add(subs)
+        except BaseException:
+            self._tally.update(subs, -1)
+            raise
+        self._map(entries)
+        self._changes += len(entries)
+
+    def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
+        subs = [sub for _, sub in entries]
+        self._tally.update(subs, -1)
+        inner = self._inner
+        assert inner is not None
+        self._outer[[inner.key_of(sub.id) for sub in subs]] = -1
+        inner.remove(sub.id for sub in subs)
+        self._changes += len(entries)
+
+    def _match(self, batch: EventBatch) -> Matches:
+        if self._changes > DRIFT * max(self._decided_at, 1):
+            self._redecide()
+        inner = self._inner
+        assert inner is not None
+        m = inner.match(batch)
+        keys = self._outer[m.keys]
+        if len(keys) > 1:
+            # the key map keeps the order within an event unless keys were reused since the build
+            unordered = keys[1:] <= keys[:-1]
+            starts = m.offsets[1:-1]
+            unordered[starts[(starts > 0) & (starts < len(keys))] - 1] = False  # across events
+            if unordered.any():
+                events = np.repeat(np.arange(batch.n, dtype=np.int64), np.diff(m.offsets))
+                keys = keys[np.lexsort((keys, events))]
+        return Matches(m.offsets, keys)
+
+    def memory_bytes(self) -> int:
+        inner = self._inner.memory_bytes() if self._inner is not None else 0
+        return inner + self._outer.nbytes
+
+    # -- the choice -----------------------------------------------------------------
+    def _redecide(self) -> None:
+        name, _ = choose(self._tally.shape())
+        if name == self._choice:
+            self._decided_at, self._changes = len(self), 0
+        else:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """A new inner matcher of the chosen index holding every subscription."""
+        choice, reason = choose(self._tally.shape())
+        inner = create(choice, self.dictionary)
+        entries = list(self.subscriptions())
+        inner.add(sub for _, sub in entries)
+        self._inner, self._choice, self._reason = inner, choice, reason
+        self._outer = np.full(0, -1, dtype=np.int32)
+        self._map(entries)
+        self._decided_at, self._changes = len(entries), 0
+        log.info("auto matcher: %s", self.describe())
+
+    def _map(self, entries: list[tuple[int, Subscription]]) -> None:
+        inner = self._inner
+        assert inner is not None
+        if len(self._outer) < inner.capacity:
+            grown = np.full(max(inner.capacity, 2 * len(self._outer)), -1, dtype=np.int32)
+            grown[:len(self._outer)] = self._outer
+            self._outer = grown
+        for key, sub in entries:
+            self._outer[inner.key_of(sub.id)] = key

@@ -1,0 +1,123 @@
+"""``auto`` beside every servable matcher on the named workloads: one table (issue 14).
+
+``python -m scripts.bench.auto [--workloads a,b] [--n-subs N] [--n-events M] [--rounds R] [--record]``
+
+Per workload, every matcher is built once in this process (numba on one thread, kernels
+compiled on a throw-away instance first); then every round matches all events with each
+matcher in turn (the order rotating per round), in batches, repeating the pass for at
+least ``MIN_ROUND_S`` of CPU time, and the best round's CPU time per event is kept.  Match counts per event are compared with ``counting``'s.  ``--record``
+writes ``docs/bench/auto.json`` and the section of ``docs/bench.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from matchers.base import create, names
+from scripts.bench.harness import DOCS, _one_thread
+from scripts.workloads import WORKLOADS, generate
+
+GOAL = 1.25
+"""Issue 14: ``auto`` within this factor of the best single matcher on every workload."""
+MIN_ROUND_S = 0.2
+"""A round of a matcher repeats passes over the events for at least this much CPU time."""
+
+
+def bench(workload: str, matchers: list[str], n_subs: int, n_events: int, rounds: int, batch: int,
+          seed: int) -> dict:
+    """Best-round CPU µs per event of each matcher on one workload, and auto's choice."""
+    subs, events = generate(workload, n_subs=n_subs, n_events=n_events, seed=seed)
+    built, counts = {}, {}
+    for name in matchers:
+        warm = create(name)
+        warm.add(subs[:20])
+        warm.match(warm.encode(events[:4]))
+        m = create(name)
+        m.add(subs)
+        encoded = m.encode(events)
+        counts[name] = np.diff(m.match(encoded).offsets)
+        built[name] = (m, encoded)
+    best: dict[str, float] = {}
+    for r in range(rounds):
+        for name in matchers[r % len(matchers):] + matchers[:r % len(matchers)]:
+            m, encoded = built[name]
+            c0, passes = time.process_time(), 0
+            while not passes or time.process_time() - c0 < MIN_ROUND_S:
+                for lo in range(0, encoded.n, batch):
+                    m.match(encoded.slice(lo, min(encoded.n, lo + batch)))
+                passes += 1
+            per_event = (time.process_time() - c0) / (passes * encoded.n) * 1e6
+            best[name] = min(best.get(name, float("inf")), per_event)
+    mismatches = {name: int((counts[name] != counts["counting"]).sum()) for name in matchers}
+    return dict(workload=workload, n_subs=len(subs), n_events=len(events), cpu_us=best, mismatches=mismatches,
+                matches_per_event=float(counts["counting"].mean()), choice=built["auto"][0].describe(),
+                load_avg=[round(x, 2) for x in os.getloadavg()])
+
+
+def render(record: dict) -> str:
+    """The section of ``docs/bench.md``."""
+    servable = [m for m in record["matchers"] if m != "auto"]
+    head = ["workload", "auto chose", "auto", "best other", "auto ÷ best", *servable, "count mismatches", "load"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---:|---|---:|" + "---:|" * len(servable) + "---:|---|"]
+    ratios = []
+    for w in record["workloads"]:
+        cpu = w["cpu_us"]
+        best = min(servable, key=cpu.__getitem__)
+        ratio = cpu["auto"] / cpu[best]
+        ratios.append(ratio)
+        lines.append("| " + " | ".join([
+            w["workload"], w["choice"]["matcher"], f"{cpu['auto']:.2f}", f"{best} {cpu[best]:.2f}",
+            f"**{ratio:.2f}**" if ratio > GOAL else f"{ratio:.2f}",
+            *(f"**{cpu[m]:.2f}**" if m == best else f"{cpu[m]:.2f}" for m in servable),
+            str(sum(w["mismatches"].values())), str(w["load_avg"][0])]) + " |")
+    return "\n".join([
+        "## `auto` beside every matcher (issue 14)", "", record["command"], "",
+        f"Run {record['date']}; {record['n_subs']:,} subscriptions and {record['n_events']:,} events per workload, "
+        f"batches of {record['batch']}, {record['rounds']} interleaved rounds (each at least {MIN_ROUND_S} CPU s), best round's matching CPU time per "
+        f"event in µs (single thread), the fastest other matcher in bold. Every matcher the service may use is "
+        f"here (baselines are not: `auto` does not pick them). `auto chose`: its index ([auto.md](auto.md)); "
+        f"`auto ÷ best`: goal <= {GOAL}, bold when over; worst here {max(ratios):.2f}, median "
+        f"{float(np.median(ratios)):.2f}. Count mismatches: events whose match count differs from counting's "
+        f"(all matchers). `load`: 1-minute load average after the workload.", "", *lines, ""])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.auto", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--n-subs", type=int, default=10_000)
+    parser.add_argument("--n-events", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=100, help="events per match call")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--record", action="store_true", help="write docs/bench/auto.json and docs/bench.md")
+    args = parser.parse_args(argv)
+    _one_thread()
+    matchers = ["counting", *(m for m in names(baselines=False) if m != "counting")]
+    record = dict(command="`python -m scripts.bench.auto " + " ".join(argv if argv is not None else sys.argv[1:])
+                  + "`", date=time.strftime("%Y-%m-%d"), matchers=matchers, n_subs=args.n_subs,
+                  n_events=args.n_events, rounds=args.rounds, batch=args.batch, workloads=[])
+    for w in args.workloads.split(","):
+        run = bench(w, matchers, args.n_subs, args.n_events, args.rounds, args.batch, args.seed)
+        best = min((m for m in matchers if m != "auto"), key=run["cpu_us"].__getitem__)
+        print(f"{w}: auto ({run['choice']['matcher']}) {run['cpu_us']['auto']:.2f} µs/ev, best {best} "
+              f"{run['cpu_us'][best]:.2f}, ratio {run['cpu_us']['auto'] / run['cpu_us'][best]:.2f}, "
+              f"mismatches {sum(run['mismatches'].values())}, load {run['load_avg']}", flush=True)
+        record["workloads"].append(run)
+    print(render(record))
+    if args.record:
+        (DOCS / "bench" / "auto.json").write_text(json.dumps(record, indent=1) + "\n")
+        from scripts.bench.harness import render_markdown
+
+        (DOCS / "bench.md").write_text(render_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
