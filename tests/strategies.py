@@ -147,7 +147,8 @@ def preds(draw, extended: bool = False) -> Pred:
     return _make(attr, op, lambda pool, k: draw(st.lists(st.sampled_from(pool), min_size=k, max_size=k)))
 
 
-def _trees(leaves):
+def trees(leaves, max_leaves: int = 6):
+    """Expression trees (AND, OR, NOT) over the predicates ``leaves`` draws."""
     return st.recursive(
         leaves,
         lambda inner: st.one_of(
@@ -155,12 +156,12 @@ def _trees(leaves):
             st.lists(inner, min_size=2, max_size=3).map(lambda c: Or(tuple(c))),
             inner.map(Not),
         ),
-        max_leaves=6,
+        max_leaves=max_leaves,
     )
 
 
-exprs = _trees(preds())
-extended_exprs = _trees(preds(extended=True))
+exprs = trees(preds())
+extended_exprs = trees(preds(extended=True))
 
 _values = {
     **{a: st.one_of(st.sampled_from(NUMS + (0.5, 5)).map(float), st.sampled_from(("1", True))) for a in NUM_ATTRS},

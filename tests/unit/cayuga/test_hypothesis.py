@@ -144,18 +144,24 @@ def test_within_is_the_outer_duration_filter(text, ticks, events):
     assert same(engine_matches(within, events)) == expected
 
 
+def assert_engine_equals_reference(named, events, cut, until):
+    """Merged, private and unindexed engines, and one restarted at event ``cut``, all give
+    the reference's matches (instances, absence deadlines and skip marks are the exported
+    state: a restart at any event changes nothing)."""
+    expected = same(reference_matches(named, events, until))
+    assert same(engine_matches(named, events, until)) == expected
+    assert same(engine_matches(named, events, until, merge=False)) == expected
+    assert same(engine_matches(named, events, until, indexed=False)) == expected
+    assert same(restarted_matches(named, events, cut, until)) == expected
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(subs=st.lists(subscriptions(), min_size=1, max_size=3), modes=st.lists(st.sampled_from(SKIPS), min_size=3, max_size=3),
        events=streams(), cut=st.integers(0, 30), after=st.none() | st.integers(0, 6))
 def test_after_match_skip_and_restarts_equal_reference(subs, modes, events, cut, after):
     named = {f"q{i}": f"{text} {mode}" for i, (text, mode) in enumerate(zip(subs, modes, strict=False))}
     until = None if after is None else (events[-1].t1 if events else 0) + after
-    expected = same(reference_matches(named, events, until))
-    assert same(engine_matches(named, events, until)) == expected
-    assert same(engine_matches(named, events, until, merge=False)) == expected
-    assert same(engine_matches(named, events, until, indexed=False)) == expected
-    # instances, absence deadlines and skip marks are the exported state: a restart at any event changes nothing
-    assert same(restarted_matches(named, events, cut, until)) == expected
+    assert_engine_equals_reference(named, events, cut, until)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -187,8 +193,4 @@ def test_published_streams_equal_reference(first, second, third, modes, events, 
     named = {"q0": f"SELECT * FROM ({first}) {modes[0]} PUBLISH P", "q1": f"SELECT * FROM ({second}) {modes[1]} PUBLISH Q",
              "q2": f"{third} {modes[2]}"}
     until = None if after is None else (events[-1].t1 if events else 0) + after
-    expected = same(reference_matches(named, events, until))
-    assert same(engine_matches(named, events, until)) == expected
-    assert same(engine_matches(named, events, until, merge=False)) == expected
-    assert same(engine_matches(named, events, until, indexed=False)) == expected
-    assert same(restarted_matches(named, events, cut, until)) == expected
+    assert_engine_equals_reference(named, events, cut, until)

@@ -10,8 +10,9 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from matchers.errors import SubscriptionError
-from matchers.expr import And, Not, Op, Or, Pred, pred
+from matchers.expr import Op, Pred, pred
 from matchers.language import RESERVED_WORDS
+from tests.strategies import trees
 
 NUMERIC_OPS = (Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.IN, Op.NOT_IN, Op.BETWEEN, Op.NOT_BETWEEN)
 BOOL_OPS = (Op.EQ, Op.NE, Op.IN, Op.NOT_IN)
@@ -60,18 +61,6 @@ def _preds(draw, names, numbers, strings, likes) -> Pred:
     return made
 
 
-def _trees(leaves, max_leaves: int):
-    return st.recursive(
-        leaves,
-        lambda inner: st.one_of(
-            st.lists(inner, min_size=2, max_size=3).map(lambda c: And(tuple(c))),
-            st.lists(inner, min_size=2, max_size=3).map(lambda c: Or(tuple(c))),
-            inner.map(Not),
-        ),
-        max_leaves=max_leaves,
-    )
-
-
 # -- wide: for round trips --------------------------------------------------------------------
 PLAIN_NAMES = ("price", "symbol", "user.country", "a_1", "_x", "A.b.C", "not.x", "x.in", "orders", "andy")
 wide_names = st.one_of(
@@ -87,7 +76,7 @@ wide_numbers = st.one_of(
 wide_strings = st.text(max_size=8) | st.text(alphabet="ab'\\%_\n\t`\"", max_size=6)
 wide_likes = st.text(alphabet="ab%_\\'", min_size=1, max_size=6)
 wide_preds = _preds(wide_names, wide_numbers, wide_strings, wide_likes)
-wide_exprs = _trees(wide_preds, 8)
+wide_exprs = trees(wide_preds, 8)
 
 # -- small: for differential checks --------------------------------------------------------------
 SMALL_ATTRS = ("a", "b", "s", "t.u", "f")
@@ -95,7 +84,7 @@ small_numbers = st.sampled_from((0, 1, 2, 2.5, 3, -1))
 small_strings = st.sampled_from(("", "a", "ab", "abc", "b", "ba", "%", "a_c", "a%c"))
 small_likes = st.sampled_from(("ab%", "%b", "%b%", "a_c", "a%c", "%", "_", "abc", "a\\%%", "%\\_", "a%b%c"))
 small_preds = _preds(st.sampled_from(SMALL_ATTRS), small_numbers, small_strings, small_likes)
-small_exprs = _trees(small_preds, 10)
+small_exprs = trees(small_preds, 10)
 small_events = st.fixed_dictionaries({}, optional={
     attr: st.one_of(small_numbers.map(float), small_strings, st.booleans(),
                     st.sampled_from(("abcab", "xab", "a\nb", "ac", "aXc", "a%bc")))
