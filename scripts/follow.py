@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import orjson
 from kafka import KafkaConsumer
 
+from streaming.cli import exit_with
 from streaming.config import ConfigError, add_arguments, from_arguments
 from streaming.kafka.config import config_client_kwargs
 from streaming.notifications import Deduplicator
@@ -111,4 +112,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

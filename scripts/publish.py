@@ -19,6 +19,7 @@ from kafka import KafkaProducer
 from tqdm import tqdm
 
 from scripts.workloads import WORKLOADS
+from streaming.cli import exit_with
 from streaming.config import ConfigError, add_arguments, from_arguments
 from streaming.kafka.config import config_client_kwargs
 
@@ -109,4 +110,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from matchers.errors import PubSubError
 from scripts.workloads import WORKLOADS
+from streaming.cli import exit_with
 from streaming.config import ConfigError, add_arguments, from_arguments
 from streaming.kafka.config import config_client_kwargs
 from streaming.tenants import topic_of
@@ -159,4 +160,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -41,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from matchers.expr import And, Expr, Not, Op, Or, Pred, Subscription, pred, to_text
+from streaming.cli import exit_with
 
 
 class Workload(NamedTuple):
@@ -710,4 +711,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from streaming.cli import exit_with
 from streaming.config import ConfigError, Settings, load
 from streaming.instance import DirLock, InUseError
 from streaming.metrics import StatusFile, checked, read_status
@@ -424,4 +425,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

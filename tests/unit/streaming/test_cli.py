@@ -137,3 +137,13 @@ def test_first_line_names_the_python_error_inside_a_spark_failure():
                         "\tat org.apache.spark.X(X.scala:1)\nCaused by: java.lang.ClassNotFoundException: no.Such\n\tat y")
     assert first_line(java) == ("org.apache.spark.SparkException: No listener. "
                                 "(cause: java.lang.ClassNotFoundException: no.Such)")
+
+
+def test_a_closed_pipe_ends_a_command_quietly():
+    """``python -m streaming status | head`` must not end with a BrokenPipeError trace."""
+    code = "from streaming.cli import exit_with; exit_with(lambda: print('x\\n' * 200000) or 0)"
+    run = subprocess.run(
+        ["bash", "-c", f'{sys.executable} -c "{code}" | head -c 1 >/dev/null; echo "${{PIPESTATUS[0]}}"'],
+        capture_output=True, text=True, timeout=60, check=True, cwd=PROJECT_ROOT)
+    assert run.stderr == ""
+    assert run.stdout.strip() == "1"
