@@ -29,8 +29,7 @@ from streaming.records import Position
 from streaming.registry import Registry, RegistryError
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
-
-from .helpers import LocalBroadcast, kafka_batch
+from tests.unit.streaming.helpers import LocalBroadcast, kafka_batch
 
 POS = Position("subs", 0, 1)
 

@@ -20,7 +20,7 @@ from matchers.expr import And, Subscription, pred
 from scripts.workloads import dense
 from tests.strategies import events, exprs, random_event, random_subscriptions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def small(tail_min: int = 16):
