@@ -15,6 +15,7 @@ so every command finds the same files from wherever it runs.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 import tomllib
@@ -254,7 +255,8 @@ class TenantsSettings:
         Raises
         ------
         ConfigError
-            On an unknown tenant or a prefix that is not the start of a topic name.
+            On an unknown tenant, a prefix that is not the start of a topic name, or one
+            that covers another tenant's.
         """
         table = {t: f"{notifications_topic}.{t}." for t in self.tenants}
         for tenant, prefix in self.targets.items():
@@ -264,6 +266,10 @@ class TenantsSettings:
                 raise ConfigError(f"tenants.targets.{tenant} must be the start of a topic name "
                                   f"(letters, digits, '.', '_', '-'), not {prefix!r}")
             table[tenant] = prefix
+        for a, b in itertools.permutations(table, 2):
+            if table[b].startswith(table[a]):
+                raise ConfigError(f"tenants.targets: tenant {a!r}'s prefix {table[a]!r} covers tenant {b!r}'s "
+                                  f"{table[b]!r}: each tenant's target topics must be its own")
         return table
 
 

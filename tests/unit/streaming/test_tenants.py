@@ -81,6 +81,8 @@ def test_config_quotas_and_names():
         load(None, ["tenants.names=acme", "tenants.targets.zeta=z."], environ={})
     with pytest.raises(ConfigError, match="tenants.targets.acme"):
         load(None, ["tenants.names=acme", "tenants.targets.acme=a:b"], environ={})
+    with pytest.raises(ConfigError, match="covers tenant 'beta'"):
+        load(None, ["tenants.names=acme,beta", "tenants.targets.acme=notifications."], environ={})
 
 
 def test_a_tenant_cannot_touch_another_tenants_subscription_of_the_same_id(tmp_path):
