@@ -15,6 +15,7 @@ so every command finds the same files from wherever it runs.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 import tomllib
@@ -190,7 +191,9 @@ PRODUCER_MESSAGE_BYTES = 1_000_000
 TENANT_NAME = r"[A-Za-z0-9_-]{1,64}"
 """A tenant's name: letters, digits, ``_`` and ``-`` (no ``.``, so no topic of one tenant
 extends another's name; no ``:``, the separator of tenant and subscription id)."""
-QUOTAS = ("subscriptions", "predicates")
+QUOTAS = ("subscriptions", "predicates", "patterns")
+TOPIC_NAME = r"[A-Za-z0-9._-]{1,249}"
+"""A Kafka topic name (no ``:`` or ``>``, which :mod:`streaming.tenants` uses inside ids)."""
 
 
 @dataclass(frozen=True)
@@ -202,14 +205,19 @@ class TenantsSettings:
     names : comma-separated tenant names; "" keeps the single-tenant layout.
     subscriptions : most subscriptions a tenant holds at once (0: no bound).
     predicates : most predicates over all of a tenant's subscriptions (0: no bound).
+    patterns : most Cayuga patterns a tenant holds at once (0: no bound).
     quotas : per-tenant overrides, ``{"<tenant>.<quota>": n}`` or ``{"<tenant>": {"<quota>": n}}``
         (``<tenant>_<quota>`` from the environment).
+    targets : per-tenant prefix of the target topics its subscriptions may name,
+        ``{"<tenant>": "<prefix>"}`` (default ``<notifications_topic>.<tenant>.``).
     """
 
     names: str = ""
     subscriptions: int = 0
     predicates: int = 0
+    patterns: int = 0
     quotas: Mapping[str, Any] = field(default_factory=dict)
+    targets: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def tenants(self) -> tuple[str, ...]:
@@ -223,7 +231,7 @@ class TenantsSettings:
         ConfigError
             On an unknown tenant or quota, or a bound that is not a non-negative integer.
         """
-        table = {t: {"subscriptions": self.subscriptions, "predicates": self.predicates} for t in self.tenants}
+        table = {t: {q: getattr(self, q) for q in QUOTAS} for t in self.tenants}
         flat: dict[str, Any] = {}
         for key, value in self.quotas.items():
             if isinstance(value, Mapping):
@@ -239,6 +247,29 @@ class TenantsSettings:
             if bound < 0:
                 raise ConfigError(f"tenants.quotas.{key} must be 0 (no bound) or positive")
             table[tenant][quota] = bound
+        return table
+
+    def target_prefixes(self, notifications_topic: str) -> dict[str, str]:
+        """``{tenant: prefix}``: the topics each tenant's subscriptions may name as their target.
+
+        Raises
+        ------
+        ConfigError
+            On an unknown tenant, a prefix that is not the start of a topic name, or one
+            that covers another tenant's.
+        """
+        table = {t: f"{notifications_topic}.{t}." for t in self.tenants}
+        for tenant, prefix in self.targets.items():
+            if tenant not in table:
+                raise ConfigError(f"tenants.targets: {tenant!r} is not a configured tenant ({', '.join(table) or 'none'})")
+            if not isinstance(prefix, str) or not re.fullmatch(TOPIC_NAME, prefix):
+                raise ConfigError(f"tenants.targets.{tenant} must be the start of a topic name "
+                                  f"(letters, digits, '.', '_', '-'), not {prefix!r}")
+            table[tenant] = prefix
+        for a, b in itertools.permutations(table, 2):
+            if table[b].startswith(table[a]):
+                raise ConfigError(f"tenants.targets: tenant {a!r}'s prefix {table[a]!r} covers tenant {b!r}'s "
+                                  f"{table[b]!r}: each tenant's target topics must be its own")
         return table
 
 
@@ -289,14 +320,15 @@ class Settings:
     def replace(self, **sections: Mapping[str, Any]) -> Settings:
         """A copy with some settings changed: ``replace(kafka={"events_topic": "e2"})``."""
         settings = _build(self, {name: dict(values) for name, values in sections.items()}, "replace()")
-        settings.tenants.quota_table()  # checked once complete: tenants.names may come from a later source
+        _check_tenants(settings)
         return settings
 
 
 CHECKPOINT_SCHEMES = frozenset({"file", "hdfs", "viewfs", "s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss"})
 """File systems a checkpoint location may name (those of ``pyarrow.fs`` and Hadoop's S3 aliases)."""
 
-_PASS_THROUGH = {("kafka", "client"), ("spark", "conf"), ("tenants", "quotas"), ("match", "params")}
+_PASS_THROUGH = {("kafka", "client"), ("spark", "conf"), ("tenants", "quotas"), ("tenants", "targets"),
+                 ("match", "params")}
 _PATHS = (("spark", "checkpoint_dir"), ("status", "status_file"), ("status", "log_dir"), ("kafka", "embedded_data_dir"))
 """Settings holding a local path, made absolute against :data:`PROJECT_ROOT` by :func:`load`."""
 
@@ -473,7 +505,7 @@ def parse_set(items: Iterable[str]) -> dict[str, dict[str, Any]]:
         elif len(parts) == 2:
             out.setdefault(section, {})[key] = value
         else:
-            raise ConfigError(f"--set {item!r}: only kafka.client.*, spark.conf.*, tenants.quotas.* and match.params.* take dotted keys")
+            raise ConfigError(f"--set {item!r}: only kafka.client.*, spark.conf.*, tenants.quotas.*, tenants.targets.* and match.params.* take dotted keys")
     return out
 
 
@@ -512,8 +544,14 @@ def load(
         settings = _build(settings, data, str(file))
     settings = _build(settings, _from_env(os.environ if environ is None else environ), "environment")
     settings = _build(settings, parse_set(overrides), "--set")
-    settings.tenants.quota_table()  # checked once complete: tenants.names may come from a later source
+    _check_tenants(settings)
     return _build(settings, _absolute_paths(settings), "load()")
+
+
+def _check_tenants(settings: Settings) -> None:
+    """Check the per-tenant tables once the settings are complete (tenants.names may come from a later source)."""
+    settings.tenants.quota_table()
+    settings.tenants.target_prefixes(settings.kafka.notifications_topic)
 
 
 def _absolute_paths(settings: Settings) -> dict[str, dict[str, str]]:

@@ -49,6 +49,7 @@ from streaming import notifications
 from streaming.config import LimitsSettings, Settings
 from streaming.executor_cache import IndexSpec, index_for, long_lived
 from streaming.kafka import offsets
+from streaming.kafka.admin import partition_counts
 from streaming.kafka.config import config_client_kwargs
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetMap, OffsetRange
@@ -71,7 +72,7 @@ from streaming.records import (
     parse_changes,
     read_event,
 )
-from streaming.registry import Delta, Registry, Snapshot, load_state
+from streaming.registry import Delta, Registry, RegistryError, Snapshot, load_state
 from streaming.storage import Directory, join
 from streaming.tenants import Admission, Tenants
 from streaming.validity import ValidEvent, ValidityStore, decode, encode, validity_end
@@ -196,7 +197,7 @@ def apply_changes(
     Subscriptions whose expiry time is at or before ``now`` are deleted in the same version.
     """
     ordered = sorted(rows, key=lambda r: (r[2], r[3], r[4]))
-    changes, errors = parse_changes(ordered, parse, max_terms, limits)
+    changes, errors = parse_changes(ordered, parse, max_terms, limits, targets=admission is not None)
     if admission is not None:
         changes, refused = admission.admit(registry, batch_id, changes, ordered)
         errors += refused
@@ -588,6 +589,18 @@ def _id_only(notes: notifications.EventNotes, size: int) -> notifications.EventN
                                f"limits.message_bytes less {notifications.RECORD_OVERHEAD} bytes of record overhead")
 
 
+def _topic_exists(client_config: dict[str, Any]) -> Callable[[str], bool]:
+    """Whether a topic exists (asking the broker about a topic not seen before)."""
+    known: set[str] = set()
+
+    def exists(topic: str) -> bool:
+        if topic not in known:
+            known.update(partition_counts(client_config, [topic]))
+        return topic in known
+
+    return exists
+
+
 # -- the query -----------------------------------------------------------------------------
 class MatchJob:
     """The foreachBatch function of the match query and the state it keeps on the driver.
@@ -613,7 +626,7 @@ class MatchJob:
         self.shipping = RegistryBroadcast(spark.sparkContext.broadcast)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.tenants = Tenants.of(settings)
-        self.admission = Admission(self.tenants) if self.tenants is not None else None
+        self.admission = Admission(self.tenants, _topic_exists(client_config)) if self.tenants is not None else None
         self.producer = config_client_kwargs(client_config, "producer")
         self.consumer = config_client_kwargs(client_config, "consumer")
         self.last: BatchMetrics | None = None
@@ -688,8 +701,20 @@ class MatchJob:
         self.history = (self.history + [metrics])[-1000:]
         self.batches += 1
         log.info(metrics.log_line())
-        tenants = {"tenants": self.admission.describe(self.registry)} if self.admission is not None else {}
+        tenants = {"tenants": self.admission.describe(self.registry, self.pattern_ids())} if self.admission else {}
         self.status.write("running", metrics, registry=dict(self.registry.describe()), **tenants)
+
+    def pattern_ids(self) -> list[str]:
+        """The ids in the pattern registry (none while the patterns query has not made it)."""
+        from streaming.patterns.queries import registry_dir
+        from streaming.patterns.registry import load_registry
+
+        if not self.settings.patterns.enabled:
+            return []
+        try:
+            return list(load_registry(registry_dir(self.settings))[2])
+        except RegistryError:
+            return []
 
     @property
     def subscription_topics(self) -> tuple[str, ...]:

@@ -64,12 +64,14 @@ class Position(NamedTuple):
 
 
 class Change(NamedTuple):
-    """An accepted subscription change: an upsert carries its subscription."""
+    """An accepted subscription change: an upsert carries its subscription, and the target
+    topic its record named (tenants only, :mod:`streaming.tenants`)."""
 
     op: str
     id: str
     subscription: Subscription | None
     position: Position | None = None
+    target: str | None = None
 
 
 class ErrorRecord(NamedTuple):
@@ -250,8 +252,14 @@ def parse_change(
     parse: SubscriptionParser,
     max_terms: int = DEFAULT_MAX_TERMS,
     limits: LimitsSettings = DEFAULT_LIMITS,
+    targets: bool = False,
 ) -> Change | ErrorRecord:
-    """One subscription record as an accepted :class:`Change` or an :class:`ErrorRecord`."""
+    """One subscription record as an accepted :class:`Change` or an :class:`ErrorRecord`.
+
+    With ``targets`` (the tenant layout) an upsert may name a ``"target"`` topic, carried
+    on the change for :class:`streaming.tenants.Admission` to judge; without, the parser
+    refuses it as an unknown field.
+    """
     envelope = read_envelope(key, value, position, limits)
     if isinstance(envelope, ErrorRecord):
         return envelope
@@ -260,8 +268,12 @@ def parse_change(
         # a pattern is a stateful (Cayuga) subscription: the patterns query owns it; an id
         # names one kind of subscription at a time, so a boolean subscription of that id goes away
         return Change(DELETE, sub_id, None, position)
-    record = {k: v for k, v in obj.items() if k != "op"}
+    record = {k: v for k, v in obj.items() if k != "op" and not (targets and k == "target")}
     record["id"] = sub_id
+    target = obj.get("target") if targets else None
+    if target is not None and not isinstance(target, str):
+        return error(SUBSCRIPTION, value, position, f'subscription {sub_id!r}: "target" must be a topic name, '
+                     f"not {type(target).__name__}", key)
     try:
         sub = parse(record, max_terms)
     except PubSubError as exc:
@@ -272,7 +284,7 @@ def parse_change(
     if predicates > limits.predicates:
         return error(SUBSCRIPTION, value, position, over(
             f"subscription {sub_id!r}: the number of predicates", predicates, "predicates", limits.predicates), key)
-    return Change(UPSERT, sub.id, sub, position)
+    return Change(UPSERT, sub.id, sub, position, target)
 
 
 def parse_changes(
@@ -280,16 +292,18 @@ def parse_changes(
     parse: SubscriptionParser,
     max_terms: int = DEFAULT_MAX_TERMS,
     limits: LimitsSettings = DEFAULT_LIMITS,
+    targets: bool = False,
 ) -> tuple[list[Change], list[ErrorRecord]]:
     """Subscription records ``(key, value, topic, partition, offset)`` in offset order per partition.
 
     Returns the accepted changes (in input order, so the latest record of an id wins)
-    and the error records.
+    and the error records (``targets`` as in :func:`parse_change`).
     """
     changes: list[Change] = []
     errors: list[ErrorRecord] = []
     for key, value, topic, partition, offset in rows:
-        out = parse_change(key, value, Position(topic, int(partition), int(offset)), parse, max_terms, limits)
+        out = parse_change(key, value, Position(topic, int(partition), int(offset)), parse, max_terms, limits,
+                           targets)
         if isinstance(out, Change):
             changes.append(out)
         else:

@@ -313,7 +313,7 @@ class Registry:
         """
         if self.is_replay(batch_id):
             return self.delta_of_batch(batch_id)
-        changes = tuple(c._replace(position=None) for c in changes)
+        changes = tuple(c._replace(position=None, target=None) for c in changes)
         if not changes:
             return None
         delta = Delta(self.version + 1, batch_id, time, changes)

@@ -8,21 +8,30 @@ stay the operator's. Inside the service a tenant's subscription id ``x`` is ``t:
 (:func:`Tenants.internal`): tenant names hold no ``:``, so tenant A's upsert or delete of
 ``x`` never touches B's ``x``, and the operator's ids stay as they are unless they hold a
 ``:`` or start with one (then ``:`` + id), so that no operator id reads as a tenant's.
+A tenant's subscription may name a target topic within the tenant's prefix
+(``tenants.targets``, default ``<notifications>.t.``); its id is then ``t>topic:x``
+(topic names hold neither ``>`` nor ``:``), so the id alone routes its notifications,
+on the driver and on the executors alike, and a tenant's ``x`` is one subscription
+whatever its target (:class:`Admission` replaces the old id).
 
 Quotas (:class:`Admission`) bound each tenant's subscriptions and predicates; a change
 past one is refused with an error record on the tenant's errors topic, and nothing
-changes for the others. Stateful (Cayuga) patterns are the operator's only: a pattern
-record on a tenant's topic is refused.
+changes for the others. A tenant's Cayuga patterns are namespaced the same way (the
+pattern registry, :mod:`streaming.patterns.registry`, holds ``t:x``), bounded by the
+``patterns`` quota there.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from matchers.expr import Subscription
+from streaming.config import TOPIC_NAME
 from streaming.records import (
     DELETE,
     SUBSCRIPTION,
@@ -31,7 +40,6 @@ from streaming.records import (
     ErrorRecord,
     count_predicates,
     error,
-    load_json,
 )
 from streaming.registry import Registry, load_state
 
@@ -39,6 +47,8 @@ if TYPE_CHECKING:
     from streaming.config import Settings
 
 SEP = ":"
+TARGET = ">"
+"""Between a tenant's name and its subscription's target topic in an internal id."""
 OPERATOR = ""
 """The operator's tenant name: the un-suffixed topics."""
 
@@ -50,6 +60,15 @@ def topic_of(base: str, tenant: str) -> str:
     return f"{base}.{tenant}" if tenant else base
 
 
+def parts(internal: str) -> tuple[str, str | None, str]:
+    """``(tenant, target topic or None, the tenant's subscription id)`` of an internal id."""
+    head, sep, sub_id = internal.partition(SEP)
+    if not sep:
+        return OPERATOR, None, internal
+    tenant, _, target = head.partition(TARGET)
+    return tenant, target or None, sub_id
+
+
 @dataclass(frozen=True)
 class Tenants:
     """The tenants' topics and quotas (picklable: it travels to the executors with the batch).
@@ -59,7 +78,9 @@ class Tenants:
     names : the tenants (without the operator).
     subscriptions_topic, notifications_topic, errors_topic : the operator's topics; a
         tenant's add ``.<tenant>``.
-    quotas : ``{tenant: {"subscriptions": n, "predicates": n}}`` (0: no bound).
+    quotas : ``{tenant: {"subscriptions": n, "predicates": n, "patterns": n}}`` (0: no bound).
+    targets : ``{tenant: prefix}`` of the target topics its subscriptions may name.
+    reserved : the service's own topics, never a target.
     """
 
     names: tuple[str, ...]
@@ -67,6 +88,8 @@ class Tenants:
     notifications_topic: str
     errors_topic: str
     quotas: Mapping[str, Mapping[str, int]]
+    targets: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    reserved: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, settings: Settings) -> Tenants | None:
@@ -75,8 +98,10 @@ class Tenants:
         if not names:
             return None
         k = settings.kafka
+        reserved = frozenset((k.events_topic, *(topic_of(base, t) for base in (
+            k.subscriptions_topic, k.notifications_topic, k.errors_topic) for t in (OPERATOR, *names))))
         return cls(names, k.subscriptions_topic, k.notifications_topic, k.errors_topic,
-                   settings.tenants.quota_table())
+                   settings.tenants.quota_table(), settings.tenants.target_prefixes(k.notifications_topic), reserved)
 
     def topic_partitions(self, settings: Settings) -> dict[str, int]:
         """Every tenant's topics and their partition counts (the operator's are the settings')."""
@@ -103,26 +128,44 @@ class Tenants:
         return OPERATOR
 
     @staticmethod
-    def internal(tenant: str, sub_id: str) -> str:
-        """The service's id of a tenant's subscription ``sub_id``."""
+    def internal(tenant: str, sub_id: str, target: str | None = None) -> str:
+        """The service's id of a tenant's subscription ``sub_id`` (notifying ``target``, if given)."""
         if tenant:
-            return f"{tenant}{SEP}{sub_id}"
+            return f"{tenant}{TARGET}{target}{SEP}{sub_id}" if target else f"{tenant}{SEP}{sub_id}"
         return SEP + sub_id if SEP in sub_id else sub_id
 
     @staticmethod
     def split(internal: str) -> tuple[str, str]:
         """``(tenant, subscription id)`` of an internal id (the inverse of :meth:`internal`)."""
-        tenant, sep, sub_id = internal.partition(SEP)
-        return (tenant, sub_id) if sep else (OPERATOR, internal)
+        tenant, _, sub_id = parts(internal)
+        return tenant, sub_id
 
     def route(self, internal: str) -> tuple[str, str]:
         """``(notifications topic, the tenant's subscription id)`` of an internal id."""
-        tenant, sub_id = self.split(internal)
-        return topic_of(self.notifications_topic, tenant), sub_id
+        tenant, target, sub_id = parts(internal)
+        return target or topic_of(self.notifications_topic, tenant), sub_id
 
     def errors_topic_of(self, record_topic: str) -> str:
         """Where the error record of a record read from ``record_topic`` goes."""
         return topic_of(self.errors_topic, self.tenant_of_topic(record_topic))
+
+    def target_refusal(self, tenant: str, sub_id: str, target: str) -> str | None:
+        """Why ``tenant``'s subscription ``sub_id`` may not notify ``target`` (``None``: it may)."""
+        if not tenant:
+            return f"subscription {sub_id!r}: the operator's subscriptions name no target topic"
+        prefix = self.targets[tenant]
+        if not target.startswith(prefix) or len(target) == len(prefix) or not re.fullmatch(TOPIC_NAME, target) \
+                or target in self.reserved:
+            return (f"subscription {sub_id!r}: target topic {target!r} is not allowed to tenant {tenant!r}: a "
+                    f"target is a topic name starting with {prefix!r} (tenants.targets), none of the service's own")
+        return None
+
+    def over_quota(self, tenant: str, quota: str, held: int) -> str | None:
+        """The refusal of a change that makes ``tenant`` hold ``held`` of ``quota`` (``None``: within it)."""
+        bound = self.quotas.get(tenant, {}).get(quota, 0)
+        if bound and held > bound:
+            return f"tenant {tenant!r} would hold {held} {quota}, past its quota of {bound} (tenants.quotas)"
+        return None
 
 
 def _cost(sub: Subscription | None) -> tuple[int, int]:
@@ -139,102 +182,150 @@ def usage_of(subscriptions: Iterable[tuple[str, Subscription]]) -> dict[str, lis
     return usage
 
 
+def targeted_of(ids: Iterable[str]) -> dict[str, str]:
+    """``{t:x: t>topic:x}`` of the internal ids that name a target topic."""
+    out = {}
+    for internal in ids:
+        tenant, target, sub_id = parts(internal)
+        if target:
+            out[Tenants.internal(tenant, sub_id)] = internal
+    return out
+
+
+class Books:
+    """Each tenant's usage and targeted ids over a registry's subscriptions, as changes go in."""
+
+    def __init__(self, subscriptions: Mapping[str, Subscription]):
+        self.subscriptions = subscriptions
+        self.usage = usage_of(subscriptions.items())
+        self.targeted = targeted_of(subscriptions)
+        self.pending: dict[str, Subscription | None] = {}
+
+    def fork(self) -> Books:
+        """A copy to judge a batch on (sharing the subscriptions; the usage and ids are copied)."""
+        other = object.__new__(Books)
+        other.subscriptions, other.pending = self.subscriptions, dict(self.pending)
+        other.usage = {t: list(u) for t, u in self.usage.items()}
+        other.targeted = dict(self.targeted)
+        return other
+
+    def held(self, internal: str) -> Subscription | None:
+        return self.pending[internal] if internal in self.pending else self.subscriptions.get(internal)
+
+    def current_id(self, tenant: str, sub_id: str) -> str:
+        """The internal id the tenant's ``sub_id`` has now (or would have without a target)."""
+        plain = Tenants.internal(tenant, sub_id)
+        return self.targeted.get(plain, plain)
+
+    def step(self, internal: str, sub: Subscription | None) -> None:
+        """Count one change of ``internal`` to ``sub`` (``None``: deleted)."""
+        (old_n, old_p), (new_n, new_p) = _cost(self.held(internal)), _cost(sub)
+        tenant, target, sub_id = parts(internal)
+        used = self.usage.setdefault(tenant, [0, 0])
+        used[0] += new_n - old_n
+        used[1] += new_p - old_p
+        self.pending[internal] = sub
+        if target:
+            plain = Tenants.internal(tenant, sub_id)
+            if sub is not None:
+                self.targeted[plain] = internal
+            elif self.targeted.get(plain) == internal:
+                del self.targeted[plain]
+
+
 class Admission:
     """The driver's gate of subscription changes in the tenant layout (see the module docstring).
 
     It keeps each tenant's usage at one registry version, brought up to date by
     :meth:`account` before each append and recounted from the registry when it is at
     another version (a restart).
+
+    Parameters
+    ----------
+    tenants : the tenants.
+    topic_exists : whether a target topic exists (a change naming a missing one is refused,
+        so that no notification waits on a topic that is not there).
     """
 
-    def __init__(self, tenants: Tenants):
+    def __init__(self, tenants: Tenants, topic_exists: Callable[[str], bool]):
         self.tenants = tenants
+        self.topic_exists = topic_exists
         self.version = -1
-        self.usage: dict[str, list[int]] = {}
+        self.books = Books({})
 
     def admit(self, registry: Registry, batch_id: int, changes: Sequence[Change],
               rows: Sequence[Row]) -> tuple[list[Change], list[ErrorRecord]]:
         """A batch's parsed changes with tenant ids, less the refused ones; their error records.
 
-        A replayed batch is judged against the registry before its version, so it
+        A tenant's upsert naming another target than its subscription has deletes the old id
+        first. A replayed batch is judged against the registry before its version, so it
         refuses what it refused the first time.
         """
         raw = {(r[2], int(r[3]), int(r[4])): r for r in rows}
         if registry.is_replay(batch_id):
             delta = registry.delta_of_batch(batch_id)
-            before = load_state(registry.directory, delta.version - 1).subscriptions if delta else registry.subscriptions
-            usage = usage_of(before.items())
+            books = Books(load_state(registry.directory, delta.version - 1).subscriptions) if delta else \
+                Books(registry.subscriptions)
         else:
-            before, usage = registry.subscriptions, {t: list(u) for t, u in self._usage(registry).items()}
-        pending: dict[str, Subscription | None] = {}
+            books = self._books(registry).fork()
         accepted: list[Change] = []
         refused: list[ErrorRecord] = []
         for change in changes:
             assert change.position is not None
             tenant = self.tenants.tenant_of_topic(change.position.topic)
-            reason = self._refusal(tenant, change, raw, before, pending, usage)
+            old = books.current_id(tenant, change.id)
+            new = self.tenants.internal(tenant, change.id, change.target) if change.op == UPSERT else old
+            reason = self._refusal(tenant, change, books, old, new)
             if reason is not None:
                 key, value = raw[change.position][:2]
                 refused.append(error(SUBSCRIPTION, value, change.position, reason, key))
                 continue
-            internal = self.tenants.internal(tenant, change.id)
-            sub = dataclasses.replace(change.subscription, id=internal) if change.subscription is not None else None
-            _step(usage, pending, before, internal, sub)
-            accepted.append(change._replace(id=internal, subscription=sub))
+            if new != old and books.held(old) is not None:
+                books.step(old, None)
+                accepted.append(Change(DELETE, old, None, change.position))
+            sub = dataclasses.replace(change.subscription, id=new) if change.subscription is not None else None
+            books.step(new, sub)
+            accepted.append(change._replace(id=new, subscription=sub, target=None))
         return accepted, refused
 
-    def _refusal(self, tenant: str, change: Change, raw: Mapping[tuple, Row], before: Mapping[str, Subscription],
-                 pending: dict[str, Subscription | None], usage: dict[str, list[int]]) -> str | None:
-        """Why a tenant's change is refused (a pattern, a quota), or ``None``."""
-        if not tenant:
+    def _refusal(self, tenant: str, change: Change, books: Books, old: str, new: str) -> str | None:
+        """Why a change is refused (a target, a quota), or ``None``."""
+        if change.target is not None:
+            reason = self.tenants.target_refusal(tenant, change.id, change.target)
+            if reason is None and not self.topic_exists(change.target):
+                reason = (f"subscription {change.id!r}: target topic {change.target!r} does not exist "
+                          "(the operator creates it)")
+            if reason is not None:
+                return reason
+        if not tenant or change.op == DELETE:
             return None
-        if change.op == DELETE:
-            value = raw[change.position][1]  # type: ignore[index]  # a change read from the log has its position
-            obj = load_json(value)[0] if value is not None else None
-            if isinstance(obj, dict) and "pattern" in obj:
-                return (f"subscription {change.id!r}: stateful patterns are served to the operator only, "
-                        f"not to tenant {tenant!r}")
-            return None
-        internal = self.tenants.internal(tenant, change.id)
-        old = pending[internal] if internal in pending else before.get(internal)
-        (old_n, old_p), (new_n, new_p) = _cost(old), _cost(change.subscription)
-        used = usage.get(tenant, [0, 0])
-        quota = self.tenants.quotas.get(tenant, {})
-        for what, now, bound in (("subscriptions", used[0] - old_n + new_n, quota.get("subscriptions", 0)),
-                                 ("predicates", used[1] - old_p + new_p, quota.get("predicates", 0))):
-            if bound and now > bound:
-                return (f"subscription {change.id!r} refused: tenant {tenant!r} would hold {now} {what}, past its "
-                        f"quota of {bound} (tenants.quotas)")
+        used = books.usage.get(tenant, [0, 0])
+        (old_n, old_p), (new_n, new_p) = _cost(books.held(old)), _cost(change.subscription)
+        for quota, held in (("subscriptions", used[0] - old_n + new_n), ("predicates", used[1] - old_p + new_p)):
+            reason = self.tenants.over_quota(tenant, quota, held)
+            if reason is not None:
+                return f"subscription {change.id!r} refused: {reason}"
         return None
 
-    def _usage(self, registry: Registry) -> dict[str, list[int]]:
+    def _books(self, registry: Registry) -> Books:
         if self.version != registry.version:
-            self.usage, self.version = usage_of(registry.subscriptions.items()), registry.version
-        return self.usage
+            self.books, self.version = Books(registry.subscriptions), registry.version
+        return self.books
 
     def account(self, registry: Registry, changes: Sequence[Change]) -> None:
         """Count the changes about to be appended to ``registry`` as its next version."""
         if not changes:
             return
-        usage = self._usage(registry)
-        pending: dict[str, Subscription | None] = {}
+        books = self._books(registry)
         for c in changes:
-            _step(usage, pending, registry.subscriptions, c.id, c.subscription if c.op == UPSERT else None)
+            books.step(c.id, c.subscription if c.op == UPSERT else None)
+        books.pending.clear()  # the registry holds them once appended
         self.version = registry.version + 1
 
-    def describe(self, registry: Registry) -> dict[str, Any]:
-        """Each tenant's usage of ``registry`` and its quotas (for ``status``)."""
-        usage = self._usage(registry)
+    def describe(self, registry: Registry, patterns: Iterable[str] = ()) -> dict[str, Any]:
+        """Each tenant's usage of ``registry`` (and of the pattern registry's ids ``patterns``)
+        and its quotas (for ``status``)."""
+        usage = self._books(registry).usage
+        held = Counter(Tenants.split(p)[0] for p in patterns)
         return {t: {"subscriptions": usage.get(t, [0, 0])[0], "predicates": usage.get(t, [0, 0])[1],
-                    "quotas": dict(self.tenants.quotas.get(t, {}))} for t in self.tenants.names}
-
-
-def _step(usage: dict[str, list[int]], pending: dict[str, Subscription | None], before: Mapping[str, Subscription],
-          internal: str, sub: Subscription | None) -> None:
-    """Count one change of ``internal`` to ``sub`` (``None``: deleted) into ``usage``."""
-    old = pending[internal] if internal in pending else before.get(internal)
-    (old_n, old_p), (new_n, new_p) = _cost(old), _cost(sub)
-    used = usage.setdefault(Tenants.split(internal)[0], [0, 0])
-    used[0] += new_n - old_n
-    used[1] += new_p - old_p
-    pending[internal] = sub
+                    "patterns": held[t], "quotas": dict(self.tenants.quotas.get(t, {}))} for t in self.tenants.names}

@@ -42,6 +42,7 @@ from streaming.config import Settings
 from streaming.patterns.keyed import NO_KEY, event_time_ms
 from streaming.patterns.registry import engine_for
 from streaming.records import Position, error
+from streaming.tenants import Tenants
 
 PATTERN_LATE = "pattern-late"
 """Stage of an event that arrived after a later one of its key was processed."""
@@ -87,6 +88,11 @@ class PatternOperator:
         self.events_topic = settings.kafka.events_topic
         self.notifications_topic = settings.kafka.notifications_topic
         self.errors_topic = settings.kafka.errors_topic
+        self.tenants = Tenants.of(settings)
+
+    def route(self, sub_id: str) -> tuple[str, str]:
+        """``(notifications topic, the subscription id it names)`` of a pattern (its tenant's, with tenants)."""
+        return (self.notifications_topic, sub_id) if self.tenants is None else self.tenants.route(sub_id)
 
     def __call__(self, key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         gkey = key[0]
@@ -151,9 +157,10 @@ class PatternOperator:
                 if m.t1 < t1:  # an UNLESS deadline this event's time passed: no event completed it
                     rows.append(self._row(m, gkey, matched_ms))
                     continue
-                value = notifications.pattern(m.sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
+                topic, sub_id = self.route(m.sub_id)
+                value = notifications.pattern(sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
                                               parts[i], offs[i], t1 * unit, matched_ms)
-                rows.append((m.sub_id.encode("utf-8"), value, self.notifications_topic))
+                rows.append((sub_id.encode("utf-8"), value, topic))
         rest = order[ready:].tolist()
         ks.pending = {c: [v[i] for i in rest] for c, v in p.items()}
         return rows
@@ -166,9 +173,10 @@ class PatternOperator:
 
     def _row(self, m: Any, gkey: str, matched_ms: int) -> tuple[bytes | None, bytes, str]:
         """The notification row of a pattern completed by the passing of time, not by an event."""
-        value = notifications.pattern(m.sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
+        topic, sub_id = self.route(m.sub_id)
+        value = notifications.pattern(sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
                                       None, None, m.t1 * self.unit, matched_ms)
-        return m.sub_id.encode("utf-8"), value, self.notifications_topic
+        return sub_id.encode("utf-8"), value, topic
 
     def snapshot(self, ks: KeyState, state: Any, watermark_ms: int) -> None:
         """Write the key's instances and pending events to ``state`` and set its timer."""

@@ -1,7 +1,8 @@
 """The two patterns queries, started by the service (:func:`starters`).
 
-* ``pattern-subscriptions`` reads the subscriptions topic and keeps the pattern registry
-  (:mod:`streaming.patterns.registry`); its bad pattern records go to the errors topic.
+* ``pattern-subscriptions`` reads the subscriptions topic (and every tenant's) and keeps the
+  pattern registry (:mod:`streaming.patterns.registry`); its bad pattern records go to the
+  errors topic of the record's tenant.
 * ``patterns`` reads the events topic, keys the events (:mod:`streaming.patterns.keyed`)
   and runs the keyed-state operator (:class:`~streaming.patterns.operator.PatternOperator`)
   with ``applyInPandasWithState`` and an event-time watermark; notifications and error
@@ -23,6 +24,7 @@ from streaming.patterns.keyed import ROWS_DDL, keyed_rows
 from streaming.patterns.operator import OUT_DDL, STATE_SCHEMA, PatternOperator
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records
 from streaming.storage import join
+from streaming.tenants import Tenants
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,18 +56,20 @@ def start_subscriptions_query(spark: SparkSession, settings: Settings, client_co
 
     kafka.register(spark)
     registry = PatternRegistry(registry_dir(settings))
-    config, k = dict(client_config), settings.kafka
+    config, k, tenants = dict(client_config), settings.kafka, Tenants.of(settings)
 
     def on_batch(df: DataFrame, batch_id: int) -> None:
         rows = [(r.key, r.value, r.topic, r.partition, r.offset)
                 for r in df.select("key", "value", "topic", "partition", "offset").collect()]
-        version, errors = apply_pattern_records(registry, batch_id, rows, settings.limits)
+        version, errors = apply_pattern_records(registry, batch_id, rows, settings.limits, tenants)
         if errors:
-            err_df = spark.createDataFrame([(None, e.to_json(), k.errors_topic) for e in errors], OUT_DDL)
+            err_df = spark.createDataFrame([(None, e.to_json(), k.errors_topic if tenants is None else
+                                             tenants.errors_topic_of(e.position.topic)) for e in errors], OUT_DDL)
             kafka.write_batch(err_df, config)
         log.info("pattern registry at version %d after batch %d (%d errors)", version, batch_id, len(errors))
 
-    src = kafka.read_stream(spark, config, k.subscriptions_topic, starting=_starting(settings))
+    topics = [k.subscriptions_topic] if tenants is None else list(tenants.subscription_topics)
+    src = kafka.read_stream(spark, config, topics, starting=_starting(settings))
     return (src.writeStream.foreachBatch(on_batch)
             .option("checkpointLocation", join(checkpoint(settings), "pattern-subscriptions"))
             .queryName("pattern-subscriptions").trigger(processingTime=_trigger(settings)).start())

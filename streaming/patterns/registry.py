@@ -9,12 +9,18 @@ report. Each batch that changes something writes the next version, ``v<version>.
 (the whole set ``{id: [text, since_version, partition attribute]}`` and the batch id, so a replayed batch is
 not applied twice), atomically through :class:`streaming.storage.Directory` under the
 checkpoint location, where the executors read it.
+
+With tenants (:mod:`streaming.tenants`) every tenant's subscriptions topic is read too: a
+tenant's pattern ``x`` is ``t:x`` here, its bad records go to its errors topic, and an
+upsert past its ``patterns`` quota is refused there.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -35,6 +41,7 @@ from streaming.records import (
 )
 from streaming.registry import RegistryError
 from streaming.storage import Directory
+from streaming.tenants import OPERATOR, Tenants
 
 PATTERN = "pattern"
 """Stage of a pattern record the patterns query refused."""
@@ -63,6 +70,15 @@ class PatternRegistry:
     def latest(self) -> tuple[int, int, Patterns]:
         """``(version, batch id, patterns)`` of the newest version."""
         return load_registry(self.dir.uri)
+
+    def before(self, batch_id: int) -> Patterns:
+        """The patterns as they were before batch ``batch_id`` (the newest when it is a new batch)."""
+        version, last_batch, patterns = self.latest()
+        while batch_id <= last_batch and version > 0:
+            version -= 1
+            obj = orjson.loads(self.dir.read(f"v{version:012d}.json"))
+            last_batch, patterns = int(obj["batch_id"]), obj["patterns"]
+        return patterns
 
     def apply(self, batch_id: int, changes: list[tuple[str, str, str | None]]) -> int:
         """Write the next version with ``(op, id, text)`` changes; idempotent per batch."""
@@ -111,53 +127,73 @@ def load_registry(directory: str) -> tuple[int, int, Patterns]:
 
 def parse_pattern_change(
     key: bytes | None, value: bytes | None, position: Position, known: set[str],
-    limits: LimitsSettings = DEFAULT_LIMITS,
+    limits: LimitsSettings = DEFAULT_LIMITS, internal: Callable[[str], str] = str,
 ) -> tuple[str, str, str | None] | ErrorRecord | None:
     """One subscriptions record as a pattern change, an error, or ``None`` (not a pattern).
 
-    A record whose envelope the match query refuses is ``None``: that query reports it.
+    ``internal`` gives the registry's id of the record's id (its tenant's, with tenants);
+    ``known`` holds registry ids. A record whose envelope the match query refuses is
+    ``None``: that query reports it.
     """
     envelope = read_envelope(key, value, position, limits)
     if isinstance(envelope, ErrorRecord):
         return None
-    op, sub_id, obj = envelope
+    op, public, obj = envelope
+    sub_id = internal(public)
     if op == DELETE or obj is None or "pattern" not in obj:
         # a delete, or a boolean subscription (the match job's) replacing a pattern of that id
         return (DELETE, sub_id, None) if sub_id in known else None
     text = obj["pattern"]
     if not isinstance(text, str):
         return error(PATTERN, value, position, '"pattern" must be a string (a CEL expression)', key)
+    if "target" in obj:
+        return error(PATTERN, value, position, f"subscription {public!r}: a pattern names no target topic "
+                     "(its notifications go to the notifications topic of its tenant)", key)
     try:
         chains(parse(text))
     except PubSubError as exc:
-        return error(PATTERN, value, position, f"subscription {sub_id!r}: {exc}", key)
+        return error(PATTERN, value, position, f"subscription {public!r}: {exc}", key)
     except (ValueError, TypeError, RecursionError, OverflowError, UnicodeError) as exc:
-        return error(PATTERN, value, position, f"subscription {sub_id!r}: {type(exc).__name__}: {exc}", key)
+        return error(PATTERN, value, position, f"subscription {public!r}: {type(exc).__name__}: {exc}", key)
     return (UPSERT, sub_id, text)
 
 
 def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterable[tuple],
-                          limits: LimitsSettings = DEFAULT_LIMITS) -> tuple[int, list[ErrorRecord]]:
+                          limits: LimitsSettings = DEFAULT_LIMITS,
+                          tenants: Tenants | None = None) -> tuple[int, list[ErrorRecord]]:
     """Apply a batch of subscriptions records ``(key, value, topic, partition, offset)``.
 
-    Returns the registry version after the batch and the error records.
+    Returns the registry version after the batch and the error records (their position's
+    topic tells whose errors topic: :meth:`Tenants.errors_topic_of`). A replayed batch is
+    judged against the patterns before it, so it refuses what it refused the first time.
     """
-    _, _, patterns = registry.latest()
-    known = set(patterns)
+    known = set(registry.before(batch_id))
+    held = Counter(Tenants.split(p)[0] for p in known)
     changes: list[tuple[str, str, str | None]] = []
     errors: list[ErrorRecord] = []
     for key, value, topic, partition, offset in rows:
-        out = parse_pattern_change(key, value, Position(topic, partition, offset), known, limits)
+        tenant = tenants.tenant_of_topic(topic) if tenants is not None else OPERATOR
+        out = parse_pattern_change(key, value, Position(topic, partition, offset), known, limits,
+                                   partial(Tenants.internal, tenant) if tenants is not None else str)
         if out is None:
             continue
         if isinstance(out, ErrorRecord):
             errors.append(out)
             continue
+        op, sub_id, _ = out
+        if op == UPSERT and sub_id not in known and tenants is not None:
+            reason = tenants.over_quota(tenant, "patterns", held[tenant] + 1)
+            if reason is not None:
+                errors.append(error(PATTERN, value, Position(topic, partition, offset),
+                                    f"subscription {Tenants.split(sub_id)[1]!r} refused: {reason}", key))
+                continue
         changes.append(out)
-        if out[0] == DELETE:
-            known.discard(out[1])
-        else:
-            known.add(out[1])
+        if op == DELETE:
+            known.discard(sub_id)
+            held[tenant] -= 1
+        elif sub_id not in known:
+            known.add(sub_id)
+            held[tenant] += 1
     return registry.apply(batch_id, changes), errors
 
 

@@ -11,15 +11,24 @@ import pytest
 from streaming.kafka.admin import ensure_topics
 from streaming.match_job import MatchJob
 from streaming.metrics import read_status
-from streaming.tenants import Tenants
+from streaming.patterns import start_patterns_query, start_subscriptions_query
+from streaming.registry import Registry
+from streaming.tenants import Admission, Tenants
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import make_topics, notification_docs, service_settings
+from tests.integration.test_patterns import event_json, heartbeat
+from tests.unit.cayuga.helpers import reference_matches
+from tests.unit.cayuga.streams import TABLE1, stock_ticks
 
 pytestmark = pytest.mark.integration
 
 
 def upsert(sub_id: str, expr: str) -> tuple[str, bytes]:
     return sub_id, orjson.dumps({"id": sub_id, "expr": expr})
+
+
+def pattern(sub_id: str, text: str) -> tuple[str, bytes]:
+    return sub_id, orjson.dumps({"id": sub_id, "pattern": text})
 
 
 def test_tenants_are_kept_apart_and_held_to_their_quotas(
@@ -63,7 +72,8 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
     assert sorted(job.registry.subscriptions) == ["acme:a2", "beta:x"]
     usage = read_status(settings.status.status_file)["tenants"]
     assert usage["acme"]["subscriptions"] == 1 and usage["beta"] == {
-        "subscriptions": 1, "predicates": 1, "quotas": {"subscriptions": 2, "predicates": 0}}
+        "subscriptions": 1, "predicates": 1, "patterns": 0,
+        "quotas": {"subscriptions": 2, "predicates": 0, "patterns": 0}}
 
 
 def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
@@ -86,3 +96,80 @@ def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
             query.stop()
     assert {d["offset"] for d in notification_docs(kafka_config, f"{topics.notifications}.beta", 1)} == {1}
     assert consume_all(kafka_config, f"{topics.notifications}.acme") == []
+
+
+def test_a_tenants_patterns_notify_its_topic_within_its_quota(
+    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+):
+    topics = make_topics(topic_factory, event_partitions=1)
+    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"]).replace(
+        tenants={"names": "acme,beta", "patterns": 1})
+    tenants = Tenants.of(settings)
+    ensure_topics(kafka_config, tenants.topic_partitions(settings))
+    s3 = TABLE1["S3"]
+    acme, beta = (f"{topics.subscriptions}.{t}" for t in ("acme", "beta"))
+    # the same id "p" for acme, beta and the operator; acme's "q" is past its quota of 1 pattern
+    produce(kafka_config, acme, [pattern("p", s3), pattern("q", s3)])
+    produce(kafka_config, beta, [pattern("p", s3)])
+    produce(kafka_config, topics.subscriptions, [pattern("p", s3)])
+    query = start_subscriptions_query(spark, settings, kafka_config)
+    try:
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    events = stock_ticks(60, 2)
+    produce(kafka_config, topics.events, [event_json(e) for e in events] + [heartbeat(events[-1].t1)], partition=0)
+    expected = {w for sub, w in ((k[1], k[5]) for k in reference_matches({"p": s3}, events)) if sub == "p"}
+    assert expected
+    query = start_patterns_query(spark, settings, kafka_config)
+    try:
+        query.processAllAvailable()
+        got = {t: notification_docs(kafka_config, f"{topics.notifications}{t}", len(expected), timeout=240)
+               for t in (".acme", ".beta", "")}
+        assert query.exception() is None
+    finally:
+        query.stop()
+    for docs in got.values():  # each notified on its own topic, naming its own id
+        assert {(d["subscription"], tuple(d["witness"]["events"])) for d in docs} == {("p", w) for w in expected}
+    errors = notification_docs(kafka_config, f"{topics.errors}.acme", 1)
+    assert len(errors) == 1 and "subscription 'q' refused: tenant 'acme' would hold 2 patterns" in errors[0]["reason"]
+    assert consume_all(kafka_config, f"{topics.errors}.beta") == []
+    usage = Admission(tenants, lambda topic: True).describe(Registry(settings.registry_dir),
+                                                            MatchJob(settings, spark, kafka_config).pattern_ids())
+    assert usage["acme"]["patterns"] == 1 and usage["beta"]["patterns"] == 1
+
+
+def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_prefix(
+    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+):
+    topics = make_topics(topic_factory, event_partitions=1)
+    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"]).replace(
+        tenants={"names": "acme,beta"})
+    tenants = Tenants.of(settings)
+    orders, beta_topic = f"{topics.notifications}.acme.orders", f"{topics.notifications}.beta"
+    ensure_topics(kafka_config, {**tenants.topic_partitions(settings), orders: 1})
+    acme = f"{topics.subscriptions}.acme"
+    produce(kafka_config, acme, [
+        ("x", orjson.dumps({"id": "x", "expr": "price < 5", "target": orders})),
+        ("y", orjson.dumps({"id": "y", "expr": "price < 5", "target": beta_topic})),  # beta's topic: refused
+        ("z", orjson.dumps({"id": "z", "expr": "price < 5", "target": f"{orders}-missing"})),  # no such topic
+        ("w", orjson.dumps({"id": "w", "expr": "price > 5"})),
+    ])
+    job = MatchJob(settings, spark, kafka_config)
+    query = job.start()
+    try:
+        query.processAllAvailable()
+        produce(kafka_config, topics.events, [b'{"price": 3}', b'{"price": 8}'], partition=0)
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert [(d["subscription"], d["offset"]) for d in notification_docs(kafka_config, orders, 1)] == [("x", 0)]
+    assert [(d["subscription"], d["offset"]) for d in notification_docs(
+        kafka_config, f"{topics.notifications}.acme", 1)] == [("w", 1)]
+    assert consume_all(kafka_config, beta_topic) == [] and consume_all(kafka_config, topics.notifications) == []
+    reasons = {d["key"]: d["reason"] for d in notification_docs(kafka_config, f"{topics.errors}.acme", 2)}
+    assert set(reasons) == {"y", "z"}
+    assert "not allowed to tenant 'acme'" in reasons["y"] and "does not exist" in reasons["z"]
+    assert sorted(job.registry.subscriptions) == ["acme:w", f"acme>{orders}:x"]

@@ -22,6 +22,8 @@ from streaming.validity import ValidEvent
 from .helpers import LocalBroadcast, kafka_batch
 
 PARSE = default_parser()
+EXISTS = {"notifications.acme.orders", "notifications.acme.audit", "notifications.beta.x", "elsewhere"}.__contains__
+"""The topics the broker of these tests has (besides the tenants' own)."""
 
 
 @pytest.fixture(autouse=True)
@@ -64,19 +66,28 @@ def test_layout_and_ids(tmp_path):
 def test_config_quotas_and_names():
     s = load(None, ["tenants.names=acme,beta", "tenants.subscriptions=5", "tenants.quotas.beta.predicates=7"],
              environ={"PUBSUB_TENANTS_QUOTAS_ACME_SUBSCRIPTIONS": "3"})
-    assert s.tenants.quota_table() == {"acme": {"subscriptions": 3, "predicates": 0},
-                                       "beta": {"subscriptions": 5, "predicates": 7}}
+    assert s.tenants.quota_table() == {"acme": {"subscriptions": 3, "predicates": 0, "patterns": 0},
+                                       "beta": {"subscriptions": 5, "predicates": 7, "patterns": 0}}
+    s = load(None, ["tenants.names=acme,beta", "tenants.patterns=2", "tenants.targets.beta=beta-out."], environ={})
+    assert s.tenants.quota_table()["acme"]["patterns"] == 2
+    assert s.tenants.target_prefixes("notifications") == {"acme": "notifications.acme.", "beta": "beta-out."}
     with pytest.raises(ConfigError, match="tenants.names"):
         load(None, ["tenants.names=a.b"], environ={})
     with pytest.raises(ConfigError, match="tenants.quotas"):
         load(None, ["tenants.names=acme", "tenants.quotas.zeta.subscriptions=1"], environ={})
     with pytest.raises(ConfigError, match="tenants.quotas"):
-        load(None, ["tenants.names=acme", "tenants.quotas.acme.patterns=1"], environ={})
+        load(None, ["tenants.names=acme", "tenants.quotas.acme.instances=1"], environ={})
+    with pytest.raises(ConfigError, match="tenants.targets"):
+        load(None, ["tenants.names=acme", "tenants.targets.zeta=z."], environ={})
+    with pytest.raises(ConfigError, match="tenants.targets.acme"):
+        load(None, ["tenants.names=acme", "tenants.targets.acme=a:b"], environ={})
+    with pytest.raises(ConfigError, match="covers tenant 'beta'"):
+        load(None, ["tenants.names=acme,beta", "tenants.targets.acme=notifications."], environ={})
 
 
 def test_a_tenant_cannot_touch_another_tenants_subscription_of_the_same_id(tmp_path):
     settings = settings_for(tmp_path)
-    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings))
+    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings), EXISTS)
     out = apply_changes(reg, 0, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 5"}),
                                         ("subscriptions.beta", {"id": "x", "expr": "price > 5"}),
                                         ("subscriptions", {"id": "x", "expr": "price = 5"})),
@@ -95,7 +106,7 @@ def test_a_tenant_cannot_touch_another_tenants_subscription_of_the_same_id(tmp_p
 
 def test_quotas_refuse_one_tenant_and_leave_the_others_alone(tmp_path):
     settings = settings_for(tmp_path, subscriptions=2, quotas={"beta.predicates": 3})
-    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings))
+    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings), EXISTS)
     records = [("subscriptions.acme", {"id": f"a{i}", "expr": "price < 5"}) for i in range(4)]
     records += [("subscriptions.beta", {"id": "b0", "expr": "price < 5 AND qty > 1"}),
                 ("subscriptions.beta", {"id": "b1", "expr": "price < 5 AND qty > 1"})]  # 4 predicates > 3
@@ -106,7 +117,10 @@ def test_quotas_refuse_one_tenant_and_leave_the_others_alone(tmp_path):
     assert "past its quota of 2" in refused[("subscriptions.acme", 2)]
     assert "4 predicates" in refused[("subscriptions.beta", 1)]
     assert set(reg.subscriptions) == {"acme:a0", "acme:a1", "beta:b0", "op0", "op1", "op2"}
-    assert gate.describe(reg)["acme"] == {"subscriptions": 2, "predicates": 2, "quotas": {"subscriptions": 2, "predicates": 0}} and gate.usage == usage_of(reg.subscriptions.items())
+    assert gate.describe(reg, ["acme:p", "beta:p", "p"])["acme"] == {
+        "subscriptions": 2, "predicates": 2, "patterns": 1,
+        "quotas": {"subscriptions": 2, "predicates": 0, "patterns": 0}}
+    assert gate.books.usage == usage_of(reg.subscriptions.items())
     # replacing a held subscription is no new one; a delete frees room for the next
     out = apply_changes(reg, 1, rows_of(("subscriptions.acme", {"id": "a1", "expr": "price < 6"}),
                                         ("subscriptions.acme", {"op": "delete", "id": "a0"}),
@@ -119,25 +133,28 @@ def test_quotas_refuse_one_tenant_and_leave_the_others_alone(tmp_path):
     again = apply_changes(Registry(settings.registry_dir), 1, rows_of(
         ("subscriptions.acme", {"id": "a1", "expr": "price < 6"}), ("subscriptions.acme", {"op": "delete", "id": "a0"}),
         ("subscriptions.acme", {"id": "a2", "expr": "price < 5"}), ("subscriptions.acme", {"id": "a3", "expr": "price < 5"})),
-        PARSE, 256, 9.0, admission=Admission(Tenants.of(settings)))
+        PARSE, 256, 9.0, admission=Admission(Tenants.of(settings), EXISTS))
     assert again.replay and [e.position.offset for e in again.errors] == [3]
-    fresh = Admission(Tenants.of(settings))
+    fresh = Admission(Tenants.of(settings), EXISTS)
     out = apply_changes(reg, 2, rows_of(("subscriptions.acme", {"id": "a4", "expr": "price < 5"})), PARSE, 256, 3.0,
                         admission=fresh)
-    assert len(out.errors) == 1 and fresh.usage["acme"] == [2, 2]
+    assert len(out.errors) == 1 and fresh.books.usage["acme"] == [2, 2]
 
 
-def test_a_tenants_pattern_record_is_refused(tmp_path):
+def test_a_tenants_pattern_record_replaces_its_boolean_subscription_only(tmp_path):
     settings = settings_for(tmp_path)
-    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings))
-    out = apply_changes(reg, 0, rows_of(("subscriptions.acme", {"id": "p", "pattern": "x"})), PARSE, 256, 1.0,
+    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings), EXISTS)
+    apply_changes(reg, 0, rows_of(("subscriptions.acme", {"id": "p", "expr": "price < 5"}),
+                                  ("subscriptions.beta", {"id": "p", "expr": "price < 5"})), PARSE, 256, 1.0,
+                  admission=gate)
+    out = apply_changes(reg, 1, rows_of(("subscriptions.acme", {"id": "p", "pattern": "x"})), PARSE, 256, 2.0,
                         admission=gate)
-    assert len(out.errors) == 1 and "operator only" in out.errors[0].reason and out.delta is None
+    assert out.errors == [] and set(reg.subscriptions) == {"beta:p"}  # the patterns query registers acme:p
 
 
 def test_notifications_go_to_the_tenants_topic_with_its_own_id(tmp_path):
     settings = settings_for(tmp_path)
-    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings))
+    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings), EXISTS)
     apply_changes(reg, 0, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 5"}),
                                   ("subscriptions.beta", {"id": "x", "expr": "price > 5"}),
                                   ("subscriptions", {"id": "x", "expr": "price > 0"})), PARSE, 256, 1.0, admission=gate)
@@ -155,3 +172,102 @@ def test_notifications_go_to_the_tenants_topic_with_its_own_id(tmp_path):
                                    tenants=Tenants.of(settings))
     assert sorted(sid for sid, _ in retro) == ["acme:x", "x"]
     assert {orjson.loads(v)["subscription"] for _, v in retro} == {"x"}
+
+
+def test_target_topics_within_the_tenants_prefix(tmp_path):
+    settings = settings_for(tmp_path, subscriptions=2)
+    t = Tenants.of(settings)
+    reg, gate = Registry(settings.registry_dir), Admission(t, EXISTS)
+    records = [("subscriptions.acme", {"id": "x", "expr": "price < 5", "target": "notifications.acme.orders"}),
+               ("subscriptions.beta", {"id": "x", "expr": "price < 5"}),
+               ("subscriptions.acme", {"id": "b", "expr": "price < 5", "target": "notifications.beta.x"}),  # beta's
+               ("subscriptions.acme", {"id": "c", "expr": "price < 5", "target": "elsewhere"}),
+               ("subscriptions.acme", {"id": "d", "expr": "price < 5", "target": "notifications.acme.gone"}),
+               ("subscriptions.acme", {"id": "e", "expr": "price < 5", "target": "notifications.acme."}),
+               ("subscriptions.acme", {"id": "f", "expr": "price < 5", "target": 3}),
+               ("subscriptions", {"id": "g", "expr": "price < 5", "target": "notifications.acme.orders"})]
+    out = apply_changes(reg, 0, rows_of(*records), PARSE, 256, 1.0, admission=gate)
+    reasons = {e.key: e.reason for e in out.errors}
+    assert set(reasons) == {"b", "c", "d", "e", "f", "g"}
+    assert "not allowed to tenant 'acme'" in reasons["b"] and "'notifications.acme.'" in reasons["c"]
+    assert "does not exist" in reasons["d"] and "must be a topic name" in reasons["f"]
+    assert "operator's subscriptions name no target" in reasons["g"]
+    assert set(reg.subscriptions) == {"acme>notifications.acme.orders:x", "beta:x"}
+    assert t.route("acme>notifications.acme.orders:x") == ("notifications.acme.orders", "x")
+    assert t.split("acme>notifications.acme.orders:x") == ("acme", "x")
+    # the same id with another target, then none, is one subscription; a delete reaches it wherever it notifies
+    apply_changes(reg, 1, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 6",
+                                                          "target": "notifications.acme.audit"})),
+                  PARSE, 256, 2.0, admission=gate)
+    assert set(reg.subscriptions) == {"acme>notifications.acme.audit:x", "beta:x"}
+    apply_changes(reg, 2, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 6"})), PARSE, 256, 3.0,
+                  admission=gate)
+    assert set(reg.subscriptions) == {"acme:x", "beta:x"}
+    apply_changes(reg, 3, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 6",
+                                                          "target": "notifications.acme.orders"}),
+                                  ("subscriptions.acme", {"id": "y", "expr": "price < 6"})), PARSE, 256, 4.0,
+                  admission=gate)
+    assert gate.books.usage["acme"] == [2, 2] and gate.books.targeted == {"acme:x": "acme>notifications.acme.orders:x"}
+    fresh = Admission(t, EXISTS)  # a restart finds the target in the registry's ids
+    out = apply_changes(reg, 4, [(b"x", None, "subscriptions.acme", 0, 0),
+                                 (b"z", b'{"id": "z", "expr": "price < 6"}', "subscriptions.acme", 0, 1)],
+                        PARSE, 256, 5.0, admission=fresh)
+    assert out.errors == [] and set(reg.subscriptions) == {"acme:y", "acme:z", "beta:x"}
+    # the notifications of a targeted subscription go to its target, naming the tenant's id
+    apply_changes(reg, 5, rows_of(("subscriptions.acme", {"id": "y", "expr": "price < 5",
+                                                          "target": "notifications.acme.orders"})),
+                  PARSE, 256, 6.0, admission=fresh)
+    spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20)
+    sent: list[dict] = []
+    list(match_partition(iter([kafka_batch([b'{"price": 3}'])]), BatchContext.of(settings, 6, 6.0, spec, {}, {}),
+                         lambda out: sent.extend(r for rb in out for r in rb.to_pylist()) or 0))
+    assert sorted((r["topic"], r["key"]) for r in sent) == [
+        ("notifications.acme", b"z"), ("notifications.acme.orders", b"y"), ("notifications.beta", b"x")]
+
+
+def test_single_tenant_layout_refuses_a_target_as_before(tmp_path):
+    reg = Registry(Settings().replace(spark={"checkpoint_dir": str(tmp_path)}).registry_dir)
+    out = apply_changes(reg, 0, rows_of(("subscriptions", {"id": "x", "expr": "price < 5", "target": "t"})),
+                        PARSE, 256, 1.0)
+    assert len(out.errors) == 1 and "unknown field 'target'" in out.errors[0].reason and len(reg) == 0
+
+
+def pattern_rows(*records):
+    return [(r["id"].encode(), orjson.dumps(r), topic, 0, offset) for offset, (topic, r) in enumerate(records)]
+
+
+def test_a_tenants_patterns_are_its_own_held_to_its_quota_and_notify_its_topic(tmp_path, monkeypatch):
+    from streaming.patterns.operator import PatternOperator
+    from streaming.patterns.queries import registry_dir
+    from streaming.patterns.registry import PatternRegistry, apply_pattern_records
+    from tests.unit.cayuga.streams import TABLE1, stock_ticks
+
+    from .test_patterns import _keyed, event_bytes, feed
+    from .test_patterns import event_time_ms as tick_ms
+
+    settings = settings_for(tmp_path, quotas={"acme.patterns": 1})
+    t, reg = Tenants.of(settings), PatternRegistry(registry_dir(settings))
+    s3 = TABLE1["S3"]
+    rows = pattern_rows(("subscriptions.acme", {"id": "p", "pattern": s3}),
+                        ("subscriptions.beta", {"id": "p", "pattern": s3}),
+                        ("subscriptions.acme", {"id": "q", "pattern": s3}),  # past acme's quota of 1
+                        ("subscriptions.acme", {"id": "p", "pattern": s3}),  # a replacement is no new pattern
+                        ("subscriptions.beta", {"id": "r", "pattern": "("}),
+                        ("subscriptions.beta", {"id": "s", "pattern": s3, "target": "notifications.beta.x"}),
+                        ("subscriptions", {"id": "p", "pattern": s3}))
+    version, errors = apply_pattern_records(reg, 0, rows, tenants=t)
+    assert sorted(reg.latest()[2]) == ["acme:p", "beta:p", "p"]
+    where = {(t.errors_topic_of(e.position.topic), e.key): e.reason for e in errors}
+    assert set(where) == {("errors.acme", "q"), ("errors.beta", "r"), ("errors.beta", "s")}
+    assert "subscription 'q' refused: tenant 'acme' would hold 2 patterns, past its quota of 1" in where[("errors.acme", "q")]
+    assert "names no target" in where[("errors.beta", "s")]
+    assert apply_pattern_records(reg, 0, rows, tenants=t) == (version, errors)  # a replay: the same refusals
+    # acme deletes its p (beta's stays); then q fits its quota
+    apply_pattern_records(reg, 1, pattern_rows(("subscriptions.acme", {"op": "delete", "id": "p"}),
+                                               ("subscriptions.acme", {"id": "q", "pattern": s3})), tenants=t)
+    assert sorted(reg.latest()[2]) == ["acme:q", "beta:p", "p"]
+    events = stock_ticks(60, 4)
+    keyed, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
+    out = feed(PatternOperator(registry_dir(settings), settings), {}, keyed, tick_ms(events[-1].t1 + 1, 1000))
+    got = {(r.topic, r.key, orjson.loads(r.value)["subscription"]) for r in out}
+    assert got == {("notifications.acme", b"q", "q"), ("notifications.beta", b"p", "p"), ("notifications", b"p", "p")}
