@@ -30,6 +30,7 @@ from streaming.match_job import (
     match_ranges,
     new_subscriptions,
     retro_notifications,
+    shard_groups,
     sum_metrics,
 )
 from streaming.records import default_parser
@@ -233,7 +234,7 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
         sent.extend(r for rb in batches for r in rb.to_pylist())
         return len(sent)
 
-    todo = [("events", 0, 0, 5, 0), ("events", 1, 1, 3, 0)]  # the task's row of spark.range names the second
+    todo = [("events", 0, 0, 5, (0,)), ("events", 1, 1, 3, (0,))]  # the task's row of spark.range names the second
     out = list(match_ranges(iter([pa.RecordBatch.from_pylist([{"id": 1}])]), ctx, todo, produce))
     assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and out[0].to_pylist()[0]["events"] == 2
 
@@ -305,8 +306,15 @@ def test_an_event_whose_id_alone_is_too_large_is_an_error(tmp_path):
     assert m[M_EVENTS] == 1 and m[M_ERRORS] == 1 and m[M_VALID] == 0
 
 
-@pytest.mark.parametrize("shards", [1, 3])
-def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_path, monkeypatch, shards):
+def test_shard_groups_fill_the_slots_and_put_shard_0_first():
+    assert shard_groups(1, 2, 2) == [(0,)]
+    assert shard_groups(4, 2, 2) == [(0, 1, 2, 3)]  # the ranges fill the slots: one task per range
+    assert shard_groups(4, 1, 2) == [(0, 2), (1, 3)]
+    assert shard_groups(3, 2, 8) == [(0,), (1,), (2,)]
+
+
+@pytest.mark.parametrize(("shards", "slots"), [(1, 2), (3, 2), (3, 4)])
+def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_path, monkeypatch, shards, slots):
     from streaming import match_job
     from streaming.records import UPSERT, Change
 
@@ -332,7 +340,11 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
         sent.extend(r for rb in batches for r in rb.to_pylist())
         return len(sent) - before
 
-    todo = [("events", p, 0, 100, s) for p in (0, 1) for s in range(shards)]  # the driver's: event ranges x shards
+    prepared: list[int] = []
+    real_prepare = match_job._prepare
+    monkeypatch.setattr(match_job, "_prepare", lambda rb, ctx: prepared.append(rb.num_rows) or real_prepare(rb, ctx))
+    groups = shard_groups(shards, 2, slots)
+    todo = [("events", p, 0, 100, g) for p in (0, 1) for g in groups]  # the driver's: event ranges x shard groups
     out = [r for i in range(len(todo)) for rb in match_ranges(iter([pa.RecordBatch.from_pylist([{"id": i}])]), ctx,
                                                               todo, produce)
            for r in rb.to_pylist()]
@@ -344,10 +356,11 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
     m = sum_metrics(list(r.values())[:N_METRICS] for r in out)
     valid = [e for r in out for e in decode(r["valid_events"])]
     assert m[M_EVENTS] == 199 and m[M_ERRORS] == 1 and m[M_VALID] == len(valid) == 50
-    assert len(out) == 2 * shards
+    assert len(out) == 2 * len(groups)
+    assert prepared == [100] * 2 * len(groups)  # each event parsed once per task, whatever its shards
     sent.clear()  # the first batch's path: every shard over one partition's records
     first = [r for p in (0, 1) for rb in match_all_shards(iter([kafka_batch(log["events", p], "events", p)]), ctx,
                                                           produce) for r in rb.to_pylist()]
     assert sorted((r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
                   for r in sent if r["topic"] == "notifications") == sorted(want)
-    assert len(first) == 2 * shards and sum(r["errors"] for r in first) == 1
+    assert len(first) == 2 and sum(r["errors"] for r in first) == 1
