@@ -13,7 +13,7 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    (one Python worker per task does the matching and the writing; only a row of task
    metrics and the task's still-valid events go back to the driver); with subscription
    shards (``match.shards``) each task matches its events against several shards, read
-   and parsed once (:func:`shard_groups`).
+   and parsed once; small batches run one task (:func:`plan_tasks`).
 
 Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`, read
 through :mod:`streaming.storage` from the checkpoint location, any Hadoop-compatible
@@ -341,32 +341,54 @@ def retro_notifications(
 
 
 # -- executor side -------------------------------------------------------------------------
-def shard_groups(shards: int, ranges: int, slots: int) -> list[tuple[int, ...]]:
-    """The shards each task of an event range matches (``ranges`` event ranges, ``slots`` task slots).
+TASK_EVENTS = 10_000
+"""Events below which a batch's event ranges share a task: a task costs 15 to 26 ms of CPU
+before its first event (PySpark's worker protocol), the work of about 1,000 events."""
+
+Task = tuple[tuple[OffsetRange, ...], tuple[int, ...]]
+"""One match task of a batch: its event ranges and the subscription shards it matches them against."""
+
+
+def shard_groups(shards: int, tasks: int, slots: int) -> list[tuple[int, ...]]:
+    """The groups of shards that ``tasks`` tasks of event ranges each match (``slots`` task slots).
 
     All of them in one task, which reads and parses each event once for every shard, unless
-    the event ranges alone leave slots idle: then in as many groups as fill them (shard 0,
-    which reports the events' own errors, counts and valid events, in the first).
+    the tasks of event ranges alone leave slots idle: then in as many groups as fill them
+    (shard 0, which reports the events' own errors, counts and valid events, in the first).
     """
-    groups = max(1, min(shards, -(-slots // max(1, ranges))))
+    groups = max(1, min(shards, -(-slots // max(1, tasks))))
     return [tuple(range(g, shards, groups)) for g in range(groups)]
+
+
+def plan_tasks(ranges: Sequence[OffsetRange], shards: int, slots: int, task_events: int = TASK_EVENTS) -> list[Task]:
+    """The match tasks of a batch's event ``ranges``: as many as have ``task_events`` events each
+    (at least one, at most one per range; ranges largest first onto the task with the fewest),
+    times the :func:`shard_groups`."""
+    if not ranges:
+        return []
+    n = max(1, min(len(ranges), sum(r.end - r.start for r in ranges) // task_events))
+    bins: list[list[OffsetRange]] = [[] for _ in range(n)]
+    sizes = [0] * n
+    for r in sorted(ranges, key=lambda r: r.start - r.end):
+        i = sizes.index(min(sizes))
+        bins[i].append(r)
+        sizes[i] += r.end - r.start
+    return [(tuple(b), group) for b in bins for group in shard_groups(shards, n, slots)]
 
 
 def match_ranges(
     batches: Iterator[pa.RecordBatch],
     ctx: BatchContext,
-    todo: Sequence[tuple[str, int, int, int, tuple[int, ...]]],
+    todo: Sequence[Task],
     produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """:func:`match_partition` over the records of this task's offset ranges, read by this task.
 
-    ``todo`` holds the batch's event ranges times the groups of subscription shards
-    (:func:`shard_groups`), as ``(topic, partition, start, end, shards)``; ``batches`` hold
-    the ``id`` column of a ``spark.range`` over it, naming the rows of this task.
+    ``todo`` holds the batch's tasks (:func:`plan_tasks`); ``batches`` hold the ``id``
+    column of a ``spark.range`` over it, naming the rows of this task.
     """
-    rows = [todo[i] for rb in batches for i in rb.column("id").to_pylist()]
-    for shards in sorted({tuple(row[4]) for row in rows}):
-        ranges = [OffsetRange(*r[:4]) for r in rows if tuple(r[4]) == shards]
+    for i in [i for rb in batches for i in rb.column("id").to_pylist()]:
+        ranges, shards = todo[i]
         records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
         yield from match_partition(records, ctx, produce, shards)
 
@@ -701,9 +723,8 @@ class MatchJob:
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 schema=OUT_SCHEMA)]))
         t2 = time.perf_counter()
-        event_ranges = [r for r in ranges or () if r.topic == k.events_topic]
-        groups = shard_groups(m.shards, len(event_ranges), self.spark.sparkContext.defaultParallelism)
-        todo = [(*r, shards) for r in event_ranges for shards in groups]
+        todo = plan_tasks([r for r in ranges or () if r.topic == k.events_topic], m.shards,
+                          self.spark.sparkContext.defaultParallelism)
         if ranges is None:
             tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL)
         elif todo:  # the ranges travel with the function; spark.range only numbers the tasks' rows
