@@ -705,9 +705,10 @@ class MatchJob:
                                     self.settings.limits, self.admission)
         t1 = time.perf_counter()
         version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
-        retro, retro_errors = retro_notifications(
-            m.matcher, new_subscriptions(outcome.delta),
-            self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload,
+        new = new_subscriptions(outcome.delta)
+        retro, retro_errors = retro_notifications(  # the stored valid events are read only for new subscriptions
+            m.matcher, new, self.validity.valid_events(batch_id, outcome.now) if new else [], batch_id,
+            self.settings.notifications.payload,
             self.settings.limits.message_bytes, self.tenants, m.matcher_params())
         index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
             app_id=self.spark.sparkContext.applicationId if m.shared_index else None, params=m.matcher_params())
