@@ -12,7 +12,8 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    and match the events, and produce the notification and error records to Kafka itself
    (one Python worker per task does the matching and the writing; only a row of task
    metrics and the task's still-valid events go back to the driver); with subscription
-   shards (``match.shards``) one task per event range and shard (:func:`match_shard`).
+   shards (``match.shards``) each task matches its events against several shards, read
+   and parsed once; small batches run one task (:func:`plan_tasks`).
 
 Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`, read
 through :mod:`streaming.storage` from the checkpoint location, any Hadoop-compatible
@@ -40,7 +41,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from matchers.base import create
 from matchers.events import Rows
@@ -342,23 +342,56 @@ def retro_notifications(
 
 
 # -- executor side -------------------------------------------------------------------------
+TASK_EVENTS = 10_000
+"""Events below which a batch's event ranges share a task: a task costs 15 to 26 ms of CPU
+before its first event (PySpark's worker protocol), the work of about 1,000 events."""
+
+Task = tuple[tuple[OffsetRange, ...], tuple[int, ...]]
+"""One match task of a batch: its event ranges and the subscription shards it matches them against."""
+
+
+def shard_groups(shards: int, tasks: int, slots: int) -> list[tuple[int, ...]]:
+    """The groups of shards that ``tasks`` tasks of event ranges each match (``slots`` task slots).
+
+    All of them in one task, which reads and parses each event once for every shard, unless
+    the tasks of event ranges alone leave slots idle: then in as many groups as fill them
+    (shard 0, which reports the events' own errors, counts and valid events, in the first).
+    """
+    groups = max(1, min(shards, -(-slots // max(1, tasks))))
+    return [tuple(range(g, shards, groups)) for g in range(groups)]
+
+
+def plan_tasks(ranges: Sequence[OffsetRange], shards: int, slots: int, task_events: int = TASK_EVENTS) -> list[Task]:
+    """The match tasks of a batch's event ``ranges``: as many as have ``task_events`` events each
+    (at least one, at most one per range; ranges largest first onto the task with the fewest),
+    times the :func:`shard_groups`."""
+    if not ranges:
+        return []
+    n = max(1, min(len(ranges), sum(r.end - r.start for r in ranges) // task_events))
+    bins: list[list[OffsetRange]] = [[] for _ in range(n)]
+    sizes = [0] * n
+    for r in sorted(ranges, key=lambda r: r.start - r.end):
+        i = sizes.index(min(sizes))
+        bins[i].append(r)
+        sizes[i] += r.end - r.start
+    return [(tuple(b), group) for b in bins for group in shard_groups(shards, n, slots)]
+
+
 def match_ranges(
     batches: Iterator[pa.RecordBatch],
     ctx: BatchContext,
-    todo: Sequence[tuple[str, int, int, int, int]],
+    todo: Sequence[Task],
     produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`match_shard` over the records of this task's offset ranges, read by this task.
+    """:func:`match_partition` over the records of this task's offset ranges, read by this task.
 
-    ``todo`` holds the batch's event ranges times the shards of the subscriptions, as
-    ``(topic, partition, start, end, shard)``; ``batches`` hold the ``id`` column of a
-    ``spark.range`` over it, naming the rows of this task.
+    ``todo`` holds the batch's tasks (:func:`plan_tasks`); ``batches`` hold the ``id``
+    column of a ``spark.range`` over it, naming the rows of this task.
     """
-    rows = [todo[i] for rb in batches for i in rb.column("id").to_pylist()]
-    for shard in sorted({row[4] for row in rows}):
-        ranges = [OffsetRange(*r[:4]) for r in rows if r[4] == shard]
+    for i in [i for rb in batches for i in rb.column("id").to_pylist()]:
+        ranges, shards = todo[i]
         records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
-        yield from match_shard(records, ctx, shard, produce)
+        yield from match_partition(records, ctx, produce, shards)
 
 
 def match_all_shards(
@@ -366,43 +399,15 @@ def match_all_shards(
     ctx: BatchContext,
     produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`match_shard` for every shard over one partition of event records (the first batch's path)."""
-    held = list(batches) if ctx.spec.shards > 1 else batches
-    for shard in range(ctx.spec.shards):
-        yield from match_shard(iter(held), ctx, shard, produce)
-
-
-def match_shard(
-    batches: Iterator[pa.RecordBatch],
-    ctx: BatchContext,
-    shard: int,
-    produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """:func:`match_partition` against the subscriptions of one shard.
-
-    Shard 0 also reports what belongs to the events rather than the subscriptions (error
-    records, event counts, valid events); the other shards send notifications only.
-    """
-    ctx = ctx._replace(spec=ctx.spec._replace(shard=shard))
-    if shard == 0:
-        yield from match_partition(batches, ctx, produce)
-        return
-    send = produce or partial(produce_batches, ctx.producer, None)
-    errors_topic = ctx.errors_topic
-
-    def notifications_only(out: Iterator[pa.RecordBatch]) -> int:
-        return send(rb.filter(pc.not_equal(rb.column("topic"), errors_topic)) for rb in out)
-
-    for rb in match_partition(batches, ctx, notifications_only):
-        row = rb.to_pylist()[0]
-        row.update(events=0, errors=0, valid=0, valid_events=b"")
-        yield pa.RecordBatch.from_pylist([row], schema=TASK_SCHEMA)
+    """:func:`match_partition` against every shard over one partition of event records (the first batch's path)."""
+    yield from match_partition(batches, ctx, produce, tuple(range(ctx.spec.shards)))
 
 
 def match_partition(
     batches: Iterator[pa.RecordBatch],
     ctx: BatchContext,
     produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
+    shards: Sequence[int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Match one partition's event records, send the results, and yield the task's result row.
 
@@ -413,6 +418,11 @@ def match_partition(
     ctx : the batch's context.
     produce : sends Arrow batches of ``key, value, topic`` records and returns how many it
         sent (by default to Kafka with ``ctx.producer``, waiting for every acknowledgement).
+    shards : the subscription shards to match against (default ``ctx.spec.shard``). Each
+        event is read and parsed once, then encoded and matched per shard. Only with shard 0
+        among them does the task report what belongs to the events rather than the
+        subscriptions (error records, event counts, valid events); otherwise it sends
+        notifications only.
 
     Yields
     ------
@@ -424,7 +434,8 @@ def match_partition(
         produce = partial(produce_batches, ctx.producer, None)
     counts = [0] * N_METRICS
     valid: list[ValidEvent] = []
-    counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, counts, valid))
+    shards = (ctx.spec.shard,) if shards is None else tuple(shards)
+    counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, shards, counts, valid))
     counts[M_VALID] = len(valid)
     counts[M_TASK_NS] = time.perf_counter_ns() - t0
     yield pa.RecordBatch.from_arrays([*(pa.array([c], pa.int64()) for c in counts),
@@ -442,124 +453,174 @@ def _timed(batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.
         yield rb
 
 
-def _records(
-    batches: Iterator[pa.RecordBatch], ctx: BatchContext, counts: list[int], valid: list[ValidEvent],
-) -> Iterator[pa.RecordBatch]:
-    """Notification and error records of the event batches; fills ``counts`` and ``valid``.
+class Prepared(NamedTuple):
+    """An Arrow batch of event records as every shard's matching needs it (read and parsed once).
 
-    A record that cannot be handled (refused by :func:`~streaming.records.read_event`, not
-    encodable for the matcher, no notification possible) becomes one error record; an event
-    matched with attributes absent (arrays, nulls) one ``event-warning`` record.
+    ``events`` are the flat events the matchers encode, ``kept`` their ``(row, event id,
+    parsed object)``, ``rejected`` the rows' ``(stage, row, reason)`` of the parsing.
     """
-    matcher = None
-    with_event = ctx.payload == notifications.PAYLOAD_EVENT
-    id_field, until_field, limits = ctx.event_id_field, ctx.valid_until_field, ctx.limits
-    notes_topic, tenants = ctx.notifications_topic, ctx.tenants
+
+    values: list[bytes]
+    topics: list[str]
+    parts: list[int]
+    offsets: list[int]
+    stamps: list[int | None]
+    events: list[dict | Rows]
+    kept: list[tuple[int, Any, dict]]
+    rejected: list[tuple[str, int, str]]
+
+
+def _prepare(rb: pa.RecordBatch, ctx: BatchContext) -> Prepared:
+    """Parse and flatten a batch's event records (:func:`~streaming.records.read_event`, with
+    the common case of a small object of scalars inline)."""
+    limits, id_field = ctx.limits, ctx.event_id_field
     fast_bytes, max_attrs = min(limits.event_bytes, limits.string_length), limits.attributes
     loads, scalars = orjson.loads, SCALARS
+    values = rb.column("value").to_pylist()
+    topics = rb.column("topic").to_pylist()
+    parts = rb.column("partition").to_pylist()
+    offsets = rb.column("offset").to_pylist()
+    stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
+    rejected: list[tuple[str, int, str]] = []
+    events: list[dict | Rows] = []
+    kept: list[tuple[int, Any, dict]] = []
+    for i, value in enumerate(values):
+        obj = None
+        if value is not None and len(value) <= fast_bytes:
+            try:  # the common case inline: orjson parses a small object of scalars
+                obj = loads(value)
+            except orjson.JSONDecodeError:
+                pass
+        if type(obj) is dict and len(obj) <= max_attrs and scalars.issuperset(map(type, obj.values())):
+            events.append(obj)
+        else:
+            read = read_event(value, limits)
+            if read.obj is None:
+                rejected.append((EVENT, i, read.problem or ""))
+                continue
+            if read.problem is not None:
+                rejected.append((EVENT_WARNING, i, f"matched with these attributes absent: {read.problem}"))
+            obj = read.obj
+            events.append(read.flat)
+        event_id = obj.get(id_field)
+        if event_id is None:
+            event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
+        kept.append((i, event_id, obj))
+    return Prepared(values, topics, parts, offsets, stamps, events, kept, rejected)
+
+
+def _records(
+    batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple[int, ...], counts: list[int],
+    valid: list[ValidEvent],
+) -> Iterator[pa.RecordBatch]:
+    """Notification and error records of the event batches against ``shards``; fills ``counts`` and ``valid``.
+
+    Each batch is prepared once (:func:`_prepare`), then encoded, matched and notified per
+    shard (:func:`_shard_records`). A record that cannot be handled (refused by
+    :func:`~streaming.records.read_event`, not encodable for the matcher, no notification
+    possible) becomes one error record; an event matched with attributes absent (arrays,
+    nulls) one ``event-warning`` record: both with shard 0 only.
+    """
+    matchers: dict[int, Any] = {}
     for rb in batches:
         if rb.num_rows == 0:
             continue
-        if matcher is None:  # a partition without rows never builds an index
-            t0 = time.perf_counter_ns()
-            matcher = index_for(ctx.spec).matcher
-            counts[M_INDEX_NS] = time.perf_counter_ns() - t0
-            counts[M_INDEX_BYTES] = matcher.memory_bytes()
         t1 = time.perf_counter_ns()
-        values = rb.column("value").to_pylist()
-        topics = rb.column("topic").to_pylist()
-        parts = rb.column("partition").to_pylist()
-        offsets = rb.column("offset").to_pylist()
-        stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
-        out_keys: list[bytes | None] = []
-        out_values: list[bytes] = []
-        out_topics: list[str] = []
-        rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
-        events: list[dict | Rows] = []
-        kept: list[tuple[int, Any, dict]] = []
-        for i, value in enumerate(values):
-            obj = None
-            if value is not None and len(value) <= fast_bytes:
-                try:  # the common case inline: orjson parses a small object of scalars
-                    obj = loads(value)
-                except orjson.JSONDecodeError:
-                    pass
-            if type(obj) is dict and len(obj) <= max_attrs and scalars.issuperset(map(type, obj.values())):
-                events.append(obj)
-            else:
-                read = read_event(value, limits)
-                if read.obj is None:
-                    rejected.append((EVENT, i, read.problem or ""))
-                    counts[M_ERRORS] += 1
-                    continue
-                if read.problem is not None:
-                    rejected.append((EVENT_WARNING, i, f"matched with these attributes absent: {read.problem}"))
-                obj = read.obj
-                events.append(read.flat)
-            event_id = obj.get(id_field)
-            if event_id is None:
-                event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
-            kept.append((i, event_id, obj))
-        if events:
-            n = len(events)
-            batch, events, kept = _encode(matcher, events, kept, rejected)
+        prepared = _prepare(rb, ctx)
+        if 0 in shards:
+            counts[M_ERRORS] += sum(stage == EVENT for stage, _, _ in prepared.rejected)
+        for shard in shards:
+            matcher = matchers.get(shard)
+            if matcher is None:  # a partition without rows never builds an index
+                t2 = time.perf_counter_ns()
+                matcher = matchers[shard] = index_for(ctx.spec._replace(shard=shard)).matcher
+                t1 += time.perf_counter_ns() - t2  # index time is not match time
+                counts[M_INDEX_NS] += time.perf_counter_ns() - t2
+                counts[M_INDEX_BYTES] += matcher.memory_bytes()
+            out = _shard_records(prepared, matcher, ctx, counts, valid if shard == 0 else None)
+            if out is not None:
+                yield out
+        counts[M_MATCH_NS] += time.perf_counter_ns() - t1
+
+
+def _shard_records(p: Prepared, matcher: Any, ctx: BatchContext, counts: list[int],
+                   valid: list[ValidEvent] | None) -> pa.RecordBatch | None:
+    """Records of one prepared batch matched by one shard's ``matcher``: its notifications,
+    and with ``valid`` (shard 0) the batch's error records, event counts and valid events."""
+    report = valid is not None
+    with_event = ctx.payload == notifications.PAYLOAD_EVENT
+    until_field, limits = ctx.valid_until_field, ctx.limits
+    notes_topic, tenants = ctx.notifications_topic, ctx.tenants
+    values, topics, parts, offsets, stamps = p.values, p.topics, p.parts, p.offsets, p.stamps
+    out_keys: list[bytes | None] = []
+    out_values: list[bytes] = []
+    out_topics: list[str] = []
+    rejected = list(p.rejected)  # (stage, row, reason)
+    events, kept, n_events = p.events, p.kept, 0
+    if events:
+        n = len(events)
+        batch, events, kept = _encode(matcher, events, kept, rejected)
+        if report:
             counts[M_ERRORS] += n - len(events)
-        if events:
-            result = matcher.match(batch)
-            now_ms = int(time.time() * 1000)
-            res_off, res_keys = result.offsets.tolist(), result.keys
-            room = limits.message_bytes - notifications.RECORD_OVERHEAD
-            id_of = matcher.id_of
-            for j, (i, event_id, obj) in enumerate(kept):
-                ms = stamps[i] // 1000 if stamps[i] is not None else None
-                lo, hi = res_off[j], res_off[j + 1]
-                if lo < hi:
-                    try:
-                        notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
-                                                         values[i] if with_event else None, ms, now_ms, ctx.batch_id)
-                    except (TypeError, ValueError, OverflowError, UnicodeError, RecursionError) as exc:
-                        rejected.append((EVENT, i, f"cannot build its notification: {type(exc).__name__}: {exc}"))
-                        counts[M_ERRORS] += 1
-                        counts[M_EVENTS] -= 1
-                        continue
-                    slim, first, fits = None, len(out_values), True
-                    for key in res_keys[lo:hi].tolist():
-                        sub_id, topic = id_of(key), notes_topic
-                        if tenants is not None:
-                            topic, sub_id = tenants.route(sub_id)
-                        sid, value = sub_id.encode("utf-8"), notes.encode(sub_id)
-                        if len(sid) + len(value) > room:  # past the largest message: the id-only form
-                            slim = slim or _id_only(notes, len(sid) + len(value))
-                            value = slim.encode(sub_id)
-                            fits = len(sid) + len(value) <= room  # not with a huge event id
-                            if not fits:
-                                break
-                        out_keys.append(sid)
-                        out_values.append(value)
-                        out_topics.append(topic)
-                    if not fits:
-                        del out_keys[first:], out_values[first:], out_topics[first:]
-                        rejected.append((EVENT, i, f"its notification takes {len(sid) + len(value)} bytes even "
-                                         "without the event (its id is that large), past limits.message_bytes"))
-                        counts[M_ERRORS] += 1
-                        counts[M_EVENTS] -= 1
-                        continue
-                if until_field in obj:
-                    until = validity_end(obj, until_field, ctx.now, ctx.max_validity_s)
-                    if until is not None:
-                        valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, values[i].strip()))
-            counts[M_MATCHES] += result.total
-        counts[M_EVENTS] += len(events)
+    if events:
+        result = matcher.match(batch)
+        now_ms = int(time.time() * 1000)
+        res_off, res_keys = result.offsets.tolist(), result.keys
+        room = limits.message_bytes - notifications.RECORD_OVERHEAD
+        id_of = matcher.id_of
+        n_events = len(events)
+        for j, (i, event_id, obj) in enumerate(kept):
+            stamp = stamps[i]
+            ms = stamp // 1000 if stamp is not None else None
+            lo, hi = res_off[j], res_off[j + 1]
+            if lo < hi:
+                try:
+                    notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
+                                                     values[i] if with_event else None, ms, now_ms, ctx.batch_id)
+                except (TypeError, ValueError, OverflowError, UnicodeError, RecursionError) as exc:
+                    rejected.append((EVENT, i, f"cannot build its notification: {type(exc).__name__}: {exc}"))
+                    counts[M_ERRORS] += int(report)
+                    n_events -= 1
+                    continue
+                slim, first, fits = None, len(out_values), True
+                for key in res_keys[lo:hi].tolist():
+                    sub_id, topic = id_of(key), notes_topic
+                    if tenants is not None:
+                        topic, sub_id = tenants.route(sub_id)
+                    sid, value = sub_id.encode("utf-8"), notes.encode(sub_id)
+                    if len(sid) + len(value) > room:  # past the largest message: the id-only form
+                        slim = slim or _id_only(notes, len(sid) + len(value))
+                        value = slim.encode(sub_id)
+                        fits = len(sid) + len(value) <= room  # not with a huge event id
+                        if not fits:
+                            break
+                    out_keys.append(sid)
+                    out_values.append(value)
+                    out_topics.append(topic)
+                if not fits:
+                    del out_keys[first:], out_values[first:], out_topics[first:]
+                    rejected.append((EVENT, i, f"its notification takes {len(sid) + len(value)} bytes even "
+                                     "without the event (its id is that large), past limits.message_bytes"))
+                    counts[M_ERRORS] += int(report)
+                    n_events -= 1
+                    continue
+            if valid is not None and until_field in obj:
+                until = validity_end(obj, until_field, ctx.now, ctx.max_validity_s)
+                if until is not None:
+                    valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, values[i].strip()))
+        counts[M_MATCHES] += result.total
+    if report:
+        counts[M_EVENTS] += n_events
         for stage, i, reason in rejected:
             out_keys.append(None)
             out_values.append(error(stage, values[i], Position(topics[i], parts[i], offsets[i]), reason).to_json())
             out_topics.append(ctx.errors_topic)
-        counts[M_MATCH_NS] += time.perf_counter_ns() - t1
-        if out_values:
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary()), pa.array(out_topics, pa.string())],
-                schema=OUT_SCHEMA,
-            )
+    if not out_values:
+        return None
+    return pa.RecordBatch.from_arrays(
+        [pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary()), pa.array(out_topics, pa.string())],
+        schema=OUT_SCHEMA,
+    )
 
 
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, RecursionError)
@@ -657,9 +718,10 @@ class MatchJob:
                                     self.settings.limits, self.admission)
         t1 = time.perf_counter()
         version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
-        retro, retro_errors = retro_notifications(
-            m.matcher, new_subscriptions(outcome.delta),
-            self.validity.valid_events(batch_id, outcome.now), batch_id, self.settings.notifications.payload,
+        new = new_subscriptions(outcome.delta)
+        retro, retro_errors = retro_notifications(  # the stored valid events are read only for new subscriptions
+            m.matcher, new, self.validity.valid_events(batch_id, outcome.now) if new else [], batch_id,
+            self.settings.notifications.payload,
             self.settings.limits.message_bytes, self.tenants, m.matcher_params())
         index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
             app_id=self.spark.sparkContext.applicationId if m.shared_index else None, params=m.matcher_params())
@@ -675,7 +737,8 @@ class MatchJob:
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 schema=OUT_SCHEMA)]))
         t2 = time.perf_counter()
-        todo = [(*r, shard) for r in ranges or () if r.topic == k.events_topic for shard in range(m.shards)]
+        todo = plan_tasks([r for r in ranges or () if r.topic == k.events_topic], m.shards,
+                          self.spark.sparkContext.defaultParallelism)
         if ranges is None:
             tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL)
         elif todo:  # the ranges travel with the function; spark.range only numbers the tasks' rows

@@ -22,7 +22,8 @@ runs its own embedded broker and the service's match query in this process and m
   number of predicates. It runs on a sample of the events (it is far slower) and its
   matches are checked against the service's matcher on that sample.
 
-Results: ``docs/bench/e2e.json``, tables in ``docs/e2e.md``, plot ``docs/img/e2e.png``.
+Results: ``docs/bench/e2e.json`` (``--out``), its tables in ``docs/bench/e2e.md`` and plot in
+``docs/bench/e2e.png``; docs/e2e.md holds the figures chosen from such runs, by hand.
 
 Usage: ``python -m scripts.bench.e2e [--quick] [--subs 100000,1000000] [--events N]``.
 """
@@ -53,7 +54,6 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 WORKLOAD = "W1"
 GOAL_EVENTS_PER_S = 20_000
 GOAL_P99_S = 3.0
-ANALYSIS = "<!-- analysis -->"
 
 
 def log(msg: str) -> None:
@@ -445,7 +445,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
 
 
 # -- report ----------------------------------------------------------------------------------
-def render(record: dict) -> str:
+def render(record: dict, image: str) -> str:
     lines = [
         "# End-to-end benchmark of the match service",
         "",
@@ -504,7 +504,7 @@ def render(record: dict) -> str:
                 lines.append(f"| {r['n_subs']:,} | {phase} | {cpu['driver']:.0f} | {cpu['jvm']:.0f} |"
                              f" {cpu['python workers']:.0f} | {cpu['broker']:.0f} | {cpu['other']:.0f} |"
                              f" {cpu['total']:.0f} | {load[0]:.1f} |")
-    lines += ["", record.get("analysis", ""), "", "![events per second](img/e2e.png)", ""]
+    lines += ["", f"![events per second]({image})", ""]
     return "\n".join(lines)
 
 
@@ -533,7 +533,8 @@ def plot(record: dict, path: Path) -> None:
 
 
 def save(args: argparse.Namespace, runs: list[dict], started: float) -> None:
-    """Write the JSON record, the Markdown tables (keeping the analysis section) and the plot."""
+    """Write the JSON record (``--out``), its Markdown tables and its plot next to it (same name,
+    ``.md`` and ``.png``); docs/e2e.md, written by hand from such runs, is left alone."""
     record = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -542,12 +543,8 @@ def save(args: argparse.Namespace, runs: list[dict], started: float) -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1))
-    plot(record, DOCS / "img" / "e2e.png")
-    md = DOCS / "e2e.md"
-    text = md.read_text() if md.exists() else ""
-    parts = text.split(ANALYSIS)
-    record["analysis"] = f"{ANALYSIS}{parts[1]}{ANALYSIS}" if len(parts) >= 3 else ""
-    md.write_text(render(record))
+    plot(record, args.out.with_suffix(".png"))
+    args.out.with_suffix(".md").write_text(render(record, args.out.with_suffix(".png").name))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

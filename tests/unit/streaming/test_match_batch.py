@@ -13,6 +13,7 @@ from matchers.expr import Subscription, pred
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, notifications
 from streaming.config import Settings
+from streaming.kafka.offsets import OffsetRange
 from streaming.match_job import (
     M_ERRORS,
     M_EVENTS,
@@ -29,7 +30,9 @@ from streaming.match_job import (
     match_partition,
     match_ranges,
     new_subscriptions,
+    plan_tasks,
     retro_notifications,
+    shard_groups,
     sum_metrics,
 )
 from streaming.records import default_parser
@@ -233,7 +236,7 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
         sent.extend(r for rb in batches for r in rb.to_pylist())
         return len(sent)
 
-    todo = [("events", 0, 0, 5, 0), ("events", 1, 1, 3, 0)]  # the task's row of spark.range names the second
+    todo = [((OffsetRange("events", 0, 0, 5),), (0,)), ((OffsetRange("events", 1, 1, 3),), (0,))]  # the task's row of spark.range names the second
     out = list(match_ranges(iter([pa.RecordBatch.from_pylist([{"id": 1}])]), ctx, todo, produce))
     assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and out[0].to_pylist()[0]["events"] == 2
 
@@ -305,8 +308,23 @@ def test_an_event_whose_id_alone_is_too_large_is_an_error(tmp_path):
     assert m[M_EVENTS] == 1 and m[M_ERRORS] == 1 and m[M_VALID] == 0
 
 
-@pytest.mark.parametrize("shards", [1, 3])
-def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_path, monkeypatch, shards):
+def test_plan_tasks_share_small_ranges_and_fill_the_slots_with_shard_groups():
+    assert shard_groups(1, 2, 2) == [(0,)]
+    assert shard_groups(4, 2, 2) == [(0, 1, 2, 3)]  # the ranges fill the slots: one task per range
+    assert shard_groups(4, 1, 2) == [(0, 2), (1, 3)]
+    assert shard_groups(3, 2, 8) == [(0,), (1,), (2,)]
+    a, b, c = OffsetRange("e", 0, 0, 30_000), OffsetRange("e", 1, 5, 10_005), OffsetRange("e", 2, 0, 12_000)
+    assert plan_tasks([], 2, 2) == []
+    assert plan_tasks([a, b, c], 1, 2) == [((a,), (0,)), ((c,), (0,)), ((b,), (0,))]  # 52,000 events: 3 tasks
+    assert plan_tasks([b, c], 1, 2, task_events=20_000) == [((c, b), (0,))]  # 22,000 events: one task
+    assert plan_tasks([a, b], 1, 2, task_events=20_000) == [((a,), (0,)), ((b,), (0,))]
+    assert plan_tasks([b, c], 3, 2, task_events=20_000) == [((c, b), (0, 2)), ((c, b), (1,))]
+    assert plan_tasks([b, c], 3, 2) == [((c,), (0, 1, 2)), ((b,), (0, 1, 2))]
+
+
+@pytest.mark.parametrize(("shards", "slots", "task_events"), [(1, 2, 50), (3, 2, 50), (3, 4, 50), (3, 2, 1000)])
+def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_path, monkeypatch, shards, slots,
+                                                                         task_events):
     from streaming import match_job
     from streaming.records import UPSERT, Change
 
@@ -332,7 +350,10 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
         sent.extend(r for rb in batches for r in rb.to_pylist())
         return len(sent) - before
 
-    todo = [("events", p, 0, 100, s) for p in (0, 1) for s in range(shards)]  # the driver's: event ranges x shards
+    prepared: list[int] = []
+    real_prepare = match_job._prepare
+    monkeypatch.setattr(match_job, "_prepare", lambda rb, ctx: prepared.append(rb.num_rows) or real_prepare(rb, ctx))
+    todo = plan_tasks([OffsetRange("events", p, 0, 100) for p in (0, 1)], shards, slots, task_events)
     out = [r for i in range(len(todo)) for rb in match_ranges(iter([pa.RecordBatch.from_pylist([{"id": i}])]), ctx,
                                                               todo, produce)
            for r in rb.to_pylist()]
@@ -344,10 +365,11 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
     m = sum_metrics(list(r.values())[:N_METRICS] for r in out)
     valid = [e for r in out for e in decode(r["valid_events"])]
     assert m[M_EVENTS] == 199 and m[M_ERRORS] == 1 and m[M_VALID] == len(valid) == 50
-    assert len(out) == 2 * shards
+    assert len(out) == len(todo)
+    assert sorted(prepared) == sorted(r.end - r.start for ranges, _ in todo for r in ranges)  # once per task
     sent.clear()  # the first batch's path: every shard over one partition's records
     first = [r for p in (0, 1) for rb in match_all_shards(iter([kafka_batch(log["events", p], "events", p)]), ctx,
                                                           produce) for r in rb.to_pylist()]
     assert sorted((r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
                   for r in sent if r["topic"] == "notifications") == sorted(want)
-    assert len(first) == 2 * shards and sum(r["errors"] for r in first) == 1
+    assert len(first) == 2 and sum(r["errors"] for r in first) == 1
