@@ -128,7 +128,7 @@ class PatternOperator:
     # -- lifecycle -------------------------------------------------------------------------
     def restore(self, gkey: str, state: Any) -> KeyState:
         """The key's engine holding its instances, and its pending events."""
-        ks = KeyState(gkey, engine_for(self.registry_dir, gkey))
+        ks = KeyState(gkey, engine_for(self.registry_dir, gkey, self.unit))
         if state.exists:
             clock, instances, pending = state.get
             ks.engine.load_instances(decode(instances), clock)

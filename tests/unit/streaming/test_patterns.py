@@ -241,6 +241,18 @@ def test_state_written_as_json_before_is_read():
     assert decode(encode([(1, {"a": float("inf")}, None)])) == [(1, {"a": float("inf")}, None)]
 
 
+def test_durations_with_a_unit_are_in_the_service_ticks(tmp_path, monkeypatch):
+    """``patterns.time_unit_ms`` = one minute: ``5 min`` is 5 ticks in the workers' engines."""
+    settings = settings_for(tmp_path, time_unit_ms=60_000)
+    register(settings, {"nologin": "FILTER{ok = FALSE}(Login) UNLESS{$2.user = $1.user AND $2.ok = TRUE, 5 min} Login"})
+    logins = [("a1", "ann", False, 0), ("a2", "ann", True, 4), ("b1", "bob", False, 1), ("b2", "bob", True, 7)]
+    values = [orjson.dumps({"id": i, "stream": "Login", "ts": t, "user": u, "ok": ok}) for i, u, ok, t in logins]
+    rows, _ = _keyed(values, settings, monkeypatch)
+    out = feed(PatternOperator(registry_dir(settings), settings), {}, rows, event_time_ms(20, 60_000))
+    assert [orjson.loads(r.value)["witness"] for r in out] == [{"events": ["b1"], "attrs": {"user": "bob", "ok": False},
+                                                                "t0": 1, "t1": 6}]
+
+
 def test_late_event_is_reported_once(tmp_path, monkeypatch):
     settings = settings_for(tmp_path)
     register(settings, {"S3": TABLE1["S3"]})
