@@ -34,7 +34,7 @@ from matchers.errors import SubscriptionError
 from . import algebra as A
 from .automaton import Bucket, Inst, Node, Out, Start
 from .compiler import Chain, chains, node_key, start_key, top, view_is_static, view_static_atoms
-from .language import parse
+from .language import TICK_MS, parse
 from .static import MatcherFilters, StaticFilters, tag
 
 
@@ -92,9 +92,12 @@ class Engine:
     static_matcher : name of a project matcher (``matchers.base.names()``) to evaluate
         the static predicates of a batch of events in one call (:meth:`process_batch`);
         ``None`` uses the engine's own access-predicate index, event by event.
+    tick_ms : milliseconds per tick, for the durations with a unit in subscriptions' texts.
     """
 
-    def __init__(self, merge: bool = True, indexed: bool = True, static_matcher: str | None = None):
+    def __init__(self, merge: bool = True, indexed: bool = True, static_matcher: str | None = None,
+                 tick_ms: int = TICK_MS):
+        self.tick_ms = tick_ms
         self.merge = merge
         self.indexed = indexed
         self.static: StaticFilters | MatcherFilters = (
@@ -141,7 +144,7 @@ class Engine:
             When the text does not parse or the expression is not left-deep.
         """
         try:
-            expr = parse(text) if isinstance(text, str) else text
+            expr = parse(text, self.tick_ms) if isinstance(text, str) else text
             chs = chains(expr)
             _, mode, publish = top(expr)
             reads = frozenset(s for c in chs for s in (c.start.stream, *(spec.right.stream for spec, _ in c.ops)))

@@ -11,13 +11,17 @@ for the left record and ``$2.x`` for the right one; a ``FOLD`` predicate or aggr
 sees ``$1.x`` (the record that started the iteration), ``$.x`` (the latest one) and
 ``$2.x``; ``DUR`` in a ``NEXT``/``FOLD`` predicate is the duration of the record they
 would produce. ``S WITHIN n`` keeps the records of ``S`` spanning at most ``n`` ticks
-(``t1 - t0 <= n``; :func:`.algebra.within`). A mistake is a ``SubscriptionError`` naming its position and what was
+(``t1 - t0 <= n``; :func:`.algebra.within`). The duration of ``WITHIN`` or of an ``UNLESS``
+window is ticks, or a number with a unit (``10 s``; ``ms``, ``s``, ``min``, ``h``) in ticks of
+``tick_ms`` milliseconds, rounded down (the times of events are whole ticks: "within 1.5 s"
+at 1 s ticks is within 1 tick). A mistake is a ``SubscriptionError`` naming its position and what was
 expected there.
 """
 
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
 
@@ -26,6 +30,12 @@ import lark
 from matchers.errors import SubscriptionError
 
 from . import algebra as A
+
+TICK_MS = 1000
+"""Milliseconds per tick where the caller does not say (the service's default
+``patterns.time_unit_ms``)."""
+UNIT_MS = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000}
+"""Milliseconds per time unit of a duration."""
 
 _SCOPE_OF_PREFIX = {"$1": A.FIRST, "$": A.LAST, "$2": A.SECOND}
 
@@ -46,6 +56,7 @@ _TOKEN_NAMES = {
     "RPAR": "')'",
     "COMMA": "','",
     "STAR": "'*'",
+    "TIME_UNIT": "a time unit (ms, s, min, h)",
     "CMP_OP": "a comparison",
     "ADD_OP": "'+' or '-'",
     "MUL_OP": "'*', '/' or '%'",
@@ -76,12 +87,13 @@ def _end(text: str) -> str | int:
     return _where(text, len(lines), len(lines[-1]) + 1)
 
 
-def parse(text: str) -> A.Expr:
+def parse(text: str, tick_ms: int = TICK_MS) -> A.Expr:
     """Parse one stateful subscription written in CEL.
 
     Parameters
     ----------
     text : the subscription.
+    tick_ms : milliseconds per tick, for durations with a unit (``WITHIN 10 s``).
 
     Returns
     -------
@@ -118,14 +130,15 @@ def parse(text: str) -> A.Expr:
         ) from None
     except lark.UnexpectedEOF as exc:
         raise SubscriptionError("unexpected end of the text", position=_end(text), expected=_expected(set(exc.expected))) from None
-    return _Converter(text).top(tree)
+    return _Converter(text, tick_ms).top(tree)
 
 
 class _Converter:
     """Walks the parse tree with the scope context each part is in."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, tick_ms: int = TICK_MS):
         self.text = text
+        self.tick_ms = tick_ms
 
     def _fail(self, message: str, node, expected: str | None = None) -> SubscriptionError:
         tok = node if isinstance(node, lark.Token) else _first_token(node)
@@ -164,13 +177,13 @@ class _Converter:
         if kind == "union":
             return A.Union(self.stream(ch[0]), self.stream(ch[2]))
         if kind == "within":
-            return A.within(self.stream(ch[0]), _number(ch[2]))
+            return A.within(self.stream(ch[0]), self.duration(ch[2]))
         if kind == "next":
             return A.Next(self.stream(ch[0]), self.pred(ch[2], _NEXT), self.right(ch[1], ch[3]))
         if kind == "unless":
-            if _number(ch[3]) <= 0:  # with none, nothing could kill a record: it would only be delayed
-                raise self._fail("the window of UNLESS must be more than 0 ticks", ch[3], "a number > 0")
-            return A.Unless(self.stream(ch[0]), self.pred(ch[2], _UNLESS), _number(ch[3]), self.right(ch[1], ch[4]))
+            if _number(ch[3].children[0]) <= 0:  # with none, nothing could kill a record: it would only be delayed
+                raise self._fail("the window of UNLESS must be more than 0", ch[3], "a number > 0")
+            return A.Unless(self.stream(ch[0]), self.pred(ch[2], _UNLESS), self.duration(ch[3]), self.right(ch[1], ch[4]))
         if kind == "fold":
             left = self.stream(ch[0])
             pred = self.pred(ch[2], _FOLD)
@@ -183,6 +196,14 @@ class _Converter:
                 right = self.right(ch[1], ch[4])
             return A.Fold(left, pred, cont, aggs, right)
         raise self._fail("expected a stream expression", node, "a stream name, FILTER, SELECT or '('")
+
+    def duration(self, node) -> int | float:
+        """Ticks of a ``duration``: its number, or with a unit that many whole ticks of
+        ``tick_ms`` (a positive duration shorter than a tick is 0 ticks: no later event fits)."""
+        number, *unit = node.children
+        if not unit:
+            return _number(number)
+        return int(Fraction(str(number)) * UNIT_MS[str(unit[0]).lower()] // self.tick_ms)
 
     def right(self, op, node) -> A.Expr:
         """The right operand of ``NEXT``/``FOLD``: one stream inside ``FILTER``/``SELECT``."""

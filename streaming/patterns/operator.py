@@ -25,6 +25,7 @@ timeout). Per call, for one state key (:mod:`streaming.patterns.keyed`), its lif
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -54,13 +55,30 @@ STATE_SCHEMA = StructType([
     StructField("pending", BinaryType(), False),
 ])
 """The state of one key, declared once: ``clock``, the end time of the last event processed
-(null: none yet); ``instances``, the engine's automaton instances as a JSON list of ``[node,
-first, cur, t0, t1, witness, born]`` (the records ``first`` and ``cur``, the interval, the
-ids of the witness' events, the registry version it was born at); ``pending``, the events
-waiting for the watermark as a JSON object of columns (:data:`PENDING`). (Spark 4.3's
-Python worker cannot read a state schema holding arrays: ``KeyError: 'elementType'`` in
-``StructType.fromJson``, so the lists are JSON.)"""
+(null: none yet); ``instances``, the engine's automaton instances (:meth:`Engine.export_instances
+<matchers.cayuga.engine.Engine.export_instances>`: the records ``first`` and ``cur``, the
+interval, the ids of the witness' events, the registry version it was born at...);
+``pending``, the events waiting for the watermark as columns (:data:`PENDING`; ``attrs`` the
+event's JSON). Both are blobs (:func:`encode`). (Spark 4.3's Python worker cannot read a
+state schema holding arrays: ``KeyError: 'elementType'`` in ``StructType.fromJson``.)"""
 PENDING = ("t1", "partition", "offset", "t0", "eid", "stream", "attrs")
+
+
+def encode(value: Any) -> bytes:
+    """A state blob: a pickle, so that the records of instances keep their floats exactly (a
+    NaN or an infinity from arithmetic stays one; JSON would write null) and their tuples."""
+    return pickle.dumps(value, protocol=5)
+
+
+def decode(blob: bytes) -> Any:
+    """The value of a state blob (:func:`encode`); a JSON blob is state written before, with the
+    pending events' JSON as text."""
+    if blob[:1] == b"\x80":  # a pickle's PROTO opcode
+        return pickle.loads(blob)  # the operator's own state, in its checkpoint
+    value = orjson.loads(blob)
+    if isinstance(value, dict):
+        value["attrs"] = [a.encode() for a in value["attrs"]]
+    return value
 
 
 @dataclass
@@ -116,11 +134,11 @@ class PatternOperator:
     # -- lifecycle -------------------------------------------------------------------------
     def restore(self, gkey: str, state: Any) -> KeyState:
         """The key's engine holding its instances, and its pending events."""
-        ks = KeyState(gkey, engine_for(self.registry_dir, gkey))
+        ks = KeyState(gkey, engine_for(self.registry_dir, gkey, self.unit))
         if state.exists:
             clock, instances, pending = state.get
-            ks.engine.load_instances(orjson.loads(instances), clock)
-            ks.pending = orjson.loads(pending)
+            ks.engine.load_instances(decode(instances), clock)
+            ks.pending = decode(pending)
         else:
             ks.engine.load_instances((), None)
         return ks
@@ -130,7 +148,7 @@ class PatternOperator:
         pending = ks.pending
         for pdf in pdfs:
             for c in PENDING:
-                pending[c].extend(pdf[c].tolist() if c != "attrs" else [b.decode() for b in pdf[c]])
+                pending[c].extend(pdf[c].tolist())
 
     def on_watermark(self, ks: KeyState, now: int) -> list[tuple[bytes | None, bytes, str]]:
         """Process the pending events ending at or before ``now``, in order; the output rows."""
@@ -149,7 +167,7 @@ class PatternOperator:
         for i in order[:ready].tolist():
             t1 = p["t1"][i]
             if eng.clock is not None and t1 < eng.clock:
-                err = error(PATTERN_LATE, attrs[i].encode(), Position(self.events_topic, parts[i], offs[i]),
+                err = error(PATTERN_LATE, attrs[i], Position(self.events_topic, parts[i], offs[i]),
                             f"late event {eids[i]!r} for key {gkey}: ends at {t1}, before the last processed ({eng.clock})")
                 rows.append((None, err.to_json(), self.errors_topic))
                 continue
@@ -189,7 +207,7 @@ class PatternOperator:
         if not instances and not pending["t1"]:
             state.remove()
             return
-        state.update((eng.clock, orjson.dumps(instances), orjson.dumps(pending)))
+        state.update((eng.clock, encode(instances), encode(pending)))
         wake = [event_time_ms(min(pending["t1"]), self.unit)] if pending["t1"] else []
         nxt = eng.next_expiry()
         if nxt is not None:

@@ -27,7 +27,7 @@ import orjson
 
 from matchers.cayuga.compiler import chains, partition_attribute
 from matchers.cayuga.engine import Engine
-from matchers.cayuga.language import parse
+from matchers.cayuga.language import TICK_MS, parse
 from matchers.errors import PubSubError
 from streaming.config import LimitsSettings
 from streaming.records import (
@@ -199,7 +199,7 @@ def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterab
 
 # -- the worker's view of the registry (cached per process and registry version) --------------
 _partition_cache: dict[tuple[str, int], tuple[list[str], bool]] = {}
-_engines: dict[tuple[str, int, str | None], Engine] = {}
+_engines: dict[tuple[str, int, str | None, int], Engine] = {}
 
 
 def partition_keys(registry_dir: str) -> tuple[int, list[str], bool]:
@@ -222,17 +222,18 @@ def partition_keys(registry_dir: str) -> tuple[int, list[str], bool]:
     return version, cached[0], cached[1]
 
 
-def engine_for(registry_dir: str, gkey: str) -> Engine:
+def engine_for(registry_dir: str, gkey: str, tick_ms: int = TICK_MS) -> Engine:
     """The worker's compiled automaton of the patterns partitioned like state key ``gkey``
-    (``attr#bucket``, or :data:`ALL_KEY`), without instances."""
+    (``attr#bucket``, or :data:`ALL_KEY`), without instances; durations with a unit in
+    ticks of ``tick_ms``."""
     version, _, patterns = load_registry(registry_dir)
     attr = None if gkey == ALL_KEY else gkey.rsplit("#", 1)[0]
-    ck = (registry_dir, version, attr)
+    ck = (registry_dir, version, attr, tick_ms)
     eng = _engines.get(ck)
     if eng is None:
         for old in [k for k in _engines if k[0] == registry_dir and k[1] != version]:
             del _engines[old]
-        eng = Engine()
+        eng = Engine(tick_ms=tick_ms)
         for sub_id, entry in sorted(patterns.items()):
             if _attribute(entry) == attr:
                 eng.add(sub_id, entry[0], since=entry[1])

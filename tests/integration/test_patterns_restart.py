@@ -119,3 +119,67 @@ def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path):
     got = _distinct(kafka_config, topics["notes"], timeout=60)
     assert set(got.values()) == expected_all
     assert len(got) == len(expected_all)
+
+
+NOLOGIN = "FILTER{ok = FALSE}(Login) UNLESS{$2.user = $1.user AND $2.ok = TRUE, 300} Login"
+
+
+def _login(eid: str, user: str, ok: bool, t: int) -> tuple[bytes, bytes]:
+    return user.encode(), orjson.dumps({"id": eid, "stream": "Login", "ts": t, "user": user, "ok": ok})
+
+
+def _pattern_notes(kafka_config, topic) -> list[tuple[str, tuple, int | None]]:
+    """Every notification record (duplicates kept): subscription, witness, offset."""
+    try:
+        records = consume_all(kafka_config, topic, timeout=30)
+    except TimeoutError:
+        return []
+    docs = [orjson.loads(r.value) for r in records]
+    return [(d["subscription"], tuple(d["witness"]["events"]), d["offset"]) for d in docs]
+
+
+def _committed(checkpoint: Path) -> bool:
+    """Whether every batch the patterns query started is committed."""
+    q = checkpoint / "patterns" / "patterns"
+    return len(list((q / "commits").iterdir())) == len(list((q / "offsets").iterdir()))
+
+
+def test_absence_deadline_passes_while_the_service_is_down(kafka_config, topic_factory, tmp_path):
+    """A failed login not followed by a success within 300 ticks: carol's deadline passes while
+    the service runs, bob's only after a SIGKILL, while the service is down; each is notified
+    exactly once (bob's after the restart, from the restored state and timer), ann's success
+    within the window never is."""
+    topics = {"events": topic_factory("aev", 2), "subs": topic_factory("asub"),
+              "notes": topic_factory("anote"), "errors": topic_factory("aerr")}
+    checkpoint, log = tmp_path / "ckpt", tmp_path / "job.log"
+    produce(kafka_config, topics["subs"], [(b"nologin", orjson.dumps({"op": "upsert", "id": "nologin",
+                                                                      "pattern": NOLOGIN}))])
+    carol = ("nologin", ("c1",), None)
+    bob = ("nologin", ("b1",), None)
+    proc = _start(kafka_config, topics, checkpoint, log)
+    try:
+        registry = checkpoint / "patterns" / "pattern-registry"
+        _wait_for(lambda: (registry / "v000000000001.json").exists(), proc, log, 300, "the registry's first version")
+        # the watermark (5 ticks behind the last event, zed's at 420) passes carol's deadline (300)
+        # and bob's failure (400), not bob's deadline (700)
+        produce(kafka_config, topics["events"], [
+            _login("c1", "carol", False, 0), _login("a1", "ann", False, 5), _login("a2", "ann", True, 50),
+            _login("b1", "bob", False, 400), _login("z1", "zed", True, 420)])
+        _wait_for(lambda: _pattern_notes(kafka_config, topics["notes"]) == [carol], proc, log, 300,
+                  "carol's notification", lambda: f"got {_pattern_notes(kafka_config, topics['notes'])}")
+        # the batch that notified carol also made bob's failure an instance: wait for its commit
+        _wait_for(lambda: _committed(checkpoint), proc, log, 120, "the batch's commit")
+    finally:
+        _kill(proc, signal.SIGKILL)
+    assert _pattern_notes(kafka_config, topics["notes"]) == [carol]
+    # while the service is down, event time passes bob's deadline
+    produce(kafka_config, topics["events"], [(None, heartbeat(400))])
+    proc = _start(kafka_config, topics, checkpoint, log)
+    try:
+        _wait_for(lambda: len(_pattern_notes(kafka_config, topics["notes"])) >= 2, proc, log, 300,
+                  "bob's notification after the restart", lambda: f"errors {_errors(kafka_config, topics['errors'])}")
+        _wait_for(lambda: _committed(checkpoint), proc, log, 120, "the batch's commit")
+    finally:
+        _kill(proc, signal.SIGTERM)
+    assert sorted(_pattern_notes(kafka_config, topics["notes"])) == sorted([carol, bob])
+    assert _errors(kafka_config, topics["errors"]) == []

@@ -6,7 +6,7 @@ import json
 
 from matchers.cayuga.algebra import Event
 from matchers.cayuga.engine import Engine, Match
-from matchers.cayuga.language import parse
+from matchers.cayuga.language import TICK_MS, parse
 from matchers.cayuga.reference import evaluate_all
 
 
@@ -14,10 +14,11 @@ def match_key(pos: int, m: Match) -> tuple:
     return (pos, m.sub_id, tuple(sorted(m.attrs.items())), m.t0, m.t1, m.witness)
 
 
-def reference_matches(subs: dict[str, str], events: list[Event], until: int | None = None) -> list[tuple]:
+def reference_matches(subs: dict[str, str], events: list[Event], until: int | None = None,
+                      tick_ms: int = TICK_MS) -> list[tuple]:
     """The reference's matches of the subscriptions together (what they publish fed to the others)."""
     out = []
-    for sub_id, records in evaluate_all({k: parse(v) for k, v in subs.items()}, events, until).items():
+    for sub_id, records in evaluate_all({k: parse(v, tick_ms) for k, v in subs.items()}, events, until).items():
         out += [match_key(pos, Match(sub_id, r.attrs, r.t0, r.t1, r.witness)) for pos, r in records]
     return sorted(out, key=repr)
 

@@ -56,6 +56,30 @@ def test_three_rising_prices_within_10_ticks():
     assert same(engine_matches({"q": text}, events)) == same(reference_matches({"q": text}, events))
 
 
+def test_three_rising_prices_within_10_seconds():
+    """``WITHIN 10 s`` is ``WITHIN 10`` at 1 s ticks, ``WITHIN 10000`` at 1 ms ticks."""
+    rising = ("FILTER{name = 'IBM'}(Stock) NEXT{$2.name = $1.name AND $2.price > $1.price} Stock"
+              " NEXT{$2.name = $1.name AND $2.price > $1.price} Stock WITHIN ")
+    assert parse(rising + "10 s") == parse(rising + "10") == parse(rising + "10000 ms")
+    assert parse(rising + "10 s", tick_ms=1) == parse(rising + "10000")
+    assert parse(rising + "0.5 MIN") == parse(rising + "30") and parse(rising + "1 h", 60_000) == parse(rising + "60")
+    assert parse(rising + "1.5 s") == parse(rising + "1")  # whole ticks: at most 1.5 s apart is at most 1 tick
+
+
+def test_failed_login_not_followed_by_a_success_within_5_min():
+    assert parse(FAILED_NOT_FOLLOWED.replace("300}", "5 min}")) == parse(FAILED_NOT_FOLLOWED)
+    # with minute ticks a window shorter than a tick is 0 ticks: no later event can kill the record
+    short = "A UNLESS{TRUE, 30 s} B"
+    assert (parse(short).window, parse(short, tick_ms=60_000).window) == (30, 0)
+    events = [Event("a", "A", 0, 0, {}), Event("b", "B", 1, 1, {}), Event("a2", "A", 2, 2, {})]
+    got = reference_matches({"q": short}, events, until=5, tick_ms=60_000)
+    assert [(m[3], m[4], m[5]) for m in got] == [(0, 0, ("a",)), (2, 2, ("a2",))]
+    assert same(engine_matches({"q": short}, events, until=5, tick_ms=60_000)) == same(got)
+    with pytest.raises(SubscriptionError, match="more than 0") as exc:
+        parse("A UNLESS{TRUE, 0 s} B")
+    assert exc.value.position == 16
+
+
 def test_within_bounds_every_node_of_the_chain():
     eng = Engine()
     eng.add("q", "A NEXT{TRUE} B NEXT{TRUE} C WITHIN 5")

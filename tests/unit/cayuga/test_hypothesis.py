@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -73,6 +74,52 @@ def subscriptions(draw, absence: bool = True, names=("A", "B")):
     if draw(st.integers(0, 3)) == 0:
         text = f"({text}) WITHIN {draw(st.integers(0, 6))}"
     return text
+
+
+TICKS_MS = [1, 250, 1000, 60_000]
+"""Milliseconds per tick the durations with a unit are drawn for."""
+
+
+@st.composite
+def durations(draw, tick_ms: int, positive: bool) -> str:
+    """A duration with a unit, about 0 to 6 ticks of ``tick_ms`` (sometimes half a tick more)."""
+    ms = draw(st.integers(0, 6)) * tick_ms + draw(st.sampled_from([0, 0, tick_ms // 2, tick_ms - 1]))
+    if positive and ms == 0:
+        ms = 1
+    unit, per = draw(st.sampled_from([("ms", 1), ("s", 1000), ("min", 60_000), ("h", 3_600_000)]))
+    return f"{Fraction(ms, per).numerator / Fraction(ms, per).denominator!r} {unit}" if ms % per else f"{ms // per} {unit}"
+
+
+@st.composite
+def timed_subscriptions(draw, tick_ms: int) -> str:
+    """A subscription with an ``UNLESS`` window or a ``WITHIN`` bound written with a unit."""
+    left, right = draw(views()), draw(views())
+    theta = draw(st.sampled_from(THETA))
+    if draw(st.booleans()):
+        text = f"({left}) UNLESS{{{theta}, {draw(durations(tick_ms, positive=True))}}} {right}"
+    else:
+        text = f"({left}) NEXT{{{theta}}} {right}"
+    if draw(st.booleans()):
+        text = f"({text}) WITHIN {draw(durations(tick_ms, positive=False))}"
+    return text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), tick_ms=st.sampled_from(TICKS_MS), events=st.deferred(lambda: streams()),
+       after=st.none() | st.integers(0, 6))
+def test_durations_with_units_engine_equals_reference(data, tick_ms, events, after):
+    """``WITHIN 1.5 s``, ``UNLESS{θ, 250 ms}``: the engine and the reference agree for each tick
+    length, and a duration is the ticks it holds, rounded down."""
+    from matchers.cayuga.language import UNIT_MS, parse
+
+    named = {f"q{i}": data.draw(timed_subscriptions(tick_ms)) for i in range(data.draw(st.integers(1, 2)))}
+    until = None if after is None else (events[-1].t1 if events else 0) + after
+    expected = same(reference_matches(named, events, until, tick_ms=tick_ms))
+    assert same(engine_matches(named, events, until, tick_ms=tick_ms)) == expected
+    text = data.draw(durations(tick_ms, positive=False))
+    number, unit = text.split()
+    ticks = int(Fraction(number) * UNIT_MS[unit] // tick_ms)
+    assert parse(f"A WITHIN {text}", tick_ms) == parse(f"A WITHIN {ticks}")
 
 
 @st.composite
