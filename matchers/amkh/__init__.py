@@ -26,6 +26,7 @@ import numpy as np
 
 from matchers.amkh import kernels as K
 from matchers.amkh.config import Config, Stats, choose
+from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.events import EventBatch
 from matchers.expr import Op, Subscription
@@ -35,15 +36,6 @@ from matchers.vci.slabs import Slabs
 CHUNK_EVENTS = 2048
 RECHOOSE_EVENTS = 20_000
 """Events between re-evaluations of the configuration from the measured selectivities."""
-
-
-def _grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
-    if n <= len(arr):
-        return arr
-    shape = (max(n, 2 * len(arr), 64),) + arr.shape[1:]
-    out = np.full(shape, fill, dtype=arr.dtype)
-    out[: len(arr)] = arr
-    return out
 
 
 @register("amkh")
@@ -162,12 +154,12 @@ class AmkhMatcher(Matcher):
 
     def _note_pids(self, pids: list[int], conj) -> None:
         cap = self.phase1.capacity
-        self.pid_attr_id = _grow(self.pid_attr_id, cap, -1)
-        self.pid_eq = _grow(self.pid_eq, cap)
-        self.pid_attr = _grow(self.pid_attr, cap, -1)
-        self.pid_hash = _grow(self.pid_hash, cap)
-        self._pid_refs = _grow(self._pid_refs, cap)
-        self._pid_mark = _grow(self._pid_mark, cap)
+        self.pid_attr_id = grown(self.pid_attr_id, cap, -1)
+        self.pid_eq = grown(self.pid_eq, cap)
+        self.pid_attr = grown(self.pid_attr, cap, -1)
+        self.pid_hash = grown(self.pid_hash, cap)
+        self._pid_refs = grown(self._pid_refs, cap)
+        self._pid_mark = grown(self._pid_mark, cap)
         for pid, p in zip(pids, conj, strict=True):
             if self._pid_refs[pid] == 0:
                 aid = self.dictionary.attr(p.attr)
@@ -203,11 +195,11 @@ class AmkhMatcher(Matcher):
         else:
             slot = self._n_slot_ids
             self._n_slot_ids += 1
-            self.slot_key = _grow(self.slot_key, slot + 1)
-            self.slot_size = _grow(self.slot_size, slot + 1)
-            self.slot_hash = _grow(self.slot_hash, slot + 1)
-            self.slot_schema = _grow(self.slot_schema, slot + 1)
-            self.slot_pids = _grow(self.slot_pids, slot + 1)
+            self.slot_key = grown(self.slot_key, slot + 1)
+            self.slot_size = grown(self.slot_size, slot + 1)
+            self.slot_hash = grown(self.slot_hash, slot + 1)
+            self.slot_schema = grown(self.slot_schema, slot + 1)
+            self.slot_pids = grown(self.slot_pids, slot + 1)
         if size > self.slot_pids.shape[1]:
             wider = np.zeros((len(self.slot_pids), max(size, 2 * self.slot_pids.shape[1])), dtype=np.int32)
             wider[:, : self.slot_pids.shape[1]] = self.slot_pids
@@ -272,8 +264,8 @@ class AmkhMatcher(Matcher):
 
     # -- matching -------------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
-        self._key_mark = _grow(self._key_mark, self.capacity)
-        self._pid_mark = _grow(self._pid_mark, self.phase1.capacity)
+        self._key_mark = grown(self._key_mark, self.capacity)
+        self._pid_mark = grown(self._pid_mark, self.phase1.capacity)
         out_off = np.zeros(batch.n + 1, dtype=np.int64)
         out_keys = np.empty(max(1024, batch.n), dtype=np.int32)
         k = 0

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from matchers.arrays import enlarged
+
 MAX_SIZE = 2**16 - 1
 """Largest conjunction a uint16 slot counter holds."""
 TOMBSTONE = -1
@@ -25,13 +27,6 @@ TOMBSTONE = -1
 def encode_single(keys: np.ndarray, multi: np.ndarray) -> np.ndarray:
     """CSR values of one-predicate conjunctions of ``keys`` (``multi``: the key has several)."""
     return (-(2 * keys.astype(np.int64) + multi) - 2).astype(np.int32)
-
-
-@numba.njit(cache=True, nogil=True)
-def _grown(arr, n):
-    out = np.empty(max(2 * len(arr), n + 1024), dtype=arr.dtype)
-    out[: len(arr)] = arr
-    return out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -64,9 +59,9 @@ def count_matches(sat_off, sat_pid, main_off, main_val, pend_off, pend_slot,
             if pid < n_pend:
                 bound += pend_off[pid + 1] - pend_off[pid]
         if bound > len(visited):
-            visited = _grown(visited, bound)
+            visited = enlarged(visited, len(visited), bound + 1024)
         if k + bound > len(out_keys):
-            out_keys = _grown(out_keys, k + bound)
+            out_keys = enlarged(out_keys, len(out_keys), k + bound + 1024)
         nv = 0
         for i in range(sat_off[e], sat_off[e + 1]):
             pid = sat_pid[i]

@@ -19,6 +19,7 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
+from matchers.arrays import enlarged
 from matchers.opindex.layout import F_STR
 from matchers.prefetch import prefetch
 
@@ -31,9 +32,7 @@ _GOLD = np.uint64(0x9E3779B97F4A7C15)
 def _push(out_keys, n_out, key):
     """Append ``key`` at ``n_out``, doubling ``out_keys`` when full."""
     if n_out == len(out_keys):
-        grown = np.empty(2 * len(out_keys) + 16, dtype=out_keys.dtype)
-        grown[:n_out] = out_keys[:n_out]
-        out_keys = grown
+        out_keys = enlarged(out_keys, n_out, 2 * len(out_keys) + 16)
     out_keys[n_out] = key
     return out_keys, n_out + 1
 
@@ -55,9 +54,7 @@ def _sort_unique(out_keys, first, n_out, count):
     if n < 2:
         return out_keys, n_out
     if n_out + n > len(out_keys):
-        grown = np.empty(2 * (n_out + n), dtype=out_keys.dtype)
-        grown[:n_out] = out_keys[:n_out]
-        out_keys = grown
+        out_keys = enlarged(out_keys, n_out, 2 * (n_out + n))
     hi = out_keys[first]
     for t in range(first + 1, n_out):
         hi = max(hi, out_keys[t])
@@ -163,15 +160,18 @@ def _lower_ta(it_ta, lo, hi, ta):
 
 
 @numba.njit(cache=True, nogil=True)
-def insert_items(start, lst, seg, ta, val, slot, weight, bit, segments,
-                 l_start, l_len, l_cap, l_sig, seg_off, s_sig, it_ta, it_val, it_slot, it_w, state):
+def insert_items(start, items, segments, L):
     """Insert items ``start:`` in sorted position (Lemma 5: O(1) to find the segment,
     O(log eta) to find the place in it, then the list's tail shifts by one).
 
     A full list moves to the pool's end with twice its capacity (amortised O(1));
-    ``state[0]`` is the pool's used length.
+    ``L.used[0]`` is the pool's used length.
     Returns the index of the first item not inserted (the pool is full), or ``len``.
     """
+    lst, seg, ta, val, slot, weight, bit = items.lst, items.seg, items.ta, items.val, items.slot, items.weight, items.bit
+    l_start, l_len, l_cap, l_sig, seg_off, s_sig = L.start, L.length, L.cap, L.sig, L.seg_off, L.seg_sig
+    it_ta, it_val, it_slot, it_w = L.ta, L.val, L.slot, L.weight
+    state = L.used
     pool = len(it_ta)
     stride = segments + 1
     for i in range(start, len(lst)):
@@ -214,9 +214,11 @@ def insert_items(start, lst, seg, ta, val, slot, weight, bit, segments,
 
 
 @numba.njit(cache=True, nogil=True)
-def delete_items(lst, seg, ta, val, slot, weight, segments, l_start, l_len, seg_off,
-                 it_ta, it_val, it_slot, it_w):
+def delete_items(items, segments, L):
     """Remove one stored copy of each item; returns how many were not found (0 if consistent)."""
+    lst, seg, ta, val, slot, weight = items.lst, items.seg, items.ta, items.val, items.slot, items.weight
+    l_start, l_len, seg_off = L.start, L.length, L.seg_off
+    it_ta, it_val, it_slot, it_w = L.ta, L.val, L.slot, L.weight
     missing = 0
     stride = segments + 1
     for i in range(len(lst)):
@@ -248,8 +250,10 @@ def delete_items(lst, seg, ta, val, slot, weight, segments, l_start, l_len, seg_
 
 
 @numba.njit(cache=True, nogil=True)
-def resign(lists, l_family, value_signed, width, segments, l_start, seg_off, l_sig, s_sig, it_ta, it_vbits):
+def resign(lists, value_signed, width, segments, L):
     """Recompute the segment and list signatures of ``lists`` from their items."""
+    l_family, l_start, seg_off, l_sig, s_sig = L.family, L.start, L.seg_off, L.sig, L.seg_sig
+    it_ta, it_vbits = L.ta, L.val.view(np.uint64)
     stride = segments + 1
     for i in range(len(lists)):
         k = lists[i]
@@ -266,9 +270,11 @@ def resign(lists, l_family, value_signed, width, segments, l_start, seg_off, l_s
 
 
 @numba.njit(cache=True, nogil=True)
-def compact(l_start, l_len, l_cap, it_ta, it_val, it_slot, it_w, new_ta, new_val, new_slot, new_w):
+def compact(n_lists, L, new_ta, new_val, new_slot, new_w):
     """Copy every list into fresh pool arrays without holes, each list's capacity cut to
     its length (at least 4); returns the used length."""
+    l_start, l_len, l_cap = L.start[:n_lists], L.length, L.cap
+    it_ta, it_val, it_slot, it_w = L.ta, L.val, L.slot, L.weight
     used = 0
     for k in range(len(l_start)):
         s = l_start[k]
@@ -361,10 +367,8 @@ def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slo
 
 
 @numba.njit(cache=True, nogil=True)
-def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev_sbits,
-                pivot_slot, list_of, n_families, segments, width, value_signed, sweep_factor,
-                l_start, l_len, l_sig, seg_off, s_sig, it_ta, it_val, it_slot, it_w,
-                s_meta, e_nslots, e_key, s_word, e_word, epoch, ev_pos, touched, touched_e, out_keys):
+def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width, value_signed, sweep_factor,
+                L, S, epoch, ev_pos, touched, touched_e, out_keys):
     """Match a batch (Algorithm 2).
 
     For each pivot attribute of an event, each of its predicate lists is searched: the
@@ -382,6 +386,11 @@ def match_batch(ev_off, ev_attr, ev_kind, ev_val, ev_vbits, ev_soff, ev_spid, ev
     scratch array over typed attributes filled with -1.  Returns ``(offsets, keys,
     epoch)``; keys are sorted and distinct per event.
     """
+    ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid = ev.off, ev.attr, ev.kind, ev.val, ev.soff, ev.spid
+    list_of = L.list_of
+    l_start, l_len, l_sig, seg_off, s_sig = L.start, L.length, L.sig, L.seg_off, L.seg_sig
+    it_ta, it_val, it_slot, it_w = L.ta, L.val, L.slot, L.weight
+    s_meta, e_nslots, e_key, s_word, e_word = S.meta, S.e_nslots, S.e_key, S.word, S.e_word
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
     n_out = 0
@@ -658,12 +667,14 @@ def _move_record(src, dst, r_key, r_x, r_y):
 
 
 @numba.njit(cache=True, nogil=True)
-def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, hdr, r_key, r_x, r_y, state):
+def insert_records(start, slot, entry, width, st):
     """Insert the records of ``(slot, entry)`` pairs ``start:`` into their pivot blocks, in
     ``(key, entry)`` order within their group (a binary search, then the block's tail
     shifts by one).  A full block moves to the pool's end with twice its capacity;
-    ``state[0]`` is the pool's used length.  Returns the index of the first record not
+    ``st.used[0]`` is the pool's used length.  Returns the index of the first record not
     inserted (the pool is full), or ``len``."""
+    hdr, r_key, r_x, r_y, e_item, e_key, q_meta, q_val = st.hdr, st.r_key, st.r_x, st.r_y, st.e_item, st.e_key, st.q_meta, st.q_val
+    state = st.used
     pool = len(r_key)
     for i in range(start, len(slot)):
         h = slot[i] * HS
@@ -694,9 +705,10 @@ def insert_records(start, slot, entry, e_item, e_key, q_meta, q_val, width, hdr,
 
 
 @numba.njit(cache=True, nogil=True)
-def delete_records(slot, entry, e_item, q_meta, q_val, width, hdr, r_key, r_x, r_y):
+def delete_records(slot, entry, width, st):
     """Remove the record of each ``(slot, entry)`` (its items still in place); returns
     how many were not found."""
+    hdr, r_key, r_x, r_y, e_item, q_meta, q_val = st.hdr, st.r_key, st.r_x, st.r_y, st.e_item, st.q_meta, st.q_val
     missing = 0
     for i in range(len(slot)):
         h = slot[i] * HS
@@ -714,9 +726,10 @@ def delete_records(slot, entry, e_item, q_meta, q_val, width, hdr, r_key, r_x, r
 
 
 @numba.njit(cache=True, nogil=True)
-def compact_records(n_slots, hdr, r_key, r_x, r_y, new_key, new_x, new_y):
+def compact_records(n_slots, st, new_key, new_x, new_y):
     """Copy every block into fresh pools without holes, each block's capacity cut to its
     length (at least 4); returns the used length."""
+    hdr, r_key, r_x, r_y = st.hdr, st.r_key, st.r_x, st.r_y
     used = 0
     for p in range(n_slots):
         h = p * HS
@@ -765,8 +778,7 @@ def _prefetch_block(h, hdr, r_key, r_x):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot, width,
-                  hdr, r_key, r_x, r_y, e_item, e_key, q_meta, q_val, ev_pos, out_keys):
+def match_entries(ev, pivot_slot, width, st, ev_pos, out_keys):
     """Match a batch on the entry store.
 
     For each pivot attribute of an event, the records of each group whose pivot predicate
@@ -782,6 +794,8 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
     are prefetched meanwhile, so their misses overlap the work.  Returns ``(offsets,
     keys)``; keys are sorted and distinct per event.
     """
+    ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid = ev.off, ev.attr, ev.kind, ev.val, ev.soff, ev.spid
+    hdr, r_key, r_x, r_y, e_item, e_key, q_meta, q_val = st.hdr, st.r_key, st.r_x, st.r_y, st.e_item, st.e_key, st.q_meta, st.q_val
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
     n_out = 0
@@ -839,9 +853,7 @@ def match_entries(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, pivot_slot
                         b = _key_pos(r_key, a, hi, ev_spid[t], True)
                         t += 1
                     if n_out + (b - a) > len(out_keys):
-                        grown = np.empty(2 * (n_out + b - a) + 16, dtype=out_keys.dtype)
-                        grown[:n_out] = out_keys[:n_out]
-                        out_keys = grown
+                        out_keys = enlarged(out_keys, n_out, 2 * (n_out + b - a) + 16)
                     for r in range(a, b):
                         if r_key[r] > limit:
                             break

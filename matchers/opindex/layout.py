@@ -26,6 +26,8 @@ than the operand's fire nothing, as the semantics require.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from matchers.events import STR, EventBatch
@@ -62,3 +64,75 @@ def event_values(batch: EventBatch) -> np.ndarray:
     is_str = batch.kinds == STR
     values[is_str] = batch.codes[is_str]
     return values
+
+
+class Events(NamedTuple):
+    """A batch as the matching kernels read it: values in CSR by event, sorted by attribute."""
+
+    off: np.ndarray  # int64[n_events + 1]: the values of event i are off[i]:off[i + 1]
+    attr: np.ndarray  # int32[n_values]: attribute id of each value
+    kind: np.ndarray  # int8[n_values]: kind of each value (matchers.events NUM, STR, BOOL)
+    val: np.ndarray  # float64[n_values]: the number, 1/0 for booleans, a string's dictionary code
+    soff: np.ndarray  # int64[n_values + 1]: string predicates holding on value j are spid[soff[j]:soff[j + 1]]
+    spid: np.ndarray  # int32: ids of satisfied string predicates (matchers.strings)
+
+
+def events(batch: EventBatch, soff: np.ndarray, spid: np.ndarray) -> Events:
+    """The kernels' view of ``batch`` with its satisfied string predicates."""
+    return Events(batch.offsets, batch.attrs, batch.kinds, event_values(batch), soff, spid)
+
+
+class EntryStore(NamedTuple):
+    """The entry store of ``opindex``: a block of entry records per pivot slot, each entry's
+    items in clause order (see :mod:`matchers.opindex.kernels`)."""
+
+    hdr: np.ndarray  # int64[slots * HS] on 64-byte lines: per pivot slot, group starts, end, capacity
+    r_key: np.ndarray  # float64[pool]: each record's sort key (its pivot predicate's operand), sorted per group
+    r_x: np.ndarray  # int64[pool]: key << 2 | kind + 1 (single-predicate entry) or record_word(sig, second)
+    r_y: np.ndarray  # int64[pool]: each record's entry
+    used: np.ndarray  # int64[1]: used length of the record pools (holes included)
+    e_item: np.ndarray  # int64[entries]: first item of each entry (index into the items' pairs)
+    e_key: np.ndarray  # int32[entries]: subscription key of each entry
+    q_meta: np.ndarray  # int64[2 * items]: item i at 2i is item_meta, at 2i + 1 the operand's bits
+    q_val: np.ndarray  # float64 view of q_meta (the operand of item i at 2i + 1)
+
+
+class Lists(NamedTuple):
+    """The paper's level 2 (``opindex-paper``): per (pivot slot, family) a predicate list
+    sorted by (typed attribute, value), cut into ``b`` segments, in one item pool."""
+
+    list_of: np.ndarray  # int64[slots * N_FAMILIES]: list of (slot, family), -1: none
+    start: np.ndarray  # int64[lists]: first pool position of each list
+    length: np.ndarray  # int64[lists]: items in each list (length <= cap)
+    cap: np.ndarray  # int64[lists]: pool positions reserved for each list
+    sig: np.ndarray  # uint64[lists]: list signature, the union of its segments'
+    family: np.ndarray  # int8[lists]: operator family of each list
+    seg_off: np.ndarray  # int32[lists * (b + 1)]: segment s of list k is start[k] + seg_off[k(b+1) + s : +1]
+    seg_sig: np.ndarray  # uint64[lists * b]: w-bit signature of each segment
+    ta: np.ndarray  # int32[pool]: typed attribute of each item
+    val: np.ndarray  # float64[pool]: operand of each item
+    slot: np.ndarray  # int32[pool]: clause slot each item counts for
+    weight: np.ndarray  # int8[pool]: +1 or -1
+    used: np.ndarray  # int64[1]: used length of the pool (holes included)
+
+
+class Slots(NamedTuple):
+    """Counters of ``opindex-paper``: a slot per clause, stamped with the event's epoch."""
+
+    meta: np.ndarray  # int64[slots]: entry << 16 | need (DNF: the conjunction's size, CNF: 1)
+    word: np.ndarray  # int64[slots]: epoch << 16 | count + BIAS
+    e_nslots: np.ndarray  # int32[entries]: clause slots of each entry
+    e_word: np.ndarray  # int64[entries]: epoch << 16 | slots still to hold
+    e_key: np.ndarray  # int32[entries]: subscription key of each entry
+
+
+class Items(NamedTuple):
+    """Items to insert into (or delete from) the lists, one row each, sorted for an insert."""
+
+    lst: np.ndarray  # int64: the list of each item
+    seg: np.ndarray  # int64: its segment in that list
+    ta: np.ndarray  # int32: typed attribute
+    val: np.ndarray  # float64: operand
+    slot: np.ndarray  # int32: clause slot
+    weight: np.ndarray  # int8: +1 or -1
+    bit: np.ndarray  # int64: its bit in a segment signature

@@ -12,6 +12,8 @@ from collections import deque
 
 import numpy as np
 
+from matchers.arrays import grown
+
 
 class Frequencies:
     """Event-stream and subscription attribute frequencies.
@@ -38,7 +40,7 @@ class Frequencies:
         if attrs:
             counts = np.bincount(np.asarray(attrs, dtype=np.int64))
             if len(counts) > len(self.sub_counts):
-                self.sub_counts = _grow(self.sub_counts, len(counts))
+                self.sub_counts = grown(self.sub_counts, len(counts))
             self.sub_counts[: len(counts)] += delta * counts
 
     # -- events ---------------------------------------------------------------------
@@ -48,7 +50,7 @@ class Frequencies:
             return
         counts = np.bincount(attrs, minlength=0).astype(np.int64) if len(attrs) else np.zeros(0, np.int64)
         if len(counts) > len(self._event_counts):
-            self._event_counts = _grow(self._event_counts, len(counts))
+            self._event_counts = grown(self._event_counts, len(counts))
         self._event_counts[: len(counts)] += counts
         self._batches.append((n_events, counts))
         self._events += n_events
@@ -109,9 +111,3 @@ class Frequencies:
     def memory_bytes(self) -> int:
         return int(self._event_counts.nbytes + self.sub_counts.nbytes
                    + sum(c.nbytes + 64 for _, c in self._batches))
-
-
-def _grow(arr: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros(max(n, 2 * len(arr), 64), dtype=arr.dtype)
-    out[: len(arr)] = arr
-    return out

@@ -21,10 +21,11 @@ import sys
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Pred
 from matchers.phase1 import kernels
-from matchers.phase1.columns import PredColumns, grown
+from matchers.phase1.columns import PredColumns
 from matchers.phase1.equality import EqualityEvaluator
 from matchers.phase1.ranges import RangeEvaluator
 from matchers.strings import StringEvaluator

@@ -6,14 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-
-def grown(arr: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
-    """``arr`` if it holds ``n`` rows, else a copy grown (at least doubled) and padded with ``fill``."""
-    if n <= len(arr):
-        return arr
-    out = np.full((max(n, 2 * len(arr), 64), *arr.shape[1:]), fill, dtype=arr.dtype)
-    out[: len(arr)] = arr
-    return out
+from matchers.arrays import grown as grown  # re-exported: bitmark imports it from here
 
 
 class PredColumns(NamedTuple):

@@ -15,10 +15,11 @@ import struct
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
-from matchers.phase1.columns import PredColumns, grown, renumbered
+from matchers.phase1.columns import PredColumns, renumbered
 
 _OPS = frozenset({Op.EQ, Op.NE, Op.IN, Op.NOT_IN})
 _NEGATED = frozenset({Op.NE, Op.NOT_IN})

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.events import EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
-from matchers.phase1.columns import PredColumns, grown, renumbered
+from matchers.phase1.columns import PredColumns, renumbered
 
 _OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN, Op.NOT_BETWEEN})
 _PAIRS = frozenset({Op.BETWEEN, Op.NOT_BETWEEN})

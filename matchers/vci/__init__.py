@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.base import Matcher, Matches, create, register
 from matchers.events import EventBatch
 from matchers.expr import Subscription
@@ -86,11 +87,7 @@ class VciMatcher(Matcher):
             self._placed[key] = (attr_id, attr.add(key, form[1]))
         if delegated:
             self.inner.add(delegated)
-            size = self.inner.capacity
-            if size > len(self._inner_key):
-                grown = np.full(max(size, 2 * len(self._inner_key)), -1, dtype=np.int32)
-                grown[: len(self._inner_key)] = self._inner_key
-                self._inner_key = grown
+            self._inner_key = grown(self._inner_key, self.inner.capacity, -1)
             for sub in delegated:
                 self._inner_key[self.inner.key_of(sub.id)] = self.key_of(sub.id)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.events import NUM, EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.vci.grid import GridIntervalIndex
@@ -36,10 +37,7 @@ class AttributeIntervals:
         iid = self.free.pop() if self.free else self.next_id
         if iid == self.next_id:
             self.next_id += 1
-        if iid >= len(self.owner):
-            grown = np.zeros(2 * len(self.owner), dtype=np.int32)
-            grown[: len(self.owner)] = self.owner
-            self.owner = grown
+        self.owner = grown(self.owner, iid + 1)
         self.owner[iid] = owner
         return iid
 

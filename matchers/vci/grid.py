@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.vci import kernels
 from matchers.vci.index import IntervalIndex
 from matchers.vci.layout import LCI, SCHEMES
@@ -264,14 +265,8 @@ class GridIntervalIndex:
             pos[moved] = k
 
     def _grow(self, n: int) -> None:
-        if n <= len(self.present):
-            return
-        size = max(n, 2 * len(self.present), 64)
-        for name in ("lo", "hi", "lo_closed", "hi_closed", "present"):
-            old = getattr(self, name)
-            new = np.zeros(size, dtype=old.dtype)
-            new[: len(old)] = old
-            setattr(self, name, new)
+        for name in ("lo", "hi", "lo_closed", "hi_closed", "present"):  # all of one length
+            setattr(self, name, grown(getattr(self, name), n))
 
 
 def choose_grid(endpoints: np.ndarray, max_units: int) -> tuple[int, int, int]:

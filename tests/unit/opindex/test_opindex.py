@@ -20,9 +20,10 @@ from matchers import oracle
 from matchers.base import create
 from matchers.events import Dictionary
 from matchers.expr import And, Or, Subscription, pred
-from matchers.opindex import KIndex, OpIndex
+from matchers.opindex import KIndex, OpIndex, PaperOpIndex
 from matchers.opindex import kernels as K
 from matchers.opindex.layout import VALUE_SIGNED
+from matchers.opindex.pivoted import PivotedIndex
 from scripts import workloads
 from tests.strategies import events, exprs, random_event, random_subscriptions
 
@@ -51,61 +52,62 @@ def check(matcher, live: dict[str, Subscription], evs: list[dict]) -> None:
     for event, ids in zip(evs, got, strict=True):
         assert ids == oracle.match(live.values(), event), f"{matcher.name} on {event}"
     if isinstance(matcher, OpIndex):
-        check_structure(matcher)
+        check_entry_store(matcher)
+    elif isinstance(matcher, PaperOpIndex):
+        check_lists(matcher)
 
 
-def check_structure(m: OpIndex) -> None:
+def check_lists(m: PaperOpIndex) -> None:
     """Segments sorted by (ta, value), offsets, lengths and signatures consistent, one copy of each item."""
-    if m.evaluate == "entries":
-        check_entry_store(m)
-        return
+    L = m.lists
     expected_items = 0
     for terms, pivots, _, _ in m._entry_info.values():
         count = sum(len(m._items(p, m.dictionary.attr_ids[p.attr], acquire=False)) for c in terms for p in c)
         expected_items += count * len(pivots)
-    assert int(m._l_len[: m._n_lists].sum()) == expected_items
-    vbits = m._it_val.view(np.uint64)
+    assert int(L.length[: m._n_lists].sum()) == expected_items
+    vbits = L.val.view(np.uint64)
     b = m.segments
     for k in range(m._n_lists):
-        start, n = int(m._l_start[k]), int(m._l_len[k])
-        assert 0 <= n <= m._l_cap[k]
-        offs = m._seg_off[k * (b + 1): (k + 1) * (b + 1)].tolist()
+        start, n = int(L.start[k]), int(L.length[k])
+        assert 0 <= n <= L.cap[k]
+        offs = L.seg_off[k * (b + 1): (k + 1) * (b + 1)].tolist()
         assert offs[0] == 0 and offs[-1] == n and offs == sorted(offs)
         lsig = 0
         for sg in range(b):
             lo, hi = start + offs[sg], start + offs[sg + 1]
-            keys = list(zip(m._it_ta[lo:hi].tolist(), m._it_val[lo:hi].tolist(), strict=True))
+            keys = list(zip(L.ta[lo:hi].tolist(), L.val[lo:hi].tolist(), strict=True))
             assert keys == sorted(keys)
             for j in range(lo, hi):
-                assert K.segment_of(m._it_ta[j] // 3, b) == sg
+                assert K.segment_of(L.ta[j] // 3, b) == sg
                 if m.signature_bits:
-                    bit = K.signature_bit(m._it_ta[j], vbits[j], VALUE_SIGNED[m._l_family[k]], m.signature_bits)
-                    assert (int(m._s_sig[k * b + sg]) >> bit) & 1
-            lsig |= int(m._s_sig[k * b + sg])
-        assert int(m._l_sig[k]) == lsig
+                    bit = K.signature_bit(L.ta[j], vbits[j], VALUE_SIGNED[L.family[k]], m.signature_bits)
+                    assert (int(L.seg_sig[k * b + sg]) >> bit) & 1
+            lsig |= int(L.seg_sig[k * b + sg])
+        assert int(L.sig[k]) == lsig
 
 
 def check_entry_store(m: OpIndex) -> None:
     """Blocks sorted by entry, one record per (pivot, live entry) with the entry's needed
     signature and second typed attribute, items ending where the entry says, holes counted."""
     records = set()
-    hdr = m._hdr
+    st = m.store
+    hdr = st.hdr
     for p in range(m._n_pivots):
         offs = hdr[p * K.HS: p * K.HS + K.N_GROUPS + 1].tolist()
         start, n = offs[0], offs[-1] - offs[0]
         assert 0 <= n <= hdr[p * K.HS + K.H_CAP] and offs == sorted(offs)
-        ents = m._r_y[start:start + n].tolist()
+        ents = st.r_y[start:start + n].tolist()
         assert len(set(ents)) == n
         group, key, sig, kind, second = (np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
                                          np.zeros(n, np.int64), np.zeros(n, np.int64))
-        K.entry_keys(m._e_item[ents], m._q, m._q.view(np.float64), m.signature_bits, group, key, sig, kind, second)
+        K.entry_keys(st.e_item[ents], st.q_meta, st.q_val, m.signature_bits, group, key, sig, kind, second)
         assert group.tolist() == sorted(group.tolist())
         assert [start + int(np.searchsorted(group, g)) for g in range(K.N_GROUPS)] == offs[:-1]
         keys = list(zip(group.tolist(), key.tolist(), ents, strict=True))
         assert keys == sorted(keys)
-        assert (m._r_key[start:start + n] == key).all()
+        assert (st.r_key[start:start + n] == key).all()
         single = kind >= 0
-        x = m._r_x[start:start + n]
+        x = st.r_x[start:start + n]
         assert (x[single] == (m._e_key[ents].astype(np.int64)[single] << 2 | (kind[single] + 1))).all()
         assert not (sig & 3).any() and not (sig >> K.SECOND_SHIFT).any()
         assert (x[~single] == (sig | (second + 1) << K.SECOND_SHIFT)[~single]).all()
@@ -114,8 +116,8 @@ def check_entry_store(m: OpIndex) -> None:
     assert records == expected
     live_items = 0
     for e in m._entry_info:
-        q, n = int(m._e_item[e]), int(m._e_nitem[e])
-        ends = (m._q[2 * q:2 * (q + n):2] & 3).tolist()
+        q, n = int(st.e_item[e]), int(m._e_nitem[e])
+        ends = (st.q_meta[2 * q:2 * (q + n):2] & 3).tolist()
         assert ends[-1] == K.END_ENTRY and K.END_ENTRY not in ends[:-1]
         live_items += n
     assert live_items == m._q_used - m._q_holes
@@ -158,7 +160,7 @@ def test_string_pivots_are_searched_by_predicate_id():
         matcher.add(w.subscriptions)
         assert matcher.match_events(w.events) == expected, variant
         if variant == "opindex":
-            hdr = matcher._hdr[: matcher._n_pivots * K.HS].reshape(-1, K.HS)
+            hdr = matcher.store.hdr[: matcher._n_pivots * K.HS].reshape(-1, K.HS)
             assert (hdr[:, K.G_STR + 1] - hdr[:, K.G_STR]).sum() > 0.5 * len(w.subscriptions) * 0.7
             check_entry_store(matcher)
 
@@ -184,7 +186,7 @@ def test_insert_delete_reinsert_sequences(variant):
     pool = random_subscriptions(rng, 400)
     evs = [random_event(rng) for _ in range(80)]
     matcher = make(variant)
-    if isinstance(matcher, OpIndex):
+    if isinstance(matcher, PivotedIndex):
         matcher.compact_min_holes = 64  # exercise compaction in a small index
     live: dict[str, Subscription] = {}
     for step in range(6):
@@ -206,9 +208,10 @@ def test_insert_delete_reinsert_sequences(variant):
     matcher.remove(list(live))
     assert len(matcher) == 0
     assert matcher.match_events(evs) == [[] for _ in evs]
+    if isinstance(matcher, PivotedIndex):
+        assert matcher.stats()["items"] == 0 and not matcher._spids and not matcher._by_pivot
     if isinstance(matcher, OpIndex):
-        assert matcher.stats()["items"] == 0 and matcher._live_records() == 0
-        assert not matcher._spids and not matcher._by_pivot
+        assert matcher._live_records() == 0
 
 
 def _pivot_workload(n: int = 60):
@@ -227,10 +230,10 @@ def test_pivot_falls_back_to_subscription_frequencies():
     assert all(m.pivot_of(s.id) == [(f"q{i}",)] for i, s in enumerate(subs))
 
 
-@pytest.mark.parametrize("evaluate", ["entries", "lists"])
-def test_repivot_moves_entries_to_the_rarer_attribute(evaluate):
+@pytest.mark.parametrize("name", ["opindex", "opindex-paper"])
+def test_repivot_moves_entries_to_the_rarer_attribute(name):
     subs, hot = _pivot_workload()
-    m = create("opindex", evaluate=evaluate, window=40, repivot_every=40, repivot_gap=0.05, repivot_ratio=2.0)
+    m = create(name, window=40, repivot_every=40, repivot_gap=0.05, repivot_ratio=2.0)
     m.add(subs)
     live = {s.id: s for s in subs}
     check(m, live, hot)  # observes 40 events: each q<i> in all, p in 10%
@@ -244,10 +247,10 @@ def test_repivot_moves_entries_to_the_rarer_attribute(evaluate):
     check(m, live, hot)
 
 
-@pytest.mark.parametrize("evaluate", ["entries", "lists"])
-def test_repivot_ignores_small_gains(evaluate):
+@pytest.mark.parametrize("name", ["opindex", "opindex-paper"])
+def test_repivot_ignores_small_gains(name):
     subs, hot = _pivot_workload()
-    m = create("opindex", evaluate=evaluate, window=40, repivot_every=40, repivot_gap=0.5, repivot_ratio=2.0)
+    m = create(name, window=40, repivot_every=40, repivot_gap=0.5, repivot_ratio=2.0)
     m.add(subs)
     cold = [{k: v for k, v in e.items() if k == "p" or int(k[1:]) % 2 == 0 or j % 4 == 0} for j, e in enumerate(hot)]
     m.match_events(cold)
@@ -256,12 +259,12 @@ def test_repivot_ignores_small_gains(evaluate):
     assert all(m.pivot_of(s.id) == [(f"q{i}",)] for i, s in enumerate(subs) if i % 2)
 
 
-@pytest.mark.parametrize("evaluate", ["entries", "lists"])
-def test_cnf_pivots_are_the_attributes_of_the_smallest_clause(evaluate):
+@pytest.mark.parametrize("name", ["opindex", "opindex-paper"])
+def test_cnf_pivots_are_the_attributes_of_the_smallest_clause(name):
     expr = And((Or((pred("a", "=", 1), pred("b", "=", 2))),
                 Or((pred("c", "=", 3), pred("d", "=", 4), pred("e", "=", 5))),
                 Or((pred("f", "<", 1), pred("g", ">", 1)))))
-    m = create("opindex", evaluate=evaluate, normal_form="cnf", repivot_every=0)
+    m = create(name, normal_form="cnf", repivot_every=0)
     m.add([Subscription.of("x", expr)])
     pivots = m.pivot_of("x")
     assert len(pivots) == 1 and set(pivots[0]) in ({"a", "b"}, {"f", "g"})
@@ -271,10 +274,10 @@ def test_cnf_pivots_are_the_attributes_of_the_smallest_clause(evaluate):
     assert m.match_events(evs) == [["x"], ["x"], [], []]
 
 
-@pytest.mark.parametrize("evaluate", ["entries", "lists"])
-def test_cnf_falls_back_to_dnf_when_the_expansion_is_too_large(evaluate):
+@pytest.mark.parametrize("name", ["opindex", "opindex-paper"])
+def test_cnf_falls_back_to_dnf_when_the_expansion_is_too_large(name):
     expr = Or(tuple(And((pred(f"a{i}", "=", 1), pred(f"b{i}", "=", 1))) for i in range(6)))  # 64 clauses in CNF
-    m = create("opindex", evaluate=evaluate, normal_form="cnf", max_clauses=16)
+    m = create(name, normal_form="cnf", max_clauses=16)
     sub = Subscription.of("x", expr)
     m.add([sub])
     assert len(m.pivot_of("x")) == 6
@@ -283,13 +286,13 @@ def test_cnf_falls_back_to_dnf_when_the_expansion_is_too_large(evaluate):
 
 def test_parameters_are_validated():
     with pytest.raises(ValueError):
-        create("opindex", segments=0)
+        create("opindex-paper", segments=0)
     with pytest.raises(ValueError):
         create("opindex", signature_bits=65)
     with pytest.raises(ValueError):
         create("opindex", normal_form="xnf")
-    with pytest.raises(ValueError):
-        create("opindex", evaluate="both")
+    with pytest.raises(TypeError):  # the entry store has no segments: the paper's lists do
+        create("opindex", segments=4)
     with pytest.raises(TypeError):
         create("opindex", bogus=1)
 
@@ -307,14 +310,14 @@ def test_kindex_expands_ranges_and_opindex_does_not():
     assert o.match_events(evs) == k.match_events(evs)
 
 
-@pytest.mark.parametrize("evaluate", ["entries", "lists"])
-def test_cnf_repivot_keeps_results_and_moves_to_rarer_clauses(evaluate):
+@pytest.mark.parametrize("name", ["opindex", "opindex-paper"])
+def test_cnf_repivot_keeps_results_and_moves_to_rarer_clauses(name):
     # CNF entries (p OR r) AND (q<i> OR s<i>): clauses of equal size, so the pivots follow the
     # frequencies; before events p and r are the most used by the subscriptions
     subs = [Subscription.of(f"c{i}", And((Or((pred("p", "<=", 5), pred("r", "=", 1))),
                                           Or((pred(f"q{i}", "=", i % 3), pred(f"s{i}", ">", 0))))))
             for i in range(40)]
-    m = create("opindex", evaluate=evaluate, normal_form="cnf", window=40, repivot_every=40, repivot_gap=0.05, repivot_ratio=2.0)
+    m = create(name, normal_form="cnf", window=40, repivot_every=40, repivot_gap=0.05, repivot_ratio=2.0)
     m.add(subs)
     assert all(set(m.pivot_of(s.id)[0]) == {f"q{i}", f"s{i}"} for i, s in enumerate(subs))
     evs = [{**{f"q{i}": float(j % 3) for i in range(40)}, **{f"s{i}": float(j % 2) for i in range(0, 40, 3)},
@@ -382,6 +385,6 @@ def test_pickled_index_answers_the_same_with_aligned_headers():
     matcher = make("opindex")
     matcher.add(w.subscriptions)
     copy = pickle.loads(pickle.dumps(matcher))
-    assert copy._hdr.ctypes.data % 64 == 0
+    assert copy.store.hdr.ctypes.data % 64 == 0
     assert copy.match_events(w.events) == matcher.match_events(w.events)
     check_entry_store(copy)
