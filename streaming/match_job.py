@@ -49,7 +49,7 @@ from streaming import notifications
 from streaming.config import LimitsSettings, Settings
 from streaming.executor_cache import IndexSpec, index_for, long_lived
 from streaming.kafka import offsets
-from streaming.kafka.config import config_client_kwargs
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches
@@ -125,17 +125,16 @@ class BatchContext(NamedTuple):
     event_id_field: str
     valid_until_field: str
     max_validity_s: float
-    producer: dict[str, Any]
-    consumer: dict[str, Any]
+    kafka: KafkaClientConfig
     limits: LimitsSettings = DEFAULT_LIMITS
     tenants: Tenants | None = None
 
     @classmethod
     def of(cls, settings: Settings, batch_id: int, now: float, spec: IndexSpec,
-           producer: dict[str, Any], consumer: dict[str, Any]) -> BatchContext:
+           kafka: KafkaClientConfig) -> BatchContext:
         return cls(batch_id, now, spec, settings.kafka.notifications_topic, settings.kafka.errors_topic,
                    settings.notifications.payload, settings.match.event_id_field,
-                   settings.match.valid_until_field, settings.match.max_validity_s, producer, consumer,
+                   settings.match.valid_until_field, settings.match.max_validity_s, kafka,
                    settings.limits, Tenants.of(settings))
 
 
@@ -168,11 +167,11 @@ def logged_ranges(query_checkpoint: str, batch_id: int) -> list[OffsetRange] | N
     return None if start is None or end is None else offsets.ranges(start, end)
 
 
-def read_records(consumer: dict[str, Any], ranges: Iterable[OffsetRange]) -> list[tuple[bytes | None, bytes | None, str, int, int]]:
+def read_records(kafka: KafkaClientConfig, ranges: Iterable[OffsetRange]) -> list[tuple[bytes | None, bytes | None, str, int, int]]:
     """``(key, value, topic, partition, offset)`` of the records in ``ranges``."""
     rows: list[tuple[bytes | None, bytes | None, str, int, int]] = []
     for rng in ranges:
-        for rb in read_range(consumer, rng):
+        for rb in read_range(kafka, rng):
             cols = [rb.column(name).to_pylist() for name in ("key", "value", "topic", "partition", "offset")]
             rows.extend(zip(*cols, strict=True))
     return rows
@@ -356,7 +355,7 @@ def match_ranges(
     rows = [todo[i] for rb in batches for i in rb.column("id").to_pylist()]
     for shard in sorted({row[4] for row in rows}):
         ranges = [OffsetRange(*r[:4]) for r in rows if r[4] == shard]
-        records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
+        records = (rb for rng in ranges for rb in read_range(ctx.kafka, rng))
         yield from match_shard(records, ctx, shard, produce)
 
 
@@ -386,7 +385,7 @@ def match_shard(
     if shard == 0:
         yield from match_partition(batches, ctx, produce)
         return
-    send = produce or partial(produce_batches, ctx.producer, None)
+    send = produce or partial(produce_batches, ctx.kafka, None)
     errors_topic = ctx.errors_topic
 
     def notifications_only(out: Iterator[pa.RecordBatch]) -> int:
@@ -411,7 +410,7 @@ def match_partition(
         offset, timestamp``) of event records.
     ctx : the batch's context.
     produce : sends Arrow batches of ``key, value, topic`` records and returns how many it
-        sent (by default to Kafka with ``ctx.producer``, waiting for every acknowledgement).
+        sent (by default to Kafka with ``ctx.kafka``, waiting for every acknowledgement).
 
     Yields
     ------
@@ -420,7 +419,7 @@ def match_partition(
     """
     t0 = time.perf_counter_ns()
     if produce is None:
-        produce = partial(produce_batches, ctx.producer, None)
+        produce = partial(produce_batches, ctx.kafka, None)
     counts = [0] * N_METRICS
     valid: list[ValidEvent] = []
     counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, counts, valid))
@@ -596,11 +595,11 @@ class MatchJob:
     ----------
     settings : the service's settings.
     spark : the session.
-    client_config : kafka-python client options (bootstrap servers resolved).
+    client_config : the Kafka client configuration (bootstrap servers resolved).
     parse : subscription record parser (the language's by default).
     """
 
-    def __init__(self, settings: Settings, spark: SparkSession, client_config: dict[str, Any],
+    def __init__(self, settings: Settings, spark: SparkSession, client_config: KafkaClientConfig,
                  parse: SubscriptionParser | None = None):
         self.settings = settings
         self.spark = spark
@@ -614,8 +613,6 @@ class MatchJob:
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.tenants = Tenants.of(settings)
         self.admission = Admission(self.tenants) if self.tenants is not None else None
-        self.producer = config_client_kwargs(client_config, "producer")
-        self.consumer = config_client_kwargs(client_config, "consumer")
         self.last: BatchMetrics | None = None
         self.history: list[BatchMetrics] = []
         self.batches = 0
@@ -638,7 +635,7 @@ class MatchJob:
             rows = [tuple(r) for r in df.filter(F.col("topic").isin(*sub_topics))
                     .select("key", "value", "topic", "partition", "offset").collect()]
         else:
-            rows = read_records(self.consumer, [r for r in ranges if r.topic in sub_topics])
+            rows = read_records(self.client_config, [r for r in ranges if r.topic in sub_topics])
         with long_lived() if rows else nullcontext():  # the registry's new subscriptions live on
             outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time(),
                                     self.settings.limits, self.admission)
@@ -650,7 +647,7 @@ class MatchJob:
             self.settings.limits.message_bytes, self.tenants, m.matcher_params())
         index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
             app_id=self.spark.sparkContext.applicationId if m.shared_index else None, params=m.matcher_params())
-        ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
+        ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.client_config)
         driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
         driver_rows += [(None, e.to_json(), self.errors_topic_of(e.position.topic)) for e in outcome.errors]
         for sid, value in retro:
@@ -658,7 +655,7 @@ class MatchJob:
             driver_rows.append((public.encode("utf-8"), value, topic))
         if driver_rows:
             keys, values, topics = zip(*driver_rows, strict=True)
-            produce_batches(self.producer, None, iter([pa.RecordBatch.from_arrays(
+            produce_batches(self.client_config, None, iter([pa.RecordBatch.from_arrays(
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 schema=OUT_SCHEMA)]))
         t2 = time.perf_counter()
