@@ -25,7 +25,6 @@ from kafka import KafkaConsumer
 
 from streaming.cli import exit_with
 from streaming.config import ConfigError, add_arguments, from_arguments
-from streaming.kafka.config import config_client_kwargs
 from streaming.notifications import Deduplicator
 from streaming.tenants import topic_of
 
@@ -73,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     topic = args.topic or (settings.kafka.errors_topic if args.errors else settings.kafka.notifications_topic)
     if args.tenant:
         topic = topic_of(topic, args.tenant)
-    consumer = KafkaConsumer(topic, **config_client_kwargs(client, "consumer"), group_id=args.group,
+    consumer = KafkaConsumer(topic, **client.kafka_python("consumer"), group_id=args.group,
                              auto_offset_reset="earliest" if args.from_beginning else "latest", **GROUP_SETTINGS)
     dedup = None if args.keep_duplicates else Deduplicator()
     wanted = set(args.subscription)

@@ -21,7 +21,6 @@ from tqdm import tqdm
 from scripts.workloads import WORKLOADS
 from streaming.cli import exit_with
 from streaming.config import ConfigError, add_arguments, from_arguments
-from streaming.kafka.config import config_client_kwargs
 
 
 def from_file(path: str) -> Iterator[bytes]:
@@ -100,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     values = from_file(args.file) if args.file else from_workload(args.workload, args.n_events, args.seed)
     if args.valid_for is not None:
         values = with_validity(values, settings.match.valid_until_field, args.valid_for)
-    producer = KafkaProducer(**config_client_kwargs(client, "producer"), acks="all", linger_ms=5)
+    producer = KafkaProducer(**client.kafka_python("producer"), acks="all", linger_ms=5)
     try:
         publish(producer, args.topic or settings.kafka.events_topic, values, args.rate,
                 None if args.file else args.n_events, args.key_field)

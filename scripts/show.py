@@ -14,14 +14,14 @@ import time
 from collections.abc import Sequence
 
 from streaming.cli import exit_with
-from streaming.config import ConfigError, add_arguments, bootstrap_servers, load
+from streaming.config import ConfigError, Settings, add_arguments, bootstrap_servers, load
+from streaming.kafka.config import KafkaClientConfig
 
 
-def show_topics(settings, client) -> None:
-    from streaming.kafka.config import config_client_kwargs
+def show_topics(settings: Settings, client: KafkaClientConfig) -> None:
     from streaming.kafka.watermarks import Watermarks
 
-    marks = Watermarks(config_client_kwargs(client, "consumer"))
+    marks = Watermarks(client.kafka_python("consumer"))
     try:
         names = [settings.kafka.events_topic, settings.kafka.subscriptions_topic,
                  settings.kafka.notifications_topic, settings.kafka.errors_topic]

@@ -28,7 +28,6 @@ from matchers.errors import PubSubError
 from scripts.workloads import WORKLOADS
 from streaming.cli import exit_with
 from streaming.config import ConfigError, add_arguments, from_arguments
-from streaming.kafka.config import config_client_kwargs
 from streaming.tenants import topic_of
 
 
@@ -147,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         ids = args.ids if args.ids else [str(r["id"]) for r in records_from_file(args.file)]
         items, total = deletes(iter(ids)), len(ids)
-    producer = KafkaProducer(**config_client_kwargs(client, "producer"), acks="all", linger_ms=5)
+    producer = KafkaProducer(**client.kafka_python("producer"), acks="all", linger_ms=5)
     try:
         n = send(producer, topic, items, total)
     except PubSubError as exc:

@@ -29,6 +29,7 @@ from typing import Any
 from streaming.cli import exit_with
 from streaming.config import ConfigError, Settings, load
 from streaming.instance import DirLock, InUseError
+from streaming.kafka.config import KafkaClientConfig
 from streaming.metrics import StatusFile, checked, read_status
 from streaming.storage import local_path
 
@@ -309,7 +310,7 @@ def setup_logging(settings: Settings, to_file: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def pattern_starters(settings: Settings, spark: Any, client: dict) -> list[Callable[[], Any]]:
+def pattern_starters(settings: Settings, spark: Any, client: KafkaClientConfig) -> list[Callable[[], Any]]:
     """How to start the Cayuga queries (pattern registry and keyed-state matching), when enabled."""
     from streaming.patterns import starters
 

@@ -26,7 +26,8 @@ from typing import Any, get_type_hints
 
 from matchers.errors import PubSubError
 from matchers.events import ARRAY_ROWS
-from streaming.kafka.config import redact
+from streaming.kafka.config import CLIENTS, KafkaClientConfig, redact
+from streaming.kafka.errors import KafkaOptionError
 from streaming.storage import join, to_uri
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -56,18 +57,23 @@ class KafkaSettings:
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int = 100_000
     embedded_data_dir: str = "var/broker"
+    # Client of the data path (the source's reads, the sink's writes): "confluent" or "kafka-python".
+    data_client: str = "confluent"
     client: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "client"}
         return f"KafkaSettings({fields}, client={redact(self.client)})"
 
-    def client_config(self, bootstrap_servers: str | None = None) -> dict[str, Any]:
-        """kafka-python client options (``bootstrap_servers`` plus the pass-through ones)."""
+    def client_config(self, bootstrap_servers: str | None = None) -> KafkaClientConfig:
+        """The one Kafka client configuration: ``bootstrap_servers`` (else the setting) and ``client``."""
         servers = bootstrap_servers or self.bootstrap_servers
         if not servers:
             raise ConfigError("no Kafka bootstrap servers: configure kafka.bootstrap_servers or start the embedded broker")
-        return {**{k.replace(".", "_"): v for k, v in self.client.items()}, "bootstrap_servers": servers}
+        try:
+            return KafkaClientConfig.create(servers, self.client, self.data_client)
+        except KafkaOptionError as exc:
+            raise ConfigError(f"kafka.client: {exc}") from None
 
     def embedded_address(self) -> str:
         """``host:port`` of the embedded broker last started on ``embedded_data_dir`` ("" if none)."""
@@ -463,6 +469,9 @@ def _validate(s: Settings) -> None:
     for key in QUOTAS:
         if getattr(s.tenants, key) < 0:
             raise ConfigError(f"tenants.{key} must be 0 (no bound) or positive")
+    if s.kafka.data_client not in CLIENTS:
+        raise ConfigError(f"kafka.data_client must be one of {CLIENTS}, not {s.kafka.data_client!r}")
+    s.kafka.client_config("address.checked.later:9092")  # every client option known to its clients, or an error now
     client = s.kafka.client
     producer_max = _coerce(client.get("max_request_size", client.get("max.request.size", PRODUCER_MESSAGE_BYTES)),
                            int, "kafka.client.max_request_size")
@@ -581,7 +590,7 @@ def bootstrap_servers(args: Any, settings: Settings) -> str:
     return args.bootstrap or settings.kafka.bootstrap_servers or settings.kafka.embedded_address()
 
 
-def from_arguments(args: Any) -> tuple[Settings, dict[str, Any]]:
-    """Settings and kafka-python client options from the arguments of :func:`add_arguments`."""
+def from_arguments(args: Any) -> tuple[Settings, KafkaClientConfig]:
+    """Settings and the Kafka client configuration from the arguments of :func:`add_arguments`."""
     settings = load(args.config, args.overrides)
     return settings, settings.kafka.client_config(bootstrap_servers(args, settings))

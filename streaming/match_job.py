@@ -50,7 +50,7 @@ from streaming.config import LimitsSettings, Settings
 from streaming.executor_cache import IndexSpec, index_for, long_lived
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
-from streaming.kafka.config import config_client_kwargs
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches
@@ -126,17 +126,16 @@ class BatchContext(NamedTuple):
     event_id_field: str
     valid_until_field: str
     max_validity_s: float
-    producer: dict[str, Any]
-    consumer: dict[str, Any]
+    kafka: KafkaClientConfig
     limits: LimitsSettings = DEFAULT_LIMITS
     tenants: Tenants | None = None
 
     @classmethod
     def of(cls, settings: Settings, batch_id: int, now: float, spec: IndexSpec,
-           producer: dict[str, Any], consumer: dict[str, Any]) -> BatchContext:
+           kafka: KafkaClientConfig) -> BatchContext:
         return cls(batch_id, now, spec, settings.kafka.notifications_topic, settings.kafka.errors_topic,
                    settings.notifications.payload, settings.match.event_id_field,
-                   settings.match.valid_until_field, settings.match.max_validity_s, producer, consumer,
+                   settings.match.valid_until_field, settings.match.max_validity_s, kafka,
                    settings.limits, Tenants.of(settings))
 
 
@@ -169,11 +168,11 @@ def logged_ranges(query_checkpoint: str, batch_id: int) -> list[OffsetRange] | N
     return None if start is None or end is None else offsets.ranges(start, end)
 
 
-def read_records(consumer: dict[str, Any], ranges: Iterable[OffsetRange]) -> list[tuple[bytes | None, bytes | None, str, int, int]]:
+def read_records(kafka: KafkaClientConfig, ranges: Iterable[OffsetRange]) -> list[tuple[bytes | None, bytes | None, str, int, int]]:
     """``(key, value, topic, partition, offset)`` of the records in ``ranges``."""
     rows: list[tuple[bytes | None, bytes | None, str, int, int]] = []
     for rng in ranges:
-        for rb in read_range(consumer, rng):
+        for rb in read_range(kafka, rng):
             cols = [rb.column(name).to_pylist() for name in ("key", "value", "topic", "partition", "offset")]
             rows.extend(zip(*cols, strict=True))
     return rows
@@ -390,7 +389,7 @@ def match_ranges(
     """
     for i in [i for rb in batches for i in rb.column("id").to_pylist()]:
         ranges, shards = todo[i]
-        records = (rb for rng in ranges for rb in read_range(ctx.consumer, rng))
+        records = (rb for rng in ranges for rb in read_range(ctx.kafka, rng))
         yield from match_partition(records, ctx, produce, shards)
 
 
@@ -417,7 +416,7 @@ def match_partition(
         offset, timestamp``) of event records.
     ctx : the batch's context.
     produce : sends Arrow batches of ``key, value, topic`` records and returns how many it
-        sent (by default to Kafka with ``ctx.producer``, waiting for every acknowledgement).
+        sent (by default to Kafka with ``ctx.kafka``, waiting for every acknowledgement).
     shards : the subscription shards to match against (default ``ctx.spec.shard``). Each
         event is read and parsed once, then encoded and matched per shard. Only with shard 0
         among them does the task report what belongs to the events rather than the
@@ -431,7 +430,7 @@ def match_partition(
     """
     t0 = time.perf_counter_ns()
     if produce is None:
-        produce = partial(produce_batches, ctx.producer, None)
+        produce = partial(produce_batches, ctx.kafka, None)
     counts = [0] * N_METRICS
     valid: list[ValidEvent] = []
     shards = (ctx.spec.shard,) if shards is None else tuple(shards)
@@ -650,7 +649,7 @@ def _id_only(notes: notifications.EventNotes, size: int) -> notifications.EventN
                                f"limits.message_bytes less {notifications.RECORD_OVERHEAD} bytes of record overhead")
 
 
-def _topic_exists(client_config: dict[str, Any]) -> Callable[[str], bool]:
+def _topic_exists(client_config: KafkaClientConfig) -> Callable[[str], bool]:
     """Whether a topic exists (asking the broker about a topic not seen before)."""
     known: set[str] = set()
 
@@ -670,11 +669,11 @@ class MatchJob:
     ----------
     settings : the service's settings.
     spark : the session.
-    client_config : kafka-python client options (bootstrap servers resolved).
+    client_config : the Kafka client configuration (bootstrap servers resolved).
     parse : subscription record parser (the language's by default).
     """
 
-    def __init__(self, settings: Settings, spark: SparkSession, client_config: dict[str, Any],
+    def __init__(self, settings: Settings, spark: SparkSession, client_config: KafkaClientConfig,
                  parse: SubscriptionParser | None = None):
         self.settings = settings
         self.spark = spark
@@ -688,8 +687,6 @@ class MatchJob:
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.tenants = Tenants.of(settings)
         self.admission = Admission(self.tenants, _topic_exists(client_config)) if self.tenants is not None else None
-        self.producer = config_client_kwargs(client_config, "producer")
-        self.consumer = config_client_kwargs(client_config, "consumer")
         self.last: BatchMetrics | None = None
         self.history: list[BatchMetrics] = []
         self.batches = 0
@@ -712,7 +709,7 @@ class MatchJob:
             rows = [tuple(r) for r in df.filter(F.col("topic").isin(*sub_topics))
                     .select("key", "value", "topic", "partition", "offset").collect()]
         else:
-            rows = read_records(self.consumer, [r for r in ranges if r.topic in sub_topics])
+            rows = read_records(self.client_config, [r for r in ranges if r.topic in sub_topics])
         with long_lived() if rows else nullcontext():  # the registry's new subscriptions live on
             outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time(),
                                     self.settings.limits, self.admission)
@@ -725,7 +722,7 @@ class MatchJob:
             self.settings.limits.message_bytes, self.tenants, m.matcher_params())
         index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
             app_id=self.spark.sparkContext.applicationId if m.shared_index else None, params=m.matcher_params())
-        ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.producer, self.consumer)
+        ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.client_config)
         driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
         driver_rows += [(None, e.to_json(), self.errors_topic_of(e.position.topic)) for e in outcome.errors]
         for sid, value in retro:
@@ -733,7 +730,7 @@ class MatchJob:
             driver_rows.append((public.encode("utf-8"), value, topic))
         if driver_rows:
             keys, values, topics = zip(*driver_rows, strict=True)
-            produce_batches(self.producer, None, iter([pa.RecordBatch.from_arrays(
+            produce_batches(self.client_config, None, iter([pa.RecordBatch.from_arrays(
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 schema=OUT_SCHEMA)]))
         t2 = time.perf_counter()

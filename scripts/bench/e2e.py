@@ -50,6 +50,8 @@ import orjson
 import pyarrow as pa
 from tqdm import tqdm
 
+from streaming.kafka.config import KafkaClientConfig
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 WORKLOAD = "W1"
 GOAL_EVENTS_PER_S = 20_000
@@ -64,7 +66,7 @@ def log(msg: str) -> None:
 def producer(bootstrap: str):
     from confluent_kafka import Producer
 
-    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+    return Producer({**KafkaClientConfig.create(bootstrap).rdkafka("producer"), "linger.ms": 20, "batch.num.messages": 10000,
                      "queue.buffering.max.messages": 1_000_000, "acks": "all"})
 
 
@@ -273,7 +275,7 @@ class NotificationReader(threading.Thread):
         super().__init__(daemon=True)
         from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-unused",
+        self.consumer = Consumer({**KafkaClientConfig.create(bootstrap).rdkafka("consumer"), "group.id": "e2e-unused",
                                   "enable.auto.commit": False, "fetch.wait.max.ms": 20})
         self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
         self.latencies_ms: list[float] = []
@@ -324,7 +326,8 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     seed = 7
     tag = f"e2e{n_subs}"
     topics = {k: f"{tag}-{k}" for k in ("events", "subscriptions", "notifications", "errors")}
-    ensure_topics({"bootstrap_servers": bootstrap}, {topics["events"]: 2, topics["subscriptions"]: 1,
+    client = KafkaClientConfig.create(bootstrap)
+    ensure_topics(client, {topics["events"]: 2, topics["subscriptions"]: 1,
                                                      topics["notifications"]: 2, topics["errors"]: 1})
     log(f"{n_subs:,} subscriptions: generating Fabret {WORKLOAD} with {args.events:,} events")
     w = workload(n_subs, args.events + 2000, seed)
@@ -338,7 +341,6 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
         match={"matcher": args.matcher, "snapshot_every": 1000, "shards": args.shards},
         status={"status_file": str(workdir / f"{tag}-status.json")},
     )
-    client = {"bootstrap_servers": bootstrap}
     result: dict[str, Any] = {"n_subs": n_subs, "workload": f"fabret-{WORKLOAD}", "matcher": args.matcher,
                               "shards": args.shards,
                               "events": len(backlog), "per_trigger": args.per_trigger}

@@ -39,6 +39,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from tqdm import tqdm
 
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.fetch import read_range, to_batch
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.source import KafkaDataSource, KafkaStreamReader
@@ -53,7 +54,7 @@ class TupleStreamReader(KafkaStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         rng = OffsetRange(*partition.value)
-        return _tuples(self._kwargs, rng)
+        return _tuples(self._config.kafka_python("consumer"), rng)
 
 
 class TupleKafkaDataSource(KafkaDataSource):
@@ -95,7 +96,10 @@ def _fill(bootstrap: str, topic: str, records: int, size: int, partitions: int) 
     from kafka import KafkaProducer
 
     producer = KafkaProducer(
-        bootstrap_servers=[bootstrap], acks="all", linger_ms=20, batch_size=256 * 1024
+        **KafkaClientConfig.create(bootstrap).kafka_python("producer"),
+        acks="all",
+        linger_ms=20,
+        batch_size=256 * 1024,
     )
     pad = "x" * max(0, size - 60)
     for i in tqdm(range(records), desc="produce", unit="rec", mininterval=1.0):
@@ -117,15 +121,12 @@ def _over_ranges(loop: Callable[[OffsetRange], int], ranges: list[OffsetRange]) 
 
 def bench_fetch(bootstrap: str, ranges: list[OffsetRange]) -> list[dict]:
     """Fetch-only records/s of the three loops over every range, in this process."""
-    kwargs = {"bootstrap_servers": [bootstrap]}
+    configs = {c: KafkaClientConfig.create(bootstrap, data_client=c) for c in ("kafka-python", "confluent")}
+    kwargs = configs["kafka-python"].kafka_python("consumer")
     loops: dict[str, Callable[[OffsetRange], int]] = {
         "kafka-python tuples": lambda r: sum(1 for _ in _tuples(kwargs, r)),
-        "kafka-python arrow": lambda r: sum(
-            b.num_rows for b in read_range(kwargs, r, client="kafka-python")
-        ),
-        "confluent-kafka arrow": lambda r: sum(
-            b.num_rows for b in read_range(kwargs, r, client="confluent")
-        ),
+        "kafka-python arrow": lambda r: sum(b.num_rows for b in read_range(configs["kafka-python"], r)),
+        "confluent-kafka arrow": lambda r: sum(b.num_rows for b in read_range(configs["confluent"], r)),
     }
     # The first pyarrow conversion imports pandas (about a second); Spark's Python workers
     # have it imported already, so keep that one-time cost out of the figures.
@@ -150,12 +151,12 @@ def bench_produce(bootstrap: str, records: int, size: int, partitions: int) -> l
         pa.RecordBatch.from_pydict({"value": values[i : i + 10_000]})
         for i in range(0, records, 10_000)
     ]
-    kwargs = {"bootstrap_servers": [bootstrap]}
     results = []
     for client in tqdm(("kafka-python", "confluent"), desc="produce loops", unit="client"):
         topic = f"bench-write-{client}"
-        ensure_topics({"bootstrap_servers": bootstrap}, {topic: partitions})
-        seconds, n = _timed(partial(produce_batches, kwargs, topic, iter(batches), client))
+        config = KafkaClientConfig.create(bootstrap, data_client=client)
+        ensure_topics(config, {topic: partitions})
+        seconds, n = _timed(partial(produce_batches, config, topic, iter(batches)))
         results.append({"case": f"produce: {client}", "records": n, "seconds": seconds})
     return results
 
@@ -300,9 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
         topic = "bench-read"
-        ensure_topics({"bootstrap_servers": bootstrap}, {topic: args.partitions})
+        config = KafkaClientConfig.create(bootstrap)
+        ensure_topics(config, {topic: args.partitions})
         _fill(bootstrap, topic, records, args.size, args.partitions)
-        watermarks = Watermarks({"bootstrap_servers": [bootstrap]})
+        watermarks = Watermarks(config.kafka_python("consumer"))
         try:
             tps = watermarks.partitions([topic], refresh=True)
             ends = watermarks.latest(tps)

@@ -44,15 +44,15 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int) -> dict:
     from scripts.bench.cayuga import cel, make_events, make_subscriptions
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.broker import EmbeddedBroker
-    from streaming.kafka.config import config_client_kwargs
+    from streaming.kafka.config import KafkaClientConfig
     from tests.integration.kafka_helpers import consume_all
 
     events = make_events(n_events, symbols, seed)
     subs = make_subscriptions(n_patterns, symbols, seed)
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as ckpt:
-        config = {"bootstrap_servers": broker.bootstrap_servers}
+        config = KafkaClientConfig.create(broker.bootstrap_servers)
         ensure_topics(config, {"ev": 2, "sub": 1, "note": 2, "err": 1})
-        prod = KafkaProducer(**config_client_kwargs(config, "producer"), linger_ms=20)
+        prod = KafkaProducer(**config.kafka_python("producer"), linger_ms=20)
         for i, sub in enumerate(subs):
             prod.send("sub", key=f"q{i}".encode(), value=orjson.dumps({"id": f"q{i}", "pattern": cel(*sub)}))
         for e in events:
@@ -64,18 +64,14 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int) -> dict:
         from streaming.spark import get_session
 
         spark = get_session(app_name="bench-patterns", master="local[2]")
-        if hasattr(P, "PatternSettings"):  # the code before streaming/patterns/
-            start_subs = lambda: P.start_subscriptions_query(spark, config, "sub", "err", ckpt, trigger="0 seconds")  # noqa: E731
-            start_q = lambda: P.start_patterns_query(spark, config, "ev", "note", "err", ckpt, trigger="0 seconds")  # noqa: E731
-        else:
-            from streaming.config import load
+        from streaming.config import load
 
-            settings = load().replace(  # conf/pubsub.toml and PUBSUB_* (e.g. PUBSUB_PATTERNS_KEY_BUCKETS)
-                kafka={"events_topic": "ev", "subscriptions_topic": "sub", "notifications_topic": "note",
-                       "errors_topic": "err"},
-                spark={"checkpoint_dir": ckpt, "trigger_interval": "0 seconds"})
-            start_subs = lambda: P.start_subscriptions_query(spark, settings, config)  # noqa: E731
-            start_q = lambda: P.start_patterns_query(spark, settings, config)  # noqa: E731
+        settings = load().replace(  # conf/pubsub.toml and PUBSUB_* (e.g. PUBSUB_PATTERNS_KEY_BUCKETS)
+            kafka={"events_topic": "ev", "subscriptions_topic": "sub", "notifications_topic": "note",
+                   "errors_topic": "err"},
+            spark={"checkpoint_dir": ckpt, "trigger_interval": "0 seconds"})
+        start_subs = lambda: P.start_subscriptions_query(spark, settings, config)  # noqa: E731
+        start_q = lambda: P.start_patterns_query(spark, settings, config)  # noqa: E731
         q = start_subs()
         q.processAllAvailable()
         q.stop()

@@ -8,15 +8,15 @@ cluster has that connector.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from streaming.kafka.config import options_from_config, redact
+from streaming.kafka.config import KafkaClientConfig, redact
 from streaming.kafka.errors import KafkaConnectorError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["KafkaConnectorError", "read_stream", "redact", "register", "write_batch"]
+__all__ = ["KafkaClientConfig", "KafkaConnectorError", "read_stream", "redact", "register", "write_batch"]
 
 JAVA_FORMAT = "kafka"
 
@@ -36,7 +36,7 @@ def _format(use_java_connector: bool) -> str:
 
 def read_stream(
     spark: SparkSession,
-    config: Mapping[str, Any],
+    config: KafkaClientConfig,
     topics: str | Iterable[str],
     starting: str = "latest",
     max_per_trigger: int | None = None,
@@ -49,8 +49,8 @@ def read_stream(
     ----------
     spark : SparkSession
         Session with the ``kafka-py`` source registered (see :func:`register`).
-    config : Mapping[str, Any]
-        kafka-python client options (``bootstrap_servers``, security options).
+    config : KafkaClientConfig
+        Connection and security options, and the data-path client.
     topics : str or Iterable[str]
         Topics to subscribe to (a comma-separated string or names).
     starting : str
@@ -65,7 +65,7 @@ def read_stream(
     names = topics if isinstance(topics, str) else ",".join(topics)
     reader = (
         spark.readStream.format(_format(use_java_connector))
-        .options(**options_from_config(config))
+        .options(**config.spark_options())
         .option("subscribe", names)
         .option("startingOffsets", starting)
     )
@@ -78,7 +78,7 @@ def read_stream(
 
 def write_batch(
     df: DataFrame,
-    config: Mapping[str, Any],
+    config: KafkaClientConfig,
     topic: str | None = None,
     use_java_connector: bool = False,
 ) -> None:
@@ -88,8 +88,8 @@ def write_batch(
     ----------
     df : DataFrame
         Rows to send; a non-null ``topic`` column value overrides ``topic`` per row.
-    config : Mapping[str, Any]
-        kafka-python client options.
+    config : KafkaClientConfig
+        Connection and security options, and the data-path client.
     topic : str, optional
         Default topic for rows without a ``topic`` column value.
     use_java_connector : bool
@@ -100,7 +100,7 @@ def write_batch(
     KafkaConnectorError
         (inside the Spark error) if a record cannot be delivered.
     """
-    writer = df.write.format(_format(use_java_connector)).options(**options_from_config(config))
+    writer = df.write.format(_format(use_java_connector)).options(**config.spark_options())
     if topic is not None:
         writer = writer.option("topic", topic)
     writer.mode("append").save()

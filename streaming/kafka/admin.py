@@ -5,20 +5,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from streaming.kafka.config import config_client_kwargs, redact
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.errors import KafkaConnectorError
 
 log = logging.getLogger(__name__)
 
 
-def admin_client(client_config: Mapping[str, Any]) -> KafkaAdminClient:
-    """A kafka-python admin client for ``client_config`` (kafka-python option names).
+def admin_client(client_config: KafkaClientConfig) -> KafkaAdminClient:
+    """A kafka-python admin client for ``client_config``.
 
     Raises
     ------
@@ -26,14 +25,14 @@ def admin_client(client_config: Mapping[str, Any]) -> KafkaAdminClient:
         If the cluster cannot be reached.
     """
     try:
-        return KafkaAdminClient(**config_client_kwargs(client_config, "admin"))
+        return KafkaAdminClient(**client_config.kafka_python("admin"))
     except Exception as exc:
         raise KafkaConnectorError(
-            f"cannot reach Kafka with {redact(client_config)}: {exc!r}"
+            f"cannot reach Kafka with {client_config!r}: {exc!r}"
         ) from exc
 
 
-def partition_counts(client_config: Mapping[str, Any], topics: Iterable[str]) -> dict[str, int]:
+def partition_counts(client_config: KafkaClientConfig, topics: Iterable[str]) -> dict[str, int]:
     """Number of partitions of each existing topic among ``topics`` (missing ones left out)."""
     wanted = set(topics)
     admin = admin_client(client_config)
@@ -48,7 +47,7 @@ def partition_counts(client_config: Mapping[str, Any], topics: Iterable[str]) ->
 
 
 def ensure_topics(
-    client_config: Mapping[str, Any],
+    client_config: KafkaClientConfig,
     topics: Mapping[str, int],
     replication_factor: int = 1,
     timeout_s: float = 30.0,
@@ -57,8 +56,8 @@ def ensure_topics(
 
     Parameters
     ----------
-    client_config : Mapping[str, Any]
-        kafka-python client options (``bootstrap_servers``, security options).
+    client_config : KafkaClientConfig
+        Connection and security options.
     topics : Mapping[str, int]
         Topic name to partition count for topics to create.
     replication_factor : int

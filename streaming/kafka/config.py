@@ -1,15 +1,16 @@
-"""Kafka client configuration: Spark ``kafka.*`` options to kafka-python arguments and back.
+"""One Kafka client configuration, spelled for kafka-python, librdkafka and Spark.
 
-Spark data source options are flat strings; kafka-python takes keyword arguments with
-underscores (``bootstrap_servers``, ``sasl_plain_password``). An option
-``kafka.sasl.plain.password`` maps to ``sasl_plain_password``. Values are coerced to the
-type of kafka-python's default for that argument. Secret values are never logged: use
-:func:`redact` before printing a configuration.
+:class:`KafkaClientConfig` is built once (from the settings, or on the executors from the
+``kafka-py`` data source options) and checked then: an option kafka-python does not know,
+or one librdkafka does not know when confluent-kafka is the data-path client, is an error
+at start-up, never a silent switch of client. Values are typed as kafka-python's defaults
+for that argument. Secret values are never printed: :func:`redact` before printing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from kafka import KafkaConsumer, KafkaProducer
@@ -19,8 +20,9 @@ from streaming.kafka.errors import KafkaOptionError
 Role = Literal["consumer", "producer", "admin"]
 
 PREFIX = "kafka."
-#: Values of the ``kafkaClient`` option: which library talks to Kafka in reads and writes.
-CLIENTS = ("auto", "confluent", "kafka-python")
+#: Data source option naming the data-path client; its values.
+CLIENT_OPTION = "kafkaClient"
+CLIENTS = ("confluent", "kafka-python")
 _CONSUMER_KEYS = frozenset(KafkaConsumer.DEFAULT_CONFIG)
 _PRODUCER_KEYS = frozenset(KafkaProducer.DEFAULT_CONFIG)
 _ADMIN_KEYS = _CONSUMER_KEYS & _PRODUCER_KEYS
@@ -108,90 +110,11 @@ def _coerce(name: str, value: Any) -> Any:
     return text
 
 
-def client_kwargs(options: Mapping[str, Any], role: Role) -> dict[str, Any]:
-    """Build kafka-python keyword arguments for one client from Spark options.
-
-    Parameters
-    ----------
-    options : Mapping[str, Any]
-        Data source options; only keys starting with ``kafka.`` are used.
-    role : {"consumer", "producer", "admin"}
-        The client to configure; options that only apply to another client are dropped.
-
-    Returns
-    -------
-    dict[str, Any]
-        Keyword arguments for ``KafkaConsumer``, ``KafkaProducer`` or ``KafkaAdminClient``.
-
-    Raises
-    ------
-    KafkaOptionError
-        If an option is unknown to kafka-python, takes a Python object, has a value of
-        the wrong type, or ``kafka.bootstrap.servers`` is missing.
-    """
-    kwargs: dict[str, Any] = {}
-    for key, value in options.items():
-        if not key.lower().startswith(PREFIX):
-            continue
-        name = key[len(PREFIX) :].lower().replace(".", "_")
-        if name not in _KNOWN_KEYS:
-            raise KafkaOptionError(
-                f"unknown Kafka client option {key!r}: kafka-python has no argument {name!r}"
-            )
-        if name in _OBJECT_KEYS:
-            raise KafkaOptionError(f"option {key!r} takes a Python object, not a string option")
-        if name in _ROLE_KEYS[role]:
-            kwargs[name] = _coerce(name, value)
-    if "bootstrap_servers" not in kwargs:
-        raise KafkaOptionError("option kafka.bootstrap.servers is required")
-    return kwargs
-
-
-def options_from_config(config: Mapping[str, Any]) -> dict[str, str]:
-    """Turn kafka-python arguments into ``kafka.``-prefixed Spark options.
-
-    Parameters
-    ----------
-    config : Mapping[str, Any]
-        kafka-python arguments such as ``{"bootstrap_servers": "127.0.0.1:9092"}``;
-        keys may also be given in the dotted form (``"bootstrap.servers"``).
-
-    Returns
-    -------
-    dict[str, str]
-        ``{"kafka.bootstrap.servers": "127.0.0.1:9092", ...}``.
-
-    Raises
-    ------
-    KafkaOptionError
-        If a value is a Python object that cannot be passed as a string option.
-    """
-    options: dict[str, str] = {}
-    for key, value in config.items():
-        name = key.replace(".", "_")
-        if name in _OBJECT_KEYS:
-            raise KafkaOptionError(f"client option {key!r} takes a Python object, not a string")
-        if isinstance(value, (list, tuple)):
-            text = (
-                ",".join(str(v) for v in value)
-                if name == "bootstrap_servers"
-                else ".".join(str(v) for v in value)
-            )
-        elif isinstance(value, bool):
-            text = "true" if value else "false"
-        else:
-            text = str(value)
-        options[PREFIX + name.replace("_", ".")] = text
-    return options
-
-
-def config_client_kwargs(config: Mapping[str, Any], role: Role) -> dict[str, Any]:
-    """kafka-python arguments for ``role`` from a client config dict (validated, coerced)."""
-    return client_kwargs(options_from_config(config), role)
-
-
-# kafka-python argument -> librdkafka property.
-_RDKAFKA_NAMES = {
+#: The one table of names: kafka-python argument -> librdkafka property. The Spark option
+#: is the argument with dots (``kafka.sasl.plain.password``). ``None``: kafka-python's own
+#: loop or batching, which changes nothing a client reads or writes (librdkafka goes without).
+#: An argument missing here has no librdkafka counterpart: refused on the confluent data path.
+NAMES: dict[str, str | None] = {
     "bootstrap_servers": "bootstrap.servers",
     "client_id": "client.id",
     "security_protocol": "security.protocol",
@@ -199,6 +122,7 @@ _RDKAFKA_NAMES = {
     "sasl_plain_username": "sasl.username",
     "sasl_plain_password": "sasl.password",
     "sasl_kerberos_service_name": "sasl.kerberos.service.name",
+    "ssl_check_hostname": "ssl.endpoint.identification.algorithm",
     "ssl_cafile": "ssl.ca.location",
     "ssl_certfile": "ssl.certificate.location",
     "ssl_keyfile": "ssl.key.location",
@@ -225,70 +149,146 @@ _RDKAFKA_NAMES = {
     "enable_idempotence": "enable.idempotence",
     "delivery_timeout_ms": "delivery.timeout.ms",
     "max_request_size": "message.max.bytes",
+    # kafka-python only
+    "api_version": None,
+    "bootstrap_timeout_ms": None,
+    "client_dns_lookup": None,
+    "fetch_max_wait_ms": None,
+    "max_poll_records": None,
+    "max_block_ms": None,
+    "batch_size": None,
+    "max_in_flight_requests_per_connection": None,
 }
-# kafka-python arguments with no librdkafka counterpart that change nothing a client
-# reads or writes (timeouts of kafka-python's own loops, version probing, batching).
-_RDKAFKA_IGNORED = frozenset(
-    {
-        "api_version",
-        "bootstrap_timeout_ms",
-        "client_dns_lookup",
-        "fetch_max_wait_ms",
-        "max_poll_records",
-        "max_block_ms",
-        "batch_size",
-        "max_in_flight_requests_per_connection",
-    }
-)
 
 
-def rdkafka_config(kwargs: Mapping[str, Any], role: Role) -> dict[str, Any] | None:
-    """librdkafka (confluent-kafka) properties equivalent to kafka-python ``kwargs``.
-
-    Parameters
-    ----------
-    kwargs : Mapping[str, Any]
-        kafka-python arguments, as :func:`client_kwargs` builds them.
-    role : {"consumer", "producer", "admin"}
-        The client the properties are for (kept for symmetry with :func:`client_kwargs`).
-
-    Returns
-    -------
-    dict or None
-        None when confluent-kafka is not installed or an argument has no librdkafka
-        equivalent, so that the caller falls back to kafka-python rather than silently
-        dropping a setting (a security option above all).
-    """
-    try:
-        import confluent_kafka  # noqa: F401
-    except ImportError:
-        return None
-    conf: dict[str, Any] = {}
-    for name, value in kwargs.items():
-        if name in _RDKAFKA_IGNORED or name not in _ROLE_KEYS[role]:
-            continue
-        if name == "ssl_check_hostname":
-            conf["ssl.endpoint.identification.algorithm"] = "https" if value else "none"
-            continue
-        if name not in _RDKAFKA_NAMES:
-            return None
-        if name == "bootstrap_servers" and not isinstance(value, str):
-            value = ",".join(value)
-        if name == "compression_type" and value is None:
-            continue
-        conf[_RDKAFKA_NAMES[name]] = value
-    return conf
+def _spark_text(name: str, value: Any) -> str:
+    """A kafka-python argument's value as a Spark string option."""
+    if isinstance(value, (list, tuple)):
+        return ("," if name == "bootstrap_servers" else ".").join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
-def client_option(options: Mapping[str, Any]) -> str:
-    """The ``kafkaClient`` option: ``auto`` (default), ``confluent`` or ``kafka-python``.
-
-    Raises
-    ------
-    KafkaOptionError
-        If the value is not one of :data:`CLIENTS`.
-    """
-    value = str(options.get("kafkaClient", "auto")).strip().lower()
-    if value not in CLIENTS:
-        raise KafkaOptionError(f"option kafkaClient must be one of {CLIENTS}, got {value!r}")
+def _rdkafka_value(name: str, value: Any) -> Any:
+    if name == "bootstrap_servers":
+        return ",".join(value)
+    if name == "ssl_check_hostname":
+        return "https" if value else "none"
     return value
+
+
+@dataclass(frozen=True, repr=False)
+class KafkaClientConfig:
+    """How every Kafka client of the project connects: built once, checked once.
+
+    Holds kafka-python arguments (validated, typed) and the client of the data path (the
+    ``kafka-py`` source's fetches and the sink's writes): ``confluent`` (librdkafka, the
+    fastest here: docs/kafka.md) or ``kafka-python``. The admin side, watermarks and the
+    scripts always use kafka-python. :meth:`kafka_python`, :meth:`rdkafka` and
+    :meth:`spark_options` give each client its spelling from the one table :data:`NAMES`.
+    Secrets never appear in ``repr``.
+
+    Build it with :meth:`create` (kafka-python names) or :meth:`from_spark_options`.
+    """
+
+    options: tuple[tuple[str, Any], ...]
+    """Sorted ``(kafka-python argument, typed value)`` pairs, ``bootstrap_servers`` first."""
+    data_client: str = "confluent"
+
+    @classmethod
+    def create(
+        cls,
+        bootstrap_servers: str | Sequence[str],
+        options: Mapping[str, Any] | None = None,
+        data_client: str = "confluent",
+    ) -> KafkaClientConfig:
+        """A checked configuration from kafka-python arguments (dots or underscores).
+
+        Raises
+        ------
+        KafkaOptionError
+            If an option is unknown to kafka-python, takes a Python object, has a value of
+            the wrong type, or has no librdkafka counterpart while ``data_client`` is
+            ``confluent``; if the servers are empty or ``data_client`` is not one of
+            :data:`CLIENTS`.
+        """
+        servers = bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
+        given = {"kafka." + k.replace("_", "."): v for k, v in (options or {}).items()}
+        return cls.from_spark_options({**given, "kafka.bootstrap.servers": servers, CLIENT_OPTION: data_client})
+
+    @classmethod
+    def from_spark_options(cls, options: Mapping[str, Any]) -> KafkaClientConfig:
+        """A checked configuration from data source options (``kafka.*`` and ``kafkaClient``).
+
+        Other options (``subscribe``, ``topic``, ...) are ignored; keys are case-insensitive.
+        Raises :class:`KafkaOptionError` as :meth:`create` does.
+        """
+        typed: dict[str, Any] = {}
+        client = "confluent"
+        for key, value in options.items():
+            if key.lower() == CLIENT_OPTION.lower():
+                client = str(value).strip().lower()
+            if not key.lower().startswith(PREFIX):
+                continue
+            name = key[len(PREFIX) :].lower().replace(".", "_")
+            if name not in _KNOWN_KEYS:
+                raise KafkaOptionError(f"unknown Kafka client option {key!r}: kafka-python has no argument {name!r}")
+            if name in _OBJECT_KEYS:
+                raise KafkaOptionError(f"option {key!r} takes a Python object, not a string option")
+            typed[name] = _coerce(name, value)
+        if client not in CLIENTS:
+            raise KafkaOptionError(f"option {CLIENT_OPTION} must be one of {CLIENTS}, got {client!r}")
+        if "bootstrap_servers" not in typed:
+            raise KafkaOptionError("option kafka.bootstrap.servers is required")
+        if client == "confluent":
+            missing = sorted(n for n in typed if n not in NAMES)
+            if missing:
+                raise KafkaOptionError(
+                    f"Kafka client options {missing} have no librdkafka counterpart: remove them, or "
+                    "read and write with kafka-python (kafka.data_client = \"kafka-python\")"
+                )
+        servers = typed.pop("bootstrap_servers")
+        return cls((("bootstrap_servers", tuple(servers)), *sorted(typed.items())), client)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The servers, comma-separated."""
+        return ",".join(self.options[0][1])
+
+    def kafka_python(self, role: Role) -> dict[str, Any]:
+        """Keyword arguments for ``KafkaConsumer``, ``KafkaProducer`` or ``KafkaAdminClient``."""
+        keys = _ROLE_KEYS[role]
+        return {n: (list(v) if n == "bootstrap_servers" else v) for n, v in self.options if n in keys}
+
+    def rdkafka(self, role: Role) -> dict[str, Any]:
+        """confluent-kafka (librdkafka) properties of ``role``'s options.
+
+        Raises
+        ------
+        KafkaOptionError
+            If an option has no librdkafka counterpart (possible only when the data client
+            is ``kafka-python``).
+        """
+        conf: dict[str, Any] = {}
+        for name, value in self.options:
+            if name not in _ROLE_KEYS[role] or (name == "compression_type" and value is None):
+                continue
+            if name not in NAMES:
+                raise KafkaOptionError(f"Kafka client option {name!r} has no librdkafka counterpart")
+            prop = NAMES[name]
+            if prop is not None:
+                conf[prop] = _rdkafka_value(name, value)
+        return conf
+
+    def spark_options(self) -> dict[str, str]:
+        """``kafka.*`` options and ``kafkaClient`` for the ``kafka-py`` source and sink."""
+        options = {PREFIX + n.replace("_", "."): _spark_text(n, v) for n, v in self.options}
+        return {**options, CLIENT_OPTION: self.data_client}
+
+    def redacted(self) -> dict[str, Any]:
+        """The kafka-python arguments with secrets replaced by ``"***"`` (safe to print)."""
+        return redact({**dict(self.options), "data_client": self.data_client})
+
+    def __repr__(self) -> str:
+        return f"KafkaClientConfig({self.redacted()})"

@@ -5,9 +5,8 @@ across micro-batches), assigns it the partition of the range at the range's star
 consumer group is involved. Reading stops at the range's end offset; offsets that hold
 no record (compaction, transaction markers) are skipped.
 
-Two clients do the fetching: confluent-kafka (librdkafka, about 3x faster here) when it
-is installed and every client option has a librdkafka equivalent, kafka-python
-otherwise. Both build the same Arrow batches.
+The configuration's data-path client does the fetching: confluent-kafka (librdkafka,
+about 3x faster here; the default) or kafka-python. Both build the same Arrow batches.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import pyarrow as pa
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
-from streaming.kafka.config import CLIENTS, rdkafka_config
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.errors import DataLossError, FetchTimeoutError, KafkaConnectorError
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.schema import ARROW_SCHEMA
@@ -103,19 +102,18 @@ def to_batch(
 
 
 def read_range(
-    consumer_kwargs: Mapping[str, Any],
+    config: KafkaClientConfig,
     rng: OffsetRange,
     timeout_s: float = 120.0,
     fail_on_data_loss: bool = True,
     batch_rows: int = 10_000,
-    client: str = "auto",
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``rng`` (offsets ``[start, end)``) as Arrow record batches.
 
     Parameters
     ----------
-    consumer_kwargs : Mapping[str, Any]
-        kafka-python consumer arguments (bootstrap servers, security).
+    config : KafkaClientConfig
+        Connection and security options, and the client that fetches.
     rng : OffsetRange
         Topic, partition and offsets to read.
     timeout_s : float
@@ -124,8 +122,6 @@ def read_range(
         Raise when offsets of the range are no longer in the log; otherwise skip them.
     batch_rows : int
         Rows per yielded batch (at most).
-    client : {"auto", "confluent", "kafka-python"}
-        Fetching client; ``auto`` takes confluent-kafka when :func:`rdkafka_config` allows.
 
     Raises
     ------
@@ -134,17 +130,12 @@ def read_range(
     DataLossError
         If ``fail_on_data_loss`` and the range starts before the log does.
     """
-    if client not in CLIENTS:
-        raise ValueError(f"client must be one of {CLIENTS}, got {client!r}")
     if rng.end <= rng.start:
         return iter(())
-    conf = rdkafka_config(consumer_kwargs, "consumer") if client != "kafka-python" else None
-    if conf is not None:
-        conf.update(_RDKAFKA_READ_SETTINGS)
+    if config.data_client == "confluent":
+        conf = {**config.rdkafka("consumer"), **_RDKAFKA_READ_SETTINGS}
         return _read_confluent(conf, rng, timeout_s, fail_on_data_loss, batch_rows)
-    if client == "confluent":
-        raise ValueError("confluent-kafka is not installed or cannot express these options")
-    return _read_kafka_python(consumer_kwargs, rng, timeout_s, fail_on_data_loss, batch_rows)
+    return _read_kafka_python(config.kafka_python("consumer"), rng, timeout_s, fail_on_data_loss, batch_rows)
 
 
 def _data_loss(rng: OffsetRange, position: int, first: int) -> DataLossError:

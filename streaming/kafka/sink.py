@@ -1,7 +1,7 @@
 """Kafka sink: Arrow batches of ``value`` (and optional ``key``, ``topic``, ``partition``) to Kafka.
 
-The producer is confluent-kafka (librdkafka) when it is installed and can express every
-``kafka.*`` option, kafka-python otherwise (option ``kafkaClient`` forces one).
+The producer is the configuration's data-path client: confluent-kafka (librdkafka, the
+default) or kafka-python (option ``kafkaClient``).
 
 Every write flushes its producer and fails if any record was not acknowledged
 (``acks=all`` with retries), so a failed delivery fails the Spark task instead of
@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from streaming.kafka.config import CLIENTS, client_kwargs, client_option, rdkafka_config
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.errors import DeliveryError, KafkaOptionError
 
 _PRODUCER_SETTINGS = {"acks": "all", "retries": 5, "linger_ms": 5}
@@ -103,23 +103,20 @@ def _as_bytes(value: Any) -> bytes | None:
 
 
 def produce_batches(
-    producer_kwargs: Mapping[str, Any],
+    config: KafkaClientConfig,
     topic: str | None,
     batches: Iterator[pa.RecordBatch],
-    client: str = "auto",
 ) -> int:
     """Send every row of ``batches`` and wait until all are acknowledged.
 
     Parameters
     ----------
-    producer_kwargs : Mapping[str, Any]
-        kafka-python producer arguments.
+    config : KafkaClientConfig
+        Connection and security options, and the client that produces.
     topic : str or None
         Default topic; a non-null ``topic`` column value overrides it per row.
     batches : Iterator[pyarrow.RecordBatch]
         Rows with a ``value`` column and optional ``key``, ``topic``, ``partition``.
-    client : {"auto", "confluent", "kafka-python"}
-        Producing client; ``auto`` takes confluent-kafka when it can express the options.
 
     Returns
     -------
@@ -131,14 +128,9 @@ def produce_batches(
     DeliveryError
         If a row has no topic or any record is not acknowledged.
     """
-    if client not in CLIENTS:
-        raise ValueError(f"client must be one of {CLIENTS}, got {client!r}")
-    conf = rdkafka_config(producer_kwargs, "producer") if client != "kafka-python" else None
-    if conf is not None:
-        return _produce_confluent({**_RDKAFKA_WRITE_SETTINGS, **conf}, topic, batches)
-    if client == "confluent":
-        raise ValueError("confluent-kafka is not installed or cannot express these options")
-    return _produce_kafka_python(producer_kwargs, topic, batches)
+    if config.data_client == "confluent":
+        return _produce_confluent({**_RDKAFKA_WRITE_SETTINGS, **config.rdkafka("producer")}, topic, batches)
+    return _produce_kafka_python(config.kafka_python("producer"), topic, batches)
 
 
 def _rows(
@@ -234,13 +226,12 @@ class KafkaBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self._topic = options.get("topic")
         check_schema(schema, self._topic)
-        self._kwargs = client_kwargs(options, "producer")
-        self._client = client_option(options)
+        self._config = KafkaClientConfig.from_spark_options(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Deliver one task's rows."""
         return KafkaCommitMessage(
-            produce_batches(self._kwargs, self._topic, iterator, self._client)
+            produce_batches(self._config, self._topic, iterator)
         )
 
 
@@ -250,13 +241,12 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self._topic = options.get("topic")
         check_schema(schema, self._topic)
-        self._kwargs = client_kwargs(options, "producer")
-        self._client = client_option(options)
+        self._config = KafkaClientConfig.from_spark_options(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Deliver one task's rows of a micro-batch."""
         return KafkaCommitMessage(
-            produce_batches(self._kwargs, self._topic, iterator, self._client)
+            produce_batches(self._config, self._topic, iterator)
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803

@@ -2,9 +2,10 @@
 
 Options (case-insensitive):
 
-* ``kafka.*``: passed to kafka-python with dots as underscores
+* ``kafka.*``: kafka-python arguments with dots for underscores
   (``kafka.bootstrap.servers``, ``kafka.security.protocol``, ``kafka.sasl.mechanism``,
-  ``kafka.sasl.plain.username``, ``kafka.ssl.cafile``, ...). Required: bootstrap servers.
+  ``kafka.sasl.plain.username``, ``kafka.ssl.cafile``, ...), checked and translated by
+  :class:`streaming.kafka.config.KafkaClientConfig`. Required: bootstrap servers.
 * ``subscribe``: comma-separated topics (reads).
 * ``startingOffsets``: ``earliest``, ``latest`` or JSON ``{"t": {"0": 42}}`` with ``-2`` for
   earliest and ``-1`` for latest (default ``latest`` for streams, ``earliest`` for batches).
@@ -12,9 +13,8 @@ Options (case-insensitive):
 * ``maxOffsetsPerTrigger``: cap on offsets per micro-batch, split across partitions.
 * ``failOnDataLoss``: ``true`` (default) fails a read whose offsets are gone from the log.
 * ``kafkaConsumer.pollTimeoutMs``: longest wait without progress in a read (120000).
-* ``kafkaClient``: ``auto`` (default: confluent-kafka when installed and able to express
-  the ``kafka.*`` options, else kafka-python), ``confluent`` or ``kafka-python``; reads
-  and writes.
+* ``kafkaClient``: ``confluent`` (default) or ``kafka-python``: the client of reads and
+  writes; a ``kafka.*`` option it cannot express is an error when the source is created.
 * ``topic``: writes; a ``topic`` column overrides it per row.
 """
 
@@ -39,7 +39,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from streaming.kafka import offsets as off
-from streaming.kafka.config import client_kwargs, client_option
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.errors import DataLossError, KafkaOptionError
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import TP, OffsetMap, OffsetRange
@@ -102,12 +102,11 @@ class _ReaderBase:
     """Options shared by the batch and the streaming reader, and ``read()``."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self._kwargs = client_kwargs(options, "consumer")
+        self._config = KafkaClientConfig.from_spark_options(options)
         self._topics = off.parse_topics(options.get("subscribe"))
         self._fail_on_data_loss = _bool_option(options, "failOnDataLoss", True)
         timeout_ms = _positive_int_option(options, "kafkaConsumer.pollTimeoutMs") or 120_000
         self._timeout_s = timeout_ms / 1000.0
-        self._client = client_option(options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one topic-partition offset range (runs on an executor)."""
@@ -115,11 +114,10 @@ class _ReaderBase:
         if rng is None:  # Spark's placeholder partition of an empty batch read
             return iter(())
         return read_range(
-            self._kwargs,
+            self._config,
             OffsetRange(*rng),
             timeout_s=self._timeout_s,
             fail_on_data_loss=self._fail_on_data_loss,
-            client=self._client,
         )
 
 
@@ -139,7 +137,7 @@ class KafkaBatchReader(_ReaderBase, DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         """One input partition per non-empty topic-partition range."""
-        watermarks = Watermarks(self._kwargs)
+        watermarks = Watermarks(self._config.kafka_python("consumer"))
         try:
             tps = watermarks.partitions(self._topics, refresh=True)
             start = resolve(self._starting, tps, watermarks, "startingOffsets")
@@ -179,7 +177,7 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
     def watermarks(self) -> Watermarks:
         """The driver-side offset probe, created on first use."""
         if self._watermarks is None:
-            self._watermarks = Watermarks(self._kwargs)
+            self._watermarks = Watermarks(self._config.kafka_python("consumer"))
         return self._watermarks
 
     def initialOffset(self) -> dict:

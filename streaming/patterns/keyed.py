@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from matchers.events import Rows
 from streaming.config import Settings
+from streaming.kafka.config import KafkaClientConfig
 from streaming.patterns.registry import ALL_KEY, partition_keys
 from streaming.records import SCALARS, ErrorRecord, Position, error, read_event
 
@@ -51,7 +52,7 @@ def event_time_ms(tick: int, unit_ms: int) -> int:
 
 
 def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: Settings,
-               producer: dict) -> Iterator[pa.RecordBatch]:
+               kafka: KafkaClientConfig) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: Kafka event records (``value, topic, partition, offset, timestamp``)
     to :data:`ROWS_SCHEMA` rows; ``pattern-event`` error records are produced to the errors
     topic here (at least once: a retried task sends the same record, with the same id)."""
@@ -96,7 +97,7 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
                 parts.append(partition)
                 offs.append(offset)
         if errors:
-            produce_batches(producer, settings.kafka.errors_topic, iter([pa.RecordBatch.from_pydict(
+            produce_batches(kafka, settings.kafka.errors_topic, iter([pa.RecordBatch.from_pydict(
                 {"value": pa.array([e.to_json() for e in errors], pa.binary())})]))
         yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, ROWS_SCHEMA, strict=True)],
                                          schema=ROWS_SCHEMA)

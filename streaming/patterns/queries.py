@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streaming.config import Settings
+from streaming.kafka.config import KafkaClientConfig
 from streaming.patterns.keyed import ROWS_DDL, keyed_rows
 from streaming.patterns.operator import OUT_DDL, STATE_SCHEMA, PatternOperator
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records
@@ -50,13 +51,13 @@ def _trigger(settings: Settings) -> str:
     return settings.patterns.trigger_interval or settings.spark.trigger_interval
 
 
-def start_subscriptions_query(spark: SparkSession, settings: Settings, client_config: dict[str, Any]) -> StreamingQuery:
+def start_subscriptions_query(spark: SparkSession, settings: Settings, client_config: KafkaClientConfig) -> StreamingQuery:
     """The query keeping the pattern registry from the subscriptions topic."""
     from streaming import kafka
 
     kafka.register(spark)
     registry = PatternRegistry(registry_dir(settings))
-    config, k, tenants = dict(client_config), settings.kafka, Tenants.of(settings)
+    config, k, tenants = client_config, settings.kafka, Tenants.of(settings)
 
     def on_batch(df: DataFrame, batch_id: int) -> None:
         rows = [(r.key, r.value, r.topic, r.partition, r.offset)
@@ -75,30 +76,29 @@ def start_subscriptions_query(spark: SparkSession, settings: Settings, client_co
             .queryName("pattern-subscriptions").trigger(processingTime=_trigger(settings)).start())
 
 
-def start_patterns_query(spark: SparkSession, settings: Settings, client_config: dict[str, Any]) -> StreamingQuery:
+def start_patterns_query(spark: SparkSession, settings: Settings, client_config: KafkaClientConfig) -> StreamingQuery:
     """The stateful query: events keyed by partition value, instances in keyed state."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from streaming import kafka
-    from streaming.kafka.config import config_client_kwargs, options_from_config
 
     kafka.register(spark)
     rdir = registry_dir(settings)
     PatternRegistry(rdir)  # exists before the executors read it
-    config, k = dict(client_config), settings.kafka
+    config, k = client_config, settings.kafka
     src = kafka.read_stream(spark, config, k.events_topic, starting=_starting(settings),
                             max_per_trigger=k.max_offsets_per_trigger or None)
     rows = src.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
-        partial(keyed_rows, registry_dir=rdir, settings=settings, producer=config_client_kwargs(config, "producer")),
+        partial(keyed_rows, registry_dir=rdir, settings=settings, kafka=config),
         ROWS_DDL)
     out = rows.withWatermark("ts", settings.patterns.watermark_delay).groupBy("gkey").applyInPandasWithState(
         PatternOperator(rdir, settings), OUT_DDL, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
-    return (out.writeStream.format("kafka-py").options(**options_from_config(config))
+    return (out.writeStream.format("kafka-py").options(**config.spark_options())
             .option("checkpointLocation", join(checkpoint(settings), "patterns"))
             .queryName("patterns").trigger(processingTime=_trigger(settings)).outputMode("append").start())
 
 
-def starters(settings: Settings, spark: SparkSession, client_config: dict[str, Any]) -> list[Callable[[], StreamingQuery]]:
+def starters(settings: Settings, spark: SparkSession, client_config: KafkaClientConfig) -> list[Callable[[], StreamingQuery]]:
     """How to start both queries (the service supervises them), or none when disabled."""
     if not settings.patterns.enabled:
         return []

@@ -15,6 +15,7 @@ import pytest
 
 from streaming.kafka.admin import ensure_topics
 from streaming.kafka.broker import EmbeddedBroker
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.fetch import close_consumers
 from streaming.shared_index import remove_application
 
@@ -45,9 +46,9 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def kafka_config(kafka_broker: Any) -> dict[str, Any]:
-    """kafka-python client options for the test broker (do not mutate)."""
-    return {"bootstrap_servers": kafka_broker.bootstrap_servers}
+def kafka_config(kafka_broker: Any) -> KafkaClientConfig:
+    """The Kafka client configuration of the test broker."""
+    return KafkaClientConfig.create(kafka_broker.bootstrap_servers)
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +67,7 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture
-def topic_factory(kafka_config: dict[str, Any]) -> Callable[..., str]:
+def topic_factory(kafka_config: KafkaClientConfig) -> Callable[..., str]:
     """Create a topic with a unique name: ``topic_factory(prefix="t", partitions=1)``."""
 
     def make(prefix: str = "t", partitions: int = 1) -> str:

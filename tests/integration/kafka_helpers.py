@@ -8,12 +8,12 @@ ListOffsets answer hides the tail of a multi-record batch.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from streaming.kafka.config import config_client_kwargs
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.watermarks import Watermarks
 
 
@@ -33,7 +33,7 @@ def _bytes(value: bytes | str | None) -> bytes | None:
 
 
 def produce(
-    config: Mapping[str, Any],
+    config: KafkaClientConfig,
     topic: str,
     records: Iterable[bytes | str | tuple[bytes | str | None, bytes | str | None]],
     partition: int | None = None,
@@ -43,8 +43,8 @@ def produce(
 
     Parameters
     ----------
-    config : Mapping[str, Any]
-        kafka-python client options.
+    config : KafkaClientConfig
+        The client configuration (kafka-python is the client here).
     topic : str
         Target topic.
     records : Iterable
@@ -62,7 +62,7 @@ def produce(
         Number of records sent.
     """
     producer = KafkaProducer(
-        **config_client_kwargs(config, "producer"), acks="all", linger_ms=linger_ms, retries=5
+        **config.kafka_python("producer"), acks="all", linger_ms=linger_ms, retries=5
     )
     try:
         futures = []
@@ -80,7 +80,7 @@ def produce(
 
 
 def consume_all(
-    config: Mapping[str, Any],
+    config: KafkaClientConfig,
     topic: str,
     timeout: float = 30.0,
     min_records: int = 0,
@@ -89,8 +89,8 @@ def consume_all(
 
     Parameters
     ----------
-    config : Mapping[str, Any]
-        kafka-python client options.
+    config : KafkaClientConfig
+        The client configuration (kafka-python is the client here).
     topic : str
         Topic to read.
     timeout : float
@@ -109,7 +109,7 @@ def consume_all(
     TimeoutError
         If the records cannot be read (or ``min_records`` are not there) in time.
     """
-    kwargs = config_client_kwargs(config, "consumer")
+    kwargs = config.kafka_python("consumer")
     deadline = time.monotonic() + timeout
     watermarks = Watermarks(kwargs)
     try:

@@ -13,6 +13,7 @@ from matchers.events import flatten
 from matchers.expr import Subscription
 from matchers.oracle import match as oracle_match
 from streaming.config import Settings
+from streaming.kafka.config import KafkaClientConfig
 from tests.integration.kafka_helpers import Record, consume_all
 
 
@@ -48,13 +49,13 @@ def service_settings(topics: Topics, checkpoint: Path, bootstrap: str, **match: 
     )
 
 
-def job_env(kafka_config: dict, topics: Topics, checkpoint: str | Path, status_file: Path,
+def job_env(kafka_config: KafkaClientConfig, topics: Topics, checkpoint: str | Path, status_file: Path,
             **variables: str) -> dict[str, str]:
     """Environment of a ``python -m streaming run`` subprocess on the test broker and ``topics``
     (small batches, back-to-back triggers, frequent snapshots), plus ``variables``."""
     return {
         **os.environ,
-        "PUBSUB_KAFKA_BOOTSTRAP_SERVERS": kafka_config["bootstrap_servers"],
+        "PUBSUB_KAFKA_BOOTSTRAP_SERVERS": kafka_config.bootstrap_servers,
         "PUBSUB_KAFKA_EVENTS_TOPIC": topics.events,
         "PUBSUB_KAFKA_SUBSCRIPTIONS_TOPIC": topics.subscriptions,
         "PUBSUB_KAFKA_NOTIFICATIONS_TOPIC": topics.notifications,
@@ -77,7 +78,7 @@ def expected_pairs(
 
 
 def notification_docs(
-    config: dict, topic: str, min_records: int = 0, timeout: float = 60.0
+    config: KafkaClientConfig, topic: str, min_records: int = 0, timeout: float = 60.0
 ) -> list[dict]:
     return [orjson.loads(r.value) for r in consume_all(config, topic, timeout, min_records)]
 
@@ -86,5 +87,5 @@ def pairs(docs: Iterable[dict]) -> set[tuple[str, int, int]]:
     return {(d["subscription"], d["partition"], d["offset"]) for d in docs}
 
 
-def event_positions(config: dict, topic: str) -> list[Record]:
+def event_positions(config: KafkaClientConfig, topic: str) -> list[Record]:
     return consume_all(config, topic)

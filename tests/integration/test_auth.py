@@ -26,6 +26,7 @@ import pyarrow as pa
 import pytest
 
 from streaming.kafka.broker import broker_binary, free_port
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.errors import DeliveryError
 from streaming.kafka.sink import produce_batches
 
@@ -73,8 +74,9 @@ SASL = {
 def test_a_client_without_sasl_is_refused(auth_broker: tuple[str, Path]) -> None:
     servers, log = auth_broker
     with pytest.raises(Exception):  # noqa: B017 - kafka-python gives up bootstrapping (a timeout)
-        produce_batches({"bootstrap_servers": servers, "max_block_ms": 3000, "request_timeout_ms": 2000,
-                         "bootstrap_timeout_ms": 3000}, None, iter([one_record()]), client="kafka-python")
+        config = KafkaClientConfig.create(servers, {"max_block_ms": 3000, "request_timeout_ms": 2000,
+                                                    "bootstrap_timeout_ms": 3000}, "kafka-python")
+        produce_batches(config, None, iter([one_record()]))
     assert "NotAuthenticated" in log.read_text(errors="replace")
 
 
@@ -85,12 +87,11 @@ def test_sasl_clients_fail_on_the_broker_without_showing_the_secret(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     servers, _ = auth_broker
-    kwargs = {"bootstrap_servers": servers, **SASL[mechanism], "max_block_ms": 3000, "request_timeout_ms": 2000,
-              "bootstrap_timeout_ms": 3000,
-              "delivery_timeout_ms": 3000}
+    config = KafkaClientConfig.create(servers, {**SASL[mechanism], "max_block_ms": 3000, "request_timeout_ms": 2000,
+                                                "bootstrap_timeout_ms": 3000, "delivery_timeout_ms": 3000}, client)
     caplog.set_level(logging.DEBUG)
     with pytest.raises(Exception) as failure:  # noqa: B017 - the client's own error type
-        produce_batches(kwargs, None, iter([one_record()]), client=client)
+        produce_batches(config, None, iter([one_record()]))
     if client == "confluent":
         assert failure.type is DeliveryError
     else:  # the client did ask for SASL with the configured mechanism

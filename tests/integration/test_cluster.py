@@ -25,6 +25,7 @@ import orjson
 import pytest
 
 from matchers.expr import to_text
+from streaming.kafka.config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
 from streaming.registry import load_state
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 600  # a Spark start-up and the first tasks on every executor on a loaded 2-core machine
 
 
-def job_env(kafka_config: dict, topics: Any, checkpoint: str, status_file: Path, cluster: Any,
+def job_env(kafka_config: KafkaClientConfig, topics: Any, checkpoint: str, status_file: Path, cluster: Any,
             patterns: bool) -> dict[str, str]:
     return service_env(kafka_config, topics, checkpoint, status_file, **{
         "SPARK_LOCAL_IP": "127.0.0.1",  # the driver's address on this machine (docs/deploy.md)
@@ -83,7 +84,7 @@ def totals(status_file: Path) -> dict:
     return ((read_status(status_file) or {}).get("totals")) or {}
 
 
-def notes(kafka_config: dict, topic: str) -> list[dict]:
+def notes(kafka_config: KafkaClientConfig, topic: str) -> list[dict]:
     return [orjson.loads(r.value) for r in consume_all(kafka_config, topic)]
 
 
@@ -103,7 +104,7 @@ def assert_nothing_in_worker_dirs(cluster: Any) -> None:
 
 
 def test_match_retro_and_patterns_with_a_relative_checkpoint(
-    spark_cluster: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark_cluster: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
     rng = random.Random(41)
     topics = make_topics(topic_factory)
@@ -161,7 +162,7 @@ def test_match_retro_and_patterns_with_a_relative_checkpoint(
 
 
 def test_an_executor_killed_mid_stream_with_a_file_uri_checkpoint(
-    spark_cluster: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark_cluster: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
     rng = random.Random(42)
     topics = make_topics(topic_factory)

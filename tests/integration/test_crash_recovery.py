@@ -21,6 +21,7 @@ import orjson
 import pytest
 
 from matchers.expr import to_text
+from streaming.kafka.config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
 from streaming.registry import load_state, read_deltas
@@ -59,7 +60,7 @@ def totals(status_file: Path) -> dict:
 
 
 @pytest.mark.timeout(1800)
-def test_sigkill_mid_stream_then_restart(kafka_config: dict, topic_factory: Any, tmp_path: Path):
+def test_sigkill_mid_stream_then_restart(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path):
     rng = random.Random(99)
     topics = make_topics(topic_factory)
     checkpoint = tmp_path / "ckpt"

@@ -19,6 +19,7 @@ import pytest
 
 from matchers.expr import Subscription, pred, to_text
 from streaming.__main__ import pattern_starters
+from streaming.kafka.config import KafkaClientConfig
 from streaming.match_job import MatchJob
 from streaming.notifications import notification_id
 from tests.integration.kafka_helpers import consume_all, produce
@@ -128,10 +129,10 @@ def print_table(rows: list[tuple[str, str, str]]) -> None:
         print(f"{label:<{width}} | {stage:<13} | {reason[:150]}")
 
 
-def test_hostile_corpus_one_error_per_bad_input(spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path):
+def test_hostile_corpus_one_error_per_bad_input(spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path):
     rng = random.Random(7)
     topics = make_topics(topic_factory)
-    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"])
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers)
     job = MatchJob(settings, spark, kafka_config)
     subs = random_subscriptions(rng, 60)
     subs += [Subscription.of("big", pred("price", "<", 2)), Subscription.of("regex", pred("symbol", "matches", "(a+)+$"))]
@@ -148,7 +149,7 @@ def test_hostile_corpus_one_error_per_bad_input(spark: Any, kafka_config: dict, 
         for k, case in enumerate(cases):
             stream.insert(k * 15, case)
         for start in range(0, len(stream), 100):  # several producer batches, bad inputs amid good ones
-            produce({**kafka_config, **BIG}, topics.events, [c.value for c in stream[start:start + 100]], linger_ms=100)
+            produce(KafkaClientConfig.create(kafka_config.bootstrap_servers, BIG), topics.events, [c.value for c in stream[start:start + 100]], linger_ms=100)
         run_queries(queries)
         run_queries(queries)  # the patterns queries see the registry, then the events
         for q in queries:
@@ -205,17 +206,17 @@ def test_hostile_corpus_one_error_per_bad_input(spark: Any, kafka_config: dict, 
     print_table(sorted(table, key=lambda row: order.index(row[0]) if row[0] in order else len(order)))
 
 
-def test_oversized_notification_goes_id_only(spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path):
+def test_oversized_notification_goes_id_only(spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path):
     """With the event limits raised, the 5 MB event matches; its notification is id-only with a note."""
     topics = make_topics(topic_factory, event_partitions=1)
-    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"]).replace(
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
         limits={"event_bytes": 10_000_000, "string_length": 10_000_000})
     job = MatchJob(settings, spark, kafka_config)
     produce(kafka_config, topics.subscriptions, [("big", orjson.dumps({"id": "big", "expr": "price < 2"}))])
     query = job.start()
     try:
         query.processAllAvailable()
-        produce({**kafka_config, **BIG}, topics.events,
+        produce(KafkaClientConfig.create(kafka_config.bootstrap_servers, BIG), topics.events,
                 [orjson.dumps({"id": "small", "price": 1}), five_mb_event()], partition=0, linger_ms=0)
         query.processAllAvailable()
         assert query.isActive and query.exception() is None

@@ -11,6 +11,7 @@ from kafka import KafkaConsumer, TopicPartition
 from streaming.instance import InUseError, start_time
 from streaming.kafka.admin import ensure_topics, partition_counts
 from streaming.kafka.broker import EmbeddedBroker, broker_binary, recorded_address
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.errors import BrokerError
 from streaming.kafka.watermarks import Watermarks
 from tests.integration.kafka_helpers import consume_all, produce
@@ -24,7 +25,7 @@ def test_broker_starts_answers_and_stops(tmp_path: Any) -> None:
         assert broker.running
         host, port = broker.bootstrap_servers.split(":")
         assert host == "127.0.0.1" and int(port) > 0
-        config = {"bootstrap_servers": broker.bootstrap_servers}
+        config = KafkaClientConfig.create(broker.bootstrap_servers)
         assert ensure_topics(config, {"solo": 2}) == {"solo": 2}
         process = broker._process  # noqa: SLF001 - checking the process really goes away
         assert process is not None
@@ -41,7 +42,7 @@ def test_broker_with_a_data_directory_keeps_its_topics(tmp_path: Any) -> None:
     with EmbeddedBroker(data_dir=data) as broker:
         address = broker.bootstrap_servers
         assert recorded_address(data) == address
-        config = {"bootstrap_servers": address}
+        config = KafkaClientConfig.create(address)
         ensure_topics(config, {"kept": 2})
         produce(config, "kept", [f"a{i}" for i in range(500)], linger_ms=200)
         with pytest.raises(InUseError, match="data directory"):
@@ -52,7 +53,7 @@ def test_broker_with_a_data_directory_keeps_its_topics(tmp_path: Any) -> None:
     with EmbeddedBroker(data_dir=data) as broker:
         assert broker.bootstrap_servers == address  # the last run's port, free again
         produce(config, "kept", [f"b{i}" for i in range(10)], partition=1)
-        watermarks = Watermarks(config)
+        watermarks = Watermarks(config.kafka_python("consumer"))
         try:
             ends = watermarks.latest([("kept", 0), ("kept", 1)])
         finally:
@@ -77,7 +78,7 @@ def test_broker_that_exits_is_reported(tmp_path: Any, monkeypatch: pytest.Monkey
         EmbeddedBroker(log_path=tmp_path / "log", start_timeout_s=10).start()
 
 
-def test_ensure_topics_is_idempotent(kafka_config: dict, topic_factory: Any) -> None:
+def test_ensure_topics_is_idempotent(kafka_config: KafkaClientConfig, topic_factory: Any) -> None:
     name = topic_factory("admin", partitions=3)
     assert ensure_topics(kafka_config, {name: 3}) == {name: 3}
     assert ensure_topics(kafka_config, {name: 5}) == {name: 3}  # existing count kept
@@ -85,17 +86,17 @@ def test_ensure_topics_is_idempotent(kafka_config: dict, topic_factory: Any) -> 
 
 
 def test_true_end_covers_the_tail_of_a_multi_record_batch(
-    kafka_config: dict, topic_factory: Any, kafka_broker: Any
+    kafka_config: KafkaClientConfig, topic_factory: Any, kafka_broker: Any
 ) -> None:
     topic = topic_factory("tail", partitions=1)
     produce(kafka_config, topic, [f"r{i}" for i in range(3000)], partition=0, linger_ms=500)
     tp = TopicPartition(topic, 0)
-    consumer = KafkaConsumer(bootstrap_servers=kafka_config["bootstrap_servers"])
+    consumer = KafkaConsumer(bootstrap_servers=kafka_config.bootstrap_servers)
     try:
         reported = consumer.end_offsets([tp])[tp]
     finally:
         consumer.close()
-    watermarks = Watermarks({"bootstrap_servers": [kafka_config["bootstrap_servers"]]})
+    watermarks = Watermarks(kafka_config.kafka_python("consumer"))
     try:
         assert watermarks.latest([(topic, 0)]) == {(topic, 0): 3000}
         if isinstance(kafka_broker, EmbeddedBroker):

@@ -10,7 +10,7 @@ import pytest
 
 from streaming.kafka import read_stream, write_batch
 from streaming.kafka.broker import free_port
-from streaming.kafka.config import config_client_kwargs
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.errors import DeliveryError, KafkaOptionError
 from streaming.kafka.sink import check_schema, produce_batches
 from tests.integration.kafka_helpers import Record, consume_all, produce
@@ -27,7 +27,7 @@ def _values(records: list[Record]) -> list[bytes]:
 
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_batch_write_routes_rows_by_topic_column(
-    spark: Any, kafka_config: dict, topic_factory: Any, client: str
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, client: str
 ) -> None:
     notes = topic_factory("notifications", partitions=2)
     errors = topic_factory("errors", partitions=1)
@@ -38,7 +38,7 @@ def test_batch_write_routes_rows_by_topic_column(
     df = spark.createDataFrame(rows, "key string, value string, topic string").repartition(3)
     (
         df.write.format("kafka-py")
-        .option("kafka.bootstrap.servers", kafka_config["bootstrap_servers"])
+        .option("kafka.bootstrap.servers", kafka_config.bootstrap_servers)
         .option("topic", notes)
         .option("kafkaClient", client)
         .mode("append")
@@ -57,7 +57,7 @@ def test_batch_write_routes_rows_by_topic_column(
 
 
 def test_batch_write_binary_values_and_explicit_partition(
-    spark: Any, kafka_config: dict, topic_factory: Any
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any
 ) -> None:
     topic = topic_factory("binary", partitions=3)
     payloads = [bytes([i % 256, 0, 255]) * (i % 7 + 1) for i in range(50)]
@@ -70,7 +70,7 @@ def test_batch_write_binary_values_and_explicit_partition(
 
 
 def test_streaming_write_delivers_every_row(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ) -> None:
     source = topic_factory("in", partitions=2)
     out_a = topic_factory("out-a", partitions=1)
@@ -84,7 +84,7 @@ def test_streaming_write_delivers_every_row(
     )
     query = (
         routed.writeStream.format("kafka-py")
-        .option("kafka.bootstrap.servers", kafka_config["bootstrap_servers"])
+        .option("kafka.bootstrap.servers", kafka_config.bootstrap_servers)
         .option("checkpointLocation", str(tmp_path / "chk"))
         .start()
     )
@@ -102,29 +102,27 @@ def test_streaming_write_delivers_every_row(
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_undeliverable_records_raise(client: str) -> None:
     """A producer that cannot reach its broker fails the write instead of dropping rows."""
-    config = {
-        "bootstrap_servers": f"127.0.0.1:{free_port()}",
+    options = {
         "bootstrap_timeout_ms": 1000,
         "max_block_ms": 1000,
         "request_timeout_ms": 1000,
         "delivery_timeout_ms": 1500,
         "retries": 0,
     }
+    config = KafkaClientConfig.create(f"127.0.0.1:{free_port()}", options, client)
     batch = pa.RecordBatch.from_pydict({"value": [b"x", b"y"]})
-    kwargs = config_client_kwargs(config, "producer")
     with pytest.raises(Exception) as info:
-        produce_batches(kwargs, "nowhere", iter([batch]), client=client)
+        produce_batches(config, "nowhere", iter([batch]))
     assert not isinstance(info.value, (AssertionError, ValueError))
     if client == "confluent":
         assert isinstance(info.value, DeliveryError)
         assert "2 of 2 records were not delivered" in str(info.value)
 
 
-def test_row_without_topic_is_a_delivery_error(kafka_config: dict) -> None:
+def test_row_without_topic_is_a_delivery_error(kafka_config: KafkaClientConfig) -> None:
     batch = pa.RecordBatch.from_pydict({"value": ["a"], "topic": pa.array([None], pa.string())})
-    kwargs = config_client_kwargs(kafka_config, "producer")
     with pytest.raises(DeliveryError, match="null topic"):
-        produce_batches(kwargs, None, iter([batch]))
+        produce_batches(kafka_config, None, iter([batch]))
 
 
 def test_write_schema_is_checked(spark: Any) -> None:

@@ -14,7 +14,7 @@ from kafka.errors import IncompatibleBrokerVersion
 
 from streaming.kafka import read_stream
 from streaming.kafka.admin import admin_client, ensure_topics
-from streaming.kafka.config import config_client_kwargs
+from streaming.kafka.config import KafkaClientConfig
 from streaming.kafka.errors import FetchTimeoutError
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetRange
@@ -46,7 +46,7 @@ def _rows(batches: dict[int, list[tuple]]) -> list[tuple]:
     return sorted(row for rows in batches.values() for row in rows)
 
 
-def _expected(kafka_config: dict, *topics: str) -> list[tuple]:
+def _expected(kafka_config: KafkaClientConfig, *topics: str) -> list[tuple]:
     return sorted(
         (r.topic, r.partition, r.offset, r.key, r.value, True)
         for topic in topics
@@ -55,7 +55,7 @@ def _expected(kafka_config: dict, *topics: str) -> list[tuple]:
 
 
 def test_stream_reads_two_topics_exactly_once_with_tail(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ) -> None:
     events = topic_factory("events", partitions=3)
     subs = topic_factory("subs", partitions=2)
@@ -81,7 +81,7 @@ def test_stream_reads_two_topics_exactly_once_with_tail(
 
 
 def test_cap_per_trigger_is_respected(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ) -> None:
     topic = topic_factory("capped", partitions=2)
     produce(kafka_config, topic, [f"v{i}" for i in range(250)], linger_ms=100)
@@ -99,7 +99,7 @@ def test_cap_per_trigger_is_respected(
 
 
 def test_topic_and_partitions_created_mid_stream_are_read_from_offset_zero(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ) -> None:
     existing = topic_factory("old", partitions=1)
     later = f"{existing}-later"
@@ -133,7 +133,7 @@ def test_topic_and_partitions_created_mid_stream_are_read_from_offset_zero(
         )
 
 
-def _add_partition(kafka_config: dict, topic: str, total: int) -> bool:
+def _add_partition(kafka_config: KafkaClientConfig, topic: str, total: int) -> bool:
     """Grow ``topic`` to ``total`` partitions; False if the broker cannot (Tansu)."""
     admin = admin_client(kafka_config)
     try:
@@ -146,7 +146,7 @@ def _add_partition(kafka_config: dict, topic: str, total: int) -> bool:
 
 
 def test_restart_from_checkpoint_rereads_uncommitted_batch_and_continues(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ) -> None:
     topic = topic_factory("restart", partitions=2)
     produce(kafka_config, topic, [f"a{i}" for i in range(300)], linger_ms=100)
@@ -180,7 +180,7 @@ def test_restart_from_checkpoint_rereads_uncommitted_batch_and_continues(
 
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_batch_read_between_json_offsets(
-    spark: Any, kafka_config: dict, topic_factory: Any, client: str
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, client: str
 ) -> None:
     topic = topic_factory("batch", partitions=2)
     produce(kafka_config, topic, [f"x{i}" for i in range(40)], partition=0, linger_ms=100)
@@ -189,7 +189,7 @@ def test_batch_read_between_json_offsets(
     end = json.dumps({topic: {"0": -1, "1": 12}})
     df = (
         spark.read.format("kafka-py")
-        .option("kafka.bootstrap.servers", kafka_config["bootstrap_servers"])
+        .option("kafka.bootstrap.servers", kafka_config.bootstrap_servers)
         .option("subscribe", topic)
         .option("startingOffsets", start)
         .option("endingOffsets", end)
@@ -202,7 +202,7 @@ def test_batch_read_between_json_offsets(
     ]
     everything = (
         spark.read.format("kafka-py")
-        .option("kafka.bootstrap.servers", kafka_config["bootstrap_servers"])
+        .option("kafka.bootstrap.servers", kafka_config.bootstrap_servers)
         .option("subscribe", topic)
         .option("kafkaClient", client)
         .load()
@@ -220,19 +220,19 @@ def test_batch_read_between_json_offsets(
 
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_read_range_past_the_log_end_times_out_clearly(
-    kafka_config: dict, topic_factory: Any, client: str
+    kafka_config: KafkaClientConfig, topic_factory: Any, client: str
 ) -> None:
     topic = topic_factory("short", partitions=1)
     produce(kafka_config, topic, [f"s{i}" for i in range(10)], linger_ms=50)
-    kwargs = config_client_kwargs(kafka_config, "consumer")
-    got = list(read_range(kwargs, OffsetRange(topic, 0, 3, 10), client=client))
+    config = KafkaClientConfig.create(kafka_config.bootstrap_servers, data_client=client)
+    got = list(read_range(config, OffsetRange(topic, 0, 3, 10)))
     assert [o for b in got for o in b.column("offset").to_pylist()] == list(range(3, 10))
     with pytest.raises(FetchTimeoutError, match=r"no progress at offset 10 .* \[3, 12\)"):
-        list(read_range(kwargs, OffsetRange(topic, 0, 3, 12), timeout_s=1.5, client=client))
+        list(read_range(config, OffsetRange(topic, 0, 3, 12), timeout_s=1.5))
 
 
 def test_trigger_available_now_reads_everything_then_stops(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ) -> None:
     topic = topic_factory("avail", partitions=2)
     produce(kafka_config, topic, [f"v{i}" for i in range(120)], linger_ms=100)
@@ -258,7 +258,7 @@ def test_trigger_available_now_reads_everything_then_stops(
     assert max(len(rows) for rows in batches.values()) <= 50
 
 
-def test_java_connector_switch_selects_spark_format_kafka(spark: Any, kafka_config: dict) -> None:
+def test_java_connector_switch_selects_spark_format_kafka(spark: Any, kafka_config: KafkaClientConfig) -> None:
     """``use_java_connector=True`` asks Spark for ``format("kafka")`` with the same options."""
     try:
         df = read_stream(spark, kafka_config, "events", use_java_connector=True)

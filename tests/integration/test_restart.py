@@ -20,7 +20,6 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -28,6 +27,7 @@ import pytest
 from matchers.expr import to_text
 from streaming.instance import PidRecord, start_time
 from streaming.kafka.broker import recorded_address
+from streaming.kafka.config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
 from tests.integration.kafka_helpers import consume_all, produce
@@ -72,14 +72,14 @@ class Service:
         self.sessions.add(self.job.pid)
         return self.job
 
-    def started(self) -> dict[str, Any]:
-        """Wait for the job's query; kafka-python options for its broker."""
+    def started(self) -> KafkaClientConfig:
+        """Wait for the job's query; the client configuration of its broker."""
         wait_for(lambda: (read_status(self.status_file) or {}).get("registry") is not None, WAIT_S,
                  "the job to start", self.job)
         children = PidRecord(self.data_dir / "pids").alive()
         assert set(children) == {"tansu", "seaweedfs"}, children
         self.seen |= {(pid, start_time(pid)) for pid in children.values()}
-        return {"bootstrap_servers": recorded_address(self.data_dir)}
+        return KafkaClientConfig.create(recorded_address(self.data_dir))
 
     def broker_pids(self) -> list[int]:
         return list(PidRecord(self.data_dir / "pids").alive().values())
@@ -127,11 +127,11 @@ class Service:
             os.kill(pid, signal.SIGKILL)
 
 
-def subscribe(config: dict, subs: list) -> None:
+def subscribe(config: KafkaClientConfig, subs: list) -> None:
     produce(config, "subscriptions", [(s.id, orjson.dumps({"id": s.id, "expr": to_text(s.expr)})) for s in subs])
 
 
-def publish(config: dict, events: list[dict]) -> None:
+def publish(config: KafkaClientConfig, events: list[dict]) -> None:
     produce(config, "events", [orjson.dumps(e) for e in events], linger_ms=100)
 
 
@@ -139,7 +139,7 @@ def wait_matched(service: Service, count: int) -> None:
     wait_for(lambda: totals(service.status_file).get("events", 0) >= count, WAIT_S, "a batch of events", service.job)
 
 
-def run_then_publish(service: Service, config: dict, rng: random.Random) -> int:
+def run_then_publish(service: Service, config: KafkaClientConfig, rng: random.Random) -> int:
     """Half the events matched, the other half just published (a kill follows at once)."""
     half = EVENTS_PER_RUN // 2
     publish(config, [random_event(rng) for _ in range(half)])

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from matchers.expr import to_text
+from streaming.kafka.config import KafkaClientConfig
 from streaming.match_job import MatchJob
 from streaming.notifications import notification_id
 from streaming.shared_index import SharedKey
@@ -32,11 +33,11 @@ def sub_record(sub, **extra) -> tuple[str, bytes]:
 
 
 def test_known_workload_bad_records_and_tail(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
     rng = random.Random(2024)
     topics = make_topics(topic_factory)
-    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"])
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers)
     job = MatchJob(settings, spark, kafka_config)
     subs = random_subscriptions(rng, 100)
     bad_subs = [
@@ -111,10 +112,10 @@ def test_known_workload_bad_records_and_tail(
 
 
 def test_deletes_expiry_and_valid_events(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
     topics = make_topics(topic_factory, event_partitions=1)
-    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"])
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers)
     job = MatchJob(settings, spark, kafka_config)
     query = job.start()
     soon = time.time() + 20
@@ -178,13 +179,13 @@ def test_deletes_expiry_and_valid_events(
     assert set(job.registry.subscriptions) == {"keep", "late", "late2"}
 
 
-def test_event_patterns_existence_and_nulls(spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path):
+def test_event_patterns_existence_and_nulls(spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path):
     """Rule records (EventBridge patterns), EXISTS / IS NULL / IGNORE CASE / CIDR and null values,
     through a real broker and Spark session, against the oracle."""
     from matchers.language import parse_record
 
     topics = make_topics(topic_factory)
-    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"])
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers)
     job = MatchJob(settings, spark, kafka_config)
     records = [
         {"id": "ec2", "rule": {"source": ["aws.ec2"], "detail": {"state": [{"anything-but": ["pending"]}]}}},

@@ -9,20 +9,21 @@ import orjson
 import pytest
 
 from scripts import follow, publish, show, subscribe
+from streaming.kafka.config import KafkaClientConfig
 from streaming.notifications import encode
 from tests.integration.kafka_helpers import consume_all, produce
 
 pytestmark = pytest.mark.integration
 
 
-def base(kafka_config: dict, **topics: str) -> list[str]:
-    args = ["--bootstrap", kafka_config["bootstrap_servers"]]
+def base(kafka_config: KafkaClientConfig, **topics: str) -> list[str]:
+    args = ["--bootstrap", kafka_config.bootstrap_servers]
     for key, name in topics.items():
         args += ["--set", f"kafka.{key}={name}"]
     return args
 
 
-def test_subscribe_add_cancel_and_reject(kafka_config: dict, topic_factory: Any, tmp_path: Path, capsys):
+def test_subscribe_add_cancel_and_reject(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path, capsys):
     topic = topic_factory("subs")
     args = base(kafka_config, subscriptions_topic=topic)
     assert subscribe.main([*args, "add", "--id", "a", "--expr", "price < 5", "--expires", "2030-01-01T00:00:00"]) == 0
@@ -37,7 +38,7 @@ def test_subscribe_add_cancel_and_reject(kafka_config: dict, topic_factory: Any,
     assert orjson.loads(recs[0].value)["expires"] == "2030-01-01T00:00:00"
 
 
-def test_publish_file_with_validity_and_rate(kafka_config: dict, topic_factory: Any, tmp_path: Path):
+def test_publish_file_with_validity_and_rate(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path):
     topic = topic_factory("events")
     f = tmp_path / "events.jsonl"
     f.write_bytes(b"".join(orjson.dumps({"id": i, "price": i}) + b"\n" for i in range(50)))
@@ -49,7 +50,7 @@ def test_publish_file_with_validity_and_rate(kafka_config: dict, topic_factory: 
     assert {r.key for r in recs} == {str(i).encode() for i in range(50)}
 
 
-def test_follow_drops_replay_duplicates_and_show(kafka_config: dict, topic_factory: Any, tmp_path: Path, capsys):
+def test_follow_drops_replay_duplicates_and_show(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path, capsys):
     topic = topic_factory("notifications")
     values = [encode(f"s{i % 3}", "events", 0, i, i, b'{"p": 1}', 1, 2, 0) for i in range(6)]
     produce(kafka_config, topic, values + values[:2])  # a replay sends two again

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from streaming.config import PROJECT_ROOT
+from streaming.kafka.config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.spark import LOG4J_CONF
 from tests.integration.kafka_helpers import produce
@@ -81,7 +82,7 @@ exec "{python}" "$@"
 """
 
 
-def test_a_python_worker_connecting_back_late_restarts_the_query(kafka_config: dict, tmp_path: Path) -> None:
+def test_a_python_worker_connecting_back_late_restarts_the_query(kafka_config: KafkaClientConfig, tmp_path: Path) -> None:
     """What a loaded machine does now and then, made certain: the query restarts, nothing else."""
     wrapper = tmp_path / "python"
     wrapper.write_text(SLOW_PYTHON.format(mark=tmp_path / "delayed", python=sys.executable))
@@ -92,7 +93,7 @@ def test_a_python_worker_connecting_back_late_restarts_the_query(kafka_config: d
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "PYSPARK_PYTHON": str(wrapper),
            **{f"PUBSUB_KAFKA_{t.upper()}_TOPIC": name for t, name in topics.items()}}
     service = subprocess.Popen(
-        [sys.executable, "-m", "streaming", "--set", f"kafka.bootstrap_servers={kafka_config['bootstrap_servers']}",
+        [sys.executable, "-m", "streaming", "--set", f"kafka.bootstrap_servers={kafka_config.bootstrap_servers}",
          "--set", f"spark.checkpoint_dir={tmp_path / 'checkpoint'}", "--set", f"status.status_file={status_file}",
          "--set", f"status.log_dir={tmp_path / 'logs'}", "--set", "patterns.enabled=false", "run"],
         cwd=tmp_path, env=env, stdout=console.open("wb"), stderr=subprocess.STDOUT)

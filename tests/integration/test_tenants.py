@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from streaming.kafka.admin import ensure_topics
+from streaming.kafka.config import KafkaClientConfig
 from streaming.match_job import MatchJob
 from streaming.metrics import read_status
 from streaming.patterns import start_patterns_query, start_subscriptions_query
@@ -32,10 +33,10 @@ def pattern(sub_id: str, text: str) -> tuple[str, bytes]:
 
 
 def test_tenants_are_kept_apart_and_held_to_their_quotas(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
     topics = make_topics(topic_factory, event_partitions=1)
-    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"]).replace(
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
         tenants={"names": "acme,beta", "subscriptions": 2})
     tenants = Tenants.of(settings)
     ensure_topics(kafka_config, tenants.topic_partitions(settings))
@@ -77,10 +78,10 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
 
 
 def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
     topics = make_topics(topic_factory, event_partitions=1)
-    first = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"]).replace(tenants={"names": "acme"})
+    first = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(tenants={"names": "acme"})
     both = first.replace(tenants={"names": "acme,beta"})
     ensure_topics(kafka_config, Tenants.of(both).topic_partitions(both))
     produce(kafka_config, f"{topics.subscriptions}.acme", [upsert("x", "price < 5")])

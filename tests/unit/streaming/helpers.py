@@ -9,11 +9,14 @@ import orjson
 import pyarrow as pa
 
 from matchers.expr import And, Not, Or, Subscription, pred
+from streaming.kafka.config import KafkaClientConfig
 
 NUM_ATTRS = ("price", "volume", "x")
 WORDS = ("IBM", "IBMX", "MSFT", "ORCL", "AAPL", "apple", "")
 NUM_OPS = ("=", "!=", "<", "<=", ">", ">=", "between", "not between", "in", "not in")
 STR_OPS = ("=", "!=", "in", "not in", "like", "not like", "<", ">=", "matches")
+NO_KAFKA = KafkaClientConfig.create("unused.invalid:9092")
+"""The client configuration of a batch context whose tests pass their own ``produce``."""
 
 
 def random_pred(rng: random.Random):

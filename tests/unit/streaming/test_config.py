@@ -50,8 +50,10 @@ def test_pass_through_kafka_options_and_secrets_never_printed():
     s = load(None, ["kafka.client.security.protocol=SASL_SSL", "kafka.bootstrap_servers=h:9092",
                     "spark.conf.spark.sql.shuffle.partitions=4"], env)
     cfg = s.kafka.client_config()
-    assert cfg["bootstrap_servers"] == "h:9092"
-    assert cfg["security_protocol"] == "SASL_SSL" and cfg["sasl_plain_password"] == "hunter2"
+    assert cfg.bootstrap_servers == "h:9092"
+    args = cfg.kafka_python("consumer")
+    assert args["security_protocol"] == "SASL_SSL" and args["sasl_plain_password"] == "hunter2"
+    assert "hunter2" not in repr(cfg)
     assert s.spark.conf["spark.sql.shuffle.partitions"] == "4"
     assert "hunter2" not in repr(s) and "hunter2" not in str(s.describe())
 
@@ -59,7 +61,26 @@ def test_pass_through_kafka_options_and_secrets_never_printed():
 def test_no_bootstrap_servers_is_an_error_for_clients():
     with pytest.raises(ConfigError):
         Settings().kafka.client_config()
-    assert Settings().kafka.client_config("127.0.0.1:1")["bootstrap_servers"] == "127.0.0.1:1"
+    assert Settings().kafka.client_config("127.0.0.1:1").bootstrap_servers == "127.0.0.1:1"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["kafka.client.sasl_kerberos_name=x"], "no librdkafka counterpart"),
+        (["kafka.client.sasl_jaas_config=x"], "unknown Kafka client option"),
+        (["kafka.client.request_timeout_ms=soon"], "expects a int"),
+        (["kafka.data_client=auto"], "kafka.data_client must be one of"),
+    ],
+)
+def test_kafka_client_options_are_checked_at_load(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load(None, overrides, {})
+
+
+def test_kafka_python_data_client_takes_options_librdkafka_lacks():
+    s = load(None, ["kafka.data_client=kafka-python", "kafka.client.sasl_kerberos_name=x"], {})
+    assert s.kafka.client_config("h:1").kafka_python("consumer")["sasl_kerberos_name"] == "x"
 
 
 def test_parse_set_and_replace():

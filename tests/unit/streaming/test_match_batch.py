@@ -39,7 +39,7 @@ from streaming.records import default_parser
 from streaming.registry import Registry
 from streaming.validity import ValidEvent, ValidityStore, decode
 
-from .helpers import LocalBroadcast, kafka_batch, random_event, random_subscriptions
+from .helpers import NO_KAFKA, LocalBroadcast, kafka_batch, random_event, random_subscriptions
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +62,7 @@ def run_partition(settings, registry, batch_id, now, batches, payload="event"):
     """Rows sent by one task, its metrics and its valid events (as the driver stores them)."""
     settings = settings.replace(notifications={"payload": payload})
     spec = RegistryBroadcast(LocalBroadcast).spec(registry, "counting", registry.version, 20)
-    ctx = BatchContext.of(settings, batch_id, now, spec, {}, {})
+    ctx = BatchContext.of(settings, batch_id, now, spec, NO_KAFKA)
     rows: list[dict] = []
 
     def produce(batches):
@@ -229,7 +229,7 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
     monkeypatch.setattr(match_job, "read_range", lambda consumer, rng: iter([kafka_batch(
         log[rng.topic, rng.partition][rng.start:rng.end], rng.topic, rng.partition, rng.start)]))
     spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20)
-    ctx = BatchContext.of(settings, 1, 0.0, spec, {}, {})
+    ctx = BatchContext.of(settings, 1, 0.0, spec, NO_KAFKA)
     sent: list[dict] = []
 
     def produce(batches):
@@ -342,7 +342,7 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
     monkeypatch.setattr(match_job, "read_range", lambda consumer, rng: iter([kafka_batch(
         log[rng.topic, rng.partition][rng.start:rng.end], rng.topic, rng.partition, rng.start)]))
     spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20, shards)
-    ctx = BatchContext.of(settings, 1, 100.0, spec, {}, {})
+    ctx = BatchContext.of(settings, 1, 100.0, spec, NO_KAFKA)
     sent: list[dict] = []
 
     def produce(batches):

@@ -19,7 +19,7 @@ from streaming.registry import Registry
 from streaming.tenants import Admission, Tenants, topic_of, usage_of
 from streaming.validity import ValidEvent
 
-from .helpers import LocalBroadcast, kafka_batch
+from .helpers import NO_KAFKA, LocalBroadcast, kafka_batch
 
 PARSE = default_parser()
 EXISTS = {"notifications.acme.orders", "notifications.acme.audit", "notifications.beta.x", "elsewhere"}.__contains__
@@ -159,7 +159,7 @@ def test_notifications_go_to_the_tenants_topic_with_its_own_id(tmp_path):
                                   ("subscriptions.beta", {"id": "x", "expr": "price > 5"}),
                                   ("subscriptions", {"id": "x", "expr": "price > 0"})), PARSE, 256, 1.0, admission=gate)
     spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20)
-    ctx = BatchContext.of(settings, 1, 1.0, spec, {}, {})
+    ctx = BatchContext.of(settings, 1, 1.0, spec, NO_KAFKA)
     sent: list[dict] = []
     list(match_partition(iter([kafka_batch([b'{"price": 3}', b'{"price": 8}', b"nope"])]), ctx,
                          lambda out: sent.extend(r for rb in out for r in rb.to_pylist()) or 0))

@@ -29,7 +29,7 @@ from streaming.records import Position
 from streaming.registry import Registry, RegistryError
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
-from tests.unit.streaming.helpers import LocalBroadcast, kafka_batch
+from tests.unit.streaming.helpers import NO_KAFKA, LocalBroadcast, kafka_batch
 
 POS = Position("subs", 0, 1)
 
@@ -120,7 +120,7 @@ def _keyed(values, settings, monkeypatch) -> tuple[pd.DataFrame, list[dict]]:
     sent: list[dict] = []
     monkeypatch.setattr(sink, "produce_batches", lambda producer, topic, batches: sent.extend(
         orjson.loads(r["value"]) | {"to": topic} for rb in batches for r in rb.to_pylist()))
-    out = list(keyed_rows(iter([kafka_batch(values)]), registry_dir(settings), settings, {}))
+    out = list(keyed_rows(iter([kafka_batch(values)]), registry_dir(settings), settings, NO_KAFKA))
     return pd.concat([rb.to_pandas() for rb in out]), sent
 
 
@@ -338,7 +338,7 @@ def test_one_error_record_per_bad_event_across_both_queries(tmp_path, monkeypatc
     _, pattern_errors = _keyed(BAD_EVENTS, settings, monkeypatch)
     registry = Registry(settings.registry_dir)
     spec = RegistryBroadcast(LocalBroadcast).spec(registry, "counting", registry.version, 20)
-    ctx = BatchContext.of(settings, 0, 0.0, spec, {}, {})
+    ctx = BatchContext.of(settings, 0, 0.0, spec, NO_KAFKA)
     match_rows: list[dict] = []
     list(match_partition(iter([kafka_batch(BAD_EVENTS)]), ctx,
                          lambda batches: match_rows.extend(r for rb in batches for r in rb.to_pylist()) or 0))
