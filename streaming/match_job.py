@@ -363,17 +363,18 @@ def shard_groups(shards: int, tasks: int, slots: int) -> list[tuple[int, ...]]:
 def plan_tasks(ranges: Sequence[OffsetRange], shards: int, slots: int, task_events: int = TASK_EVENTS) -> list[Task]:
     """The match tasks of a batch's event ``ranges``: as many as have ``task_events`` events each
     (at least one, at most one per range; ranges largest first onto the task with the fewest),
-    times the :func:`shard_groups`."""
+    times the :func:`shard_groups` filling at most as many slots as that many events make tasks."""
     if not ranges:
         return []
-    n = max(1, min(len(ranges), sum(r.end - r.start for r in ranges) // task_events))
+    full = sum(r.end - r.start for r in ranges) // task_events
+    n = max(1, min(len(ranges), full))
     bins: list[list[OffsetRange]] = [[] for _ in range(n)]
     sizes = [0] * n
     for r in sorted(ranges, key=lambda r: r.start - r.end):
         i = sizes.index(min(sizes))
         bins[i].append(r)
         sizes[i] += r.end - r.start
-    return [(tuple(b), group) for b in bins for group in shard_groups(shards, n, slots)]
+    return [(tuple(b), group) for b in bins for group in shard_groups(shards, n, max(1, min(slots, full)))]
 
 
 def match_ranges(

@@ -321,7 +321,7 @@ def offered_load(bootstrap: str, topic: str, values: list[bytes], rate: float, d
 def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from streaming.config import Settings
     from streaming.kafka.admin import ensure_topics
-    from streaming.match_job import MatchJob
+    from streaming.match_job import TASK_EVENTS, MatchJob
 
     seed = 7
     tag = f"e2e{n_subs}"
@@ -330,9 +330,10 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     ensure_topics(client, {topics["events"]: 2, topics["subscriptions"]: 1,
                                                      topics["notifications"]: 2, topics["errors"]: 1})
     log(f"{n_subs:,} subscriptions: generating Fabret {WORKLOAD} with {args.events:,} events")
-    w = workload(n_subs, args.events + 2000, seed)
+    n_warm = 2 * TASK_EVENTS + 2000
+    w = workload(n_subs, args.events + n_warm, seed)
     subs, events = w.subscriptions, w.events
-    warm, backlog = events[:2000], events[2000:]
+    warm, backlog = events[:n_warm], events[n_warm:]
     settings = Settings().replace(
         kafka={"bootstrap_servers": bootstrap, "events_topic": topics["events"],
                "subscriptions_topic": topics["subscriptions"], "notifications_topic": topics["notifications"],
@@ -354,9 +355,9 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     result["register_batches"] = [dataclasses.asdict(b) for b in job.history]
     log(f"registered {len(job.registry):,} subscriptions in {result['register_s']:.1f} s")
     query.stop()
-    # warm-up in small batches, so that the Python workers build their indexes (and load the
-    # kernels) before the measurements
-    job.settings = settings.replace(kafka={"max_offsets_per_trigger": 500})
+    # warm-up: a batch of two tasks (a smaller one is one task), so that both Python workers
+    # build or map their indexes (and load the kernels) before the measurements
+    job.settings = settings.replace(kafka={"max_offsets_per_trigger": 2 * TASK_EVENTS})
     produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": f"w{i}", **e})) for i, e in enumerate(warm)],
                 "warm-up")
     t = time.perf_counter()

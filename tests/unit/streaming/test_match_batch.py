@@ -318,8 +318,10 @@ def test_plan_tasks_share_small_ranges_and_fill_the_slots_with_shard_groups():
     assert plan_tasks([a, b, c], 1, 2) == [((a,), (0,)), ((c,), (0,)), ((b,), (0,))]  # 52,000 events: 3 tasks
     assert plan_tasks([b, c], 1, 2, task_events=20_000) == [((c, b), (0,))]  # 22,000 events: one task
     assert plan_tasks([a, b], 1, 2, task_events=20_000) == [((a,), (0,)), ((b,), (0,))]
-    assert plan_tasks([b, c], 3, 2, task_events=20_000) == [((c, b), (0, 2)), ((c, b), (1,))]
-    assert plan_tasks([b, c], 3, 2) == [((c,), (0, 1, 2)), ((b,), (0, 1, 2))]
+    assert plan_tasks([b, c], 3, 2, task_events=20_000) == [((c, b), (0, 1, 2))]  # a small batch: one task
+    assert plan_tasks([b, c], 3, 2, task_events=10_000) == [((c,), (0, 1, 2)), ((b,), (0, 1, 2))]
+    assert plan_tasks([a], 3, 2) == [((a,), (0, 2)), ((a,), (1,))]  # one large range: the shards fill the slots
+    assert plan_tasks([c], 3, 2) == [((c,), (0, 1, 2))]
 
 
 @pytest.mark.parametrize(("shards", "slots", "task_events"), [(1, 2, 50), (3, 2, 50), (3, 4, 50), (3, 2, 1000)])
