@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.counting import kernels as K
 from matchers.errors import SubscriptionError
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Subscription
 from matchers.phase1 import PredicateIndex
-from matchers.phase1.columns import grown
 
 CHUNK_EVENTS = 2048
 """Most events per phase-1 chunk."""
@@ -86,25 +86,9 @@ class CountingMatcher(Matcher):
         self._sat_per_event = 0.0  # satisfied predicates per event seen last (0: none yet; sizes phase-1 chunks)
 
     # -- updates --------------------------------------------------------------------
-    def _add(self, subs: list[Subscription]) -> None:
-        """:meth:`Matcher._add` in bulk: keys are assigned with list operations and the
-        operands are registered by :meth:`PredicateIndex.acquire_many`, with no Python
-        call per predicate."""
-        n_reuse = min(len(self._free), len(subs))
-        reused = self._free[len(self._free) - n_reuse:][::-1]
-        del self._free[len(self._free) - n_reuse:]
-        for key, sub in zip(reused, subs, strict=False):
-            self._subs[key] = sub
-        start = len(self._subs)
-        self._subs.extend(subs[n_reuse:])
-        keys = reused + list(range(start, start + len(subs) - n_reuse))
-        self._key_of.update(zip([s.id for s in subs], keys, strict=True))
-        entries = list(zip(keys, subs, strict=True))
-        try:
-            self._insert(entries)
-        except BaseException:
-            self._unassign(entries)
-            raise
+    def _register(self, subs: list[Subscription]) -> None:
+        """Nothing: :meth:`_insert` registers the operands by :meth:`PredicateIndex.acquire_many`,
+        with no Python call per predicate."""
 
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
         keys = np.array([key for key, _ in entries], dtype=np.int64)
