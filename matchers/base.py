@@ -258,17 +258,34 @@ class Matcher(ABC):
 
     def _add(self, subs: list[Subscription]) -> None:
         """Insert new subscriptions (distinct ids, none present) into the index itself."""
-        entries = []
-        for sub in subs:
-            for conj in sub.conjunctions:
-                for p in conj:
-                    self._register_operands(p)
-            entries.append((self._assign(sub), sub))
+        self._register(subs)
+        entries = list(zip(self._assign_many(subs), subs, strict=True))
         try:
             self._insert(entries)
         except BaseException:
             self._unassign(entries)
             raise
+
+    def _register(self, subs: list[Subscription]) -> None:
+        """Give the attributes and string operands of ``subs`` their dictionary ids before
+        :meth:`_insert` (an index that registers them while inserting overrides this)."""
+        for sub in subs:
+            for conj in sub.conjunctions:
+                for p in conj:
+                    self._register_operands(p)
+
+    def _assign_many(self, subs: list[Subscription]) -> list[int]:
+        """:meth:`_assign` for each of ``subs`` in turn, with list operations."""
+        n_reuse = min(len(self._free), len(subs))
+        reused = self._free[len(self._free) - n_reuse:][::-1]
+        del self._free[len(self._free) - n_reuse:]
+        for key, sub in zip(reused, subs, strict=False):
+            self._subs[key] = sub
+        start = len(self._subs)
+        self._subs.extend(subs[n_reuse:])
+        keys = reused + list(range(start, start + len(subs) - n_reuse))
+        self._key_of.update(zip([s.id for s in subs], keys, strict=True))
+        return keys
 
     def _add_residual(self, subs: list[Subscription]) -> None:
         """Insert new subscriptions into the residual matcher, under keys of this one."""

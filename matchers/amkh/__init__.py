@@ -26,6 +26,7 @@ import numpy as np
 
 from matchers.amkh import kernels as K
 from matchers.amkh.config import Config, Stats, choose
+from matchers.amkh.layout import Buckets, Conjunctions, Predicates
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.events import EventBatch
@@ -236,8 +237,7 @@ class AmkhMatcher(Matcher):
             return
         hashes = np.empty(len(slots), dtype=np.int64)
         schemas = np.empty(len(slots), dtype=np.int64)
-        K.coordinates(slots, self.slot_pids, self.slot_size, self.pid_attr, self.pid_eq, self.pid_hash,
-                      len(self.config.hashed), hashes, schemas)
+        K.coordinates(slots, self._conjunctions(), self._predicates(), len(self.config.hashed), hashes, schemas)
         self.slot_hash[slots] = hashes
         self.slot_schema[slots] = schemas
         buckets = K.buckets_of(hashes, self._shift)
@@ -262,6 +262,12 @@ class AmkhMatcher(Matcher):
         self._schema_array = np.asarray(sorted(s for s, c in self._schemas.items() if c > 0), dtype=np.int64)
         b.maybe_compact()
 
+    def _predicates(self) -> Predicates:
+        return Predicates(self.pid_attr, self.pid_eq, self.pid_hash)
+
+    def _conjunctions(self) -> Conjunctions:
+        return Conjunctions(self.slot_key, self.slot_size, self.slot_pids, self.slot_hash)
+
     # -- matching -------------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
         self._key_mark = grown(self._key_mark, self.capacity)
@@ -270,6 +276,7 @@ class AmkhMatcher(Matcher):
         out_keys = np.empty(max(1024, batch.n), dtype=np.int32)
         k = 0
         b = self.buckets
+        preds, conj, buckets = self._predicates(), self._conjunctions(), Buckets(b.start, b.count, b.pool)
         for lo in range(0, batch.n, CHUNK_EVENTS):
             hi = min(lo + CHUNK_EVENTS, batch.n)
             chunk = batch.slice(lo, hi)
@@ -278,9 +285,8 @@ class AmkhMatcher(Matcher):
             off = np.empty(hi - lo + 1, dtype=np.int64)
             off[0] = k
             out_keys, k = K.match_events(
-                sat_off, sat_pid, self.pid_attr, self.pid_hash, self._schema_array, len(self.config.hashed),
-                b.start, b.count, b.pool, self._shift, self.slot_key, self.slot_size, self.slot_hash,
-                self.slot_pids, self._pid_mark, self._key_mark, self._stamp, off, out_keys, k, self.counters,
+                sat_off, sat_pid, preds, conj, buckets, self._schema_array, len(self.config.hashed), self._shift,
+                self._pid_mark, self._key_mark, self._stamp, off, out_keys, k, self.counters,
             )
             out_off[lo + 1:hi + 1] = off[1:]
         self._events_since_choice += batch.n

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from matchers.arrays import enlarged
 from matchers.vci.kernels import slab_append, slab_remove, slab_room
 
 MAX_HASHED = 62
@@ -29,8 +30,7 @@ def buckets_of(hashes, shift):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_events(sat_off, sat_pid, pid_attr, pid_hash, schemas, n_hashed,
-                 b_start, b_count, b_pool, shift, slot_key, slot_size, slot_hash, slot_pids,
+def match_events(sat_off, sat_pid, preds, conj, buckets, schemas, n_hashed, shift,
                  pid_mark, key_mark, stamp, out_off, out_keys, k, stats):
     """Match events from their satisfied predicates; returns ``(out_keys, k)``.
 
@@ -39,8 +39,12 @@ def match_events(sat_off, sat_pid, pid_attr, pid_hash, schemas, n_hashed,
     of hashed attributes) every candidate coordinate (one contribution per attribute of
     the schema) is hashed and its bucket's conjunctions are examined: a conjunction
     matches when all its predicates are satisfied.  ``stats`` accumulates
-    ``[candidate coordinates, conjunctions examined, of which unmatched]``.
+    ``[candidate coordinates, conjunctions examined, of which unmatched]``.  ``preds``,
+    ``conj`` and ``buckets`` are :mod:`matchers.amkh.layout` tuples.
     """
+    pid_attr, pid_hash = preds.attr, preds.hash
+    slot_key, slot_size, slot_pids, slot_hash = conj
+    b_start, b_count, b_pool = buckets
     n_events = sat_off.shape[0] - 1
     n_attr = n_hashed
     cand = np.zeros((max(n_attr, 1), 8), dtype=np.int64)
@@ -111,9 +115,7 @@ def match_events(sat_off, sat_pid, pid_attr, pid_hash, schemas, n_hashed,
                     if key_mark[key] != st:
                         key_mark[key] = st
                         if k == out_keys.shape[0]:
-                            grown_keys = np.empty(2 * out_keys.shape[0], dtype=np.int32)
-                            grown_keys[:k] = out_keys[:k]
-                            out_keys = grown_keys
+                            out_keys = enlarged(out_keys, k, 2 * k)
                         out_keys[k] = key
                         k += 1
                 # next candidate coordinate (mixed-radix counter)
@@ -134,12 +136,14 @@ def match_events(sat_off, sat_pid, pid_attr, pid_hash, schemas, n_hashed,
 
 
 @numba.njit(cache=True, nogil=True)
-def coordinates(slots, slot_pids, slot_size, pid_attr, pid_eq, pid_hash, n_hashed, hashes, schemas):
+def coordinates(slots, conj, preds, n_hashed, hashes, schemas):
     """Coordinate hash ``sum h_i(C_i)`` and schema mask of each conjunction slot in ``slots``.
 
     On each hashed attribute the coordinate is one clause of the conjunction on it, an
     equality clause when there is one; the other clauses are left to the final check.
     """
+    slot_pids, slot_size = conj.pids, conj.size
+    pid_attr, pid_eq, pid_hash = preds
     chosen = np.full(max(n_hashed, 1), -1, dtype=np.int64)
     touched = np.zeros(max(n_hashed, 1), dtype=np.int64)
     for i in range(slots.shape[0]):

@@ -26,13 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.counting import kernels as K
+from matchers.counting.layout import Conjunctions
 from matchers.errors import SubscriptionError
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Subscription
 from matchers.phase1 import PredicateIndex
-from matchers.phase1.columns import grown
 
 CHUNK_EVENTS = 2048
 """Most events per phase-1 chunk."""
@@ -86,25 +87,9 @@ class CountingMatcher(Matcher):
         self._sat_per_event = 0.0  # satisfied predicates per event seen last (0: none yet; sizes phase-1 chunks)
 
     # -- updates --------------------------------------------------------------------
-    def _add(self, subs: list[Subscription]) -> None:
-        """:meth:`Matcher._add` in bulk: keys are assigned with list operations and the
-        operands are registered by :meth:`PredicateIndex.acquire_many`, with no Python
-        call per predicate."""
-        n_reuse = min(len(self._free), len(subs))
-        reused = self._free[len(self._free) - n_reuse:][::-1]
-        del self._free[len(self._free) - n_reuse:]
-        for key, sub in zip(reused, subs, strict=False):
-            self._subs[key] = sub
-        start = len(self._subs)
-        self._subs.extend(subs[n_reuse:])
-        keys = reused + list(range(start, start + len(subs) - n_reuse))
-        self._key_of.update(zip([s.id for s in subs], keys, strict=True))
-        entries = list(zip(keys, subs, strict=True))
-        try:
-            self._insert(entries)
-        except BaseException:
-            self._unassign(entries)
-            raise
+    def _register(self, subs: list[Subscription]) -> None:
+        """Nothing: :meth:`_insert` registers the operands by :meth:`PredicateIndex.acquire_many`,
+        with no Python call per predicate."""
 
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
         keys = np.array([key for key, _ in entries], dtype=np.int64)
@@ -205,7 +190,7 @@ class CountingMatcher(Matcher):
 
     # -- matching -------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
-        pend_off, pend_slot = self._pending()
+        conj = Conjunctions(self._main_off, self._main_val, *self._pending(), self._left, self._slot_key)
         self._key_seen = grown(self._key_seen, self._multi_top)
         out_off = np.zeros(batch.n + 1, dtype=np.int64)
         out_keys = np.empty(max(1024, batch.n), dtype=np.int32)
@@ -223,9 +208,7 @@ class CountingMatcher(Matcher):
             off = np.empty(hi - lo + 1, dtype=np.int64)
             off[0] = k
             out_keys, self._visited, k = K.count_matches(
-                sat_off, sat_pid, self._main_off, self._main_val, pend_off, pend_slot,
-                self._left, self._slot_key, self._key_seen, self._stamp, self._visited, off, out_keys, k,
-            )
+                sat_off, sat_pid, conj, self._key_seen, self._stamp, self._visited, off, out_keys, k)
             out_off[lo + 1:hi + 1] = off[1:]
             lo = hi
         return Matches(out_off, out_keys[:k].copy())

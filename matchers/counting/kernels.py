@@ -30,8 +30,7 @@ def encode_single(keys: np.ndarray, multi: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def count_matches(sat_off, sat_pid, main_off, main_val, pend_off, pend_slot,
-                  left, slot_key, key_seen, stamp, visited, out_off, out_keys, base):
+def count_matches(sat_off, sat_pid, conj, key_seen, stamp, visited, out_off, out_keys, base):
     """Count satisfied predicates per conjunction; emit each event's matched keys.
 
     Every satisfied pid walks its values in the main CSR (counted slots and
@@ -41,8 +40,10 @@ def count_matches(sat_off, sat_pid, main_off, main_val, pend_off, pend_slot,
     A key is emitted once per event (``key_seen`` holds the stamp of the event that
     last emitted a multi-conjunction key); keys are sorted within the event.  Returns
     the (possibly regrown) ``out_keys`` and ``visited`` and the number of keys written
-    from ``base`` on.  The buffers are grown, if need be, once per event.
+    from ``base`` on.  The buffers are grown, if need be, once per event.  ``conj`` is a
+    :class:`~matchers.counting.layout.Conjunctions`.
     """
+    main_off, main_val, pend_off, pend_slot, left, slot_key = conj
     k = base
     n_main = len(main_off) - 1
     n_pend = len(pend_off) - 1

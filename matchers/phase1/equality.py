@@ -20,6 +20,7 @@ from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
 from matchers.phase1.columns import PredColumns, renumbered
+from matchers.phase1.layout import EqualityTable
 
 _OPS = frozenset({Op.EQ, Op.NE, Op.IN, Op.NOT_IN})
 _NEGATED = frozenset({Op.NE, Op.NOT_IN})
@@ -48,7 +49,7 @@ class EqualityEvaluator:
         self._lists: dict[int, list[int]] = {}  # pid -> operand bits of IN / NOT IN
         self._n = 0
         self._dirty = True
-        self._arrays: tuple = ()
+        self._table: EqualityTable | None = None  # built from the columns when dirty
         self._veto = np.zeros(0, dtype=np.int64)
         self._stamp = np.zeros(1, dtype=np.int64)
         self._expect = 1.0
@@ -141,7 +142,7 @@ class EqualityEvaluator:
         order = np.argsort(nk, kind="stable")
         n_keys = int(nk.max()) + 1 if len(nk) else 0
         neg_off = np.searchsorted(nk[order], np.arange(n_keys + 1)).astype(np.int64)
-        self._arrays = (t1, t2, tg, g_off, codea, neg_off, neg_pid[order])
+        self._table = EqualityTable(t1, t2, tg, g_off, codea, neg_off, neg_pid[order])
         n_veto = int(neg_pid.max()) + 1 if len(neg_pid) else 0  # only negated predicates are vetoed
         if len(self._veto) != n_veto:
             self._veto = np.zeros(n_veto, dtype=np.int64)
@@ -154,15 +155,15 @@ class EqualityEvaluator:
         if self._dirty:
             self._build()
         vbits = K.value_bits(batch.kinds, batch.nums, batch.codes)
-        args = (batch.offsets, batch.attrs, batch.kinds, vbits, *self._arrays, self._veto, self._stamp)
+        args = (batch.offsets, batch.attrs, batch.kinds, vbits, self._table, self._veto, self._stamp)
         cap = int(self._expect * len(batch.attrs)) + 64
         ev = np.empty(cap, dtype=np.int32)
         pid = np.empty(cap, dtype=np.int32)
-        n = K.equality_pairs(*args, ev, pid)  # type: ignore[call-arg]  # mypy cannot count the unpacked layout against the kernel's parameters
+        n = K.equality_pairs(*args, ev, pid)
         if n > cap:  # the estimate was short: rerun into exact buffers
             ev = np.empty(n, dtype=np.int32)
             pid = np.empty(n, dtype=np.int32)
-            K.equality_pairs(*args, ev, pid)  # type: ignore[call-arg]  # mypy cannot count the unpacked layout against the kernel's parameters
+            K.equality_pairs(*args, ev, pid)
         self._expect = max(self._expect, 1.25 * n / max(len(batch.attrs), 1))
         return ev[:n], pid[:n]
 
@@ -170,4 +171,5 @@ class EqualityEvaluator:
         if self._dirty and self._n:
             self._build()
         columns = self._state.nbytes + self._a1.nbytes + self._bits.nbytes
-        return sum(a.nbytes for a in self._arrays) + self._veto.nbytes + columns + 64 * len(self._lists)
+        table = sum(a.nbytes for a in self._table) if self._table else 0
+        return table + self._veto.nbytes + columns + 64 * len(self._lists)

@@ -59,14 +59,14 @@ def value_bits(kinds, nums, codes):
 
 
 @numba.njit(cache=True, nogil=True)
-def equality_pairs(offsets, attrs, kinds, vbits, t1, t2, tg, g_off, g_pids,
-                   neg_off, neg_pids, veto, stamp, out_ev, out_pid):
+def equality_pairs(offsets, attrs, kinds, vbits, table, veto, stamp, out_ev, out_pid):
     """Satisfied EQ/IN/NE/NOT_IN predicates as (event, pid) pairs.
 
     Group ``g`` lists positive pids (``>= 0``) and vetoed negated pids (``-pid - 1``).
     ``neg_off`` over ``attr * 3 + kind`` lists the negated pids of an attribute and type:
-    each holds unless the value vetoed it.
+    each holds unless the value vetoed it (``table``: :class:`~matchers.phase1.layout.EqualityTable`).
     """
+    t1, t2, tg, g_off, g_pids, neg_off, neg_pids = table
     cap = len(out_ev)
     k = 0
     n_keys = len(neg_off) - 1
@@ -107,18 +107,20 @@ def _emit_range(lo, hi, pids, e, out_ev, out_pid, k, cap):
 
 
 @numba.njit(cache=True, nogil=True)
-def range_pairs(offsets, attrs, kinds, nums,
-                lt_off, lt_val, lt_pid, le_off, le_val, le_pid,
-                gt_off, gt_val, gt_pid, ge_off, ge_val, ge_pid,
-                bt_off, bt_lo, bt_hi, bt_pid, bt_blockmax,
-                nb_off, nb_lo, nb_lopid, nb_hi, nb_hipid,
-                out_ev, out_pid):
+def range_pairs(offsets, attrs, kinds, nums, ranges, out_ev, out_pid):
     """Satisfied numeric range predicates as (event, pid) pairs.
 
-    Each ``*_off`` is a CSR over attribute ids into operands sorted within the attribute.
-    BETWEEN is sorted by low bound with the maximum high bound of each block of 32
-    entries, so blocks that cannot contain the value are skipped.
+    ``ranges`` is a :class:`~matchers.phase1.layout.Ranges`: per operator a CSR over
+    attribute ids into operands sorted within the attribute. BETWEEN is sorted by low
+    bound with the maximum high bound of each block of 32 entries, so blocks that cannot
+    contain the value are skipped.
     """
+    lt_off, lt_val, lt_pid = ranges.lt
+    le_off, le_val, le_pid = ranges.le
+    gt_off, gt_val, gt_pid = ranges.gt
+    ge_off, ge_val, ge_pid = ranges.ge
+    bt_off, bt_lo, bt_hi, bt_pid, bt_blockmax = ranges.bt
+    nb_off, nb_lo, nb_lopid, nb_hi, nb_hipid = ranges.nb
     cap = len(out_ev)
     k = 0
     n_attrs = len(lt_off) - 1

@@ -16,11 +16,11 @@ from matchers.events import EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
 from matchers.phase1.columns import PredColumns, renumbered
+from matchers.phase1.layout import BLOCK, Between, Bound, NotBetween, Ranges
 
 _OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN, Op.NOT_BETWEEN})
 _PAIRS = frozenset({Op.BETWEEN, Op.NOT_BETWEEN})
 _EMPTY = np.zeros(0, dtype=np.int32)
-_BLOCK = 32  # must match the shift in kernels.range_pairs
 ABSENT = -1
 
 
@@ -41,7 +41,7 @@ class RangeEvaluator:
         self._hi: dict[int, float] = {}  # pid -> high bound (BETWEEN, NOT BETWEEN)
         self._n = 0
         self._dirty = True
-        self._arrays: tuple = ()
+        self._ranges: Ranges | None = None  # built from the columns when dirty
         self._expect = 1.0
 
     @staticmethod
@@ -98,7 +98,6 @@ class RangeEvaluator:
     def _build(self) -> None:
         live = self._op != ABSENT
         n_attrs = int(self._attr[live].max()) + 1 if self._n else 0
-        arrays: list[np.ndarray] = []
 
         def columns(op: Op) -> tuple[np.ndarray, ...]:
             pids = np.flatnonzero(self._op == int(op)).astype(np.int32)
@@ -106,17 +105,18 @@ class RangeEvaluator:
             highs = np.array([hi[p] for p in pids.tolist()], dtype=np.float64) if op in _PAIRS else self._lo[pids]
             return pids, self._attr[pids], self._lo[pids], highs
 
-        for op in (Op.LT, Op.LE, Op.GT, Op.GE):
+        def bound(op: Op) -> Bound:
             pids, attrs, vals, _ = columns(op)
-            arrays.extend(_sorted_csr(n_attrs, attrs, vals, pids))
+            return Bound(*_sorted_csr(n_attrs, attrs, vals, pids))
+
         pids, attrs, lo, hi = columns(Op.BETWEEN)
         off, lo_s, hi_s, pid_s = _sorted_csr(n_attrs, attrs, lo, hi, pids)
-        arrays.extend((off, lo_s, hi_s, pid_s, K.block_max(hi_s, _BLOCK)))
+        between = Between(off, lo_s, hi_s, pid_s, K.block_max(hi_s, BLOCK))
         pids, attrs, lo, hi = columns(Op.NOT_BETWEEN)
         off, lo_s, lopid = _sorted_csr(n_attrs, attrs, lo, pids)
         _, hi_s, hipid = _sorted_csr(n_attrs, attrs, hi, pids)
-        arrays.extend((off, lo_s, lopid, hi_s, hipid))
-        self._arrays = tuple(arrays)
+        self._ranges = Ranges(bound(Op.LT), bound(Op.LE), bound(Op.GT), bound(Op.GE), between,
+                              NotBetween(off, lo_s, lopid, hi_s, hipid))
         self._dirty = False
 
     def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -125,15 +125,15 @@ class RangeEvaluator:
             return _EMPTY, _EMPTY
         if self._dirty:
             self._build()
-        args = (batch.offsets, batch.attrs, batch.kinds, batch.nums, *self._arrays)
+        args = (batch.offsets, batch.attrs, batch.kinds, batch.nums, self._ranges)
         cap = int(self._expect * len(batch.attrs)) + 64
         ev = np.empty(cap, dtype=np.int32)
         pid = np.empty(cap, dtype=np.int32)
-        n = K.range_pairs(*args, ev, pid)  # type: ignore[call-arg]  # mypy cannot count the unpacked layout against the kernel's parameters
+        n = K.range_pairs(*args, ev, pid)
         if n > cap:  # the estimate was short: rerun into exact buffers
             ev = np.empty(n, dtype=np.int32)
             pid = np.empty(n, dtype=np.int32)
-            K.range_pairs(*args, ev, pid)  # type: ignore[call-arg]  # mypy cannot count the unpacked layout against the kernel's parameters
+            K.range_pairs(*args, ev, pid)
         self._expect = max(self._expect, 1.25 * n / max(len(batch.attrs), 1))
         return ev[:n], pid[:n]
 
@@ -141,4 +141,5 @@ class RangeEvaluator:
         if self._dirty and self._n:
             self._build()
         columns = self._op.nbytes + self._attr.nbytes + self._lo.nbytes + 100 * len(self._hi)
-        return sum(a.nbytes for a in self._arrays) + columns
+        arrays = sum(a.nbytes for part in self._ranges for a in part) if self._ranges else 0
+        return arrays + columns

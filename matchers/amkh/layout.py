@@ -1,0 +1,32 @@
+"""Array layouts the AMKH kernels take (built from the matcher's columns at each call)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Predicates(NamedTuple):
+    """Per phase-1 predicate id."""
+
+    attr: np.ndarray  # int64[pids]: position of its attribute in Config.hashed, -1 if not hashed
+    eq: np.ndarray  # bool[pids]: whether it is an equality (preferred as a coordinate)
+    hash: np.ndarray  # int64[pids]: h_i(C_i), its contribution to a coordinate hash (hashed attributes)
+
+
+class Conjunctions(NamedTuple):
+    """Per conjunction slot (a free slot has size 0)."""
+
+    key: np.ndarray  # int32[slots]: subscription key
+    size: np.ndarray  # int32[slots]: number of predicates, at most pids.shape[1]
+    pids: np.ndarray  # int32[slots, width]: its predicate ids, the first ``size`` used
+    hash: np.ndarray  # int64[slots]: its coordinate hash, sum of h_i(C_i) over its hashed attributes
+
+
+class Buckets(NamedTuple):
+    """Collision lists of conjunction slots by coordinate hash (the lists of a Slabs pool)."""
+
+    start: np.ndarray  # int32[2 ** (64 - shift)]: first pool position of each bucket's list
+    length: np.ndarray  # int32[buckets]: slots in each list
+    pool: np.ndarray  # int32[pool]: conjunction slots
