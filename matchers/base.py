@@ -397,6 +397,11 @@ class Matcher(ABC):
         np.cumsum(np.bincount(events, minlength=n), out=offsets[1:])
         return Matches(offsets, keys[order])
 
+    def describe(self) -> dict[str, Any]:
+        """What this index is, for the log and ``status``: ``{"matcher": name}`` (an index that
+        chooses its layout adds why)."""
+        return {"matcher": self.name}
+
     def match_ids(self, batch: EventBatch) -> list[list[str]]:
         """Sorted subscription ids matched by each event of the batch."""
         result = self.match(batch)

@@ -89,9 +89,11 @@ METRICS = ("events", "errors", "matches", "match_ns", "index_ns", "valid", "inde
 (M_EVENTS, M_ERRORS, M_MATCHES, M_MATCH_NS, M_INDEX_NS, M_VALID, M_INDEX_BYTES, M_RECORDS, M_READ_NS,
  M_TASK_NS) = range(len(METRICS))
 N_METRICS = len(METRICS)
-# The task's result row: its metrics and its still-valid events (validity.encode).
-TASK_SCHEMA = pa.schema([*((name, pa.int64()) for name in METRICS), ("valid_events", pa.binary())])
-TASK_DDL = ", ".join(f"{name} long" for name in METRICS) + ", valid_events binary"
+# The task's result row: its metrics, its still-valid events (validity.encode) and its index
+# (Matcher.describe as JSON; null when the task built none).
+TASK_SCHEMA = pa.schema([*((name, pa.int64()) for name in METRICS), ("valid_events", pa.binary()),
+                         ("index", pa.string())])
+TASK_DDL = ", ".join(f"{name} long" for name in METRICS) + ", valid_events binary, index string"
 
 
 def sum_metrics(rows: Iterable[Sequence[int]]) -> list[int]:
@@ -423,11 +425,14 @@ def match_partition(
         produce = partial(produce_batches, ctx.producer, None)
     counts = [0] * N_METRICS
     valid: list[ValidEvent] = []
-    counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, counts, valid))
+    index: dict[str, Any] = {}
+    counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, counts, valid, index))
     counts[M_VALID] = len(valid)
     counts[M_TASK_NS] = time.perf_counter_ns() - t0
     yield pa.RecordBatch.from_arrays([*(pa.array([c], pa.int64()) for c in counts),
-                                      pa.array([encode(valid)], pa.binary())], schema=TASK_SCHEMA)
+                                      pa.array([encode(valid)], pa.binary()),
+                                      pa.array([json.dumps(index) if index else None], pa.string())],
+                                     schema=TASK_SCHEMA)
 
 
 def _timed(batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
@@ -443,8 +448,10 @@ def _timed(batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.
 
 def _records(
     batches: Iterator[pa.RecordBatch], ctx: BatchContext, counts: list[int], valid: list[ValidEvent],
+    index: dict[str, Any],
 ) -> Iterator[pa.RecordBatch]:
-    """Notification and error records of the event batches; fills ``counts`` and ``valid``.
+    """Notification and error records of the event batches; fills ``counts``, ``valid`` and
+    ``index`` (what the matcher says of itself, :meth:`~matchers.base.Matcher.describe`).
 
     A record that cannot be handled (refused by :func:`~streaming.records.read_event`, not
     encodable for the matcher, no notification possible) becomes one error record; an event
@@ -464,6 +471,7 @@ def _records(
             matcher = index_for(ctx.spec).matcher
             counts[M_INDEX_NS] = time.perf_counter_ns() - t0
             counts[M_INDEX_BYTES] = matcher.memory_bytes()
+            index.update(matcher.describe())
         t1 = time.perf_counter_ns()
         values = rb.column("value").to_pylist()
         topics = rb.column("topic").to_pylist()
@@ -617,6 +625,8 @@ class MatchJob:
         self.producer = config_client_kwargs(client_config, "producer")
         self.consumer = config_client_kwargs(client_config, "consumer")
         self.last: BatchMetrics | None = None
+        self.index: list[dict[str, Any]] = []
+        """The indexes the last batch with events matched with (one per distinct description)."""
         self.history: list[BatchMetrics] = []
         self.batches = 0
         self._lock = threading.Lock()
@@ -670,6 +680,7 @@ class MatchJob:
                      .mapInArrow(partial(match_ranges, ctx=ctx, todo=todo), TASK_DDL))
         results = tasks.collect() if ranges is None or todo else []
         v = sum_metrics(r[:N_METRICS] for r in results)
+        self._note_index([r["index"] for r in results if r["index"]])
         self.validity.write(batch_id, [e for r in results for e in decode(r["valid_events"])])
         t3 = time.perf_counter()
         input_rows = len(rows) + v[M_EVENTS] + v[M_ERRORS]
@@ -689,7 +700,17 @@ class MatchJob:
         self.batches += 1
         log.info(metrics.log_line())
         tenants = {"tenants": self.admission.describe(self.registry)} if self.admission is not None else {}
-        self.status.write("running", metrics, registry=dict(self.registry.describe()), **tenants)
+        self.status.write("running", metrics, registry=dict(self.registry.describe()), index=self.index, **tenants)
+
+    def _note_index(self, described: list[str]) -> None:
+        """Keep the distinct indexes the tasks describe (JSON); log when one is chosen anew."""
+        index = [json.loads(d) for d in sorted(set(described))]
+        if not index:
+            return
+        chosen = sorted({(d["matcher"], d.get("reason", "")) for d in index})
+        if chosen != sorted({(d["matcher"], d.get("reason", "")) for d in self.index}):
+            log.info("index: %s", "; ".join(f"{name} ({reason})" if reason else name for name, reason in chosen))
+        self.index = index
 
     @property
     def subscription_topics(self) -> tuple[str, ...]:
