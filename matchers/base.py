@@ -13,6 +13,11 @@ index: a subscription using one goes whole to the matcher's *residual* matcher (
 of the same key space, and its matches are merged with the index's.  The index itself
 never sees such a subscription, nor the ``null`` values of the events.
 
+A batch is matched in chunks of events, also here: each chunk holds at most about
+:data:`BATCH_BUDGET` bytes of working memory beyond the index and the matches, by the
+bytes an event took in the chunk before (its matches, and its satisfied predicates when
+the index has a phase 1, :attr:`Matcher.phase1`).
+
 Events with arrays are also handled here: a batch of :class:`~matchers.events.Rows`
 is matched row by row and the rows' matches are merged per event (an event matches
 what one of its rows matches), so an index only ever sees flat rows.
@@ -35,13 +40,26 @@ import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from matchers import rows as rows_kernels
 from matchers.events import Dictionary, EventBatch, FlatEvent, encode
 from matchers.expr import INDEXED_OPS, Kind, Op, Pred, Subscription, Value
+
+if TYPE_CHECKING:
+    from matchers.phase1 import PredicateIndex
+
+BATCH_BUDGET = 64 << 20
+"""Bytes of working memory that matching a chunk of a batch aims at, beyond the index and
+the matches (events per chunk follow the bytes an event took in the chunk before)."""
+MATCH_BYTES = 16
+"""Working bytes per match (output buffers grown by doubling, their copies)."""
+SATISFIED_BYTES = 24
+"""Working bytes per satisfied phase-1 predicate (event and id pairs, their CSR)."""
+EVENT_BYTES = 256
+"""Working bytes per event whatever it matches (its values, offsets, marks)."""
 
 
 class Matches(NamedTuple):
@@ -175,6 +193,15 @@ def without_nulls(batch: EventBatch) -> EventBatch:
                       batch.texts[keep], batch.strings)
 
 
+def concat(parts: Sequence[Matches]) -> Matches:
+    """The matches of consecutive chunks of a batch as the batch's."""
+    if len(parts) == 1:
+        return parts[0]
+    starts = np.cumsum([0] + [p.total for p in parts[:-1]])
+    offsets = np.concatenate([parts[0].offsets[:1], *(p.offsets[1:] + s for p, s in zip(parts, starts, strict=True))])
+    return Matches(offsets, np.concatenate([p.keys for p in parts]))
+
+
 def merge_rows(matches: Matches, rows: np.ndarray, capacity: int) -> Matches:
     """Matches of rows merged per event (event ``i`` owns rows ``rows[i]:rows[i+1]``;
     keys below ``capacity``)."""
@@ -212,6 +239,10 @@ class Matcher(ABC):
     _residual: Matcher | None = None  # class defaults: matchers pickled before the residual path
     _residual_keys: set[int] = frozenset()  # type: ignore[assignment]  # shared empty default; a set of its own once used
     _residual_outer: np.ndarray | None = None
+    phase1: PredicateIndex | None = None
+    """Phase 1 of an index that has one (its satisfied predicates size the chunks of a batch)."""
+    _matches_per_event: float | None = None
+    """Matches per event in the last chunk matched (``None`` before the first)."""
 
     def __init__(self, dictionary: Dictionary | None = None, **params: Any):
         if params:
@@ -339,9 +370,31 @@ class Matcher(ABC):
             return merge_rows(self.match(batch._replace(rows=None)), batch.rows, self.capacity)
         own_batch = batch if self.sees_nulls else without_nulls(batch)
         if not self._residual_keys:
-            return self._match(own_batch)
-        own = self._match(own_batch) if len(self._key_of) > len(self._residual_keys) else None
+            return self._match_chunks(own_batch)
+        own = self._match_chunks(own_batch) if len(self._key_of) > len(self._residual_keys) else None
         return self._merge(own, self._residual.match(batch))  # type: ignore[union-attr]  # residual keys exist: so does the matcher
+
+    def _match_chunks(self, batch: EventBatch) -> Matches:
+        """:meth:`_match` over chunks of the batch of :meth:`_chunk_events` events each."""
+        parts = []
+        lo = 0
+        while lo < batch.n:
+            hi = min(batch.n, lo + self._chunk_events())
+            parts.append(self._match(batch.slice(lo, hi)))
+            self._matches_per_event = parts[-1].total / (hi - lo)
+            lo = hi
+        return concat(parts)
+
+    def _chunk_events(self) -> int:
+        """Events per chunk: :data:`BATCH_BUDGET` over the bytes an event took in the last
+        chunk, with a margin (before the first, every subscription matched and every phase-1
+        predicate satisfied)."""
+        matches = self.capacity if self._matches_per_event is None else self._matches_per_event
+        per_event = MATCH_BYTES * matches
+        if self.phase1 is not None and len(self.phase1):
+            satisfied = self.phase1.per_event
+            per_event += SATISFIED_BYTES * (len(self.phase1) if satisfied is None else satisfied)
+        return max(1, int(BATCH_BUDGET / (1.25 * per_event + EVENT_BYTES)))
 
     def _merge(self, own: Matches | None, residual: Matches) -> Matches:
         """The index's matches and the residual matcher's (keys mapped to this one's), per event."""
@@ -360,6 +413,11 @@ class Matcher(ABC):
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(events, minlength=n), out=offsets[1:])
         return Matches(offsets, keys[order])
+
+    def describe(self) -> dict[str, Any]:
+        """What this index is, for the log and ``status``: ``{"matcher": name}`` (an index that
+        chooses its layout adds why)."""
+        return {"matcher": self.name}
 
     def match_ids(self, batch: EventBatch) -> list[list[str]]:
         """Sorted subscription ids matched by each event of the batch."""

@@ -383,6 +383,9 @@ def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
     if reg:
         print(f"registry: version {reg.get('version')}, {reg.get('subscriptions')} subscriptions, "
               f"snapshots {reg.get('snapshots')}")
+    for index in doc.get("index") or ():
+        print(f"index: {index['matcher']}"
+              + (f" (chosen by {index['chosen_by']}: {index['reason']})" if index.get("chosen_by") else ""))
     for tenant, use in (doc.get("tenants") or {}).items():
         quota = {k: v for k, v in use["quotas"].items() if v}
         print(f"tenant {tenant}: {use['subscriptions']} subscriptions, {use['predicates']} predicates"

@@ -90,9 +90,11 @@ METRICS = ("events", "errors", "matches", "match_ns", "index_ns", "valid", "inde
 (M_EVENTS, M_ERRORS, M_MATCHES, M_MATCH_NS, M_INDEX_NS, M_VALID, M_INDEX_BYTES, M_RECORDS, M_READ_NS,
  M_TASK_NS) = range(len(METRICS))
 N_METRICS = len(METRICS)
-# The task's result row: its metrics and its still-valid events (validity.encode).
-TASK_SCHEMA = pa.schema([*((name, pa.int64()) for name in METRICS), ("valid_events", pa.binary())])
-TASK_DDL = ", ".join(f"{name} long" for name in METRICS) + ", valid_events binary"
+# The task's result row: its metrics, its still-valid events (validity.encode) and its index
+# (Matcher.describe as JSON; null when the task built none).
+TASK_SCHEMA = pa.schema([*((name, pa.int64()) for name in METRICS), ("valid_events", pa.binary()),
+                         ("index", pa.string())])
+TASK_DDL = ", ".join(f"{name} long" for name in METRICS) + ", valid_events binary, index string"
 
 
 def sum_metrics(rows: Iterable[Sequence[int]]) -> list[int]:
@@ -435,11 +437,14 @@ def match_partition(
     counts = [0] * N_METRICS
     valid: list[ValidEvent] = []
     shards = (ctx.spec.shard,) if shards is None else tuple(shards)
-    counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, shards, counts, valid))
+    index: dict[str, Any] = {}
+    counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, shards, counts, valid, index))
     counts[M_VALID] = len(valid)
     counts[M_TASK_NS] = time.perf_counter_ns() - t0
     yield pa.RecordBatch.from_arrays([*(pa.array([c], pa.int64()) for c in counts),
-                                      pa.array([encode(valid)], pa.binary())], schema=TASK_SCHEMA)
+                                      pa.array([encode(valid)], pa.binary()),
+                                      pa.array([json.dumps(index) if index else None], pa.string())],
+                                     schema=TASK_SCHEMA)
 
 
 def _timed(batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
@@ -511,9 +516,10 @@ def _prepare(rb: pa.RecordBatch, ctx: BatchContext) -> Prepared:
 
 def _records(
     batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple[int, ...], counts: list[int],
-    valid: list[ValidEvent],
+    valid: list[ValidEvent], index: dict[str, Any],
 ) -> Iterator[pa.RecordBatch]:
-    """Notification and error records of the event batches against ``shards``; fills ``counts`` and ``valid``.
+    """Notification and error records of the event batches against ``shards``; fills ``counts``,
+    ``valid`` and ``index`` (what the matcher says of itself, :meth:`~matchers.base.Matcher.describe`).
 
     Each batch is prepared once (:func:`_prepare`), then encoded, matched and notified per
     shard (:func:`_shard_records`). A record that cannot be handled (refused by
@@ -537,6 +543,7 @@ def _records(
                 t1 += time.perf_counter_ns() - t2  # index time is not match time
                 counts[M_INDEX_NS] += time.perf_counter_ns() - t2
                 counts[M_INDEX_BYTES] += matcher.memory_bytes()
+                index.update(matcher.describe())
             out = _shard_records(prepared, matcher, ctx, counts, valid if shard == 0 else None)
             if out is not None:
                 yield out
@@ -689,6 +696,8 @@ class MatchJob:
         self.tenants = Tenants.of(settings)
         self.admission = Admission(self.tenants, _topic_exists(client_config)) if self.tenants is not None else None
         self.last: BatchMetrics | None = None
+        self.index: list[dict[str, Any]] = []
+        """The indexes the last batch with events matched with (one per distinct description)."""
         self.history: list[BatchMetrics] = []
         self.batches = 0
         self._lock = threading.Lock()
@@ -744,6 +753,7 @@ class MatchJob:
                      .mapInArrow(partial(match_ranges, ctx=ctx, todo=todo), TASK_DDL))
         results = tasks.collect() if ranges is None or todo else []
         v = sum_metrics(r[:N_METRICS] for r in results)
+        self._note_index([r["index"] for r in results if r["index"]])
         self.validity.write(batch_id, [e for r in results for e in decode(r["valid_events"])])
         t3 = time.perf_counter()
         input_rows = len(rows) + v[M_EVENTS] + v[M_ERRORS]
@@ -763,7 +773,17 @@ class MatchJob:
         self.batches += 1
         log.info(metrics.log_line())
         tenants = {"tenants": self.admission.describe(self.registry, self.pattern_ids())} if self.admission else {}
-        self.status.write("running", metrics, registry=dict(self.registry.describe()), **tenants)
+        self.status.write("running", metrics, registry=dict(self.registry.describe()), index=self.index, **tenants)
+
+    def _note_index(self, described: list[str]) -> None:
+        """Keep the distinct indexes the tasks describe (JSON); log when one is chosen anew."""
+        index = [json.loads(d) for d in sorted(set(described))]
+        if not index:
+            return
+        chosen = sorted({(d["matcher"], d.get("reason", "")) for d in index})
+        if chosen != sorted({(d["matcher"], d.get("reason", "")) for d in self.index}):
+            log.info("index: %s", "; ".join(f"{name} ({reason})" if reason else name for name, reason in chosen))
+        self.index = index
 
     def pattern_ids(self) -> list[str]:
         """The ids in the pattern registry (none while the patterns query has not made it)."""

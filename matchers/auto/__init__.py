@@ -153,9 +153,9 @@ class AutoMatcher(Matcher):
         """Name of the index in use ("" before the first subscription)."""
         return self._choice
 
-    def describe(self) -> dict:
-        """The choice, the reason and the shape it was decided on (for the log and ``status``)."""
-        return dict(matcher=self._choice, reason=self._reason, shape=asdict(self._tally.shape()))
+    def describe(self) -> dict[str, Any]:
+        """The index chosen (``matcher``), by ``auto``, the reason and the shape it was decided on."""
+        return dict(matcher=self._choice, chosen_by=self.name, reason=self._reason, shape=asdict(self._tally.shape()))
 
     # -- Matcher ------------------------------------------------------------------
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:

@@ -48,6 +48,10 @@ class PredicateIndex:
     range_evaluator : evaluator for numeric ranges (default :class:`RangeEvaluator`).
     """
 
+    per_event: float | None = None
+    """Satisfied ids per event in the last :meth:`satisfied` (``None`` before the first): the
+    shared match entry sizes a batch's chunks by it (:meth:`matchers.base.Matcher.match`)."""
+
     def __init__(self, dictionary: Dictionary, range_evaluator=None):
         self.dictionary = dictionary
         self.evaluators = [
@@ -251,6 +255,7 @@ class PredicateIndex:
         """Satisfied predicate ids of each event, as CSR ``(offsets int64[n+1], pids int32)``."""
         parts = [e.satisfied(batch) for e in self.evaluators]
         parts = [p for p in parts if len(p[0])] or parts[:1]
+        self.per_event = sum(len(p[0]) for p in parts) / max(batch.n, 1)
         if len(parts) == 1:
             return kernels.grouped_to_csr(batch.n, parts[0][0], parts[0][1])
         ev = np.concatenate([p[0] for p in parts])

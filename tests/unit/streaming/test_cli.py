@@ -43,6 +43,19 @@ def test_status_and_config_commands(tmp_path, capsys):
     assert main(["--set", "match.max_terms=zero", "config"]) == 2
 
 
+def test_status_shows_the_index_and_why_auto_chose_it(tmp_path, capsys):
+    path = tmp_path / "status.json"
+    index = [{"matcher": "bitmark", "chosen_by": "auto", "reason": "dense interval conjunctions",
+              "shape": {"subscriptions": 9}}]
+    StatusFile(path).write("running", BatchMetrics(batch_id=4, events=7), index=index)
+    code, out = _status(path, capsys)
+    assert code == 0 and "index: bitmark (chosen by auto: dense interval conjunctions)" in out
+    StatusFile(path).write("running", BatchMetrics(batch_id=5, events=7), index=[{"matcher": "counting"}])
+    assert "index: counting\n" in _status(path, capsys)[1]
+    code, out = _status(path, capsys, "--json")
+    assert json.loads(out)["index"] == [{"matcher": "counting"}]
+
+
 def _status(path, capsys, *extra):
     code = main(["status", "--status-file", str(path), *extra])
     return code, capsys.readouterr().out

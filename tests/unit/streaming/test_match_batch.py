@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import orjson
@@ -375,3 +376,30 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
     assert sorted((r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
                   for r in sent if r["topic"] == "notifications") == sorted(want)
     assert len(first) == 2 and sum(r["errors"] for r in first) == 1
+
+
+@pytest.mark.parametrize("matcher", ["counting", "auto"])
+def test_the_task_row_says_which_index_matched(tmp_path, matcher):
+    """The task's row carries its matcher's description (``auto``: the index it chose and why),
+    which the driver puts in the status file; a task without events built none."""
+    from streaming.records import UPSERT, Change
+
+    settings = settings_for(tmp_path)
+    reg = Registry(settings.registry_dir)
+    reg.append(0, [Change(UPSERT, f"s{i}", Subscription.of(f"s{i}", pred("price", ">", i))) for i in range(20)], 0.0)
+    ctx = BatchContext.of(settings, 1, 1000.0, RegistryBroadcast(LocalBroadcast).spec(reg, matcher, reg.version, 20),
+                          NO_KAFKA)
+
+    def row(batches):
+        out = [r for rb in match_partition(iter(batches), ctx, lambda b: sum(rb.num_rows for rb in b))
+               for r in rb.to_pylist()]
+        return out[0]["index"]
+
+    index = json.loads(row([kafka_batch([b'{"price": 3}'])]))
+    assert index["matcher"] == "counting"
+    if matcher == "auto":
+        assert index["chosen_by"] == "auto" and "equalities" in index["reason"]
+        assert index["shape"]["subscriptions"] == 20
+    else:
+        assert set(index) == {"matcher"}
+    assert row([kafka_batch([])]) is None
