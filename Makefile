@@ -60,36 +60,17 @@ test-unit: setup ## Run the tests that need neither Spark nor the broker
 	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
 
 .PHONY: bench
-bench: setup ## Run every benchmark at paper sizes (hours; results in docs/)
-	$(PY) -m scripts.bench
-	$(PY) -m scripts.bench --goal
-	$(PY) -m scripts.bench.counting
-	$(PY) -m scripts.bench.fabret
-	$(PY) -m scripts.bench.opindex
-	$(PY) -m scripts.bench.vci
-	$(PY) -m scripts.bench.amkh
-	$(PY) -m scripts.bench.cayuga
-	$(PY) -m scripts.bench.kafka_read
-	$(PY) -m scripts.bench.e2e
-	$(PY) -m scripts.bench.dense --n-subs 100000 --n-subs 1000000 --matchers bitmark,counting,vci,brute,opindex \
-		--matchers-for 1000000:bitmark $(DENSE_PEERS)
+bench: setup ## Run every benchmark at paper sizes (hours; results in docs/): the suite of scripts/bench/suite.py
+	$(PY) -m scripts.bench --all --with 'dense=$(DENSE_PEERS)'
 
 .PHONY: bench-quick
 bench-quick: setup ## Run every benchmark in its quick mode (minutes)
-	$(PY) -m scripts.bench --quick
-	$(PY) -m scripts.bench.counting --quick
-	$(PY) -m scripts.bench.fabret --quick
-	$(PY) -m scripts.bench.opindex --quick
-	$(PY) -m scripts.bench.vci --quick
-	$(PY) -m scripts.bench.amkh --quick
-	$(PY) -m scripts.bench.cayuga --quick
-	$(PY) -m scripts.bench.kafka_read --quick
-	$(PY) -m scripts.bench.e2e --quick
+	$(PY) -m scripts.bench --all --quick
 
 .PHONY: lint
 lint: $(STAMP) ## Lint (ruff), type-check (mypy), every type: ignore with its reason; needs only the venv
 	$(VENV)/bin/ruff check matchers streaming scripts tests
-	$(VENV)/bin/mypy matchers streaming
+	$(VENV)/bin/mypy matchers streaming scripts
 	@! grep -rnE --include='*.py' '# type: ignore(\[[^]]*\])? *$$' matchers streaming scripts tests \
 		|| { echo 'a "# type: ignore[code]" needs its reason on the line ("# type: ignore[code]  # why")'; exit 1; }
 

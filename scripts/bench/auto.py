@@ -20,7 +20,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from matchers.base import create, names
+from matchers.auto import AutoMatcher
+from matchers.base import Matcher, create, names
+from matchers.events import EventBatch
 from scripts.bench.harness import DOCS, _one_thread
 from scripts.workloads import WORKLOADS, generate
 
@@ -34,7 +36,8 @@ def bench(workload: str, matchers: list[str], n_subs: int, n_events: int, rounds
           seed: int) -> dict:
     """Best-round CPU µs per event of each matcher on one workload, and auto's choice."""
     subs, events = generate(workload, n_subs=n_subs, n_events=n_events, seed=seed)
-    built, counts = {}, {}
+    built: dict[str, tuple[Matcher, EventBatch]] = {}
+    counts: dict[str, np.ndarray] = {}
     for name in matchers:
         warm = create(name)
         warm.add(subs[:20])
@@ -56,8 +59,10 @@ def bench(workload: str, matchers: list[str], n_subs: int, n_events: int, rounds
             per_event = (time.process_time() - c0) / (passes * encoded.n) * 1e6
             best[name] = min(best.get(name, float("inf")), per_event)
     mismatches = {name: int((counts[name] != counts["counting"]).sum()) for name in matchers}
+    auto = built["auto"][0]
+    assert isinstance(auto, AutoMatcher)
     return dict(workload=workload, n_subs=len(subs), n_events=len(events), cpu_us=best, mismatches=mismatches,
-                matches_per_event=float(counts["counting"].mean()), choice=built["auto"][0].describe(),
+                matches_per_event=float(counts["counting"].mean()), choice=auto.describe(),
                 load_avg=[round(x, 2) for x in os.getloadavg()])
 
 

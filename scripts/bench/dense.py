@@ -192,7 +192,7 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
     for name, child in children.items():
         results[name].update(child.stats())
         child.close()
-    reference = next(iter(counts.values()), None)
+    reference = next(iter(counts.values()), [])
     for name, r in results.items():
         r["best_ms"] = min(r["ms"]) if r["ms"] else None
         if name in counts:

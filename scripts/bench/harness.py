@@ -474,7 +474,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-baselines", action="store_true",
                         help="do not add counting and brute to the --matchers given")
     parser.add_argument("--no-write", action="store_true", help="print only, write no files")
+    parser.add_argument("--all", action="store_true",
+                        help="run every benchmark of the suite (scripts.bench.suite; with --quick, its quick mode)")
+    parser.add_argument("--with", dest="extra", action="append", default=[], metavar="MODULE=ARGS",
+                        help="with --all: more arguments for one benchmark (dense='--peer-for ...')")
+    parser.add_argument("--dry-run", action="store_true", help="with --all: print the commands, run nothing")
     args = parser.parse_args(argv)
+    if args.all:
+        from scripts.bench import suite
+
+        return suite.run(args.quick, dict(e.split("=", 1) for e in args.extra if e.split("=", 1)[1:] != [""]),
+                         args.dry_run)
     if args.timeout is None:
         args.timeout = 60.0 if args.quick else 300.0
     if args.goal:

@@ -26,7 +26,9 @@ import platform
 import random
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -38,13 +40,13 @@ ROOT = Path(__file__).resolve().parents[2]
 MATCHERS = ("opindex", "opindex-paper", "opindex-bs", "counting", "kindex")
 TABLE3 = {"n_subs": 1_000_000, "d": 20_000, "gamma_max": 4, "m": 20, "theta1": 0.4, "sigma": 50, "zipf": 0.0}
 
-QUICK = {
+QUICK: dict[str, Any] = {
     "events": 200, "d_n": 1000, "d_sweep": 1000, "base_n": 20_000, "n": [10_000, 20_000, 40_000],
     "gamma_max": [4, 12], "m": [20, 60], "theta1": [0.2, 1.0], "sigma": [50, 12_800],
     "zipf": [0.0, 1.0], "prefix_n": 10_000, "prefix_share": [0.0, 1.0], "prefix_len": [1, 5],
     "big_n_matchers": MATCHERS, "kindex_max_n": 40_000,
 }
-FULL = {
+FULL: dict[str, Any] = {
     "events": 1000, "d_n": 20_000, "d_sweep": 2_000, "base_n": 100_000,
     "n": [1_000_000, 2_000_000, 5_000_000, 10_000_000],
     "gamma_max": [4, 12, 20], "m": [20, 60, 120], "theta1": [0.2, 0.6, 1.0],
@@ -181,7 +183,7 @@ AXES = {
 
 # -- experiments ----------------------------------------------------------------------------
 def run(quick: bool, progress: bool = True, partial: Path | None = None,
-        axes: tuple[str, ...] = tuple(AXES), kept: list[dict] = ()) -> dict:
+        axes: tuple[str, ...] = tuple(AXES), kept: Sequence[dict] = ()) -> dict:
     """Run the experiments of ``axes``; with ``partial``, results are saved there after
     each measurement and the ones already there (same mode) are not measured again.
     ``kept``: earlier results of the other axes, carried into the output."""
@@ -327,12 +329,13 @@ def markdown(data: dict) -> str:
             cells = []
             by = {n: _pick(res, axis, v, n) for n in names}
             for n in names:
-                cells.append(f"{by[n]['match_ms_per_event']:.4f}" if by[n] else "–")
+                r = by[n]
+                cells.append(f"{r['match_ms_per_event']:.4f}" if r else "–")
             op = by.get("opindex")
             for n in ratio_names:
-                cells.append(f"{by[n]['match_ms_per_event'] / op['match_ms_per_event']:.2f}"
-                             if by[n] and op else "–")
-            mpe = next((by[n]["matches_per_event"] for n in names if by[n]), 0.0)
+                r = by[n]
+                cells.append(f"{r['match_ms_per_event'] / op['match_ms_per_event']:.2f}" if r and op else "–")
+            mpe = next((r["matches_per_event"] for r in by.values() if r), 0.0)
             lines.append(f"| {v:,} | " + " | ".join(cells) + f" | {mpe:.1f} |" if isinstance(v, int)
                          else f"| {v} | " + " | ".join(cells) + f" | {mpe:.1f} |")
         lines.append("")
@@ -391,9 +394,9 @@ def plots(data: dict, img_dir: Path) -> None:
             continue
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
         for name in MATCHERS:
-            pts = sorted((r["value"], r["memory_mb"], r["insert_us_per_sub"]) for r in rows if r["matcher"] == name)
-            if pts:
-                xs, mem, ins = zip(*pts, strict=True)
+            pts3 = sorted((r["value"], r["memory_mb"], r["insert_us_per_sub"]) for r in rows if r["matcher"] == name)
+            if pts3:
+                xs, mem, ins = zip(*pts3, strict=True)
                 a1.plot(xs, mem, marker="o", label=name)
                 a2.plot(xs, ins, marker="o", label=name)
         for a, ylabel in ((a1, "memory (MB)"), (a2, "insertion (µs per subscription)")):
@@ -516,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown axes {unknown}; choose from {', '.join(AXES)}")
     out = args.out or ROOT / "docs" / "bench" / ("opindex-quick.json" if args.quick else "opindex.json")
     mode = "quick" if args.quick else "full"
-    kept = []
+    kept: list[dict] = []
     if set(axes) != set(AXES) and out.exists():
         saved = json.loads(out.read_text())
         kept = saved["results"] if saved.get("mode") == mode else []

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matchers import oracle
 from matchers.amkh import AmkhMatcher
 from matchers.amkh.config import Config, Stats, choose
 from matchers.expr import And, Subscription, pred
+from tests.differential import check, insert_delete
 from tests.strategies import random_event, random_subscriptions
 
 
@@ -29,19 +29,7 @@ def _paper_workload(rng: random.Random, n: int, x: int = 40):
 
 
 def _run(matcher, subs, events, rng, steps=4) -> None:
-    live: dict[str, Subscription] = {}
-    for step in range(steps):
-        batch = rng.sample(subs, len(subs) // 3)
-        matcher.add(batch)
-        live.update({s.id: s for s in batch})
-        for ev, ids in zip(events, matcher.match_events(events), strict=True):
-            assert ids == oracle.match(live.values(), ev), (step, ev, matcher.config)
-        gone = rng.sample(sorted(live), len(live) // 3)
-        assert matcher.remove(gone) == len(gone)
-        for g in gone:
-            del live[g]
-        for ev, ids in zip(events, matcher.match_events(events), strict=True):
-            assert ids == oracle.match(live.values(), ev), (step, ev, matcher.config)
+    live = insert_delete(matcher, subs, events, rng, steps=steps, batch=len(subs) // 3, gone=lambda step, n: n // 3)
     assert len(matcher) == len(live)
     matcher.remove(list(live))
     assert all(ids == [] for ids in matcher.match_events(events))
@@ -118,7 +106,7 @@ def test_pickles_and_keeps_answering():
     assert clone.match_events(events) == before
     clone.remove([s.id for s in subs[:50]])
     live = {s.id: s for s in subs[50:]}
-    assert clone.match_events(events) == [oracle.match(live.values(), e) for e in events]
+    check(clone, live, events)
 
 
 def _no_regex(subs):

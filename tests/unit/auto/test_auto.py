@@ -7,15 +7,11 @@ import pickle
 
 import pytest
 
-from matchers import oracle
 from matchers.auto import DRIFT, AutoMatcher
 from matchers.base import create
 from matchers.expr import Subscription
 from scripts.workloads import generate
-
-
-def _check(matcher, subs: list[Subscription], events: list[dict]) -> None:
-    assert matcher.match_events(events) == [oracle.match(subs, e) for e in events]
+from tests.differential import check
 
 
 @pytest.mark.parametrize(("workload", "index"), [
@@ -38,7 +34,7 @@ def test_choice_follows_the_shape(workload, index):
     described = matcher.describe()
     assert described["matcher"] == index and described["reason"]
     assert described["shape"]["subscriptions"] == 2000
-    _check(matcher, wl.subscriptions, wl.events[:30])
+    check(matcher, wl.subscriptions, wl.events[:30])
 
 
 def test_drift_redecides_and_stays_exact():
@@ -52,15 +48,15 @@ def test_drift_redecides_and_stays_exact():
     # fewer changes than the drift threshold: the choice stays until the threshold is passed
     few = int(DRIFT * 400) - 10
     matcher.add(eq_subs[:few])
-    _check(matcher, dense.subscriptions + eq_subs[:few], events)
+    check(matcher, dense.subscriptions + eq_subs[:few], events)
     assert matcher.choice == "bitmark"
     matcher.add(eq_subs[few:])
     live = dense.subscriptions + eq_subs
-    _check(matcher, live, events)  # the match re-decides
+    check(matcher, live, events)  # the match re-decides
     assert matcher.choice == "static"
     # removing the equality subscriptions drifts back
     matcher.remove(s.id for s in eq_subs)
-    _check(matcher, dense.subscriptions, events)
+    check(matcher, dense.subscriptions, events)
     assert matcher.choice == "bitmark"
 
 
@@ -73,7 +69,7 @@ def test_reused_keys_keep_matches_sorted():
     back = [Subscription(f"x{s.id}", s.expr, s.conjunctions) for s in subs[:100:3]]
     matcher.add(back)  # the inner index hands out keys in its own order
     live = [s for s in subs if s not in subs[:100:3]] + back
-    _check(matcher, live, wl.events)
+    check(matcher, live, wl.events)
 
 
 def test_pickled_matcher_matches_and_changes():
@@ -82,10 +78,10 @@ def test_pickled_matcher_matches_and_changes():
     matcher.add(wl.subscriptions[:400])
     copy = pickle.loads(pickle.dumps(matcher, protocol=5))
     assert isinstance(copy, AutoMatcher) and copy.choice == matcher.choice
-    _check(copy, wl.subscriptions[:400], wl.events)
+    check(copy, wl.subscriptions[:400], wl.events)
     copy.add(wl.subscriptions[400:])
     copy.remove(s.id for s in wl.subscriptions[:50])
-    _check(copy, wl.subscriptions[50:], wl.events)
+    check(copy, wl.subscriptions[50:], wl.events)
 
 
 def test_failed_insert_leaves_the_shape_unchanged():
@@ -104,7 +100,7 @@ def test_failed_insert_leaves_the_shape_unchanged():
         matcher.add([Subscription(f"y{s.id}", s.expr, s.conjunctions) for s in wl.subscriptions[:5]])
     inner.add = inner_add
     assert matcher.describe() == before
-    _check(matcher, wl.subscriptions, wl.events)
+    check(matcher, wl.subscriptions, wl.events)
 
 
 @pytest.mark.parametrize(("k", "index"), [(2, "counting"), (3, "bitmark")])
@@ -113,7 +109,7 @@ def test_dense_variants_by_predicates_per_subscription(k, index):
     matcher = create("auto")
     matcher.add(wl.subscriptions)
     assert matcher.choice == index
-    _check(matcher, wl.subscriptions, wl.events)
+    check(matcher, wl.subscriptions, wl.events)
 
 
 def test_shared_index_round_trip_then_changes(tmp_path, monkeypatch):
@@ -125,7 +121,7 @@ def test_shared_index_round_trip_then_changes(tmp_path, monkeypatch):
     matcher.add(wl.subscriptions[:250])
     key = shared_index.SharedKey("app-auto-test", str(tmp_path / "registry"), "auto")
     loaded = shared_index.load(shared_index.publish(matcher, key, 1))
-    _check(loaded, wl.subscriptions[:250], wl.events)
+    check(loaded, wl.subscriptions[:250], wl.events)
     loaded.remove(s.id for s in wl.subscriptions[:30])
     loaded.add(wl.subscriptions[250:])
-    _check(loaded, wl.subscriptions[30:], wl.events)
+    check(loaded, wl.subscriptions[30:], wl.events)

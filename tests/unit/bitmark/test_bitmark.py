@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matchers import oracle
 from matchers.base import create
 from matchers.expr import And, Subscription, pred
 from scripts.workloads import dense
+from tests.differential import check, insert_delete, subscriptions_of
 from tests.strategies import events, exprs, random_event, random_subscriptions
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,11 +28,6 @@ def small(tail_min: int = 16):
     matcher = create("bitmark")
     matcher.tail_min = tail_min
     return matcher
-
-
-def check(matcher, live: dict[str, Subscription], evs: list[dict]) -> None:
-    for event, ids in zip(evs, matcher.match_events(evs), strict=True):
-        assert ids == oracle.match(live.values(), event), event
 
 
 def test_bounds_are_exact_at_the_operand():
@@ -58,17 +53,7 @@ def test_dense_and_mixed_sequences_match_oracle(seed):
     for e in evs[:40:4]:
         e.update(random_event(rng))  # dense events with strings, booleans and missing values mixed in
     matcher = small(tail_min=64)
-    live: dict[str, Subscription] = {}
-    for step in range(4):
-        batch = rng.sample(pool, 900)
-        matcher.add(batch)
-        live.update({s.id: s for s in batch})
-        check(matcher, live, evs)
-        gone = rng.sample(sorted(live), 150 + 100 * step)
-        assert matcher.remove(gone) == len(gone)
-        for sub_id in gone:
-            del live[sub_id]
-        check(matcher, live, evs)
+    live = insert_delete(matcher, pool, evs, rng, steps=4, batch=900, gone=lambda step, _: 150 + 100 * step)
     assert len(matcher) == len(live)
 
 
@@ -76,12 +61,7 @@ def test_dense_and_mixed_sequences_match_oracle(seed):
 @given(trees=st.lists(exprs, min_size=2, max_size=30), evs=st.lists(events, min_size=1, max_size=6),
        cut=st.integers(0, 30), drop=st.lists(st.integers(0, 29), max_size=10))
 def test_hypothesis_insert_delete_matches_oracle(trees, evs, cut, drop):
-    subs = []
-    for i, tree in enumerate(trees):
-        try:
-            subs.append(Subscription.of(f"h{i}", tree, max_terms=64))
-        except Exception:
-            continue
+    subs = subscriptions_of(trees)
     matcher = small(tail_min=2)
     matcher.add(subs[:cut])
     matcher.match_events(evs)  # builds the index over the first part

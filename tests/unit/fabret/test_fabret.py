@@ -15,12 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matchers import oracle
 from matchers.base import create
 from matchers.events import Dictionary
 from matchers.expr import And, Subscription, pred
 from matchers.fabret.clusters import SINGLE, ClusterStore
 from scripts.workloads import fabret
+from tests import differential
+from tests.differential import insert_delete, subscriptions_of
 from tests.strategies import events, exprs, random_event, random_subscriptions
 
 SMALL_DYNAMIC = dict(bm_max=0.01, b_create=0.5, b_delete=4, refresh_changes=40, refresh_events=50)
@@ -61,10 +62,7 @@ def check_store(store: ClusterStore) -> None:
 
 
 def check(matcher, live: dict[str, Subscription], evs: list[dict]) -> None:
-    got = matcher.match_events(evs)
-    for event, ids in zip(evs, got, strict=True):
-        assert ids == oracle.match(live.values(), event), f"{matcher.name} on {event}"
-    check_store(matcher.store)
+    differential.check(matcher, live, evs, lambda m: check_store(m.store))
 
 
 @pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
@@ -74,21 +72,15 @@ def test_random_deltas_match_oracle(name, params, seed):
     subs = random_subscriptions(rng, 400)
     evs = [random_event(rng) for _ in range(120)]
     matcher = create(name, **params)
-    live: dict[str, Subscription] = {}
-    for step in range(4):
-        batch = rng.sample(subs, 150)
-        matcher.add(batch)
-        live.update({s.id: s for s in batch})
-        check(matcher, live, evs)
-        gone = rng.sample(sorted(live), min(len(live), 50 + 30 * step))
-        assert matcher.remove(gone) == len(gone)
-        for sub_id in gone:
-            del live[sub_id]
-        check(matcher, live, evs)
-        back = [s for s in subs if s.id in set(gone[:20])]  # re-insert some deleted ids
+
+    def re_insert(step: int, live: dict[str, Subscription], gone: list[str]) -> None:
+        back = [s for s in subs if s.id in set(gone[:20])]  # some deleted ids
         matcher.add(back)
         live.update({s.id: s for s in back})
         check(matcher, live, evs)
+
+    insert_delete(matcher, subs, evs, rng, steps=4, batch=150, gone=lambda step, _: 50 + 30 * step, after=re_insert,
+                  structure=lambda m: check_store(m.store))
 
 
 @pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
@@ -196,12 +188,7 @@ def test_columns_ordered_by_selectivity():
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trees=st.lists(exprs, min_size=1, max_size=14), evs=st.lists(events, min_size=1, max_size=6))
 def test_hypothesis_matches_oracle(name, params, trees, evs):
-    subs = []
-    for i, tree in enumerate(trees):
-        try:
-            subs.append(Subscription.of(f"h{i}", tree, max_terms=64))
-        except Exception:
-            continue
+    subs = subscriptions_of(trees)
     matcher = create(name, Dictionary(), **params)
     matcher.add(subs)
     if name == "dynamic":

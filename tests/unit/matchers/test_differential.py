@@ -20,6 +20,7 @@ from matchers.base import create, names
 from matchers.events import Dictionary, flatten
 from matchers.expr import Subscription
 from matchers.language import parse_subscription
+from tests.differential import check, insert_delete, subscriptions_of
 from tests.strategies import (
     array_events,
     events,
@@ -35,12 +36,6 @@ from tests.strategies import (
 MATCHERS = names()
 
 
-def check(matcher, live: dict[str, Subscription], evs: list[dict]) -> None:
-    got = matcher.match_events(evs)
-    for event, ids in zip(evs, got, strict=True):
-        assert ids == oracle.match(live.values(), event), f"{matcher.name} on {event}"
-
-
 @pytest.mark.parametrize("name", MATCHERS)
 @pytest.mark.parametrize(("seed", "extended", "arrays"), [
     (1, False, False), (2, False, False), (3, False, False), (4, True, False), (5, True, False),
@@ -51,17 +46,8 @@ def test_delta_sequence_matches_oracle(name, seed, extended, arrays):
     evs = [random_array_event(rng, extended) for _ in range(100)] if arrays else [
         random_event(rng, extended) for _ in range(150)]  # events with arrays: ~2.4 rows each (up to 128)
     matcher = create(name)
-    live: dict[str, Subscription] = {}
-    for step in range(5):
-        batch = rng.sample(subs, 150)
-        matcher.add(batch)
-        live.update({s.id: s for s in batch})
-        check(matcher, live, evs)
-        gone = rng.sample(sorted(live), min(len(live), 60 + 20 * step))
-        assert matcher.remove(gone + ["never-added"]) == len(gone)
-        for sub_id in gone:
-            del live[sub_id]
-        check(matcher, live, evs)
+    live = insert_delete(matcher, subs, evs, rng, steps=5, batch=150, gone=lambda step, _: 60 + 20 * step,
+                         unknown=["never-added"])
     # upsert: same ids, new expressions
     replacements = [Subscription.of(s.id, r.expr) for s, r in zip(list(live.values())[:50], subs[-50:], strict=False)]
     matcher.add(replacements)
@@ -78,12 +64,7 @@ def test_delta_sequence_matches_oracle(name, seed, extended, arrays):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trees=st.lists(exprs, min_size=1, max_size=12), evs=st.lists(events, min_size=1, max_size=8))
 def test_hypothesis_matches_oracle(name, trees, evs):
-    subs = []
-    for i, tree in enumerate(trees):
-        try:
-            subs.append(Subscription.of(f"h{i}", tree, max_terms=64))
-        except Exception:
-            continue
+    subs = subscriptions_of(trees)
     matcher = create(name, Dictionary())
     matcher.add(subs)
     check(matcher, {s.id: s for s in subs}, evs)

@@ -25,6 +25,8 @@ from matchers.opindex import kernels as K
 from matchers.opindex.layout import VALUE_SIGNED
 from matchers.opindex.pivoted import PivotedIndex
 from scripts import workloads
+from tests import differential
+from tests.differential import insert_delete, subscriptions_of
 from tests.strategies import events, exprs, random_event, random_subscriptions
 
 VARIANTS = {
@@ -48,9 +50,10 @@ def make(variant: str, dictionary: Dictionary | None = None):
 
 
 def check(matcher, live: dict[str, Subscription], evs: list[dict]) -> None:
-    got = matcher.match_events(evs)
-    for event, ids in zip(evs, got, strict=True):
-        assert ids == oracle.match(live.values(), event), f"{matcher.name} on {event}"
+    differential.check(matcher, live, evs, structure)
+
+
+def structure(matcher) -> None:
     if isinstance(matcher, OpIndex):
         check_entry_store(matcher)
     elif isinstance(matcher, PaperOpIndex):
@@ -169,12 +172,7 @@ def test_string_pivots_are_searched_by_predicate_id():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trees=st.lists(exprs, min_size=1, max_size=10), evs=st.lists(events, min_size=1, max_size=6))
 def test_every_operator_matches_oracle(variant, trees, evs):
-    subs = []
-    for i, tree in enumerate(trees):
-        try:
-            subs.append(Subscription.of(f"h{i}", tree, max_terms=64))
-        except Exception:
-            continue
+    subs = subscriptions_of(trees)
     matcher = make(variant, Dictionary())
     matcher.add(subs)
     check(matcher, {s.id: s for s in subs}, evs)
@@ -188,23 +186,17 @@ def test_insert_delete_reinsert_sequences(variant):
     matcher = make(variant)
     if isinstance(matcher, PivotedIndex):
         matcher.compact_min_holes = 64  # exercise compaction in a small index
-    live: dict[str, Subscription] = {}
-    for step in range(6):
-        batch = rng.sample(pool, 120)
-        matcher.add(batch)
-        live.update({s.id: s for s in batch})
-        check(matcher, live, evs)
-        gone = rng.sample(sorted(live), min(len(live), 50 + 15 * step))
-        assert matcher.remove(gone) == len(gone)
-        for sub_id in gone:
-            del live[sub_id]
-        check(matcher, live, evs)
-        # re-insert some removed ids with their old expressions, others with new ones
+
+    def re_insert(step: int, live: dict[str, Subscription], gone: list[str]) -> None:
+        """Some removed ids with their old expressions, others with new ones."""
         back = [s for s in pool if s.id in set(gone[:20])]
         swapped = [Subscription.of(s.id, rng.choice(pool).expr, max_terms=64) for s in back[:10]]
         matcher.add(back[10:] + swapped)
         live.update({s.id: s for s in back[10:] + swapped})
         check(matcher, live, evs)
+
+    live = insert_delete(matcher, pool, evs, rng, steps=6, batch=120, gone=lambda step, _: 50 + 15 * step,
+                         after=re_insert, structure=structure)
     matcher.remove(list(live))
     assert len(matcher) == 0
     assert matcher.match_events(evs) == [[] for _ in evs]

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matchers import oracle
 from matchers.base import create
 from matchers.counting import CountingMatcher
 from matchers.events import Dictionary
 from matchers.expr import And, Not, Or, Subscription, pred
 from matchers.phase1 import PredicateIndex, RangeEvaluator
 from matchers.vci import VciMatcher, VciRangeEvaluator, interval_form
+from tests.differential import check, insert_delete
 from tests.strategies import random_event, random_subscriptions
 
 NUMS = (-1e9, -3, -1, 0, 0.5, 1, 2, 2.5, 3, 7, 10, 1e3)
@@ -56,21 +56,7 @@ def _event(rng: random.Random) -> dict:
 
 
 def _run(matcher, subs, events, rng) -> None:
-    live: dict[str, Subscription] = {}
-    for step in range(4):
-        batch = rng.sample(subs, len(subs) // 3)
-        matcher.add(batch)
-        live.update({s.id: s for s in batch})
-        got = matcher.match_events(events)
-        for ev, ids in zip(events, got, strict=True):
-            assert ids == oracle.match(live.values(), ev), (step, ev)
-        gone = rng.sample(sorted(live), len(live) // 3)
-        assert matcher.remove(gone) == len(gone)
-        for g in gone:
-            del live[g]
-        got = matcher.match_events(events)
-        for ev, ids in zip(events, got, strict=True):
-            assert ids == oracle.match(live.values(), ev), (step, ev)
+    insert_delete(matcher, subs, events, rng, steps=4, batch=len(subs) // 3, gone=lambda step, n: n // 3)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -158,7 +144,7 @@ def test_matcher_pickles_and_keeps_answering():
     assert clone.match_events(events) == before
     clone.remove([s.id for s in subs[:30]])
     live = {s.id: s for s in subs[30:]}
-    assert clone.match_events(events) == [oracle.match(live.values(), e) for e in events]
+    check(clone, live, events)
 
 
 def _no_regex(subs):

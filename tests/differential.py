@@ -1,0 +1,80 @@
+"""The differential check of the matcher tests: a matcher against :mod:`matchers.oracle`.
+
+:func:`check` compares every event's matches with the oracle's; :func:`subscriptions_of`
+turns generated expression trees into subscriptions; :func:`insert_delete` is the add /
+remove loop with a check after each change. Random workloads: :mod:`tests.strategies`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from matchers import oracle
+from matchers.errors import SubscriptionError
+from matchers.expr import Expr, Subscription
+
+Live = Mapping[str, Subscription] | Iterable[Subscription]
+
+
+def check(matcher: Any, live: Live, evs: Sequence[dict], structure: Callable[[Any], None] | None = None) -> int:
+    """Assert that ``matcher`` matches each of ``evs`` as the oracle does over ``live``.
+
+    ``live`` maps ids to the subscriptions the matcher holds (or lists them);
+    ``structure`` checks the index's own invariants afterwards. Returns the number of matches.
+    """
+    subs = list(live.values()) if isinstance(live, Mapping) else list(live)
+    total = 0
+    for event, ids in zip(evs, matcher.match_events(evs), strict=True):
+        want = oracle.match(subs, event)
+        assert ids == want, f"{getattr(matcher, 'name', type(matcher).__name__)} on {event}"
+        total += len(want)
+    if structure is not None:
+        structure(matcher)
+    return total
+
+
+def subscriptions_of(trees: Iterable[Expr], max_terms: int = 64) -> list[Subscription]:
+    """Subscriptions ``h0``, ``h1``, ... of generated trees; a tree over the DNF bound is left out."""
+    subs = []
+    for i, tree in enumerate(trees):
+        try:
+            subs.append(Subscription.of(f"h{i}", tree, max_terms=max_terms))
+        except SubscriptionError:
+            continue
+    return subs
+
+
+def insert_delete(
+    matcher: Any,
+    pool: Sequence[Subscription],
+    evs: Sequence[dict],
+    rng: random.Random,
+    steps: int,
+    batch: int,
+    gone: Callable[[int, int], int],
+    after: Callable[[int, dict[str, Subscription], list[str]], None] | None = None,
+    structure: Callable[[Any], None] | None = None,
+    unknown: Sequence[str] = (),
+) -> dict[str, Subscription]:
+    """Add ``batch`` subscriptions sampled from ``pool``, then remove ``gone(step, n_live)`` live ones, ``steps`` times.
+
+    The matcher is checked after each change; ``after(step, live, removed)`` may change it
+    further (re-adds), keeping ``live`` in step. ``unknown`` ids are removed too and must
+    count for nothing. Returns the live subscriptions.
+    """
+    live: dict[str, Subscription] = {}
+    for step in range(steps):
+        added = rng.sample(list(pool), batch)
+        matcher.add(added)
+        live.update({s.id: s for s in added})
+        check(matcher, live, evs, structure)
+        removed = rng.sample(sorted(live), min(len(live), gone(step, len(live))))
+        assert matcher.remove(removed + list(unknown)) == len(removed)
+        for sub_id in removed:
+            del live[sub_id]
+        check(matcher, live, evs, structure)
+        if after is not None:
+            after(step, live, removed)
+    return live
