@@ -158,7 +158,8 @@ def run_tree(tree: Path, args: argparse.Namespace) -> dict:
     done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=False)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"run over {tree} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+        err = "\n".join(ln for ln in done.stderr.splitlines() if not ln.startswith("%"))  # not librdkafka's retries
+        raise RuntimeError(f"run over {tree} failed:\n{done.stdout[-2000:]}\n{err[-4000:]}")
     r = json.loads(lines[-1][len("RESULT "):])
     r.update(tree=str(tree), load=os.getloadavg())
     return r
