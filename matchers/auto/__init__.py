@@ -1,9 +1,9 @@
 """``auto``: a matcher that picks the index for the shape of its subscription set.
 
 It holds one inner matcher (sharing its dictionary) chosen by :func:`choose` from the
-set's :class:`Shape` (predicates per conjunction, operator mix, attributes), and maps the
-inner matcher's keys to its own.  Subscriptions are inserted into and removed from the
-inner matcher as they come; the shape is kept up to date incrementally.  Once the set
+set's :class:`Shape` (predicates per conjunction, operator mix, attributes), and nothing
+else of the subscriptions: adds, removals, matching and the keys are the inner matcher's
+(its keys change when it is rebuilt).  The shape is kept up to date incrementally.  Once the set
 has changed by :data:`DRIFT` of its size at the last decision, the next ``match``
 decides again and, if the choice differs, rebuilds the inner matcher with the new
 index: the choice is a function of the subscription set alone (deterministic), and
@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
-
-import numpy as np
 
 from matchers.base import Matcher, Matches, create, register
 from matchers.events import Dictionary, EventBatch
@@ -134,100 +133,108 @@ def choose(shape: Shape) -> tuple[str, str]:
 
 @register("auto")
 class AutoMatcher(Matcher):
-    """Delegates to the index :func:`choose` picks for the current subscription set."""
+    """Delegates to the index :func:`choose` picks for the current subscription set.
 
-    indexed_ops = frozenset(Op)  # every subscription goes to the inner matcher, which has its own residual path
-    sees_nulls = True
+    Every public method goes to the inner matcher, so the subscriptions are held (and
+    pickled) once; the insert, delete and match steps of :class:`Matcher` are the inner
+    matcher's own and never called here.
+    """
 
     def __init__(self, dictionary: Dictionary | None = None, **params: Any):
         super().__init__(dictionary, **params)
         self._tally = _Tally()
-        self._inner: Matcher | None = None
-        self._choice, self._reason = "", "no subscriptions yet"
-        self._outer = np.full(0, -1, dtype=np.int32)  # inner key -> key
+        self._choice, self._reason = choose(self._tally.shape())
+        self._inner = create(self._choice, self.dictionary)
         self._decided_at = 0
         self._changes = 0
 
     @property
     def choice(self) -> str:
-        """Name of the index in use ("" before the first subscription)."""
+        """Name of the index in use."""
         return self._choice
 
     def describe(self) -> dict[str, Any]:
         """The index chosen (``matcher``), by ``auto``, the reason and the shape it was decided on."""
         return dict(matcher=self._choice, chosen_by=self.name, reason=self._reason, shape=asdict(self._tally.shape()))
 
-    # -- Matcher ------------------------------------------------------------------
-    def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
-        subs = [sub for _, sub in entries]
-        self._tally.update(subs, +1)
-        try:
-            if self._inner is None:
-                self._rebuild()
-                return
-            self._inner.add(subs)
-        except BaseException:
-            self._tally.update(subs, -1)
-            raise
-        self._map(entries)
-        self._changes += len(entries)
-
-    def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
-        subs = [sub for _, sub in entries]
-        self._tally.update(subs, -1)
+    # -- Matcher: all to the inner matcher ---------------------------------------------
+    def add(self, subscriptions: Iterable[Subscription]) -> None:
+        subs = list({s.id: s for s in subscriptions}.values())
         inner = self._inner
-        assert inner is not None
-        self._outer[[inner.key_of(sub.id) for sub in subs]] = -1
-        inner.remove(sub.id for sub in subs)
-        self._changes += len(entries)
+        replaced = [inner.subscription(inner.key_of(s.id)) for s in subs if s.id in inner]
+        try:
+            inner.add(subs)
+        except BaseException:
+            self._recount()  # the replaced subscriptions may be gone
+            raise
+        self._tally.update(replaced, -1)
+        self._tally.update(subs, +1)
+        self._changes += len(subs)
+        if not self._decided_at:  # the first subscriptions: decide at once
+            self._redecide()
 
-    def _match(self, batch: EventBatch) -> Matches:
+    def remove(self, ids: Iterable[str]) -> int:
+        inner = self._inner
+        gone = [inner.subscription(inner.key_of(i)) for i in dict.fromkeys(ids) if i in inner]
+        inner.remove(s.id for s in gone)
+        self._tally.update(gone, -1)
+        self._changes += len(gone)
+        return len(gone)
+
+    def match(self, batch: EventBatch) -> Matches:
         if self._changes > DRIFT * max(self._decided_at, 1):
             self._redecide()
-        inner = self._inner
-        assert inner is not None
-        m = inner.match(batch)
-        keys = self._outer[m.keys]
-        if len(keys) > 1:
-            # the key map keeps the order within an event unless keys were reused since the build
-            unordered = keys[1:] <= keys[:-1]
-            starts = m.offsets[1:-1]
-            unordered[starts[(starts > 0) & (starts < len(keys))] - 1] = False  # across events
-            if unordered.any():
-                events = np.repeat(np.arange(batch.n, dtype=np.int64), np.diff(m.offsets))
-                keys = keys[np.lexsort((keys, events))]
-        return Matches(m.offsets, keys)
+        return self._inner.match(batch)
+
+    def id_of(self, key: int) -> str:
+        return self._inner.id_of(key)
+
+    def key_of(self, sub_id: str) -> int:
+        return self._inner.key_of(sub_id)
+
+    def subscription(self, key: int) -> Subscription:
+        return self._inner.subscription(key)
+
+    def subscriptions(self) -> Iterable[tuple[int, Subscription]]:
+        return self._inner.subscriptions()
+
+    def indexed(self) -> Iterable[tuple[int, Subscription]]:
+        return self._inner.subscriptions()
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __contains__(self, sub_id: object) -> bool:
+        return sub_id in self._inner
+
+    @property
+    def capacity(self) -> int:
+        return self._inner.capacity
 
     def memory_bytes(self) -> int:
-        inner = self._inner.memory_bytes() if self._inner is not None else 0
-        return inner + self._outer.nbytes
+        return self._inner.memory_bytes()
+
+    def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
+        raise AssertionError("auto inserts through its inner matcher")  # add is overridden
+
+    _delete = _insert
+
+    def _match(self, batch: EventBatch) -> Matches:
+        raise AssertionError("auto matches through its inner matcher")  # match is overridden
 
     # -- the choice -----------------------------------------------------------------
+    def _recount(self) -> None:
+        self._tally = _Tally()
+        self._tally.update([sub for _, sub in self._inner.subscriptions()], +1)
+
     def _redecide(self) -> None:
-        name, _ = choose(self._tally.shape())
-        if name == self._choice:
-            self._decided_at, self._changes = len(self), 0
-        else:
-            self._rebuild()
-
-    def _rebuild(self) -> None:
-        """A new inner matcher of the chosen index holding every subscription."""
+        """Choose again; a new inner matcher of the chosen index holds every subscription
+        when the choice differs."""
         choice, reason = choose(self._tally.shape())
-        inner = create(choice, self.dictionary)
-        entries = list(self.subscriptions())
-        inner.add(sub for _, sub in entries)
-        self._inner, self._choice, self._reason = inner, choice, reason
-        self._outer = np.full(0, -1, dtype=np.int32)
-        self._map(entries)
-        self._decided_at, self._changes = len(entries), 0
+        if choice != self._choice:
+            inner = create(choice, self.dictionary)
+            inner.add(sub for _, sub in self._inner.subscriptions())
+            self._inner = inner
+        self._choice, self._reason = choice, reason
+        self._decided_at, self._changes = len(self), 0
         log.info("auto matcher: %s", self.describe())
-
-    def _map(self, entries: list[tuple[int, Subscription]]) -> None:
-        inner = self._inner
-        assert inner is not None
-        if len(self._outer) < inner.capacity:
-            grown = np.full(max(inner.capacity, 2 * len(self._outer)), -1, dtype=np.int32)
-            grown[:len(self._outer)] = self._outer
-            self._outer = grown
-        for key, sub in entries:
-            self._outer[inner.key_of(sub.id)] = key
