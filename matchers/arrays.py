@@ -10,7 +10,7 @@ import numba
 import numpy as np
 
 
-def grown(arr: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
+def grown(arr: np.ndarray, n: int, fill: float = 0) -> np.ndarray:
     """``arr`` if it holds ``n`` rows, else a copy grown (at least doubled, at least 64 rows)
     whose new rows hold ``fill``."""
     if n <= len(arr):

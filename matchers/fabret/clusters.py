@@ -29,6 +29,7 @@ from itertools import combinations
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.fabret import kernels
 from matchers.fabret.kernels import (
     CAP,
@@ -42,19 +43,10 @@ from matchers.fabret.kernels import (
     START,
     TABLE,
 )
+from matchers.fabret.layout import Phase2
 
 SINGLE = -1
 """Table id of access entries reached by a single predicate id (no hashing)."""
-
-
-def grow(arr: np.ndarray, n: int, fill) -> np.ndarray:
-    """``arr`` with at least ``n`` rows (doubling), new rows set to ``fill``."""
-    if len(arr) >= n:
-        return arr
-    size = max(n, 2 * len(arr), 16)
-    out = np.full((size,) + arr.shape[1:], fill, dtype=arr.dtype)
-    out[: len(arr)] = arr
-    return out
 
 
 class ClusterStore:
@@ -127,8 +119,8 @@ class ClusterStore:
     def reserve_pids(self, n: int) -> None:
         """Make the per-predicate-id arrays cover ids ``0 .. n-1``."""
         if n > len(self.pid_eq_attr):
-            self.pid_eq_attr = grow(self.pid_eq_attr, n, -1)
-            self.pid_access = grow(self.pid_access, n, -1)
+            self.pid_eq_attr = grown(self.pid_eq_attr, n, -1)
+            self.pid_access = grown(self.pid_access, n, -1)
 
     # -- entries ----------------------------------------------------------------------
     def new_entries(self, keys: Sequence[int], pid_lists: Sequence[Sequence[int]]) -> np.ndarray:
@@ -137,9 +129,9 @@ class ClusterStore:
         need = self.e_top + len(keys)
         for name, fill in (("e_key", -1), ("e_start", 0), ("e_len", 0), ("e_k", 0), ("e_group", -1),
                            ("e_cluster", -1), ("e_row", -1)):
-            setattr(self, name, grow(getattr(self, name), need, fill))
+            setattr(self, name, grown(getattr(self, name), need, fill))
         total = sum(len(p) for p in pid_lists)
-        self.epool = grow(self.epool, self.epool_top + total, 0)
+        self.epool = grown(self.epool, self.epool_top + total, 0)
         eq_attr = self.pid_eq_attr
         flat: list[int] = []
         starts = np.empty(len(keys), dtype=np.int64)
@@ -217,10 +209,10 @@ class ClusterStore:
         t = self.t_free.pop() if self.t_free else self.t_top
         if t == self.t_top:
             self.t_top += 1
-            self.t_attrs = grow(self.t_attrs, self.t_top, -1)
-            self.t_k = grow(self.t_k, self.t_top, 0)
-            self.t_size = grow(self.t_size, self.t_top, 0)
-            self.t_hits = grow(self.t_hits, self.t_top, 0.0)
+            self.t_attrs = grown(self.t_attrs, self.t_top, -1)
+            self.t_k = grown(self.t_k, self.t_top, 0)
+            self.t_size = grown(self.t_size, self.t_top, 0)
+            self.t_hits = grown(self.t_hits, self.t_top, 0.0)
         self.t_attrs[t] = -1
         self.t_attrs[t, : len(schema)] = schema
         self.t_k[t] = len(schema)
@@ -422,9 +414,9 @@ class ClusterStore:
         a = self.a_free.pop() if self.a_free else self.a_top
         if a == self.a_top:
             self.a_top += 1
-            self.acc = grow(self.acc, self.a_top, -1)
-            self.a_width = grow(self.a_width, self.a_top, 0)
-            self.a_count = grow(self.a_count, self.a_top, 0)
+            self.acc = grown(self.acc, self.a_top, -1)
+            self.a_width = grown(self.a_width, self.a_top, 0)
+            self.a_count = grown(self.a_count, self.a_top, 0)
         t = key[0]
         self.a_first[a] = -1
         self.a_table[a] = t
@@ -453,9 +445,9 @@ class ClusterStore:
         c = self.c_free.pop() if self.c_free else self.c_top
         if c == self.c_top:
             self.c_top += 1
-            self.cl = grow(self.cl, self.c_top, 0)
-            self.c_access = grow(self.c_access, self.c_top, -1)
-            self.c_movable = grow(self.c_movable, self.c_top, 0)
+            self.cl = grown(self.cl, self.c_top, 0)
+            self.c_access = grown(self.c_access, self.c_top, -1)
+            self.c_movable = grown(self.c_movable, self.c_top, 0)
         self.c_start[c] = 0
         self.c_cap[c] = 0
         self.c_len[c] = 0
@@ -499,7 +491,7 @@ class ClusterStore:
         if self.garbage + old > max(1 << 20, self.top // 2):
             self._compact(extra)
             old = int(((self.c_size[clusters] + 1).astype(np.int64) * self.c_cap[clusters]).sum())
-        self.pool = grow(self.pool, self.top + extra, 0)
+        self.pool = grown(self.pool, self.top + extra, 0)
         self.top = int(kernels.relocate(self.pool, self.cl, clusters.astype(np.int64), new_caps, self.top))
         self.garbage += old
 
@@ -528,10 +520,9 @@ class ClusterStore:
     def match(self, ev_off: np.ndarray, ev_pids: np.ndarray, n_attrs: int, bits: np.ndarray,
               pid_hits: np.ndarray, attr_hits: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Phase 2 over a batch (see :func:`kernels.match_batch`)."""
-        return kernels.match_batch(
-            ev_off, ev_pids, n_attrs, bits, self.pid_eq_attr, self.pid_access, self.acc, self.cl, self.pool,
-            self.e_key, self.live_tables(), self.t_attrs, self.t_k, self.slots, pid_hits, attr_hits, self.t_hits,
-        )
+        store = Phase2(self.pid_eq_attr, self.pid_access, self.acc, self.cl, self.pool, self.e_key,
+                       self.live_tables(), self.t_attrs, self.t_k, self.slots)
+        return kernels.match_batch(ev_off, ev_pids, n_attrs, bits, store, pid_hits, attr_hits, self.t_hits)
 
     def memory_bytes(self) -> int:
         """Bytes of every array of the store plus a rough size of its Python maps."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from matchers.fabret.clusters import grow
+from matchers.arrays import grown
 
 DEFAULT_NU = 0.5
 """Prior ``nu`` of a predicate other than an equality."""
@@ -72,8 +72,8 @@ class EventStats:
 
     def reserve(self, n_pids: int, n_attrs: int) -> None:
         """Make the count arrays cover ``n_pids`` predicate ids and ``n_attrs`` attributes."""
-        self.pid_hits = grow(self.pid_hits, n_pids, 0.0)
-        self.attr_hits = grow(self.attr_hits, n_attrs, 0.0)
+        self.pid_hits = grown(self.pid_hits, n_pids, 0.0)
+        self.attr_hits = grown(self.attr_hits, n_attrs, 0.0)
 
     def seen(self, n: int) -> None:
         """Record that ``n`` more events were counted."""

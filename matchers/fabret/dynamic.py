@@ -37,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.base import register
 from matchers.events import Dictionary
-from matchers.fabret.clusters import grow, subsets
+from matchers.fabret.clusters import subsets
 from matchers.fabret.kernels import MAX_SCHEMA
 from matchers.fabret.twophase import TwoPhaseMatcher
 
@@ -155,7 +156,7 @@ class DynamicMatcher(TwoPhaseMatcher):
     def _candidates(self, schema: tuple[int, ...]) -> np.ndarray:
         """Clusters holding marked subscriptions that credited ``schema`` (``H.candidate``)."""
         store = self.store
-        self.mark_width = grow(self.mark_width, store.e_top, 0)
+        self.mark_width = grown(self.mark_width, store.e_top, 0)
         ents = store.live_entries()
         widths = self.mark_width[ents].astype(np.int64)
         ents = ents[(widths > 0) & (widths - 1 < len(schema))]
@@ -173,7 +174,7 @@ class DynamicMatcher(TwoPhaseMatcher):
         store = self.store
         a = int(store.c_access[c])
         version = self.tables_created + self.tables_deleted
-        self.checked = grow(self.checked, store.e_top, -1)
+        self.checked = grown(self.checked, store.e_top, -1)
         ents = store.cluster_entries(c)
         ents = ents[self.checked[ents] != version]
         self.checked[ents] = version
@@ -192,14 +193,14 @@ class DynamicMatcher(TwoPhaseMatcher):
         if np.exp(current) * store.c_movable[c] < self.bm_max:
             return
         ents = store.cluster_entries(c)
-        self.mark_width = grow(self.mark_width, store.e_top, 0)
+        self.mark_width = grown(self.mark_width, store.e_top, 0)
         fresh = ents[(self.mark_width[ents] == 0) & (store.e_k[ents] > width)]
         if len(fresh) == 0:
             return
         groups, counts = np.unique(store.e_group[fresh], return_counts=True)
         nu = float(np.exp(current))
         self._credit(groups, counts * nu, np.full(len(groups), width))
-        self.mark_nu = grow(self.mark_nu, store.e_top, 0.0)
+        self.mark_nu = grown(self.mark_nu, store.e_top, 0.0)
         self.mark_width[fresh] = width + 1
         self.mark_nu[fresh] = nu
 
@@ -225,9 +226,9 @@ class DynamicMatcher(TwoPhaseMatcher):
                     sid = self.schema_id[schema] = len(self.schemas)
                     self.schemas.append(schema)
                 out.append(sid)
-            self.benefit = grow(self.benefit, len(self.schemas), 0.0)
-            self.schema_len = grow(self.schema_len, len(self.schemas), 0)
-            self.schema_is_table = grow(self.schema_is_table, len(self.schemas), False)
+            self.benefit = grown(self.benefit, len(self.schemas), 0.0)
+            self.schema_len = grown(self.schema_len, len(self.schemas), 0)
+            self.schema_is_table = grown(self.schema_is_table, len(self.schemas), False)
             self.schema_len[out] = [len(self.schemas[i]) for i in out]
             sids = self._group_sids[g] = np.asarray(out, dtype=np.int64)
         return sids
@@ -236,7 +237,7 @@ class DynamicMatcher(TwoPhaseMatcher):
         """Take back the benefit contributions of marked entries."""
         if len(entries) == 0:
             return
-        self.mark_width = grow(self.mark_width, self.store.e_top, 0)
+        self.mark_width = grown(self.mark_width, self.store.e_top, 0)
         widths = self.mark_width[entries]
         marked = widths > 0
         if not marked.any():

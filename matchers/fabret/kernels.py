@@ -215,8 +215,7 @@ def check_cluster(pool, start, cap, ln, n, bits, out, pos):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_batch(ev_off, ev_pids, n_attrs, bits, pid_eq_attr, pid_access, acc, cl, pool, e_key,
-                tables, t_attrs, t_k, slots, pid_hits, attr_hits, t_hits):
+def match_batch(ev_off, ev_pids, n_attrs, bits, store, pid_hits, attr_hits, t_hits):
     """Phase 2 of the matching algorithm (Fig. 2) over a batch of events.
 
     Parameters
@@ -224,10 +223,7 @@ def match_batch(ev_off, ev_pids, n_attrs, bits, pid_eq_attr, pid_access, acc, cl
     ev_off, ev_pids : satisfied predicate ids of each event (CSR, from phase 1).
     n_attrs : number of attribute ids (size of the per-event equality slot array).
     bits : uint8 predicate bit vector, all zero on entry and on exit.
-    pid_eq_attr : attribute id of each equality predicate id, -1 for other operators.
-    pid_access : access entry of each single access predicate, -1 if none.
-    acc, cl, pool : access entries, cluster metadata, cluster slabs.
-    tables : ids of the live multi-attribute hash tables; ``t_attrs``/``t_k`` their schemas.
+    store : the store's arrays (:class:`~matchers.fabret.layout.Phase2`).
     pid_hits, attr_hits, t_hits : event statistics, incremented here (float64).
 
     Returns
@@ -235,6 +231,7 @@ def match_batch(ev_off, ev_pids, n_attrs, bits, pid_eq_attr, pid_access, acc, cl
     (offsets int64[n+1], keys int32[k], checks int64): matched subscription keys of each
     event, sorted and distinct, and the number of rows checked.
     """
+    pid_eq_attr, pid_access, acc, cl, pool, e_key, tables, t_attrs, t_k, slots = store
     n = len(ev_off) - 1
     out = np.empty(max(1024, 4 * n), dtype=np.int32)
     pos = 0

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.base import Matcher, Matches
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Op, Subscription
-from matchers.fabret.clusters import ClusterStore, grow
+from matchers.fabret.clusters import ClusterStore
 from matchers.fabret.cost import EventStats
 
 
@@ -102,7 +103,7 @@ class TwoPhaseMatcher(Matcher):
         offsets, pids = self.phase1.satisfied(batch)
         cap = max(int(self.phase1.capacity), len(self.store.pid_eq_attr))
         if len(self.bits) < cap:
-            self.bits = grow(self.bits, cap, 0)
+            self.bits = grown(self.bits, cap, 0)
         n_attrs = max(self.dictionary.n_attrs, 1)
         self.stats.reserve(cap, n_attrs)
         out_off, keys, checks = self.store.match(
@@ -134,7 +135,7 @@ class TwoPhaseMatcher(Matcher):
         if refresh or self._log_nu is None or self._log_nu_events != self.stats.events_total \
                 or len(self._log_nu) < len(self.store.pid_eq_attr):
             n = len(self.store.pid_eq_attr)
-            self.pid_refs = grow(self.pid_refs, n, 0)
+            self.pid_refs = grown(self.pid_refs, n, 0)
             live = self.pid_refs[:n] > 0
             self._log_nu = self.stats.log_nu(self.store.pid_eq_attr, live)
             self._log_nu_events = self.stats.events_total
@@ -151,8 +152,8 @@ class TwoPhaseMatcher(Matcher):
         return np.asarray(out, dtype=np.int64)
 
     def _link(self, ents: np.ndarray, keys: list[int]) -> None:
-        self.key_entry = grow(self.key_entry, max(keys) + 1, -1)
-        self.e_sibling = grow(self.e_sibling, int(ents.max()) + 1, -1)
+        self.key_entry = grown(self.key_entry, max(keys) + 1, -1)
+        self.e_sibling = grown(self.e_sibling, int(ents.max()) + 1, -1)
         for e, key in zip(ents.tolist(), keys, strict=True):
             self.e_sibling[e] = self.key_entry[key]
             self.key_entry[key] = e
@@ -165,5 +166,5 @@ class TwoPhaseMatcher(Matcher):
         self.store.reserve_pids(top)
         self.store.pid_eq_attr[pids] = -1
         self.store.pid_eq_attr[eq_pids] = eq_attrs
-        self.pid_refs = grow(self.pid_refs, top, 0)
+        self.pid_refs = grown(self.pid_refs, top, 0)
         np.add.at(self.pid_refs, pids, 1)
