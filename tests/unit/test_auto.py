@@ -20,7 +20,7 @@ def _check(matcher, subs: list[Subscription], events: list[dict]) -> None:
 
 @pytest.mark.parametrize(("workload", "index"), [
     ("dense", "bitmark"),
-    ("fabret-w2", "bitmark"),
+    ("fabret-w2", "static"),
     ("fabret-w0", "static"),
     ("fabret-w3", "propagation"),
     ("fabret-w6", "propagation"),
