@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 MAX_PAIRED = 8
 """Equality attributes of a conjunction whose pairs are counted (the first, sorted)."""
+CHOICES = ("bitmark", "static", "propagation", "opindex", "counting")
+"""The indexes :func:`choose` picks from."""
 DRIFT = 0.5
 """Changes (inserts and removals), as a fraction of the set's size at the last decision,
 after which the choice is made again."""
