@@ -58,7 +58,8 @@ class _CompileWatch(event.Listener):
 
 
 def warm(name: str) -> tuple[float, int]:
-    """Build matcher ``name`` on a tiny workload, match, remove a subscription, match again.
+    """Build matcher ``name`` on a tiny workload, match, remove a subscription, match again
+    (for ``auto``, each index it may choose: :data:`matchers.auto.CHOICES`).
 
     Returns
     -------
@@ -68,12 +69,15 @@ def warm(name: str) -> tuple[float, int]:
     watch = _CompileWatch(name)
     started = time.perf_counter()
     with event.install_listener("numba:compile", watch):
-        matcher = create(name)
-        matcher.add(parse_record({"id": f"warm-{i}", "expr": expr}) for i, expr in enumerate(SUBSCRIPTIONS))
-        events = [flatten(dict(e)) for e in EVENTS]
-        matcher.match(matcher.encode(events))
-        matcher.remove(["warm-0"])
-        matcher.match(matcher.encode(events))
+        from matchers.auto import CHOICES
+
+        for each in (name, *CHOICES) if name == "auto" else (name,):
+            matcher = create(each)
+            matcher.add(parse_record({"id": f"warm-{i}", "expr": expr}) for i, expr in enumerate(SUBSCRIPTIONS))
+            events = [flatten(dict(e)) for e in EVENTS]
+            matcher.match(matcher.encode(events))
+            matcher.remove(["warm-0"])
+            matcher.match(matcher.encode(events))
     seconds = time.perf_counter() - started
     if watch.compiled:
         log.info("compiled %d numba kernels of %s in %.1f s", watch.compiled, name, seconds)

@@ -102,7 +102,7 @@ class SparkSettings:
 
 @dataclass(frozen=True)
 class MatchSettings:
-    matcher: str = "counting"
+    matcher: str = "auto"
     max_terms: int = 256
     snapshot_every: int = 50
     snapshots_kept: int = 2

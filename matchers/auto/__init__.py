@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 MAX_PAIRED = 8
 """Equality attributes of a conjunction whose pairs are counted (the first, sorted)."""
+CHOICES = ("bitmark", "static", "propagation", "opindex", "counting")
+"""The indexes :func:`choose` picks from."""
 DRIFT = 0.5
 """Changes (inserts and removals), as a fraction of the set's size at the last decision,
 after which the choice is made again."""
@@ -115,12 +117,12 @@ class _Tally:
 
 def choose(shape: Shape) -> tuple[str, str]:
     """The index for a subscription set of this shape, and why."""
+    if shape.equalities >= 0.3 and shape.shared_pair >= 0.6 and shape.value_skew < 0.2:
+        return "static", (f"equalities ({shape.equalities:.0%} = or IN), {shape.shared_pair:.0%} of the "
+                          f"conjunctions on one pair of attributes, values spread: multi-attribute hash tables")
     if shape.per_conjunction >= 3 and shape.ranges >= 0.5:
         return "bitmark", (f"dense interval conjunctions ({shape.per_conjunction:g} predicates per conjunction, "
                            f"{shape.ranges:.0%} numeric ranges)")
-    if shape.equalities >= 0.5 and shape.shared_pair >= 0.6 and shape.value_skew < 0.2:
-        return "static", (f"equality-heavy ({shape.equalities:.0%} = or IN), {shape.shared_pair:.0%} of the "
-                          f"conjunctions on one pair of attributes, values spread: multi-attribute hash tables")
     if shape.equalities >= 0.5:
         return "propagation", (f"equality-heavy ({shape.equalities:.0%} = or IN), no shared pair of attributes "
                                f"or skewed values: clustered on single equality access predicates")
@@ -162,16 +164,19 @@ class AutoMatcher(Matcher):
         subs = list({s.id: s for s in subscriptions}.values())
         inner = self._inner
         replaced = [inner.subscription(inner.key_of(s.id)) for s in subs if s.id in inner]
+        self._tally.update(replaced, -1)
+        self._tally.update(subs, +1)
+        first = not len(inner)
+        if first:  # decide on the new set's shape before building anything
+            self._redecide()
         try:
-            inner.add(subs)
+            self._inner.add(subs)
         except BaseException:
             self._recount()  # the replaced subscriptions may be gone
             raise
-        self._tally.update(replaced, -1)
-        self._tally.update(subs, +1)
         self._changes += len(subs)
-        if not self._decided_at:  # the first subscriptions: decide at once
-            self._redecide()
+        if first:
+            self._decided_at, self._changes = len(self), 0
 
     def remove(self, ids: Iterable[str]) -> int:
         inner = self._inner

@@ -191,7 +191,7 @@ def test_every_readme_command_works(kafka_broker: Any, tmp_path: Path) -> None:
         assert out.startswith("state: stopped"), out
         console = (tmp_path / "service.txt").read_text(errors="replace")
         assert re.search(r"Spark UI at http://127\.0\.0\.1:\d+", console)
-        assert "numba kernels of counting" in console
+        assert "numba kernels of auto" in console
         assert "falling behind" not in console and "Traceback" not in console
     finally:
         if follower is not None and follower.proc.poll() is None:

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_shipped_file_loads_with_documented_defaults():
     s = load(ROOT / "conf" / "pubsub.toml", environ={})
-    assert s.match.matcher == "counting"
+    assert s.match.matcher == "auto"
     assert s.kafka.bootstrap_servers == ""
     assert s.kafka.topic_partitions()["events"] == s.kafka.events_partitions
     assert s.spark.conf["spark.sql.shuffle.partitions"] == "2"
