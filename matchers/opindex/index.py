@@ -57,6 +57,12 @@ class OpIndex(PivotedIndex):
         self._q_used = 0
         self._q_holes = 0
 
+    def __getstate__(self) -> dict:
+        """The state without the item pool's float view (a second copy once pickled)."""
+        state = super().__getstate__()
+        state["store"] = self.store._replace(q_val=np.zeros(0))
+        return state
+
     def __setstate__(self, state: dict) -> None:
         """Unpickle, with the pivot headers back on 64-byte lines (one line each) and the
         item pool's float view on its words."""
