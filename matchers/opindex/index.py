@@ -21,7 +21,7 @@ from matchers.arrays import grown
 from matchers.base import Matches, register
 from matchers.opindex import kernels as K
 from matchers.opindex.layout import EntryStore, Events
-from matchers.opindex.pivoted import PivotedIndex, _Rows, bits
+from matchers.opindex.pivoted import PivotedIndex, Rows, bits
 
 
 def _lines(n: int, old: np.ndarray | None = None) -> np.ndarray:
@@ -57,6 +57,12 @@ class OpIndex(PivotedIndex):
         self._q_used = 0
         self._q_holes = 0
 
+    def __getstate__(self) -> dict:
+        """The state without the item pool's float view (a second copy once pickled)."""
+        state = super().__getstate__()
+        state["store"] = self.store._replace(q_val=np.zeros(0))
+        return state
+
     def __setstate__(self, state: dict) -> None:
         """Unpickle, with the pivot headers back on 64-byte lines (one line each) and the
         item pool's float view on its words."""
@@ -77,24 +83,24 @@ class OpIndex(PivotedIndex):
         if (slot + 1) * K.HS > len(hdr):
             self.store = self.store._replace(hdr=_lines(max(64, 2 * len(hdr)), hdr))
 
-    def _attach(self, entry: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: _Rows) -> int:
+    def _attach(self, entry: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: Rows) -> int:
         self._emit_items(entry, terms, pivots, is_cnf, rows)
         self._emit_records(entry, pivots, rows)
         return -1
 
-    def _detach(self, entry: int, terms, pivots: tuple[int, ...], base: int, rows: _Rows) -> None:
+    def _detach(self, entry: int, terms, pivots: tuple[int, ...], base: int, rows: Rows) -> None:
         self._emit_records(entry, pivots, rows)
         self._q_holes += int(self._e_nitem[entry])
 
     def _move(self, entry: int, terms, is_cnf: bool, old: tuple[int, ...], new: tuple[int, ...],
-              old_rows: _Rows, new_rows: _Rows) -> None:
+              old_rows: Rows, new_rows: Rows) -> None:
         self._emit_records(entry, old, old_rows)
         self._q_holes += int(self._e_nitem[entry])
         # the new pivot's clause goes first
         self._emit_items(entry, terms, new, is_cnf, new_rows, acquire=False)
         self._emit_records(entry, new, new_rows)
 
-    def _emit_items(self, entry: int, terms, pivots: tuple[int, ...], is_cnf: bool, rows: _Rows,
+    def _emit_items(self, entry: int, terms, pivots: tuple[int, ...], is_cnf: bool, rows: Rows,
                     acquire: bool = True) -> None:
         """Append an entry's items for the entry store, clause by clause, the clauses on a
         pivot first (a DNF conjunction is a clause per predicate), with their end marks."""
@@ -119,13 +125,13 @@ class OpIndex(PivotedIndex):
         rows.entries.append(entry)
         rows.nitem.append(len(rows.ta) - n0)
 
-    def _emit_records(self, entry: int, pivots: tuple[int, ...], rows: _Rows) -> None:
+    def _emit_records(self, entry: int, pivots: tuple[int, ...], rows: Rows) -> None:
         for pivot in pivots:
             rows.rslot.append(self._slot_of(pivot))
             rows.rentry.append(entry)
 
     # -- the store ------------------------------------------------------------------------
-    def _store(self, rows: _Rows) -> None:
+    def _store(self, rows: Rows) -> None:
         """Append the new entries' items to the item pool, then insert the records."""
         if rows.entries:
             entries = np.asarray(rows.entries, dtype=np.int64)
@@ -160,7 +166,7 @@ class OpIndex(PivotedIndex):
         hdr = self.store.hdr[: self._n_pivots * K.HS]
         return int((hdr[K.N_GROUPS::K.HS] - hdr[::K.HS]).sum())
 
-    def _unstore(self, rows: _Rows) -> None:
+    def _unstore(self, rows: Rows) -> None:
         """Remove records (the dropped entries' items are already counted as holes)."""
         slot = np.asarray(rows.rslot, dtype=np.int64)
         entry = np.asarray(rows.rentry, dtype=np.int32)

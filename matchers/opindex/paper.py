@@ -34,7 +34,7 @@ from matchers.opindex.layout import (
     Lists,
     Slots,
 )
-from matchers.opindex.pivoted import PivotedIndex, _Rows, bits
+from matchers.opindex.pivoted import PivotedIndex, Rows, bits
 
 _VALUE_SIGNED = np.asarray(VALUE_SIGNED, dtype=np.bool_)
 
@@ -86,7 +86,7 @@ class PaperOpIndex(PivotedIndex):
     def _new_pivot(self, slot: int) -> None:
         self.lists = self.lists._replace(list_of=grown(self.lists.list_of, (slot + 1) * N_FAMILIES, -1))
 
-    def _attach(self, entry: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: _Rows) -> int:
+    def _attach(self, entry: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: Rows) -> int:
         k = len(terms)
         free = self._free_cslots.get(k)
         base = free.pop() if free else self._n_cslots
@@ -97,17 +97,17 @@ class PaperOpIndex(PivotedIndex):
         self._emit(terms, pivots, base, rows, acquire=True)
         return base
 
-    def _detach(self, entry: int, terms, pivots: tuple[int, ...], base: int, rows: _Rows) -> None:
+    def _detach(self, entry: int, terms, pivots: tuple[int, ...], base: int, rows: Rows) -> None:
         self._emit(terms, pivots, base, rows, acquire=False)
         self._free_cslots[len(terms)].append(base)
 
     def _move(self, entry: int, terms, is_cnf: bool, old: tuple[int, ...], new: tuple[int, ...],
-              old_rows: _Rows, new_rows: _Rows) -> None:
+              old_rows: Rows, new_rows: Rows) -> None:
         base = self._entry_info[entry][2]
         self._emit(terms, old, base, old_rows, acquire=False)
         self._emit(terms, new, base, new_rows, acquire=False)
 
-    def _emit(self, terms, pivots: tuple[int, ...], base: int, rows: _Rows, acquire: bool) -> None:
+    def _emit(self, terms, pivots: tuple[int, ...], base: int, rows: Rows, acquire: bool) -> None:
         """Append the items of an entry (under each of its pivots) to ``rows``."""
         ids = self.dictionary.attr_ids
         items_of = self._items
@@ -135,7 +135,7 @@ class PaperOpIndex(PivotedIndex):
             rows.weight.extend(weights)
 
     # -- the lists ------------------------------------------------------------------------
-    def _pack(self, rows: _Rows) -> Items:
+    def _pack(self, rows: Rows) -> Items:
         """The items of ``rows`` with their list, segment and signature bit (allocating lists)."""
         slot = np.asarray(rows.slot, dtype=np.int64)
         family = np.asarray(rows.family, dtype=np.int64)
@@ -161,7 +161,7 @@ class PaperOpIndex(PivotedIndex):
         return Items(L.list_of[pairs], seg, ta, val, np.asarray(rows.cslot, dtype=np.int32),
                      np.asarray(rows.weight, dtype=np.int8), bit)
 
-    def _store(self, rows: _Rows) -> None:
+    def _store(self, rows: Rows) -> None:
         items = self._pack(rows)
         order = np.lexsort((items.val, items.ta, items.seg, items.lst))
         items = Items(*(c[order] for c in items))
@@ -176,7 +176,7 @@ class PaperOpIndex(PivotedIndex):
             self.lists = L._replace(ta=grown(L.ta, size), val=grown(L.val, size), slot=grown(L.slot, size),
                                     weight=grown(L.weight, size))
 
-    def _unstore(self, rows: _Rows) -> None:
+    def _unstore(self, rows: Rows) -> None:
         items = self._pack(rows)
         missing = K.delete_items(items, self.segments, self.lists)
         if missing:

@@ -69,7 +69,7 @@ def bits(values: np.ndarray) -> np.ndarray:
     return (np.asarray(values, dtype=np.float64) + 0.0).view(np.uint64)
 
 
-class _Rows:
+class Rows:
     """Items and records being built: columns as Python lists, packed once.
 
     The paper's lists use one item row per (pivot, item); the entry store uses the item
@@ -162,23 +162,23 @@ class PivotedIndex(Matcher):
         """Make room for pivot slot ``slot`` (just allocated)."""
         raise NotImplementedError
 
-    def _attach(self, entry: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: _Rows) -> int:
+    def _attach(self, entry: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: Rows) -> int:
         """Emit a new entry into ``rows``; returns its clause slot base (-1: none)."""
         raise NotImplementedError
 
-    def _detach(self, entry: int, terms, pivots: tuple[int, ...], base: int, rows: _Rows) -> None:
+    def _detach(self, entry: int, terms, pivots: tuple[int, ...], base: int, rows: Rows) -> None:
         """Emit a dropped entry into ``rows`` for :meth:`_unstore`."""
         raise NotImplementedError
 
     def _move(self, entry: int, terms, is_cnf: bool, old: tuple[int, ...], new: tuple[int, ...],
-              old_rows: _Rows, new_rows: _Rows) -> None:
+              old_rows: Rows, new_rows: Rows) -> None:
         """Emit an entry that moves from pivots ``old`` to ``new`` (its info already ``new``)."""
         raise NotImplementedError
 
-    def _store(self, rows: _Rows) -> None:
+    def _store(self, rows: Rows) -> None:
         raise NotImplementedError
 
-    def _unstore(self, rows: _Rows) -> None:
+    def _unstore(self, rows: Rows) -> None:
         raise NotImplementedError
 
     def _match_events(self, ev: Events, ev_pos: np.ndarray, out: np.ndarray) -> Matches:
@@ -229,7 +229,7 @@ class PivotedIndex(Matcher):
                 best, best_key = attrs, key
         return tuple(best)  # type: ignore[arg-type]  # terms is not empty: the loop sets best
 
-    def _new_entry(self, key: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: _Rows) -> None:
+    def _new_entry(self, key: int, terms, is_cnf: bool, pivots: tuple[int, ...], rows: Rows) -> None:
         """Index one entry (arrays already reserved, its attributes already counted)."""
         entry = self._free_entries.pop() if self._free_entries else self._n_entries
         if entry == self._n_entries:
@@ -241,7 +241,7 @@ class PivotedIndex(Matcher):
             by_pivot[p].add(entry)
         self._entry_info[entry] = (terms, pivots, self._attach(entry, terms, is_cnf, pivots, rows), is_cnf)
 
-    def _drop_entry(self, entry: int, rows: _Rows) -> None:
+    def _drop_entry(self, entry: int, rows: Rows) -> None:
         terms, pivots, base, _ = self._entry_info.pop(entry)
         self._detach(entry, terms, pivots, base, rows)
         for p in pivots:
@@ -349,7 +349,7 @@ class PivotedIndex(Matcher):
         # arrays): a bulk load is laid out pivot by pivot
         chosen = [(self._choose_pivots(terms, is_cnf, aids), i) for i, (_, terms, is_cnf, aids) in enumerate(specs)]
         chosen.sort()
-        rows = _Rows()
+        rows = Rows()
         for pivots, i in chosen:
             key, terms, is_cnf, _ = specs[i]
             self._new_entry(key, terms, is_cnf, pivots, rows)
@@ -357,7 +357,7 @@ class PivotedIndex(Matcher):
             self._store(rows)
 
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
-        rows = _Rows()
+        rows = Rows()
         dropped = []
         for key, _ in entries:
             for entry in self._entries_of.pop(key):
@@ -398,7 +398,7 @@ class PivotedIndex(Matcher):
                     moves.append((entry, new))
         if not moves:
             return 0
-        old_rows, new_rows = _Rows(), _Rows()
+        old_rows, new_rows = Rows(), Rows()
         for entry, new in dict(moves).items():
             terms, old, base, is_cnf = self._entry_info[entry]
             for p in old:

@@ -59,9 +59,7 @@ class IntervalIndex:
         extra = 0
         while True:
             before = first
-            first = kernels.vci_insert(g.family, g.mode, g.L, g.K, self.lens, ids, xs, ys, first,
-                                       self.lists.start, self.lists.count, self.lists.cap,
-                                       self.lists.pool, self.lists.top, self.bitmap,
+            first = kernels.vci_insert(g, self.lens, ids, xs, ys, first, self.lists.arrays, self.bitmap,
                                        self._scratch_a, self._scratch_t)
             if first == len(ids):
                 break
@@ -81,9 +79,7 @@ class IntervalIndex:
         ys = np.asarray([b[1] for b in bounds], dtype=np.int64)
         self._ensure_scratch(int((ys - xs).max()) + 1)
         g = self.geom
-        missing = kernels.vci_delete(g.family, g.mode, g.L, g.K, self.lens, ids_a, xs, ys,
-                                     self.lists.start, self.lists.count, self.lists.cap,
-                                     self.lists.pool, self.lists.top, self.bitmap,
+        missing = kernels.vci_delete(g, self.lens, ids_a, xs, ys, self.lists.arrays, self.bitmap,
                                      self._scratch_a, self._scratch_t)
         if missing:
             raise AssertionError(f"VCI index corrupted: {missing} pieces of deleted intervals were not listed")
@@ -98,9 +94,7 @@ class IntervalIndex:
     def count_many(self, cells) -> np.ndarray:
         """int64[n]: how many intervals cover each cell (count only, no ids emitted)."""
         cells = np.ascontiguousarray(cells, dtype=np.int64)
-        g = self.geom
-        return kernels.vci_count(g.mode, g.L, g.K, g.R, self.lens, self.dt, self.lists.start,
-                                 self.lists.count, self.lists.pool, self.bitmap,
+        return kernels.vci_count(self.geom, self.lens, self.dt, self.lists.arrays, self.bitmap,
                                  kernels.DEBRUIJN_TABLE, cells)
 
     def query_many(self, cells) -> tuple[np.ndarray, np.ndarray]:
@@ -110,9 +104,8 @@ class IntervalIndex:
         offsets = np.zeros(len(cells) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         out = np.empty(int(offsets[-1]), dtype=np.int32)
-        g = self.geom
-        kernels.vci_emit(g.mode, g.L, g.K, g.R, self.lens, self.dt, self.lists.start, self.lists.count,
-                         self.lists.pool, self.bitmap, kernels.DEBRUIJN_TABLE, cells, offsets, out)
+        kernels.vci_emit(self.geom, self.lens, self.dt, self.lists.arrays, self.bitmap, kernels.DEBRUIJN_TABLE,
+                         cells, offsets, out)
         return offsets, out
 
     def query(self, cell: int) -> np.ndarray:

@@ -148,13 +148,14 @@ def _set_bits(mode, L, K, lens, bitmap, c, value):
 
 
 @numba.njit(cache=True, nogil=True)
-def vci_insert(family, mode, L, K, lens, ids, xs, ys, first, start, count, cap, pool, top,
-               bitmap, scratch_a, scratch_t):
+def vci_insert(g, lens, ids, xs, ys, first, lists, bitmap, scratch_a, scratch_t):
     """Insert intervals ``ids[i]: [xs[i], ys[i]]`` (cells, inside the domain) from ``first`` on.
 
     Returns ``len(ids)`` when done, or the index of the first interval that did not fit
     the pool (nothing of it was inserted).
     """
+    family, mode, L, K = g.family, g.mode, g.L, g.K
+    start, count, cap, pool, top = lists
     for i in range(first, ids.shape[0]):
         m = _decompose(family, L, xs[i], ys[i], scratch_a, scratch_t)
         need = 0
@@ -171,9 +172,10 @@ def vci_insert(family, mode, L, K, lens, ids, xs, ys, first, start, count, cap, 
 
 
 @numba.njit(cache=True, nogil=True)
-def vci_delete(family, mode, L, K, lens, ids, xs, ys, start, count, cap, pool, top,
-               bitmap, scratch_a, scratch_t):
+def vci_delete(g, lens, ids, xs, ys, lists, bitmap, scratch_a, scratch_t):
     """Delete intervals ``ids[i]: [xs[i], ys[i]]`` (as inserted). Returns pieces not found."""
+    family, mode, L, K = g.family, g.mode, g.L, g.K
+    start, count, cap, pool, top = lists
     missing = 0
     for i in range(ids.shape[0]):
         m = _decompose(family, L, xs[i], ys[i], scratch_a, scratch_t)
@@ -233,8 +235,10 @@ def _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, p
 
 
 @numba.njit(cache=True, nogil=True)
-def vci_count(mode, L, K, R, lens, dt, start, count, pool, bitmap, table, cells):
+def vci_count(g, lens, dt, lists, bitmap, table, cells):
     """int64[len(cells)]: number of intervals covering each cell (0 outside the domain)."""
+    mode, L, K, R = g.mode, g.L, g.K, g.R
+    start, count, pool = lists.start, lists.length, lists.pool
     out = np.zeros(cells.shape[0], dtype=np.int64)
     dummy = np.zeros(0, dtype=pool.dtype)
     for i in range(cells.shape[0]):
@@ -245,8 +249,10 @@ def vci_count(mode, L, K, R, lens, dt, start, count, pool, bitmap, table, cells)
 
 
 @numba.njit(cache=True, nogil=True)
-def vci_emit(mode, L, K, R, lens, dt, start, count, pool, bitmap, table, cells, offsets, out):
+def vci_emit(g, lens, dt, lists, bitmap, table, cells, offsets, out):
     """Write the ids covering ``cells[i]`` to ``out[offsets[i]:offsets[i+1]]``."""
+    mode, L, K, R = g.mode, g.L, g.K, g.R
+    start, count, pool = lists.start, lists.length, lists.pool
     for i in range(cells.shape[0]):
         j = cells[i]
         if 0 <= j < R:
@@ -506,14 +512,15 @@ def _holds(v, lo, hi, lo_closed, hi_closed):
 
 
 @numba.njit(cache=True, nogil=True)
-def grid_merge(values, cells, n_cells, core_off, core_ids, edge_off, edge_ids, below, above,
-               lo, hi, lo_closed, hi_closed, offsets, out, emit):
+def grid_merge(values, cells, n_cells, core_off, core_ids, edge_off, edge_ids, below, above, bounds,
+               offsets, out, emit):
     """Exact matches per value from the full-cell index, the checked edge cells and side lists.
 
     ``edge_ids`` hold ``2 * id + side``; ``below`` / ``above`` the ids of intervals reaching
     past either end of the domain, checked against values outside it.  With ``emit`` the ids
     go to ``out[offsets[i]:]``; returns the number of matches of each value.
     """
+    lo, hi, lo_closed, hi_closed = bounds
     counts = np.zeros(values.shape[0], dtype=np.int64)
     for i in range(values.shape[0]):
         v = values[i]

@@ -112,3 +112,22 @@ def distance_table(g: Geometry) -> np.ndarray:
             if lens[t] > d:
                 out.append((g.L - 1 - d) * g.K + t - (g.K - 1))
     return np.array(sorted(out), dtype=np.int64)
+
+
+class SlabLists(NamedTuple):
+    """Growable int32 lists in one pool (:class:`matchers.vci.slabs.Slabs`), as the kernels take them."""
+
+    start: np.ndarray  # int32[lists]: first pool position of each list
+    length: np.ndarray  # int32[lists]: values in each list (length <= cap)
+    cap: np.ndarray  # int32[lists]: pool positions reserved for each list
+    pool: np.ndarray  # int32[pool]: the values (below 2**31 slots)
+    top: np.ndarray  # int64[2]: (used length of the pool, garbage slots in it)
+
+
+class Bounds(NamedTuple):
+    """Per interval id of a grid index: its exact bounds (the grid cells round them)."""
+
+    lo: np.ndarray  # float64[ids]: low bound
+    hi: np.ndarray  # float64[ids]: high bound
+    lo_closed: np.ndarray  # bool[ids]: whether lo is included
+    hi_closed: np.ndarray  # bool[ids]: whether hi is included

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from matchers.vci import kernels
+from matchers.vci.layout import SlabLists
 
 
 class Slabs:
@@ -47,6 +48,11 @@ class Slabs:
         """Compact when more than half of the used pool is garbage left by moves and removals."""
         if self.top[1] > 4096 and 2 * self.top[1] > self.top[0]:
             self.grow()
+
+    @property
+    def arrays(self) -> SlabLists:
+        """The lists as the kernels take them."""
+        return SlabLists(self.start, self.count, self.cap, self.pool, self.top)
 
     @property
     def entries(self) -> int:

@@ -380,3 +380,16 @@ def test_pickled_index_answers_the_same_with_aligned_headers():
     assert copy.store.hdr.ctypes.data % 64 == 0
     assert copy.match_events(w.events) == matcher.match_events(w.events)
     check_entry_store(copy)
+    assert copy.store.q_val.base is copy.store.q_meta or copy.store.q_val.base is copy.store.q_meta.base
+
+
+def test_pickled_paper_index_answers_the_same_and_keeps_its_lists():
+    import pickle
+
+    w = workloads.generate("opindex", seed=1, **SMALL_WORKLOADS["opindex"])
+    matcher = make("opindex-paper")
+    matcher.add(w.subscriptions)
+    copy = pickle.loads(pickle.dumps(matcher))
+    assert copy.match_events(w.events) == matcher.match_events(w.events)
+    copy.remove([s.id for s in w.subscriptions[:300]])
+    check(copy, {s.id: s for s in w.subscriptions[300:]}, w.events)
