@@ -7,7 +7,6 @@ import pickle
 
 import pytest
 
-from matchers import oracle
 from matchers.auto import CHOICES, DRIFT, AutoMatcher
 from matchers.base import create
 from matchers.expr import Subscription
