@@ -16,7 +16,7 @@ the batch keeps its distinct raw strings for the string operators' side path.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from operator import methodcaller
 from typing import NamedTuple
@@ -122,11 +122,17 @@ class Dictionary:
         that no subscription uses is dropped from the batch (it could match nothing).
     """
 
+    _scan: _ScanTable | None = None
+
     def __init__(self, max_attributes: int = 1_000_000):
         self.max_attributes = max_attributes
         self.attr_ids: dict[str, int] = {}
         self.attr_names: list[str] = []
         self.strings: list[dict[str, int]] = []
+
+    def __getstate__(self) -> dict:
+        """Without the scanner's table (:func:`encode_json` builds it again on first use)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_scan"}
 
     def attr(self, name: str, create: bool = True) -> int:
         """Id of an attribute name (``-1`` if unknown and not created)."""
@@ -285,3 +291,173 @@ def decode(batch: EventBatch, dictionary: Dictionary, i: int) -> dict[str, Value
         else:
             out[name] = float(batch.nums[j])
     return out
+
+
+class ScanLimits(NamedTuple):
+    """What :func:`encode_json` takes on its fast path (an event past one goes the general way)."""
+
+    depth: int = 1023
+    attributes: int = 1 << 62
+    string_length: int | None = None  # None: no bound (the longest event of the batch)
+    array_rows: int | None = ARRAY_ROWS
+
+
+class JsonBatch(NamedTuple):
+    """:func:`encode_json`'s result.
+
+    Attributes
+    ----------
+    batch : the encoded events that were not refused, in input order.
+    events : int64, the input index of each of the batch's events.
+    fast : bool per input event, whether the scanner took it (``spans`` hold for it).
+    spans : int64[n, 4], per input event the byte spans of the values of the two
+        top-level keys asked for (``-1`` when absent or not ``fast``).
+    """
+
+    batch: EventBatch
+    events: np.ndarray
+    fast: np.ndarray
+    spans: np.ndarray
+
+
+class _ScanTable:
+    """The dictionary as :func:`matchers.scan.scan` reads it: one open-addressing table of
+    attribute names and of each attribute's strings, grown as the dictionary grows."""
+
+    def __init__(self) -> None:
+        self.seen = [0]  # names seen, then strings seen per attribute
+        self.blob = np.zeros(1 << 12, np.uint8)
+        self.used = 0
+        self.count = 0
+        self.slots(1 << 10)
+
+    def slots(self, size: int) -> None:
+        self.hash = np.zeros(size, np.uint64)
+        self.tag = np.zeros(size, np.int64)
+        self.start = np.zeros(size, np.int64)
+        self.length = np.full(size, -1, np.int64)
+        self.value = np.zeros(size, np.int32)
+
+    def update(self, dictionary: Dictionary) -> None:
+        """Add what the dictionary gained since the last call (it only grows)."""
+        from matchers import scan
+
+        seen = self.seen
+        tags: list[int] = []
+        values: list[int] = []
+        chunks: list[bytes] = []
+        names = dictionary.attr_names
+        if len(names) > seen[0]:
+            for aid in range(seen[0], len(names)):
+                tags.append(scan.ATTR_TAG)
+                values.append(aid)
+                chunks.append(names[aid].encode("utf-8"))
+            seen[0] = len(names)
+            seen.extend([0] * (len(names) + 1 - len(seen)))
+        for aid, table in enumerate(dictionary.strings):
+            if len(table) > seen[aid + 1]:
+                for text, code in list(table.items())[seen[aid + 1]:]:
+                    tags.append(aid)
+                    values.append(code)
+                    chunks.append(text.encode("utf-8", "surrogatepass"))
+                seen[aid + 1] = len(table)
+        if not tags:
+            return
+        lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
+        starts = self.used + np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        need = self.used + int(lengths.sum())
+        if need > len(self.blob):
+            grown = np.zeros(max(need, 2 * len(self.blob)), np.uint8)
+            grown[:self.used] = self.blob[:self.used]
+            self.blob = grown
+        self.blob[self.used:need] = np.frombuffer(b"".join(chunks), np.uint8)
+        self.used = need
+        self.count += len(tags)
+        new = (np.asarray(tags, np.int64), starts, starts + lengths, np.asarray(values, np.int32))
+        if 2 * self.count > len(self.hash):  # rebuild at most half full, with everything so far
+            size = len(self.hash)
+            while 2 * self.count > size:
+                size *= 2
+            live = self.length >= 0
+            old = (self.tag[live], self.start[live], self.start[live] + self.length[live], self.value[live])
+            self.slots(size)
+            new = tuple(np.concatenate(pair) for pair in zip(old, new, strict=True))  # type: ignore[assignment]  # four arrays again
+        scan.table_insert(self.hash, self.tag, self.start, self.length, self.value, self.blob, *new)
+
+    def arrays(self) -> tuple:
+        return self.hash, self.tag, self.start, self.length, self.value, self.blob
+
+
+def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[int], FlatEvent | None],
+                limits: ScanLimits = ScanLimits(), keys: tuple[str, str] = ("", ""),
+                drop_first: bool = False) -> JsonBatch:
+    """Encode a batch of JSON events (bytes) against ``dictionary``, one scan of the bytes.
+
+    The common case (see :mod:`matchers.scan`) goes straight from the bytes to the encoded
+    rows in one kernel, leaving out the attributes the dictionary does not know (no
+    subscription uses them: they could match nothing).  Every other event goes to
+    ``slow(i)``, which gives its flat form (parse and :func:`flatten`) or ``None`` when it
+    is refused (then it is not in the batch).  ``keys`` name two top-level keys whose value
+    spans are wanted (an event id, a validity field); with ``drop_first`` the first is
+    not an attribute.  Either way the batch encodes the events exactly as
+    :func:`encode` of :func:`flatten` does, apart from the unknown attributes.
+    """
+    from matchers import scan
+
+    n = len(raws)
+    table = dictionary._scan
+    if table is None:
+        table = dictionary._scan = _ScanTable()
+    table.update(dictionary)
+    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    buf = np.frombuffer(b"".join(raws), np.uint8)
+    longest = int(lengths.max()) if n else 0
+    max_string = longest if limits.string_length is None else min(limits.string_length, longest)
+    status, row_event, row_offsets, attrs, kinds, nums, codes, texts, text_spans, spans = scan.scan(
+        buf, starts, ends, *table.arrays(), np.frombuffer(keys[0].encode(), np.uint8),
+        np.frombuffer(keys[1].encode(), np.uint8), drop_first, limits.depth, min(limits.attributes, 1 << 62),
+        max_string, limits.array_rows if limits.array_rows is not None else 1 << 62)
+    data = buf.tobytes() if len(text_spans) else b""
+    strings = [data[a:b].decode() for a, b in text_spans.tolist()]
+    fast = status == scan.OK
+    slow_at = np.flatnonzero(~fast).tolist()
+    flats, slow_events = [], []
+    for i in slow_at:
+        flat = slow(i)
+        if flat is not None:
+            flats.append(flat)
+            slow_events.append(i)
+    batch = EventBatch(row_offsets, attrs, kinds, nums, codes, texts, strings)
+    if flats:
+        other = encode(flats, dictionary)
+        if other.rows is None:
+            other = other._replace(rows=np.arange(len(flats) + 1, dtype=np.int64))
+        batch = _splice(batch, row_event, other, np.asarray(slow_events, np.int64))
+        row_event = np.concatenate([row_event, np.repeat(slow_events, np.diff(other.rows))]).astype(np.int64)
+        row_event.sort(kind="stable")
+    events, per_event = np.unique(row_event, return_counts=True)
+    if len(per_event) and per_event.max() > 1:
+        rows = np.zeros(len(events) + 1, np.int64)
+        np.cumsum(per_event, out=rows[1:])
+        batch = batch._replace(rows=rows)
+    return JsonBatch(batch, events, fast, spans)
+
+
+def _splice(fast: EventBatch, fast_event: np.ndarray, other: EventBatch, other_events: np.ndarray) -> EventBatch:
+    """The rows of two batches (of different events) together, ordered by event."""
+    assert other.rows is not None
+    row_event = np.concatenate([fast_event, np.repeat(other_events, np.diff(other.rows))])
+    shift = fast.offsets[-1]
+    offsets = np.concatenate([fast.offsets[:-1], other.offsets + shift])
+    order = np.argsort(row_event, kind="stable")
+    lengths = np.diff(offsets)[order]
+    starts = offsets[:-1][order]
+    new_offsets = np.zeros(len(order) + 1, np.int64)
+    np.cumsum(lengths, out=new_offsets[1:])
+    take = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(new_offsets[-1])
+    texts = np.concatenate([fast.texts, np.where(other.texts >= 0, other.texts + len(fast.strings), -1).astype(np.int32)])
+    return EventBatch(new_offsets, np.concatenate([fast.attrs, other.attrs])[take],
+                      np.concatenate([fast.kinds, other.kinds])[take], np.concatenate([fast.nums, other.nums])[take],
+                      np.concatenate([fast.codes, other.codes])[take], texts[take], fast.strings + other.strings)
