@@ -15,10 +15,9 @@ import time
 from collections.abc import Iterator
 from typing import IO
 
+import numpy as np
 import orjson
 from tqdm import tqdm
-
-import numpy as np
 
 from matchers import base
 from matchers.base import Matches

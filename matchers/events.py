@@ -300,6 +300,11 @@ class ScanLimits(NamedTuple):
     attributes: int = 1 << 62
     string_length: int | None = None  # None: no bound (the longest event of the batch)
     array_rows: int | None = ARRAY_ROWS
+    event_bytes: int = 1 << 62
+
+
+NO_LIMITS = ScanLimits()
+"""The command line's: only the array rows are bounded."""
 
 
 class JsonBatch(NamedTuple):
@@ -389,8 +394,8 @@ class _ScanTable:
 
 
 def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[int], FlatEvent | None],
-                limits: ScanLimits = ScanLimits(), keys: tuple[str, str] = ("", ""),
-                drop_first: bool = False) -> JsonBatch:
+                limits: ScanLimits = NO_LIMITS, keys: tuple[str, str] = ("", ""), drop_first: bool = False,
+                encode_flat: Callable[[list[FlatEvent]], EventBatch] | None = None) -> JsonBatch:
     """Encode a batch of JSON events (bytes) against ``dictionary``, one scan of the bytes.
 
     The common case (see :mod:`matchers.scan`) goes straight from the bytes to the encoded
@@ -400,7 +405,8 @@ def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[i
     is refused (then it is not in the batch).  ``keys`` name two top-level keys whose value
     spans are wanted (an event id, a validity field); with ``drop_first`` the first is
     not an attribute.  Either way the batch encodes the events exactly as
-    :func:`encode` of :func:`flatten` does, apart from the unknown attributes.
+    :func:`encode` of :func:`flatten` does, apart from the unknown attributes;
+    ``encode_flat`` (default: :func:`encode` with ``dictionary``) encodes the flat ones.
     """
     from matchers import scan
 
@@ -415,15 +421,16 @@ def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[i
     buf = np.frombuffer(b"".join(raws), np.uint8)
     longest = int(lengths.max()) if n else 0
     max_string = longest if limits.string_length is None else min(limits.string_length, longest)
-    status, row_event, row_offsets, attrs, kinds, nums, codes, texts, text_spans, spans = scan.scan(
+    status, row_event, row_offsets, attrs, kinds, nums, codes, texts, text_spans, spans = scan.scan(  # type: ignore[call-arg]  # mypy cannot count the unpacked table against the kernel's parameters
         buf, starts, ends, *table.arrays(), np.frombuffer(keys[0].encode(), np.uint8),
-        np.frombuffer(keys[1].encode(), np.uint8), drop_first, limits.depth, min(limits.attributes, 1 << 62),
+        np.frombuffer(keys[1].encode(), np.uint8), drop_first, limits.event_bytes, limits.depth, min(limits.attributes, 1 << 62),
         max_string, limits.array_rows if limits.array_rows is not None else 1 << 62)
     data = buf.tobytes() if len(text_spans) else b""
     strings = [data[a:b].decode() for a, b in text_spans.tolist()]
     fast = status == scan.OK
     slow_at = np.flatnonzero(~fast).tolist()
-    flats, slow_events = [], []
+    flats: list[FlatEvent] = []
+    slow_events: list[int] = []
     for i in slow_at:
         flat = slow(i)
         if flat is not None:
@@ -431,12 +438,10 @@ def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[i
             slow_events.append(i)
     batch = EventBatch(row_offsets, attrs, kinds, nums, codes, texts, strings)
     if flats:
-        other = encode(flats, dictionary)
-        if other.rows is None:
-            other = other._replace(rows=np.arange(len(flats) + 1, dtype=np.int64))
-        batch = _splice(batch, row_event, other, np.asarray(slow_events, np.int64))
-        row_event = np.concatenate([row_event, np.repeat(slow_events, np.diff(other.rows))]).astype(np.int64)
-        row_event.sort(kind="stable")
+        other = encode_flat(flats) if encode_flat is not None else encode(flats, dictionary)
+        other_rows = other.rows if other.rows is not None else np.arange(len(flats) + 1, dtype=np.int64)
+        batch, row_event = _splice(batch, row_event, other._replace(rows=None),
+                                   np.repeat(np.asarray(slow_events, np.int64), np.diff(other_rows)))
     events, per_event = np.unique(row_event, return_counts=True)
     if len(per_event) and per_event.max() > 1:
         rows = np.zeros(len(events) + 1, np.int64)
@@ -445,10 +450,11 @@ def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[i
     return JsonBatch(batch, events, fast, spans)
 
 
-def _splice(fast: EventBatch, fast_event: np.ndarray, other: EventBatch, other_events: np.ndarray) -> EventBatch:
-    """The rows of two batches (of different events) together, ordered by event."""
-    assert other.rows is not None
-    row_event = np.concatenate([fast_event, np.repeat(other_events, np.diff(other.rows))])
+def _splice(fast: EventBatch, fast_event: np.ndarray, other: EventBatch,
+            other_event: np.ndarray) -> tuple[EventBatch, np.ndarray]:
+    """The rows of two batches of rows (``*_event``: the event of each row) together,
+    ordered by event: the batch and the event of each of its rows."""
+    row_event = np.concatenate([fast_event, other_event])
     shift = fast.offsets[-1]
     offsets = np.concatenate([fast.offsets[:-1], other.offsets + shift])
     order = np.argsort(row_event, kind="stable")
@@ -460,4 +466,5 @@ def _splice(fast: EventBatch, fast_event: np.ndarray, other: EventBatch, other_e
     texts = np.concatenate([fast.texts, np.where(other.texts >= 0, other.texts + len(fast.strings), -1).astype(np.int32)])
     return EventBatch(new_offsets, np.concatenate([fast.attrs, other.attrs])[take],
                       np.concatenate([fast.kinds, other.kinds])[take], np.concatenate([fast.nums, other.nums])[take],
-                      np.concatenate([fast.codes, other.codes])[take], texts[take], fast.strings + other.strings)
+                      np.concatenate([fast.codes, other.codes])[take], texts[take],
+                      fast.strings + other.strings), row_event[order]

@@ -193,7 +193,7 @@ def _eq(buf, lo, hi, key):
 
 @njit(cache=True, nogil=True)
 def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, key1, drop0,
-         max_depth, max_attrs, max_string, max_rows):
+         max_bytes, max_depth, max_attrs, max_string, max_rows):
     """Scan events ``buf[starts[i]:ends[i]]`` to encoded rows.
 
     Returns ``(status, row_event, row_offsets, attrs, kinds, nums, codes, texts,
@@ -249,7 +249,7 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
         cur_elem = -1
         slow = False
         p = _ws(buf, lo, hi)
-        if p >= hi or buf[p] != 123:
+        if p >= hi or buf[p] != 123 or hi - lo > max_bytes:
             status[ev] = SLOW
             continue
         st_kind[0] = 0

@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from matchers.base import create
-from matchers.events import Rows
+from matchers.events import FlatEvent, ScanLimits, encode_json
 from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import LimitsSettings, Settings
@@ -452,10 +452,8 @@ def _records(
     """
     matcher = None
     with_event = ctx.payload == notifications.PAYLOAD_EVENT
-    id_field, until_field, limits = ctx.event_id_field, ctx.valid_until_field, ctx.limits
+    until_field, limits = ctx.valid_until_field, ctx.limits
     notes_topic, tenants = ctx.notifications_topic, ctx.tenants
-    fast_bytes, max_attrs = min(limits.event_bytes, limits.string_length), limits.attributes
-    loads, scalars = orjson.loads, SCALARS
     for rb in batches:
         if rb.num_rows == 0:
             continue
@@ -474,36 +472,12 @@ def _records(
         out_values: list[bytes] = []
         out_topics: list[str] = []
         rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
-        events: list[dict | Rows] = []
-        kept: list[tuple[int, Any, dict]] = []
-        for i, value in enumerate(values):
-            obj = None
-            if value is not None and len(value) <= fast_bytes:
-                try:  # the common case inline: orjson parses a small object of scalars
-                    obj = loads(value)
-                except orjson.JSONDecodeError:
-                    pass
-            if type(obj) is dict and len(obj) <= max_attrs and scalars.issuperset(map(type, obj.values())):
-                events.append(obj)
-            else:
-                read = read_event(value, limits)
-                if read.obj is None:
-                    rejected.append((EVENT, i, read.problem or ""))
-                    counts[M_ERRORS] += 1
-                    continue
-                if read.problem is not None:
-                    rejected.append((EVENT_WARNING, i, f"matched with these attributes absent: {read.problem}"))
-                obj = read.obj
-                events.append(read.flat)
-            event_id = obj.get(id_field)
+        batch, kept = _read_batch(matcher, values, ctx, rejected)
+        counts[M_ERRORS] += len(values) - len(kept)
+        for j, (i, event_id, obj) in enumerate(kept):
             if event_id is None:
-                event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
-            kept.append((i, event_id, obj))
-        if events:
-            n = len(events)
-            batch, events, kept = _encode(matcher, events, kept, rejected)
-            counts[M_ERRORS] += n - len(events)
-        if events:
+                kept[j] = (i, f"{topics[i]}/{parts[i]}/{offsets[i]}", obj)
+        if kept:
             result = matcher.match(batch)
             now_ms = int(time.time() * 1000)
             res_off, res_keys = result.offsets.tolist(), result.keys
@@ -548,7 +522,7 @@ def _records(
                     if until is not None:
                         valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, values[i].strip()))
             counts[M_MATCHES] += result.total
-        counts[M_EVENTS] += len(events)
+        counts[M_EVENTS] += len(kept)
         for stage, i, reason in rejected:
             out_keys.append(None)
             out_values.append(error(stage, values[i], Position(topics[i], parts[i], offsets[i]), reason).to_json())
@@ -564,22 +538,72 @@ def _records(
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, RecursionError)
 
 
-def _encode(matcher: Any, events: list[dict | Rows], kept: list, rejected: list[tuple[str, int, str]]) -> tuple[Any, list, list]:
-    """The matcher's encoding of ``events``; when the batch fails, one at a time, adding the culprits to ``rejected``."""
+def _read_batch(matcher: Any, values: list[bytes | None], ctx: BatchContext,
+                rejected: list[tuple[str, int, str]]) -> tuple[Any, list[tuple[int, Any, dict]]]:
+    """The matcher's encoding of the event records and ``(row, event id or None, object)``
+    per encoded event; a refused record is added to ``rejected`` (an event matched with
+    attributes absent too, as a warning).
+
+    The records go through :func:`matchers.events.encode_json` (one scan of the bytes);
+    those it does not take through :func:`~streaming.records.read_event` (a small flat
+    object through orjson alone).  The object of a scanned event is parsed only when it
+    holds the validity field (``{}`` otherwise); its id is the value at its span.
+    """
+    limits, id_field, until_field = ctx.limits, ctx.event_id_field, ctx.valid_until_field
+    fast_bytes, max_attrs = min(limits.event_bytes, limits.string_length), limits.attributes
+    loads, scalars = orjson.loads, SCALARS
+    objs: dict[int, dict] = {}
+    start = len(rejected)
+    check = False  # whether to try encoding each general-path event alone
+
+    def slow(i: int) -> FlatEvent | None:
+        value, obj = values[i], None
+        flat: FlatEvent
+        if value is not None and len(value) <= fast_bytes:
+            try:  # a small object of scalars: orjson alone
+                obj = loads(value)
+            except orjson.JSONDecodeError:
+                pass
+        if type(obj) is dict and len(obj) <= max_attrs and scalars.issuperset(map(type, obj.values())):
+            flat = obj
+        else:
+            read = read_event(value, limits)
+            if read.obj is None:
+                rejected.append((EVENT, i, read.problem or ""))
+                return None
+            if read.problem is not None:
+                rejected.append((EVENT_WARNING, i, f"matched with these attributes absent: {read.problem}"))
+            obj, flat = read.obj, read.flat
+        if check:
+            try:
+                matcher.encode([flat])
+            except _ENCODE_ERRORS as exc:
+                rejected.append((EVENT, i, f"cannot be encoded for the matcher: {type(exc).__name__}: {exc}"))
+                return None
+        objs[i] = obj
+        return flat
+
+    raws = [b"" if v is None else v for v in values]
+    scan_limits = ScanLimits(limits.depth, limits.attributes, limits.string_length, limits.array_rows, limits.event_bytes)
     try:
-        return matcher.encode(events), events, kept
-    except _ENCODE_ERRORS:
-        pass
-    good, good_kept = [], []
-    for event, k in zip(events, kept, strict=True):
-        try:
-            matcher.encode([event])
-        except _ENCODE_ERRORS as exc:
-            rejected.append((EVENT, k[0], f"cannot be encoded for the matcher: {type(exc).__name__}: {exc}"))
-            continue
-        good.append(event)
-        good_kept.append(k)
-    return matcher.encode(good), good, good_kept
+        jb = encode_json(raws, matcher.dictionary, slow, scan_limits, (id_field, until_field), encode_flat=matcher.encode)
+    except _ENCODE_ERRORS:  # some event cannot be encoded: again, finding which
+        del rejected[start:]
+        objs.clear()
+        check = True
+        jb = encode_json(raws, matcher.dictionary, slow, scan_limits, (id_field, until_field), encode_flat=matcher.encode)
+    kept: list[tuple[int, Any, dict]] = []
+    spans = jb.spans.tolist()
+    for i in jb.events.tolist():
+        obj = objs.get(i)
+        if obj is None:  # scanned: the id at its span, the object only for its validity
+            raw = raws[i]
+            lo, hi, until = spans[i][0], spans[i][1], spans[i][2]
+            obj = loads(raw) if until >= 0 else {}
+            kept.append((i, obj.get(id_field) if until >= 0 else loads(raw[lo:hi]) if lo >= 0 else None, obj))
+        else:
+            kept.append((i, obj.get(id_field), obj))
+    return jb.batch, kept
 
 
 def _id_only(notes: notifications.EventNotes, size: int) -> notifications.EventNotes:
