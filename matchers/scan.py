@@ -171,13 +171,17 @@ def _number(buf, p, end):
 
 
 @njit(cache=True, nogil=True)
-def _has_duplicate(values):
-    if len(values) < 2:
-        return False
-    s = np.sort(values)
-    for i in range(1, len(s)):
-        if s[i] == s[i - 1]:
+def _has_duplicate(values, n):
+    """Whether ``values[:n]`` holds a value twice (sorts it in place: insertion sort, small ``n``)."""
+    for i in range(1, n):
+        v = values[i]
+        j = i - 1
+        while j >= 0 and values[j] > v:
+            values[j + 1] = values[j]
+            j -= 1
+        if j >= 0 and values[j] == v:
             return True
+        values[j + 1] = v
     return False
 
 
@@ -235,6 +239,7 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
     k_hash = np.empty(m, np.uint64)  # key occurrences, mixed with their array element
     arr_len = np.zeros(m, np.int32)
     leaves = np.empty(m, np.uint64)
+    pair = np.empty(m, np.uint64)
     sel = np.empty(m, np.int64)
     st_kind = np.empty(max_depth + 1, np.int8)  # containers: object 0 / array 1,
     st_plen = np.empty(max_depth + 1, np.int64)  # path length and hash before their members
@@ -427,7 +432,7 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
                     s = (s + 1) & s_mask
                 e_text[n_e] = t
             n_e += 1
-        if slow or depth != 0 or _ws(buf, p, hi) != hi or _has_duplicate(k_hash[:n_k]):
+        if slow or depth != 0 or _ws(buf, p, hi) != hi or _has_duplicate(k_hash, n_k):
             status[ev] = SLOW  # malformed, past a limit, or duplicate keys / colliding names
             continue
         multi = -1  # the one array of two or more elements: one row per element
@@ -445,17 +450,18 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
             if e_arr[j] != multi or multi < 0:
                 leaves[nb] = e_leaf[j]
                 nb += 1
-        if _has_duplicate(leaves[:nb]):
+        if _has_duplicate(leaves, nb):
             status[ev] = SLOW
             continue
         if multi >= 0:
             for r in range(k_rows):
+                pair[:nb] = leaves[:nb]
                 nx = nb
                 for j in range(n_e):
                     if e_arr[j] == multi and e_elem[j] == r:
-                        leaves[nx] = e_leaf[j]
+                        pair[nx] = e_leaf[j]
                         nx += 1
-                if _has_duplicate(leaves[:nx]):
+                if _has_duplicate(pair, nx):
                     slow = True
                     break
             if slow:
@@ -465,9 +471,13 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
             ns = 0
             for j in range(n_e):
                 if e_attr[j] >= 0 and (multi < 0 or e_arr[j] != multi or e_elem[j] == r):
-                    sel[ns] = j
+                    a = e_attr[j]
+                    k = ns - 1
+                    while k >= 0 and e_attr[sel[k]] > a:  # insertion by attribute id
+                        sel[k + 1] = sel[k]
+                        k -= 1
+                    sel[k + 1] = j
                     ns += 1
-            order = np.argsort(e_attr[sel[:ns]], kind="mergesort")
             if n_rows == len(row_event):
                 g = np.empty(2 * n_rows, np.int64)
                 g[:n_rows] = row_event
@@ -493,7 +503,7 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
                 t2[:n_ent] = texts[:n_ent]
                 texts = t2
             for o in range(ns):
-                j = sel[order[o]]
+                j = sel[o]
                 attrs[n_ent] = e_attr[j]
                 kinds[n_ent] = e_kind[j]
                 nums[n_ent] = e_num[j]

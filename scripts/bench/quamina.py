@@ -11,8 +11,8 @@ a selective one), as
   patterns, and reports the CPU time of ``MatchesForEvent`` over every event with
   ``GOMAXPROCS=1``), its ids checked against ours;
 * ``json``: this project's path from bytes: :func:`matchers.events.encode_json`, ``match``,
-  and the ids as arrays (:func:`matchers.__main__.match_chunk`, what ``python -m
-  matchers match`` runs);
+  and the output lines of ids written from the match arrays (what ``python -m matchers
+  match`` runs: :func:`matchers.__main__.match_chunk`, :func:`matchers.output.match_lines`);
 * ``general``: the general path in the same run (orjson, :func:`matchers.events.flatten`,
   :func:`matchers.events.encode`, ``match``, ids per match in Python), the baseline;
 * ``parse_us``: bytes to encoded batch alone per event, for both paths.
@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -149,39 +150,54 @@ def run_project(matcher_name: str, records: list[dict], raws: list[bytes], round
     from matchers.base import create
     from matchers.events import encode, encode_json, flatten
     from matchers.language import parse_record
+    from matchers.output import LINE_PARTS, id_table, match_lines
 
     t0 = time.perf_counter()
     matcher = create(matcher_name)
     matcher.add([parse_record(dict(r)) for r in records])
     build_s = time.perf_counter() - t0
     chunks = [list(enumerate(raws[lo:lo + batch], lo + 1)) for lo in range(0, len(raws), batch)]
-    sink = open(os.devnull, "w")
-    match_chunk(matcher, "-", chunks[0], sink)  # compile or load the kernels, build the scan table
+    parts = [raws[lo:lo + batch] for lo in range(0, len(raws), batch)]
+    sink = open(os.devnull, "w")  # noqa: SIM115  # closed below
+    table = id_table([(str(r["id"]), matcher.key_of(str(r["id"]))) for r in records], matcher.capacity)
 
-    c0 = time.process_time()
-    for _ in range(rounds):
-        results = [match_chunk(matcher, "-", chunk, sink) for chunk in chunks]
-    json_cpu = time.process_time() - c0
-    ids = [matcher.ids(r.keys[r.offsets[i]:r.offsets[i + 1]]) for r, _ in results for i in range(len(r.offsets) - 1)]
+    def json_path() -> list:
+        out = []
+        for chunk in chunks:
+            result, event_ids = match_chunk(matcher, "-", chunk, sink)
+            offsets = np.zeros(len(event_ids) + 1, np.int64)
+            np.cumsum([len(e) for e in event_ids], out=offsets[1:])
+            match_lines(np.frombuffer(b"".join(event_ids), np.uint8), offsets, result.offsets, result.keys,
+                        *table, *LINE_PARTS)
+            out.append((result, event_ids))
+        return out
 
-    c0 = time.process_time()
-    for _ in range(rounds):
-        for lo in range(0, len(raws), batch):
-            flats = [flatten(orjson.loads(raw)) for raw in raws[lo:lo + batch]]
+    def general_path() -> None:
+        for part in parts:
+            flats = [flatten(orjson.loads(raw)) for raw in part]
             r = matcher.match(matcher.encode(flats))
             _ = [matcher.ids(r.keys[r.offsets[i]:r.offsets[i + 1]]) for i in range(len(flats))]
-    general_cpu = time.process_time() - c0
 
-    c0 = time.process_time()
-    for _ in range(rounds):
-        for lo in range(0, len(raws), batch):
-            encode_json(raws[lo:lo + batch], matcher.dictionary, lambda i: None)
-    parse_json = time.process_time() - c0
-    c0 = time.process_time()
-    for _ in range(rounds):
-        for lo in range(0, len(raws), batch):
-            encode([flatten(orjson.loads(raw)) for raw in raws[lo:lo + batch]], matcher.dictionary)
-    parse_general = time.process_time() - c0
+    def json_parse() -> None:
+        for part in parts:
+            encode_json(part, matcher.dictionary, lambda i: None)
+
+    def general_parse() -> None:
+        for part in parts:
+            encode([flatten(orjson.loads(raw)) for raw in part], matcher.dictionary)
+
+    results = json_path()  # untimed: kernels loaded, caches of both paths warm
+    general_path()
+    cpu = dict.fromkeys(("json", "general", "parse_json", "parse_general"), 0.0)
+    for _ in range(rounds):  # interleaved
+        for name, run in (("json", json_path), ("general", general_path), ("parse_json", json_parse),
+                          ("parse_general", general_parse)):
+            c0 = time.process_time()
+            run()
+            cpu[name] += time.process_time() - c0
+    ids = [matcher.ids(r.keys[r.offsets[i]:r.offsets[i + 1]]) for r, _ in results for i in range(len(r.offsets) - 1)]
+    json_cpu, general_cpu, parse_json, parse_general = cpu["json"], cpu["general"], cpu["parse_json"], cpu["parse_general"]
+    sink.close()
     n = len(raws) * rounds
     return dict(build_s=build_s, json_cpu_s=json_cpu, general_cpu_s=general_cpu,
                 json_events_per_cpu_s=n / json_cpu, general_events_per_cpu_s=n / general_cpu,
@@ -193,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quamina", required=True, help="path of the Quamina benchmark binary")
     parser.add_argument("--rules", type=int, action="append", help="numbers of rules (default 1000, 10000, 100000)")
     parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--large-events", type=int, default=500, help="events at 100,000 rules and more")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size")
     parser.add_argument("--matcher", default="counting")
     parser.add_argument("--seed", type=int, default=1)
@@ -205,23 +222,24 @@ def main(argv: list[str] | None = None) -> int:
     sizes = args.rules or ([1000, 10_000] if args.quick else [1000, 10_000, 100_000])
     n_events = 500 if args.quick else args.events
     rounds = 2 if args.quick else args.rounds
-    raws = make_events(n_events, args.seed)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        events_path = os.path.join(tmp, "events.jsonl")
-        Path(events_path).write_bytes(b"\n".join(raws) + b"\n")
         for n_rules in sizes:
+            count = min(n_events, args.large_events) if n_rules >= 100_000 else n_events
+            raws = make_events(count, args.seed)
+            events_path = os.path.join(tmp, f"events-{count}.jsonl")
+            Path(events_path).write_bytes(b"\n".join(raws) + b"\n")
             records = make_rules(n_rules, args.seed)
             rules_path = os.path.join(tmp, f"rules-{n_rules}.jsonl")
             Path(rules_path).write_bytes(b"\n".join(map(orjson.dumps, records)) + b"\n")
-            repeat = max(1, 2000 // n_events) if n_rules < 100_000 else 1  # enough events to time
+            repeat = max(1, 2000 // count) if n_rules < 100_000 else 1  # enough events to time
             for r in range(rounds):
                 order = ("quamina", "project") if r % 2 == 0 else ("project", "quamina")
-                row: dict = dict(rules=n_rules, events=n_events, repeat=repeat, round=r, matcher=args.matcher)
+                row: dict = dict(rules=n_rules, events=count, repeat=repeat, round=r, matcher=args.matcher)
                 for who in order:
                     if who == "quamina":
                         q = run_quamina(args.quamina, rules_path, events_path, os.path.join(tmp, "q.jsonl"), repeat)
-                        row["quamina_events_per_cpu_s"] = n_events * repeat / q["match_cpu_s"]
+                        row["quamina_events_per_cpu_s"] = count * repeat / q["match_cpu_s"]
                         row["quamina_build_s"] = q["build_s"]
                         q_ids = q["ids"]
                     else:
@@ -231,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 disagree = [i for i, (a, b) in enumerate(zip(q_ids, p_ids, strict=True)) if a != b]
                 row["ratio_json_to_quamina"] = row["json_events_per_cpu_s"] / row["quamina_events_per_cpu_s"]
                 row["ratio_json_to_general"] = row["json_events_per_cpu_s"] / row["general_events_per_cpu_s"]
-                row["matches_per_event"] = sum(map(len, p_ids)) / n_events
+                row["matches_per_event"] = sum(map(len, p_ids)) / count
                 row["events_disagreeing"] = len(disagree)
                 row["disagreeing_rules"] = sorted({x for i in disagree[:50] for x in set(q_ids[i]) ^ set(p_ids[i])})[:20]
                 row["load_avg_1min"] = os.getloadavg()[0]
