@@ -90,16 +90,18 @@ def _ws(buf, p, end):
 
 
 @njit(cache=True, nogil=True)
-def _string_end(buf, p, end):
-    """Index of the closing quote of the string opened before ``p``; ``-1`` if not plain ASCII."""
+def _string_hash(buf, p, end, h):
+    """``(index of the closing quote, FNV-1a of the string continued from h)`` of the string
+    opened before ``p``; the index is ``-1`` if the string is not plain ASCII."""
     while p < end:
         c = buf[p]
         if c == 34:
-            return p
+            return p, h
         if c == 92 or c < 32 or c >= 128:
-            return -1
+            return -1, h
+        h = (h ^ np.uint64(c)) * FNV_PRIME
         p += 1
-    return -1
+    return -1, h
 
 
 @njit(cache=True, nogil=True)
@@ -298,15 +300,13 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
                 if c != 34:
                     slow = True
                     break
-                q = _string_end(buf, p + 1, hi)
+                q, h = _string_hash(buf, p + 1, hi, st_hash[depth - 1])
                 plen = st_plen[depth - 1]
                 if q < 0 or plen + (q - p - 1) > max_string:
                     slow = True
                     break
-                for k in range(p + 1, q):
-                    path[plen] = buf[k]
-                    plen += 1
-                h = fnv(st_hash[depth - 1], buf, p + 1, q)
+                path[plen:plen + q - p - 1] = buf[p + 1:q]
+                plen += q - p - 1
                 scope = np.uint64(0) if cur_arr < 0 else np.uint64(cur_arr * 65536 + cur_elem + 1)
                 k_hash[n_k] = h ^ (scope * _GOLDEN)
                 n_k += 1
@@ -360,8 +360,9 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
             s_lo = -1
             s_hi = -1
             v_start = p
+            sh = FNV_OFFSET
             if c == 34:
-                q = _string_end(buf, p + 1, hi)
+                q, sh = _string_hash(buf, p + 1, hi, FNV_OFFSET)
                 if q < 0 or q - p - 1 > max_string:
                     slow = True
                     break
@@ -399,7 +400,6 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
             e_code[n_e] = -1
             e_text[n_e] = -1
             if aid >= 0 and v_kind == STR:
-                sh = fnv(FNV_OFFSET, buf, s_lo, s_hi)
                 e_code[n_e] = _lookup(t_hash, t_tag, t_start, t_len, t_val, blob, sh, aid, buf, s_lo, s_hi)
                 s = np.int64(sh & np.uint64(s_mask))
                 while True:
