@@ -378,15 +378,15 @@ class _ScanTable:
         self.blob[self.used:need] = np.frombuffer(b"".join(chunks), np.uint8)
         self.used = need
         self.count += len(tags)
-        new = (np.asarray(tags, np.int64), starts, starts + lengths, np.asarray(values, np.int32))
+        new: list[np.ndarray] = [np.asarray(tags, np.int64), starts, starts + lengths, np.asarray(values, np.int32)]
         if 2 * self.count > len(self.hash):  # rebuild at most half full, with everything so far
             size = len(self.hash)
             while 2 * self.count > size:
                 size *= 2
             live = self.length >= 0
-            old = (self.tag[live], self.start[live], self.start[live] + self.length[live], self.value[live])
+            old = [self.tag[live], self.start[live], self.start[live] + self.length[live], self.value[live]]
             self.slots(size)
-            new = tuple(np.concatenate(pair) for pair in zip(old, new, strict=True))  # type: ignore[assignment]  # four arrays again
+            new = [np.concatenate((a, b)) for a, b in zip(old, new, strict=True)]
         scan.table_insert(self.hash, self.tag, self.start, self.length, self.value, self.blob, *new)
 
     def arrays(self) -> tuple:

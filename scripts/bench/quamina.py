@@ -117,14 +117,21 @@ def _field(rng: random.Random, kind: int) -> tuple[tuple[str, ...], list]:
     return ("detail", "instance-type"), rng.sample(TYPES, rng.randint(1, 3))
 
 
-def make_rules(n: int, seed: int) -> list[dict]:
-    """``n`` subscription records ``{"id": "r<i>", "rule": pattern}`` of 1 to 4 fields."""
+BROAD = (2, 5)
+"""Kinds of field ``anything-but`` and ``exists`` (left out by ``native_only``)."""
+
+
+def make_rules(n: int, seed: int, native_only: bool = False) -> list[dict]:
+    """``n`` subscription records ``{"id": "r<i>", "rule": pattern}`` of 1 to 4 fields
+    (``native_only``: without ``anything-but`` and ``exists``, which the indexes leave to
+    their residual matcher)."""
     rng = random.Random(seed + 1)
+    kinds = [k for k in range(10) if not (native_only and k in BROAD)]
     out = []
     for i in range(n):
         rule: dict = {}
         for j in range(rng.randint(1, 4)):
-            path, values = _field(rng, rng.choice(SELECTIVE) if j == 0 else rng.randrange(10))
+            path, values = _field(rng, rng.choice(SELECTIVE) if j == 0 else rng.choice(kinds))
             node = rule
             for part in path[:-1]:
                 node = node.setdefault(part, {})
@@ -213,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size")
     parser.add_argument("--matcher", default="counting")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--native-only", action="store_true", help="rules without anything-but and exists")
     parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 rules, 500 events, 2 rounds")
     parser.add_argument("--out", default=str(DOCS / "bench" / "quamina.json"))
     args = parser.parse_args(argv)
@@ -229,13 +237,14 @@ def main(argv: list[str] | None = None) -> int:
             raws = make_events(count, args.seed)
             events_path = os.path.join(tmp, f"events-{count}.jsonl")
             Path(events_path).write_bytes(b"\n".join(raws) + b"\n")
-            records = make_rules(n_rules, args.seed)
+            records = make_rules(n_rules, args.seed, args.native_only)
             rules_path = os.path.join(tmp, f"rules-{n_rules}.jsonl")
             Path(rules_path).write_bytes(b"\n".join(map(orjson.dumps, records)) + b"\n")
             repeat = max(1, 2000 // count) if n_rules < 100_000 else 1  # enough events to time
             for r in range(rounds):
                 order = ("quamina", "project") if r % 2 == 0 else ("project", "quamina")
-                row: dict = dict(rules=n_rules, events=count, repeat=repeat, round=r, matcher=args.matcher)
+                row: dict = dict(rules=n_rules, events=count, repeat=repeat, round=r, matcher=args.matcher,
+                                 native_only=args.native_only)
                 for who in order:
                     if who == "quamina":
                         q = run_quamina(args.quamina, rules_path, events_path, os.path.join(tmp, "q.jsonl"), repeat)
