@@ -10,6 +10,8 @@ WARM := var/.numba-warm
 PYTEST_ARGS ?=
 # peer binaries for scripts.bench.dense, e.g. --peer-for 1000000:hem5-be7=PATH:7 (docs/bitmark.md)
 DENSE_PEERS ?=
+# the Quamina benchmark binary for scripts.bench.quamina (docs/rules-bench.md); skipped when empty
+QUAMINA ?=
 
 .DEFAULT_GOAL := help
 
@@ -73,6 +75,7 @@ bench: setup ## Run every benchmark at paper sizes (hours; results in docs/)
 	$(PY) -m scripts.bench.e2e
 	$(PY) -m scripts.bench.dense --n-subs 100000 --n-subs 1000000 --matchers bitmark,counting,vci,brute,opindex \
 		--matchers-for 1000000:bitmark $(DENSE_PEERS)
+	$(if $(QUAMINA),$(PY) -m scripts.bench.quamina --quamina $(QUAMINA))
 
 .PHONY: bench-quick
 bench-quick: setup ## Run every benchmark in its quick mode (minutes)

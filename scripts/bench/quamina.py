@@ -17,14 +17,16 @@ a selective one), as
   :func:`matchers.events.encode`, ``match``, ids per match in Python), the baseline;
 * ``parse_us``: bytes to encoded batch alone per event, for both paths.
 
-CPU seconds (``time.process_time`` here, ``getrusage`` in the binary), numba on one
-thread, with the 1-minute load average.  Run ``python -m scripts.bench.quamina --quamina
+CPU seconds (``time.process_time`` here, ``getrusage`` in the binary; the cyclic garbage
+collector paused in each timed step, after a collection), numba on one thread, with the
+1-minute load average.  Run ``python -m scripts.bench.quamina --quamina
 PATH [--quick]``; results go to ``docs/bench/quamina.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -154,7 +156,7 @@ def run_quamina(binary: str, rules_path: str, events_path: str, out_path: str, r
 def run_project(matcher_name: str, records: list[dict], raws: list[bytes], rounds: int, batch: int) -> dict:
     """Both of the project's paths over the events, ``rounds`` times each, in CPU seconds."""
     from matchers.__main__ import match_chunk
-    from matchers.base import create
+    from matchers.base import create, no_cyclic_gc
     from matchers.events import encode, encode_json, flatten
     from matchers.language import parse_record
     from matchers.output import LINE_PARTS, id_table, match_lines
@@ -196,12 +198,14 @@ def run_project(matcher_name: str, records: list[dict], raws: list[bytes], round
     results = json_path()  # untimed: kernels loaded, caches of both paths warm
     general_path()
     cpu = dict.fromkeys(("json", "general", "parse_json", "parse_general"), 0.0)
-    for _ in range(rounds):  # interleaved
+    for _ in range(rounds):  # interleaved; a full collection, started by one path, would land on another
         for name, run in (("json", json_path), ("general", general_path), ("parse_json", json_parse),
                           ("parse_general", general_parse)):
-            c0 = time.process_time()
-            run()
-            cpu[name] += time.process_time() - c0
+            gc.collect()
+            with no_cyclic_gc():
+                c0 = time.process_time()
+                run()
+                cpu[name] += time.process_time() - c0
     ids = [matcher.ids(r.keys[r.offsets[i]:r.offsets[i + 1]]) for r, _ in results for i in range(len(r.offsets) - 1)]
     json_cpu, general_cpu, parse_json, parse_general = cpu["json"], cpu["general"], cpu["parse_json"], cpu["parse_general"]
     sink.close()
