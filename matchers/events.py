@@ -123,6 +123,7 @@ class Dictionary:
     """
 
     _scan: _ScanTable | None = None
+    _event_only: set[int] | None = None  # ids only events have named (no subscription uses them)
 
     def __init__(self, max_attributes: int = 1_000_000):
         self.max_attributes = max_attributes
@@ -134,15 +135,27 @@ class Dictionary:
         """Without the scanner's table (:func:`encode_json` builds it again on first use)."""
         return {k: v for k, v in self.__dict__.items() if k != "_scan"}
 
-    def attr(self, name: str, create: bool = True) -> int:
-        """Id of an attribute name (``-1`` if unknown and not created)."""
+    def attr(self, name: str, create: bool = True, event: bool = False) -> int:
+        """Id of an attribute name (``-1`` if unknown and not created); ``event``: asked for
+        by an event (:func:`encode`), which :func:`encode_json` leaves out until something
+        else asks for the name."""
         aid = self.attr_ids.get(name, -1)
         if aid < 0 and create and len(self.attr_names) < self.max_attributes:
             aid = len(self.attr_names)
             self.attr_ids[name] = aid
             self.attr_names.append(name)
             self.strings.append({})
+            if event:
+                if self._event_only is None:
+                    self._event_only = set()
+                self._event_only.add(aid)
+        elif not event and self._event_only and aid in self._event_only:
+            self._event_only.discard(aid)
         return aid
+
+    def event_only(self, aid: int) -> bool:
+        """Whether only events have asked for attribute ``aid``."""
+        return self._event_only is not None and aid in self._event_only
 
     def code(self, attr_id: int, text: str, create: bool = True) -> int:
         """Code of a string value of an attribute (``-1`` if unknown and not created)."""
@@ -219,7 +232,7 @@ class _AttrIds(dict):
         self.dictionary = dictionary
 
     def __missing__(self, name: str) -> int:
-        aid = self[name] = self.dictionary.attr(name)
+        aid = self[name] = self.dictionary.attr(name, event=True)
         return aid
 
 
@@ -331,6 +344,7 @@ class _ScanTable:
 
     def __init__(self) -> None:
         self.seen = [0]  # names seen, then strings seen per attribute
+        self.skipped: list[int] = []  # names seen and not in the table
         self.blob = np.zeros(1 << 12, np.uint8)
         self.used = 0
         self.count = 0
@@ -347,18 +361,22 @@ class _ScanTable:
         """Add what the dictionary gained since the last call (it only grows)."""
         from matchers import scan
 
-        seen = self.seen
+        seen, skipped = self.seen, self.skipped
         tags: list[int] = []
         values: list[int] = []
         chunks: list[bytes] = []
         names = dictionary.attr_names
         if len(names) > seen[0]:
-            for aid in range(seen[0], len(names)):
-                tags.append(scan.ATTR_TAG)
-                values.append(aid)
-                chunks.append(names[aid].encode("utf-8"))
+            skipped.extend(range(seen[0], len(names)))
             seen[0] = len(names)
             seen.extend([0] * (len(names) + 1 - len(seen)))
+        if skipped:  # names only events have used stay out of the table (the scan drops them)
+            for aid in skipped:
+                if not dictionary.event_only(aid):
+                    tags.append(scan.ATTR_TAG)
+                    values.append(aid)
+                    chunks.append(names[aid].encode("utf-8"))
+            self.skipped = [aid for aid in skipped if dictionary.event_only(aid)]
         for aid, table in enumerate(dictionary.strings):
             if len(table) > seen[aid + 1]:
                 for text, code in list(table.items())[seen[aid + 1]:]:

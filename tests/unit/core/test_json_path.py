@@ -14,7 +14,16 @@ from hypothesis import strategies as st
 from matchers import oracle
 from matchers.base import create
 from matchers.errors import PubSubError, TooManyRows
-from matchers.events import NO_LIMITS, Dictionary, Rows, ScanLimits, decode, encode_json, flatten
+from matchers.events import (
+    NO_LIMITS,
+    Dictionary,
+    Rows,
+    ScanLimits,
+    decode,
+    encode,
+    encode_json,
+    flatten,
+)
 from matchers.language import parse_record
 from streaming.config import LimitsSettings
 from streaming.records import read_event
@@ -78,8 +87,9 @@ def _check(raws: list[bytes], d: Dictionary, limits: ScanLimits = NO_LIMITS, **k
         return general[i]
 
     known = Dictionary()  # the attributes before: those the general path adds are unknown to the scan
-    for name in d.attr_names:
-        known.attr(name)
+    for aid, name in enumerate(d.attr_names):
+        if not d.event_only(aid):
+            known.attr(name)
     jb = encode_json(raws, d, slow, limits, **kw)
     b = jb.batch
     assert b.n == len(jb.events) and list(jb.events) == sorted(jb.events)
@@ -206,6 +216,16 @@ def test_matches_agree_with_the_oracle(name):
     got = [matcher.ids(result.keys[result.offsets[i]:result.offsets[i + 1]]) for i in range(len(raws))]
     want = [oracle.match(subs, flatten(orjson.loads(raw))) for raw in raws]
     assert got == want and sum(map(len, want)) > len(raws)  # and they match something
+
+
+def test_attributes_only_events_named_stay_out():
+    d = _dictionary(["a"], [])
+    encode([{"a": 1.0, "b": 2.0}], d)  # the general path names b
+    raw = b'{"a": 1, "b": 2}'
+    assert decode(encode_json([raw], d, lambda i: None).batch, d, 0) == {"a": 1.0}
+    d.attr("b")  # a subscription uses it now
+    assert decode(encode_json([raw], d, lambda i: None).batch, d, 0) == {"a": 1.0, "b": 2.0}
+    assert not d.event_only(d.attr("b"))
 
 
 def test_table_grows_with_the_dictionary():
