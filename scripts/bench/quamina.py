@@ -1,6 +1,6 @@
 """Side by side with Quamina on EventBridge-like events: JSON bytes to match ids, one core.
 
-Workload: EventBridge-like events (about 560 bytes of nested JSON with a ``resources``
+Workload: EventBridge-like events (565 bytes on average of nested JSON with a ``resources``
 array of one or two ARNs) and EventBridge patterns of 1 to 4 fields (OR-lists of values,
 ``prefix``, ``anything-but``, ``exists``, ``equals-ignore-case``; the first field of each
 a selective one), as
