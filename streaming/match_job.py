@@ -598,7 +598,8 @@ def _read_batch(matcher: Any, values: list[bytes | None], ctx: BatchContext,
         obj = objs.get(i)
         if obj is None:  # scanned: the id at its span, the object only for its validity
             raw = raws[i]
-            lo, hi, until = spans[i][0], spans[i][1], spans[i][2]
+            lo, hi = spans[i][0], spans[i][1]
+            until = spans[i][2] if until_field != id_field else lo  # one key: its span is the first
             obj = loads(raw) if until >= 0 else {}
             kept.append((i, obj.get(id_field) if until >= 0 else loads(raw[lo:hi]) if lo >= 0 else None, obj))
         else:

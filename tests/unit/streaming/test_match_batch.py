@@ -352,3 +352,21 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
     assert sorted((r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
                   for r in sent if r["topic"] == "notifications") == sorted(want)
     assert len(first) == 2 * shards and sum(r["errors"] for r in first) == 1
+
+
+def test_scanned_and_general_events_alike(tmp_path):
+    """Ids, validity and matches are the same whichever path reads the event (the scan or read_event)."""
+    from streaming.records import UPSERT, Change
+
+    settings = settings_for(tmp_path)
+    reg = Registry(settings.registry_dir)
+    reg.append(0, [Change(UPSERT, "s", Subscription.of("s", pred("d.price", "<", 5)))], 0.0)
+    raws = [b'{"id": "e-1", "d": {"price": 1}, "valid_until": 500}',  # scanned
+            b'{"id": "e-\\u0032", "d": {"price": 1}, "valid_until": 500}',  # an escape: read_event
+            b'{"id": 7.50, "d": {"price": [9, 2]}}',  # scanned, two rows
+            b'{"id": null, "d": {"price": [[2]]}}',  # an array in an array: read_event; a null id
+            b'{"d": {"price": 9}, "id": "e-5"}']
+    rows, m = run_partition(settings, reg, 0, 100.0, [kafka_batch(raws)])
+    docs = [orjson.loads(r["value"]) for r in rows if r["topic"] == "notifications"]
+    assert [(d["offset"], d["event_id"]) for d in docs] == [(0, "e-1"), (1, "e-2"), (2, 7.5), (3, "events/0/3")]
+    assert m[M_VALID] == 2 and m[M_EVENTS] == 5 and m[M_ERRORS] == 0
