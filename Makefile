@@ -10,6 +10,7 @@ WARM := var/.numba-warm
 PYTEST_ARGS ?=
 # peer binaries for scripts.bench.dense, e.g. --peer-for 1000000:hem5-be7=PATH:7 (docs/bitmark.md)
 DENSE_PEERS ?=
+# the Quamina benchmark binary for scripts.bench.quamina (docs/rules-bench.md); skipped when empty
 
 .DEFAULT_GOAL := help
 

@@ -15,13 +15,16 @@ import time
 from collections.abc import Iterator
 from typing import IO
 
+import numpy as np
 import orjson
 from tqdm import tqdm
 
 from matchers import base
+from matchers.base import Matches
 from matchers.errors import PubSubError, TooManyRows
-from matchers.events import Rows, flatten
+from matchers.events import Rows, encode_json, flatten
 from matchers.expr import DEFAULT_MAX_TERMS, Subscription
+from matchers.output import LINE_PARTS, id_table, match_lines
 
 BATCH = 10_000
 
@@ -63,30 +66,71 @@ def read_subscriptions(path: str, max_terms: int, err: IO[str]) -> tuple[list[Su
     return list(subs.values()), bad
 
 
-def read_events(path: str, err: IO[str]) -> Iterator[tuple[object, dict | Rows] | None]:
-    """Yield ``(event id, flat attributes or rows)`` per good line, ``None`` per bad one."""
-    for number, line in _lines(path):
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            _report(err, path, number, f"not valid JSON: {exc}")
-            yield None
+def _chunks(path: str, size: int) -> Iterator[list[tuple[int, bytes]]]:
+    """The file's non-blank lines with their numbers, ``size`` at a time."""
+    chunk: list[tuple[int, bytes]] = []
+    for item in _lines(path):
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def read_event(path: str, number: int, line: bytes, err: IO[str]) -> tuple[object, dict | Rows] | None:
+    """``(event id, flat attributes or rows)`` of one line, or ``None`` (reported on ``err``) if it is bad."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        _report(err, path, number, f"not valid JSON: {exc}")
+        return None
+    if not isinstance(obj, dict):
+        _report(err, path, number, "an event line must be a JSON object")
+        return None
+    event_id = obj.pop("id", number)
+    problems: list[str] = []
+    try:
+        flat = flatten(obj, problems)
+    except TooManyRows as exc:
+        _report(err, path, number, f"event not matched: {exc}")
+        return None
+    for problem in problems:
+        _report(err, path, number, f"warning: {problem}")
+    return event_id, flat
+
+
+def match_chunk(matcher: base.Matcher, path: str, chunk: list[tuple[int, bytes]], err: IO[str]) -> tuple[Matches, list[bytes]]:
+    """Match one chunk of event lines: the matches of the good ones and the JSON of their ids.
+
+    The lines go through :func:`matchers.events.encode_json` (one scan of the bytes); the
+    lines it does not take are read by :func:`read_event`, which reports the bad ones.
+    """
+    slow_ids: dict[int, object] = {}
+
+    def slow(i: int) -> dict | Rows | None:
+        read = read_event(path, chunk[i][0], chunk[i][1], err)
+        if read is None:
+            return None
+        slow_ids[i] = read[0]
+        return read[1]
+
+    jb = encode_json([line for _, line in chunk], matcher.dictionary, slow, keys=("id", ""), drop_first=True)
+    result = matcher.match(jb.batch)
+    ids: list[bytes] = []
+    spans = jb.spans.tolist()
+    for i in jb.events.tolist():
+        if i in slow_ids:
+            ids.append(orjson.dumps(slow_ids[i]))
             continue
-        if not isinstance(obj, dict):
-            _report(err, path, number, "an event line must be a JSON object")
-            yield None
+        lo, hi = spans[i][0], spans[i][1]
+        if lo < 0:
+            ids.append(b"%d" % chunk[i][0])
             continue
-        event_id = obj.pop("id", number)
-        problems: list[str] = []
-        try:
-            flat = flatten(obj, problems)
-        except TooManyRows as exc:
-            _report(err, path, number, f"event not matched: {exc}")
-            yield None
-            continue
-        for problem in problems:
-            _report(err, path, number, f"warning: {problem}")
-        yield event_id, flat
+        raw = chunk[i][1]
+        value = raw[lo:hi]
+        ids.append(value if raw[lo] == 34 else orjson.dumps(orjson.loads(value)))  # a plain string is its own JSON
+    return result, ids
 
 
 def cmd_match(args: argparse.Namespace) -> int:
@@ -96,37 +140,24 @@ def cmd_match(args: argparse.Namespace) -> int:
     matcher = base.create(args.matcher)
     matcher.add(subs)
     built = time.perf_counter()
+    rank, id_json, id_offsets = id_table([(s.id, matcher.key_of(s.id)) for s in subs], matcher.capacity)
     out = open(args.out, "wb") if args.out != "-" else sys.stdout.buffer
     n_events = n_matches = 0
     match_seconds = 0.0
     try:
-        pending: list[tuple[object, dict | Rows]] = []
-
-        def flush() -> None:
-            nonlocal n_matches, match_seconds
-            t0 = time.perf_counter()
-            batch = matcher.encode([e for _, e in pending])
-            result = matcher.match(batch)
-            match_seconds += time.perf_counter() - t0
-            for i, (event_id, _) in enumerate(pending):
-                ids = matcher.ids(result.keys[result.offsets[i]:result.offsets[i + 1]])
-                n_matches += len(ids)
-                out.write(orjson.dumps({"event": event_id, "subscriptions": ids}) + b"\n")
-            pending.clear()
-
         with tqdm(desc="events", unit="ev", disable=None, file=err) as bar:
-            for item in read_events(args.events, err):
-                if item is None:
-                    bad += 1
-                    continue
-                pending.append(item)
-                n_events += 1
-                if len(pending) >= BATCH:
-                    flush()
-                    bar.update(BATCH)
-            n_left = len(pending)
-            flush()
-            bar.update(n_left)
+            for chunk in _chunks(args.events, BATCH):
+                t0 = time.perf_counter()
+                result, event_ids = match_chunk(matcher, args.events, chunk, err)
+                match_seconds += time.perf_counter() - t0
+                bad += len(chunk) - len(event_ids)
+                n_events += len(event_ids)
+                n_matches += result.total
+                event_offsets = np.zeros(len(event_ids) + 1, np.int64)
+                np.cumsum([len(e) for e in event_ids], out=event_offsets[1:])
+                out.write(match_lines(np.frombuffer(b"".join(event_ids), np.uint8), event_offsets, result.offsets,
+                                      result.keys, rank, id_json, id_offsets, *LINE_PARTS).tobytes())
+                bar.update(len(chunk))
     finally:
         if out is not sys.stdout.buffer:
             out.close()

@@ -16,7 +16,7 @@ the batch keeps its distinct raw strings for the string operators' side path.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from operator import methodcaller
 from typing import NamedTuple
@@ -122,21 +122,40 @@ class Dictionary:
         that no subscription uses is dropped from the batch (it could match nothing).
     """
 
+    _scan: _ScanTable | None = None
+    _event_only: set[int] | None = None  # ids only events have named (no subscription uses them)
+
     def __init__(self, max_attributes: int = 1_000_000):
         self.max_attributes = max_attributes
         self.attr_ids: dict[str, int] = {}
         self.attr_names: list[str] = []
         self.strings: list[dict[str, int]] = []
 
-    def attr(self, name: str, create: bool = True) -> int:
-        """Id of an attribute name (``-1`` if unknown and not created)."""
+    def __getstate__(self) -> dict:
+        """Without the scanner's table (:func:`encode_json` builds it again on first use)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_scan"}
+
+    def attr(self, name: str, create: bool = True, event: bool = False) -> int:
+        """Id of an attribute name (``-1`` if unknown and not created); ``event``: asked for
+        by an event (:func:`encode`), which :func:`encode_json` leaves out until something
+        else asks for the name."""
         aid = self.attr_ids.get(name, -1)
         if aid < 0 and create and len(self.attr_names) < self.max_attributes:
             aid = len(self.attr_names)
             self.attr_ids[name] = aid
             self.attr_names.append(name)
             self.strings.append({})
+            if event:
+                if self._event_only is None:
+                    self._event_only = set()
+                self._event_only.add(aid)
+        elif not event and self._event_only and aid in self._event_only:
+            self._event_only.discard(aid)
         return aid
+
+    def event_only(self, aid: int) -> bool:
+        """Whether only events have asked for attribute ``aid``."""
+        return self._event_only is not None and aid in self._event_only
 
     def code(self, attr_id: int, text: str, create: bool = True) -> int:
         """Code of a string value of an attribute (``-1`` if unknown and not created)."""
@@ -213,7 +232,7 @@ class _AttrIds(dict):
         self.dictionary = dictionary
 
     def __missing__(self, name: str) -> int:
-        aid = self[name] = self.dictionary.attr(name)
+        aid = self[name] = self.dictionary.attr(name, event=True)
         return aid
 
 
@@ -285,3 +304,185 @@ def decode(batch: EventBatch, dictionary: Dictionary, i: int) -> dict[str, Value
         else:
             out[name] = float(batch.nums[j])
     return out
+
+
+class ScanLimits(NamedTuple):
+    """What :func:`encode_json` takes on its fast path (an event past one goes the general way)."""
+
+    depth: int = 1023
+    attributes: int = 1 << 62
+    string_length: int | None = None  # None: no bound (the longest event of the batch)
+    array_rows: int | None = ARRAY_ROWS
+    event_bytes: int = 1 << 62
+
+
+NO_LIMITS = ScanLimits()
+"""The command line's: only the array rows are bounded."""
+
+
+class JsonBatch(NamedTuple):
+    """:func:`encode_json`'s result.
+
+    Attributes
+    ----------
+    batch : the encoded events that were not refused, in input order.
+    events : int64, the input index of each of the batch's events.
+    fast : bool per input event, whether the scanner took it (``spans`` hold for it).
+    spans : int64[n, 4], per input event the byte spans of the values of the two
+        top-level keys asked for (``-1`` when absent or not ``fast``).
+    """
+
+    batch: EventBatch
+    events: np.ndarray
+    fast: np.ndarray
+    spans: np.ndarray
+
+
+class _ScanTable:
+    """The dictionary as :func:`matchers.scan.scan` reads it: one open-addressing table of
+    attribute names and of each attribute's strings, grown as the dictionary grows."""
+
+    def __init__(self) -> None:
+        self.seen = [0]  # names seen, then strings seen per attribute
+        self.skipped: list[int] = []  # names seen and not in the table
+        self.blob = np.zeros(1 << 12, np.uint8)
+        self.used = 0
+        self.count = 0
+        self.slots(1 << 10)
+
+    def slots(self, size: int) -> None:
+        self.hash = np.zeros(size, np.uint64)
+        self.tag = np.zeros(size, np.int64)
+        self.start = np.zeros(size, np.int64)
+        self.length = np.full(size, -1, np.int64)
+        self.value = np.zeros(size, np.int32)
+
+    def update(self, dictionary: Dictionary) -> None:
+        """Add what the dictionary gained since the last call (it only grows)."""
+        from matchers import scan
+
+        seen, skipped = self.seen, self.skipped
+        tags: list[int] = []
+        values: list[int] = []
+        chunks: list[bytes] = []
+        names = dictionary.attr_names
+        if len(names) > seen[0]:
+            skipped.extend(range(seen[0], len(names)))
+            seen[0] = len(names)
+            seen.extend([0] * (len(names) + 1 - len(seen)))
+        if skipped:  # names only events have used stay out of the table (the scan drops them)
+            for aid in skipped:
+                if not dictionary.event_only(aid):
+                    tags.append(scan.ATTR_TAG)
+                    values.append(aid)
+                    chunks.append(names[aid].encode("utf-8"))
+            self.skipped = [aid for aid in skipped if dictionary.event_only(aid)]
+        for aid, table in enumerate(dictionary.strings):
+            if len(table) > seen[aid + 1]:
+                for text, code in list(table.items())[seen[aid + 1]:]:
+                    tags.append(aid)
+                    values.append(code)
+                    chunks.append(text.encode("utf-8", "surrogatepass"))
+                seen[aid + 1] = len(table)
+        if not tags:
+            return
+        lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
+        starts = self.used + np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        need = self.used + int(lengths.sum())
+        if need > len(self.blob):
+            grown = np.zeros(max(need, 2 * len(self.blob)), np.uint8)
+            grown[:self.used] = self.blob[:self.used]
+            self.blob = grown
+        self.blob[self.used:need] = np.frombuffer(b"".join(chunks), np.uint8)
+        self.used = need
+        self.count += len(tags)
+        new: list[np.ndarray] = [np.asarray(tags, np.int64), starts, starts + lengths, np.asarray(values, np.int32)]
+        if 2 * self.count > len(self.hash):  # rebuild at most half full, with everything so far
+            size = len(self.hash)
+            while 2 * self.count > size:
+                size *= 2
+            live = self.length >= 0
+            old = [self.tag[live], self.start[live], self.start[live] + self.length[live], self.value[live]]
+            self.slots(size)
+            new = [np.concatenate((a, b)) for a, b in zip(old, new, strict=True)]
+        scan.table_insert(self.hash, self.tag, self.start, self.length, self.value, self.blob, *new)
+
+    def arrays(self) -> tuple:
+        return self.hash, self.tag, self.start, self.length, self.value, self.blob
+
+
+def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[int], FlatEvent | None],
+                limits: ScanLimits = NO_LIMITS, keys: tuple[str, str] = ("", ""), drop_first: bool = False,
+                encode_flat: Callable[[list[FlatEvent]], EventBatch] | None = None) -> JsonBatch:
+    """Encode a batch of JSON events (bytes) against ``dictionary``, one scan of the bytes.
+
+    The common case (see :mod:`matchers.scan`) goes straight from the bytes to the encoded
+    rows in one kernel, leaving out the attributes the dictionary does not know (no
+    subscription uses them: they could match nothing).  Every other event goes to
+    ``slow(i)``, which gives its flat form (parse and :func:`flatten`) or ``None`` when it
+    is refused (then it is not in the batch).  ``keys`` name two top-level keys whose value
+    spans are wanted (an event id, a validity field); with ``drop_first`` the first is
+    not an attribute.  Either way the batch encodes the events exactly as
+    :func:`encode` of :func:`flatten` does, apart from the unknown attributes;
+    ``encode_flat`` (default: :func:`encode` with ``dictionary``) encodes the flat ones.
+    """
+    from matchers import scan
+
+    n = len(raws)
+    table = dictionary._scan
+    if table is None:
+        table = dictionary._scan = _ScanTable()
+    table.update(dictionary)
+    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    buf = np.frombuffer(b"".join(raws), np.uint8)
+    longest = int(lengths.max()) if n else 0
+    max_string = longest if limits.string_length is None else min(limits.string_length, longest)
+    status, row_event, row_offsets, attrs, kinds, nums, codes, texts, text_spans, spans = scan.scan(  # type: ignore[call-arg]  # mypy cannot count the unpacked table against the kernel's parameters
+        buf, starts, ends, *table.arrays(), np.frombuffer(keys[0].encode(), np.uint8),
+        np.frombuffer(keys[1].encode(), np.uint8), drop_first, limits.event_bytes, limits.depth, min(limits.attributes, 1 << 62),
+        max_string, limits.array_rows if limits.array_rows is not None else 1 << 62)
+    data = buf.tobytes() if len(text_spans) else b""
+    strings = [data[a:b].decode() for a, b in text_spans.tolist()]
+    fast = status == scan.OK
+    slow_at = np.flatnonzero(~fast).tolist()
+    flats: list[FlatEvent] = []
+    slow_events: list[int] = []
+    for i in slow_at:
+        flat = slow(i)
+        if flat is not None:
+            flats.append(flat)
+            slow_events.append(i)
+    batch = EventBatch(row_offsets, attrs, kinds, nums, codes, texts, strings)
+    if flats:
+        other = encode_flat(flats) if encode_flat is not None else encode(flats, dictionary)
+        other_rows = other.rows if other.rows is not None else np.arange(len(flats) + 1, dtype=np.int64)
+        batch, row_event = _splice(batch, row_event, other._replace(rows=None),
+                                   np.repeat(np.asarray(slow_events, np.int64), np.diff(other_rows)))
+    events, per_event = np.unique(row_event, return_counts=True)
+    if len(per_event) and per_event.max() > 1:
+        rows = np.zeros(len(events) + 1, np.int64)
+        np.cumsum(per_event, out=rows[1:])
+        batch = batch._replace(rows=rows)
+    return JsonBatch(batch, events, fast, spans)
+
+
+def _splice(fast: EventBatch, fast_event: np.ndarray, other: EventBatch,
+            other_event: np.ndarray) -> tuple[EventBatch, np.ndarray]:
+    """The rows of two batches of rows (``*_event``: the event of each row) together,
+    ordered by event: the batch and the event of each of its rows."""
+    row_event = np.concatenate([fast_event, other_event])
+    shift = fast.offsets[-1]
+    offsets = np.concatenate([fast.offsets[:-1], other.offsets + shift])
+    order = np.argsort(row_event, kind="stable")
+    lengths = np.diff(offsets)[order]
+    starts = offsets[:-1][order]
+    new_offsets = np.zeros(len(order) + 1, np.int64)
+    np.cumsum(lengths, out=new_offsets[1:])
+    take = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(new_offsets[-1])
+    texts = np.concatenate([fast.texts, np.where(other.texts >= 0, other.texts + len(fast.strings), -1).astype(np.int32)])
+    return EventBatch(new_offsets, np.concatenate([fast.attrs, other.attrs])[take],
+                      np.concatenate([fast.kinds, other.kinds])[take], np.concatenate([fast.nums, other.nums])[take],
+                      np.concatenate([fast.codes, other.codes])[take], texts[take],
+                      fast.strings + other.strings), row_event[order]

@@ -43,7 +43,7 @@ import orjson
 import pyarrow as pa
 
 from matchers.base import create
-from matchers.events import Rows
+from matchers.events import FlatEvent, ScanLimits, encode_json
 from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import LimitsSettings, Settings
@@ -459,59 +459,26 @@ def _timed(batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.
 
 
 class Prepared(NamedTuple):
-    """An Arrow batch of event records as every shard's matching needs it (read and parsed once).
+    """An Arrow batch of event records as every shard's matching needs it (read once).
 
-    ``events`` are the flat events the matchers encode, ``kept`` their ``(row, event id,
-    parsed object)``, ``rejected`` the rows' ``(stage, row, reason)`` of the parsing.
+    Each shard scans the bytes against its own dictionary (:func:`_read_batch`); the records
+    the scan does not take are read once for all shards, into ``reads`` (row -> the parsed
+    object, its flat form and what the reading found wrong; ``None`` objects are refused).
     """
 
-    values: list[bytes]
+    values: list[bytes | None]
     topics: list[str]
     parts: list[int]
     offsets: list[int]
     stamps: list[int | None]
-    events: list[dict | Rows]
-    kept: list[tuple[int, Any, dict]]
-    rejected: list[tuple[str, int, str]]
+    reads: dict[int, tuple[dict | None, FlatEvent | None, list[tuple[str, int, str]]]]
 
 
-def _prepare(rb: pa.RecordBatch, ctx: BatchContext) -> Prepared:
-    """Parse and flatten a batch's event records (:func:`~streaming.records.read_event`, with
-    the common case of a small object of scalars inline)."""
-    limits, id_field = ctx.limits, ctx.event_id_field
-    fast_bytes, max_attrs = min(limits.event_bytes, limits.string_length), limits.attributes
-    loads, scalars = orjson.loads, SCALARS
-    values = rb.column("value").to_pylist()
-    topics = rb.column("topic").to_pylist()
-    parts = rb.column("partition").to_pylist()
-    offsets = rb.column("offset").to_pylist()
-    stamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
-    rejected: list[tuple[str, int, str]] = []
-    events: list[dict | Rows] = []
-    kept: list[tuple[int, Any, dict]] = []
-    for i, value in enumerate(values):
-        obj = None
-        if value is not None and len(value) <= fast_bytes:
-            try:  # the common case inline: orjson parses a small object of scalars
-                obj = loads(value)
-            except orjson.JSONDecodeError:
-                pass
-        if type(obj) is dict and len(obj) <= max_attrs and scalars.issuperset(map(type, obj.values())):
-            events.append(obj)
-        else:
-            read = read_event(value, limits)
-            if read.obj is None:
-                rejected.append((EVENT, i, read.problem or ""))
-                continue
-            if read.problem is not None:
-                rejected.append((EVENT_WARNING, i, f"matched with these attributes absent: {read.problem}"))
-            obj = read.obj
-            events.append(read.flat)
-        event_id = obj.get(id_field)
-        if event_id is None:
-            event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
-        kept.append((i, event_id, obj))
-    return Prepared(values, topics, parts, offsets, stamps, events, kept, rejected)
+def _prepare(rb: pa.RecordBatch) -> Prepared:
+    """The columns of a batch of event records, as Python lists."""
+    return Prepared(rb.column("value").to_pylist(), rb.column("topic").to_pylist(),
+                    rb.column("partition").to_pylist(), rb.column("offset").to_pylist(),
+                    rb.column("timestamp").cast(pa.int64()).to_pylist(), {})
 
 
 def _records(
@@ -521,20 +488,17 @@ def _records(
     """Notification and error records of the event batches against ``shards``; fills ``counts``,
     ``valid`` and ``index`` (what the matcher says of itself, :meth:`~matchers.base.Matcher.describe`).
 
-    Each batch is prepared once (:func:`_prepare`), then encoded, matched and notified per
+    Each batch is prepared once (:func:`_prepare`), then read, matched and notified per
     shard (:func:`_shard_records`). A record that cannot be handled (refused by
     :func:`~streaming.records.read_event`, not encodable for the matcher, no notification
-    possible) becomes one error record; an event matched with attributes absent (arrays,
-    nulls) one ``event-warning`` record: both with shard 0 only.
+    possible) becomes one error record, with shard 0 only.
     """
     matchers: dict[int, Any] = {}
     for rb in batches:
         if rb.num_rows == 0:
             continue
         t1 = time.perf_counter_ns()
-        prepared = _prepare(rb, ctx)
-        if 0 in shards:
-            counts[M_ERRORS] += sum(stage == EVENT for stage, _, _ in prepared.rejected)
+        prepared = _prepare(rb)
         for shard in shards:
             matcher = matchers.get(shard)
             if matcher is None:  # a partition without rows never builds an index
@@ -562,21 +526,22 @@ def _shard_records(p: Prepared, matcher: Any, ctx: BatchContext, counts: list[in
     out_keys: list[bytes | None] = []
     out_values: list[bytes] = []
     out_topics: list[str] = []
-    rejected = list(p.rejected)  # (stage, row, reason)
-    events, kept, n_events = p.events, p.kept, 0
-    if events:
-        n = len(events)
-        batch, events, kept = _encode(matcher, events, kept, rejected)
-        if report:
-            counts[M_ERRORS] += n - len(events)
-    if events:
+    rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
+    batch, kept = _read_batch(matcher, p, ctx, rejected)
+    n_events = len(kept)
+    if report:
+        counts[M_ERRORS] += len(values) - n_events
+    else:
+        rejected.clear()  # shard 0 reports them
+    if kept:
         result = matcher.match(batch)
         now_ms = int(time.time() * 1000)
         res_off, res_keys = result.offsets.tolist(), result.keys
         room = limits.message_bytes - notifications.RECORD_OVERHEAD
         id_of = matcher.id_of
-        n_events = len(events)
         for j, (i, event_id, obj) in enumerate(kept):
+            if event_id is None:
+                event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
             stamp = stamps[i]
             ms = stamp // 1000 if stamp is not None else None
             lo, hi = res_off[j], res_off[j + 1]
@@ -585,8 +550,9 @@ def _shard_records(p: Prepared, matcher: Any, ctx: BatchContext, counts: list[in
                     notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
                                                      values[i] if with_event else None, ms, now_ms, ctx.batch_id)
                 except (TypeError, ValueError, OverflowError, UnicodeError, RecursionError) as exc:
-                    rejected.append((EVENT, i, f"cannot build its notification: {type(exc).__name__}: {exc}"))
-                    counts[M_ERRORS] += int(report)
+                    if report:
+                        rejected.append((EVENT, i, f"cannot build its notification: {type(exc).__name__}: {exc}"))
+                        counts[M_ERRORS] += 1
                     n_events -= 1
                     continue
                 slim, first, fits = None, len(out_values), True
@@ -606,15 +572,18 @@ def _shard_records(p: Prepared, matcher: Any, ctx: BatchContext, counts: list[in
                     out_topics.append(topic)
                 if not fits:
                     del out_keys[first:], out_values[first:], out_topics[first:]
-                    rejected.append((EVENT, i, f"its notification takes {len(sid) + len(value)} bytes even "
-                                     "without the event (its id is that large), past limits.message_bytes"))
-                    counts[M_ERRORS] += int(report)
+                    if report:
+                        rejected.append((EVENT, i, f"its notification takes {len(sid) + len(value)} bytes even "
+                                         "without the event (its id is that large), past limits.message_bytes"))
+                        counts[M_ERRORS] += 1
                     n_events -= 1
                     continue
             if valid is not None and until_field in obj:
                 until = validity_end(obj, until_field, ctx.now, ctx.max_validity_s)
                 if until is not None:
-                    valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, values[i].strip()))
+                    raw = values[i]
+                    assert raw is not None  # a record without a value is never kept
+                    valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, raw.strip()))
         counts[M_MATCHES] += result.total
     if report:
         counts[M_EVENTS] += n_events
@@ -633,22 +602,81 @@ def _shard_records(p: Prepared, matcher: Any, ctx: BatchContext, counts: list[in
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, RecursionError)
 
 
-def _encode(matcher: Any, events: list[dict | Rows], kept: list, rejected: list[tuple[str, int, str]]) -> tuple[Any, list, list]:
-    """The matcher's encoding of ``events``; when the batch fails, one at a time, adding the culprits to ``rejected``."""
+def _read_batch(matcher: Any, p: Prepared, ctx: BatchContext,
+                rejected: list[tuple[str, int, str]]) -> tuple[Any, list[tuple[int, Any, dict]]]:
+    """The matcher's encoding of the event records and ``(row, event id or None, object)``
+    per encoded event; a refused record is added to ``rejected`` (an event matched with
+    attributes absent too, as a warning).
+
+    The records go through :func:`matchers.events.encode_json` (one scan of the bytes);
+    those it does not take through :func:`~streaming.records.read_event` (a small flat
+    object through orjson alone), once for all shards (``p.reads``).  The object of a
+    scanned event is parsed only when it holds the validity field (``{}`` otherwise); its
+    id is the value at its span.
+    """
+    values = p.values
+    limits, id_field, until_field = ctx.limits, ctx.event_id_field, ctx.valid_until_field
+    fast_bytes, max_attrs = min(limits.event_bytes, limits.string_length), limits.attributes
+    loads, scalars = orjson.loads, SCALARS
+    objs: dict[int, dict] = {}
+    start = len(rejected)
+    check = False  # whether to try encoding each general-path event alone
+
+    def read(i: int) -> tuple[dict | None, FlatEvent | None, list[tuple[str, int, str]]]:
+        value, obj = values[i], None
+        if value is not None and len(value) <= fast_bytes:
+            try:  # a small object of scalars: orjson alone
+                obj = loads(value)
+            except orjson.JSONDecodeError:
+                pass
+        if type(obj) is dict and len(obj) <= max_attrs and scalars.issuperset(map(type, obj.values())):
+            return obj, obj, []
+        got = read_event(value, limits)
+        if got.obj is None:
+            return None, None, [(EVENT, i, got.problem or "")]
+        if got.problem is not None:
+            return got.obj, got.flat, [(EVENT_WARNING, i, f"matched with these attributes absent: {got.problem}")]
+        return got.obj, got.flat, []
+
+    def slow(i: int) -> FlatEvent | None:
+        known = p.reads.get(i)
+        if known is None:
+            known = p.reads[i] = read(i)
+        obj, flat, problems = known
+        rejected.extend(problems)
+        if obj is None or flat is None:
+            return None
+        if check:
+            try:
+                matcher.encode([flat])
+            except _ENCODE_ERRORS as exc:
+                rejected.append((EVENT, i, f"cannot be encoded for the matcher: {type(exc).__name__}: {exc}"))
+                return None
+        objs[i] = obj
+        return flat
+
+    raws = [b"" if v is None else v for v in values]
+    scan_limits = ScanLimits(limits.depth, limits.attributes, limits.string_length, limits.array_rows, limits.event_bytes)
     try:
-        return matcher.encode(events), events, kept
-    except _ENCODE_ERRORS:
-        pass
-    good, good_kept = [], []
-    for event, k in zip(events, kept, strict=True):
-        try:
-            matcher.encode([event])
-        except _ENCODE_ERRORS as exc:
-            rejected.append((EVENT, k[0], f"cannot be encoded for the matcher: {type(exc).__name__}: {exc}"))
-            continue
-        good.append(event)
-        good_kept.append(k)
-    return matcher.encode(good), good, good_kept
+        jb = encode_json(raws, matcher.dictionary, slow, scan_limits, (id_field, until_field), encode_flat=matcher.encode)
+    except _ENCODE_ERRORS:  # some event cannot be encoded: again, finding which
+        del rejected[start:]
+        objs.clear()
+        check = True
+        jb = encode_json(raws, matcher.dictionary, slow, scan_limits, (id_field, until_field), encode_flat=matcher.encode)
+    kept: list[tuple[int, Any, dict]] = []
+    spans = jb.spans.tolist()
+    for i in jb.events.tolist():
+        obj = objs.get(i)
+        if obj is None:  # scanned: the id at its span, the object only for its validity
+            raw = raws[i]
+            lo, hi = spans[i][0], spans[i][1]
+            until = spans[i][2] if until_field != id_field else lo  # one key: its span is the first
+            obj = loads(raw) if until >= 0 else {}
+            kept.append((i, obj.get(id_field) if until >= 0 else loads(raw[lo:hi]) if lo >= 0 else None, obj))
+        else:
+            kept.append((i, obj.get(id_field), obj))
+    return jb.batch, kept
 
 
 def _id_only(notes: notifications.EventNotes, size: int) -> notifications.EventNotes:

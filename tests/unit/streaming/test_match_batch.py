@@ -260,7 +260,8 @@ def test_oversized_notification_goes_id_only_with_a_note(tmp_path):
 
 
 def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypatch):
-    """A batch-wide encode failure falls back to one event at a time; only the culprit is rejected."""
+    """A batch-wide encode failure falls back to one event at a time; only the culprit is rejected
+    (an event of the general path: the scanner of the JSON path does not call ``encode``)."""
     from matchers.expr import Subscription, pred
     from streaming import match_job
     from streaming.records import UPSERT, Change
@@ -283,7 +284,7 @@ def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypa
             return self.matcher.encode(events)
 
     monkeypatch.setattr(match_job, "index_for", lambda spec: type("C", (), {"matcher": Picky(real(spec).matcher)}))
-    batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": true}', b'{"price": 3}'])
+    batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": [[true]]}', b'{"price": 3}'])
     rows, m = run_partition(settings, reg, 1, 0.0, [batch])
     notes = sorted(orjson.loads(r["value"])["offset"] for r in rows if r["topic"] == "notifications")
     errors = [orjson.loads(r["value"]) for r in rows if r["topic"] == "errors"]
@@ -355,7 +356,7 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
 
     prepared: list[int] = []
     real_prepare = match_job._prepare
-    monkeypatch.setattr(match_job, "_prepare", lambda rb, ctx: prepared.append(rb.num_rows) or real_prepare(rb, ctx))
+    monkeypatch.setattr(match_job, "_prepare", lambda rb: prepared.append(rb.num_rows) or real_prepare(rb))
     todo = plan_tasks([OffsetRange("events", p, 0, 100) for p in (0, 1)], shards, slots, task_events)
     out = [r for i in range(len(todo)) for rb in match_ranges(iter([pa.RecordBatch.from_pylist([{"id": i}])]), ctx,
                                                               todo, produce)
@@ -403,3 +404,21 @@ def test_the_task_row_says_which_index_matched(tmp_path, matcher):
     else:
         assert set(index) == {"matcher"}
     assert row([kafka_batch([])]) is None
+
+
+def test_scanned_and_general_events_alike(tmp_path):
+    """Ids, validity and matches are the same whichever path reads the event (the scan or read_event)."""
+    from streaming.records import UPSERT, Change
+
+    settings = settings_for(tmp_path)
+    reg = Registry(settings.registry_dir)
+    reg.append(0, [Change(UPSERT, "s", Subscription.of("s", pred("d.price", "<", 5)))], 0.0)
+    raws = [b'{"id": "e-1", "d": {"price": 1}, "valid_until": 500}',  # scanned
+            b'{"id": "e-\\u0032", "d": {"price": 1}, "valid_until": 500}',  # an escape: read_event
+            b'{"id": 7.50, "d": {"price": [9, 2]}}',  # scanned, two rows
+            b'{"id": null, "d": {"price": [[2]]}}',  # an array in an array: read_event; a null id
+            b'{"d": {"price": 9}, "id": "e-5"}']
+    rows, m = run_partition(settings, reg, 0, 100.0, [kafka_batch(raws)])
+    docs = [orjson.loads(r["value"]) for r in rows if r["topic"] == "notifications"]
+    assert [(d["offset"], d["event_id"]) for d in docs] == [(0, "e-1"), (1, "e-2"), (2, 7.5), (3, "events/0/3")]
+    assert m[M_VALID] == 2 and m[M_EVENTS] == 5 and m[M_ERRORS] == 0

@@ -1,0 +1,517 @@
+"""Kernels of the JSON path: a batch of JSON events scanned straight to encoded rows.
+
+:func:`scan` reads the bytes of a batch of events once and writes, per row, the
+entries :class:`matchers.events.EventBatch` holds: attribute ids and string codes come
+from one open-addressing table (:func:`table_insert`) of the dictionary's attribute
+names (tag ``-1``) and of each attribute's strings (tag = attribute id), looked up by
+the bytes themselves.  Attributes absent from the table are left out (no subscription
+uses them).  The scanner takes the common case only and marks every other event
+*slow* (the caller then takes the general path, which gives the exact reason of a
+refusal): escapes, bytes past ASCII, control characters, numbers that do not convert
+exactly (more than 15 digits or a power of ten past 1e22), malformed JSON, a root
+that is not an object, duplicate keys or flattened names, an array inside an array, more
+than one array of two or more elements, and anything past the limits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+ATTR_TAG = -1
+"""Tag of attribute names in the table (strings carry their attribute's id)."""
+
+OK, SLOW = 0, 1
+NUM, STR, BOOL, NULL = 0, 1, 2, 3  # matchers.expr.Kind (checked in matchers.events)
+_POW10 = np.array([10.0 ** i for i in range(23)])
+
+
+@njit(cache=True, nogil=True)
+def fnv(h, data, lo, hi):
+    """FNV-1a of ``data[lo:hi]`` continued from ``h``."""
+    for i in range(lo, hi):
+        h = (h ^ np.uint64(data[i])) * FNV_PRIME
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _slot_hash(h, tag):
+    return h ^ (np.uint64(tag + 2) * _GOLDEN)
+
+
+@njit(cache=True, nogil=True)
+def _find(t_hash, t_tag, t_start, t_len, blob, h, tag, data, lo, hi):
+    """Slot of ``(tag, data[lo:hi])`` in the table, or of the empty slot where it would go."""
+    mask = len(t_hash) - 1
+    s = np.int64(_slot_hash(h, tag) & np.uint64(mask))
+    n = hi - lo
+    while True:
+        if t_len[s] < 0:
+            return s
+        if t_hash[s] == h and t_tag[s] == tag and t_len[s] == n:
+            start = t_start[s]
+            same = True
+            for k in range(n):
+                if blob[start + k] != data[lo + k]:
+                    same = False
+                    break
+            if same:
+                return s
+        s = (s + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def table_insert(t_hash, t_tag, t_start, t_len, t_val, blob, tags, starts, ends, values):
+    """Insert ``(tags[i], blob[starts[i]:ends[i]]) -> values[i]`` (the table has room)."""
+    for i in range(len(tags)):
+        h = fnv(FNV_OFFSET, blob, starts[i], ends[i])
+        s = _find(t_hash, t_tag, t_start, t_len, blob, h, tags[i], blob, starts[i], ends[i])
+        t_hash[s] = h
+        t_tag[s] = tags[i]
+        t_start[s] = starts[i]
+        t_len[s] = ends[i] - starts[i]
+        t_val[s] = values[i]
+
+
+@njit(cache=True, nogil=True)
+def _lookup(t_hash, t_tag, t_start, t_len, t_val, blob, h, tag, data, lo, hi):
+    s = _find(t_hash, t_tag, t_start, t_len, blob, h, tag, data, lo, hi)
+    return t_val[s] if t_len[s] >= 0 else -1
+
+
+@njit(cache=True, nogil=True)
+def _ws(buf, p, end):
+    while p < end and (buf[p] == 32 or buf[p] == 10 or buf[p] == 13 or buf[p] == 9):
+        p += 1
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _string_hash(buf, p, end, h):
+    """``(index of the closing quote, FNV-1a of the string continued from h)`` of the string
+    opened before ``p``; the index is ``-1`` if the string is not plain ASCII."""
+    while p < end:
+        c = buf[p]
+        if c == 34:
+            return p, h
+        if c == 92 or c < 32 or c >= 128:
+            return -1, h
+        h = (h ^ np.uint64(c)) * FNV_PRIME
+        p += 1
+    return -1, h
+
+
+@njit(cache=True, nogil=True)
+def _number(buf, p, end):
+    """``(value, end, is_plain_int)`` of the number at ``p``; ``end == -1`` when not exact or not JSON."""
+    neg = False
+    if p < end and buf[p] == 45:
+        neg = True
+        p += 1
+    if p >= end or buf[p] < 48 or buf[p] > 57:
+        return 0.0, -1, False
+    m = np.int64(0)
+    digits = 0
+    if buf[p] == 48:
+        p += 1
+        if p < end and 48 <= buf[p] <= 57:
+            return 0.0, -1, False
+    else:
+        while p < end and 48 <= buf[p] <= 57:
+            m = m * 10 + (buf[p] - 48)
+            digits += 1
+            p += 1
+            if digits > 15:
+                return 0.0, -1, False
+    exp = 0
+    plain = True
+    if p < end and buf[p] == 46:
+        plain = False
+        p += 1
+        if p >= end or buf[p] < 48 or buf[p] > 57:
+            return 0.0, -1, False
+        while p < end and 48 <= buf[p] <= 57:
+            if m == 0 and buf[p] == 48:
+                exp -= 1
+            else:
+                m = m * 10 + (buf[p] - 48)
+                digits += 1
+                exp -= 1
+                if digits > 15:
+                    return 0.0, -1, False
+            p += 1
+    if p < end and (buf[p] == 101 or buf[p] == 69):
+        plain = False
+        p += 1
+        eneg = False
+        if p < end and (buf[p] == 43 or buf[p] == 45):
+            eneg = buf[p] == 45
+            p += 1
+        if p >= end or buf[p] < 48 or buf[p] > 57:
+            return 0.0, -1, False
+        e = 0
+        while p < end and 48 <= buf[p] <= 57:
+            e = e * 10 + (buf[p] - 48)
+            p += 1
+            if e > 400:
+                return 0.0, -1, False
+        exp += -e if eneg else e
+    if m == 0:
+        value = 0.0
+    elif exp > 22 or exp < -22:
+        return 0.0, -1, False
+    elif exp >= 0:
+        value = float(m) * _POW10[exp]
+    else:
+        value = float(m) / _POW10[-exp]
+    if neg and not (plain and m == 0):  # "-0" is the integer 0; "-0.0" keeps its sign
+        value = -value
+    return value, p, plain
+
+
+@njit(cache=True, nogil=True)
+def _has_duplicate(values, n):
+    """Whether ``values[:n]`` holds a value twice (sorts it in place: insertion sort, small ``n``)."""
+    for i in range(1, n):
+        v = values[i]
+        j = i - 1
+        while j >= 0 and values[j] > v:
+            values[j + 1] = values[j]
+            j -= 1
+        if j >= 0 and values[j] == v:
+            return True
+        values[j + 1] = v
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _eq(buf, lo, hi, key):
+    if len(key) != hi - lo:
+        return False
+    for k in range(hi - lo):
+        if buf[lo + k] != key[k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, key1, drop0,
+         max_bytes, max_depth, max_attrs, max_string, max_rows):
+    """Scan events ``buf[starts[i]:ends[i]]`` to encoded rows.
+
+    Returns ``(status, row_event, row_offsets, attrs, kinds, nums, codes, texts,
+    text_spans, key_spans)``: per event OK or SLOW; per row its event and its entries
+    (sorted by attribute); per distinct string of the batch its span in ``buf``; per
+    event the spans (relative to its start) of the top-level values of ``key0`` and
+    ``key1`` (``-1`` when absent; ``key0`` is left out of the attributes when ``drop0``).
+    """
+    n = len(starts)
+    status = np.zeros(n, np.int8)
+    key_spans = np.full((n, 4), -1, np.int64)
+    row_event = np.empty(1024, np.int64)
+    row_offsets = np.zeros(1025, np.int64)
+    ecap = 4096
+    attrs = np.empty(ecap, np.int32)
+    kinds = np.empty(ecap, np.int8)
+    nums = np.empty(ecap, np.float64)
+    codes = np.empty(ecap, np.int32)
+    texts = np.empty(ecap, np.int32)
+    n_rows = 0
+    n_ent = 0
+    s_mask = 1023  # distinct strings of the batch: open addressing over spans of buf
+    s_slot = np.full(s_mask + 1, -1, np.int64)
+    s_hash = np.zeros(s_mask + 1, np.uint64)
+    text_spans = np.empty((256, 2), np.int64)
+    n_texts = 0
+    path = np.empty(max_string + 2, np.uint8)
+    m = 2
+    for ev in range(n):
+        m = max(m, (ends[ev] - starts[ev]) // 2 + 2)  # at most one scalar (or key) per two bytes
+    e_attr = np.empty(m, np.int32)
+    e_kind = np.empty(m, np.int8)
+    e_num = np.empty(m, np.float64)
+    e_code = np.empty(m, np.int32)
+    e_text = np.empty(m, np.int32)
+    e_elem = np.empty(m, np.int32)  # element of its array (-1 outside arrays)
+    e_arr = np.empty(m, np.int32)  # its array (-1 outside arrays)
+    e_leaf = np.empty(m, np.uint64)  # hash of its name
+    k_hash = np.empty(m, np.uint64)  # key occurrences, mixed with their array element
+    arr_len = np.zeros(m, np.int32)
+    leaves = np.empty(m, np.uint64)
+    pair = np.empty(m, np.uint64)
+    sel = np.empty(m, np.int64)
+    st_kind = np.empty(max_depth + 1, np.int8)  # containers: object 0 / array 1,
+    st_plen = np.empty(max_depth + 1, np.int64)  # path length and hash before their members
+    st_hash = np.empty(max_depth + 1, np.uint64)
+    for ev in range(n):
+        lo, hi = starts[ev], ends[ev]
+        n_e = 0
+        n_k = 0
+        n_named = 0
+        n_arr = 0
+        cur_arr = -1
+        cur_elem = -1
+        slow = False
+        p = _ws(buf, lo, hi)
+        if p >= hi or buf[p] != 123 or hi - lo > max_bytes:
+            status[ev] = SLOW
+            continue
+        st_kind[0] = 0
+        st_plen[0] = 0
+        st_hash[0] = FNV_OFFSET
+        depth = 1
+        p += 1
+        first = True  # right after an opening bracket (else right after a value)
+        while True:
+            p = _ws(buf, p, hi)
+            if p >= hi:
+                slow = True
+                break
+            c = buf[p]
+            kind = st_kind[depth - 1]
+            if c == 125 or c == 93:  # } or ]
+                if (c == 125) != (kind == 0):
+                    slow = True
+                    break
+                depth -= 1
+                p += 1
+                if kind == 1:
+                    cur_arr = -1
+                    cur_elem = -1
+                if depth == 0:
+                    break
+                first = False
+                continue
+            if not first:
+                if c != 44:
+                    slow = True
+                    break
+                p = _ws(buf, p + 1, hi)
+                if p >= hi:
+                    slow = True
+                    break
+                c = buf[p]
+            first = False
+            top_key = -1  # 0/1 when the value is that of the top-level key0/key1
+            if kind == 0:
+                if c != 34:
+                    slow = True
+                    break
+                q, h = _string_hash(buf, p + 1, hi, st_hash[depth - 1])
+                plen = st_plen[depth - 1]
+                if q < 0 or plen + (q - p - 1) > max_string:
+                    slow = True
+                    break
+                path[plen:plen + q - p - 1] = buf[p + 1:q]
+                plen += q - p - 1
+                scope = np.uint64(0) if cur_arr < 0 else np.uint64(cur_arr * 65536 + cur_elem + 1)
+                k_hash[n_k] = h ^ (scope * _GOLDEN)
+                n_k += 1
+                if depth == 1:
+                    if _eq(buf, p + 1, q, key0):
+                        top_key = 0
+                    elif _eq(buf, p + 1, q, key1):
+                        top_key = 1
+                p = _ws(buf, q + 1, hi)
+                if p >= hi or buf[p] != 58:
+                    slow = True
+                    break
+                p = _ws(buf, p + 1, hi)
+                if p >= hi:
+                    slow = True
+                    break
+                c = buf[p]
+            else:
+                plen = st_plen[depth - 1]
+                h = st_hash[depth - 1]
+                cur_elem = arr_len[cur_arr]
+                arr_len[cur_arr] += 1
+            # a value at p, named path[:plen] with hash h
+            if kind == 0 and cur_arr < 0 and c != 123:  # a named attribute (check_shape's count)
+                n_named += 1
+                if n_named > max_attrs:
+                    slow = True
+                    break
+            if c == 123 or c == 91:  # { or [
+                if depth >= max_depth or top_key >= 0 or (c == 91 and cur_arr >= 0):
+                    slow = True  # too deep, a container id, or an array inside an array
+                    break
+                if c == 91:
+                    cur_arr = n_arr
+                    n_arr += 1
+                    arr_len[cur_arr] = 0
+                    st_kind[depth] = 1
+                    st_plen[depth] = plen
+                    st_hash[depth] = h
+                else:
+                    path[plen] = 46
+                    st_kind[depth] = 0
+                    st_plen[depth] = plen + 1
+                    st_hash[depth] = (h ^ np.uint64(46)) * FNV_PRIME
+                depth += 1
+                p += 1
+                first = True
+                continue
+            v_kind = NUM
+            v_num = np.nan
+            s_lo = -1
+            s_hi = -1
+            v_start = p
+            sh = FNV_OFFSET
+            if c == 34:
+                q, sh = _string_hash(buf, p + 1, hi, FNV_OFFSET)
+                if q < 0 or q - p - 1 > max_string:
+                    slow = True
+                    break
+                v_kind = STR
+                s_lo, s_hi = p + 1, q
+                p = q + 1
+            elif c == 116 and hi - p >= 4 and buf[p + 1] == 114 and buf[p + 2] == 117 and buf[p + 3] == 101:
+                v_kind, v_num, p = BOOL, 1.0, p + 4
+            elif c == 102 and hi - p >= 5 and buf[p + 1] == 97 and buf[p + 2] == 108 and buf[p + 3] == 115 and buf[p + 4] == 101:
+                v_kind, v_num, p = BOOL, 0.0, p + 5
+            elif c == 110 and hi - p >= 4 and buf[p + 1] == 117 and buf[p + 2] == 108 and buf[p + 3] == 108:
+                v_kind, p = NULL, p + 4
+            else:
+                v_num, q, _plain = _number(buf, p, hi)
+                if q < 0:
+                    slow = True
+                    break
+                p = q
+            if p < hi and not (buf[p] == 44 or buf[p] == 125 or buf[p] == 93 or buf[p] == 32
+                               or buf[p] == 10 or buf[p] == 13 or buf[p] == 9):
+                slow = True  # e.g. "truex", "1x"
+                break
+            if top_key >= 0:
+                key_spans[ev, 2 * top_key] = v_start - lo
+                key_spans[ev, 2 * top_key + 1] = p - lo
+                if top_key == 0 and drop0:
+                    continue
+            aid = _lookup(t_hash, t_tag, t_start, t_len, t_val, blob, h, ATTR_TAG, path, 0, plen)
+            e_leaf[n_e] = h
+            e_elem[n_e] = cur_elem
+            e_arr[n_e] = cur_arr
+            e_attr[n_e] = aid
+            e_kind[n_e] = v_kind
+            e_num[n_e] = v_num
+            e_code[n_e] = -1
+            e_text[n_e] = -1
+            if aid >= 0 and v_kind == STR:
+                e_code[n_e] = _lookup(t_hash, t_tag, t_start, t_len, t_val, blob, sh, aid, buf, s_lo, s_hi)
+                s = np.int64(sh & np.uint64(s_mask))
+                while True:
+                    t = s_slot[s]
+                    if t < 0:
+                        if n_texts == len(text_spans):
+                            grown = np.empty((2 * n_texts, 2), np.int64)
+                            grown[:n_texts] = text_spans
+                            text_spans = grown
+                        text_spans[n_texts, 0] = s_lo
+                        text_spans[n_texts, 1] = s_hi
+                        t = n_texts
+                        n_texts += 1
+                        s_slot[s] = t
+                        s_hash[s] = sh
+                        if 2 * n_texts > s_mask:  # keep the table at most half full
+                            s_mask = 2 * s_mask + 1
+                            s_slot = np.full(s_mask + 1, -1, np.int64)
+                            s_hash = np.zeros(s_mask + 1, np.uint64)
+                            for j in range(n_texts):
+                                hj = fnv(FNV_OFFSET, buf, text_spans[j, 0], text_spans[j, 1])
+                                sj = np.int64(hj & np.uint64(s_mask))
+                                while s_slot[sj] >= 0:
+                                    sj = (sj + 1) & s_mask
+                                s_slot[sj] = j
+                                s_hash[sj] = hj
+                        break
+                    if s_hash[s] == sh and _eq(buf, s_lo, s_hi, buf[text_spans[t, 0]:text_spans[t, 1]]):
+                        break
+                    s = (s + 1) & s_mask
+                e_text[n_e] = t
+            n_e += 1
+        if slow or depth != 0 or _ws(buf, p, hi) != hi or _has_duplicate(k_hash, n_k):
+            status[ev] = SLOW  # malformed, past a limit, or duplicate keys / colliding names
+            continue
+        multi = -1  # the one array of two or more elements: one row per element
+        for a in range(n_arr):
+            if arr_len[a] >= 2:
+                if multi >= 0:
+                    slow = True
+                multi = a
+        k_rows = 1 if multi < 0 else arr_len[multi]
+        if slow or k_rows > max_rows:
+            status[ev] = SLOW
+            continue
+        nb = 0  # the names of each row's leaves must be distinct
+        for j in range(n_e):
+            if e_arr[j] != multi or multi < 0:
+                leaves[nb] = e_leaf[j]
+                nb += 1
+        if _has_duplicate(leaves, nb):
+            status[ev] = SLOW
+            continue
+        if multi >= 0:
+            for r in range(k_rows):
+                pair[:nb] = leaves[:nb]
+                nx = nb
+                for j in range(n_e):
+                    if e_arr[j] == multi and e_elem[j] == r:
+                        pair[nx] = e_leaf[j]
+                        nx += 1
+                if _has_duplicate(pair, nx):
+                    slow = True
+                    break
+            if slow:
+                status[ev] = SLOW
+                continue
+        for r in range(k_rows):  # emit the rows: known attributes only, sorted by attribute id
+            ns = 0
+            for j in range(n_e):
+                if e_attr[j] >= 0 and (multi < 0 or e_arr[j] != multi or e_elem[j] == r):
+                    a = e_attr[j]
+                    k = ns - 1
+                    while k >= 0 and e_attr[sel[k]] > a:  # insertion by attribute id
+                        sel[k + 1] = sel[k]
+                        k -= 1
+                    sel[k + 1] = j
+                    ns += 1
+            if n_rows == len(row_event):
+                g = np.empty(2 * n_rows, np.int64)
+                g[:n_rows] = row_event
+                row_event = g
+                g2 = np.zeros(2 * n_rows + 1, np.int64)
+                g2[:n_rows + 1] = row_offsets
+                row_offsets = g2
+            if n_ent + ns > len(attrs):
+                c2 = max(2 * len(attrs), n_ent + ns)
+                a2 = np.empty(c2, np.int32)
+                a2[:n_ent] = attrs[:n_ent]
+                attrs = a2
+                k2 = np.empty(c2, np.int8)
+                k2[:n_ent] = kinds[:n_ent]
+                kinds = k2
+                f2 = np.empty(c2, np.float64)
+                f2[:n_ent] = nums[:n_ent]
+                nums = f2
+                c3 = np.empty(c2, np.int32)
+                c3[:n_ent] = codes[:n_ent]
+                codes = c3
+                t2 = np.empty(c2, np.int32)
+                t2[:n_ent] = texts[:n_ent]
+                texts = t2
+            for o in range(ns):
+                j = sel[o]
+                attrs[n_ent] = e_attr[j]
+                kinds[n_ent] = e_kind[j]
+                nums[n_ent] = e_num[j]
+                codes[n_ent] = e_code[j]
+                texts[n_ent] = e_text[j]
+                n_ent += 1
+            row_event[n_rows] = ev
+            n_rows += 1
+            row_offsets[n_rows] = n_ent
+    return (status, row_event[:n_rows], row_offsets[:n_rows + 1], attrs[:n_ent], kinds[:n_ent], nums[:n_ent],
+            codes[:n_ent], texts[:n_ent], text_spans[:n_texts], key_spans)

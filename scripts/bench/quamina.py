@@ -1,0 +1,277 @@
+"""Side by side with Quamina on EventBridge-like events: JSON bytes to match ids, one core.
+
+Workload: EventBridge-like events (565 bytes on average of nested JSON with a ``resources``
+array of one or two ARNs) and EventBridge patterns of 1 to 4 fields (OR-lists of values,
+``prefix``, ``anything-but``, ``exists``, ``equals-ignore-case``; the first field of each
+a selective one), as
+``{"id": ..., "rule": {...}}`` lines.  For each number of rules, interleaved rounds time:
+
+* ``quamina``: an external Quamina benchmark binary given by ``--quamina PATH`` (built from
+  its repository in a scratch directory: it reads the rules and events files, adds the
+  patterns, and reports the CPU time of ``MatchesForEvent`` over every event with
+  ``GOMAXPROCS=1``), its ids checked against ours;
+* ``json``: this project's path from bytes: :func:`matchers.events.encode_json`, ``match``,
+  and the output lines of ids written from the match arrays (what ``python -m matchers
+  match`` runs: :func:`matchers.__main__.match_chunk`, :func:`matchers.output.match_lines`);
+* ``general``: the general path in the same run (orjson, :func:`matchers.events.flatten`,
+  :func:`matchers.events.encode`, ``match``, ids per match in Python), the baseline;
+* ``parse_us``: bytes to encoded batch alone per event, for both paths.
+
+CPU seconds (``time.process_time`` here, ``getrusage`` in the binary; the cyclic garbage
+collector paused in each timed step, after a collection), numba on one thread, with the
+1-minute load average.  Run ``python -m scripts.bench.quamina --quamina
+PATH [--quick]``; results go to ``docs/bench/quamina.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+REGIONS = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1",
+           "ap-northeast-1", "sa-east-1", "ca-central-1"]
+SOURCES = ["aws.ec2", "aws.s3", "aws.lambda", "aws.rds", "aws.ecs", "aws.autoscaling", "aws.cloudtrail",
+           "aws.health", "aws.iam", "aws.sns", "custom.orders", "custom.payments"]
+DETAIL_TYPES = ["EC2 Instance State-change Notification", "EC2 Spot Instance Interruption Warning",
+                "Object Created", "Object Deleted", "Lambda Function Invocation Result", "RDS DB Instance Event",
+                "ECS Task State Change", "EC2 Instance Launch Successful", "AWS API Call via CloudTrail",
+                "AWS Health Event", "Order Placed", "Payment Settled"]
+STATES = ["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
+TYPES = ["t3.micro", "t3.small", "t3.large", "m5.large", "m5.xlarge", "c6g.medium", "r6i.2xlarge", "g5.xlarge"]
+ENVS = ["prod", "Prod", "PROD", "staging", "dev", "test"]
+ACCOUNTS = [f"{100000000000 + 7919 * i:012d}" for i in range(40)]
+
+
+def _event(rng: random.Random, i: int) -> dict:
+    region, account, source = rng.choice(REGIONS), rng.choice(ACCOUNTS), rng.choice(SOURCES)
+    instance = f"i-{rng.getrandbits(64):016x}"
+    service = source.split(".")[1]
+    resources = [f"arn:aws:{service}:{region}:{account}:instance/{instance}"]
+    if rng.random() < 0.25:
+        resources.append(f"arn:aws:{service}:{region}:{account}:volume/vol-{rng.getrandbits(48):012x}")
+    return {
+        "version": "0",
+        "id": f"{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-{rng.getrandbits(16):04x}-"
+              f"{rng.getrandbits(16):04x}-{rng.getrandbits(48):012x}",
+        "detail-type": rng.choice(DETAIL_TYPES),
+        "source": source,
+        "account": account,
+        "time": f"2026-11-24T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z",
+        "region": region,
+        "resources": resources,
+        "detail": {
+            "instance-id": instance,
+            "availability-zone": region + rng.choice("abc"),
+            "state": rng.choice(STATES),
+            "instance-type": rng.choice(TYPES),
+            "cpu-utilization": round(rng.uniform(0, 100), 1),
+            "launch-index": rng.randrange(16),
+            "private-ip": f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}",
+            "tags": {"env": rng.choice(ENVS), "team": f"team-{rng.randrange(60)}",
+                     "owner": f"user{rng.randrange(500)}@example.com"},
+            **({"spot": True} if rng.random() < 0.2 else {}),
+        },
+    }
+
+
+def make_events(n: int, seed: int) -> list[bytes]:
+    """``n`` EventBridge-like events as JSON bytes (compact, as a producer writes them)."""
+    rng = random.Random(seed)
+    return [orjson.dumps(_event(rng, i)) for i in range(n)]
+
+
+SELECTIVE = (0, 1, 3, 6, 7, 8, 9)
+"""Kinds of field a pattern starts with (the others, broad, only come after one of these)."""
+
+
+def _field(rng: random.Random, kind: int) -> tuple[tuple[str, ...], list]:
+    """One field of a pattern: its path and its array of values or matchers."""
+    if kind == 0:
+        return ("source",), rng.sample(SOURCES, rng.randint(1, 3))
+    if kind == 1:
+        return ("detail-type",), [{"prefix": rng.choice(DETAIL_TYPES)[:rng.randint(3, 12)]}]
+    if kind == 2:
+        return ("region",), [{"anything-but": rng.sample(REGIONS, rng.randint(1, 4))}]
+    if kind == 3:
+        return ("detail", "state"), rng.sample(STATES, rng.randint(1, 2))
+    if kind == 4:
+        return ("detail", "tags", "env"), [{"equals-ignore-case": rng.choice(["prod", "staging", "DEV"])}]
+    if kind == 5:
+        return ("detail", "spot"), [{"exists": rng.random() < 0.5}]
+    if kind == 6:
+        return ("account",), rng.sample(ACCOUNTS, rng.randint(1, 3))
+    if kind == 7:
+        return ("detail", "tags", "team"), [f"team-{rng.randrange(60)}"]
+    if kind == 8:
+        return ("resources",), [{"prefix": f"arn:aws:{rng.choice(SOURCES).split('.')[1]}:{rng.choice(REGIONS)}"}]
+    return ("detail", "instance-type"), rng.sample(TYPES, rng.randint(1, 3))
+
+
+BROAD = (2, 5)
+"""Kinds of field ``anything-but`` and ``exists`` (left out by ``native_only``)."""
+
+
+def make_rules(n: int, seed: int, native_only: bool = False) -> list[dict]:
+    """``n`` subscription records ``{"id": "r<i>", "rule": pattern}`` of 1 to 4 fields
+    (``native_only``: without ``anything-but`` and ``exists``, which the indexes leave to
+    their residual matcher)."""
+    rng = random.Random(seed + 1)
+    kinds = [k for k in range(10) if not (native_only and k in BROAD)]
+    out = []
+    for i in range(n):
+        rule: dict = {}
+        for j in range(rng.randint(1, 4)):
+            path, values = _field(rng, rng.choice(SELECTIVE) if j == 0 else rng.choice(kinds))
+            node = rule
+            for part in path[:-1]:
+                node = node.setdefault(part, {})
+            node[path[-1]] = values
+        out.append({"id": f"r{i}", "rule": rule})
+    return out
+
+
+def run_quamina(binary: str, rules_path: str, events_path: str, out_path: str, rounds: int) -> dict:
+    """The binary's report (one JSON line) and its ids per event."""
+    env = {**os.environ, "GOMAXPROCS": "1"}
+    done = subprocess.run([binary, rules_path, events_path, out_path, str(rounds)], capture_output=True, text=True,
+                          env=env, check=True)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    with open(out_path, "rb") as f:
+        report["ids"] = [orjson.loads(line)["subscriptions"] for line in f]
+    return report
+
+
+def run_project(matcher_name: str, records: list[dict], raws: list[bytes], rounds: int, batch: int) -> dict:
+    """Both of the project's paths over the events, ``rounds`` times each, in CPU seconds."""
+    from matchers.__main__ import match_chunk
+    from matchers.base import create, no_cyclic_gc
+    from matchers.events import encode, encode_json, flatten
+    from matchers.language import parse_record
+    from matchers.output import LINE_PARTS, id_table, match_lines
+
+    t0 = time.perf_counter()
+    matcher = create(matcher_name)
+    matcher.add([parse_record(dict(r)) for r in records])
+    build_s = time.perf_counter() - t0
+    chunks = [list(enumerate(raws[lo:lo + batch], lo + 1)) for lo in range(0, len(raws), batch)]
+    parts = [raws[lo:lo + batch] for lo in range(0, len(raws), batch)]
+    sink = open(os.devnull, "w")  # noqa: SIM115  # closed below
+    table = id_table([(str(r["id"]), matcher.key_of(str(r["id"]))) for r in records], matcher.capacity)
+
+    def json_path() -> list:
+        out = []
+        for chunk in chunks:
+            result, event_ids = match_chunk(matcher, "-", chunk, sink)
+            offsets = np.zeros(len(event_ids) + 1, np.int64)
+            np.cumsum([len(e) for e in event_ids], out=offsets[1:])
+            match_lines(np.frombuffer(b"".join(event_ids), np.uint8), offsets, result.offsets, result.keys,
+                        *table, *LINE_PARTS)
+            out.append((result, event_ids))
+        return out
+
+    def general_path() -> None:
+        for part in parts:
+            flats = [flatten(orjson.loads(raw)) for raw in part]
+            r = matcher.match(matcher.encode(flats))
+            _ = [matcher.ids(r.keys[r.offsets[i]:r.offsets[i + 1]]) for i in range(len(flats))]
+
+    def json_parse() -> None:
+        for part in parts:
+            encode_json(part, matcher.dictionary, lambda i: None)
+
+    def general_parse() -> None:
+        for part in parts:
+            encode([flatten(orjson.loads(raw)) for raw in part], matcher.dictionary)
+
+    results = json_path()  # untimed: kernels loaded, caches of both paths warm
+    general_path()
+    cpu = dict.fromkeys(("json", "general", "parse_json", "parse_general"), 0.0)
+    for _ in range(rounds):  # interleaved; a full collection, started by one path, would land on another
+        for name, run in (("json", json_path), ("general", general_path), ("parse_json", json_parse),
+                          ("parse_general", general_parse)):
+            gc.collect()
+            with no_cyclic_gc():
+                c0 = time.process_time()
+                run()
+                cpu[name] += time.process_time() - c0
+    ids = [matcher.ids(r.keys[r.offsets[i]:r.offsets[i + 1]]) for r, _ in results for i in range(len(r.offsets) - 1)]
+    json_cpu, general_cpu, parse_json, parse_general = cpu["json"], cpu["general"], cpu["parse_json"], cpu["parse_general"]
+    sink.close()
+    n = len(raws) * rounds
+    return dict(build_s=build_s, json_cpu_s=json_cpu, general_cpu_s=general_cpu,
+                json_events_per_cpu_s=n / json_cpu, general_events_per_cpu_s=n / general_cpu,
+                parse_json_us=parse_json / n * 1e6, parse_general_us=parse_general / n * 1e6, ids=ids)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.quamina", description=__doc__.splitlines()[0])
+    parser.add_argument("--quamina", required=True, help="path of the Quamina benchmark binary")
+    parser.add_argument("--rules", type=int, action="append", help="numbers of rules (default 1000, 10000, 100000)")
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--large-events", type=int, default=500, help="events at 100,000 rules and more")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size")
+    parser.add_argument("--matcher", default="counting")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--native-only", action="store_true", help="rules without anything-but and exists")
+    parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 rules, 500 events, 2 rounds")
+    parser.add_argument("--out", default=str(DOCS / "bench" / "quamina.json"))
+    args = parser.parse_args(argv)
+    import numba
+
+    numba.set_num_threads(1)
+    sizes = args.rules or ([1000, 10_000] if args.quick else [1000, 10_000, 100_000])
+    n_events = 500 if args.quick else args.events
+    rounds = 2 if args.quick else args.rounds
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n_rules in sizes:
+            count = min(n_events, args.large_events) if n_rules >= 100_000 else n_events
+            raws = make_events(count, args.seed)
+            events_path = os.path.join(tmp, f"events-{count}.jsonl")
+            Path(events_path).write_bytes(b"\n".join(raws) + b"\n")
+            records = make_rules(n_rules, args.seed, args.native_only)
+            rules_path = os.path.join(tmp, f"rules-{n_rules}.jsonl")
+            Path(rules_path).write_bytes(b"\n".join(map(orjson.dumps, records)) + b"\n")
+            repeat = max(1, 2000 // count) if n_rules < 100_000 else 1  # enough events to time
+            for r in range(rounds):
+                order = ("quamina", "project") if r % 2 == 0 else ("project", "quamina")
+                row: dict = dict(rules=n_rules, events=count, repeat=repeat, round=r, matcher=args.matcher,
+                                 native_only=args.native_only)
+                for who in order:
+                    if who == "quamina":
+                        q = run_quamina(args.quamina, rules_path, events_path, os.path.join(tmp, "q.jsonl"), repeat)
+                        row["quamina_events_per_cpu_s"] = count * repeat / q["match_cpu_s"]
+                        row["quamina_build_s"] = q["build_s"]
+                        q_ids = q["ids"]
+                    else:
+                        p = run_project(args.matcher, records, raws, repeat, 1000)
+                        p_ids = p.pop("ids")
+                        row.update(p)
+                disagree = [i for i, (a, b) in enumerate(zip(q_ids, p_ids, strict=True)) if a != b]
+                row["ratio_json_to_quamina"] = row["json_events_per_cpu_s"] / row["quamina_events_per_cpu_s"]
+                row["ratio_json_to_general"] = row["json_events_per_cpu_s"] / row["general_events_per_cpu_s"]
+                row["matches_per_event"] = sum(map(len, p_ids)) / count
+                row["events_disagreeing"] = len(disagree)
+                row["disagreeing_rules"] = sorted({x for i in disagree[:50] for x in set(q_ids[i]) ^ set(p_ids[i])})[:20]
+                row["load_avg_1min"] = os.getloadavg()[0]
+                results.append(row)
+                print(json.dumps(row), flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(dict(results=results, python=sys.version.split()[0]), indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
