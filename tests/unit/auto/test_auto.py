@@ -37,6 +37,16 @@ def test_choice_follows_the_shape(workload, index):
     check(matcher, wl.subscriptions, wl.events[:30])
 
 
+def test_large_spread_equality_sets_get_dynamic(monkeypatch):
+    monkeypatch.setattr("matchers.auto.DYNAMIC_FROM", 1500)
+    for workload, index in (("fabret-w3", "dynamic"), ("fabret-w6", "propagation")):
+        wl = generate(workload, n_subs=2000, n_events=20, seed=1)
+        matcher = create("auto")
+        matcher.add(wl.subscriptions)
+        assert matcher.choice == index
+        _check(matcher, wl.subscriptions, wl.events)
+
+
 def test_drift_redecides_and_stays_exact():
     dense = generate("dense", n_subs=400, n_events=20, seed=2)
     fabret = generate("fabret-w0", n_subs=2000, n_events=20, seed=2)
