@@ -44,7 +44,7 @@ def test_large_spread_equality_sets_get_dynamic(monkeypatch):
         matcher = create("auto")
         matcher.add(wl.subscriptions)
         assert matcher.choice == index
-        _check(matcher, wl.subscriptions, wl.events)
+        check(matcher, wl.subscriptions, wl.events)
 
 
 def test_drift_redecides_and_stays_exact():
