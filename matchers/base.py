@@ -16,7 +16,7 @@ never sees such a subscription, nor the ``null`` values of the events.
 A batch is matched in chunks of events, also here: each chunk holds at most about
 :data:`BATCH_BUDGET` bytes of working memory beyond the index and the matches, by the
 bytes an event took in the chunk before (its matches, and its satisfied predicates when
-the index has a phase 1, :attr:`Matcher.phase1`).
+the index has a phase 1, held as ``self.phase1``).
 
 Events with arrays are also handled here: a batch of :class:`~matchers.events.Rows`
 is matched row by row and the rows' matches are merged per event (an event matches
@@ -239,8 +239,6 @@ class Matcher(ABC):
     _residual: Matcher | None = None  # class defaults: matchers pickled before the residual path
     _residual_keys: set[int] = frozenset()  # type: ignore[assignment]  # shared empty default; a set of its own once used
     _residual_outer: np.ndarray | None = None
-    phase1: PredicateIndex | None = None
-    """Phase 1 of an index that has one (its satisfied predicates size the chunks of a batch)."""
     _matches_per_event: float | None = None
     """Matches per event in the last chunk matched (``None`` before the first)."""
 
@@ -391,9 +389,10 @@ class Matcher(ABC):
         predicate satisfied)."""
         matches = self.capacity if self._matches_per_event is None else self._matches_per_event
         per_event = MATCH_BYTES * matches
-        if self.phase1 is not None and len(self.phase1):
-            satisfied = self.phase1.per_event
-            per_event += SATISFIED_BYTES * (len(self.phase1) if satisfied is None else satisfied)
+        phase1: PredicateIndex | None = getattr(self, "phase1", None)  # an index's phase 1, if it has one
+        if phase1 is not None and len(phase1):
+            satisfied = phase1.per_event
+            per_event += SATISFIED_BYTES * (len(phase1) if satisfied is None else satisfied)
         return max(1, int(BATCH_BUDGET / (1.25 * per_event + EVENT_BYTES)))
 
     def _merge(self, own: Matches | None, residual: Matches) -> Matches:
