@@ -152,7 +152,8 @@ class AutoMatcher(Matcher):
     def __init__(self, dictionary: Dictionary | None = None, **params: Any):
         super().__init__(dictionary, **params)
         self._tally = _Tally()
-        self._choice, self._reason = choose(self._tally.shape())
+        self._shape = self._tally.shape()
+        self._choice, self._reason = choose(self._shape)
         self._inner = create(self._choice, self.dictionary)
         self._decided_at = 0
         self._changes = 0
@@ -163,8 +164,9 @@ class AutoMatcher(Matcher):
         return self._choice
 
     def describe(self) -> dict[str, Any]:
-        """The index chosen (``matcher``), by ``auto``, the reason and the shape it was decided on."""
-        return dict(matcher=self._choice, chosen_by=self.name, reason=self._reason, shape=asdict(self._tally.shape()))
+        """The index chosen (``matcher``), by ``auto``, the reason and the shape it was decided on
+        (at the last decision: computing the shape takes a pass over its counters)."""
+        return dict(matcher=self._choice, chosen_by=self.name, reason=self._reason, shape=asdict(self._shape))
 
     # -- Matcher: all to the inner matcher ---------------------------------------------
     def add(self, subscriptions: Iterable[Subscription]) -> None:
@@ -242,7 +244,8 @@ class AutoMatcher(Matcher):
     def _redecide(self) -> None:
         """Choose again; a new inner matcher of the chosen index holds every subscription
         when the choice differs."""
-        choice, reason = choose(self._tally.shape())
+        self._shape = self._tally.shape()
+        choice, reason = choose(self._shape)
         if choice != self._choice:
             inner = create(choice, self.dictionary)
             inner.add(sub for _, sub in self._inner.subscriptions())
