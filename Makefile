@@ -11,6 +11,7 @@ PYTEST_ARGS ?=
 # peer binaries for scripts.bench.dense, e.g. --peer-for 1000000:hem5-be7=PATH:7 (docs/bitmark.md)
 DENSE_PEERS ?=
 # the Quamina benchmark binary for scripts.bench.quamina (docs/rules-bench.md); skipped when empty
+QUAMINA ?=
 
 .DEFAULT_GOAL := help
 
@@ -62,7 +63,7 @@ test-unit: setup ## Run the tests that need neither Spark nor the broker
 
 .PHONY: bench
 bench: setup ## Run every benchmark at paper sizes (hours; results in docs/): the suite of scripts/bench/suite.py
-	$(PY) -m scripts.bench --all --with 'dense=$(DENSE_PEERS)'
+	$(PY) -m scripts.bench --all --with 'dense=$(DENSE_PEERS)' --with 'quamina=$(if $(QUAMINA),--quamina $(QUAMINA))'
 
 .PHONY: bench-quick
 bench-quick: setup ## Run every benchmark in its quick mode (minutes)

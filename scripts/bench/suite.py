@@ -46,6 +46,7 @@ BENCHES: tuple[Bench, ...] = (
     Bench("e2e"),
     Bench("dense", ("--n-subs", "100000", "--n-subs", "1000000", "--matchers", "bitmark,counting,vci,brute,opindex",
                     "--matchers-for", "1000000:bitmark"), quick=None),
+    Bench("quamina", quick=None),  # needs --with 'quamina=--quamina PATH'
 )
 
 
