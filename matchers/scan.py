@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from matchers.arrays import enlarged
+
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -479,29 +481,17 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
                     sel[k + 1] = j
                     ns += 1
             if n_rows == len(row_event):
-                g = np.empty(2 * n_rows, np.int64)
-                g[:n_rows] = row_event
-                row_event = g
+                row_event = enlarged(row_event, n_rows, n_rows + 1)
                 g2 = np.zeros(2 * n_rows + 1, np.int64)
                 g2[:n_rows + 1] = row_offsets
                 row_offsets = g2
             if n_ent + ns > len(attrs):
-                c2 = max(2 * len(attrs), n_ent + ns)
-                a2 = np.empty(c2, np.int32)
-                a2[:n_ent] = attrs[:n_ent]
-                attrs = a2
-                k2 = np.empty(c2, np.int8)
-                k2[:n_ent] = kinds[:n_ent]
-                kinds = k2
-                f2 = np.empty(c2, np.float64)
-                f2[:n_ent] = nums[:n_ent]
-                nums = f2
-                c3 = np.empty(c2, np.int32)
-                c3[:n_ent] = codes[:n_ent]
-                codes = c3
-                t2 = np.empty(c2, np.int32)
-                t2[:n_ent] = texts[:n_ent]
-                texts = t2
+                c2 = n_ent + ns
+                attrs = enlarged(attrs, n_ent, c2)
+                kinds = enlarged(kinds, n_ent, c2)
+                nums = enlarged(nums, n_ent, c2)
+                codes = enlarged(codes, n_ent, c2)
+                texts = enlarged(texts, n_ent, c2)
             for o in range(ns):
                 j = sel[o]
                 attrs[n_ent] = e_attr[j]
