@@ -100,10 +100,10 @@ def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
 
 
 def test_a_tenants_patterns_notify_its_topic_within_its_quota(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
     topics = make_topics(topic_factory, event_partitions=1)
-    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"]).replace(
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
         tenants={"names": "acme,beta", "patterns": 1})
     tenants = Tenants.of(settings)
     ensure_topics(kafka_config, tenants.topic_partitions(settings))
@@ -142,10 +142,10 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
 
 
 def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_prefix(
-    spark: Any, kafka_config: dict, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
     topics = make_topics(topic_factory, event_partitions=1)
-    settings = service_settings(topics, tmp_path, kafka_config["bootstrap_servers"]).replace(
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
         tenants={"names": "acme,beta"})
     tenants = Tenants.of(settings)
     orders, beta_topic = f"{topics.notifications}.acme.orders", f"{topics.notifications}.beta"

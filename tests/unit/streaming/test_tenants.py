@@ -219,7 +219,7 @@ def test_target_topics_within_the_tenants_prefix(tmp_path):
                   PARSE, 256, 6.0, admission=fresh)
     spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20)
     sent: list[dict] = []
-    list(match_partition(iter([kafka_batch([b'{"price": 3}'])]), BatchContext.of(settings, 6, 6.0, spec, {}, {}),
+    list(match_partition(iter([kafka_batch([b'{"price": 3}'])]), BatchContext.of(settings, 6, 6.0, spec, NO_KAFKA),
                          lambda out: sent.extend(r for rb in out for r in rb.to_pylist()) or 0))
     assert sorted((r["topic"], r["key"]) for r in sent) == [
         ("notifications.acme", b"z"), ("notifications.acme.orders", b"y"), ("notifications.beta", b"x")]
@@ -241,9 +241,8 @@ def test_a_tenants_patterns_are_its_own_held_to_its_quota_and_notify_its_topic(t
     from streaming.patterns.queries import registry_dir
     from streaming.patterns.registry import PatternRegistry, apply_pattern_records
     from tests.unit.cayuga.streams import TABLE1, stock_ticks
-
-    from .test_patterns import _keyed, event_bytes, feed
-    from .test_patterns import event_time_ms as tick_ms
+    from tests.unit.streaming.patterns.test_patterns import _keyed, event_bytes, feed
+    from tests.unit.streaming.patterns.test_patterns import event_time_ms as tick_ms
 
     settings = settings_for(tmp_path, quotas={"acme.patterns": 1})
     t, reg = Tenants.of(settings), PatternRegistry(registry_dir(settings))
