@@ -39,10 +39,9 @@ from tqdm import tqdm
 
 from matchers.amkh import AmkhMatcher
 from matchers.base import create
-from scripts.bench.harness import _one_thread, environment
+from scripts.bench.harness import DOCS, _one_thread, environment, write_results
 from scripts.workloads import amkh as amkh_workload
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 VARIANTS: dict[str, dict[str, Any]] = {
     "MKH": dict(mkh=True),
     "AMKH(0,-)": dict(G=0),
@@ -172,20 +171,6 @@ def _publish(res: dict, prefix: str) -> None:
         env = res["environment"]
         write_results(DOCS / "amkh.md", f"Run of {res.get('date', '?')}; load average at the start {env['load_avg']}.\n\n"
                       + table(res) + "\n\n![Fig. 1](img/amkh-fig1.png)\n")
-
-
-BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
-
-
-def write_results(doc: Path, text: str) -> None:
-    """Replace the generated part of ``doc`` (between the results markers) with ``text``."""
-    old = doc.read_text() if doc.exists() else ""
-    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
-    if BEGIN in old and END in old:
-        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip() + "\n\n" + block + "\n"
-    doc.write_text(new)
 
 
 if __name__ == "__main__":

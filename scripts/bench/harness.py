@@ -83,6 +83,20 @@ GOAL: dict[str, Any] = dict(workload="opindex", n_subs=1_000_000, n_events=20_00
 _WORKLOAD = None  # (subscriptions, events), inherited by forked children
 
 
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def write_results(doc: Path, text: str) -> None:
+    """Replace the generated part of ``doc`` (between the results markers) with ``text``."""
+    old = doc.read_text() if doc.exists() else ""
+    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
+    if BEGIN in old and END in old:
+        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip() + "\n\n" + block + "\n"
+    doc.write_text(new)
+
+
 def _one_thread() -> None:
     """Limit numba to one thread: a run uses one core at a time.
 

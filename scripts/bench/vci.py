@@ -41,11 +41,10 @@ from matchers.counting import CountingMatcher
 from matchers.vci import VciRangeEvaluator
 from matchers.vci.baselines import DirectList, IntervalTree
 from matchers.vci.index import IntervalIndex, bitmap_bytes
-from scripts.bench.harness import _one_thread, environment
+from scripts.bench.harness import DOCS, _one_thread, environment, write_results
 from scripts.workloads import _rngs
 from scripts.workloads import vci as vci_workload
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 FIG5_SCHEMES = ("SCI", "SCI-BC", "LCI", "LCI-BC", "LCI-BV", "LCI-BV(DT)")
 FIG6A = ("LCI", "LCI-BC", "LCI-BV", "LCI-BV(DT)", "Dlist", "tree")
 FIG6B = ("LCI-BC", "LCI-BV", "LCI-BV(DT)", "tree")
@@ -378,20 +377,6 @@ def render(results: dict) -> str:
         parts += ["### Whole matchers on the same intervals", "", table_matchers(results["matchers"]), ""]
     parts += ["### Goals", ""] + [f"* {g}" for g in results.get("goals", [])]
     return "\n".join(parts) + "\n"
-
-
-BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
-
-
-def write_results(doc: Path, text: str) -> None:
-    """Replace the generated part of ``doc`` (between the results markers) with ``text``."""
-    old = doc.read_text() if doc.exists() else ""
-    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
-    if BEGIN in old and END in old:
-        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip() + "\n\n" + block + "\n"
-    doc.write_text(new)
 
 
 if __name__ == "__main__":
