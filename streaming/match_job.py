@@ -50,7 +50,7 @@ from streaming.config import LimitsSettings, Settings
 from streaming.executor_cache import IndexSpec, index_for, long_lived
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches

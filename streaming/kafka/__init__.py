@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from streaming.kafka.config import KafkaClientConfig, redact
+from streaming.kafka.client_config import KafkaClientConfig, redact
 from streaming.kafka.errors import KafkaConnectorError
 
 if TYPE_CHECKING:

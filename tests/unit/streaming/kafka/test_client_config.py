@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from streaming.kafka.config import NAMES, REDACTED, KafkaClientConfig, redact
+from streaming.kafka.client_config import NAMES, REDACTED, KafkaClientConfig, redact
 from streaming.kafka.errors import KafkaOptionError
 
 SECURE = {
