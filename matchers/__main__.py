@@ -89,14 +89,11 @@ def read_event(path: str, number: int, line: bytes, err: IO[str]) -> tuple[objec
         _report(err, path, number, "an event line must be a JSON object")
         return None
     event_id = obj.pop("id", number)
-    problems: list[str] = []
     try:
-        flat = flatten(obj, problems)
+        flat = flatten(obj)
     except TooManyRows as exc:
         _report(err, path, number, f"event not matched: {exc}")
         return None
-    for problem in problems:
-        _report(err, path, number, f"warning: {problem}")
     return event_id, flat
 
 

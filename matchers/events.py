@@ -43,16 +43,14 @@ FlatEvent = Mapping[str, Value] | Rows
 """An event as :func:`flatten` gives it: one flat mapping, or the rows of an event with arrays."""
 
 
-def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "",
-            max_rows: int | None = ARRAY_ROWS) -> dict[str, Value] | Rows:
+def flatten(obj: Mapping, prefix: str = "", max_rows: int | None = ARRAY_ROWS) -> dict[str, Value] | Rows:
     """Flatten a JSON object to ``{dotted.name: scalar}``, or to :class:`Rows` of them.
 
     ``null`` stays (as ``None``).  An array gives one row per element (an element that is
     an object gives its fields, an array its own elements, under the array's name); several
     arrays give every combination, more than ``max_rows`` of them (``None``: no bound)
-    raise :class:`TooManyRows`; an event with one row is a plain dict.  Unsupported values
-    (non-finite numbers, other types) are left out and described in ``problems`` when it
-    is given.
+    raise :class:`TooManyRows`; an event with one row is a plain dict.  Values JSON cannot
+    hold (non-finite numbers, other types, from Python callers) are left out.
     """
     out: dict[str, Value] = {}
     arrays: list[list[dict[str, Value]]] | None = None
@@ -61,15 +59,15 @@ def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "",
         if value is None or isinstance(value, (bool, str)):
             out[name] = value
         elif isinstance(value, Mapping):
-            sub = flatten(value, problems, name + ".", max_rows)
+            sub = flatten(value, name + ".", max_rows)
             if isinstance(sub, Rows):
                 arrays = [*(arrays or ()), list(sub)]
             else:
                 out.update(sub)
         elif isinstance(value, (list, tuple)):
-            arrays = [*(arrays or ()), _elements(value, name, problems, max_rows)]
+            arrays = [*(arrays or ()), _elements(value, name, max_rows)]
         else:
-            _scalar(out, name, value, problems)
+            _scalar(out, name, value)
     if not arrays:
         return out
     rows = [out]
@@ -80,37 +78,32 @@ def flatten(obj: Mapping, problems: list[str] | None = None, prefix: str = "",
     return rows[0] if len(rows) == 1 else Rows(rows)
 
 
-def _elements(array: list | tuple, name: str, problems: list[str] | None,
-              max_rows: int | None) -> list[dict[str, Value]]:
+def _elements(array: list | tuple, name: str, max_rows: int | None) -> list[dict[str, Value]]:
     """The rows one array contributes (``[{}]`` when it is empty: the attribute is absent)."""
     rows: list[dict[str, Value]] = []
     for value in array:
         if isinstance(value, Mapping):
-            sub = flatten(value, problems, name + ".", max_rows)
+            sub = flatten(value, name + ".", max_rows)
             rows.extend(sub if isinstance(sub, Rows) else (sub,))
         elif isinstance(value, (list, tuple)):
-            rows.extend(_elements(value, name, problems, max_rows))
+            rows.extend(_elements(value, name, max_rows))
         else:
             row: dict[str, Value] = {}
-            _scalar(row, name, value, problems)
+            _scalar(row, name, value)
             rows.append(row)
         if max_rows is not None and len(rows) > max_rows:
             raise TooManyRows(max_rows)
     return rows or [{}]
 
 
-def _scalar(out: dict[str, Value], name: str, value: object, problems: list[str] | None) -> None:
-    """Put a scalar JSON value under ``name`` (or describe why it is left out)."""
+def _scalar(out: dict[str, Value], name: str, value: object) -> None:
+    """Put a scalar JSON value under ``name``; a value JSON cannot hold is left out."""
     if value is None or isinstance(value, (bool, str)):
         out[name] = value
     elif isinstance(value, (int, float)):
         number = float(value)
         if math.isfinite(number):
             out[name] = number
-        elif problems is not None:
-            problems.append(f"{name}: non-finite number is not supported")
-    elif problems is not None:
-        problems.append(f"{name}: {type(value).__name__} is not a supported value (treated as absent)")
 
 
 class Dictionary:

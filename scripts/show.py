@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from streaming.cli import exit_with
 from streaming.config import ConfigError, Settings, add_arguments, bootstrap_servers, load
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 
 
 def show_topics(settings: Settings, client: KafkaClientConfig) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 from streaming.cli import exit_with
 from streaming.config import ConfigError, Settings, load
 from streaming.instance import DirLock, InUseError
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import StatusFile, checked, read_status
 from streaming.storage import local_path
 

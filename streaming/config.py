@@ -26,7 +26,7 @@ from typing import Any, get_type_hints
 
 from matchers.errors import PubSubError
 from matchers.events import ARRAY_ROWS
-from streaming.kafka.config import CLIENTS, KafkaClientConfig, redact
+from streaming.kafka.client_config import CLIENTS, KafkaClientConfig, redact
 from streaming.kafka.errors import KafkaOptionError
 from streaming.storage import join, to_uri
 

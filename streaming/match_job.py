@@ -50,7 +50,7 @@ from streaming.config import LimitsSettings, Settings
 from streaming.executor_cache import IndexSpec, index_for, long_lived
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches
@@ -59,7 +59,6 @@ from streaming.records import (
     DEFAULT_LIMITS,
     DELETE,
     EVENT,
-    EVENT_WARNING,
     SCALARS,
     UPSERT,
     Change,
@@ -605,8 +604,7 @@ _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, 
 def _read_batch(matcher: Any, p: Prepared, ctx: BatchContext,
                 rejected: list[tuple[str, int, str]]) -> tuple[Any, list[tuple[int, Any, dict]]]:
     """The matcher's encoding of the event records and ``(row, event id or None, object)``
-    per encoded event; a refused record is added to ``rejected`` (an event matched with
-    attributes absent too, as a warning).
+    per encoded event; a refused record is added to ``rejected``.
 
     The records go through :func:`matchers.events.encode_json` (one scan of the bytes);
     those it does not take through :func:`~streaming.records.read_event` (a small flat
@@ -634,8 +632,6 @@ def _read_batch(matcher: Any, p: Prepared, ctx: BatchContext,
         got = read_event(value, limits)
         if got.obj is None:
             return None, None, [(EVENT, i, got.problem or "")]
-        if got.problem is not None:
-            return got.obj, got.flat, [(EVENT_WARNING, i, f"matched with these attributes absent: {got.problem}")]
         return got.obj, got.flat, []
 
     def slow(i: int) -> FlatEvent | None:

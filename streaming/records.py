@@ -39,8 +39,6 @@ MAX_ID_LENGTH = 256
 
 EVENT = "event"
 """Stage of an event the match query refused (not matched)."""
-EVENT_WARNING = "event-warning"
-"""Stage of an event matched with some attributes absent (values that are not JSON scalars, objects or arrays)."""
 
 RAW_KEPT = 16_384
 """Characters of a rejected record's value (bytes when base64) kept in its error record."""
@@ -316,7 +314,7 @@ class EventRead(NamedTuple):
 
     ``obj`` is the JSON object, ``None`` when the event is refused; ``flat`` its
     attributes (:func:`matchers.events.flatten`: rows when it has arrays); ``problem``
-    why it was refused or, with ``obj``, which attributes count as absent.
+    why it was refused (``None`` when it is read).
     """
 
     obj: dict[str, Any] | None
@@ -339,14 +337,13 @@ def read_event(value: bytes | None, limits: LimitsSettings) -> EventRead:
         reason = check_shape(obj, limits)
     if reason is not None:
         return EventRead(None, {}, reason)
-    problems: list[str] = []
     try:
-        flat = flatten(obj, problems, max_rows=limits.array_rows)
+        flat = flatten(obj, max_rows=limits.array_rows)
     except TooManyRows:
         return EventRead(None, {}, over("the rows of its arrays", f"over {limits.array_rows}", "array_rows", limits.array_rows))
     except (RecursionError, ValueError, OverflowError, UnicodeError, TypeError) as exc:
         return EventRead(None, {}, f"cannot flatten the event: {type(exc).__name__}: {exc}")
-    return EventRead(obj, flat, "; ".join(problems) or None)
+    return EventRead(obj, flat, None)
 
 
 def check_shape(obj: dict[str, Any], limits: LimitsSettings) -> str | None:

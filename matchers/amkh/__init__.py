@@ -13,7 +13,7 @@ the matched IDs of each hashed attribute; every candidate coordinate they form (
 subscription schema, i.e. set of hashed attributes a conjunction uses, so that the
 zero coordinates need no enumeration) is hashed, and the conjunctions of its bucket
 get the final check: all their predicates satisfied.  Which attributes are hashed and
-with which ``B`` is chosen adaptively (:mod:`matchers.amkh.config`) and re-chosen as
+with which ``B`` is chosen adaptively (:mod:`matchers.amkh.hash_choice`) and re-chosen as
 subscriptions change and as clause selectivities are measured on the events; a change
 re-hashes the conjunctions.  ``mkh=True`` gives plain MKH (Eq. 1).
 """
@@ -25,7 +25,7 @@ from collections import Counter
 import numpy as np
 
 from matchers.amkh import kernels as K
-from matchers.amkh.config import Config, Stats, choose
+from matchers.amkh.hash_choice import Config, Stats, choose
 from matchers.amkh.layout import Buckets, Conjunctions, Predicates
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register

@@ -3,6 +3,6 @@ schema-based clustering, registered as "propagation", "static" and "dynamic"."""
 
 from matchers.fabret.dynamic import DynamicMatcher
 from matchers.fabret.propagation import PropagationMatcher
-from matchers.fabret.static import StaticMatcher
+from matchers.fabret.static_clustering import StaticMatcher
 
 __all__ = ["DynamicMatcher", "PropagationMatcher", "StaticMatcher"]

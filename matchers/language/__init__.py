@@ -10,7 +10,7 @@ True
 
 from .jsonform import parse_json, to_json
 from .limits import MAX_DEPTH, MAX_ID_LENGTH, RESERVED_WORDS
-from .records import parse_record, parse_subscription, to_record
+from .subscription_records import parse_record, parse_subscription, to_record
 from .text import parse_text
 
 __all__ = [

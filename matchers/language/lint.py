@@ -23,7 +23,7 @@ from tqdm import tqdm
 from matchers.errors import PubSubError
 from matchers.expr import DEFAULT_MAX_TERMS
 
-from .records import parse_record
+from .subscription_records import parse_record
 
 __all__ = ["Finding", "lint_lines", "main"]
 

@@ -1,6 +1,6 @@
 """VCI interval indexing (Wu, Chen, Yu, Mei): the index, its baselines, and its matchers.
 
-* :class:`~matchers.vci.index.IntervalIndex`: the paper's index over integer cells, in
+* :class:`~matchers.vci.interval_index.IntervalIndex`: the paper's index over integer cells, in
   every scheme (SCI, SCI-BC, LCI, LCI-BC, LCI-BV, LCI-BV(DT), and SCI-BV, SCI-BV(DT)).
 * :class:`~matchers.vci.grid.GridIntervalIndex`: real intervals (open, closed,
   half-infinite, zero-length) and any value, exact, on top of it.
@@ -19,7 +19,7 @@ from matchers.expr import Subscription
 from matchers.vci import kernels
 from matchers.vci.evaluator import AttributeIntervals, VciRangeEvaluator, stab
 from matchers.vci.grid import GridIntervalIndex
-from matchers.vci.index import IntervalIndex
+from matchers.vci.interval_index import IntervalIndex
 from matchers.vci.intervals import Interval, conjunction_intervals, is_interval_pred, union
 
 __all__ = ["IntervalIndex", "GridIntervalIndex", "VciRangeEvaluator", "VciMatcher", "interval_form"]

@@ -28,7 +28,7 @@ import numpy as np
 
 from matchers.arrays import grown
 from matchers.vci import kernels
-from matchers.vci.index import IntervalIndex
+from matchers.vci.interval_index import IntervalIndex
 from matchers.vci.layout import LCI, SCHEMES, Bounds
 
 _EMPTY_I32 = np.zeros(0, dtype=np.int32)

@@ -1,7 +1,7 @@
 """Numba kernels of the interval indexes: slab lists, VCI, the centered interval tree, Dlist.
 
 Every kernel works on contiguous arrays owned by the Python classes in
-:mod:`matchers.vci.index` and :mod:`matchers.vci.baselines`; they assume validated input.
+:mod:`matchers.vci.interval_index` and :mod:`matchers.vci.baselines`; they assume validated input.
 
 Slab lists: many growable lists share one ``pool``; list ``l`` holds
 ``pool[start[l]:start[l] + count[l]]`` inside a reserved run of ``cap[l]`` slots.  A full

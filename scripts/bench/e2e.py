@@ -50,7 +50,7 @@ import orjson
 import pyarrow as pa
 from tqdm import tqdm
 
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 WORKLOAD = "W1"

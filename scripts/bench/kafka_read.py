@@ -39,7 +39,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from tqdm import tqdm
 
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.fetch import read_range, to_batch
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.source import KafkaDataSource, KafkaStreamReader

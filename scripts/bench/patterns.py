@@ -47,7 +47,7 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
     from scripts.bench.cayuga import cel, make_events, make_subscriptions
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.broker import EmbeddedBroker
-    from streaming.kafka.config import KafkaClientConfig
+    from streaming.kafka.client_config import KafkaClientConfig
     from tests.integration.kafka_helpers import consume_all
 
     everything = make_events(warmup + n_events, symbols, seed)

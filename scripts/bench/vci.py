@@ -40,7 +40,7 @@ from matchers.base import create
 from matchers.counting import CountingMatcher
 from matchers.vci import VciRangeEvaluator
 from matchers.vci.baselines import DirectList, IntervalTree
-from matchers.vci.index import IntervalIndex, bitmap_bytes
+from matchers.vci.interval_index import IntervalIndex, bitmap_bytes
 from scripts.bench.harness import DOCS, _one_thread, environment, write_results
 from scripts.workloads import _rngs
 from scripts.workloads import vci as vci_workload

@@ -2,7 +2,7 @@
 
 The service calls only :func:`register`, :func:`read_stream` and :func:`write_batch`;
 ``use_java_connector=True`` switches both to Spark's own ``format("kafka")`` where a
-cluster has that connector.
+cluster has that connector, with the client options in the Java client's names.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from streaming.kafka.config import KafkaClientConfig, redact
+from streaming.kafka.client_config import KafkaClientConfig, Role, redact
 from streaming.kafka.errors import KafkaConnectorError
 
 if TYPE_CHECKING:
@@ -28,10 +28,14 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(KafkaDataSource)
 
 
-def _format(use_java_connector: bool) -> str:
+def _format_options(config: KafkaClientConfig, use_java_connector: bool, role: Role) -> tuple[str, dict[str, str]]:
+    """The data source and its client options: ``kafka-py``'s, or the Java connector's
+    (Java client names, :meth:`KafkaClientConfig.java_options`)."""
     from streaming.kafka.source import NAME
 
-    return JAVA_FORMAT if use_java_connector else NAME
+    if use_java_connector:
+        return JAVA_FORMAT, config.java_options(role)
+    return NAME, config.spark_options()
 
 
 def read_stream(
@@ -61,11 +65,17 @@ def read_stream(
         Use Spark's Java ``format("kafka")`` instead of ``kafka-py``.
     options : Mapping[str, str], optional
         Further source options (``failOnDataLoss``, ``kafkaConsumer.pollTimeoutMs``).
+
+    Raises
+    ------
+    KafkaOptionError
+        With ``use_java_connector``, if a client option has no Java client counterpart.
     """
     names = topics if isinstance(topics, str) else ",".join(topics)
+    source, client_options = _format_options(config, use_java_connector, "consumer")
     reader = (
-        spark.readStream.format(_format(use_java_connector))
-        .options(**config.spark_options())
+        spark.readStream.format(source)
+        .options(**client_options)
         .option("subscribe", names)
         .option("startingOffsets", starting)
     )
@@ -99,8 +109,11 @@ def write_batch(
     ------
     KafkaConnectorError
         (inside the Spark error) if a record cannot be delivered.
+    KafkaOptionError
+        With ``use_java_connector``, if a client option has no Java client counterpart.
     """
-    writer = df.write.format(_format(use_java_connector)).options(**config.spark_options())
+    sink, client_options = _format_options(config, use_java_connector, "producer")
+    writer = df.write.format(sink).options(**client_options)
     if topic is not None:
         writer = writer.option("topic", topic)
     writer.mode("append").save()

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.errors import DeliveryError, KafkaOptionError
 
 _PRODUCER_SETTINGS = {"acks": "all", "retries": 5, "linger_ms": 5}

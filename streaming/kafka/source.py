@@ -5,7 +5,7 @@ Options (case-insensitive):
 * ``kafka.*``: kafka-python arguments with dots for underscores
   (``kafka.bootstrap.servers``, ``kafka.security.protocol``, ``kafka.sasl.mechanism``,
   ``kafka.sasl.plain.username``, ``kafka.ssl.cafile``, ...), checked and translated by
-  :class:`streaming.kafka.config.KafkaClientConfig`. Required: bootstrap servers.
+  :class:`streaming.kafka.client_config.KafkaClientConfig`. Required: bootstrap servers.
 * ``subscribe``: comma-separated topics (reads).
 * ``startingOffsets``: ``earliest``, ``latest`` or JSON ``{"t": {"0": 42}}`` with ``-2`` for
   earliest and ``-1`` for latest (default ``latest`` for streams, ``earliest`` for batches).
@@ -39,7 +39,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from streaming.kafka import offsets as off
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.errors import DataLossError, KafkaOptionError
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import TP, OffsetMap, OffsetRange

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from matchers.events import Rows
 from streaming.config import Settings
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.patterns.registry import ALL_KEY, partition_keys
 from streaming.records import SCALARS, ErrorRecord, Position, error, read_event
 

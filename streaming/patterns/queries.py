@@ -20,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from streaming.config import Settings
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.patterns.keyed import ROWS_DDL, keyed_rows
 from streaming.patterns.operator import OUT_DDL, STATE_SCHEMA, PatternOperator
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records

@@ -15,7 +15,7 @@ import pytest
 
 from streaming.kafka.admin import ensure_topics
 from streaming.kafka.broker import EmbeddedBroker
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.fetch import close_consumers
 from streaming.shared_index import remove_application
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.watermarks import Watermarks
 
 

@@ -13,7 +13,7 @@ from matchers.events import flatten
 from matchers.expr import Subscription
 from matchers.oracle import match as oracle_match
 from streaming.config import Settings
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from tests.integration.kafka_helpers import Record, consume_all
 
 

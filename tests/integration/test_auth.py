@@ -26,7 +26,7 @@ import pyarrow as pa
 import pytest
 
 from streaming.kafka.broker import broker_binary, free_port
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.errors import DeliveryError
 from streaming.kafka.sink import produce_batches
 

@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from matchers.expr import to_text
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
 from streaming.registry import load_state

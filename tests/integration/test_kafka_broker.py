@@ -11,7 +11,7 @@ from kafka import KafkaConsumer, TopicPartition
 from streaming.instance import InUseError, start_time
 from streaming.kafka.admin import ensure_topics, partition_counts
 from streaming.kafka.broker import EmbeddedBroker, broker_binary, recorded_address
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.errors import BrokerError
 from streaming.kafka.watermarks import Watermarks
 from tests.integration.kafka_helpers import consume_all, produce

@@ -10,7 +10,7 @@ import pytest
 
 from streaming.kafka import read_stream, write_batch
 from streaming.kafka.broker import free_port
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.errors import DeliveryError, KafkaOptionError
 from streaming.kafka.sink import check_schema, produce_batches
 from tests.integration.kafka_helpers import Record, consume_all, produce

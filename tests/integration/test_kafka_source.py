@@ -14,7 +14,7 @@ from kafka.errors import IncompatibleBrokerVersion
 
 from streaming.kafka import read_stream
 from streaming.kafka.admin import admin_client, ensure_topics
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.errors import FetchTimeoutError
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetRange

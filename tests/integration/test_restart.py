@@ -27,7 +27,7 @@ import pytest
 from matchers.expr import to_text
 from streaming.instance import PidRecord, start_time
 from streaming.kafka.broker import recorded_address
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
 from tests.integration.kafka_helpers import consume_all, produce

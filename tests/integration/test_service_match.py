@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from matchers.expr import to_text
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.match_job import MatchJob
 from streaming.notifications import notification_id
 from streaming.shared_index import SharedKey

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from scripts import follow, publish, show, subscribe
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.notifications import encode
 from tests.integration.kafka_helpers import consume_all, produce
 

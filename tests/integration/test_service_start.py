@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from streaming.config import PROJECT_ROOT
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.spark import LOG4J_CONF
 from tests.integration.kafka_helpers import produce

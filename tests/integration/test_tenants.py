@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from streaming.kafka.admin import ensure_topics
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 from streaming.match_job import MatchJob
 from streaming.metrics import read_status
 from streaming.patterns import start_patterns_query, start_subscriptions_query

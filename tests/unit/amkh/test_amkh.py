@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matchers.amkh import AmkhMatcher
-from matchers.amkh.config import Config, Stats, choose
+from matchers.amkh.hash_choice import Config, Stats, choose
 from matchers.expr import And, Subscription, pred
 from tests.differential import check, insert_delete
 from tests.strategies import random_event, random_subscriptions

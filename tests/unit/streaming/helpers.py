@@ -9,7 +9,7 @@ import orjson
 import pyarrow as pa
 
 from matchers.expr import And, Not, Or, Subscription, pred
-from streaming.kafka.config import KafkaClientConfig
+from streaming.kafka.client_config import KafkaClientConfig
 
 NUM_ATTRS = ("price", "volume", "x")
 WORDS = ("IBM", "IBMX", "MSFT", "ORCL", "AAPL", "apple", "")

@@ -247,7 +247,7 @@ def test_error_records_have_a_deterministic_id_and_bounded_size():
     a = error("event", b"x" * 5_000_000, Position("events", 1, 42), "r" * 10_000, key=b"k" * 10_000)
     doc = orjson.loads(a.to_json())
     assert doc["id"] == notification_id("event", "events", 1, 42) == a.id
-    assert doc["id"] != error("event-warning", b"x", Position("events", 1, 42), "r").id
+    assert doc["id"] != error("pattern-event", b"x", Position("events", 1, 42), "r").id
     assert doc["raw_bytes"] == 5_000_000 and doc["truncated"] and len(doc["raw"]) == RAW_KEPT
     assert len(doc["reason"]) < 1_100 and len(doc["key"]) < 1_100 and len(a.to_json()) < 20_000
     b = error("event", b"\xff" * 100_000, Position("events", 1, 42), "r")

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from streaming.kafka.config import NAMES, REDACTED, KafkaClientConfig, redact
+from streaming.kafka.client_config import NAMES, REDACTED, KafkaClientConfig, redact
 from streaming.kafka.errors import KafkaOptionError
 
 SECURE = {
@@ -114,7 +114,7 @@ def test_every_librdkafka_name_of_the_table_is_one_librdkafka_knows() -> None:
     values = {"security.protocol": "PLAINTEXT", "sasl.mechanism": "PLAIN", "isolation.level": "read_committed",
               "ssl.endpoint.identification.algorithm": "none", "acks": "all", "compression.type": "none",
               "check.crcs": True, "enable.idempotence": False, "linger.ms": 5, "delivery.timeout.ms": 30000}
-    conf = {prop: values.get(prop, "1000") for prop in NAMES.values() if prop is not None}
+    conf = {names.rdkafka: values.get(names.rdkafka, "1000") for names in NAMES.values() if names.rdkafka}
     conf["bootstrap.servers"] = "127.0.0.1:1"
     Producer(conf).flush(0)  # an unknown property fails construction ("No such configuration property")
 
@@ -148,3 +148,105 @@ def test_redact_hides_every_secret_and_nothing_else() -> None:
     }
     assert shown["kafka.sasl.plain.username"] == "alice"
     assert "s3cret" not in repr(shown)
+
+
+def test_java_options_use_the_java_client_names() -> None:
+    config = KafkaClientConfig.from_spark_options(SECURE)
+    assert config.java_options("consumer") == {
+        "kafka.bootstrap.servers": "b1:9093,b2:9093",
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                  'username="alice" password="s3cret";',
+        "kafka.ssl.truststore.location": "/etc/ca.pem",
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.endpoint.identification.algorithm": "",
+        "kafka.request.timeout.ms": "40000",
+        "kafka.fetch.max.wait.ms": "200",
+    }
+    producer = config.java_options("producer")
+    assert producer["kafka.acks"] == "all" and "kafka.fetch.max.wait.ms" not in producer
+    assert "kafkaClient" not in producer and REDACTED in redact(producer).values()
+
+
+def test_java_options_quote_the_jaas_values_and_pick_the_login_module() -> None:
+    config = KafkaClientConfig.create("h:1", {"sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": 'a"b',
+                                              "sasl_plain_password": "c\\d", "max_request_size": 2048,
+                                              "api_version": "2.8.0", "ssl_check_hostname": True})
+    options = config.java_options("producer")
+    assert options["kafka.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="a\\"b" password="c\\\\d";')
+    assert options["kafka.max.request.size"] == "2048" and "kafka.message.max.bytes" not in options
+    assert options["kafka.ssl.endpoint.identification.algorithm"] == "https"
+    assert not any("api" in key for key in options)  # the Java client negotiates the version itself
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"ssl_certfile": "/c.pem", "ssl_keyfile": "/k.pem"}, r"\['ssl_certfile', 'ssl_keyfile'\].*Java"),
+        ({"ssl_crlfile": "/crl.pem"}, "Java"),
+        ({"sasl_kerberos_name": "x"}, "Java"),  # kafka-python only, in no table column
+        ({"sasl_mechanism": "GSSAPI", "sasl_plain_username": "u"}, "takes no user name"),
+    ],
+)
+def test_java_options_refuse_what_the_java_client_cannot_express(options: dict, message: str) -> None:
+    config = KafkaClientConfig.create("h:1", options, data_client="kafka-python")
+    with pytest.raises(KafkaOptionError, match=message):
+        config.java_options("consumer")
+
+
+class _Recorder:
+    """Records the calls of Spark's reader and writer builders (our option plumbing only)."""
+
+    def __init__(self) -> None:
+        self.source = ""
+        self.given: dict[str, str] = {}
+
+    @property
+    def readStream(self) -> _Recorder:  # noqa: N802 - SparkSession's name
+        return self
+
+    @property
+    def write(self) -> _Recorder:
+        return self
+
+    def format(self, source: str) -> _Recorder:
+        self.source = source
+        return self
+
+    def options(self, **options: str) -> _Recorder:
+        self.given.update(options)
+        return self
+
+    def option(self, key: str, value: str) -> _Recorder:
+        self.given[key] = value
+        return self
+
+    def mode(self, _: str) -> _Recorder:
+        return self
+
+    def load(self) -> _Recorder:
+        return self
+
+    def save(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("java", [False, True])
+def test_read_stream_and_write_batch_pass_each_connector_its_spelling(java: bool) -> None:
+    from streaming.kafka import read_stream, write_batch
+
+    config = KafkaClientConfig.from_spark_options(SECURE)
+    reader, writer = _Recorder(), _Recorder()
+    read_stream(reader, config, ["events", "more"], use_java_connector=java)  # type: ignore[arg-type]  # a recorder
+    write_batch(writer, config, "out", use_java_connector=java)  # type: ignore[arg-type]  # a recorder
+    client = {k: v for k, v in reader.given.items() if k.startswith("kafka.") or k == "kafkaClient"}
+    assert reader.given["subscribe"] == "events,more" and writer.given["topic"] == "out"
+    if java:
+        assert reader.source == writer.source == "kafka"
+        assert client == config.java_options("consumer")
+        assert "kafka.sasl.jaas.config" in writer.given and "kafka.sasl.plain.password" not in writer.given
+    else:
+        assert reader.source == writer.source == "kafka-py"
+        assert client == config.spark_options() and writer.given["kafka.sasl.plain.password"] == "s3cret"

@@ -1,9 +1,11 @@
-"""One Kafka client configuration, spelled for kafka-python, librdkafka and Spark.
+"""One Kafka client configuration, spelled for kafka-python, librdkafka, ``kafka-py`` and
+Spark's Java connector.
 
 :class:`KafkaClientConfig` is built once (from the settings, or on the executors from the
 ``kafka-py`` data source options) and checked then: an option kafka-python does not know,
 or one librdkafka does not know when confluent-kafka is the data-path client, is an error
-at start-up, never a silent switch of client. Values are typed as kafka-python's defaults
+at start-up, never a silent switch of client; so is one the Java client does not know
+when Spark's ``format("kafka")`` is asked for (:meth:`KafkaClientConfig.java_options`). Values are typed as kafka-python's defaults
 for that argument. Secret values are never printed: :func:`redact` before printing.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -110,54 +112,74 @@ def _coerce(name: str, value: Any) -> Any:
     return text
 
 
-#: The one table of names: kafka-python argument -> librdkafka property. The Spark option
-#: is the argument with dots (``kafka.sasl.plain.password``). ``None``: kafka-python's own
-#: loop or batching, which changes nothing a client reads or writes (librdkafka goes without).
-#: An argument missing here has no librdkafka counterpart: refused on the confluent data path.
-NAMES: dict[str, str | None] = {
-    "bootstrap_servers": "bootstrap.servers",
-    "client_id": "client.id",
-    "security_protocol": "security.protocol",
-    "sasl_mechanism": "sasl.mechanism",
-    "sasl_plain_username": "sasl.username",
-    "sasl_plain_password": "sasl.password",
-    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
-    "ssl_check_hostname": "ssl.endpoint.identification.algorithm",
-    "ssl_cafile": "ssl.ca.location",
-    "ssl_certfile": "ssl.certificate.location",
-    "ssl_keyfile": "ssl.key.location",
-    "ssl_password": "ssl.key.password",
-    "ssl_crlfile": "ssl.crl.location",
-    "receive_message_max_bytes": "receive.message.max.bytes",
-    "request_timeout_ms": "socket.timeout.ms",
-    "reconnect_backoff_ms": "reconnect.backoff.ms",
-    "reconnect_backoff_max_ms": "reconnect.backoff.max.ms",
-    "retry_backoff_ms": "retry.backoff.ms",
-    "metadata_max_age_ms": "metadata.max.age.ms",
-    "connections_max_idle_ms": "connections.max.idle.ms",
+class Names(NamedTuple):
+    """A kafka-python argument's names in the other clients: a property; ``None``: that client
+    goes without it (kafka-python's own loop, batching or version negotiation, which changes
+    nothing a client reads or writes); ``""``: no counterpart that keeps its meaning (refused)."""
+
+    rdkafka: str | None
+    """The librdkafka (confluent-kafka) property."""
+    java: str | None
+    """The Java client's property, given to Spark's ``format("kafka")`` as ``kafka.<property>``."""
+
+
+#: The one table of names: kafka-python argument -> its librdkafka and Java client names.
+#: The ``kafka-py`` option is the argument with dots (``kafka.sasl.plain.password``).
+#: An argument missing here is refused by librdkafka on the confluent data path and by the
+#: Java connector. The Java client takes SASL credentials as one JAAS configuration and a
+#: CA file as a PEM trust store (:func:`_java_options`).
+NAMES: dict[str, Names] = {
+    "bootstrap_servers": Names("bootstrap.servers", "bootstrap.servers"),
+    "client_id": Names("client.id", "client.id"),
+    "security_protocol": Names("security.protocol", "security.protocol"),
+    "sasl_mechanism": Names("sasl.mechanism", "sasl.mechanism"),
+    "sasl_plain_username": Names("sasl.username", "sasl.jaas.config"),
+    "sasl_plain_password": Names("sasl.password", "sasl.jaas.config"),
+    "sasl_kerberos_service_name": Names("sasl.kerberos.service.name", "sasl.kerberos.service.name"),
+    "ssl_check_hostname": Names("ssl.endpoint.identification.algorithm", "ssl.endpoint.identification.algorithm"),
+    "ssl_cafile": Names("ssl.ca.location", "ssl.truststore.location"),
+    # the Java client reads a client certificate and its key from one key store
+    "ssl_certfile": Names("ssl.certificate.location", ""),
+    "ssl_keyfile": Names("ssl.key.location", ""),
+    "ssl_password": Names("ssl.key.password", "ssl.key.password"),
+    # the JVM's own revocation checking, not a client option
+    "ssl_crlfile": Names("ssl.crl.location", ""),
+    "receive_message_max_bytes": Names("receive.message.max.bytes", None),
+    "request_timeout_ms": Names("socket.timeout.ms", "request.timeout.ms"),
+    "reconnect_backoff_ms": Names("reconnect.backoff.ms", "reconnect.backoff.ms"),
+    "reconnect_backoff_max_ms": Names("reconnect.backoff.max.ms", "reconnect.backoff.max.ms"),
+    "retry_backoff_ms": Names("retry.backoff.ms", "retry.backoff.ms"),
+    "metadata_max_age_ms": Names("metadata.max.age.ms", "metadata.max.age.ms"),
+    "connections_max_idle_ms": Names("connections.max.idle.ms", "connections.max.idle.ms"),
     # consumer
-    "isolation_level": "isolation.level",
-    "check_crcs": "check.crcs",
-    "fetch_max_bytes": "fetch.max.bytes",
-    "max_partition_fetch_bytes": "max.partition.fetch.bytes",
-    "fetch_min_bytes": "fetch.min.bytes",
+    "isolation_level": Names("isolation.level", "isolation.level"),
+    "check_crcs": Names("check.crcs", "check.crcs"),
+    "fetch_max_bytes": Names("fetch.max.bytes", "fetch.max.bytes"),
+    "max_partition_fetch_bytes": Names("max.partition.fetch.bytes", "max.partition.fetch.bytes"),
+    "fetch_min_bytes": Names("fetch.min.bytes", "fetch.min.bytes"),
+    "fetch_max_wait_ms": Names(None, "fetch.max.wait.ms"),
+    "max_poll_records": Names(None, "max.poll.records"),
     # producer
-    "acks": "acks",
-    "retries": "retries",
-    "linger_ms": "linger.ms",
-    "compression_type": "compression.type",
-    "enable_idempotence": "enable.idempotence",
-    "delivery_timeout_ms": "delivery.timeout.ms",
-    "max_request_size": "message.max.bytes",
+    "acks": Names("acks", "acks"),
+    "retries": Names("retries", "retries"),
+    "linger_ms": Names("linger.ms", "linger.ms"),
+    "compression_type": Names("compression.type", "compression.type"),
+    "enable_idempotence": Names("enable.idempotence", "enable.idempotence"),
+    "delivery_timeout_ms": Names("delivery.timeout.ms", "delivery.timeout.ms"),
+    "max_request_size": Names("message.max.bytes", "max.request.size"),
+    "max_block_ms": Names(None, "max.block.ms"),
+    "batch_size": Names(None, "batch.size"),
+    "max_in_flight_requests_per_connection": Names(None, "max.in.flight.requests.per.connection"),
     # kafka-python only
-    "api_version": None,
-    "bootstrap_timeout_ms": None,
-    "client_dns_lookup": None,
-    "fetch_max_wait_ms": None,
-    "max_poll_records": None,
-    "max_block_ms": None,
-    "batch_size": None,
-    "max_in_flight_requests_per_connection": None,
+    "api_version": Names(None, None),
+    "bootstrap_timeout_ms": Names(None, None),
+    "client_dns_lookup": Names(None, "client.dns.lookup"),
+}
+#: JAAS login modules of the SASL mechanisms that take a user name and a password.
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
 
 
@@ -178,6 +200,39 @@ def _rdkafka_value(name: str, value: Any) -> Any:
     return value
 
 
+def _jaas_quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _java_options(given: Mapping[str, Any]) -> dict[str, str]:
+    """Java client properties (string values) of typed kafka-python arguments."""
+    refused = sorted(n for n in given if n not in NAMES or NAMES[n].java == "")
+    if refused:
+        raise KafkaOptionError(
+            f"Kafka client options {refused} have no counterpart in the Java client of Spark's "
+            "format(\"kafka\"): remove them, or use the kafka-py source (kafka.use_java_connector = false)"
+        )
+    conf: dict[str, str] = {}
+    for name, value in given.items():
+        prop = NAMES[name].java
+        if prop is None or (name == "compression_type" and value is None) or prop == "sasl.jaas.config":
+            continue
+        if name == "ssl_check_hostname":
+            conf[prop] = "https" if value else ""
+        elif name == "ssl_cafile":
+            conf.update({prop: value, "ssl.truststore.type": "PEM"})
+        else:
+            conf[prop] = _spark_text(name, value)
+    if "sasl_plain_username" in given or "sasl_plain_password" in given:
+        mechanism = str(given.get("sasl_mechanism", "PLAIN")).upper()
+        if mechanism not in _JAAS_MODULES:
+            raise KafkaOptionError(f"SASL mechanism {mechanism!r} takes no user name and password")
+        user = _jaas_quoted(str(given.get("sasl_plain_username", "")))
+        password = _jaas_quoted(str(given.get("sasl_plain_password", "")))
+        conf["sasl.jaas.config"] = f"{_JAAS_MODULES[mechanism]} required username={user} password={password};"
+    return conf
+
+
 @dataclass(frozen=True, repr=False)
 class KafkaClientConfig:
     """How every Kafka client of the project connects: built once, checked once.
@@ -186,7 +241,8 @@ class KafkaClientConfig:
     ``kafka-py`` source's fetches and the sink's writes): ``confluent`` (librdkafka, the
     fastest here: docs/kafka.md) or ``kafka-python``. The admin side, watermarks and the
     scripts always use kafka-python. :meth:`kafka_python`, :meth:`rdkafka` and
-    :meth:`spark_options` give each client its spelling from the one table :data:`NAMES`.
+    :meth:`spark_options` (``kafka-py``) and :meth:`java_options` (Spark's ``format("kafka")``)
+    give each client its spelling from the one table :data:`NAMES`.
     Secrets never appear in ``repr``.
 
     Build it with :meth:`create` (kafka-python names) or :meth:`from_spark_options`.
@@ -276,7 +332,7 @@ class KafkaClientConfig:
                 continue
             if name not in NAMES:
                 raise KafkaOptionError(f"Kafka client option {name!r} has no librdkafka counterpart")
-            prop = NAMES[name]
+            prop = NAMES[name].rdkafka
             if prop is not None:
                 conf[prop] = _rdkafka_value(name, value)
         return conf
@@ -285,6 +341,18 @@ class KafkaClientConfig:
         """``kafka.*`` options and ``kafkaClient`` for the ``kafka-py`` source and sink."""
         options = {PREFIX + n.replace("_", "."): _spark_text(n, v) for n, v in self.options}
         return {**options, CLIENT_OPTION: self.data_client}
+
+    def java_options(self, role: Role) -> dict[str, str]:
+        """``kafka.*`` options of ``role`` for Spark's Java connector ``format("kafka")``.
+
+        Raises
+        ------
+        KafkaOptionError
+            If an option has no Java client counterpart (:data:`NAMES`), or SASL
+            credentials come with a mechanism that takes none.
+        """
+        given = {n: v for n, v in self.options if n in _ROLE_KEYS[role]}
+        return {PREFIX + prop: text for prop, text in _java_options(given).items()}
 
     def redacted(self) -> dict[str, Any]:
         """The kafka-python arguments with secrets replaced by ``"***"`` (safe to print)."""

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matchers.vci.baselines import DirectList, IntervalTree
-from matchers.vci.index import IntervalIndex, bitmap_bytes
+from matchers.vci.interval_index import IntervalIndex, bitmap_bytes
 from matchers.vci.layout import SCHEMES, distance_table, geometry, lengths
 from tests.unit.vci.naive import stab_cells
 
