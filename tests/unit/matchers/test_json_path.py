@@ -64,7 +64,7 @@ def _dictionary(names: list[str], strings: list[tuple[str, str]]) -> Dictionary:
 
 
 def _rows(flat: dict | Rows, known: Dictionary) -> list[str]:
-    rows = list(flat) if type(flat) is Rows else [flat]
+    rows = list(flat) if isinstance(flat, Rows) else [flat]
     return sorted(repr(sorted((k, float(v) if type(v) is int else v) for k, v in row.items() if k in known.attr_ids))
                   for row in rows)
 
