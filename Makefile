@@ -72,7 +72,7 @@ bench-quick: setup ## Run every benchmark in its quick mode (minutes)
 .PHONY: lint
 lint: $(STAMP) ## Lint (ruff), type-check (mypy), every type: ignore with its reason; needs only the venv
 	$(VENV)/bin/ruff check matchers streaming scripts tests
-	$(VENV)/bin/mypy matchers streaming scripts
+	$(VENV)/bin/mypy matchers streaming scripts tests
 	@! grep -rnE --include='*.py' '# type: ignore(\[[^]]*\])? *$$' matchers streaming scripts tests \
 		|| { echo 'a "# type: ignore[code]" needs its reason on the line ("# type: ignore[code]  # why")'; exit 1; }
 

@@ -252,7 +252,6 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
         lo, hi = starts[ev], ends[ev]
         n_e = 0
         n_k = 0
-        n_named = 0
         n_arr = 0
         cur_arr = -1
         cur_elem = -1
@@ -332,11 +331,6 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
                 cur_elem = arr_len[cur_arr]
                 arr_len[cur_arr] += 1
             # a value at p, named path[:plen] with hash h
-            if kind == 0 and cur_arr < 0 and c != 123:  # a named attribute (check_shape's count)
-                n_named += 1
-                if n_named > max_attrs:
-                    slow = True
-                    break
             if c == 123 or c == 91:  # { or [
                 if depth >= max_depth or top_key >= 0 or (c == 91 and cur_arr >= 0):
                     slow = True  # too deep, a container id, or an array inside an array
@@ -436,6 +430,10 @@ def scan(buf, starts, ends, t_hash, t_tag, t_start, t_len, t_val, blob, key0, ke
             n_e += 1
         if slow or depth != 0 or _ws(buf, p, hi) != hi or _has_duplicate(k_hash, n_k):
             status[ev] = SLOW  # malformed, past a limit, or duplicate keys / colliding names
+            continue
+        dropped = 1 if drop0 and key_spans[ev, 0] >= 0 else 0  # check_shape counts the dropped key
+        if n_e + dropped > max_attrs and len(np.unique(e_leaf[:n_e])) + dropped > max_attrs:
+            status[ev] = SLOW  # more distinct attribute names than the limit
             continue
         multi = -1  # the one array of two or more elements: one row per element
         for a in range(n_arr):

@@ -167,7 +167,7 @@ class LimitsSettings:
     ----------
     event_bytes : largest event record value.
     depth : deepest nesting of objects and arrays in an event (a flat object has depth 1).
-    attributes : most attributes of an event after flattening (arrays and nulls count).
+    attributes : most attributes of an event after flattening: distinct names of its rows (nulls count).
     string_length : longest string value or attribute name of an event, in characters.
     subscription_bytes : largest subscription record value.
     predicates : most predicates of one subscription.

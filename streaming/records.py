@@ -350,34 +350,38 @@ def check_shape(obj: dict[str, Any], limits: LimitsSettings) -> str | None:
     """Why a parsed event is past a limit or ambiguous, or ``None``; iterative (any depth).
 
     Checks the nesting depth (objects and arrays), the number of attributes after
-    flattening (arrays and nulls count), the length of strings and attribute names, and
-    that no two paths flatten to the same name (``{"a.b": 1, "a": {"b": 2}}``).
+    flattening (the distinct names of its rows, :func:`~matchers.events.flatten`: nulls
+    count, an array's elements share its name), the length of strings and attribute names,
+    and that no two paths flatten to the same name (``{"a.b": 1, "a": {"b": 2}}``).
     """
-    names: set[str] = set()
+    names: set[str] = set()  # names outside arrays, each once
+    attributes: set[str] = set()  # names of the scalars and nulls: the attributes after flattening
     longest, deepest = limits.string_length, 0
-    stack: list[tuple[Any, str | None, int]] = [(obj, "", 1)]  # (node, name prefix of attributes, depth)
+    stack: list[tuple[Any, str, int, bool]] = [(obj, "", 1, False)]  # (node, name or prefix, depth, in an array)
     while stack:
-        node, prefix, depth = stack.pop()
+        node, prefix, depth, in_array = stack.pop()
         deepest = max(deepest, depth)
         items = node.items() if isinstance(node, dict) else ((None, v) for v in node)
         for key, value in items:
             if key is not None and len(key) > longest:
                 return over("the length of a key", f"{len(key)} characters", "string_length", longest)
+            name = prefix if key is None else prefix + key  # an array's elements take its name
             if isinstance(value, dict):
-                stack.append((value, None if prefix is None else f"{prefix}{key}.", depth + 1))
+                stack.append((value, name + ".", depth + 1, in_array))
                 continue
-            if prefix is not None and key is not None:  # a named attribute (a key of an object)
-                name = prefix + key
+            if key is not None and not in_array:
                 if name in names:
                     return f"attribute {_cut(name, 200)!r} appears twice after flattening (dotted keys and nested objects collide)"
                 names.add(name)
-                if len(names) > limits.attributes:
-                    return over("the number of attributes", f"over {limits.attributes}", "attributes", limits.attributes)
                 if len(name) > longest:
                     return over(f"the length of the attribute name {_cut(name, 100)!r}", f"{len(name)} characters", "string_length", longest)
             if isinstance(value, list):
-                stack.append((value, None, depth + 1))
-            elif isinstance(value, str) and len(value) > longest:
+                stack.append((value, name, depth + 1, True))
+                continue
+            attributes.add(name)
+            if len(attributes) > limits.attributes:
+                return over("the number of attributes", f"over {limits.attributes}", "attributes", limits.attributes)
+            if isinstance(value, str) and len(value) > longest:
                 return over("the length of a string", f"{len(value)} characters", "string_length", longest)
     if deepest > limits.depth:
         return over("the nesting depth", deepest, "depth", limits.depth)

@@ -130,7 +130,7 @@ def random_array_event(rng: random.Random, extended: bool = False):
 
 
 def random_subscriptions(rng: random.Random, n: int, prefix: str = "s", extended: bool = False) -> list[Subscription]:
-    subs = []
+    subs: list[Subscription] = []
     while len(subs) < n:
         try:
             subs.append(Subscription.of(f"{prefix}{len(subs)}", random_expr(rng, extended=extended), max_terms=32))

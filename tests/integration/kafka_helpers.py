@@ -27,6 +27,12 @@ class Record(NamedTuple):
     value: bytes | None
     timestamp_ms: int
 
+    @property
+    def body(self) -> bytes:
+        """The value of a record that must have one (a tombstone fails the test)."""
+        assert self.value is not None, f"a record without value at {self.topic}/{self.partition}@{self.offset}"
+        return self.value
+
 
 def _bytes(value: bytes | str | None) -> bytes | None:
     return value.encode("utf-8") if isinstance(value, str) else value

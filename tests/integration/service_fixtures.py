@@ -80,7 +80,7 @@ def expected_pairs(
 def notification_docs(
     config: KafkaClientConfig, topic: str, min_records: int = 0, timeout: float = 60.0
 ) -> list[dict]:
-    return [orjson.loads(r.value) for r in consume_all(config, topic, timeout, min_records)]
+    return [orjson.loads(r.body) for r in consume_all(config, topic, timeout, min_records)]
 
 
 def pairs(docs: Iterable[dict]) -> set[tuple[str, int, int]]:

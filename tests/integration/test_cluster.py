@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -85,10 +86,10 @@ def totals(status_file: Path) -> dict:
 
 
 def notes(kafka_config: KafkaClientConfig, topic: str) -> list[dict]:
-    return [orjson.loads(r.value) for r in consume_all(kafka_config, topic)]
+    return [orjson.loads(r.body) for r in consume_all(kafka_config, topic)]
 
 
-def match_pairs(docs: list[dict]) -> set[tuple[str, int, int]]:
+def match_pairs(docs: Iterable[dict]) -> set[tuple[str, int, int]]:
     return {(d["subscription"], d["partition"], d["offset"]) for d in docs if d.get("kind") != "pattern"}
 
 
@@ -136,7 +137,7 @@ def test_match_retro_and_patterns_with_a_relative_checkpoint(
         for i in range(0, len(events), 3):
             events[i]["valid_until"] = time.time() + 600
         produce(kafka_config, topics.events, [orjson.dumps(e) for e in events], linger_ms=100)
-        located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(kafka_config, topics.events)]
+        located = [(r.partition, r.offset, orjson.loads(r.body)) for r in consume_all(kafka_config, topics.events)]
         assert len(located) == len(ticks) + 1 + len(events)
         want = expected_pairs(subs, located)  # the ticks are events too
         wait_for(lambda: match_pairs(notes(kafka_config, topics.notifications)) >= want, "the notifications", job, log)
@@ -199,7 +200,7 @@ def test_an_executor_killed_mid_stream_with_a_file_uri_checkpoint(
             os.kill(pid, signal.SIGKILL)
         feeder.join(300)
         assert not feeder_error, feeder_error
-        located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(kafka_config, topics.events)]
+        located = [(r.partition, r.offset, orjson.loads(r.body)) for r in consume_all(kafka_config, topics.events)]
         assert len(located) == n_events
         want = expected_pairs(subs, located)
         wait_for(lambda: match_pairs(notes(kafka_config, topics.notifications)) >= want,

@@ -103,13 +103,13 @@ def test_sigkill_mid_stream_then_restart(kafka_config: KafkaClientConfig, topic_
         status_file.unlink()
         job = start_job(env, log)
         wait_for(lambda: (read_status(status_file) or {}).get("registry") is not None, WAIT_S, "the restart", job)
-        assert read_status(status_file)["registry"]["version"] == version_before
+        assert (read_status(status_file) or {})["registry"]["version"] == version_before
         wait_for(lambda: sum(1 for _ in consume_all(kafka_config, topics.events)) == N_EVENTS, 60, "the events")
-        located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(kafka_config, topics.events)]
+        located = [(r.partition, r.offset, orjson.loads(r.body)) for r in consume_all(kafka_config, topics.events)]
         want = expected_pairs(subs, located)
 
         def delivered() -> set:
-            docs = [orjson.loads(r.value) for r in consume_all(kafka_config, topics.notifications)]
+            docs = [orjson.loads(r.body) for r in consume_all(kafka_config, topics.notifications)]
             return {(d["subscription"], d["partition"], d["offset"]) for d in docs}
 
         wait_for(lambda: delivered() >= want, WAIT_S, "every expected notification", job)
@@ -120,7 +120,7 @@ def test_sigkill_mid_stream_then_restart(kafka_config: KafkaClientConfig, topic_
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(30)
-    docs = [orjson.loads(r.value) for r in consume_all(kafka_config, topics.notifications)]
+    docs = [orjson.loads(r.body) for r in consume_all(kafka_config, topics.notifications)]
     got = {(d["subscription"], d["partition"], d["offset"]) for d in docs}
     assert got == want
     ids: dict[tuple, set] = {}

@@ -161,7 +161,7 @@ def test_hostile_corpus_one_error_per_bad_input(spark: Any, kafka_config: KafkaC
     by_value = {c.value: c for c in cases}
     located = []  # (partition, offset, case)
     for r in consume_all(kafka_config, topics.events):
-        located.append((r.partition, r.offset, by_value.get(r.value) or Case("good", r.value, None)))
+        located.append((r.partition, r.offset, by_value.get(r.body) or Case("good", r.body, None)))
     assert len(located) == len(stream)
     matched = [(p, o, orjson.loads(c.value)) for p, o, c in located if c.stage is None]
     want = expected_pairs(subs, matched)
@@ -189,7 +189,7 @@ def test_hostile_corpus_one_error_per_bad_input(spark: Any, kafka_config: KafkaC
         assert e["id"] == notification_id(e["stage"], topics.events, p, o)
         assert e["raw_bytes"] == len(case.value) and len(orjson.dumps(e)) < 200_000
         table.append((case.label, e["stage"], e["reason"]))
-    subs_at = {r.key.decode(): r for r in consume_all(kafka_config, topics.subscriptions)}
+    subs_at = {(r.key or b"").decode(): r for r in consume_all(kafka_config, topics.subscriptions)}
     for key, case in bad_subs:
         r = subs_at[key]
         got = by_position.pop((topics.subscriptions, r.partition, r.offset), [])

@@ -58,7 +58,7 @@ def test_broker_with_a_data_directory_keeps_its_topics(tmp_path: Any) -> None:
             ends = watermarks.latest([("kept", 0), ("kept", 1)])
         finally:
             watermarks.close()
-        values = [r.value for r in consume_all(config, "kept")]
+        values = [r.body for r in consume_all(config, "kept")]
     assert sum(ends.values()) == 510 and len(values) == 510
     assert {v.decode() for v in values} == {f"a{i}" for i in range(500)} | {f"b{i}" for i in range(10)}
 

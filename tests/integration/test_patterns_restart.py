@@ -62,20 +62,20 @@ def _wait_for(pred, proc: subprocess.Popen, log: Path, timeout: float, what: str
 
 def _distinct(kafka_config, topic, timeout: float = 30) -> dict[str, tuple]:
     """Notifications by id (a replayed batch may send one twice); empty while unreadable."""
-    out = {}
+    out: dict[str, tuple] = {}
     try:
         records = consume_all(kafka_config, topic, timeout=timeout)
     except TimeoutError:
         return out
     for r in records:
-        n = orjson.loads(r.value)
+        n = orjson.loads(r.body)
         out[n["id"]] = (n["subscription"], tuple(n["witness"]["events"]))
     return out
 
 
 def _errors(kafka_config, topic) -> list[str]:
     try:
-        return [orjson.loads(r.value)["reason"] for r in consume_all(kafka_config, topic, timeout=30)]
+        return [orjson.loads(r.body)["reason"] for r in consume_all(kafka_config, topic, timeout=30)]
     except TimeoutError:
         return ["(unreadable)"]
 
@@ -134,7 +134,7 @@ def _pattern_notes(kafka_config, topic) -> list[tuple[str, tuple, int | None]]:
         records = consume_all(kafka_config, topic, timeout=30)
     except TimeoutError:
         return []
-    docs = [orjson.loads(r.value) for r in records]
+    docs = [orjson.loads(r.body) for r in records]
     return [(d["subscription"], tuple(d["witness"]["events"]), d["offset"]) for d in docs]
 
 

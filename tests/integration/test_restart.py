@@ -63,7 +63,7 @@ class Service:
         }
         self.env.pop("PUBSUB_KAFKA_BOOTSTRAP_SERVERS", None)
         self.job: subprocess.Popen | None = None
-        self.seen: set[tuple[int, int]] = set()  # (pid, start time) of the broker's processes
+        self.seen: set[tuple[int, int | None]] = set()  # (pid, start time) of the broker's processes
         self.sessions: set[int] = set()  # the service's sessions (its pid: start_new_session)
 
     def start(self, *args: str) -> subprocess.Popen:
@@ -188,6 +188,7 @@ def test_restarts_lose_nothing_and_leave_nothing(tmp_path: Path):
         config = service.started()
         published += run_then_publish(service, config, rng)
         broker = service.broker_pids()
+        assert service.job is not None
         os.killpg(service.job.pid, signal.SIGKILL)
         for pid in broker:
             os.kill(pid, signal.SIGKILL)
@@ -197,10 +198,10 @@ def test_restarts_lose_nothing_and_leave_nothing(tmp_path: Path):
         config = service.started()
         events = consume_all(config, "events")
         assert len(events) == published  # the topics outlived every kind of stop
-        want = expected_pairs(subs, [(r.partition, r.offset, orjson.loads(r.value)) for r in events])
+        want = expected_pairs(subs, [(r.partition, r.offset, orjson.loads(r.body)) for r in events])
 
         def delivered() -> list[dict]:
-            return [orjson.loads(r.value) for r in consume_all(config, "notifications")]
+            return [orjson.loads(r.body) for r in consume_all(config, "notifications")]
 
         wait_for(lambda: {(d["subscription"], d["partition"], d["offset"]) for d in delivered()} >= want,
                  WAIT_S, "every expected notification", service.job)
@@ -232,8 +233,7 @@ def test_lost_broker_data_stops_the_service_and_reset_starts_over(tmp_path: Path
         assert service.stop(signal.SIGTERM) == 0
         shutil.rmtree(service.data_dir)  # the broker's data is gone
         size = service.log.stat().st_size
-        service.start()
-        assert service.job.wait(WAIT_S) == 1
+        assert service.start().wait(WAIT_S) == 1
         said = service.log.read_bytes()[size:].decode(errors="replace")
         assert re.search(r"ERROR streaming: stopped: the topics no longer hold records that the checkpoint", said)
         assert "run --reset" in said
@@ -244,10 +244,10 @@ def test_lost_broker_data_stops_the_service_and_reset_starts_over(tmp_path: Path
         subscribe(config, subs)  # the topics as they are now: empty, filled again
         events = [random_event(rng) for _ in range(EVENTS_PER_RUN)]
         publish(config, events)
-        located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(config, "events")]
+        located = [(r.partition, r.offset, orjson.loads(r.body)) for r in consume_all(config, "events")]
         want = expected_pairs(subs, located)
         wait_for(lambda: {(d["subscription"], d["partition"], d["offset"]) for d in
-                          (orjson.loads(r.value) for r in consume_all(config, "notifications"))} >= want,
+                          (orjson.loads(r.body) for r in consume_all(config, "notifications"))} >= want,
                  WAIT_S, "the notifications after the reset", service.job)
         assert service.stop(signal.SIGTERM) == 0
         assert checkpoint.exists() and service.orphans() == []

@@ -81,7 +81,7 @@ def test_known_workload_bad_records_and_tail(
     positions = consume_all(kafka_config, topics.events)
     assert len(positions) == 1500
     located = [
-        (p, o, orjson.loads(r.value))
+        (p, o, orjson.loads(r.body))
         for r in positions
         for p, o in [(r.partition, r.offset)]
         if r.value not in bad_events.values()
@@ -187,7 +187,7 @@ def test_event_patterns_existence_and_nulls(spark: Any, kafka_config: KafkaClien
     topics = make_topics(topic_factory)
     settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers)
     job = MatchJob(settings, spark, kafka_config)
-    records = [
+    records: list[dict[str, Any]] = [
         {"id": "ec2", "rule": {"source": ["aws.ec2"], "detail": {"state": [{"anything-but": ["pending"]}]}}},
         {"id": "quiet", "rule": {"detail": {"error": [{"exists": False}], "cpu": [{"numeric": [">=", 50]}]}}},
         {"id": "nulls", "rule": {"detail": {"state": [None]}}},
@@ -211,7 +211,7 @@ def test_event_patterns_existence_and_nulls(spark: Any, kafka_config: KafkaClien
         assert query.exception() is None
     finally:
         query.stop()
-    located = [(r.partition, r.offset, orjson.loads(r.value)) for r in consume_all(kafka_config, topics.events)]
+    located = [(r.partition, r.offset, orjson.loads(r.body)) for r in consume_all(kafka_config, topics.events)]
     want = expected_pairs(subs, located)
     assert {sid for sid, _, _ in want} == {r["id"] for r in records}  # every rule matches some event
     assert pairs(notification_docs(kafka_config, topics.notifications, min_records=len(want))) == want

@@ -33,9 +33,9 @@ def test_subscribe_add_cancel_and_reject(kafka_config: KafkaClientConfig, topic_
     assert subscribe.main([*args, "cancel", "--id", "a", "b"]) == 0
     assert subscribe.main([*args, "add", "--id", "bad", "--expr", "price <"]) == 1
     recs = consume_all(kafka_config, topic)
-    got = [(r.key.decode(), orjson.loads(r.value)["op"]) for r in recs]
+    got = [((r.key or b"").decode(), orjson.loads(r.body)["op"]) for r in recs]
     assert got == [("a", "upsert"), ("b", "upsert"), ("c", "upsert"), ("a", "delete"), ("b", "delete")]
-    assert orjson.loads(recs[0].value)["expires"] == "2030-01-01T00:00:00"
+    assert orjson.loads(recs[0].body)["expires"] == "2030-01-01T00:00:00"
 
 
 def test_publish_file_with_validity_and_rate(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path):
@@ -45,7 +45,7 @@ def test_publish_file_with_validity_and_rate(kafka_config: KafkaClientConfig, to
     args = base(kafka_config, events_topic=topic)
     assert publish.main([*args, "--file", str(f), "--rate", "1000", "--valid-for", "60", "--key-field", "id"]) == 0
     recs = consume_all(kafka_config, topic, min_records=50)
-    docs = [orjson.loads(r.value) for r in recs]
+    docs = [orjson.loads(r.body) for r in recs]
     assert sorted(d["id"] for d in docs) == list(range(50)) and all("valid_until" in d for d in docs)
     assert {r.key for r in recs} == {str(i).encode() for i in range(50)}
 

@@ -70,7 +70,7 @@ def test_a_spark_failure_is_one_paragraph_and_the_status_says_failed(kafka_broke
     assert f"{logs / 'service.log'}" in errors[0]
     assert "Traceback" not in console and "\tat " not in console, console
     doc = read_status(status_file)
-    assert doc["state"] == "failed" and "no.such.Provider" in doc["error"], json.dumps(doc)
+    assert doc is not None and doc["state"] == "failed" and "no.such.Provider" in doc["error"], json.dumps(doc)
     trace = (logs / "service.log").read_text()
     assert "Traceback (most recent call last)" in trace and "\tat org.apache.spark" in trace
 
@@ -106,10 +106,10 @@ def test_a_python_worker_connecting_back_late_restarts_the_query(kafka_config: K
         text = console.read_text(errors="replace")
         assert "query match failed (Python worker failed to connect back.); restarting it from its checkpoint (1 of 3)" in text
         produce(kafka_config, topics["events"], [b'{"price": 1}', b'{"price": 2}', b'{"price": 3}'])
-        wait(lambda: running() and read_status(status_file)["totals"].get("events") == 3, 300)
+        wait(lambda: running() and (read_status(status_file) or {})["totals"].get("events") == 3, 300)
         service.send_signal(signal.SIGTERM)
         assert service.wait(timeout=180) == 0
-        assert read_status(status_file)["state"] == "stopped"
+        assert (read_status(status_file) or {})["state"] == "stopped"
     finally:
         if service.poll() is None:
             service.kill()

@@ -39,6 +39,7 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
     settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
         tenants={"names": "acme,beta", "subscriptions": 2})
     tenants = Tenants.of(settings)
+    assert tenants is not None
     ensure_topics(kafka_config, tenants.topic_partitions(settings))
     acme, beta = (f"{topics.subscriptions}.{t}" for t in ("acme", "beta"))
     # acme and beta both name a subscription "x"; acme's third subscription is past its quota of 2
@@ -71,7 +72,7 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
     assert consume_all(kafka_config, f"{topics.errors}.beta") == []
     assert consume_all(kafka_config, topics.errors) == []
     assert sorted(job.registry.subscriptions) == ["acme:a2", "beta:x"]
-    usage = read_status(settings.status.status_file)["tenants"]
+    usage = (read_status(settings.status.status_file) or {})["tenants"]
     assert usage["acme"]["subscriptions"] == 1 and usage["beta"] == {
         "subscriptions": 1, "predicates": 1, "patterns": 0,
         "quotas": {"subscriptions": 2, "predicates": 0, "patterns": 0}}
@@ -83,7 +84,9 @@ def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
     topics = make_topics(topic_factory, event_partitions=1)
     first = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(tenants={"names": "acme"})
     both = first.replace(tenants={"names": "acme,beta"})
-    ensure_topics(kafka_config, Tenants.of(both).topic_partitions(both))
+    tenants = Tenants.of(both)
+    assert tenants is not None
+    ensure_topics(kafka_config, tenants.topic_partitions(both))
     produce(kafka_config, f"{topics.subscriptions}.acme", [upsert("x", "price < 5")])
     produce(kafka_config, f"{topics.subscriptions}.beta", [upsert("x", "price > 5")])  # before beta is served
     for settings, event in ((first, b'{"price": 8}'), (both, b'{"price": 9}')):
@@ -106,6 +109,7 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
         tenants={"names": "acme,beta", "patterns": 1})
     tenants = Tenants.of(settings)
+    assert tenants is not None
     ensure_topics(kafka_config, tenants.topic_partitions(settings))
     s3 = TABLE1["S3"]
     acme, beta = (f"{topics.subscriptions}.{t}" for t in ("acme", "beta"))
@@ -148,6 +152,7 @@ def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_pr
     settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
         tenants={"names": "acme,beta"})
     tenants = Tenants.of(settings)
+    assert tenants is not None
     orders, beta_topic = f"{topics.notifications}.acme.orders", f"{topics.notifications}.beta"
     ensure_topics(kafka_config, {**tenants.topic_partitions(settings), orders: 1})
     acme = f"{topics.subscriptions}.acme"

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matchers.base import create
+from matchers.bitmark import BitMarkMatcher
 from matchers.expr import And, Subscription, pred
 from scripts.workloads import dense
 from tests.differential import check, insert_delete, subscriptions_of
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def small(tail_min: int = 16):
     """A bit-marking matcher that rebuilds after few changes (exercises every path)."""
     matcher = create("bitmark")
+    assert isinstance(matcher, BitMarkMatcher)
     matcher.tail_min = tail_min
     return matcher
 

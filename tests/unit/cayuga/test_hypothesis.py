@@ -104,24 +104,6 @@ def timed_subscriptions(draw, tick_ms: int) -> str:
     return text
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), tick_ms=st.sampled_from(TICKS_MS), events=st.deferred(lambda: streams()),
-       after=st.none() | st.integers(0, 6))
-def test_durations_with_units_engine_equals_reference(data, tick_ms, events, after):
-    """``WITHIN 1.5 s``, ``UNLESS{θ, 250 ms}``: the engine and the reference agree for each tick
-    length, and a duration is the ticks it holds, rounded down."""
-    from matchers.cayuga.language import UNIT_MS, parse
-
-    named = {f"q{i}": data.draw(timed_subscriptions(tick_ms)) for i in range(data.draw(st.integers(1, 2)))}
-    until = None if after is None else (events[-1].t1 if events else 0) + after
-    expected = same(reference_matches(named, events, until, tick_ms=tick_ms))
-    assert same(engine_matches(named, events, until, tick_ms=tick_ms)) == expected
-    text = data.draw(durations(tick_ms, positive=False))
-    number, unit = text.split()
-    ticks = int(Fraction(number) * UNIT_MS[unit] // tick_ms)
-    assert parse(f"A WITHIN {text}", tick_ms) == parse(f"A WITHIN {ticks}")
-
-
 @st.composite
 def streams(draw):
     n = draw(st.integers(0, 30))
@@ -140,6 +122,24 @@ def streams(draw):
             attrs["y"] = draw(st.sampled_from([math.nan, math.inf, -math.inf]))
         out.append(Event(f"e{i}", draw(st.sampled_from(["A", "B"])), max(0, t - length), t, attrs))
     return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), tick_ms=st.sampled_from(TICKS_MS), events=streams(),
+       after=st.none() | st.integers(0, 6))
+def test_durations_with_units_engine_equals_reference(data, tick_ms, events, after):
+    """``WITHIN 1.5 s``, ``UNLESS{θ, 250 ms}``: the engine and the reference agree for each tick
+    length, and a duration is the ticks it holds, rounded down."""
+    from matchers.cayuga.language import UNIT_MS, parse
+
+    named = {f"q{i}": data.draw(timed_subscriptions(tick_ms)) for i in range(data.draw(st.integers(1, 2)))}
+    until = None if after is None else (events[-1].t1 if events else 0) + after
+    expected = same(reference_matches(named, events, until, tick_ms=tick_ms))
+    assert same(engine_matches(named, events, until, tick_ms=tick_ms)) == expected
+    text = data.draw(durations(tick_ms, positive=False))
+    number, unit = text.split()
+    ticks = int(Fraction(number) * UNIT_MS[unit] // tick_ms)
+    assert parse(f"A WITHIN {text}", tick_ms) == parse(f"A WITHIN {ticks}")
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -153,6 +153,6 @@ def test_to_json_names_every_operator(op):
     assert parse_json(to_json(p)) == p
 
 
-def test_to_json_rejects_what_is_not_an_expression():
+def test_to_json_rejects_what_is_not_an_expression() -> None:
     with pytest.raises(TypeError):
         to_json("price < 100")  # type: ignore[arg-type]  # the wrong type on purpose

@@ -22,7 +22,7 @@ from matchers.language import parse_text
 
 NUM_ATTRS = ("a", "b")
 STR_ATTRS = ("s", "`x y`")
-NUMS = ("0", "1", "2.5", "-1", "3", "1e0", "-0.5")
+NUMS: tuple[str, ...] = ("0", "1", "2.5", "-1", "3", "1e0", "-0.5")
 STRS = ("''", "'a'", "'ab'", "'b'", "'B'", "'é'", "'ba'", "'a b'")
 PATTERNS = ("'a%'", "'%b'", "'%a%'", "'a_'", "'%'", "'_b%'", "'é%'", "'a'", "'%a_b%'", "''")
 

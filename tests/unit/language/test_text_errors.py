@@ -118,7 +118,7 @@ def test_nesting_is_bounded():
     assert "levels deep" in error_of(deep).reason
 
 
-def test_the_expression_must_be_text():
+def test_the_expression_must_be_text() -> None:
     err = error_of(b"price < 100", "s")  # type: ignore[arg-type]  # the wrong type on purpose
     assert "must be a string" in err.reason and err.sub_id == "s"
 

@@ -64,7 +64,7 @@ def _dictionary(names: list[str], strings: list[tuple[str, str]]) -> Dictionary:
 
 
 def _rows(flat: dict | Rows, known: Dictionary) -> list[str]:
-    rows = list(flat) if type(flat) is Rows else [flat]
+    rows = list(flat) if isinstance(flat, Rows) else [flat]
     return sorted(repr(sorted((k, float(v) if type(v) is int else v) for k, v in row.items() if k in known.attr_ids))
                   for row in rows)
 
@@ -190,6 +190,54 @@ def test_fast_events_are_within_the_service_limits(events, limits, style):
         read = read_event(raws[i], limits)
         assert read.obj is not None and read.problem is None, (raws[i], read.problem)
         assert len(raws[i]) <= limits.event_bytes
+
+
+def _attributes(obj: dict) -> int:
+    """What ``limits.attributes`` bounds: the distinct names of the flattened event's rows."""
+    flat = flatten(obj, max_rows=None)
+    return len(set().union(*flat) if type(flat) is Rows else flat)
+
+
+LOOSE = LimitsSettings(attributes=10_000, array_rows=10_000)
+
+
+def _fast(raw: bytes, attributes: int, drop_id: bool = False) -> bool:
+    limits = ScanLimits(LOOSE.depth, attributes, LOOSE.string_length, LOOSE.array_rows, LOOSE.event_bytes)
+    keys = ("id", "") if drop_id else ("", "")
+    return bool(encode_json([raw], Dictionary(), lambda i: None, limits, keys=keys, drop_first=drop_id).fast[0])
+
+
+@pytest.mark.parametrize(("obj", "n"), [
+    ({"a": 1, "b": None, "c": "x"}, 3),  # nulls count
+    ({"a": 1, "tags": [1, 2, 3, 4, 5]}, 2),  # an array's elements share its name
+    ({"a": 1, "items": [{"x": 1, "y": 2}, {"x": 3, "z": None}]}, 4),  # a, items.x, items.y, items.z
+    ({"a": 1, "o": {"b": 1, "c": {"d": True}}}, 3),
+    ({"a": 1, "empty": []}, 1),  # an empty array is an absent attribute
+    ({"id": "e1", "a": 1, "b": 2}, 3),  # the event id too
+])
+def test_the_attributes_limit_counts_the_names_after_flattening_on_both_paths(obj, n):
+    """Both readers bound the same thing: the names the flattened event's rows hold."""
+    raw = orjson.dumps(obj)
+    assert _attributes(obj) == n
+    assert read_event(raw, LimitsSettings(attributes=n, array_rows=10_000)).obj is not None
+    refused = read_event(raw, LimitsSettings(attributes=n - 1, array_rows=10_000))
+    assert refused.obj is None and "limits.attributes" in (refused.problem or "")
+    for drop_id in (False, True):
+        assert _fast(raw, n, drop_id) and not _fast(raw, n - 1, drop_id)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(EVENTS)
+def test_random_events_meet_the_attributes_limit_at_their_names_after_flattening(obj):
+    raw = _text(obj, 0)
+    if read_event(raw, LOOSE).obj is None:  # refused for another reason (names that collide)
+        return
+    n = _attributes(obj)
+    assert read_event(raw, LimitsSettings(attributes=n, array_rows=10_000)).obj is not None
+    if n:
+        assert read_event(raw, LimitsSettings(attributes=n - 1, array_rows=10_000)).obj is None
+        assert not _fast(raw, n - 1)
+    assert _fast(raw, n) == _fast(raw, 10_000)
 
 
 def _eventbridge(seed: int) -> tuple[list, list[bytes]]:

@@ -10,6 +10,7 @@ re-pivoting, and the CNF pivot rule.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ from tests import differential
 from tests.differential import insert_delete, subscriptions_of
 from tests.strategies import events, exprs, random_event, random_subscriptions
 
-VARIANTS = {
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "opindex": ("opindex", {}),
     "opindex-cnf": ("opindex", {"normal_form": "cnf"}),
     "opindex-sig2": ("opindex", {"signature_bits": 2}),
@@ -92,7 +93,7 @@ def check_lists(m: PaperOpIndex) -> None:
 def check_entry_store(m: OpIndex) -> None:
     """Blocks sorted by entry, one record per (pivot, live entry) with the entry's needed
     signature and second typed attribute, items ending where the entry says, holes counted."""
-    records = set()
+    records: set[tuple] = set()
     st = m.store
     hdr = st.hdr
     for p in range(m._n_pivots):

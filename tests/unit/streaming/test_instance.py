@@ -73,7 +73,7 @@ def test_pid_record_ends_only_its_own_live_children(tmp_path: Path):
     record.add("exited", exited.pid)  # gone before it is recorded: skipped
     assert record.alive() == {"sleeper": child.pid}
     doc = record.read()
-    doc["reused"] = (os.getpid(), start_time(os.getpid()) + 1)  # a pid now used by another process
+    doc["reused"] = (os.getpid(), (start_time(os.getpid()) or 0) + 1)  # a pid now used by another process
     record.path.write_text(json.dumps(doc))
     assert record.alive() == {"sleeper": child.pid}
     assert record.end_stale() == [child.pid]

@@ -55,7 +55,9 @@ class FakeBuilder:
     """Records the settings; the first ``failures`` starts raise."""
 
     def __init__(self, failures: int) -> None:
-        self.failures, self.starts, self.conf, self.master_url = failures, 0, {}, None
+        self.failures, self.starts = failures, 0
+        self.conf: dict[str, str] = {}
+        self.master_url: str | None = None
 
     def appName(self, _name: str) -> FakeBuilder:
         return self

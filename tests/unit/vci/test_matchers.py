@@ -45,7 +45,7 @@ def _interval_sub(rng: random.Random, i: int) -> Subscription:
 
 
 def _event(rng: random.Random) -> dict:
-    ev = {}
+    ev: dict[str, object] = {}
     for attr in ("x", "y", "z"):
         r = rng.random()
         if r < 0.6:
