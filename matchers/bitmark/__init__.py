@@ -38,12 +38,12 @@ import math
 
 import numpy as np
 
+from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.bitmark import kernels as K
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred, Subscription
 from matchers.phase1 import PredicateIndex
-from matchers.phase1.columns import grown
 
 INTERVAL_OPS = frozenset({Op.EQ, Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN})
 CHUNK_EVENTS = 1024

@@ -6,8 +6,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from matchers.arrays import grown as grown  # re-exported: bitmark imports it from here
-
 
 class PredColumns(NamedTuple):
     """Fields of a list of predicates, read from the predicate objects in one pass.
