@@ -74,7 +74,8 @@ class StatusFile:
         self.totals: dict[str, float] = {}
 
     def write(self, state: str, metrics: BatchMetrics | None = None, **extra: Any) -> None:
-        """Record ``state`` (and a finished batch) atomically."""
+        """Record ``state`` (and a finished batch) atomically; not flushed to disk (rewritten every
+        batch, and a crash leaves a ``dead`` process whatever the file says)."""
         if metrics is not None:
             row = dataclasses.asdict(metrics)
             self.batches = (self.batches + [row])[-self.history:]
@@ -93,7 +94,7 @@ class StatusFile:
             "batches": self.batches,
             **extra,
         }
-        write_file(self.path, json.dumps(doc, indent=1).encode("utf-8"))
+        write_file(self.path, json.dumps(doc, indent=1).encode("utf-8"), durable=False)
 
 
 def read_status(path: str | Path) -> dict[str, Any] | None:

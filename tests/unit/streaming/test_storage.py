@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,14 @@ def test_write_read_list_remove(tmp_path):
 def test_hadoop_s3a_opens_as_s3():
     d = Directory("s3a://bucket/ckpt?endpoint_override=127.0.0.1:9&scheme=http")
     assert d.fs.type_name == "s3" and d.path == "bucket/ckpt"
+
+
+def test_write_not_durable_skips_fsync(tmp_path, monkeypatch):
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append(fd) or real(fd))
+    write_file(tmp_path / "status.json", b"{1}")
+    assert len(calls) == 2  # the file and its directory
+    write_file(tmp_path / "status.json", b"{2}", durable=False)
+    assert len(calls) == 2 and (tmp_path / "status.json").read_bytes() == b"{2}"
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
