@@ -5,13 +5,19 @@ incrementally (an ``add`` of a known id replaces it), a batch of encoded events 
 matched at once, and memory is reported.  The base class maps subscription ids to
 dense integer keys (reused after removal) that the kernels work with.
 
-Operators an index does not evaluate itself (:meth:`Matcher.indexes`; by default any
-outside :data:`~matchers.expr.INDEXED_OPS`, such as ``EXISTS`` and ``NOT EXISTS``, the
-only predicate true on a missing attribute) are handled here, in one place for every
-index: a subscription using one goes whole to the matcher's *residual* matcher (a
-``brute`` matcher on the same dictionary, which evaluates every operator), under a key
-of the same key space, and its matches are merged with the index's.  The index itself
-never sees such a subscription, nor the ``null`` values of the events.
+Existence and null tests (``EXISTS``, ``NOT EXISTS``, ``IS NULL``, ``IS NOT NULL``: the
+operators outside :data:`~matchers.expr.INDEXED_OPS`, the first true on a missing
+attribute) are handled here, in one place for every index, through *presence states*
+(:mod:`matchers.presence`): the index is given the subscription with each such test
+rewritten as an equality test of the attribute's state, and every event (row) a state
+value for each attribute tested (``0`` missing, ``1`` null, ``2`` another value), so that
+an index only ever evaluates its own operators on values an event has.  The index never
+sees the ``null`` values of the events.
+
+Any other operator an index does not evaluate itself (:meth:`Matcher.indexes`: one
+outside its :attr:`Matcher.indexed_ops`) sends the subscription whole to the matcher's
+*residual* matcher (a ``brute`` matcher on the same dictionary, which evaluates every
+operator), under a key of the same key space; its matches are merged with the index's.
 
 A batch is matched in chunks of events, also here: each chunk holds at most about
 :data:`BATCH_BUDGET` bytes of working memory beyond the index and the matches, by the
@@ -46,7 +52,9 @@ import numpy as np
 
 from matchers import rows as rows_kernels
 from matchers.events import Dictionary, EventBatch, FlatEvent, encode
-from matchers.expr import INDEXED_OPS, Kind, Op, Pred, Subscription, Value
+from matchers.expr import INDEXED_OPS, PRESENCE_OPS, Kind, Op, Pred, Subscription, Value
+from matchers.presence import Presence, rewrite, tested
+from matchers.states import with_states
 
 if TYPE_CHECKING:
     from matchers.phase1 import PredicateIndex
@@ -239,6 +247,9 @@ class Matcher(ABC):
     _residual: Matcher | None = None  # class defaults: matchers pickled before the residual path
     _residual_keys: set[int] = frozenset()  # type: ignore[assignment]  # shared empty default; a set of its own once used
     _residual_outer: np.ndarray | None = None
+    _presence: Presence | None = None  # attributes with a presence state (see the module docstring)
+    _stated: set[int] = frozenset()  # type: ignore[assignment]  # shared empty default; a set of its own once used
+    """Keys whose subscription tests presence: the index holds it rewritten (:func:`matchers.presence.rewrite`)."""
     _matches_per_event: float | None = None
     """Matches per event in the last chunk matched (``None`` before the first)."""
 
@@ -256,9 +267,16 @@ class Matcher(ABC):
 
     # -- public API -------------------------------------------------------------
     def indexes(self, p: Pred) -> bool:
-        """Whether this index evaluates ``p`` itself (its operator is in :attr:`indexed_ops`);
-        a subscription with any predicate it does not goes to the residual matcher."""
-        return p.op in self.indexed_ops
+        """Whether this index evaluates ``p`` itself (its operator is in :attr:`indexed_ops`), or
+        as a test of a presence state; a subscription with any predicate it does not goes to
+        the residual matcher."""
+        return p.op in self._stateable_ops()
+
+    def _stateable_ops(self) -> frozenset[Op]:
+        """The operators this index evaluates, itself or through presence states (an index
+        that evaluates ``=`` and ``IN`` evaluates the state tests)."""
+        ops = self.indexed_ops
+        return ops | PRESENCE_OPS if Op.EQ in ops and Op.IN in ops else ops
 
     def add(self, subscriptions: Iterable[Subscription]) -> None:
         """Insert subscriptions; one whose id is already present is replaced."""
@@ -266,14 +284,18 @@ class Matcher(ABC):
             subs = list({s.id: s for s in subscriptions}.values())
             self.remove([s.id for s in subs if s.id in self._key_of])
             native: list[Subscription] = []
+            stated: list[Subscription] = []
             residual: list[Subscription] = []
-            indexed = self.indexed_ops.issuperset
+            indexed, stateable = self.indexed_ops.issuperset, self._stateable_ops().issuperset
             for sub in subs:  # C-level iteration: no Python call per predicate
-                (native if indexed(map(_OP, chain.from_iterable(sub.conjunctions))) else residual).append(sub)
+                if indexed(map(_OP, chain.from_iterable(sub.conjunctions))):
+                    native.append(sub)
+                else:
+                    (stated if stateable(map(_OP, chain.from_iterable(sub.conjunctions))) else residual).append(sub)
             if residual:
                 self._add_residual(residual)
-            if native:
-                self._add(native)
+            if native or stated:
+                self._add(native, stated)
 
     def _assign(self, sub: Subscription) -> int:
         """Give ``sub`` a key (a free one first) and record it."""
@@ -285,15 +307,37 @@ class Matcher(ABC):
         self._key_of[sub.id] = key
         return key
 
-    def _add(self, subs: list[Subscription]) -> None:
-        """Insert new subscriptions (distinct ids, none present) into the index itself."""
-        self._register(subs)
-        entries = list(zip(self._assign_many(subs), subs, strict=True))
+    def _add(self, subs: list[Subscription], stated: Sequence[Subscription] = ()) -> None:
+        """Insert new subscriptions (distinct ids, none present) into the index itself;
+        ``stated`` ones test presence: the index is given them rewritten."""
+        given = subs + [rewrite(s) for s in stated]
+        self._register(given)
+        keys = self._assign_many(subs + list(stated))
+        entries = list(zip(keys, given, strict=True))
+        if stated:
+            self._state(keys[len(subs):], stated)
         try:
             self._insert(entries)
         except BaseException:
             self._unassign(entries)
             raise
+
+    def _state(self, keys: list[int], subs: Sequence[Subscription]) -> None:
+        """Record that the subscriptions under ``keys`` test presence."""
+        if self._presence is None:
+            self._presence, self._stated = Presence(), set()
+        for key, sub in zip(keys, subs, strict=True):
+            self._presence.add(tested(sub), self.dictionary)
+            self._stated.add(key)
+
+    def _unstate(self, key: int, sub: Subscription) -> Subscription:
+        """What the index holds under ``key`` (``sub`` rewritten if it tests presence), forgetting
+        that it tests presence."""
+        if key not in self._stated:
+            return sub
+        self._stated.discard(key)
+        self._presence.remove(tested(sub))  # type: ignore[union-attr]  # stated keys exist: so does the tracker
+        return rewrite(sub)
 
     def _register(self, subs: list[Subscription]) -> None:
         """Give the attributes and string operands of ``subs`` their dictionary ids before
@@ -331,6 +375,7 @@ class Matcher(ABC):
         for key, sub in entries:
             if self._key_of.get(sub.id) == key:
                 del self._key_of[sub.id]
+            self._unstate(key, self._subs[key])  # type: ignore[arg-type]  # assigned just before: a subscription
             self._subs[key] = None
             self._free.append(key)
 
@@ -346,7 +391,7 @@ class Matcher(ABC):
                 self._residual_keys.discard(key)
                 residual.append(sub_id)
             else:
-                entries.append((key, self._subs[key]))  # type: ignore[arg-type]  # a live key holds a subscription
+                entries.append((key, self._unstate(key, self._subs[key])))  # type: ignore[arg-type]  # a live key holds a subscription
             self._subs[key] = None
             self._free.append(key)
         if residual:
@@ -366,11 +411,19 @@ class Matcher(ABC):
             return _no_matches(batch.n)
         if batch.rows is not None:
             return merge_rows(self.match(batch._replace(rows=None)), batch.rows, self.capacity)
-        own_batch = batch if self.sees_nulls else without_nulls(batch)
+        own_batch = self._own_batch(batch)
         if not self._residual_keys:
             return self._match_chunks(own_batch)
         own = self._match_chunks(own_batch) if len(self._key_of) > len(self._residual_keys) else None
         return self._merge(own, self._residual.match(batch))  # type: ignore[union-attr]  # residual keys exist: so does the matcher
+
+    def _own_batch(self, batch: EventBatch) -> EventBatch:
+        """The batch as the index sees it: with the presence states, without ``null`` values
+        unless :attr:`sees_nulls`."""
+        if self._presence:
+            slot, states = self._presence.arrays(self.dictionary)
+            return with_states(batch, slot, states, not self.sees_nulls)
+        return batch if self.sees_nulls else without_nulls(batch)
 
     def _match_chunks(self, batch: EventBatch) -> Matches:
         """:meth:`_match` over chunks of the batch of :meth:`_chunk_events` events each."""
@@ -453,8 +506,9 @@ class Matcher(ABC):
 
     def indexed(self) -> Iterable[tuple[int, Subscription]]:
         """Every live ``(key, subscription)`` of the index itself (not of its residual matcher)."""
-        residual = self._residual_keys
-        return ((k, s) for k, s in enumerate(self._subs) if s is not None and k not in residual)
+        residual, stated = self._residual_keys, self._stated
+        return ((k, rewrite(s) if k in stated else s) for k, s in enumerate(self._subs)
+                if s is not None and k not in residual)
 
     def __len__(self) -> int:
         return len(self._key_of)

@@ -325,6 +325,8 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
             raise SubscriptionError(f"unknown operator {op!r}", expected="one of " + ", ".join(sorted(OP_BY_NAME))) from None
     if not isinstance(attr, str) or not attr:
         raise SubscriptionError(f"attribute name must be a non-empty string, not {attr!r}")
+    if "\x00" in attr:  # the names of presence states (matchers.presence) hold one
+        raise SubscriptionError(f"attribute name must not hold a NUL character: {attr!r}")
     name = OP_SYMBOL[op]
     if op in PRESENCE_OPS:
         if operand is not None:

@@ -195,3 +195,39 @@ extended_array_events = _arrays({
     IP_ATTR: st.one_of(st.sampled_from(IPS), st.none()),
 })
 """Events with arrays, for the differential tests (flattened: rows)."""
+
+
+@st.composite
+def _pattern_items(draw, attr: str) -> list:
+    """The items of one field of an EventBridge pattern: values, ``null``, ``exists``, ``anything-but``."""
+    pool = NUMS if attr in NUM_ATTRS else (True, False) if attr in BOOL_ATTRS else STRS
+    item = st.one_of(
+        st.sampled_from(pool),
+        st.none(),
+        st.builds(lambda b: {"exists": b}, st.booleans()),
+        st.builds(lambda vs: {"anything-but": vs}, st.lists(st.sampled_from(NUMS + STRS), min_size=1, max_size=3)),
+        st.builds(lambda v: {"anything-but": v}, st.sampled_from(NUMS + STRS)),
+        st.builds(lambda v: {"anything-but": {"prefix": v}}, st.sampled_from(STRS)),
+    )
+    return draw(st.lists(item, min_size=1, max_size=3))
+
+
+@st.composite
+def event_patterns(draw) -> dict:
+    """EventBridge patterns of 1 to 3 fields (``t.u`` nested) mixing existence, null and
+    anything-but with exact values, sometimes under ``$or``."""
+    def pattern(fields: list[str]) -> dict:
+        obj: dict = {}
+        for attr in fields:
+            items = draw(_pattern_items(attr))
+            if "." in attr:
+                outer, inner = attr.split(".")
+                obj.setdefault(outer, {})[inner] = items
+            else:
+                obj[attr] = items
+        return obj
+    fields = draw(st.lists(st.sampled_from(ATTRS), min_size=1, max_size=3, unique=True))
+    if draw(st.booleans()):
+        return pattern(fields)
+    return {"$or": [pattern(fields), pattern(draw(st.lists(st.sampled_from(ATTRS), min_size=1, max_size=2,
+                                                           unique=True)))]}
