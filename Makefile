@@ -12,6 +12,8 @@ PYTEST_ARGS ?=
 DENSE_PEERS ?=
 # the Quamina benchmark binary for scripts.bench.quamina (docs/rules-bench.md); skipped when empty
 QUAMINA ?=
+# the interpreter of a venv with apache-flink for scripts.bench.flink (docs/cayuga.md); skipped when empty
+FLINK ?=
 
 .DEFAULT_GOAL := help
 
@@ -63,7 +65,8 @@ test-unit: setup ## Run the tests that need neither Spark nor the broker
 
 .PHONY: bench
 bench: setup ## Run every benchmark at paper sizes (hours; results in docs/): the suite of scripts/bench/suite.py
-	$(PY) -m scripts.bench --all --with 'dense=$(DENSE_PEERS)' --with 'quamina=$(if $(QUAMINA),--quamina $(QUAMINA))'
+	$(PY) -m scripts.bench --all --with 'dense=$(DENSE_PEERS)' --with 'quamina=$(if $(QUAMINA),--quamina $(QUAMINA))' \
+		--with 'flink=$(if $(FLINK),--flink-python $(FLINK))'
 
 .PHONY: bench-quick
 bench-quick: setup ## Run every benchmark in its quick mode (minutes)

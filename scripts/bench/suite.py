@@ -47,6 +47,7 @@ BENCHES: tuple[Bench, ...] = (
     Bench("dense", ("--n-subs", "100000", "--n-subs", "1000000", "--matchers", "bitmark,counting,vci,brute,opindex",
                     "--matchers-for", "1000000:bitmark"), quick=None),
     Bench("quamina", quick=None),  # needs --with 'quamina=--quamina PATH'
+    Bench("flink", quick=None),  # needs --with 'flink=--flink-python PATH'
 )
 
 

@@ -34,8 +34,9 @@ def test_dry_run_prints_the_commands_in_order(capsys: pytest.CaptureFixture[str]
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(suite.BENCHES)
     assert lines[0] == "$ python -m scripts.bench" and lines[1] == "$ python -m scripts.bench --goal"
-    assert lines[-2].endswith("--matchers-for 1000000:bitmark --peer-for 1000000:x=/bin/x:7")
-    assert lines[-1] == "$ python -m scripts.bench.quamina"  # skipped without --with quamina=--quamina PATH
+    assert lines[-3].endswith("--matchers-for 1000000:bitmark --peer-for 1000000:x=/bin/x:7")
+    assert lines[-2] == "$ python -m scripts.bench.quamina"  # skipped without --with quamina=--quamina PATH
+    assert lines[-1] == "$ python -m scripts.bench.flink"  # skipped without --with flink=--flink-python PATH
     assert harness.main(["--all", "--quick", "--dry-run"]) == 0
     quick = capsys.readouterr().out.splitlines()
     assert quick == [f"$ python -m {'scripts.bench' if b.module == 'harness' else 'scripts.bench.' + b.module} --quick"
