@@ -30,11 +30,13 @@ PATTERN_EVENT = "pattern-event"
 """Stage of an event whose reserved fields the patterns query cannot use."""
 
 ROWS_SCHEMA = pa.schema([
-    ("gkey", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("t0", pa.int64()), ("t1", pa.int64()),
+    ("gkey", pa.string()), ("part", pa.int32()), ("t0", pa.int64()), ("t1", pa.int64()),
     ("eid", pa.string()), ("stream", pa.string()), ("attrs", pa.binary()), ("partition", pa.int32()),
     ("offset", pa.int64()),
 ])
-ROWS_DDL = ("gkey string, ts timestamp, t0 long, t1 long, eid string, stream string, attrs binary, "
+"""A keyed row: the state key ``gkey`` and its state partition ``part``
+(:func:`~streaming.patterns.state.partition_of`; -1 for :data:`NO_KEY`), the event."""
+ROWS_DDL = ("gkey string, part int, t0 long, t1 long, eid string, stream string, attrs binary, "
             "partition int, offset long")
 
 
@@ -46,24 +48,25 @@ def group_key(attr: str, value: Any, buckets: int) -> str:
 
 
 def event_time_ms(tick: int, unit_ms: int) -> int:
-    """Spark event time of a tick: ``(tick + 1)`` units, so that tick 0 is not dropped as
-    "not after" the initial watermark (0); the watermark ``w`` has passed tick ``w // unit - 1``."""
+    """Event time of a tick: ``(tick + 1)`` units, so that tick 0 is after the initial
+    watermark (0); the watermark ``w`` has passed tick ``w // unit - 1``."""
     return (tick + 1) * unit_ms
 
 
 def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: Settings,
                kafka: KafkaClientConfig) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: Kafka event records (``value, topic, partition, offset, timestamp``)
-    to :data:`ROWS_SCHEMA` rows; ``pattern-event`` error records are produced to the errors
-    topic here (at least once: a retried task sends the same record, with the same id)."""
+    to :data:`ROWS_SCHEMA` rows (an event of no key once, as :data:`NO_KEY`: it moves the
+    watermark); ``pattern-event`` error records are produced to the errors topic here (at least once: a retried task sends the same record, with the same id)."""
     from streaming.kafka.sink import produce_batches
+    from streaming.patterns.state import partition_of
 
     p = settings.patterns
-    buckets, unit, cap = p.key_buckets, p.time_unit_ms, p.max_keys_per_event
+    buckets, cap, parts_n = p.key_buckets, p.max_keys_per_event, p.state_partitions
     for rb in batches:
         _, attrs_in_use, unkeyed = partition_keys(registry_dir)
         cols: tuple[list, ...] = ([], [], [], [], [], [], [], [], [])
-        gkeys, stamps, t0s, t1s, eids, streams, blobs, parts, offs = cols
+        gkeys, states, t0s, t1s, eids, streams, blobs, parts, offs = cols
         errors: list[ErrorRecord] = []
         values = rb.column("value").to_pylist()
         topics = rb.column("topic").to_pylist()
@@ -85,10 +88,9 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
             if not keys:
                 keys.append(NO_KEY)
             blob = orjson.dumps(attrs)
-            ts = event_time_ms(t1, unit) * 1000
             for k in keys[:cap]:
                 gkeys.append(k)
-                stamps.append(ts)
+                states.append(-1 if k == NO_KEY else partition_of(k, parts_n))
                 t0s.append(t0)
                 t1s.append(t1)
                 eids.append(eid)
