@@ -25,13 +25,20 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streaming.config import Settings, interval_ms
 from streaming.kafka.config import KafkaClientConfig
-from streaming.patterns.keyed import NO_KEY, ROWS_DDL, ROWS_SCHEMA, event_time_ms, keyed_rows
+from streaming.patterns.keyed import (
+    NO_KEY,
+    ROWS_DDL,
+    ROWS_SCHEMA,
+    event_time_ms,
+    keyed_rows,
+)
 from streaming.patterns.operator import PatternOperator
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records
-from streaming.patterns.state import StateStore
+from streaming.patterns.state import StateError, StateStore
 from streaming.storage import join
 from streaming.tenants import Tenants
 
@@ -42,11 +49,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("streaming.patterns")
 
 OUT_DDL = "key binary, value binary, topic string"
-RESULT_SCHEMA = pa.schema([("part", pa.int32()), ("events", pa.int64()), ("keys", pa.int64()),
-                           ("instances", pa.int64()), ("pending", pa.int64()), ("sent", pa.int64())])
-"""One row per state partition and batch: its new events, keys, live instances, pending events
-after the batch, and the records it sent."""
-RESULT_DDL = "part int, events long, keys long, instances long, pending long, sent long"
+RESULT_SCHEMA = pa.schema([("part", pa.int32()), ("watermark", pa.int64()), ("events", pa.int64()),
+                           ("keys", pa.int64()), ("instances", pa.int64()), ("pending", pa.int64()),
+                           ("sent", pa.int64())])
+"""One row per state partition and batch: the watermark after the batch, the partition's new
+events, keys, live instances and pending events after the batch, and the records it sent."""
+RESULT_DDL = "part int, watermark long, events long, keys long, instances long, pending long, sent long"
 
 
 def checkpoint(settings: Settings) -> str:
@@ -98,29 +106,35 @@ def start_subscriptions_query(spark: SparkSession, settings: Settings, client_co
 
 def run_partitions(batches: Iterator[pa.RecordBatch], batch_id: int, watermark_ms: int, settings: Settings,
                    kafka: KafkaClientConfig) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body of one task of the ``patterns`` query: for each state partition among
-    its rows (:data:`~streaming.patterns.keyed.ROWS_SCHEMA`; each partition has at least its
-    :data:`~streaming.patterns.keyed.NO_KEY` row), run the operator from the state before
-    ``batch_id``, send the output records, then write the state; one :data:`RESULT_SCHEMA`
-    row per partition."""
+    """``mapInArrow`` body of one task of the ``patterns`` query, after the shuffle by state
+    partition: for each partition among its rows (:data:`~streaming.patterns.keyed.ROWS_SCHEMA`;
+    each partition has the marks of every keying task, :func:`~streaming.patterns.keyed.partition_marks`),
+    the watermark moves from ``watermark_ms`` (the previous batch's) to the latest event time of
+    the batch minus ``patterns.watermark_delay``; the operator runs from the state before
+    ``batch_id``, the output records are sent, then the state is written. One
+    :data:`RESULT_SCHEMA` row per partition."""
     from streaming.kafka.sink import produce_batches
 
     table = pa.Table.from_batches([rb.cast(ROWS_SCHEMA) for rb in batches], schema=ROWS_SCHEMA)
     op = PatternOperator(registry_dir(settings), settings)
     store = StateStore(state_dir(settings))
+    delay = interval_ms(settings.patterns.watermark_delay)
     parts = table.column("part").to_numpy()
     results: list[tuple[int, ...]] = []
     for part in sorted(set(parts.tolist())):
         rows = table.filter(pa.array(parts == part))
+        latest = pc.max(rows.column("t1")).as_py()
+        watermark = watermark_ms if latest is None else max(
+            watermark_ms, event_time_ms(latest, settings.patterns.time_unit_ms) - delay)
         events = {c: rows.column(c).to_pylist() for c in rows.column_names}
-        new, out = op.run(store.load(part, batch_id), events, watermark_ms)
+        new, out = op.run(store.load(part, batch_id), events, watermark)
         if out:
             keys, values, topics = zip(*out, strict=True)
             produce_batches(kafka, None, iter([pa.RecordBatch.from_arrays(
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 names=["key", "value", "topic"])]))
         store.save(part, batch_id, new)
-        results.append((part, sum(g != NO_KEY for g in events["gkey"]), len(new),
+        results.append((part, watermark, sum(g != NO_KEY for g in events["gkey"]), len(new),
                         sum(len(ks.instances) for ks in new.values()),
                         sum(len(ks.pending["t1"]) for ks in new.values()), len(out)))
     yield pa.RecordBatch.from_pylist([dict(zip(RESULT_SCHEMA.names, r, strict=True)) for r in results],
@@ -137,36 +151,29 @@ class PatternJob:
         self.store = StateStore(state_dir(settings))
         self.partitions = settings.patterns.state_partitions
         self.store.check(self.partitions)
-        self.delay_ms = interval_ms(settings.patterns.watermark_delay)
 
     def process(self, df: DataFrame, batch_id: int) -> None:
-        """One micro-batch: key the events, advance the watermark, run every state partition."""
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
+        """One micro-batch: key the events, shuffle them by state partition, run every partition."""
         t0 = time.perf_counter()
-        p = self.settings.patterns
-        watermark = self.store.watermark_before(batch_id)
+        before = self.store.watermark_before(batch_id)
+        # the marks of a task with no events, so that every partition runs even when no source task does
+        none = self.spark.range(0, self.partitions, 1, 1).selectExpr(
+            f"'{NO_KEY}' AS gkey", "CAST(id AS INT) AS part", "CAST(NULL AS LONG) AS t0", "CAST(NULL AS LONG) AS t1",
+            "CAST(NULL AS STRING) AS eid", "CAST(NULL AS STRING) AS stream", "CAST(NULL AS BINARY) AS attrs",
+            "CAST(NULL AS INT) AS partition", "CAST(NULL AS LONG) AS offset")
         keyed = df.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
-            partial(keyed_rows, registry_dir=self.registry_dir, settings=self.settings, kafka=self.kafka),
-            ROWS_DDL).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            top = keyed.agg(F.max("t1")).first()
-            if top is not None and top[0] is not None:
-                watermark = max(watermark, event_time_ms(top[0], p.time_unit_ms) - self.delay_ms)
-            every = self.spark.range(0, self.partitions, 1, 1).selectExpr(  # one row per partition: timers run
-                f"'{NO_KEY}' AS gkey", "CAST(id AS INT) AS part", "CAST(NULL AS LONG) AS t0", "CAST(NULL AS LONG) AS t1",
-                "CAST(NULL AS STRING) AS eid", "CAST(NULL AS STRING) AS stream", "CAST(NULL AS BINARY) AS attrs",
-                "CAST(NULL AS INT) AS partition", "CAST(NULL AS LONG) AS offset")
-            results = (keyed.filter(F.col("part") >= 0).unionByName(every).repartition(self.partitions, "part")
-                       .mapInArrow(partial(run_partitions, batch_id=batch_id, watermark_ms=watermark,
-                                           settings=self.settings, kafka=self.kafka), RESULT_DDL).collect())
-        finally:
-            keyed.unpersist()
+            partial(keyed_rows, registry_dir=self.registry_dir, settings=self.settings, kafka=self.kafka), ROWS_DDL)
+        results = (keyed.unionByName(none).repartition(self.partitions, "part")
+                   .mapInArrow(partial(run_partitions, batch_id=batch_id, watermark_ms=before,
+                                       settings=self.settings, kafka=self.kafka), RESULT_DDL).collect())
+        if {r["part"] for r in results} != set(range(self.partitions)) or len({r["watermark"] for r in results}) != 1:
+            raise StateError(f"patterns batch {batch_id}: partitions {sorted((r['part'], r['watermark']) for r in results)}"
+                             f" (expected each of {self.partitions} once, with one watermark)")
+        watermark = results[0]["watermark"]
         self.store.write_watermark(batch_id, watermark)
-        total = [sum(r[i] for r in results) for i in range(1, len(RESULT_SCHEMA))]
+        total = [sum(r[i] for r in results) for i in range(2, len(RESULT_SCHEMA))]
         log.info("patterns batch %d: %d keyed events, watermark %d ms, %d keys, %d instances, %d pending, "
-                 "%d records sent, %.0f ms", batch_id, *total[:1], watermark, *total[1:],
+                 "%d records sent, %.0f ms", batch_id, total[0], watermark, *total[1:],
                  (time.perf_counter() - t0) * 1e3)
 
 

@@ -102,15 +102,16 @@ def event_bytes(e, **fields) -> bytes:
     return orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs, **fields})
 
 
-def _keyed(values, settings, monkeypatch) -> tuple[pd.DataFrame, list[dict]]:
-    """Keyed rows of event records, and the error records the task produced."""
+def _keyed(values, settings, monkeypatch, marks=False) -> tuple[pd.DataFrame, list[dict]]:
+    """Keyed rows of event records (with the partitions' marks if ``marks``), and the error records the task produced."""
     import streaming.kafka.sink as sink
 
     sent: list[dict] = []
     monkeypatch.setattr(sink, "produce_batches", lambda producer, topic, batches: sent.extend(
         orjson.loads(r["value"]) | {"to": topic} for rb in batches for r in rb.to_pylist()))
     out = list(keyed_rows(iter([kafka_batch(values)]), registry_dir(settings), settings, NO_KAFKA))
-    return pd.concat([rb.to_pandas() for rb in out]), sent
+    rows = pd.concat([rb.to_pandas() for rb in out], ignore_index=True)
+    return (rows if marks else rows[rows["gkey"] != NO_KEY]), sent
 
 
 def register(settings, subs) -> PatternRegistry:
@@ -243,8 +244,11 @@ def test_late_event_is_reported_once(tmp_path, monkeypatch):
 def test_events_without_keys_still_move_the_watermark(tmp_path, monkeypatch):
     settings = settings_for(tmp_path)
     PatternRegistry(registry_dir(settings))
-    rows, _ = _keyed([event_bytes(e) for e in stock_ticks(3, 1)], settings, monkeypatch)
-    assert set(rows["gkey"]) == {NO_KEY} and set(rows["part"]) == {-1}
+    events = stock_ticks(3, 1)
+    rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch, marks=True)
+    # only the marks: one per state partition, with the latest event time the task read
+    assert list(rows["gkey"]) == [NO_KEY] * 4 and list(rows["part"]) == [0, 1, 2, 3]
+    assert list(rows["t1"]) == [events[-1].t1] * 4
     part = Part()
     assert feed(PatternOperator(registry_dir(settings), settings), part, rows, event_time_ms(9, 1000)) == []
     assert part.state == {}
@@ -333,7 +337,7 @@ def test_state_partitions_replay_from_the_snapshot_before_the_batch(tmp_path, mo
 
     import streaming.kafka.sink as sink
     from streaming.patterns import state
-    from streaming.patterns.keyed import ROWS_SCHEMA
+    from streaming.patterns.keyed import ROWS_SCHEMA, partition_marks
     from streaming.patterns.queries import run_partitions, state_dir
 
     settings = settings_for(tmp_path, state_partitions=3)
@@ -341,11 +345,11 @@ def test_state_partitions_replay_from_the_snapshot_before_the_batch(tmp_path, mo
     register(settings, subs)
     events = stock_ticks(90, 4)
     rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
-    assert set(rows["part"]) <= {0, 1, 2}
+    assert set(rows["part"]) == {0, 1, 2}
     sent: list = []
     monkeypatch.setattr(sink, "produce_batches", lambda kafka, topic, batches: sent.extend(
         r for rb in batches for r in rb.to_pylist()))
-    every = pd.DataFrame({"gkey": [NO_KEY] * 3, "part": [0, 1, 2]})
+    every = partition_marks(3, None).to_pandas()
 
     def batch(b, lo, hi, wm):
         frame = pd.concat([rows[(rows["offset"] >= lo) & (rows["offset"] < hi)], every])
