@@ -137,9 +137,12 @@ class PatternsSettings:
         end time ``t1`` and the start time ``t0`` (integer ticks); the event's id is
         ``match.event_id_field``.
     default_stream : stream of an event without a stream field.
-    time_unit_ms : milliseconds per tick (Spark's event time).
-    watermark_delay : how far (event time) events of one key may arrive out of order.
+    time_unit_ms : milliseconds per tick (event time).
+    watermark_delay : how far (event time) events of one key may arrive out of order
+        (``"<number> <unit>"``, unit ``ms``, ``seconds``, ``minutes``, ``hours`` or ``days``).
     key_buckets : state keys per partition attribute (values hashed into this many).
+    state_partitions : partitions of the keyed state (one task each per micro-batch; fixed
+        for a checkpoint).
     max_keys_per_event : bound on the state keys one event goes to.
     state_timeout : ticks after which an instance is dropped whatever its pattern (0: only
         its ``DUR`` bound ends it; a bound on the state of patterns without one).
@@ -155,6 +158,7 @@ class PatternsSettings:
     time_unit_ms: int = 1000
     watermark_delay: str = "5 seconds"
     key_buckets: int = 64
+    state_partitions: int = 4
     max_keys_per_event: int = 64
     state_timeout: int = 0
 
@@ -416,6 +420,25 @@ def _build(base: Settings, overrides: Mapping[str, Mapping[str, Any]], source: s
     return settings
 
 
+_UNIT_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "second": 1000, "seconds": 1000, "s": 1000,
+            "minute": 60_000, "minutes": 60_000, "min": 60_000, "hour": 3_600_000, "hours": 3_600_000,
+            "day": 86_400_000, "days": 86_400_000}
+
+
+def interval_ms(text: str) -> int:
+    """Milliseconds of an interval ``"<number> <unit>"`` (``"5 seconds"``, ``"500 ms"``).
+
+    Raises
+    ------
+    ValueError
+        If the text is no such interval, or a negative one.
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*", text)
+    if m is None or m.group(2).lower() not in _UNIT_MS:
+        raise ValueError(f"{text!r} is not an interval like \"5 seconds\" (units: {', '.join(sorted(_UNIT_MS))})")
+    return round(float(m.group(1)) * _UNIT_MS[m.group(2).lower()])
+
+
 def _validate(s: Settings) -> None:
     if s.notifications.payload not in PAYLOADS:
         raise ConfigError(f"notifications.payload must be one of {PAYLOADS}, not {s.notifications.payload!r}")
@@ -448,9 +471,13 @@ def _validate(s: Settings) -> None:
     pat = s.patterns
     if pat.starting_offsets not in ("", "earliest", "latest"):
         raise ConfigError(f"patterns.starting_offsets must be earliest, latest or \"\", not {pat.starting_offsets!r}")
-    for key in ("time_unit_ms", "key_buckets", "max_keys_per_event"):
+    for key in ("time_unit_ms", "key_buckets", "state_partitions", "max_keys_per_event"):
         if getattr(pat, key) < 1:
             raise ConfigError(f"patterns.{key} must be at least 1")
+    try:
+        interval_ms(pat.watermark_delay)
+    except ValueError as exc:
+        raise ConfigError(f"patterns.watermark_delay: {exc}") from None
     if pat.state_timeout < 0:
         raise ConfigError("patterns.state_timeout must be 0 (none) or positive")
     if len({pat.stream_field, pat.time_field, pat.start_field, s.match.event_id_field}) < 4:

@@ -88,8 +88,9 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
         def drain(q: Any) -> None:
             q.processAllAvailable()
             drained = time.perf_counter()
-            while q.lastProgress is None or q.lastProgress.get("numInputRows", 1):
-                time.sleep(0.2)  # the watermark's no-data batch completes the buffered events
+            # Spark's stateful operator (before the state partitions) needs the watermark's no-data batch
+            while q.lastProgress is None or (q.lastProgress.get("stateOperators") and q.lastProgress["numInputRows"]):
+                time.sleep(0.2)
                 if time.perf_counter() - drained > 120:
                     break
 

@@ -3,8 +3,8 @@
 An event goes to the state key of each partition attribute in use that it carries
 (:func:`group_key`: ``name#17``, the value hashed into ``patterns.key_buckets``), to
 :data:`~streaming.patterns.registry.ALL_KEY` when some pattern has no partition
-attribute, and otherwise to :data:`NO_KEY` (no state; it still moves the event-time
-watermark). Events are read as the match query reads them
+attribute, and otherwise to none (it still moves the event-time watermark: see
+:func:`keyed_rows`). Events are read as the match query reads them
 (:func:`streaming.records.read_event`): an event it refuses is its to report and is
 skipped here, so a bad event yields one error record across both queries. This query
 reports only what only it checks: the reserved fields (stage ``pattern-event``).
@@ -30,11 +30,14 @@ PATTERN_EVENT = "pattern-event"
 """Stage of an event whose reserved fields the patterns query cannot use."""
 
 ROWS_SCHEMA = pa.schema([
-    ("gkey", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("t0", pa.int64()), ("t1", pa.int64()),
+    ("gkey", pa.string()), ("part", pa.int32()), ("t0", pa.int64()), ("t1", pa.int64()),
     ("eid", pa.string()), ("stream", pa.string()), ("attrs", pa.binary()), ("partition", pa.int32()),
     ("offset", pa.int64()),
 ])
-ROWS_DDL = ("gkey string, ts timestamp, t0 long, t1 long, eid string, stream string, attrs binary, "
+"""A keyed row: the state key ``gkey`` and its state partition ``part``
+(:func:`~streaming.patterns.state.partition_of`), the event; or a partition's mark
+(:func:`partition_marks`)."""
+ROWS_DDL = ("gkey string, part int, t0 long, t1 long, eid string, stream string, attrs binary, "
             "partition int, offset long")
 
 
@@ -46,24 +49,29 @@ def group_key(attr: str, value: Any, buckets: int) -> str:
 
 
 def event_time_ms(tick: int, unit_ms: int) -> int:
-    """Spark event time of a tick: ``(tick + 1)`` units, so that tick 0 is not dropped as
-    "not after" the initial watermark (0); the watermark ``w`` has passed tick ``w // unit - 1``."""
+    """Event time of a tick: ``(tick + 1)`` units, so that tick 0 is after the initial
+    watermark (0); the watermark ``w`` has passed tick ``w // unit - 1``."""
     return (tick + 1) * unit_ms
 
 
 def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: Settings,
                kafka: KafkaClientConfig) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: Kafka event records (``value, topic, partition, offset, timestamp``)
-    to :data:`ROWS_SCHEMA` rows; ``pattern-event`` error records are produced to the errors
-    topic here (at least once: a retried task sends the same record, with the same id)."""
+    to :data:`ROWS_SCHEMA` rows, then one :data:`NO_KEY` row per state partition whose ``t1``
+    is the latest event end this task read (null: none), so that every partition's task
+    learns the batch's latest event time (the watermark) and runs even without events;
+    ``pattern-event`` error records are produced to the errors topic here (at least once: a
+    retried task sends the same record, with the same id)."""
     from streaming.kafka.sink import produce_batches
+    from streaming.patterns.state import partition_of
 
     p = settings.patterns
-    buckets, unit, cap = p.key_buckets, p.time_unit_ms, p.max_keys_per_event
+    buckets, cap, parts_n = p.key_buckets, p.max_keys_per_event, p.state_partitions
+    latest: int | None = None
     for rb in batches:
         _, attrs_in_use, unkeyed = partition_keys(registry_dir)
         cols: tuple[list, ...] = ([], [], [], [], [], [], [], [], [])
-        gkeys, stamps, t0s, t1s, eids, streams, blobs, parts, offs = cols
+        gkeys, states, t0s, t1s, eids, streams, blobs, parts, offs = cols
         errors: list[ErrorRecord] = []
         values = rb.column("value").to_pylist()
         topics = rb.column("topic").to_pylist()
@@ -79,16 +87,14 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
                 errors.append(row)
                 continue
             t0, t1, eid, stream, attrs = row
+            latest = t1 if latest is None or t1 > latest else latest
             keys = [group_key(a, attrs[a], buckets) for a in attrs_in_use if a in attrs]
             if unkeyed:
                 keys.append(ALL_KEY)
-            if not keys:
-                keys.append(NO_KEY)
             blob = orjson.dumps(attrs)
-            ts = event_time_ms(t1, unit) * 1000
             for k in keys[:cap]:
                 gkeys.append(k)
-                stamps.append(ts)
+                states.append(partition_of(k, parts_n))
                 t0s.append(t0)
                 t1s.append(t1)
                 eids.append(eid)
@@ -101,6 +107,14 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
                 {"value": pa.array([e.to_json() for e in errors], pa.binary())})]))
         yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, ROWS_SCHEMA, strict=True)],
                                          schema=ROWS_SCHEMA)
+    yield partition_marks(parts_n, latest)
+
+
+def partition_marks(partitions: int, latest: int | None) -> pa.RecordBatch:
+    """One :data:`NO_KEY` row per state partition with ``t1`` = ``latest`` (see :func:`keyed_rows`)."""
+    return pa.RecordBatch.from_pydict({f.name: pa.nulls(partitions, f.type) for f in ROWS_SCHEMA} | {
+        "gkey": pa.array([NO_KEY] * partitions, pa.string()), "part": pa.array(range(partitions), pa.int32()),
+        "t1": pa.array([latest] * partitions, pa.int64())}, schema=ROWS_SCHEMA)
 
 
 def single_valued(rows: Rows) -> dict[str, Any]:

@@ -1,13 +1,14 @@
-"""The keyed-state operator: one state key's automaton instances over its events.
+"""The pattern operator: the automaton instances of the state keys of one state partition.
 
-:class:`PatternOperator` is the function of ``applyInPandasWithState`` (event-time
-timeout). Per call, for one state key (:mod:`streaming.patterns.keyed`), its lifecycle:
+A state partition (:mod:`streaming.patterns.state`) holds a :class:`KeyState` per state key
+(:mod:`streaming.patterns.keyed`). Per micro-batch, :meth:`PatternOperator.run` visits the
+keys with new events and those whose timer (``wake``) the watermark has reached; for each,
+its lifecycle:
 
-1. :meth:`~PatternOperator.restore`: the key's state (:data:`STATE_SCHEMA`) into the
-   worker's compiled engine (one per registry version and partition attribute, shared by
-   the keys, :func:`~streaming.patterns.registry.engine_for`);
-2. :meth:`~PatternOperator.on_events`: the new events join the key's pending events
-   (none on a timeout call);
+1. :meth:`~PatternOperator.restore`: the key's state into the worker's compiled engine (one
+   per registry version and partition attribute, shared by the keys,
+   :func:`~streaming.patterns.registry.engine_for`);
+2. :meth:`~PatternOperator.on_events`: the new events join the key's pending events;
 3. :meth:`~PatternOperator.on_watermark`: the pending events the event-time watermark
    has passed go through the engine in order of ``(t1, partition, offset)`` (Kafka
    partitions interleave freely up to ``patterns.watermark_delay``); completed patterns
@@ -17,24 +18,20 @@ timeout). Per call, for one state key (:mod:`streaming.patterns.keyed`), its lif
    patterns whose deadline it passed fire (notifications without a completing event:
    ``partition`` and ``offset`` null), instances whose ``DUR`` bound (or
    ``patterns.state_timeout``) it passed are dropped;
-5. :meth:`~PatternOperator.snapshot`: the instances and pending events back into the
-   state, and the timer (event-time timeout) at the next pending event or expiry, so a
-   key that receives no more events still completes and expires; a key with neither has
-   no state.
+5. :meth:`~PatternOperator.snapshot`: the instances and pending events as the key's new
+   :class:`KeyState`, with its timer at the next pending event or expiry, so a key that
+   receives no more events still completes and expires; a key with neither has no state.
 """
 
 from __future__ import annotations
 
-import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
-import pandas as pd
-from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from matchers.cayuga.algebra import Event
 from matchers.cayuga.engine import Engine
@@ -48,42 +45,37 @@ from streaming.tenants import Tenants
 PATTERN_LATE = "pattern-late"
 """Stage of an event that arrived after a later one of its key was processed."""
 
-OUT_DDL = "key binary, value binary, topic string"
-STATE_SCHEMA = StructType([
-    StructField("clock", LongType()),
-    StructField("instances", BinaryType(), False),
-    StructField("pending", BinaryType(), False),
-])
-"""The state of one key, declared once: ``clock``, the end time of the last event processed
-(null: none yet); ``instances``, the engine's automaton instances (:meth:`Engine.export_instances
-<matchers.cayuga.engine.Engine.export_instances>`: the records ``first`` and ``cur``, the
-interval, the ids of the witness' events, the registry version it was born at...);
-``pending``, the events waiting for the watermark as columns (:data:`PENDING`; ``attrs`` the
-event's JSON). Both are blobs (:func:`encode`). (Spark 4.3's Python worker cannot read a
-state schema holding arrays: ``KeyError: 'elementType'`` in ``StructType.fromJson``.)"""
 PENDING = ("t1", "partition", "offset", "t0", "eid", "stream", "attrs")
+"""The columns of a key's pending events (``attrs`` the event's JSON)."""
+Row = tuple[bytes | None, bytes, str]
+"""An output record: ``(key, value, topic)``."""
 
 
-def encode(value: Any) -> bytes:
-    """A state blob: a pickle, so that the records of instances keep their floats exactly (a
-    NaN or an infinity from arithmetic stays one; JSON would write null) and their tuples."""
-    return pickle.dumps(value, protocol=5)
+@dataclass(frozen=True)
+class KeyState:
+    """The state of one key between micro-batches.
+
+    ``clock``: the end time of the last event processed (None: none yet); ``instances``: the
+    engine's automaton instances (:meth:`Engine.export_instances
+    <matchers.cayuga.engine.Engine.export_instances>`: records keep their floats, NaN and
+    infinities included); ``pending``: the events waiting for the watermark, as columns
+    (:data:`PENDING`); ``wake``: the watermark (ms) at which the key must be visited even
+    without new events (its next pending event, ``DUR`` expiry or state timeout), or None.
+    """
+
+    clock: int | None
+    instances: list
+    pending: dict[str, list]
+    wake: int | None
 
 
-def decode(blob: bytes) -> Any:
-    """The value of a state blob (:func:`encode`); a JSON blob is state written before, with the
-    pending events' JSON as text."""
-    if blob[:1] == b"\x80":  # a pickle's PROTO opcode
-        return pickle.loads(blob)  # the operator's own state, in its checkpoint
-    value = orjson.loads(blob)
-    if isinstance(value, dict):
-        value["attrs"] = [a.encode() for a in value["attrs"]]
-    return value
+PartitionState = dict[str, KeyState]
+"""The state of one state partition: its keys' states."""
 
 
 @dataclass
-class KeyState:
-    """One key's state while the operator holds it."""
+class OpenKey:
+    """One key while the operator holds it: its engine (holding its instances) and pending events."""
 
     key: str
     engine: Engine
@@ -91,7 +83,7 @@ class KeyState:
 
 
 class PatternOperator:
-    """The ``applyInPandasWithState`` function (see the module docstring).
+    """The pattern operator of the state partitions of one task (see the module docstring).
 
     Parameters
     ----------
@@ -112,45 +104,52 @@ class PatternOperator:
         """``(notifications topic, the subscription id it names)`` of a pattern (its tenant's, with tenants)."""
         return (self.notifications_topic, sub_id) if self.tenants is None else self.tenants.route(sub_id)
 
-    def __call__(self, key: tuple, pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        gkey = key[0]
-        if gkey == NO_KEY:  # events of no pattern's key: only the watermark needed them
-            yield pd.DataFrame({"key": [], "value": [], "topic": []})
-            return
-        ks = self.restore(gkey, state)
-        try:
-            if not state.hasTimedOut:
-                self.on_events(ks, pdfs)
-            watermark_ms = state.getCurrentWatermarkMs()
-            now = watermark_ms // self.unit - 1  # the last tick the watermark has passed
-            rows = self.on_watermark(ks, now)
-            rows += self.advance(ks, now)
-            self.snapshot(ks, state, watermark_ms)
-        finally:
-            ks.engine.clear_instances()
-        keys, values, topics = zip(*rows, strict=True) if rows else ((), (), ())
-        yield pd.DataFrame({"key": keys, "value": values, "topic": topics})
+    def run(self, state: PartitionState, events: dict[str, Sequence], watermark_ms: int) -> tuple[PartitionState, list[Row]]:
+        """One micro-batch of a state partition: its new ``events`` (columns ``gkey`` and
+        :data:`PENDING`; rows of :data:`~streaming.patterns.keyed.NO_KEY` are ignored) at
+        event-time watermark ``watermark_ms``. Returns the partition's new state (``state`` is
+        not changed) and the output records."""
+        rows_of: dict[str, list[int]] = {}
+        for i, gkey in enumerate(events.get("gkey", ())):
+            if gkey != NO_KEY:
+                rows_of.setdefault(gkey, []).append(i)
+        due = {k for k, ks in state.items() if ks.wake is not None and ks.wake <= watermark_ms}
+        now = watermark_ms // self.unit - 1  # the last tick the watermark has passed
+        new, out = dict(state), []
+        for gkey in sorted(rows_of.keys() | due):
+            key = self.restore(gkey, state.get(gkey))
+            try:
+                if gkey in rows_of:
+                    self.on_events(key, events, rows_of[gkey])
+                out += self.on_watermark(key, now)
+                out += self.advance(key, now)
+                kept = self.snapshot(key, watermark_ms)
+            finally:
+                key.engine.clear_instances()
+            if kept is None:
+                new.pop(gkey, None)
+            else:
+                new[gkey] = kept
+        return new, out
 
     # -- lifecycle -------------------------------------------------------------------------
-    def restore(self, gkey: str, state: Any) -> KeyState:
+    def restore(self, gkey: str, ks: KeyState | None) -> OpenKey:
         """The key's engine holding its instances, and its pending events."""
-        ks = KeyState(gkey, engine_for(self.registry_dir, gkey, self.unit))
-        if state.exists:
-            clock, instances, pending = state.get
-            ks.engine.load_instances(decode(instances), clock)
-            ks.pending = decode(pending)
+        key = OpenKey(gkey, engine_for(self.registry_dir, gkey, self.unit))
+        if ks is None:
+            key.engine.load_instances((), None)
         else:
-            ks.engine.load_instances((), None)
-        return ks
+            key.engine.load_instances(ks.instances, ks.clock)
+            key.pending = {c: list(v) for c, v in ks.pending.items()}
+        return key
 
-    def on_events(self, ks: KeyState, pdfs: Iterator[pd.DataFrame]) -> None:
-        """Add the new events to the key's pending events."""
-        pending = ks.pending
-        for pdf in pdfs:
-            for c in PENDING:
-                pending[c].extend(pdf[c].tolist())
+    def on_events(self, key: OpenKey, events: dict[str, Sequence], rows: Sequence[int]) -> None:
+        """Add the key's new events (``rows`` of ``events``) to its pending events."""
+        for c in PENDING:
+            column = events[c]
+            key.pending[c].extend(column[i] for i in rows)
 
-    def on_watermark(self, ks: KeyState, now: int) -> list[tuple[bytes | None, bytes, str]]:
+    def on_watermark(self, ks: OpenKey, now: int) -> list[Row]:
         """Process the pending events ending at or before ``now``, in order; the output rows."""
         p = ks.pending
         if not p["t1"]:
@@ -161,7 +160,7 @@ class PatternOperator:
         if ready == 0:
             return []
         eng, gkey, unit = ks.engine, ks.key, self.unit
-        rows: list[tuple[bytes | None, bytes, str]] = []
+        rows: list[Row] = []
         matched_ms = int(time.time() * 1000)
         t0s, eids, streams, attrs, parts, offs = (p[c] for c in ("t0", "eid", "stream", "attrs", "partition", "offset"))
         for i in order[:ready].tolist():
@@ -183,31 +182,29 @@ class PatternOperator:
         ks.pending = {c: [v[i] for i in rest] for c, v in p.items()}
         return rows
 
-    def advance(self, ks: KeyState, now: int) -> list[tuple[bytes | None, bytes, str]]:
+    def advance(self, ks: OpenKey, now: int) -> list[Row]:
         """Let event time pass to ``now``: ``UNLESS`` patterns whose deadline passed fire (their
         notification rows), instances that can no longer complete are dropped."""
         matched_ms = int(time.time() * 1000)
         return [self._row(m, ks.key, matched_ms) for m in ks.engine.advance(now)]
 
-    def _row(self, m: Any, gkey: str, matched_ms: int) -> tuple[bytes | None, bytes, str]:
+    def _row(self, m: Any, gkey: str, matched_ms: int) -> Row:
         """The notification row of a pattern completed by the passing of time, not by an event."""
         topic, sub_id = self.route(m.sub_id)
         value = notifications.pattern(sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
                                       None, None, m.t1 * self.unit, matched_ms)
         return sub_id.encode("utf-8"), value, topic
 
-    def snapshot(self, ks: KeyState, state: Any, watermark_ms: int) -> None:
-        """Write the key's instances and pending events to ``state`` and set its timer."""
-        eng = ks.engine
+    def snapshot(self, key: OpenKey, watermark_ms: int) -> KeyState | None:
+        """The key's instances and pending events as its state, with its timer; None when it has neither."""
+        eng = key.engine
         instances = eng.export_instances()
         if self.state_timeout:
             now = watermark_ms // self.unit - 1
             instances = [i for i in instances if i[0] is None or i[3] + self.state_timeout > now]  # None: skip marks
-        pending = ks.pending
+        pending = key.pending
         if not instances and not pending["t1"]:
-            state.remove()
-            return
-        state.update((eng.clock, encode(instances), encode(pending)))
+            return None
         wake = [event_time_ms(min(pending["t1"]), self.unit)] if pending["t1"] else []
         nxt = eng.next_expiry()
         if nxt is not None:
@@ -216,5 +213,4 @@ class PatternOperator:
         if self.state_timeout and starts:
             wake.append(event_time_ms(min(starts) + self.state_timeout, self.unit))
         wake = [w for w in wake if w > watermark_ms]
-        if wake:
-            state.setTimeoutTimestamp(min(wake))
+        return KeyState(eng.clock, list(instances), pending, min(wake) if wake else None)

@@ -3,10 +3,14 @@
 * ``pattern-subscriptions`` reads the subscriptions topic (and every tenant's) and keeps the
   pattern registry (:mod:`streaming.patterns.registry`); its bad pattern records go to the
   errors topic of the record's tenant.
-* ``patterns`` reads the events topic, keys the events (:mod:`streaming.patterns.keyed`)
-  and runs the keyed-state operator (:class:`~streaming.patterns.operator.PatternOperator`)
-  with ``applyInPandasWithState`` and an event-time watermark; notifications and error
-  records go to their topics through the ``kafka-py`` sink.
+* ``patterns`` reads the events topic; its foreachBatch function (:class:`PatternJob`) keys
+  the events (:mod:`streaming.patterns.keyed`), computes the event-time watermark (the
+  largest event time seen, minus ``patterns.watermark_delay``), and runs one task per state
+  partition (:func:`run_partitions`): the pattern operator
+  (:class:`~streaming.patterns.operator.PatternOperator`) over the partition's state
+  (:mod:`streaming.patterns.state`), its notifications and error records sent to their
+  topics by the task. Every partition runs every batch, with or without events, so timers
+  fire when the watermark passes them.
 
 Both checkpoint under ``<spark.checkpoint_dir>/patterns`` (the registry under it too), start
 from ``patterns.starting_offsets`` and trigger every ``patterns.trigger_interval``.
@@ -15,15 +19,26 @@ from ``patterns.starting_offsets`` and trigger every ``patterns.trigger_interval
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING
 
-from streaming.config import Settings
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.config import Settings, interval_ms
 from streaming.kafka.client_config import KafkaClientConfig
-from streaming.patterns.keyed import ROWS_DDL, keyed_rows
-from streaming.patterns.operator import OUT_DDL, STATE_SCHEMA, PatternOperator
+from streaming.patterns.keyed import (
+    NO_KEY,
+    ROWS_DDL,
+    ROWS_SCHEMA,
+    event_time_ms,
+    keyed_rows,
+)
+from streaming.patterns.operator import PatternOperator
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records
+from streaming.patterns.state import StateError, StateStore
 from streaming.storage import join
 from streaming.tenants import Tenants
 
@@ -33,6 +48,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streaming.patterns")
 
+OUT_DDL = "key binary, value binary, topic string"
+RESULT_SCHEMA = pa.schema([("part", pa.int32()), ("watermark", pa.int64()), ("events", pa.int64()),
+                           ("keys", pa.int64()), ("instances", pa.int64()), ("pending", pa.int64()),
+                           ("sent", pa.int64())])
+"""One row per state partition and batch: the watermark after the batch, the partition's new
+events, keys, live instances and pending events after the batch, and the records it sent."""
+RESULT_DDL = "part int, watermark long, events long, keys long, instances long, pending long, sent long"
+
 
 def checkpoint(settings: Settings) -> str:
     """Where the patterns queries keep their checkpoints and the registry."""
@@ -41,6 +64,11 @@ def checkpoint(settings: Settings) -> str:
 
 def registry_dir(settings: Settings) -> str:
     return join(checkpoint(settings), "pattern-registry")
+
+
+def state_dir(settings: Settings) -> str:
+    """Where the state partitions' snapshots live (:class:`~streaming.patterns.state.StateStore`)."""
+    return join(checkpoint(settings), "pattern-state")
 
 
 def _starting(settings: Settings) -> str:
@@ -76,26 +104,90 @@ def start_subscriptions_query(spark: SparkSession, settings: Settings, client_co
             .queryName("pattern-subscriptions").trigger(processingTime=_trigger(settings)).start())
 
 
-def start_patterns_query(spark: SparkSession, settings: Settings, client_config: KafkaClientConfig) -> StreamingQuery:
-    """The stateful query: events keyed by partition value, instances in keyed state."""
-    from pyspark.sql.streaming.state import GroupStateTimeout
+def run_partitions(batches: Iterator[pa.RecordBatch], batch_id: int, watermark_ms: int, settings: Settings,
+                   kafka: KafkaClientConfig) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body of one task of the ``patterns`` query, after the shuffle by state
+    partition: for each partition among its rows (:data:`~streaming.patterns.keyed.ROWS_SCHEMA`;
+    each partition has the marks of every keying task, :func:`~streaming.patterns.keyed.partition_marks`),
+    the watermark moves from ``watermark_ms`` (the previous batch's) to the latest event time of
+    the batch minus ``patterns.watermark_delay``; the operator runs from the state before
+    ``batch_id``, the output records are sent, then the state is written. One
+    :data:`RESULT_SCHEMA` row per partition."""
+    from streaming.kafka.sink import produce_batches
 
+    table = pa.Table.from_batches([rb.cast(ROWS_SCHEMA) for rb in batches], schema=ROWS_SCHEMA)
+    op = PatternOperator(registry_dir(settings), settings)
+    store = StateStore(state_dir(settings))
+    delay = interval_ms(settings.patterns.watermark_delay)
+    parts = table.column("part").to_numpy()
+    results: list[tuple[int, ...]] = []
+    for part in sorted(set(parts.tolist())):
+        rows = table.filter(pa.array(parts == part))
+        latest = pc.max(rows.column("t1")).as_py()
+        watermark = watermark_ms if latest is None else max(
+            watermark_ms, event_time_ms(latest, settings.patterns.time_unit_ms) - delay)
+        events = {c: rows.column(c).to_pylist() for c in rows.column_names}
+        new, out = op.run(store.load(part, batch_id), events, watermark)
+        if out:
+            keys, values, topics = zip(*out, strict=True)
+            produce_batches(kafka, None, iter([pa.RecordBatch.from_arrays(
+                [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
+                names=["key", "value", "topic"])]))
+        store.save(part, batch_id, new)
+        results.append((part, watermark, sum(g != NO_KEY for g in events["gkey"]), len(new),
+                        sum(len(ks.instances) for ks in new.values()),
+                        sum(len(ks.pending["t1"]) for ks in new.values()), len(out)))
+    yield pa.RecordBatch.from_pylist([dict(zip(RESULT_SCHEMA.names, r, strict=True)) for r in results],
+                                     schema=RESULT_SCHEMA)
+
+
+class PatternJob:
+    """The foreachBatch function of the ``patterns`` query (see the module docstring)."""
+
+    def __init__(self, spark: SparkSession, settings: Settings, client_config: KafkaClientConfig):
+        self.spark, self.settings, self.kafka = spark, settings, client_config
+        self.registry_dir = registry_dir(settings)
+        PatternRegistry(self.registry_dir)  # exists before the executors read it
+        self.store = StateStore(state_dir(settings))
+        self.partitions = settings.patterns.state_partitions
+        self.store.check(self.partitions)
+
+    def process(self, df: DataFrame, batch_id: int) -> None:
+        """One micro-batch: key the events, shuffle them by state partition, run every partition."""
+        t0 = time.perf_counter()
+        before = self.store.watermark_before(batch_id)
+        # the marks of a task with no events, so that every partition runs even when no source task does
+        none = self.spark.range(0, self.partitions, 1, 1).selectExpr(
+            f"'{NO_KEY}' AS gkey", "CAST(id AS INT) AS part", "CAST(NULL AS LONG) AS t0", "CAST(NULL AS LONG) AS t1",
+            "CAST(NULL AS STRING) AS eid", "CAST(NULL AS STRING) AS stream", "CAST(NULL AS BINARY) AS attrs",
+            "CAST(NULL AS INT) AS partition", "CAST(NULL AS LONG) AS offset")
+        keyed = df.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
+            partial(keyed_rows, registry_dir=self.registry_dir, settings=self.settings, kafka=self.kafka), ROWS_DDL)
+        results = (keyed.unionByName(none).repartition(self.partitions, "part")
+                   .mapInArrow(partial(run_partitions, batch_id=batch_id, watermark_ms=before,
+                                       settings=self.settings, kafka=self.kafka), RESULT_DDL).collect())
+        if {r["part"] for r in results} != set(range(self.partitions)) or len({r["watermark"] for r in results}) != 1:
+            raise StateError(f"patterns batch {batch_id}: partitions {sorted((r['part'], r['watermark']) for r in results)}"
+                             f" (expected each of {self.partitions} once, with one watermark)")
+        watermark = results[0]["watermark"]
+        self.store.write_watermark(batch_id, watermark)
+        total = [sum(r[i] for r in results) for i in range(2, len(RESULT_SCHEMA))]
+        log.info("patterns batch %d: %d keyed events, watermark %d ms, %d keys, %d instances, %d pending, "
+                 "%d records sent, %.0f ms", batch_id, total[0], watermark, *total[1:],
+                 (time.perf_counter() - t0) * 1e3)
+
+
+def start_patterns_query(spark: SparkSession, settings: Settings, client_config: KafkaClientConfig) -> StreamingQuery:
+    """The stateful query: events keyed by partition value, instances in the state partitions."""
     from streaming import kafka
 
     kafka.register(spark)
-    rdir = registry_dir(settings)
-    PatternRegistry(rdir)  # exists before the executors read it
-    config, k = client_config, settings.kafka
-    src = kafka.read_stream(spark, config, k.events_topic, starting=_starting(settings),
-                            max_per_trigger=k.max_offsets_per_trigger or None)
-    rows = src.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
-        partial(keyed_rows, registry_dir=rdir, settings=settings, kafka=config),
-        ROWS_DDL)
-    out = rows.withWatermark("ts", settings.patterns.watermark_delay).groupBy("gkey").applyInPandasWithState(
-        PatternOperator(rdir, settings), OUT_DDL, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
-    return (out.writeStream.format("kafka-py").options(**config.spark_options())
+    job = PatternJob(spark, settings, client_config)
+    src = kafka.read_stream(spark, client_config, settings.kafka.events_topic, starting=_starting(settings),
+                            max_per_trigger=settings.kafka.max_offsets_per_trigger or None)
+    return (src.writeStream.foreachBatch(job.process)
             .option("checkpointLocation", join(checkpoint(settings), "patterns"))
-            .queryName("patterns").trigger(processingTime=_trigger(settings)).outputMode("append").start())
+            .queryName("patterns").trigger(processingTime=_trigger(settings)).start())
 
 
 def starters(settings: Settings, spark: SparkSession, client_config: KafkaClientConfig) -> list[Callable[[], StreamingQuery]]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pickle
+from collections import namedtuple
+
 import orjson
 import pandas as pd
 import pytest
@@ -16,7 +19,7 @@ from streaming.patterns.keyed import (
     keyed_rows,
     read_row,
 )
-from streaming.patterns.operator import PATTERN_LATE, STATE_SCHEMA, PatternOperator, decode, encode
+from streaming.patterns.operator import PATTERN_LATE, PatternOperator
 from streaming.patterns.queries import _starting, _trigger, registry_dir
 from streaming.patterns.registry import (
     ALL_KEY,
@@ -81,28 +84,14 @@ def test_a_missing_registry_is_an_error_never_empty(tmp_path):
         partition_keys(str(tmp_path / "r"))
 
 
-class FakeState:
-    """The GroupState calls the operator makes."""
+class Part:
+    """One state partition between the operator's micro-batches."""
 
-    def __init__(self, watermark_ms=0, value=None, timed_out=False):
-        self.value, self.watermark_ms, self.timed_out, self.timeout = value, watermark_ms, timed_out, None
+    def __init__(self):
+        self.state: dict = {}
 
-    exists = property(lambda self: self.value is not None)
-    get = property(lambda self: self.value)
-    hasTimedOut = property(lambda self: self.timed_out)  # noqa: N815 - PySpark's name
 
-    def getCurrentWatermarkMs(self):  # noqa: N802
-        return self.watermark_ms
-
-    def update(self, value):
-        self.value = value
-
-    def remove(self):
-        self.value = None
-
-    def setTimeoutTimestamp(self, ms):  # noqa: N802
-        assert ms > self.watermark_ms
-        self.timeout = ms
+OutRow = namedtuple("OutRow", "key value topic")
 
 
 def settings_for(tmp_path, **patterns) -> Settings:
@@ -113,15 +102,16 @@ def event_bytes(e, **fields) -> bytes:
     return orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs, **fields})
 
 
-def _keyed(values, settings, monkeypatch) -> tuple[pd.DataFrame, list[dict]]:
-    """Keyed rows of event records, and the error records the task produced."""
+def _keyed(values, settings, monkeypatch, marks=False) -> tuple[pd.DataFrame, list[dict]]:
+    """Keyed rows of event records (with the partitions' marks if ``marks``), and the error records the task produced."""
     import streaming.kafka.sink as sink
 
     sent: list[dict] = []
     monkeypatch.setattr(sink, "produce_batches", lambda producer, topic, batches: sent.extend(
         orjson.loads(r["value"]) | {"to": topic} for rb in batches for r in rb.to_pylist()))
     out = list(keyed_rows(iter([kafka_batch(values)]), registry_dir(settings), settings, NO_KAFKA))
-    return pd.concat([rb.to_pandas() for rb in out]), sent
+    rows = pd.concat([rb.to_pandas() for rb in out], ignore_index=True)
+    return (rows if marks else rows[rows["gkey"] != NO_KEY]), sent
 
 
 def register(settings, subs) -> PatternRegistry:
@@ -130,18 +120,11 @@ def register(settings, subs) -> PatternRegistry:
     return reg
 
 
-def feed(op, states, rows, watermark_ms, timed_out=False):
-    """One micro-batch of the operator over ``rows`` (every key with state when timing out)."""
-    out = []
-    groups = dict(iter(rows.groupby("gkey"))) if len(rows) else {}
-    keys = set(groups) | ({k for k, st in states.items() if st.exists} if timed_out else set())
-    for gkey in keys:
-        st = states.setdefault(gkey, FakeState())
-        st.watermark_ms, st.timed_out = watermark_ms, gkey not in groups
-        pdfs = iter([groups[gkey]]) if gkey in groups else iter([])
-        for pdf in op((gkey,), pdfs, st):
-            out.extend(pdf.itertuples(index=False))
-    return out
+def feed(op, part, rows, watermark_ms):
+    """One micro-batch of the operator over ``rows`` (a keyed rows frame) in one state partition."""
+    events = {c: rows[c].tolist() for c in rows.columns} if len(rows) else {}
+    part.state, out = op.run(part.state, events, watermark_ms)
+    return [OutRow(*r) for r in out]
 
 
 def witnesses(out) -> set:
@@ -159,11 +142,11 @@ def test_keyed_state_lifecycle_equals_reference(tmp_path, monkeypatch, step, buc
     rows, sent = _keyed([event_bytes(e) for e in events] + [b"[1]"], settings, monkeypatch)
     assert sent == []  # the event that is no JSON object is the match query's to report
     assert set(rows["gkey"]) <= {ALL_KEY} | {group_key("name", s, buckets) for s in ("IBM", "MSFT", "ORCL", "SUN")}
-    op, states, got = PatternOperator(registry_dir(settings), settings), {}, set()
+    op, part, got = PatternOperator(registry_dir(settings), settings), Part(), set()
     for lo in range(0, len(events), step):
         wm = event_time_ms(events[lo].t1, 1000) - 3000 if lo else 0
-        got |= witnesses(feed(op, states, rows[(rows["offset"] >= lo) & (rows["offset"] < lo + step)], wm))
-    got |= witnesses(feed(op, states, rows.iloc[:0], event_time_ms(events[-1].t1 + 1, 1000), timed_out=True))
+        got |= witnesses(feed(op, part, rows[(rows["offset"] >= lo) & (rows["offset"] < lo + step)], wm))
+    got |= witnesses(feed(op, part, rows.iloc[:0], event_time_ms(events[-1].t1 + 1, 1000)))
     assert got == {(k[1], k[5]) for k in reference_matches(subs, events)}
 
 
@@ -173,7 +156,7 @@ def test_pattern_notification_schema(tmp_path, monkeypatch):
     register(settings, {"S3": TABLE1["S3"]})
     events = stock_ticks(60, 4)
     rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
-    out = feed(PatternOperator(registry_dir(settings), settings), {}, rows, event_time_ms(events[-1].t1 + 1, 1000))
+    out = feed(PatternOperator(registry_dir(settings), settings), Part(), rows, event_time_ms(events[-1].t1 + 1, 1000))
     docs = [orjson.loads(r.value) for r in out]
     assert docs
     for r, d in zip(out, docs, strict=True):
@@ -194,18 +177,18 @@ def test_absence_fires_from_the_watermark_and_survives_a_restart(tmp_path, monke
     logins = [("a1", "ann", False, 0), ("a2", "ann", True, 100), ("b1", "bob", False, 10)]
     values = [orjson.dumps({"id": i, "stream": "Login", "ts": t, "user": u, "ok": ok}) for i, u, ok, t in logins]
     rows, _ = _keyed(values, settings, monkeypatch)
-    states: dict = {}
-    out = feed(PatternOperator(registry_dir(settings), settings), states, rows, event_time_ms(200, 1000))
-    assert witnesses(out) == set() and any(st.exists for st in states.values())
-    assert min(st.timeout for st in states.values() if st.exists) <= event_time_ms(311, 1000)  # a timer at bob's deadline
-    # a restart: a new operator (new engines) from the states alone; the watermark passes bob's deadline
-    later = PatternOperator(registry_dir(settings), settings)
-    out = feed(later, states, rows.iloc[:0], event_time_ms(400, 1000), timed_out=True)
+    part = Part()
+    out = feed(PatternOperator(registry_dir(settings), settings), part, rows, event_time_ms(200, 1000))
+    assert witnesses(out) == set() and part.state
+    assert min(ks.wake for ks in part.state.values()) <= event_time_ms(311, 1000)  # a timer at bob's deadline
+    # a restart: a new operator (new engines) from the pickled state alone; the watermark passes bob's deadline
+    later, part.state = PatternOperator(registry_dir(settings), settings), pickle.loads(pickle.dumps(part.state))
+    out = feed(later, part, rows.iloc[:0], event_time_ms(400, 1000))
     docs = [orjson.loads(r.value) for r in out]
     assert [(d["subscription"], d["witness"]["events"], d["partition"], d["offset"]) for d in docs] == [
         ("nologin", ["b1"], None, None)]
     assert docs[0]["event_id"] == "b1" and docs[0]["kind"] == "pattern"
-    assert witnesses(feed(later, states, rows.iloc[:0], event_time_ms(900, 1000), timed_out=True)) == set()
+    assert witnesses(feed(later, part, rows.iloc[:0], event_time_ms(900, 1000))) == set()
 
 
 NAN_AFTER_RESTORE = ("(SELECT name, price * 1e308 - price * 1e308 AS d FROM Stock) "
@@ -223,21 +206,14 @@ def test_nan_in_an_instance_survives_the_state(tmp_path, monkeypatch):
     register(settings, {"q": NAN_AFTER_RESTORE})
     events = [Event("e0", "Stock", 0, 0, {"name": "A", "price": 2}), Event("e1", "Stock", 1, 1, {"name": "A", "price": 3})]
     rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
-    states: dict = {}
-    assert feed(PatternOperator(registry_dir(settings), settings), states, rows.iloc[:1], event_time_ms(1, 1000)) == []
-    (instance,) = decode(next(st.value for st in states.values() if st.exists)[1])
+    part = Part()
+    assert feed(PatternOperator(registry_dir(settings), settings), part, rows.iloc[:1], event_time_ms(1, 1000)) == []
+    part.state = pickle.loads(pickle.dumps(part.state))  # as the state partition's snapshot holds it
+    (instance,) = next(ks.instances for ks in part.state.values())
     assert math.isnan(instance[1]["d"])
     later = PatternOperator(registry_dir(settings), settings)
-    got = witnesses(feed(later, states, rows.iloc[1:], event_time_ms(2, 1000)))
+    got = witnesses(feed(later, part, rows.iloc[1:], event_time_ms(2, 1000)))
     assert got == {(k[1], k[5]) for k in reference_matches({"q": NAN_AFTER_RESTORE}, events)} == {("q", ("e0", "e1"))}
-
-
-def test_state_written_as_json_before_is_read():
-    """A checkpoint's state from before the pickled blobs: JSON instances, pending attrs as text."""
-    pending = {"t1": [3], "partition": [0], "offset": [7], "t0": [3], "eid": ["e7"], "stream": ["S"], "attrs": ['{"a":1}']}
-    assert decode(orjson.dumps(pending)) == {**pending, "attrs": [b'{"a":1}']}
-    assert decode(orjson.dumps([[1, {"a": 1}, {"a": 2}, 0, 1, ["e0"], 1, 0]])) == [[1, {"a": 1}, {"a": 2}, 0, 1, ["e0"], 1, 0]]
-    assert decode(encode([(1, {"a": float("inf")}, None)])) == [(1, {"a": float("inf")}, None)]
 
 
 def test_durations_with_a_unit_are_in_the_service_ticks(tmp_path, monkeypatch):
@@ -247,7 +223,7 @@ def test_durations_with_a_unit_are_in_the_service_ticks(tmp_path, monkeypatch):
     logins = [("a1", "ann", False, 0), ("a2", "ann", True, 4), ("b1", "bob", False, 1), ("b2", "bob", True, 7)]
     values = [orjson.dumps({"id": i, "stream": "Login", "ts": t, "user": u, "ok": ok}) for i, u, ok, t in logins]
     rows, _ = _keyed(values, settings, monkeypatch)
-    out = feed(PatternOperator(registry_dir(settings), settings), {}, rows, event_time_ms(20, 60_000))
+    out = feed(PatternOperator(registry_dir(settings), settings), Part(), rows, event_time_ms(20, 60_000))
     assert [orjson.loads(r.value)["witness"] for r in out] == [{"events": ["b1"], "attrs": {"user": "bob", "ok": False},
                                                                 "t0": 1, "t1": 6}]
 
@@ -257,44 +233,31 @@ def test_late_event_is_reported_once(tmp_path, monkeypatch):
     register(settings, {"S3": TABLE1["S3"]})
     events = stock_ticks(20, 1)
     rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
-    op, states = PatternOperator(registry_dir(settings), settings), {}
-    feed(op, states, rows, event_time_ms(events[-1].t1 + 1, 1000))
+    op, part = PatternOperator(registry_dir(settings), settings), Part()
+    feed(op, part, rows, event_time_ms(events[-1].t1 + 1, 1000))
     late = rows.iloc[:1].copy()
     late["offset"] = 99
-    out = feed(op, states, late, event_time_ms(events[-1].t1 + 1, 1000))
+    out = feed(op, part, late, event_time_ms(events[-1].t1 + 1, 1000))
     assert [orjson.loads(r.value)["stage"] for r in out] == [PATTERN_LATE]
 
 
 def test_events_without_keys_still_move_the_watermark(tmp_path, monkeypatch):
     settings = settings_for(tmp_path)
     PatternRegistry(registry_dir(settings))
-    rows, _ = _keyed([event_bytes(e) for e in stock_ticks(3, 1)], settings, monkeypatch)
-    assert set(rows["gkey"]) == {NO_KEY}
-    st = FakeState()
-    out = list(PatternOperator(registry_dir(settings), settings)((NO_KEY,), iter([rows]), st))
-    assert out[0].empty and not st.exists
+    events = stock_ticks(3, 1)
+    rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch, marks=True)
+    # only the marks: one per state partition, with the latest event time the task read
+    assert list(rows["gkey"]) == [NO_KEY] * 4 and list(rows["part"]) == [0, 1, 2, 3]
+    assert list(rows["t1"]) == [events[-1].t1] * 4
+    part = Part()
+    assert feed(PatternOperator(registry_dir(settings), settings), part, rows, event_time_ms(9, 1000)) == []
+    assert part.state == {}
 
 
 def test_group_keys_are_stable_and_numbers_agree():
     assert group_key("name", "IBM", 64) == group_key("name", "IBM", 64)
     assert group_key("n", 10, 64) == group_key("n", 10.0, 64)
     assert group_key("n", True, 1024) != group_key("n", 1, 1024)
-
-
-def test_the_state_written_fits_the_declared_schema(tmp_path, monkeypatch):
-    from pyspark.sql.types import _make_type_verifier
-
-    settings = settings_for(tmp_path)
-    register(settings, {k: TABLE1[k] for k in ("S2", "S3", "AutQ")})
-    events = stock_ticks(80, 4)
-    rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
-    states: dict = {}
-    feed(PatternOperator(registry_dir(settings), settings), states, rows, event_time_ms(events[40].t1, 1000))
-    verify = _make_type_verifier(STATE_SCHEMA)
-    kept = [st.value for st in states.values() if st.exists]
-    assert any(decode(v[1]) for v in kept) and any(decode(v[2])["t1"] for v in kept)  # instances, pending
-    for value in kept:
-        verify(value)
 
 
 def test_patterns_settings_take_effect(tmp_path, monkeypatch):
@@ -312,14 +275,13 @@ def test_patterns_settings_take_effect(tmp_path, monkeypatch):
               for t, p in enumerate([10, 5, 6])]
     rows, sent = _keyed(values, settings, monkeypatch)
     assert sent == [] and set(rows["gkey"]) == {"name#0"} and list(rows["eid"]) == ["u0", "u1", "u2"]
-    op = PatternOperator(registry_dir(settings), settings)
-    st = FakeState()
-    out = feed(op, {"name#0": st}, rows, event_time_ms(2, 1000))
+    op, part = PatternOperator(registry_dir(settings), settings), Part()
+    out = feed(op, part, rows, event_time_ms(2, 1000))
     assert witnesses(out) == {("S3", ("u1", "u2"))}
-    assert st.exists  # the instance of u2 waits for a rise (u0's ended at u1)
-    assert st.timeout == event_time_ms(2 + 3, 1000)  # the state timeout of u2's instance
-    feed(op, {"name#0": st}, rows.iloc[:0], event_time_ms(6, 1000), timed_out=True)
-    assert not st.exists  # dropped after 3 ticks: a bound on a pattern without DUR
+    assert list(part.state) == ["name#0"]  # the instance of u2 waits for a rise (u0's ended at u1)
+    assert part.state["name#0"].wake == event_time_ms(2 + 3, 1000)  # the state timeout of u2's instance
+    feed(op, part, rows.iloc[:0], event_time_ms(6, 1000))
+    assert part.state == {}  # dropped after 3 ticks: a bound on a pattern without DUR
     bad = orjson.dumps({"uid": "x", "kind": "Stock", "at": "soon", "name": "IBM"})
     rows, sent = _keyed([bad], settings, monkeypatch)
     assert len(rows) == 0 and [e["stage"] for e in sent] == [PATTERN_EVENT] and "'at'" in sent[0]["reason"]
@@ -365,3 +327,55 @@ def test_patterns_read_the_single_valued_attributes_of_an_event_with_arrays(tmp_
     value = orjson.dumps({"id": "a", "stream": "Stock", "ts": 4, "name": "IBM", "tags": ["x", "y"], "same": [1, 1],
                           "items": [{"sku": "s"}, {"sku": "t"}], "price": 7})
     assert read_row(value, POS, None, settings) == (4, 4, "a", "Stock", {"name": "IBM", "same": 1, "price": 7})
+
+
+def test_state_partitions_replay_from_the_snapshot_before_the_batch(tmp_path, monkeypatch):
+    """run_partitions over three batches: each partition's state is the previous batch's (from the
+    worker's cache or, after a restart, its snapshot); a replayed batch sends the same records; a lost
+    snapshot or a changed partition count is an error, never an empty state."""
+    import pyarrow as pa
+
+    import streaming.kafka.sink as sink
+    from streaming.patterns import state
+    from streaming.patterns.keyed import ROWS_SCHEMA, partition_marks
+    from streaming.patterns.queries import run_partitions, state_dir
+
+    settings = settings_for(tmp_path, state_partitions=3)
+    subs = {k: TABLE1[k] for k in ("S3", "S4")}
+    register(settings, subs)
+    events = stock_ticks(90, 4)
+    rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
+    assert set(rows["part"]) == {0, 1, 2}
+    sent: list = []
+    monkeypatch.setattr(sink, "produce_batches", lambda kafka, topic, batches: sent.extend(
+        r for rb in batches for r in rb.to_pylist()))
+    every = partition_marks(3, None).to_pandas()
+
+    def batch(b, lo, hi, wm):
+        frame = pd.concat([rows[(rows["offset"] >= lo) & (rows["offset"] < hi)], every])
+        out = list(run_partitions(iter([pa.RecordBatch.from_pandas(frame, ROWS_SCHEMA, preserve_index=False)]),
+                                  b, wm, settings, NO_KAFKA))
+        return pa.Table.from_batches(out).to_pylist()
+
+    store = state.StateStore(state_dir(settings))
+    store.check(3)
+    batch(0, 0, 30, event_time_ms(events[29].t1, 1000) - 5000)
+    first = len(sent)
+    results = batch(1, 30, 60, event_time_ms(events[59].t1, 1000) - 5000)
+    assert sorted(r["part"] for r in results) == [0, 1, 2] and sum(r["events"] for r in results) == 30
+    again = sent[first:]
+    state._cache.clear()  # a restart replays batch 1 from batch 0's snapshot
+    del sent[first:]
+    batch(1, 30, 60, event_time_ms(events[59].t1, 1000) - 5000)
+    assert [(r["key"], orjson.loads(r["value"])["id"]) for r in sent[first:]] == [
+        (r["key"], orjson.loads(r["value"])["id"]) for r in again]
+    batch(2, 60, 90, event_time_ms(events[-1].t1 + 1, 1000))
+    got = {(d["subscription"], tuple(d["witness"]["events"])) for d in map(lambda r: orjson.loads(r["value"]), sent)}
+    assert got == {(k[1], k[5]) for k in reference_matches(subs, events)}
+    state._cache.clear()
+    for name in ("b000000000002",):
+        (tmp_path / "patterns" / "pattern-state" / "p0000" / name).unlink()
+    with pytest.raises(state.StateError, match="lost, not empty"):
+        batch(3, 90, 90, event_time_ms(events[-1].t1 + 1, 1000))
+    with pytest.raises(state.StateError, match="3 partitions"):
+        store.check(4)
