@@ -19,7 +19,7 @@ import numpy as np
 
 from matchers.arrays import grown
 from matchers.base import Matches, register
-from matchers.opindex import kernels as K
+from matchers.opindex import store_kernels as K
 from matchers.opindex.layout import EntryStore, Events
 from matchers.opindex.pivoted import PivotedIndex, Rows, bits
 

@@ -28,7 +28,7 @@ import numpy as np
 from matchers.base import Matcher, Matches, register
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred, Subscription
-from matchers.opindex import kernels as K
+from matchers.opindex import kindex_kernels as K
 from matchers.opindex.layout import event_values
 from matchers.strings import StringEvaluator
 

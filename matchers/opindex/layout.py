@@ -84,7 +84,7 @@ def events(batch: EventBatch, soff: np.ndarray, spid: np.ndarray) -> Events:
 
 class EntryStore(NamedTuple):
     """The entry store of ``opindex``: a block of entry records per pivot slot, each entry's
-    items in clause order (see :mod:`matchers.opindex.kernels`)."""
+    items in clause order (see :mod:`matchers.opindex.store_kernels`)."""
 
     hdr: np.ndarray  # int64[slots * HS] on 64-byte lines: per pivot slot, group starts, end, capacity
     r_key: np.ndarray  # float64[pool]: each record's sort key (its pivot predicate's operand), sorted per group

@@ -23,7 +23,7 @@ import numpy as np
 
 from matchers.arrays import grown
 from matchers.base import Matches, register
-from matchers.opindex import kernels as K
+from matchers.opindex import paper_kernels as K
 from matchers.opindex.layout import (
     DEFAULT_SEGMENTS,
     DEFAULT_SIGNATURE_BITS,

@@ -33,9 +33,9 @@ from streaming.registry import load_state
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import expected_pairs, make_topics
 from tests.integration.service_fixtures import job_env as service_env
+from tests.strategies import random_event, random_subscriptions
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
-from tests.unit.streaming.helpers import random_event, random_subscriptions
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

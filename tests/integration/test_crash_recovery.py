@@ -27,7 +27,7 @@ from streaming.notifications import notification_id
 from streaming.registry import load_state, read_deltas
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import expected_pairs, job_env, make_topics
-from tests.unit.streaming.helpers import random_event, random_subscriptions
+from tests.strategies import random_event, random_subscriptions
 
 pytestmark = pytest.mark.integration
 # Two Spark start-ups in subprocesses: generous waits for a loaded 2-core machine.

@@ -30,7 +30,7 @@ from tests.integration.service_fixtures import (
     pairs,
     service_settings,
 )
-from tests.unit.streaming.helpers import random_event, random_subscriptions
+from tests.strategies import random_event, random_subscriptions
 
 pytestmark = pytest.mark.integration
 

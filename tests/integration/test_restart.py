@@ -33,7 +33,7 @@ from streaming.notifications import notification_id
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import expected_pairs
 from tests.integration.test_crash_recovery import WAIT_S, start_job, totals, wait_for
-from tests.unit.streaming.helpers import random_event, random_subscriptions
+from tests.strategies import random_event, random_subscriptions
 
 pytestmark = pytest.mark.integration
 

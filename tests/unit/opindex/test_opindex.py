@@ -21,8 +21,8 @@ from matchers import oracle
 from matchers.base import create
 from matchers.events import Dictionary
 from matchers.expr import And, Or, Subscription, pred
-from matchers.opindex import KIndex, OpIndex, PaperOpIndex
-from matchers.opindex import kernels as K
+from matchers.opindex import KIndex, OpIndex, PaperOpIndex, kernels, paper_kernels
+from matchers.opindex import store_kernels as K
 from matchers.opindex.layout import VALUE_SIGNED
 from matchers.opindex.pivoted import PivotedIndex
 from scripts import workloads
@@ -82,9 +82,9 @@ def check_lists(m: PaperOpIndex) -> None:
             keys = list(zip(L.ta[lo:hi].tolist(), L.val[lo:hi].tolist(), strict=True))
             assert keys == sorted(keys)
             for j in range(lo, hi):
-                assert K.segment_of(L.ta[j] // 3, b) == sg
+                assert paper_kernels.segment_of(L.ta[j] // 3, b) == sg
                 if m.signature_bits:
-                    bit = K.signature_bit(L.ta[j], vbits[j], VALUE_SIGNED[L.family[k]], m.signature_bits)
+                    bit = paper_kernels.signature_bit(L.ta[j], vbits[j], VALUE_SIGNED[L.family[k]], m.signature_bits)
                     assert (int(L.seg_sig[k * b + sg]) >> bit) & 1
             lsig |= int(L.seg_sig[k * b + sg])
         assert int(L.sig[k]) == lsig
@@ -346,7 +346,7 @@ def test_sort_unique(head, keys):
     """The counting pass + insertion sort of the match kernels: sorted, repeats dropped,
     the keys before ``first`` untouched (the array grows when its tail is short)."""
     arr = np.array(head + keys, dtype=np.int32)
-    out, end = K._sort_unique(arr, len(head), len(arr), np.empty((1 << K.RADIX_BITS) + 1, np.int64))
+    out, end = kernels.sort_unique(arr, len(head), len(arr), np.empty((1 << kernels.RADIX_BITS) + 1, np.int64))
     assert out[: len(head)].tolist() == head
     assert out[len(head): end].tolist() == sorted(set(keys))
 

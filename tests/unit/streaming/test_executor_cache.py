@@ -12,8 +12,9 @@ from streaming.executor_cache import IndexSpec, index_for
 from streaming.match_job import RegistryBroadcast
 from streaming.records import DELETE, UPSERT, Change
 from streaming.registry import Registry, RegistryError, load_state
+from tests.strategies import random_event, random_subscriptions
 
-from .helpers import LocalBroadcast, random_event, random_subscriptions
+from .helpers import LocalBroadcast
 
 
 @pytest.fixture(autouse=True)

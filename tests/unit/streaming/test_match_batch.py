@@ -39,8 +39,9 @@ from streaming.match_job import (
 from streaming.records import default_parser
 from streaming.registry import Registry
 from streaming.validity import ValidEvent, ValidityStore, decode
+from tests.strategies import random_event, random_subscriptions
 
-from .helpers import NO_KAFKA, LocalBroadcast, kafka_batch, random_event, random_subscriptions
+from .helpers import NO_KAFKA, LocalBroadcast, kafka_batch
 
 
 @pytest.fixture(autouse=True)

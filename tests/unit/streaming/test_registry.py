@@ -20,8 +20,7 @@ from streaming.registry import (
     net_changes,
     read_deltas,
 )
-
-from .helpers import random_subscriptions
+from tests.strategies import random_subscriptions
 
 
 def up(sub_id: str, value: float = 1.0, expires: float | None = None) -> Change:
