@@ -41,7 +41,8 @@ class IndexSpec(NamedTuple):
     registry : the registry's URI (with ``matcher``, the key of the cached index).
     matcher : matcher name.
     version : the registry version the batch matches against.
-    deltas : consecutive deltas up to ``version``, reaching back at least to ``base``.
+    deltas : consecutive deltas up to ``version``, reaching back at least to ``base``, each a
+        :class:`Delta` or a Spark broadcast of one (:attr:`shipped` gives the deltas).
     max_catchup : a cached index further behind is rebuilt rather than caught up.
     base : a Spark broadcast (anything with ``.value``) of the :class:`Snapshot` at a
         version at or below ``version`` whose later deltas are all in ``deltas``.
@@ -55,7 +56,7 @@ class IndexSpec(NamedTuple):
     registry: str
     matcher: str
     version: int
-    deltas: tuple[Delta, ...] = ()
+    deltas: tuple[Any, ...] = ()
     max_catchup: int = 20
     base: Any = None
     shard: int = 0
@@ -71,9 +72,14 @@ class IndexSpec(NamedTuple):
         """Whether subscription ``sub_id`` belongs to this index's shard."""
         return self.shards == 1 or shard_of(sub_id, self.shards) == self.shard
 
+    @property
+    def shipped(self) -> list[Delta]:
+        """The shipped deltas (a broadcast one is loaded once per Python worker, by Spark)."""
+        return [d if isinstance(d, Delta) else d.value for d in self.deltas]
+
     def deltas_after(self, version: int) -> list[Delta] | None:
         """The shipped deltas ``version + 1 .. self.version``, or ``None`` if some are not shipped."""
-        out = [d for d in self.deltas if version < d.version <= self.version]
+        out = [d for d in self.shipped if version < d.version <= self.version]
         return out if [d.version for d in out] == list(range(version + 1, self.version + 1)) else None
 
 
@@ -115,7 +121,7 @@ def build(spec: IndexSpec) -> Matcher:
     later = spec.deltas_after(snap.version) if snap.version <= spec.version else None
     if later is None:
         raise RegistryError(f"the shipped snapshot (version {snap.version}) and deltas "
-                            f"{[d.version for d in spec.deltas]} do not make version {spec.version} of {spec.registry}")
+                            f"{[d.version for d in spec.shipped]} do not make version {spec.version} of {spec.registry}")
     subscriptions = apply_deltas(dict(snap.subscriptions), later)
     vars(spec.base).pop("_value", None)  # a pyspark Broadcast keeps its value: the worker needs only the index
     matcher = create(spec.matcher, **dict(spec.params))

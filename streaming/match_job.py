@@ -241,19 +241,24 @@ class RegistryBroadcast:
     made when a batch needs it and reused by later batches while the deltas shipped with
     their tasks (:func:`shipped_deltas`) still reach back to it; a new one replaces it when
     they no longer do (or for a replayed batch older than the base), and the old one is
-    destroyed.
+    destroyed. Each shipped delta is a broadcast of its own too, made once and destroyed
+    when no batch ships it any more: a task's function carries only their handles, and a
+    Python worker loads each delta once (inline, the deltas were pickled with every batch
+    and unpickled by every task: 0.5 s of driver CPU per batch for 20,000 changes).
 
     Parameters
     ----------
-    broadcast : makes a broadcast of a snapshot (``SparkContext.broadcast``); the result
-        has ``.value`` and ``.destroy()``.
+    broadcast : makes a broadcast of a snapshot or a delta (``SparkContext.broadcast``); the
+        result has ``.value`` and ``.destroy()``.
     """
 
-    def __init__(self, broadcast: Callable[[Snapshot], Any]):
+    def __init__(self, broadcast: Callable[[Snapshot | Delta], Any]):
         self.broadcast = broadcast
         self.base: Any = None
         self.base_version = -1
         self.made = 0
+        self.deltas: dict[int, Any] = {}
+        """The broadcasts of the deltas shipped with the last batch, by version."""
 
     def spec(self, registry: Registry, matcher: str, version: int, max_catchup: int, shards: int = 1) -> IndexSpec:
         """What the tasks of a batch at registry ``version`` need to reach that version (shard 0 of ``shards``)."""
@@ -264,17 +269,30 @@ class RegistryBroadcast:
                 state = Snapshot(version, registry.batch_id, 0.0, registry.subscriptions)
             else:  # a replayed batch: its version from the stored snapshot and deltas
                 state = load_state(registry.directory, version)
-            self.close()
+            self._destroy_base()
             self.base, self.base_version = self.broadcast(state), version
             self.made += 1
             log.info("registry broadcast at version %d (%d subscriptions)", version, len(state.subscriptions))
-        return IndexSpec(registry.directory.uri, matcher, version, shipped, max_catchup, self.base, 0, shards)
+        wanted = {d.version for d in shipped}
+        for v in [v for v in self.deltas if v not in wanted]:
+            self.deltas.pop(v).destroy()
+        for d in shipped:
+            if d.version not in self.deltas:
+                self.deltas[d.version] = self.broadcast(d)
+        return IndexSpec(registry.directory.uri, matcher, version, tuple(self.deltas[d.version] for d in shipped),
+                         max_catchup, self.base, 0, shards)
 
-    def close(self) -> None:
-        """Destroy the current broadcast (executors and driver drop their copies)."""
+    def _destroy_base(self) -> None:
         if self.base is not None:
             self.base.destroy()
         self.base, self.base_version = None, -1
+
+    def close(self) -> None:
+        """Destroy the current broadcasts (executors and driver drop their copies)."""
+        self._destroy_base()
+        for cast in self.deltas.values():
+            cast.destroy()
+        self.deltas.clear()
 
 
 def new_subscriptions(delta: Delta | None) -> list[Subscription]:

@@ -51,6 +51,7 @@ def test_catch_up_and_rebuild_paths_match_the_oracle(tmp_path, seed):
     pool = random_subscriptions(rng, 40, "a") + random_subscriptions(rng, 40, "b")
     reg = Registry(tmp_path, snapshot_every=4, snapshots_kept=2, recent=3)
     shipping = RegistryBroadcast(LocalBroadcast)
+    start = len(LocalBroadcast.made)
     entry = index_for(shipping.spec(reg, "counting", 0, 3))
     assert entry.version == 0 and len(entry.matcher) == 0
     rebuilds = 0
@@ -65,7 +66,10 @@ def test_catch_up_and_rebuild_paths_match_the_oracle(tmp_path, seed):
         assert entry.version == reg.version
         check(entry, reg.subscriptions, rng)
     assert entry.catchups > 0 and rebuilds > 1
-    assert shipping.made > 2 and sum(not b.destroyed for b in LocalBroadcast.made[-shipping.made:]) == 1
+    assert shipping.made > 2  # every broadcast but the base and the deltas the last batch shipped is destroyed:
+    alive = [b for b in LocalBroadcast.made[start:] if not b.destroyed]
+    assert {id(b) for b in alive} == {id(shipping.base), *map(id, shipping.deltas.values())}
+    assert sorted(shipping.deltas) == list(range(reg.version - 2, reg.version + 1))  # max_catchup 3
 
 
 def test_rebuild_when_too_far_behind_or_ahead(tmp_path):
@@ -142,3 +146,22 @@ def test_shard_indexes_partition_the_subscriptions(tmp_path):
         for s, entry in enumerate(entries):
             check(entry, {i: sub for i, sub in reg.subscriptions.items() if shard_of(i, 3) == s}, rng, 20)
     assert sum(len(e.matcher) for e in entries) == len(reg.subscriptions) and entries[0].catchups == 3
+
+
+def test_each_shipped_delta_is_broadcast_once(tmp_path):
+    rng = random.Random(4)
+    reg = Registry(tmp_path)
+    pool = random_subscriptions(rng, 30)
+    shipping = RegistryBroadcast(LocalBroadcast)
+    evolve(reg, rng, 0, pool)
+    evolve(reg, rng, 1, pool)
+    first = shipping.spec(reg, "counting", reg.version, 20)
+    made = len(LocalBroadcast.made)
+    again = shipping.spec(reg, "counting", reg.version, 20)  # the next batch, no subscription changes
+    assert len(LocalBroadcast.made) == made and again.deltas == first.deltas and len(first.deltas) == 2
+    evolve(reg, rng, 2, pool)
+    later = shipping.spec(reg, "counting", reg.version, 20)  # one more delta: one more broadcast
+    assert len(LocalBroadcast.made) == made + 1 and later.deltas[:2] == first.deltas
+    assert [d.version for d in later.shipped] == [1, 2, 3]
+    entry = index_for(later)
+    check(entry, reg.subscriptions, rng)
