@@ -15,7 +15,10 @@ a selective one), as
   match`` runs: :func:`matchers.__main__.match_chunk`, :func:`matchers.output.match_lines`);
 * ``general``: the general path in the same run (orjson, :func:`matchers.events.flatten`,
   :func:`matchers.events.encode`, ``match``, ids per match in Python), the baseline;
-* ``parse_us``: bytes to encoded batch alone per event, for both paths.
+* ``parse_us``: bytes to encoded batch alone per event, for both paths;
+* ``baseline`` (with ``--baseline TREE``): the ``json`` path of another checkout of this
+  project (an older commit, as a git worktree), run in a process of its own in the same
+  rounds, its ids checked against ours too.
 
 CPU seconds (``time.process_time`` here, ``getrusage`` in the binary; the cyclic garbage
 collector paused in each timed step, after a collection), numba on one thread, with the
@@ -215,6 +218,26 @@ def run_project(matcher_name: str, records: list[dict], raws: list[bytes], round
                 parse_json_us=parse_json / n * 1e6, parse_general_us=parse_general / n * 1e6, ids=ids)
 
 
+_BASELINE = """
+import json, sys
+import numba, orjson
+numba.set_num_threads(1)
+from scripts.bench.quamina import run_project
+matcher, rules, events, rounds = sys.argv[1:]
+records = [orjson.loads(line) for line in open(rules, "rb")]
+raws = [line.rstrip(b"\\n") for line in open(events, "rb")]
+print(json.dumps(run_project(matcher, records, raws, int(rounds), 1000)))
+"""
+
+
+def run_baseline(tree: str, matcher_name: str, rules_path: str, events_path: str, rounds: int) -> dict:
+    """:func:`run_project` of the checkout at ``tree``, in a process of its own."""
+    env = {**os.environ, "PYTHONPATH": tree}
+    done = subprocess.run([sys.executable, "-c", _BASELINE, matcher_name, rules_path, events_path, str(rounds)],
+                          cwd=tree, capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.bench.quamina", description=__doc__.splitlines()[0])
     parser.add_argument("--quamina", help="path of the Quamina benchmark binary (docs/rules-bench.md); "
@@ -227,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--native-only", action="store_true", help="rules without anything-but and exists")
     parser.add_argument("--quick", action="store_true", help="1,000 and 10,000 rules, 500 events, 2 rounds")
+    parser.add_argument("--baseline", help="a checkout of this project (git worktree of an older commit) whose "
+                        "json path is timed in the same rounds")
     parser.add_argument("--out", default=str(DOCS / "bench" / "quamina.json"))
     args = parser.parse_args(argv)
     if not args.quamina:
@@ -251,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             Path(rules_path).write_bytes(b"\n".join(map(orjson.dumps, records)) + b"\n")
             repeat = max(1, 2000 // count) if n_rules < 100_000 else 1  # enough events to time
             for r in range(rounds):
-                order = ("quamina", "project") if r % 2 == 0 else ("project", "quamina")
+                order = ("quamina", "project", *(("baseline",) if args.baseline else ()))
+                order = order[r % len(order):] + order[:r % len(order)]
                 row: dict = dict(rules=n_rules, events=count, repeat=repeat, round=r, matcher=args.matcher,
                                  native_only=args.native_only)
                 for who in order:
@@ -260,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
                         row["quamina_events_per_cpu_s"] = count * repeat / q["match_cpu_s"]
                         row["quamina_build_s"] = q["build_s"]
                         q_ids = q["ids"]
+                    elif who == "baseline":
+                        b = run_baseline(args.baseline, args.matcher, rules_path, events_path, repeat)
+                        row["baseline_events_per_cpu_s"] = b["json_events_per_cpu_s"]
+                        row["baseline_build_s"] = b["build_s"]
+                        b_ids = b["ids"]
                     else:
                         p = run_project(args.matcher, records, raws, repeat, 1000)
                         p_ids = p.pop("ids")
@@ -267,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                 disagree = [i for i, (a, b) in enumerate(zip(q_ids, p_ids, strict=True)) if a != b]
                 row["ratio_json_to_quamina"] = row["json_events_per_cpu_s"] / row["quamina_events_per_cpu_s"]
                 row["ratio_json_to_general"] = row["json_events_per_cpu_s"] / row["general_events_per_cpu_s"]
+                if args.baseline:
+                    row["events_disagreeing_baseline"] = sum(x != y for x, y in zip(b_ids, p_ids, strict=True))
+                    row["ratio_json_to_baseline"] = row["json_events_per_cpu_s"] / row["baseline_events_per_cpu_s"]
                 row["matches_per_event"] = sum(map(len, p_ids)) / count
                 row["events_disagreeing"] = len(disagree)
                 row["disagreeing_rules"] = sorted({x for i in disagree[:50] for x in set(q_ids[i]) ^ set(p_ids[i])})[:20]
