@@ -283,16 +283,10 @@ class RegistryBroadcast:
                          max_catchup, self.base, 0, shards)
 
     def _destroy_base(self) -> None:
+        """Destroy the snapshot's broadcast (executors and driver drop their copies)."""
         if self.base is not None:
             self.base.destroy()
         self.base, self.base_version = None, -1
-
-    def close(self) -> None:
-        """Destroy the current broadcasts (executors and driver drop their copies)."""
-        self._destroy_base()
-        for cast in self.deltas.values():
-            cast.destroy()
-        self.deltas.clear()
 
 
 def new_subscriptions(delta: Delta | None) -> list[Subscription]:
