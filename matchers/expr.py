@@ -107,8 +107,8 @@ NEGATIVE_OPS = frozenset({
 INDEXED_OPS = frozenset(Op(i) for i in range(20)) | ICASE_OPS | {Op.CIDR, Op.NOT_CIDR}
 """The operators every index evaluates itself (false on a missing attribute and on a
 value of another type; the string ones beyond ``=``, ``!=``, ``IN``, ``NOT IN`` through
-:class:`matchers.strings.StringEvaluator`); a subscription using any other goes to the
-index's residual matcher (see :attr:`matchers.base.Matcher.indexed_ops`)."""
+:class:`matchers.strings.StringEvaluator`); the others, those of :data:`PRESENCE_OPS`, every
+index evaluates as equality tests of presence states (:mod:`matchers.presence`)."""
 
 OP_SYMBOL: dict[Op, str] = {
     Op.EQ: "=", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",

@@ -61,7 +61,8 @@ class Shape:
     patterns: float
     """Fraction that are string patterns (``LIKE``, prefixes, ``MATCHES``, their negations ...)."""
     residual: float
-    """Fraction of the subscriptions using an operator no index evaluates (``EXISTS`` ...)."""
+    """Fraction of the subscriptions testing presence (``EXISTS``, ``IS NULL`` ...: tests of
+    presence states, :mod:`matchers.presence`)."""
     shared_pair: float
     """Fraction of the conjunctions holding ``=`` on the most common pair of attributes."""
     value_skew: float
