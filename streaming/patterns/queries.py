@@ -105,19 +105,20 @@ def start_subscriptions_query(spark: SparkSession, settings: Settings, client_co
 
 
 def run_partitions(batches: Iterator[pa.RecordBatch], batch_id: int, watermark_ms: int, settings: Settings,
-                   kafka: KafkaClientConfig) -> Iterator[pa.RecordBatch]:
+                   kafka: KafkaClientConfig, registry_uri: str, state_uri: str) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body of one task of the ``patterns`` query, after the shuffle by state
     partition: for each partition among its rows (:data:`~streaming.patterns.keyed.ROWS_SCHEMA`;
     each partition has the marks of every keying task, :func:`~streaming.patterns.keyed.partition_marks`),
     the watermark moves from ``watermark_ms`` (the previous batch's) to the latest event time of
     the batch minus ``patterns.watermark_delay``; the operator runs from the state before
-    ``batch_id``, the output records are sent, then the state is written. One
+    ``batch_id`` (under ``state_uri``, with the patterns of the registry at ``registry_uri``:
+    URIs made on the driver), the output records are sent, then the state is written. One
     :data:`RESULT_SCHEMA` row per partition."""
     from streaming.kafka.sink import produce_batches
 
     table = pa.Table.from_batches([rb.cast(ROWS_SCHEMA) for rb in batches], schema=ROWS_SCHEMA)
-    op = PatternOperator(registry_dir(settings), settings)
-    store = StateStore(state_dir(settings))
+    op = PatternOperator(registry_uri, settings)
+    store = StateStore(state_uri)
     delay = interval_ms(settings.patterns.watermark_delay)
     parts = table.column("part").to_numpy()
     results: list[tuple[int, ...]] = []
@@ -148,7 +149,8 @@ class PatternJob:
         self.spark, self.settings, self.kafka = spark, settings, client_config
         self.registry_dir = registry_dir(settings)
         PatternRegistry(self.registry_dir)  # exists before the executors read it
-        self.store = StateStore(state_dir(settings))
+        self.state_uri = state_dir(settings)
+        self.store = StateStore(self.state_uri)
         self.partitions = settings.patterns.state_partitions
         self.store.check(self.partitions)
 
@@ -165,7 +167,8 @@ class PatternJob:
             partial(keyed_rows, registry_dir=self.registry_dir, settings=self.settings, kafka=self.kafka), ROWS_DDL)
         results = (keyed.unionByName(none).repartition(self.partitions, "part")
                    .mapInArrow(partial(run_partitions, batch_id=batch_id, watermark_ms=before,
-                                       settings=self.settings, kafka=self.kafka), RESULT_DDL).collect())
+                                       settings=self.settings, kafka=self.kafka, registry_uri=self.registry_dir,
+                                       state_uri=self.state_uri), RESULT_DDL).collect())
         if {r["part"] for r in results} != set(range(self.partitions)) or len({r["watermark"] for r in results}) != 1:
             raise StateError(f"patterns batch {batch_id}: partitions {sorted((r['part'], r['watermark']) for r in results)}"
                              f" (expected each of {self.partitions} once, with one watermark)")

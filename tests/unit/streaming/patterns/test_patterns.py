@@ -354,7 +354,7 @@ def test_state_partitions_replay_from_the_snapshot_before_the_batch(tmp_path, mo
     def batch(b, lo, hi, wm):
         frame = pd.concat([rows[(rows["offset"] >= lo) & (rows["offset"] < hi)], every])
         out = list(run_partitions(iter([pa.RecordBatch.from_pandas(frame, ROWS_SCHEMA, preserve_index=False)]),
-                                  b, wm, settings, NO_KAFKA))
+                                  b, wm, settings, NO_KAFKA, registry_dir(settings), state_dir(settings)))
         return pa.Table.from_batches(out).to_pylist()
 
     store = state.StateStore(state_dir(settings))
