@@ -241,7 +241,7 @@ def test_a_tenants_patterns_are_its_own_held_to_its_quota_and_notify_its_topic(t
     from streaming.patterns.queries import registry_dir
     from streaming.patterns.registry import PatternRegistry, apply_pattern_records
     from tests.unit.cayuga.streams import TABLE1, stock_ticks
-    from tests.unit.streaming.patterns.test_patterns import _keyed, event_bytes, feed
+    from tests.unit.streaming.patterns.test_patterns import Part, _keyed, event_bytes, feed
     from tests.unit.streaming.patterns.test_patterns import event_time_ms as tick_ms
 
     settings = settings_for(tmp_path, quotas={"acme.patterns": 1})
@@ -267,6 +267,6 @@ def test_a_tenants_patterns_are_its_own_held_to_its_quota_and_notify_its_topic(t
     assert sorted(reg.latest()[2]) == ["acme:q", "beta:p", "p"]
     events = stock_ticks(60, 4)
     keyed, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
-    out = feed(PatternOperator(registry_dir(settings), settings), {}, keyed, tick_ms(events[-1].t1 + 1, 1000))
+    out = feed(PatternOperator(registry_dir(settings), settings), Part(), keyed, tick_ms(events[-1].t1 + 1, 1000))
     got = {(r.topic, r.key, orjson.loads(r.value)["subscription"]) for r in out}
     assert got == {("notifications.acme", b"q", "q"), ("notifications.beta", b"p", "p"), ("notifications", b"p", "p")}
