@@ -314,9 +314,9 @@ class Matcher(ABC):
         self._register(given)
         keys = self._assign_many(subs + list(stated))
         entries = list(zip(keys, given, strict=True))
-        if stated:
-            self._state(keys[len(subs):], stated)
         try:
+            if stated:
+                self._state(keys[len(subs):], stated)
             self._insert(entries)
         except BaseException:
             self._unassign(entries)

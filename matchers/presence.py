@@ -97,10 +97,12 @@ class Presence:
     def add(self, attrs: set[str], dictionary: Dictionary) -> None:
         """Count a subscription testing ``attrs``; give each and its state an id."""
         for attr in attrs:
-            if not self.counts[attr]:
+            if attr not in self.counts:
                 for name in (attr, state_name(attr)):
                     if dictionary.attr(name) < 0:
                         raise MemoryError(f"attribute dictionary is full ({dictionary.max_attributes} names)")
+        for attr in attrs:
+            if attr not in self.counts:
                 self._arrays = None
             self.counts[attr] += 1
 

@@ -86,7 +86,8 @@ class _Packed(NamedTuple):
 class BruteForceMatcher(Matcher):
     """Evaluate every predicate on every event, then every conjunction (see module docstring).
 
-    It evaluates every operator: it is the residual matcher of every other index.
+    It evaluates every operator, null values and presence included: it is the residual matcher
+    of an index that leaves an operator out (:mod:`matchers.base`).
 
     Parameters
     ----------

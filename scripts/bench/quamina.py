@@ -128,8 +128,8 @@ BROAD = (2, 5)
 
 def make_rules(n: int, seed: int, native_only: bool = False) -> list[dict]:
     """``n`` subscription records ``{"id": "r<i>", "rule": pattern}`` of 1 to 4 fields
-    (``native_only``: without ``anything-but`` and ``exists``, which the indexes leave to
-    their residual matcher)."""
+    (``native_only``: without ``anything-but`` and ``exists``, the tests of presence states,
+    :mod:`matchers.presence`)."""
     rng = random.Random(seed + 1)
     kinds = [k for k in range(10) if not (native_only and k in BROAD)]
     out = []

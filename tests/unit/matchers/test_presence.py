@@ -158,3 +158,15 @@ def test_hypothesis_event_patterns_with_updates(name, patterns, evs, data):
     matcher.add(again)
     live.update({s.id: s for s in again})
     differential.check(matcher, live, evs)
+
+
+def test_a_full_dictionary_leaves_the_matcher_unchanged():
+    from matchers.events import Dictionary
+
+    matcher = create("counting", Dictionary(max_attributes=2))
+    first = Subscription.of("x", parse_text("NOT EXISTS x"))
+    matcher.add([first])  # x and its state
+    with pytest.raises(MemoryError, match="dictionary is full"):
+        matcher.add([Subscription.of("y", parse_text("NOT EXISTS y"))])
+    assert "y" not in matcher and len(matcher) == 1
+    differential.check(matcher, [first], EVENTS)
