@@ -28,12 +28,16 @@ log = logging.getLogger(__name__)
 
 MAX_PAIRED = 8
 """Equality attributes of a conjunction whose pairs are counted (the first, sorted)."""
-CHOICES = ("bitmark", "static", "dynamic", "propagation", "opindex", "counting")
+CHOICES = ("bitmark", "static", "dynamic", "propagation", "vci", "opindex", "counting")
 """The indexes :func:`choose` picks from."""
 DYNAMIC_FROM = 30_000
 """Subscriptions from which an equality-heavy set without a shared pair of attributes gets
 ``dynamic`` rather than ``propagation`` (Fabret W3, W4: propagation ahead at 10,000
 subscriptions, 0.86 against 1.47 us/event, dynamic at 100,000, 5.1 against 6.9)."""
+FEW_ATTRIBUTES = 64
+"""Attributes up to which a set with some equalities gets ``static``: every event holds most
+of them, so OpIndex's per-attribute lists are long (stock at 100,000 subscriptions: static
+680 us/event, opindex 1,434; at 10,000 within 1.01x of each other)."""
 DRIFT = 0.5
 """Changes (inserts and removals), as a fraction of the set's size at the last decision,
 after which the choice is made again."""
@@ -134,6 +138,12 @@ def choose(shape: Shape) -> tuple[str, str]:
     if shape.equalities >= 0.5:
         return "propagation", (f"equality-heavy ({shape.equalities:.0%} = or IN), no shared pair of attributes "
                                f"or skewed values: clustered on single equality access predicates")
+    if shape.per_conjunction < 1.5 and shape.ranges >= 0.9:
+        return "vci", (f"one numeric range per conjunction ({shape.ranges:.0%} ranges, "
+                       f"{shape.per_conjunction:g} predicates per conjunction): interval index")
+    if shape.equalities >= 0.3 and shape.attributes <= FEW_ATTRIBUTES:
+        return "static", (f"equalities ({shape.equalities:.0%} = or IN) over few attributes "
+                          f"({shape.attributes}): multi-attribute hash tables")
     if shape.equalities >= 0.3 and shape.patterns < 0.25:
         return "opindex", (f"equalities to pivot on ({shape.equalities:.0%} = or IN), "
                            f"few string patterns ({shape.patterns:.0%})")

@@ -37,12 +37,18 @@ class Layout(NamedTuple):
     Indexed attribute ``j`` (value column ``idx_col[j]``) has ``nb = len(edges_j) + 1``
     buckets; its rows ``row_start[j] + b`` (``b < nb``) mark the slots whose interval on
     it misses bucket ``b`` entirely, row ``row_start[j] + nb`` the slots constraining it
-    (they fail an event that lacks it).  A word's envelope ``(env_col, env_lo, env_hi)``
+    (they fail an event that lacks it).  ``part`` has the same rows: those of the slots
+    whose interval on it overlaps bucket ``b`` without covering it (zero for the missing
+    row); ``check`` marks the slots with predicates the rows do not decide (residual ones,
+    intervals on attributes not indexed).  A slot that survives the marking and is in
+    neither holds for the event without a check.  A word's envelope ``(env_col, env_lo, env_hi)``
     holds, for up to two columns every slot of the word constrains, the hull of their
     intervals: an event outside it fails the whole word.
     """
 
     bits: np.ndarray  # uint64[rows, W]
+    part: np.ndarray  # uint64[rows, W]
+    check: np.ndarray  # uint64[W]
     live: np.ndarray  # uint64[W], indexed slots not deleted
     env_col: np.ndarray  # int32[W, 2], -1: none
     env_lo: np.ndarray  # float64[W, 2]
@@ -124,19 +130,32 @@ def gather_values(off, new_off, order, values):
     return out
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _covers(edges, e0, e1, b, lo, hi):
+    """Whether ``[lo, hi]`` holds every value of bucket ``b`` among ``edges[e0:e1]``."""
+    return ((lo == -np.inf) if b == 0 else (lo <= edges[e0 + b - 1])) and \
+        ((hi == np.inf) if b == e1 - e0 else (hi >= edges[e0 + b]))
+
+
 @numba.njit(cache=True, nogil=True)
-def build_bits(iv_off, iv_col, iv_lo, iv_hi, n_main, idx_of_col, row_start, edge_off, edges):
-    """The marking rows of :class:`Layout` over slots ``0..n_main-1``."""
+def build_bits(iv_off, iv_col, iv_lo, iv_hi, res_off, n_main, idx_of_col, row_start, edge_off, edges):
+    """The marking rows, the partial rows and the check mask of :class:`Layout` over slots
+    ``0..n_main-1``."""
     W = (n_main + 63) // 64
     n_rows = row_start[-1]
     bits = np.zeros((n_rows, W), dtype=np.uint64)
+    part = np.zeros((n_rows, W), dtype=np.uint64)
+    check = np.zeros(W, dtype=np.uint64)
     above = np.zeros((n_rows, W), dtype=np.uint64)  # marks of intervals starting after a bucket
     for s in range(n_main):
         w = s >> 6
         bit = np.uint64(1) << np.uint64(s & 63)
+        if res_off[s + 1] > res_off[s]:
+            check[w] |= bit
         for t in range(iv_off[s], iv_off[s + 1]):
             j = idx_of_col[iv_col[t]]
             if j < 0:
+                check[w] |= bit
                 continue
             e0, e1 = edge_off[j], edge_off[j + 1]
             nb = e1 - e0 + 1
@@ -148,6 +167,9 @@ def build_bits(iv_off, iv_col, iv_lo, iv_hi, n_main, idx_of_col, row_start, edge
                 above[r0 + lb - 1, w] |= bit
             if hb < nb - 1:  # fails every bucket above hb
                 bits[r0 + hb + 1, w] |= bit
+            for b in (lb, hb):  # only the end buckets can be overlapped without being covered
+                if not _covers(edges, e0, e1, b, iv_lo[t], iv_hi[t]):
+                    part[r0 + b, w] |= bit
     for j in range(len(row_start) - 1):
         r0 = row_start[j]
         nb = edge_off[j + 1] - edge_off[j] + 1
@@ -160,7 +182,7 @@ def build_bits(iv_off, iv_col, iv_lo, iv_hi, n_main, idx_of_col, row_start, edge
         for b in range(nb):
             for w in range(W):
                 bits[r0 + b, w] |= above[r0 + b, w]
-    return bits
+    return bits, part, check
 
 
 @numba.njit(cache=True, nogil=True)
@@ -292,12 +314,13 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
     The indexed slots are visited a tile of words at a time for every event of the chunk,
     so that the marking rows of a tile, read by many events, stay in cache.  Per word, the
     envelopes first (an event outside one fails the word), then the event's rows ORed
-    until every slot is marked; the survivors are checked exactly.
+    until every slot is marked; the survivors that a partial row or the check mask holds
+    are checked exactly, the others match.
     """
     n = vals.shape[0]
     n_idx = rows.shape[1]
     W = len(layout.live)
-    bits, live = layout.bits, layout.live
+    bits, part, check, live = layout.bits, layout.part, layout.check, layout.live
     env_col, env_lo, env_hi = layout.env_col, layout.env_lo, layout.env_hi
     k = 0
     for w0 in range(0, W, tile):
@@ -320,6 +343,17 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
                     if acc == ALL:
                         break
                 left = ~acc
+                if not left:
+                    continue
+                unsure = check[w]
+                for j in range(n_idx):
+                    unsure |= part[rows[e, j], w]
+                sure = left & ~unsure
+                left &= unsure
+                while sure:
+                    s = w * 64 + _low_bit(sure)
+                    sure &= sure - np.uint64(1)
+                    out_ev, out_key, k = _emit(e, slots.key[s], out_ev, out_key, k)
                 while left:
                     s = w * 64 + _low_bit(left)
                     left &= left - np.uint64(1)
@@ -333,8 +367,12 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
 
 
 @numba.njit(cache=True, nogil=True)
-def to_csr(n, ev, key):
-    """Pairs as CSR by event, keys sorted and distinct per event."""
+def to_csr(n, ev, key, n_keys):
+    """Pairs as CSR by event, keys (below ``n_keys``) sorted and distinct per event.
+
+    An event with more keys than a bitmap of ``n_keys`` bits has words sets them in the
+    bitmap and reads them back in order (no sort); the others are sorted.
+    """
     counts = np.zeros(n + 1, dtype=np.int64)
     for i in range(len(ev)):
         counts[ev[i] + 1] += 1
@@ -346,15 +384,30 @@ def to_csr(n, ev, key):
         out[fill[ev[i]]] = key[i]
         fill[ev[i]] += 1
     offsets = np.zeros(n + 1, dtype=np.int64)
+    words = (n_keys + 63) >> 6
+    seen = np.zeros(words, dtype=np.uint64)
     k = 0
     for e in range(n):
-        seg = np.sort(out[counts[e]:counts[e + 1]])
-        last = -1
-        for x in seg:
-            if x != last:
-                out[k] = x
-                k += 1
-                last = x
+        a, b = counts[e], counts[e + 1]
+        if b - a > words:
+            for i in range(a, b):
+                x = out[i]
+                seen[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+            for w in range(words):
+                m = seen[w]
+                seen[w] = 0
+                while m:
+                    out[k] = (w << 6) + _low_bit(m)
+                    k += 1
+                    m &= m - np.uint64(1)
+        else:
+            seg = np.sort(out[a:b])
+            last = -1
+            for x in seg:
+                if x != last:
+                    out[k] = x
+                    k += 1
+                    last = x
         offsets[e + 1] = k
     return offsets, out[:k].copy()
 

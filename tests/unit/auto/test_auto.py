@@ -22,9 +22,9 @@ from tests.differential import check
     ("fabret-w6", "propagation"),
     ("amkh", "propagation"),
     ("opindex", "opindex"),
-    ("stock", "opindex"),
+    ("stock", "static"),
     ("ecommerce", "counting"),
-    ("vci", "counting"),
+    ("vci", "vci"),
 ])
 def test_choice_follows_the_shape(workload, index):
     wl = generate(workload, n_subs=2000, n_events=30, seed=1)
