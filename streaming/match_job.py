@@ -24,7 +24,7 @@ batch of a new checkpoint, whose start offsets Spark does not log, takes the rec
 the micro-batch DataFrame instead. The driver never reads events.
 
 Nothing an executor needs lives on the driver's disk: the registry reaches the tasks as a
-Spark broadcast of a snapshot plus the recent deltas shipped with the task
+Spark broadcast of a snapshot plus a broadcast of each recent delta
 (:class:`RegistryBroadcast`), and the valid events come back in the task's result.
 """
 
