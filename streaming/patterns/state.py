@@ -20,6 +20,7 @@ import zlib
 
 import orjson
 
+from matchers.errors import PubSubError
 from streaming.patterns.operator import PartitionState
 from streaming.storage import Directory
 
@@ -29,7 +30,7 @@ _SNAPSHOT = re.compile(r"^b(\d{12})$")
 _cache: dict[tuple[str, int], tuple[int, PartitionState]] = {}
 
 
-class StateError(RuntimeError):
+class StateError(PubSubError, RuntimeError):
     """The pattern state a batch needs cannot be read, or does not fit the settings."""
 
 
