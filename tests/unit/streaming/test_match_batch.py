@@ -398,9 +398,9 @@ def test_the_task_row_says_which_index_matched(tmp_path, matcher):
         return out[0]["index"]
 
     index = json.loads(row([kafka_batch([b'{"price": 3}'])]))
-    assert index["matcher"] == "counting"
+    assert index["matcher"] == ("vci" if matcher == "auto" else "counting")  # auto: one range per conjunction
     if matcher == "auto":
-        assert index["chosen_by"] == "auto" and "equalities" in index["reason"]
+        assert index["chosen_by"] == "auto" and "numeric range" in index["reason"]
         assert index["shape"]["subscriptions"] == 20
     else:
         assert set(index) == {"matcher"}
