@@ -74,8 +74,9 @@ class Record:
     witness: tuple[str, ...]
 
     def key(self) -> tuple:
-        """Hashable identity: attributes, interval and witness (a NaN is the same as a NaN)."""
-        attrs = tuple(sorted(((k, _NAN if v != v else v) for k, v in self.attrs.items()), key=lambda kv: kv[0]))
+        """Hashable identity: attributes, interval and witness (values of one type: ``1``,
+        ``1.0`` and ``TRUE`` are three records; a NaN is the same as a NaN)."""
+        attrs = tuple(sorted(((k, type(v), _NAN if v != v else v) for k, v in self.attrs.items()), key=lambda kv: kv[0]))
         return (attrs, self.t0, self.t1, self.witness)
 
 
@@ -83,8 +84,9 @@ _NAN = ("\x00nan",)
 
 
 def same_attrs(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether two records' attributes are the same (as :meth:`Record.key`: NaN is NaN)."""
-    return a == b or (a.keys() == b.keys() and all(x == y or (x != x and y != y) for x, y in ((a[k], b[k]) for k in a)))
+    """Whether two records' attributes are the same (as :meth:`Record.key`)."""
+    return a.keys() == b.keys() and all(type(x) is type(y) and (x == y or (x != x and y != y))
+                                        for x, y in ((a[k], b[k]) for k in a))
 
 
 # ---------------------------------------------------------------- value terms

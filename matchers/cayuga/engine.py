@@ -390,9 +390,9 @@ class Engine:
                 self._insert(*args)
             if self._hits:
                 self._mark(self.seq)
-            out += [m for same in outputs.values() for ms in same.values() for m in ms]
             if self._feed:
-                out += self._publish()
+                self._publish(outputs)
+            out += [m for same in outputs.values() for ms in same.values() for m in ms]
 
     def expire(self, now: int) -> None:
         """Drop the instances that can no longer fire at time ``now`` or later."""
@@ -454,13 +454,17 @@ class Engine:
         return fired + out if fired else out
 
     def _step(self, stream: str, attrs: dict, t0: int, t1: int, ewit: tuple, seq: int,
-              sat: set[int] | None = None) -> list[Match]:
+              sat: set[int] | None = None, outputs: dict | None = None) -> list[Match]:
         """One event (or published record, ``ewit`` its witness, ``seq`` the start
         sequence number of the runs it starts) through the automaton; what it completes,
-        and what the records it publishes complete."""
+        and what the records it publishes complete. A published record is given the
+        ``outputs`` of the step that published it (it adds to them and returns nothing):
+        a record derived through two publications of one step is reported once."""
         if sat is None:
             sat = self.static.match(stream, attrs) if self.indexed else set()
-        outputs: dict = {}
+        root = outputs is None
+        if outputs is None:
+            outputs = {}
         pending: list = []
         views: dict = {}
         # affected instances
@@ -524,18 +528,18 @@ class Engine:
             self._insert(*args)
         if self._hits:
             self._mark(self.seq)
-        out = [m for same in outputs.values() for ms in same.values() for m in ms]
-        return out + self._publish() if self._feed else out
+        if self._feed:
+            self._publish(outputs)
+        return [m for same in outputs.values() for ms in same.values() for m in ms] if root else []
 
-    def _publish(self) -> list[Match]:
+    def _publish(self, outputs: dict) -> None:
         """Feed the records just published back as events of their streams, in order of
-        subscription, witness, start and attributes, each followed by what it publishes."""
+        subscription, witness, start and attributes, each followed by what it publishes;
+        what they complete is added to ``outputs``, those of the step that published them."""
         feed = sorted(self._feed, key=lambda ms: (ms[0].sub_id, ms[0].witness, ms[0].t0, repr(sorted(ms[0].attrs.items()))))
         self._feed = []
-        out: list[Match] = []
         for m, seq in feed:
-            out += self._step(self._publishes[m.sub_id], m.attrs, m.t0, m.t1, m.witness, seq)
-        return out
+            self._step(self._publishes[m.sub_id], m.attrs, m.t0, m.t1, m.witness, seq, outputs=outputs)
 
     def _mark(self, after: int) -> None:
         """Leave the skip marks of the matches just reported (``after``: the sequence
