@@ -54,6 +54,7 @@ from tqdm import tqdm
 
 from matchers.cayuga import algebra as A
 from matchers.cayuga.engine import Engine
+from scripts.bench.harness import write_results
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PYCER = "/tmp/pycer-venv/bin/python"
@@ -326,7 +327,6 @@ def write_table(path: Path, marker: str, params: dict, results: list[dict], name
     """Write the result tables into ``path`` between ``<!-- marker -->`` and ``<!-- /marker -->``."""
     by = {(r["config"], r["subscriptions"]): r for r in results}
     lines = [
-        f"<!-- {marker} -->",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python -m scripts.bench.cayuga"
         f"{' --quick' if 'quick' in marker else ''}`.",
         "",
@@ -382,15 +382,7 @@ def write_table(path: Path, marker: str, params: dict, results: list[dict], name
             last = by.get(("CORE pairs, sparse", n)) or by.get(("engine pairs, sparse", n))
             cells.append(f"{last['load'][0]:.1f}" if last else "-")
             lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
-    lines.append(f"<!-- /{marker} -->")
-    block = "\n".join(lines)
-    text = path.read_text() if path.exists() else "# Cayuga\n"
-    start, end = text.find(f"<!-- {marker} -->"), text.find(f"<!-- /{marker} -->")
-    if start >= 0 and end > start:
-        text = text[:start] + block + text[end + len(f"<!-- /{marker} -->"):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+    write_results(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
 
 
 def plot(path: Path, params: dict, results: list[dict], names: list[str]) -> None:

@@ -50,6 +50,7 @@ from pathlib import Path
 from matchers.cayuga import algebra as A
 from matchers.cayuga.engine import Engine
 from scripts.bench.cayuga import make_events
+from scripts.bench.harness import write_results
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -185,7 +186,6 @@ def write_table(path: Path, params: dict, rows: list[dict]) -> None:
     """The results between ``<!-- bench:flink -->`` markers in ``path``."""
     marker = "bench:flink"
     lines = [
-        f"<!-- {marker} -->",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python -m scripts.bench.flink "
         "--flink-python PATH`: "
         f"{params['events']:,} events over {params['symbols']:,} symbols (seed {params['seed']}), "
@@ -203,15 +203,7 @@ def write_table(path: Path, params: dict, rows: list[dict]) -> None:
         lines.append(f"| {r['patterns']:,} | {r['engine_events_per_s']:,.0f} | {r['flink_events_per_s']:,.0f} | "
                      f"{ratio:.1f}x | {r['flink_total_cpu_s']:.1f} | {r['check']['engine_matches']:,} "
                      f"({'equal' if r['check']['equal'] else 'NOT equal'}) | {r['load'][0]:.1f} |")
-    lines.append(f"<!-- /{marker} -->")
-    block = "\n".join(lines)
-    text = path.read_text() if path.exists() else "# Cayuga\n"
-    start, end = text.find(f"<!-- {marker} -->"), text.find(f"<!-- /{marker} -->")
-    if start >= 0 and end > start:
-        text = text[:start] + block + text[end + len(f"<!-- /{marker} -->"):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+    write_results(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -86,12 +86,13 @@ _WORKLOAD = None  # (subscriptions, events), inherited by forked children
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
-def write_results(doc: Path, text: str) -> None:
-    """Replace the generated part of ``doc`` (between the results markers) with ``text``."""
+def write_results(doc: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the generated part of ``doc`` (between the markers ``begin`` and ``end``, added
+    at its end the first time) with ``text``."""
     old = doc.read_text() if doc.exists() else ""
-    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
-    if BEGIN in old and END in old:
-        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END):]
+    block = f"{begin}\n{text.rstrip()}\n{end}"
+    if begin in old and end in old:
+        new = old[: old.index(begin)] + block + old[old.index(end) + len(end):]
     else:
         new = old.rstrip() + "\n\n" + block + "\n"
     doc.write_text(new)
