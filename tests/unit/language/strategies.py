@@ -65,7 +65,7 @@ def _preds(draw, names, numbers, strings, likes) -> Pred:
 PLAIN_NAMES = ("price", "symbol", "user.country", "a_1", "_x", "A.b.C", "not.x", "x.in", "orders", "andy")
 wide_names = st.one_of(
     st.sampled_from(PLAIN_NAMES),
-    st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=8).filter(
+    st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=8).filter(
         lambda s: s.lower() not in RESERVED_WORDS),
 )
 """Attribute names (not a bare reserved word: ``to_text`` does not back-quote those, see test_text;
