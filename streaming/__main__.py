@@ -388,7 +388,8 @@ def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
               + (f" (chosen by {index['chosen_by']}: {index['reason']})" if index.get("chosen_by") else ""))
     for tenant, use in (doc.get("tenants") or {}).items():
         quota = {k: v for k, v in use["quotas"].items() if v}
-        print(f"tenant {tenant}: {use['subscriptions']} subscriptions, {use['predicates']} predicates"
+        print(f"tenant {tenant}: {use['subscriptions']} subscriptions, {use['predicates']} predicates, "
+              f"{use.get('patterns', 0)} patterns, {use.get('pattern_instances', 0)} live pattern instances"
               + (f" (quotas {quota})" if quota else ""))
     totals = doc.get("totals") or {}
     if totals:

@@ -201,7 +201,7 @@ PRODUCER_MESSAGE_BYTES = 1_000_000
 TENANT_NAME = r"[A-Za-z0-9_-]{1,64}"
 """A tenant's name: letters, digits, ``_`` and ``-`` (no ``.``, so no topic of one tenant
 extends another's name; no ``:``, the separator of tenant and subscription id)."""
-QUOTAS = ("subscriptions", "predicates", "patterns")
+QUOTAS = ("subscriptions", "predicates", "patterns", "pattern_instances")
 TOPIC_NAME = r"[A-Za-z0-9._-]{1,249}"
 """A Kafka topic name (no ``:`` or ``>``, which :mod:`streaming.tenants` uses inside ids)."""
 
@@ -216,6 +216,8 @@ class TenantsSettings:
     subscriptions : most subscriptions a tenant holds at once (0: no bound).
     predicates : most predicates over all of a tenant's subscriptions (0: no bound).
     patterns : most Cayuga patterns a tenant holds at once (0: no bound).
+    pattern_instances : most live instances of a tenant's patterns, over all state partitions;
+        a tenant at it starts no new instances in the next batch (0: no bound).
     quotas : per-tenant overrides, ``{"<tenant>.<quota>": n}`` or ``{"<tenant>": {"<quota>": n}}``
         (``<tenant>_<quota>`` from the environment).
     targets : per-tenant prefix of the target topics its subscriptions may name,
@@ -226,6 +228,7 @@ class TenantsSettings:
     subscriptions: int = 0
     predicates: int = 0
     patterns: int = 0
+    pattern_instances: int = 0
     quotas: Mapping[str, Any] = field(default_factory=dict)
     targets: Mapping[str, Any] = field(default_factory=dict)
 
@@ -249,7 +252,11 @@ class TenantsSettings:
             else:
                 flat[key] = value
         for key, value in flat.items():
-            tenant, _, quota = key.rpartition("." if "." in key else "_")  # "_": from PUBSUB_TENANTS_QUOTAS_*
+            if "." in key:
+                tenant, _, quota = key.rpartition(".")
+            else:  # <tenant>_<quota> from PUBSUB_TENANTS_QUOTAS_* (a quota's name may hold "_")
+                quota = next((q for q in QUOTAS if key.endswith("_" + q)), "")
+                tenant = key[:-len(quota) - 1]
             if tenant not in table or quota not in QUOTAS:
                 raise ConfigError(f"tenants.quotas: {key!r} is not <tenant>.<quota> of a configured tenant "
                                   f"({', '.join(table) or 'none'}) and one of {QUOTAS}")

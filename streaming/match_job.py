@@ -808,7 +808,8 @@ class MatchJob:
         self.history = (self.history + [metrics])[-1000:]
         self.batches += 1
         log.info(metrics.log_line())
-        tenants = {"tenants": self.admission.describe(self.registry, self.pattern_ids())} if self.admission else {}
+        tenants = {"tenants": self.admission.describe(self.registry, self.pattern_ids(), self.pattern_instances())} \
+            if self.admission else {}
         self.status.write("running", metrics, registry=dict(self.registry.describe()), index=self.index, **tenants)
 
     def _note_index(self, described: list[str]) -> None:
@@ -832,6 +833,13 @@ class MatchJob:
             return list(load_registry(registry_dir(self.settings))[2])
         except RegistryError:
             return []
+
+    def pattern_instances(self) -> dict[str, int]:
+        """Each tenant's live pattern instances after the patterns query's last batch (none before one)."""
+        from streaming.patterns.queries import state_dir
+        from streaming.patterns.state import StateStore
+
+        return StateStore(state_dir(self.settings)).latest() if self.settings.patterns.enabled else {}
 
     @property
     def subscription_topics(self) -> tuple[str, ...]:

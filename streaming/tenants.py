@@ -18,7 +18,9 @@ Quotas (:class:`Admission`) bound each tenant's subscriptions and predicates; a 
 past one is refused with an error record on the tenant's errors topic, and nothing
 changes for the others. A tenant's Cayuga patterns are namespaced the same way (the
 pattern registry, :mod:`streaming.patterns.registry`, holds ``t:x``), bounded by the
-``patterns`` quota there.
+``patterns`` quota there; their live instances (each tenant's patterns run in engines of
+their own) by the ``pattern_instances`` quota (:meth:`Tenants.at_instance_quota`, applied
+by :mod:`streaming.patterns.queries`).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class Tenants:
     names : the tenants (without the operator).
     subscriptions_topic, notifications_topic, errors_topic : the operator's topics; a
         tenant's add ``.<tenant>``.
-    quotas : ``{tenant: {"subscriptions": n, "predicates": n, "patterns": n}}`` (0: no bound).
+    quotas : ``{tenant: {quota: n}}`` of :data:`~streaming.config.QUOTAS` (0: no bound).
     targets : ``{tenant: prefix}`` of the target topics its subscriptions may name.
     reserved : the service's own topics, never a target.
     """
@@ -159,6 +161,18 @@ class Tenants:
             return (f"subscription {sub_id!r}: target topic {target!r} is not allowed to tenant {tenant!r}: a "
                     f"target is a topic name starting with {prefix!r} (tenants.targets), none of the service's own")
         return None
+
+    def at_instance_quota(self, live: Mapping[str, int]) -> frozenset[str]:
+        """The tenants whose live pattern instances (``live``, summed over the state partitions
+        after a batch) are at or past their ``pattern_instances`` quota: in the next batch
+        their patterns start no new instances."""
+        return frozenset(t for t in self.names if 0 < self.quotas.get(t, {}).get("pattern_instances", 0) <= live.get(t, 0))
+
+    def instance_quota_reason(self, tenant: str, live: int) -> str:
+        """The reason of the error record of ``tenant`` reaching its ``pattern_instances`` quota."""
+        return (f"tenant {tenant!r} holds {live} live pattern instances, at or past its quota of "
+                f"{self.quotas[tenant]['pattern_instances']} (tenants.quotas pattern_instances): its patterns "
+                "start no new instances until some of those complete or expire")
 
     def over_quota(self, tenant: str, quota: str, held: int) -> str | None:
         """The refusal of a change that makes ``tenant`` hold ``held`` of ``quota`` (``None``: within it)."""
@@ -322,10 +336,14 @@ class Admission:
         books.pending.clear()  # the registry holds them once appended
         self.version = registry.version + 1
 
-    def describe(self, registry: Registry, patterns: Iterable[str] = ()) -> dict[str, Any]:
-        """Each tenant's usage of ``registry`` (and of the pattern registry's ids ``patterns``)
-        and its quotas (for ``status``)."""
+    def describe(self, registry: Registry, patterns: Iterable[str] = (),
+                 instances: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """Each tenant's usage of ``registry`` (and of the pattern registry's ids ``patterns``,
+        and its live pattern instances ``instances`` after the last patterns batch) and its
+        quotas (for ``status``)."""
         usage = self._books(registry).usage
         held = Counter(Tenants.split(p)[0] for p in patterns)
+        live = instances or {}
         return {t: {"subscriptions": usage.get(t, [0, 0])[0], "predicates": usage.get(t, [0, 0])[1],
-                    "patterns": held[t], "quotas": dict(self.tenants.quotas.get(t, {}))} for t in self.tenants.names}
+                    "patterns": held[t], "pattern_instances": live.get(t, 0),
+                    "quotas": dict(self.tenants.quotas.get(t, {}))} for t in self.tenants.names}

@@ -124,6 +124,7 @@ class Engine:
         self._feed: list[tuple[Match, int]] = []  # records published by the current step, start sequence numbers
         self._slow = False  # some subscription skips or publishes: accepts look at each subscription
         self._hits: list[tuple[_Skip, int]] = []  # skip marks of the matches of the current step
+        self.starting = True  # False: no start edge fires (no new run starts; those in flight go on)
 
     # ------------------------------------------------------------ subscriptions
     def __len__(self) -> int:
@@ -514,10 +515,10 @@ class Engine:
             self._forward(node.outs.values(), combined, inst.t0, t1, wit, inst.born, inst.seq, pending, outputs)
         # start edges
         starts: list[Start] = []
-        if sat:
+        if sat and self.starting:
             owner = self._cid_owner
             starts.extend(o for o in map(owner.__getitem__, sat) if isinstance(o, Start))
-        always = self._always.get(stream)
+        always = self._always.get(stream) if self.starting else None
         if always:
             starts.extend(always.values())
         for start in starts:

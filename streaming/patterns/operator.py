@@ -5,9 +5,11 @@ A state partition (:mod:`streaming.patterns.state`) holds a :class:`KeyState` pe
 keys with new events and those whose timer (``wake``) the watermark has reached; for each,
 its lifecycle:
 
-1. :meth:`~PatternOperator.restore`: the key's state into the worker's compiled engine (one
-   per registry version and partition attribute, shared by the keys,
-   :func:`~streaming.patterns.registry.engine_for`);
+1. :meth:`~PatternOperator.restore`: the key's state into the worker's compiled engines (one
+   per registry version, partition attribute and tenant, shared by the keys,
+   :func:`~streaming.patterns.registry.engines_for`); the engine of a tenant at its
+   ``pattern_instances`` quota starts no new instances (:meth:`Tenants.at_instance_quota
+   <streaming.tenants.Tenants.at_instance_quota>`);
 2. :meth:`~PatternOperator.on_events`: the new events join the key's pending events;
 3. :meth:`~PatternOperator.on_watermark`: the pending events the event-time watermark
    has passed go through the engine in order of ``(t1, partition, offset)`` (Kafka
@@ -21,12 +23,16 @@ its lifecycle:
 5. :meth:`~PatternOperator.snapshot`: the instances and pending events as the key's new
    :class:`KeyState`, with its timer at the next pending event or expiry, so a key that
    receives no more events still completes and expires; a key with neither has no state.
+
+:func:`live_instances` counts a partition's live instances per tenant after the batch; the
+driver sums them over the partitions for the next batch's quota decision.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +44,9 @@ from matchers.cayuga.engine import Engine
 from streaming import notifications
 from streaming.config import Settings
 from streaming.patterns.keyed import NO_KEY, event_time_ms
-from streaming.patterns.registry import engine_for
+from streaming.patterns.registry import engines_for
 from streaming.records import Position, error
-from streaming.tenants import Tenants
+from streaming.tenants import OPERATOR, Tenants
 
 PATTERN_LATE = "pattern-late"
 """Stage of an event that arrived after a later one of its key was processed."""
@@ -55,16 +61,17 @@ Row = tuple[bytes | None, bytes, str]
 class KeyState:
     """The state of one key between micro-batches.
 
-    ``clock``: the end time of the last event processed (None: none yet); ``instances``: the
-    engine's automaton instances (:meth:`Engine.export_instances
-    <matchers.cayuga.engine.Engine.export_instances>`: records keep their floats, NaN and
-    infinities included); ``pending``: the events waiting for the watermark, as columns
+    ``clock``: the end time of the last event processed (None: none yet); ``instances``: each
+    tenant's engine's automaton instances (``{tenant: rows}``, the operator's under ``""``;
+    :meth:`Engine.export_instances <matchers.cayuga.engine.Engine.export_instances>`: records
+    keep their floats, NaN and infinities included; a snapshot written before tenants had
+    their own engines holds one list of rows); ``pending``: the events waiting for the watermark, as columns
     (:data:`PENDING`); ``wake``: the watermark (ms) at which the key must be visited even
     without new events (its next pending event, ``DUR`` expiry or state timeout), or None.
     """
 
     clock: int | None
-    instances: list
+    instances: dict[str, list]
     pending: dict[str, list]
     wake: int | None
 
@@ -75,10 +82,12 @@ PartitionState = dict[str, KeyState]
 
 @dataclass
 class OpenKey:
-    """One key while the operator holds it: its engine (holding its instances) and pending events."""
+    """One key while the operator holds it: its engines (one per tenant, holding its instances), the
+    end time of the last event processed and its pending events."""
 
     key: str
-    engine: Engine
+    engines: dict[str, Engine]
+    clock: int | None = None
     pending: dict[str, list] = field(default_factory=lambda: {c: [] for c in PENDING})
 
 
@@ -104,11 +113,13 @@ class PatternOperator:
         """``(notifications topic, the subscription id it names)`` of a pattern (its tenant's, with tenants)."""
         return (self.notifications_topic, sub_id) if self.tenants is None else self.tenants.route(sub_id)
 
-    def run(self, state: PartitionState, events: dict[str, Sequence], watermark_ms: int) -> tuple[PartitionState, list[Row]]:
+    def run(self, state: PartitionState, events: dict[str, Sequence], watermark_ms: int,
+            blocked: Collection[str] = ()) -> tuple[PartitionState, list[Row]]:
         """One micro-batch of a state partition: its new ``events`` (columns ``gkey`` and
         :data:`PENDING`; rows of :data:`~streaming.patterns.keyed.NO_KEY` are ignored) at
-        event-time watermark ``watermark_ms``. Returns the partition's new state (``state`` is
-        not changed) and the output records."""
+        event-time watermark ``watermark_ms``, the tenants ``blocked`` starting no new
+        instances. Returns the partition's new state (``state`` is not changed) and the
+        output records."""
         rows_of: dict[str, list[int]] = {}
         for i, gkey in enumerate(events.get("gkey", ())):
             if gkey != NO_KEY:
@@ -117,7 +128,7 @@ class PatternOperator:
         now = watermark_ms // self.unit - 1  # the last tick the watermark has passed
         new, out = dict(state), []
         for gkey in sorted(rows_of.keys() | due):
-            key = self.restore(gkey, state.get(gkey))
+            key = self.restore(gkey, state.get(gkey), blocked)
             try:
                 if gkey in rows_of:
                     self.on_events(key, events, rows_of[gkey])
@@ -125,7 +136,8 @@ class PatternOperator:
                 out += self.advance(key, now)
                 kept = self.snapshot(key, watermark_ms)
             finally:
-                key.engine.clear_instances()
+                for eng in key.engines.values():
+                    eng.clear_instances()
             if kept is None:
                 new.pop(gkey, None)
             else:
@@ -133,14 +145,18 @@ class PatternOperator:
         return new, out
 
     # -- lifecycle -------------------------------------------------------------------------
-    def restore(self, gkey: str, ks: KeyState | None) -> OpenKey:
-        """The key's engine holding its instances, and its pending events."""
-        key = OpenKey(gkey, engine_for(self.registry_dir, gkey, self.unit))
-        if ks is None:
-            key.engine.load_instances((), None)
-        else:
-            key.engine.load_instances(ks.instances, ks.clock)
+    def restore(self, gkey: str, ks: KeyState | None, blocked: Collection[str] = ()) -> OpenKey:
+        """The key's engines holding their tenants' instances (those of ``blocked`` tenants
+        starting none), and its pending events."""
+        key = OpenKey(gkey, engines_for(self.registry_dir, gkey, self.unit))
+        held: dict[str, list] = {} if ks is None else ks.instances
+        if ks is not None:
+            key.clock = ks.clock
             key.pending = {c: list(v) for c, v in ks.pending.items()}
+        for tenant, eng in key.engines.items():
+            eng.starting = tenant not in blocked
+            # an older snapshot's one list: each engine takes the rows of its own nodes (ids are content hashes)
+            eng.load_instances(held.get(tenant, ()) if isinstance(held, dict) else held, key.clock)
         return key
 
     def on_events(self, key: OpenKey, events: dict[str, Sequence], rows: Sequence[int]) -> None:
@@ -159,18 +175,20 @@ class PatternOperator:
         ready = int(np.searchsorted(t1s[order], now, side="right"))
         if ready == 0:
             return []
-        eng, gkey, unit = ks.engine, ks.key, self.unit
+        engines, gkey, unit = ks.engines.values(), ks.key, self.unit
         rows: list[Row] = []
         matched_ms = int(time.time() * 1000)
         t0s, eids, streams, attrs, parts, offs = (p[c] for c in ("t0", "eid", "stream", "attrs", "partition", "offset"))
         for i in order[:ready].tolist():
             t1 = p["t1"][i]
-            if eng.clock is not None and t1 < eng.clock:
+            if ks.clock is not None and t1 < ks.clock:
                 err = error(PATTERN_LATE, attrs[i], Position(self.events_topic, parts[i], offs[i]),
-                            f"late event {eids[i]!r} for key {gkey}: ends at {t1}, before the last processed ({eng.clock})")
+                            f"late event {eids[i]!r} for key {gkey}: ends at {t1}, before the last processed ({ks.clock})")
                 rows.append((None, err.to_json(), self.errors_topic))
                 continue
-            for m in eng.process(Event(eids[i], streams[i], t0s[i], t1, orjson.loads(attrs[i]))):
+            ks.clock = t1
+            event = Event(eids[i], streams[i], t0s[i], t1, orjson.loads(attrs[i]))
+            for m in (m for eng in engines for m in eng.process(event)):
                 if m.t1 < t1:  # an UNLESS deadline this event's time passed: no event completed it
                     rows.append(self._row(m, gkey, matched_ms))
                     continue
@@ -186,7 +204,7 @@ class PatternOperator:
         """Let event time pass to ``now``: ``UNLESS`` patterns whose deadline passed fire (their
         notification rows), instances that can no longer complete are dropped."""
         matched_ms = int(time.time() * 1000)
-        return [self._row(m, ks.key, matched_ms) for m in ks.engine.advance(now)]
+        return [self._row(m, ks.key, matched_ms) for eng in ks.engines.values() for m in eng.advance(now)]
 
     def _row(self, m: Any, gkey: str, matched_ms: int) -> Row:
         """The notification row of a pattern completed by the passing of time, not by an event."""
@@ -197,20 +215,33 @@ class PatternOperator:
 
     def snapshot(self, key: OpenKey, watermark_ms: int) -> KeyState | None:
         """The key's instances and pending events as its state, with its timer; None when it has neither."""
-        eng = key.engine
-        instances = eng.export_instances()
-        if self.state_timeout:
-            now = watermark_ms // self.unit - 1
-            instances = [i for i in instances if i[0] is None or i[3] + self.state_timeout > now]  # None: skip marks
-        pending = key.pending
-        if not instances and not pending["t1"]:
+        now = watermark_ms // self.unit - 1
+        instances: dict[str, list] = {}
+        wake = [event_time_ms(min(key.pending["t1"]), self.unit)] if key.pending["t1"] else []
+        for tenant, eng in key.engines.items():
+            rows = eng.export_instances()
+            if self.state_timeout:
+                rows = [i for i in rows if i[0] is None or i[3] + self.state_timeout > now]  # None: skip marks
+            if not rows:
+                continue
+            instances[tenant] = rows
+            nxt = eng.next_expiry()
+            if nxt is not None:
+                wake.append(event_time_ms(nxt + 1, self.unit))
+            starts = [i[3] for i in rows if i[0] is not None]
+            if self.state_timeout and starts:
+                wake.append(event_time_ms(min(starts) + self.state_timeout, self.unit))
+        if not instances and not key.pending["t1"]:
             return None
-        wake = [event_time_ms(min(pending["t1"]), self.unit)] if pending["t1"] else []
-        nxt = eng.next_expiry()
-        if nxt is not None:
-            wake.append(event_time_ms(nxt + 1, self.unit))
-        starts = [i[3] for i in instances if i[0] is not None]
-        if self.state_timeout and starts:
-            wake.append(event_time_ms(min(starts) + self.state_timeout, self.unit))
         wake = [w for w in wake if w > watermark_ms]
-        return KeyState(eng.clock, list(instances), pending, min(wake) if wake else None)
+        return KeyState(key.clock, instances, key.pending, min(wake) if wake else None)
+
+
+def live_instances(state: PartitionState) -> Counter[str]:
+    """``{tenant: live instances}`` of a partition's state (the skip marks are not instances)."""
+    counts: Counter[str] = Counter()
+    for ks in state.values():
+        for tenant, rows in (ks.instances.items() if isinstance(ks.instances, dict) else [(OPERATOR, ks.instances)]):
+            counts[tenant] += sum(1 for r in rows if r[0] is not None)
+    return counts
+

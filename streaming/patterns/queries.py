@@ -10,7 +10,10 @@
   (:class:`~streaming.patterns.operator.PatternOperator`) over the partition's state
   (:mod:`streaming.patterns.state`), its notifications and error records sent to their
   topics by the task. Every partition runs every batch, with or without events, so timers
-  fire when the watermark passes them.
+  fire when the watermark passes them. Each partition reports its live instances per
+  tenant; the driver sums them, records them with the watermark, and the tenants at their
+  ``pattern_instances`` quota start no new instances in the next batch (one error record,
+  stage ``pattern-quota``, on the tenant's errors topic when it reaches it).
 
 Both checkpoint under ``<spark.checkpoint_dir>/patterns`` (the registry under it too), start
 from ``patterns.starting_offsets`` and trigger every ``patterns.trigger_interval``.
@@ -20,9 +23,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,11 +40,12 @@ from streaming.patterns.keyed import (
     event_time_ms,
     keyed_rows,
 )
-from streaming.patterns.operator import PatternOperator
+from streaming.patterns.operator import PatternOperator, live_instances
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records
 from streaming.patterns.state import StateError, StateStore
+from streaming.records import ErrorRecord, Position, error
 from streaming.storage import join
-from streaming.tenants import Tenants
+from streaming.tenants import Tenants, topic_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,12 +54,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("streaming.patterns")
 
 OUT_DDL = "key binary, value binary, topic string"
+PATTERN_QUOTA = "pattern-quota"
+"""Stage of the error record of a tenant reaching its ``pattern_instances`` quota."""
 RESULT_SCHEMA = pa.schema([("part", pa.int32()), ("watermark", pa.int64()), ("events", pa.int64()),
                            ("keys", pa.int64()), ("instances", pa.int64()), ("pending", pa.int64()),
-                           ("sent", pa.int64())])
+                           ("sent", pa.int64()), ("live", pa.map_(pa.string(), pa.int64()))])
 """One row per state partition and batch: the watermark after the batch, the partition's new
-events, keys, live instances and pending events after the batch, and the records it sent."""
-RESULT_DDL = "part int, watermark long, events long, keys long, instances long, pending long, sent long"
+events, keys, live instances and pending events after the batch, the records it sent, and
+its live instances per tenant (the operator's under ``""``)."""
+RESULT_DDL = ("part int, watermark long, events long, keys long, instances long, pending long, sent long, "
+              "live map<string, long>")
 
 
 def checkpoint(settings: Settings) -> str:
@@ -105,15 +114,16 @@ def start_subscriptions_query(spark: SparkSession, settings: Settings, client_co
 
 
 def run_partitions(batches: Iterator[pa.RecordBatch], batch_id: int, watermark_ms: int, settings: Settings,
-                   kafka: KafkaClientConfig, registry_uri: str, state_uri: str) -> Iterator[pa.RecordBatch]:
+                   kafka: KafkaClientConfig, registry_uri: str, state_uri: str,
+                   blocked: Collection[str] = ()) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body of one task of the ``patterns`` query, after the shuffle by state
     partition: for each partition among its rows (:data:`~streaming.patterns.keyed.ROWS_SCHEMA`;
     each partition has the marks of every keying task, :func:`~streaming.patterns.keyed.partition_marks`),
     the watermark moves from ``watermark_ms`` (the previous batch's) to the latest event time of
     the batch minus ``patterns.watermark_delay``; the operator runs from the state before
     ``batch_id`` (under ``state_uri``, with the patterns of the registry at ``registry_uri``:
-    URIs made on the driver), the output records are sent, then the state is written. One
-    :data:`RESULT_SCHEMA` row per partition."""
+    URIs made on the driver; the tenants ``blocked`` start no new instances), the output
+    records are sent, then the state is written. One :data:`RESULT_SCHEMA` row per partition."""
     from streaming.kafka.sink import produce_batches
 
     table = pa.Table.from_batches([rb.cast(ROWS_SCHEMA) for rb in batches], schema=ROWS_SCHEMA)
@@ -121,25 +131,37 @@ def run_partitions(batches: Iterator[pa.RecordBatch], batch_id: int, watermark_m
     store = StateStore(state_uri)
     delay = interval_ms(settings.patterns.watermark_delay)
     parts = table.column("part").to_numpy()
-    results: list[tuple[int, ...]] = []
+    results: list[tuple[Any, ...]] = []
     for part in sorted(set(parts.tolist())):
         rows = table.filter(pa.array(parts == part))
         latest = pc.max(rows.column("t1")).as_py()
         watermark = watermark_ms if latest is None else max(
             watermark_ms, event_time_ms(latest, settings.patterns.time_unit_ms) - delay)
         events = {c: rows.column(c).to_pylist() for c in rows.column_names}
-        new, out = op.run(store.load(part, batch_id), events, watermark)
+        new, out = op.run(store.load(part, batch_id), events, watermark, blocked)
         if out:
             keys, values, topics = zip(*out, strict=True)
             produce_batches(kafka, None, iter([pa.RecordBatch.from_arrays(
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 names=["key", "value", "topic"])]))
         store.save(part, batch_id, new)
-        results.append((part, watermark, sum(g != NO_KEY for g in events["gkey"]), len(new),
-                        sum(len(ks.instances) for ks in new.values()),
-                        sum(len(ks.pending["t1"]) for ks in new.values()), len(out)))
+        live = live_instances(new)
+        results.append((part, watermark, sum(g != NO_KEY for g in events["gkey"]), len(new), sum(live.values()),
+                        sum(len(ks.pending["t1"]) for ks in new.values()), len(out), list(live.items())))
     yield pa.RecordBatch.from_pylist([dict(zip(RESULT_SCHEMA.names, r, strict=True)) for r in results],
                                      schema=RESULT_SCHEMA)
+
+
+def instance_quota_errors(tenants: Tenants, events_topic: str, batch_id: int, blocked: Collection[str],
+                          live: Mapping[str, int]) -> list[tuple[str, ErrorRecord]]:
+    """``(errors topic, error record)`` of each tenant that reached its ``pattern_instances``
+    quota in batch ``batch_id``: at it with ``live`` instances after the batch, not ``blocked``
+    (at it) before. A replayed batch gives the same records (same ids: the position is the
+    events topic, partition -1 and the batch id)."""
+    where = Position(events_topic, -1, batch_id)
+    return [(topic_of(tenants.errors_topic, t), error(PATTERN_QUOTA, None, where,
+                                                       tenants.instance_quota_reason(t, live[t])))
+            for t in sorted(tenants.at_instance_quota(live) - set(blocked))]
 
 
 class PatternJob:
@@ -153,11 +175,16 @@ class PatternJob:
         self.store = StateStore(self.state_uri)
         self.partitions = settings.patterns.state_partitions
         self.store.check(self.partitions)
+        self.tenants = Tenants.of(settings)
 
     def process(self, df: DataFrame, batch_id: int) -> None:
         """One micro-batch: key the events, shuffle them by state partition, run every partition."""
         t0 = time.perf_counter()
-        before = self.store.watermark_before(batch_id)
+        before, live_before = self.store.before(batch_id)
+        blocked = self.tenants.at_instance_quota(live_before) if self.tenants is not None else frozenset()
+        if blocked:
+            log.info("patterns batch %d: tenants %s at their pattern_instances quota start no new instances",
+                     batch_id, sorted(blocked))
         # the marks of a task with no events, so that every partition runs even when no source task does
         none = self.spark.range(0, self.partitions, 1, 1).selectExpr(
             f"'{NO_KEY}' AS gkey", "CAST(id AS INT) AS part", "CAST(NULL AS LONG) AS t0", "CAST(NULL AS LONG) AS t1",
@@ -168,16 +195,34 @@ class PatternJob:
         results = (keyed.unionByName(none).repartition(self.partitions, "part")
                    .mapInArrow(partial(run_partitions, batch_id=batch_id, watermark_ms=before,
                                        settings=self.settings, kafka=self.kafka, registry_uri=self.registry_dir,
-                                       state_uri=self.state_uri), RESULT_DDL).collect())
+                                       state_uri=self.state_uri, blocked=blocked), RESULT_DDL).collect())
         if {r["part"] for r in results} != set(range(self.partitions)) or len({r["watermark"] for r in results}) != 1:
             raise StateError(f"patterns batch {batch_id}: partitions {sorted((r['part'], r['watermark']) for r in results)}"
                              f" (expected each of {self.partitions} once, with one watermark)")
         watermark = results[0]["watermark"]
-        self.store.write_watermark(batch_id, watermark)
-        total = [sum(r[i] for r in results) for i in range(2, len(RESULT_SCHEMA))]
+        live: Counter[str] = Counter()
+        for r in results:
+            live.update(dict(r["live"]))
+        if self.tenants is not None:
+            self.send_errors(instance_quota_errors(self.tenants, self.settings.kafka.events_topic, batch_id,
+                                                   blocked, live))
+        self.store.write_batch(batch_id, watermark, dict(live))
+        total = [sum(r[i] for r in results) for i in range(2, len(RESULT_SCHEMA) - 1)]
         log.info("patterns batch %d: %d keyed events, watermark %d ms, %d keys, %d instances, %d pending, "
                  "%d records sent, %.0f ms", batch_id, total[0], watermark, *total[1:],
                  (time.perf_counter() - t0) * 1e3)
+
+    def send_errors(self, errors: list[tuple[str, ErrorRecord]]) -> None:
+        """Send ``(topic, error record)`` pairs (the driver's own, few)."""
+        if not errors:
+            return
+        from streaming.kafka.sink import produce_batches
+
+        produce_batches(self.kafka, None, iter([pa.RecordBatch.from_pydict({
+            "value": pa.array([e.to_json() for _, e in errors], pa.binary()),
+            "topic": pa.array([t for t, _ in errors], pa.string())})]))
+        for topic, e in errors:
+            log.warning("patterns: %s (to %s)", e.reason, topic)
 
 
 def start_patterns_query(spark: SparkSession, settings: Settings, client_config: KafkaClientConfig) -> StreamingQuery:

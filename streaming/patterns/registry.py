@@ -199,7 +199,7 @@ def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterab
 
 # -- the worker's view of the registry (cached per process and registry version) --------------
 _partition_cache: dict[tuple[str, int], tuple[list[str], bool]] = {}
-_engines: dict[tuple[str, int, str | None, int], Engine] = {}
+_engines: dict[tuple[str, int, str | None, int], dict[str, Engine]] = {}
 
 
 def partition_keys(registry_dir: str) -> tuple[int, list[str], bool]:
@@ -222,24 +222,30 @@ def partition_keys(registry_dir: str) -> tuple[int, list[str], bool]:
     return version, cached[0], cached[1]
 
 
-def engine_for(registry_dir: str, gkey: str, tick_ms: int = TICK_MS) -> Engine:
-    """The worker's compiled automaton of the patterns partitioned like state key ``gkey``
-    (``attr#bucket``, or :data:`ALL_KEY`), without instances; durations with a unit in
-    ticks of ``tick_ms``."""
+def engines_for(registry_dir: str, gkey: str, tick_ms: int = TICK_MS) -> dict[str, Engine]:
+    """The worker's compiled automata of the patterns partitioned like state key ``gkey``
+    (``attr#bucket``, or :data:`ALL_KEY`), one per tenant holding some (the operator's under
+    ``""``: in the single-tenant layout the only one), without instances; durations with a
+    unit in ticks of ``tick_ms``. No instance is shared between tenants, so each tenant's
+    live instances are its own to count (the ``pattern_instances`` quota)."""
     version, _, patterns = load_registry(registry_dir)
     attr = None if gkey == ALL_KEY else gkey.rsplit("#", 1)[0]
     ck = (registry_dir, version, attr, tick_ms)
-    eng = _engines.get(ck)
-    if eng is None:
+    engines = _engines.get(ck)
+    if engines is None:
         for old in [k for k in _engines if k[0] == registry_dir and k[1] != version]:
             del _engines[old]
-        eng = Engine(tick_ms=tick_ms)
+        engines = {}
         for sub_id, entry in sorted(patterns.items()):
             if _attribute(entry) == attr:
+                tenant = Tenants.split(sub_id)[0]
+                eng = engines.get(tenant)
+                if eng is None:
+                    eng = engines[tenant] = Engine(tick_ms=tick_ms)
+                    eng.epoch = version
                 eng.add(sub_id, entry[0], since=entry[1])
-        eng.epoch = version
-        _engines[ck] = eng
-    return eng
+        _engines[ck] = engines
+    return engines
 
 
 def _attribute(entry: list) -> str | None:

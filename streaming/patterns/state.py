@@ -7,9 +7,11 @@ a pickle, so that a NaN or an infinity in an instance's record stays one) to
 worker's cache; batch ``b`` starts from batch ``b - 1``'s state: the cache when it holds
 exactly that, else its snapshot. A replayed batch therefore starts from the state it started
 from the first time. Batch 0 starts empty; any later batch whose previous snapshot cannot be
-read fails (:class:`StateError`), never starting empty. The driver writes the watermark after
-each batch (``<dir>/watermark/b<b>``), and the partition count once (``<dir>/partitions``):
-a checkpoint's state cannot be read with another count.
+read fails (:class:`StateError`), never starting empty. The driver writes the watermark and
+each tenant's live instances (summed over the partitions) after each batch
+(``<dir>/watermark/b<b>``), so a replayed batch makes the same ``pattern_instances`` quota
+decision, and the partition count once (``<dir>/partitions``): a checkpoint's state cannot
+be read with another count.
 """
 
 from __future__ import annotations
@@ -86,17 +88,34 @@ class StateStore:
             if m and int(m.group(1)) <= batch_id - KEPT:
                 d.remove(n)
 
-    def watermark_before(self, batch_id: int) -> int:
-        """The event-time watermark (ms) after batch ``batch_id - 1`` (0 before batch 0)."""
+    def before(self, batch_id: int) -> tuple[int, dict[str, int]]:
+        """The event-time watermark (ms) after batch ``batch_id - 1`` and each tenant's live
+        instances then (``(0, {})`` before batch 0; ``{}`` from a record written without them)."""
         if batch_id == 0:
-            return 0
+            return 0, {}
         try:
-            return int(orjson.loads(self.dir.sub("watermark").read(_name(batch_id - 1))))
+            return _record(self.dir.sub("watermark").read(_name(batch_id - 1)))
         except FileNotFoundError:
             raise StateError(f"no watermark after batch {batch_id - 1} at {self.dir.uri}") from None
 
-    def write_watermark(self, batch_id: int, watermark_ms: int) -> None:
-        """Record the watermark after batch ``batch_id`` (and delete older records)."""
+    def latest(self) -> dict[str, int]:
+        """Each tenant's live instances after the newest batch recorded (``{}``: none yet)."""
+        try:
+            names = sorted(n for n in self.dir.sub("watermark").names() if _SNAPSHOT.match(n))
+            return _record(self.dir.sub("watermark").read(names[-1]))[1] if names else {}
+        except FileNotFoundError:
+            return {}
+
+    def write_batch(self, batch_id: int, watermark_ms: int, live: dict[str, int]) -> None:
+        """Record the watermark and each tenant's live instances after batch ``batch_id`` (and
+        delete older records)."""
         d = self.dir.sub("watermark")
-        d.write(_name(batch_id), orjson.dumps(watermark_ms))
+        d.write(_name(batch_id), orjson.dumps({"watermark": watermark_ms, "instances": live}))
         d.remove(_name(batch_id - KEPT))
+
+
+def _record(blob: bytes) -> tuple[int, dict[str, int]]:
+    obj = orjson.loads(blob)
+    if isinstance(obj, int):  # written before the live instances were recorded
+        return obj, {}
+    return int(obj["watermark"]), {str(t): int(n) for t, n in obj["instances"].items()}

@@ -66,8 +66,13 @@ def test_layout_and_ids(tmp_path):
 def test_config_quotas_and_names():
     s = load(None, ["tenants.names=acme,beta", "tenants.subscriptions=5", "tenants.quotas.beta.predicates=7"],
              environ={"PUBSUB_TENANTS_QUOTAS_ACME_SUBSCRIPTIONS": "3"})
-    assert s.tenants.quota_table() == {"acme": {"subscriptions": 3, "predicates": 0, "patterns": 0},
-                                       "beta": {"subscriptions": 5, "predicates": 7, "patterns": 0}}
+    assert s.tenants.quota_table() == {
+        "acme": {"subscriptions": 3, "predicates": 0, "patterns": 0, "pattern_instances": 0},
+        "beta": {"subscriptions": 5, "predicates": 7, "patterns": 0, "pattern_instances": 0}}
+    s = load(None, ["tenants.names=acme,beta", "tenants.pattern_instances=100"],
+             environ={"PUBSUB_TENANTS_QUOTAS_ACME_PATTERN_INSTANCES": "3", "PUBSUB_TENANTS_QUOTAS_ACME_PATTERNS": "2"})
+    assert [s.tenants.quota_table()[t]["pattern_instances"] for t in ("acme", "beta")] == [3, 100]
+    assert s.tenants.quota_table()["acme"]["patterns"] == 2
     s = load(None, ["tenants.names=acme,beta", "tenants.patterns=2", "tenants.targets.beta=beta-out."], environ={})
     assert s.tenants.quota_table()["acme"]["patterns"] == 2
     assert s.tenants.target_prefixes("notifications") == {"acme": "notifications.acme.", "beta": "beta-out."}
@@ -117,9 +122,9 @@ def test_quotas_refuse_one_tenant_and_leave_the_others_alone(tmp_path):
     assert "past its quota of 2" in refused[("subscriptions.acme", 2)]
     assert "4 predicates" in refused[("subscriptions.beta", 1)]
     assert set(reg.subscriptions) == {"acme:a0", "acme:a1", "beta:b0", "op0", "op1", "op2"}
-    assert gate.describe(reg, ["acme:p", "beta:p", "p"])["acme"] == {
-        "subscriptions": 2, "predicates": 2, "patterns": 1,
-        "quotas": {"subscriptions": 2, "predicates": 0, "patterns": 0}}
+    assert gate.describe(reg, ["acme:p", "beta:p", "p"], {"acme": 4, "": 9})["acme"] == {
+        "subscriptions": 2, "predicates": 2, "patterns": 1, "pattern_instances": 4,
+        "quotas": {"subscriptions": 2, "predicates": 0, "patterns": 0, "pattern_instances": 0}}
     assert gate.books.usage == usage_of(reg.subscriptions.items())
     # replacing a held subscription is no new one; a delete frees room for the next
     out = apply_changes(reg, 1, rows_of(("subscriptions.acme", {"id": "a1", "expr": "price < 6"}),
@@ -270,3 +275,80 @@ def test_a_tenants_patterns_are_its_own_held_to_its_quota_and_notify_its_topic(t
     out = feed(PatternOperator(registry_dir(settings), settings), Part(), keyed, tick_ms(events[-1].t1 + 1, 1000))
     got = {(r.topic, r.key, orjson.loads(r.value)["subscription"]) for r in out}
     assert got == {("notifications.acme", b"q", "q"), ("notifications.beta", b"p", "p"), ("notifications", b"p", "p")}
+
+
+def test_each_tenant_counts_its_own_pattern_instances_and_one_at_its_quota_starts_none(tmp_path, monkeypatch):
+    """acme and beta hold the same pattern: each has its own instances (never shared). With acme
+    blocked (at its pattern_instances quota) for the second batch, acme's runs in flight complete
+    and expire but none starts; beta's matches are the reference's, as if nothing happened."""
+    from streaming.patterns.operator import PatternOperator, live_instances
+    from streaming.patterns.queries import registry_dir
+    from streaming.patterns.registry import PatternRegistry, apply_pattern_records
+    from tests.unit.cayuga.helpers import reference_matches
+    from tests.unit.cayuga.streams import TABLE1, stock_ticks
+    from tests.unit.streaming.patterns.test_patterns import _keyed, event_bytes
+    from tests.unit.streaming.patterns.test_patterns import event_time_ms as tick_ms
+
+    settings = settings_for(tmp_path, quotas={"acme.pattern_instances": 1})
+    t = Tenants.of(settings)
+    s3 = TABLE1["S3"]
+    apply_pattern_records(PatternRegistry(registry_dir(settings)), 0, pattern_rows(
+        ("subscriptions.acme", {"id": "p", "pattern": s3}), ("subscriptions.beta", {"id": "p", "pattern": s3})),
+        tenants=t)
+    events = stock_ticks(80, 5)
+    first, second = events[:40], events[40:]
+    op, state = PatternOperator(registry_dir(settings), settings), {}
+    got: dict[str, set] = {"notifications.acme": set(), "notifications.beta": set()}
+    for batch, blocked in ((first, frozenset()), (second, frozenset({"acme"}))):
+        keyed, _ = _keyed([event_bytes(e) for e in batch], settings, monkeypatch)
+        events_of = {c: keyed[c].tolist() for c in keyed.columns}
+        state, out = op.run(state, events_of, tick_ms(batch[-1].t1 + 1, 1000), blocked)
+        for _, value, topic in out:
+            got[topic].add(tuple(orjson.loads(value)["witness"]["events"]))
+        live = live_instances(state)
+        if batch is first:
+            assert live["acme"] == live["beta"] > 1  # one instance each per symbol seen, not one shared
+            assert t.at_instance_quota(live) == {"acme"}
+    ref = {k[5] for k in reference_matches({"p": s3}, events)}
+    started_first = {e.id for e in first}
+    assert got["notifications.beta"] == ref
+    assert got["notifications.acme"] == {w for w in ref if w[0] in started_first} != ref
+    assert live["acme"] == 0 < live["beta"]  # every symbol came again: acme's runs all ended, none started
+    assert t.at_instance_quota(live) == frozenset()  # so acme starts again in the next batch
+
+
+def test_instance_quota_decision_and_one_error_per_crossing(tmp_path):
+    from streaming.patterns.queries import PATTERN_QUOTA, instance_quota_errors
+
+    t = Tenants.of(settings_for(tmp_path, pattern_instances=10, quotas={"beta.pattern_instances": 0}))
+    assert t.quotas["acme"]["pattern_instances"] == 10 and t.quotas["beta"]["pattern_instances"] == 0
+    assert t.at_instance_quota({"acme": 9, "beta": 10**9, "": 10**9}) == frozenset()  # beta: no bound
+    assert t.at_instance_quota({"acme": 10}) == t.at_instance_quota({"acme": 11}) == {"acme"}
+    # acme reaches it in batch 7: one record on its errors topic, naming the quota and the count
+    (crossing,) = instance_quota_errors(t, "events", 7, frozenset(), {"acme": 12, "beta": 50})
+    topic, err = crossing
+    assert topic == "errors.acme" and err.stage == PATTERN_QUOTA
+    assert "tenant 'acme' holds 12 live pattern instances, at or past its quota of 10" in err.reason
+    assert "pattern_instances" in err.reason
+    # the same batch replayed: the same record (same id); the next batches, still at it: none
+    assert instance_quota_errors(t, "events", 7, frozenset(), {"acme": 12}) == [crossing]
+    assert instance_quota_errors(t, "events", 8, frozenset({"acme"}), {"acme": 15}) == []
+    # below it again, then at it again: a new crossing, a new record
+    assert t.at_instance_quota({"acme": 3}) == frozenset()
+    (again,) = instance_quota_errors(t, "events", 12, frozenset(), {"acme": 10})
+    assert again[1].id != err.id
+
+
+def test_the_live_instances_are_recorded_with_the_watermark_for_a_replay(tmp_path):
+    from streaming.patterns.state import StateError, StateStore
+
+    store = StateStore(str(tmp_path / "state"))
+    assert store.before(0) == (0, {}) and store.latest() == {}
+    store.write_batch(0, 5000, {"acme": 3, "": 7})
+    store.write_batch(1, 6000, {"acme": 4})
+    assert store.before(1) == (5000, {"acme": 3, "": 7})  # what batch 1 (first run or replay) decides from
+    assert store.before(2) == (6000, {"acme": 4}) and store.latest() == {"acme": 4}
+    store.dir.sub("watermark").write("b000000000002", b"7000")  # a record written before the counts
+    assert store.before(3) == (7000, {})
+    with pytest.raises(StateError):
+        store.before(9)

@@ -209,7 +209,7 @@ def test_nan_in_an_instance_survives_the_state(tmp_path, monkeypatch):
     part = Part()
     assert feed(PatternOperator(registry_dir(settings), settings), part, rows.iloc[:1], event_time_ms(1, 1000)) == []
     part.state = pickle.loads(pickle.dumps(part.state))  # as the state partition's snapshot holds it
-    (instance,) = next(ks.instances for ks in part.state.values())
+    (instance,) = next(ks.instances[""] for ks in part.state.values())  # the operator's engine
     assert math.isnan(instance[1]["d"])
     later = PatternOperator(registry_dir(settings), settings)
     got = witnesses(feed(later, part, rows.iloc[1:], event_time_ms(2, 1000)))
