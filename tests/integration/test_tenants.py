@@ -74,8 +74,8 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
     assert sorted(job.registry.subscriptions) == ["acme:a2", "beta:x"]
     usage = (read_status(settings.status.status_file) or {})["tenants"]
     assert usage["acme"]["subscriptions"] == 1 and usage["beta"] == {
-        "subscriptions": 1, "predicates": 1, "patterns": 0,
-        "quotas": {"subscriptions": 2, "predicates": 0, "patterns": 0}}
+        "subscriptions": 1, "predicates": 1, "patterns": 0, "pattern_instances": 0,
+        "quotas": {"subscriptions": 2, "predicates": 0, "patterns": 0, "pattern_instances": 0}}
 
 
 def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
@@ -143,6 +143,54 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     usage = Admission(tenants, lambda topic: True).describe(Registry(settings.registry_dir),
                                                             MatchJob(settings, spark, kafka_config).pattern_ids())
     assert usage["acme"]["patterns"] == 1 and usage["beta"]["patterns"] == 1
+
+
+def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_told_once(
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
+):
+    """acme (quota: 2 live instances) and beta hold the same pattern. Three runs in flight put
+    acme past its quota: one error record on errors.acme; in the next batch acme's runs in
+    flight complete but its new opens start none, while beta matches them all; once acme's
+    runs are done it starts again."""
+    topics = make_topics(topic_factory, event_partitions=1)
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
+        tenants={"names": "acme,beta", "quotas": {"acme.pattern_instances": 2}})
+    tenants = Tenants.of(settings)
+    assert tenants is not None
+    ensure_topics(kafka_config, tenants.topic_partitions(settings))
+    for t in ("acme", "beta"):
+        produce(kafka_config, f"{topics.subscriptions}.{t}", [pattern("p", "Open NEXT{$2.name = $1.name} Close")])
+    query = start_subscriptions_query(spark, settings, kafka_config)
+    try:
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+
+    def ev(kind: str, name: str, ts: int) -> bytes:
+        return orjson.dumps({"id": f"{kind}-{name}", "stream": kind, "ts": ts, "name": name})
+
+    phases = [
+        [ev("Open", n, ts) for ts, n in enumerate("abc", 1)] + [heartbeat(3)],  # 3 runs each: acme at its quota
+        [ev("Open", "d", 10), ev("Open", "e", 11)] + [ev("Close", n, ts) for ts, n in enumerate("abcde", 12)],
+        [ev("Open", "f", 20), ev("Close", "f", 21)],  # acme's runs are done: it starts again
+    ]
+    query = start_patterns_query(spark, settings, kafka_config)
+    try:
+        for events in phases:
+            produce(kafka_config, topics.events, events, partition=0)
+            query.processAllAvailable()
+        beta = notification_docs(kafka_config, f"{topics.notifications}.beta", 6, timeout=120)
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert {d["witness"]["events"][0] for d in beta} == {f"Open-{n}" for n in "abcdef"}
+    acme = notification_docs(kafka_config, f"{topics.notifications}.acme")
+    assert sorted(d["witness"]["events"][0] for d in acme) == [f"Open-{n}" for n in "abcf"]
+    (err,) = notification_docs(kafka_config, f"{topics.errors}.acme", 1)  # one, not one per refused run
+    assert err["stage"] == "pattern-quota"
+    assert "tenant 'acme' holds 3 live pattern instances, at or past its quota of 2" in err["reason"]
+    assert consume_all(kafka_config, f"{topics.errors}.beta") == [] and consume_all(kafka_config, topics.errors) == []
 
 
 def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_prefix(
