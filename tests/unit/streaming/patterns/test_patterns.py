@@ -216,6 +216,24 @@ def test_nan_in_an_instance_survives_the_state(tmp_path, monkeypatch):
     assert got == {(k[1], k[5]) for k in reference_matches({"q": NAN_AFTER_RESTORE}, events)} == {("q", ("e0", "e1"))}
 
 
+def test_a_snapshot_of_one_list_of_instances_is_restored(tmp_path, monkeypatch):
+    """A key state written before each tenant had its own engines holds one list of rows: the
+    next batch goes on from it as from the per-tenant form."""
+    import dataclasses
+
+    settings = settings_for(tmp_path)
+    register(settings, {"S3": TABLE1["S3"]})
+    events = stock_ticks(60, 3)
+    rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
+    half = len(rows) // 2
+    op, now, old = PatternOperator(registry_dir(settings), settings), Part(), Part()
+    feed(op, now, rows.iloc[:half], event_time_ms(events[-1].t1 + 1, 1000))
+    old.state = {k: dataclasses.replace(ks, instances=ks.instances.get("", [])) for k, ks in now.state.items()}
+    assert any(ks.instances for ks in old.state.values())
+    end = event_time_ms(events[-1].t1 + 1, 1000)
+    assert witnesses(feed(op, old, rows.iloc[half:], end)) == witnesses(feed(op, now, rows.iloc[half:], end)) != set()
+
+
 def test_durations_with_a_unit_are_in_the_service_ticks(tmp_path, monkeypatch):
     """``patterns.time_unit_ms`` = one minute: ``5 min`` is 5 ticks in the workers' engines."""
     settings = settings_for(tmp_path, time_unit_ms=60_000)
