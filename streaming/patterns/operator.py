@@ -188,14 +188,15 @@ class PatternOperator:
                 continue
             ks.clock = t1
             event = Event(eids[i], streams[i], t0s[i], t1, orjson.loads(attrs[i]))
-            for m in (m for eng in engines for m in eng.process(event)):
-                if m.t1 < t1:  # an UNLESS deadline this event's time passed: no event completed it
-                    rows.append(self._row(m, gkey, matched_ms))
-                    continue
-                topic, sub_id = self.route(m.sub_id)
-                value = notifications.pattern(sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
-                                              parts[i], offs[i], t1 * unit, matched_ms)
-                rows.append((sub_id.encode("utf-8"), value, topic))
+            for eng in engines:
+                for m in eng.process(event):
+                    if m.t1 < t1:  # an UNLESS deadline this event's time passed: no event completed it
+                        rows.append(self._row(m, gkey, matched_ms))
+                        continue
+                    topic, sub_id = self.route(m.sub_id)
+                    value = notifications.pattern(sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
+                                                  parts[i], offs[i], t1 * unit, matched_ms)
+                    rows.append((sub_id.encode("utf-8"), value, topic))
         rest = order[ready:].tolist()
         ks.pending = {c: [v[i] for i in rest] for c, v in p.items()}
         return rows
