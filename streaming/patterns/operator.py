@@ -65,8 +65,8 @@ class KeyState:
     tenant's engine's automaton instances (``{tenant: rows}``, the operator's under ``""``;
     :meth:`Engine.export_instances <matchers.cayuga.engine.Engine.export_instances>`: records
     keep their floats, NaN and infinities included; a snapshot written before tenants had
-    their own engines holds one list of rows); ``pending``: the events waiting for the watermark, as columns
-    (:data:`PENDING`); ``wake``: the watermark (ms) at which the key must be visited even
+    their own engines holds one list of rows); ``pending``: the events waiting for the
+    watermark, as columns (:data:`PENDING`); ``wake``: the watermark (ms) at which the key must be visited even
     without new events (its next pending event, ``DUR`` expiry or state timeout), or None.
     """
 
@@ -245,4 +245,3 @@ def live_instances(state: PartitionState) -> Counter[str]:
         for tenant, rows in (ks.instances.items() if isinstance(ks.instances, dict) else [(OPERATOR, ks.instances)]):
             counts[tenant] += sum(1 for r in rows if r[0] is not None)
     return counts
-
