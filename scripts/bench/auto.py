@@ -6,12 +6,15 @@ Per workload, every matcher is built once in this process (numba on one thread, 
 compiled on a throw-away instance first); then every round matches all events with each
 matcher in turn (the order rotating per round), in batches, repeating the pass for at
 least ``MIN_ROUND_S`` of CPU time, and the best round's CPU time per event is kept.  Match counts per event are compared with ``counting``'s.  ``--record``
-writes ``docs/bench/auto.json`` and the section of ``docs/bench.md``.
+writes ``docs/bench/auto.json`` and the section of ``docs/bench.md``.  Beside the named
+workloads, :data:`VARIANTS` holds the same subscriptions with sparse and with dense events,
+where the index ``auto`` picks follows the events.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -24,18 +27,29 @@ from matchers.auto import AutoMatcher
 from matchers.base import Matcher, create, names
 from matchers.events import EventBatch
 from scripts.bench.harness import DOCS, _one_thread
-from scripts.workloads import WORKLOADS, generate
+from scripts.workloads import WORKLOADS, Workload, generate, opindex
 
 GOAL = 1.25
 """Issue 14: ``auto`` within this factor of the best single matcher on every workload."""
 MIN_ROUND_S = 0.2
 """A round of a matcher repeats passes over the events for at least this much CPU time."""
+VARIANTS = {
+    "ranges-sparse": functools.partial(opindex, d=20, theta1=0.0, m=1),
+    "ranges-dense": functools.partial(opindex, d=20, theta1=0.0, m=20),
+}
+"""OpIndex Table 3 with numeric ranges only (1 to 4 per conjunction) over 20 attributes, the
+same subscriptions for both; the events carry 1 of the 20 attributes or all of them."""
+
+
+def workload_of(name: str, **params) -> Workload:
+    """A named workload or one of :data:`VARIANTS`."""
+    return VARIANTS[name](**params) if name in VARIANTS else generate(name, **params)
 
 
 def bench(workload: str, matchers: list[str], n_subs: int, n_events: int, rounds: int, batch: int,
           seed: int) -> dict:
     """Best-round CPU µs per event of each matcher on one workload, and auto's choice."""
-    subs, events = generate(workload, n_subs=n_subs, n_events=n_events, seed=seed)
+    subs, events = workload_of(workload, n_subs=n_subs, n_events=n_events, seed=seed)
     built: dict[str, tuple[Matcher, EventBatch]] = {}
     counts: dict[str, np.ndarray] = {}
     for name in matchers:
@@ -95,7 +109,7 @@ def render(record: dict) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.bench.auto", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join([*WORKLOADS, *VARIANTS]))
     parser.add_argument("--n-subs", type=int, default=10_000)
     parser.add_argument("--n-events", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
