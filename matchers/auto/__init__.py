@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from matchers.auto import kernels as K
 from matchers.base import Matcher, Matches, create, register
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op, Subscription
@@ -167,25 +168,29 @@ class Events:
 
 
 class _EventTally:
-    """Decayed sums behind :class:`Events`, updated per matched batch (numpy, no per-event Python)."""
+    """Decayed sums behind :class:`Events`, updated per matched batch (a numba pass over the
+    entries, no per-event Python)."""
 
     def __init__(self) -> None:
-        self.sums = np.zeros(5)  # events, rows, entries, covered entries / constrained attributes, matches
+        self.n = self.rows = self.entries = self.covered = self.matches = 0.0
 
     def update(self, batch: EventBatch, matches: Matches, constrained: np.ndarray, n_constrained: int) -> None:
-        n = batch.n
         attrs = batch.attrs
-        covered = np.count_nonzero(constrained[attrs]) if len(attrs) else 0
-        rows = len(batch.offsets) - 1
-        keep = 0.5 ** (n / HALF_LIFE)
-        self.sums *= keep
-        self.sums += (n, rows, len(attrs), covered / max(n_constrained, 1), matches.total)
+        keep = 0.5 ** (batch.n / HALF_LIFE)
+        covered = K.covered(attrs, constrained)
+        self.n = self.n * keep + batch.n
+        self.rows = self.rows * keep + len(batch.offsets) - 1
+        self.entries = self.entries * keep + len(attrs)
+        self.covered = self.covered * keep + covered / max(n_constrained, 1)
+        self.matches = self.matches * keep + matches.total
+
+    def coverage(self) -> float:
+        return self.covered / max(self.rows, 1e-9)
 
     def events(self) -> Events:
-        n, rows, entries, covered, matches = self.sums.tolist()
-        per_row = 1 / max(rows, 1e-9)
-        return Events(round(n, 1), round(entries * per_row, 3), round(covered * per_row, 3),
-                      round(rows / max(n, 1e-9), 3), round(matches / max(n, 1e-9), 3))
+        per_row, per_event = 1 / max(self.rows, 1e-9), 1 / max(self.n, 1e-9)
+        return Events(round(self.n, 1), round(self.entries * per_row, 3), round(self.coverage(), 3),
+                      round(self.rows * per_event, 3), round(self.matches * per_event, 3))
 
 
 def choose(shape: Shape, events: Events | None = None) -> tuple[str, str]:
@@ -330,14 +335,11 @@ class AutoMatcher(Matcher):
     # -- the choice -----------------------------------------------------------------
     def _observe(self, batch: EventBatch, matches: Matches) -> None:
         """Add a matched batch to the events' summary."""
-        n_attrs = self.dictionary.n_attrs
-        if self._stale:  # the subscriptions changed
+        if self._stale:  # the subscriptions changed (ids past the end: names only events use)
             ids = [self.dictionary.attr(a, create=False) for a in self._tally.attrs]
-            self._constrained = np.zeros(n_attrs, dtype=np.bool_)
+            self._constrained = np.zeros(self.dictionary.n_attrs, dtype=np.bool_)
             self._constrained[[i for i in ids if i >= 0]] = True
             self._n_constrained, self._stale = len(self._tally.attrs), False
-        elif len(self._constrained) < n_attrs:  # names only events use
-            self._constrained = np.concatenate([self._constrained, np.zeros(n_attrs - len(self._constrained), np.bool_)])
         self._seen.update(batch, matches, self._constrained, self._n_constrained)
         self._since += batch.n
 
@@ -347,7 +349,7 @@ class AutoMatcher(Matcher):
             return False
         if self._events is None:
             return True
-        return abs(self._seen.events().coverage - self._events.coverage) >= EVENT_DRIFT
+        return abs(self._seen.coverage() - self._events.coverage) >= EVENT_DRIFT
 
     def _recount(self) -> None:
         self._tally = _Tally()
