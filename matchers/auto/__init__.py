@@ -62,8 +62,8 @@ events carrying all: 1,414 / opindex 440."""
 HALF_LIFE = 1_000
 """Events after which a batch's weight in the events' summary has halved."""
 MIN_EVENTS = 500
-"""Events matched since the last decision before the events may cause another one (and
-before the summary is decided on at all)."""
+"""Events matched since the last decision before the events may cause another one; a
+decision looks at the summary once it holds half as many (decayed)."""
 EVENT_DRIFT = 0.1
 """Move of the events' coverage (share of the constrained attributes an event carries)
 since the last decision after which the choice is made again."""

@@ -1,6 +1,7 @@
 """``auto`` beside every servable matcher on the named workloads: one table (issue 14).
 
 ``python -m scripts.bench.auto [--workloads a,b] [--n-subs N] [--n-events M] [--rounds R] [--record]``
+``python -m scripts.bench.auto --drift [--n-subs N] [--n-events M] [--rounds R]``
 
 Per workload, every matcher is built once in this process (numba on one thread, kernels
 compiled on a throw-away instance first); then every round matches all events with each
@@ -8,7 +9,8 @@ matcher in turn (the order rotating per round), in batches, repeating the pass f
 least ``MIN_ROUND_S`` of CPU time, and the best round's CPU time per event is kept.  Match counts per event are compared with ``counting``'s.  ``--record``
 writes ``docs/bench/auto.json`` and the section of ``docs/bench.md``.  Beside the named
 workloads, :data:`VARIANTS` holds the same subscriptions with sparse and with dense events,
-where the index ``auto`` picks follows the events.
+where the index ``auto`` picks follows the events; ``--drift`` streams their sparse, dense,
+then sparse events (``--n-events`` each) through ``auto`` and the fixed indexes (:func:`drift`).
 """
 
 from __future__ import annotations
@@ -80,6 +82,39 @@ def bench(workload: str, matchers: list[str], n_subs: int, n_events: int, rounds
                 load_avg=[round(x, 2) for x in os.getloadavg()])
 
 
+def drift(n_subs: int, n_events: int, rounds: int, batch: int, seed: int,
+          matchers: Sequence[str] = ("auto", "counting", "bitmark", "opindex")) -> dict:
+    """CPU seconds of each matcher over a stream whose events drift: ``ranges-sparse``'s events,
+    then ``ranges-dense``'s, then sparse again (the same subscriptions), in batches; ``auto``
+    re-decides (and rebuilds) within the stream, and that is timed too.  Interleaved rounds,
+    each matcher's best; ``auto`` goes on from its state at the end of the round before."""
+    subs, sparse = VARIANTS["ranges-sparse"](n_subs=n_subs, n_events=n_events, seed=seed)
+    dense = VARIANTS["ranges-dense"](n_subs=1, n_events=n_events, seed=seed).events
+    built = {}
+    for name in matchers:
+        warm = create(name)
+        warm.add(subs[:20])
+        warm.match(warm.encode(dense[:4]))
+        built[name] = create(name)
+        built[name].add(subs)
+    encoded = {name: [m.encode(sparse), m.encode(dense)] for name, m in built.items()}
+    best: dict[str, list[float]] = {}
+    choices: dict[str, list[str]] = {}
+    for r in range(rounds):
+        for name in list(matchers[r % len(matchers):]) + list(matchers[:r % len(matchers)]):
+            m, times, chosen = built[name], [], []
+            for events in (*encoded[name], encoded[name][0]):
+                c0 = time.process_time()
+                for lo in range(0, events.n, batch):
+                    m.match(events.slice(lo, min(events.n, lo + batch)))
+                times.append(time.process_time() - c0)
+                chosen.append(getattr(m, "choice", name))
+            if sum(times) < sum(best.get(name, [float("inf")])):
+                best[name], choices[name] = times, chosen
+    return dict(n_subs=n_subs, n_events=n_events, batch=batch, cpu_s=best, choices=choices,
+                load_avg=[round(x, 2) for x in os.getloadavg()])
+
+
 def render(record: dict) -> str:
     """The section of ``docs/bench.md``."""
     servable = [m for m in record["matchers"] if m != "auto"]
@@ -116,8 +151,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100, help="events per match call")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record", action="store_true", help="write docs/bench/auto.json and docs/bench.md")
+    parser.add_argument("--drift", action="store_true", help="the drifting stream of ranges-sparse/dense events")
     args = parser.parse_args(argv)
     _one_thread()
+    if args.drift:
+        run = drift(args.n_subs, args.n_events, args.rounds, args.batch, args.seed)
+        print(f"drift: {args.n_subs:,} subscriptions, phases sparse/dense/sparse of {args.n_events:,} events, "
+              f"batches of {args.batch}, best of {args.rounds} interleaved rounds, load {run['load_avg']}")
+        auto_total = sum(run["cpu_s"]["auto"])
+        for name, times in run["cpu_s"].items():
+            print(f"  {name}: CPU s per phase {', '.join(f'{t:.3f}' for t in times)}, total {sum(times):.3f} "
+                  f"(auto ÷ this {auto_total / sum(times):.2f}); index per phase {', '.join(run['choices'][name])}")
+        return 0
     matchers = ["counting", *(m for m in names(baselines=False) if m != "counting")]
     record = dict(command="`python -m scripts.bench.auto " + " ".join(argv if argv is not None else sys.argv[1:])
                   + "`", date=time.strftime("%Y-%m-%d"), matchers=matchers, n_subs=args.n_subs,

@@ -196,7 +196,7 @@ def _event_batches(lo: int, hi: int) -> st.SearchStrategy:
     return st.lists(st.builds(lambda e, x: {**e, **x}, event, extra), min_size=4, max_size=8)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 3),
        phases=st.tuples(st.lists(_event_batches(0, 1), min_size=6, max_size=8),
                         st.lists(_event_batches(7, D), min_size=8, max_size=10),
