@@ -386,6 +386,11 @@ def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
     for index in doc.get("index") or ():
         print(f"index: {index['matcher']}"
               + (f" (chosen by {index['chosen_by']}: {index['reason']})" if index.get("chosen_by") else ""))
+        if index.get("events"):
+            ev = index["events"]
+            print(f"  decided on events: {ev['attributes']:g} attributes ({ev['coverage']:.0%} of the constrained "
+                  f"ones), {ev['rows']:g} rows, {ev['matches']:g} matches per event (about {ev['events']:,.0f} "
+                  f"recent)")
     for tenant, use in (doc.get("tenants") or {}).items():
         quota = {k: v for k, v in use["quotas"].items() if v}
         print(f"tenant {tenant}: {use['subscriptions']} subscriptions, {use['predicates']} predicates, "

@@ -1,13 +1,18 @@
-"""``auto``: a matcher that picks the index for the shape of its subscription set.
+"""``auto``: a matcher that picks the index for its subscription set and its recent events.
 
 It holds one inner matcher (sharing its dictionary) chosen by :func:`choose` from the
-set's :class:`Shape` (predicates per conjunction, operator mix, attributes), and nothing
-else of the subscriptions: adds, removals, matching and the keys are the inner matcher's
-(its keys change when it is rebuilt).  The shape is kept up to date incrementally.  Once the set
-has changed by :data:`DRIFT` of its size at the last decision, the next ``match``
-decides again and, if the choice differs, rebuilds the inner matcher with the new
-index: the choice is a function of the subscription set alone (deterministic), and
-a set growing from empty is rebuilt a logarithmic number of times.
+set's :class:`Shape` (predicates per conjunction, operator mix, attributes) and the
+:class:`Events` it matched lately (attributes per event, the share of the constrained
+attributes they carry, rows and matches per event), and nothing else of the
+subscriptions: adds, removals, matching and the keys are the inner matcher's (its keys
+change when it is rebuilt).  The shape is kept up to date incrementally, the events'
+summary from each matched batch (decayed over :data:`HALF_LIFE` events).  The next
+``match`` decides again once the set has changed by :data:`DRIFT` of its size at the last
+decision, or once :data:`MIN_EVENTS` events on, the events' coverage has moved by
+:data:`EVENT_DRIFT` from the one decided on; if the choice differs, it rebuilds the inner
+matcher with the new index.  A set growing from empty is rebuilt a logarithmic number of
+times; events re-decide at most once per :data:`MIN_EVENTS` events, and only after a move
+of :data:`EVENT_DRIFT` (hysteresis: noise around a rule's threshold does not flip it).
 
 :meth:`AutoMatcher.describe` says what was chosen and why (logged at each decision).
 """
@@ -20,6 +25,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
+from matchers.auto import kernels as K
 from matchers.base import Matcher, Matches, create, register
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op, Subscription
@@ -41,6 +49,24 @@ of them, so OpIndex's per-attribute lists are long (stock at 100,000 subscriptio
 DRIFT = 0.5
 """Changes (inserts and removals), as a fraction of the set's size at the last decision,
 after which the choice is made again."""
+COVERED_ATTRIBUTES = 80
+"""A range-only set of conjunctions gets ``bitmark`` once its events carry at least
+``attributes / COVERED_ATTRIBUTES`` of its constrained attributes: bitmark's pass costs per
+constrained attribute, counting's per satisfied predicate of the attributes an event carries.
+Measured on OpIndex Table 3 with ranges only (``theta1=0``, 1 to 4 ranges per
+conjunction), 20,000 subscriptions, CPU us/event bitmark against the best other: 20
+attributes, events carrying 1 of them 15.4 against counting 11.0, 2: 17.9 / 16.5, 5: 30.4 /
+opindex 35.9, 10: 65.5 / 114, 20: 172 / counting 327; 40 attributes, events carrying 4:
+31.6 / counting 20.3, 10: 67.8 / 59.0, 20: 144 / 160, 40: 276 / 353; 200 attributes,
+events carrying all: 1,414 / opindex 440."""
+HALF_LIFE = 1_000
+"""Events after which a batch's weight in the events' summary has halved."""
+MIN_EVENTS = 500
+"""Events matched since the last decision before the events may cause another one; a
+decision looks at the summary once it holds half as many (decayed)."""
+EVENT_DRIFT = 0.1
+"""Move of the events' coverage (share of the constrained attributes an event carries)
+since the last decision after which the choice is made again."""
 
 _EQUALITY = frozenset({Op.EQ, Op.IN})
 _NUM_RANGE = ORDER_OPS | {Op.BETWEEN}
@@ -124,8 +150,52 @@ class _Tally:
                      round(self.residual / max(self.subs, 1), 3), round(pair, 3), round(skew, 3))
 
 
-def choose(shape: Shape) -> tuple[str, str]:
-    """The index for a subscription set of this shape, and why."""
+@dataclass(frozen=True)
+class Events:
+    """What the choice looks at in the recent events: means over the matched batches, each
+    batch weighted by its events and decayed by half every :data:`HALF_LIFE` events."""
+
+    events: float
+    """Decayed number of events behind the means."""
+    attributes: float
+    """Mean attributes per event (per row for events with arrays)."""
+    coverage: float
+    """Mean share of the subscriptions' constrained attributes that an event (row) carries."""
+    rows: float
+    """Mean rows per event (above 1 with arrays)."""
+    matches: float
+    """Mean matches per event."""
+
+
+class _EventTally:
+    """Decayed sums behind :class:`Events`, updated per matched batch (a numba pass over the
+    entries, no per-event Python)."""
+
+    def __init__(self) -> None:
+        self.n = self.rows = self.entries = self.covered = self.matches = 0.0
+
+    def update(self, batch: EventBatch, matches: Matches, constrained: np.ndarray, n_constrained: int) -> None:
+        attrs = batch.attrs
+        keep = 0.5 ** (batch.n / HALF_LIFE)
+        covered = K.covered(attrs, constrained)
+        self.n = self.n * keep + batch.n
+        self.rows = self.rows * keep + len(batch.offsets) - 1
+        self.entries = self.entries * keep + len(attrs)
+        self.covered = self.covered * keep + covered / max(n_constrained, 1)
+        self.matches = self.matches * keep + matches.total
+
+    def coverage(self) -> float:
+        return self.covered / max(self.rows, 1e-9)
+
+    def events(self) -> Events:
+        per_row, per_event = 1 / max(self.rows, 1e-9), 1 / max(self.n, 1e-9)
+        return Events(round(self.n, 1), round(self.entries * per_row, 3), round(self.coverage(), 3),
+                      round(self.rows * per_event, 3), round(self.matches * per_event, 3))
+
+
+def choose(shape: Shape, events: Events | None = None) -> tuple[str, str]:
+    """The index for a subscription set of this shape whose recent events are ``events``
+    (``None``: none seen yet), and why."""
     if shape.equalities >= 0.3 and shape.shared_pair >= 0.6 and shape.value_skew < 0.2:
         return "static", (f"equalities ({shape.equalities:.0%} = or IN), {shape.shared_pair:.0%} of the "
                           f"conjunctions on one pair of attributes, values spread: multi-attribute hash tables")
@@ -141,6 +211,10 @@ def choose(shape: Shape) -> tuple[str, str]:
     if shape.per_conjunction < 1.5 and shape.ranges >= 0.9:
         return "vci", (f"one numeric range per conjunction ({shape.ranges:.0%} ranges, "
                        f"{shape.per_conjunction:g} predicates per conjunction): interval index")
+    if (events is not None and shape.ranges >= 0.9
+            and events.coverage * COVERED_ATTRIBUTES >= max(shape.attributes, 1)):
+        return "bitmark", (f"numeric ranges ({shape.ranges:.0%}) over {shape.attributes} attributes, events "
+                           f"carrying {events.coverage:.0%} of them: marking beats counting satisfied predicates")
     if shape.equalities >= 0.3 and shape.attributes <= FEW_ATTRIBUTES:
         return "static", (f"equalities ({shape.equalities:.0%} = or IN) over few attributes "
                           f"({shape.attributes}): multi-attribute hash tables")
@@ -168,6 +242,12 @@ class AutoMatcher(Matcher):
         self._inner = create(self._choice, self.dictionary)
         self._decided_at = 0
         self._changes = 0
+        self._seen = _EventTally()
+        self._events: Events | None = None  # decided on (None: too few events then)
+        self._since = 0  # events matched since the last decision
+        self._constrained = np.zeros(0, dtype=np.bool_)  # by attribute id; rebuilt after changes
+        self._n_constrained = 0
+        self._stale = True
 
     @property
     def choice(self) -> str:
@@ -175,9 +255,10 @@ class AutoMatcher(Matcher):
         return self._choice
 
     def describe(self) -> dict[str, Any]:
-        """The index chosen (``matcher``), by ``auto``, the reason and the shape it was decided on
-        (at the last decision: computing the shape takes a pass over its counters)."""
-        return dict(matcher=self._choice, chosen_by=self.name, reason=self._reason, shape=asdict(self._shape))
+        """The index chosen (``matcher``), by ``auto``, the reason, and the shape and the events'
+        summary it was decided on (``events``: ``None`` before :data:`MIN_EVENTS` events)."""
+        return dict(matcher=self._choice, chosen_by=self.name, reason=self._reason, shape=asdict(self._shape),
+                    events=None if self._events is None else asdict(self._events))
 
     # -- Matcher: all to the inner matcher ---------------------------------------------
     def add(self, subscriptions: Iterable[Subscription]) -> None:
@@ -195,6 +276,7 @@ class AutoMatcher(Matcher):
             self._recount()  # the replaced subscriptions may be gone
             raise
         self._changes += len(subs)
+        self._stale = True
         if first:
             self._decided_at, self._changes = len(self), 0
 
@@ -204,12 +286,15 @@ class AutoMatcher(Matcher):
         inner.remove(s.id for s in gone)
         self._tally.update(gone, -1)
         self._changes += len(gone)
+        self._stale = True
         return len(gone)
 
     def match(self, batch: EventBatch) -> Matches:
-        if self._changes > DRIFT * max(self._decided_at, 1):
+        if self._changes > DRIFT * max(self._decided_at, 1) or self._events_drifted():
             self._redecide()
-        return self._inner.match(batch)
+        matches = self._inner.match(batch)
+        self._observe(batch, matches)
+        return matches
 
     def id_of(self, key: int) -> str:
         return self._inner.id_of(key)
@@ -248,6 +333,24 @@ class AutoMatcher(Matcher):
         raise AssertionError("auto matches through its inner matcher")  # match is overridden
 
     # -- the choice -----------------------------------------------------------------
+    def _observe(self, batch: EventBatch, matches: Matches) -> None:
+        """Add a matched batch to the events' summary."""
+        if self._stale:  # the subscriptions changed (ids past the end: names only events use)
+            ids = [self.dictionary.attr(a, create=False) for a in self._tally.attrs]
+            self._constrained = np.zeros(self.dictionary.n_attrs, dtype=np.bool_)
+            self._constrained[[i for i in ids if i >= 0]] = True
+            self._n_constrained, self._stale = len(self._tally.attrs), False
+        self._seen.update(batch, matches, self._constrained, self._n_constrained)
+        self._since += batch.n
+
+    def _events_drifted(self) -> bool:
+        """Whether the events moved enough since the last decision to decide again."""
+        if self._since < MIN_EVENTS:
+            return False
+        if self._events is None:
+            return True
+        return abs(self._seen.coverage() - self._events.coverage) >= EVENT_DRIFT
+
     def _recount(self) -> None:
         self._tally = _Tally()
         self._tally.update([sub for _, sub in self._inner.subscriptions()], +1)
@@ -256,11 +359,13 @@ class AutoMatcher(Matcher):
         """Choose again; a new inner matcher of the chosen index holds every subscription
         when the choice differs."""
         self._shape = self._tally.shape()
-        choice, reason = choose(self._shape)
+        events = self._seen.events()
+        self._events = events if events.events >= MIN_EVENTS / 2 else None
+        choice, reason = choose(self._shape, self._events)
         if choice != self._choice:
             inner = create(choice, self.dictionary)
             inner.add(sub for _, sub in self._inner.subscriptions())
             self._inner = inner
         self._choice, self._reason = choice, reason
-        self._decided_at, self._changes = len(self), 0
+        self._decided_at, self._changes, self._since = len(self), 0, 0
         log.info("auto matcher: %s", self.describe())

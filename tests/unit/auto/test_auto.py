@@ -1,16 +1,20 @@
-"""The ``auto`` matcher: the index it picks follows the workload's shape, it re-decides on
-drift, and it stays equal to the oracle through rebuilds, key reuse and pickling."""
+"""The ``auto`` matcher: the index it picks follows the workload's shape and its events, it
+re-decides on drift (of the subscriptions or of the events, with hysteresis), and it stays
+equal to the oracle through rebuilds, key reuse and pickling."""
 
 from __future__ import annotations
 
 import pickle
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from matchers.auto import CHOICES, DRIFT, AutoMatcher
+from matchers import auto
+from matchers.auto import CHOICES, DRIFT, AutoMatcher, Events, Shape, choose
 from matchers.base import create
 from matchers.expr import Subscription
-from scripts.workloads import generate
+from scripts.workloads import generate, opindex
 from tests.differential import check
 
 
@@ -135,3 +139,101 @@ def test_shared_index_round_trip_then_changes(tmp_path, monkeypatch):
     loaded.remove(s.id for s in wl.subscriptions[:30])
     loaded.add(wl.subscriptions[250:])
     check(loaded, wl.subscriptions[30:], wl.events)
+
+
+D = 8
+_ATTRS = [f"a{i}" for i in range(D)]
+
+
+def _ranges(n: int, d: int, seed: int) -> list[Subscription]:
+    """Conjunctions of 1 to 4 numeric ranges over ``d`` attributes (OpIndex Table 3, ``theta1=0``)."""
+    return opindex(n_subs=n, n_events=1, d=d, m=1, theta1=0.0, seed=seed).subscriptions
+
+
+def _events(coverage: float) -> Events:
+    return Events(events=1000.0, attributes=20 * coverage, coverage=coverage, rows=1.0, matches=10.0)
+
+
+def test_events_decide_between_counting_and_bitmark():
+    matcher = create("auto")
+    matcher.add(_ranges(2000, 20, seed=8))
+    assert matcher.choice == "counting" and matcher.describe()["events"] is None  # no events yet: the shape's rule
+    shape = Shape(**matcher.describe()["shape"])
+    assert choose(shape, None)[0] == "counting"
+    assert choose(shape, _events(0.05))[0] == "counting"  # 1 of 20 attributes per event
+    index, reason = choose(shape, _events(1.0))
+    assert index == "bitmark" and "carrying 100%" in reason
+    wide = Shape(**{**shape.__dict__, "attributes": 200})
+    assert choose(wide, _events(1.0))[0] == "counting"  # marking 200 attributes costs more
+
+
+def test_dense_events_switch_to_bitmark_and_back(monkeypatch):
+    monkeypatch.setattr(auto, "MIN_EVENTS", 40)
+    monkeypatch.setattr(auto, "HALF_LIFE", 40)
+    subs = _ranges(600, 20, seed=9)
+    dense = opindex(n_subs=1, n_events=120, d=20, theta1=0.0, m=20, seed=9).events
+    sparse = opindex(n_subs=1, n_events=120, d=20, theta1=0.0, m=1, seed=9).events
+    matcher = create("auto")
+    matcher.add(subs)
+    choices = []
+    for events in (dense, sparse):
+        for lo in range(0, len(events), 20):
+            check(matcher, subs, events[lo:lo + 20])
+            choices.append(matcher.choice)
+    described = matcher.describe()
+    assert choices[0] == "counting" and "bitmark" in choices and choices[-1] == "counting"
+    # decided on events carrying under a quarter of the 20 attributes (20 / COVERED_ATTRIBUTES)
+    assert described["matcher"] == "counting" and described["events"]["coverage"] < 0.25
+
+
+def _event_batches(lo: int, hi: int) -> st.SearchStrategy:
+    """Batches of events each carrying ``lo`` to ``hi`` of the attributes (values around the
+    operands, now and then of another kind), sometimes one no subscription names."""
+    value = st.one_of(st.integers(0, 52), st.floats(0, 52, allow_nan=False), st.sampled_from(["x", True, None]))
+    names = st.lists(st.sampled_from(_ATTRS), min_size=lo, max_size=hi, unique=True)
+    event = names.flatmap(lambda ns: st.fixed_dictionaries({n: value for n in ns}))
+    extra = st.dictionaries(st.sampled_from(["z", "w"]), st.integers(0, 9), max_size=1)
+    return st.lists(st.builds(lambda e, x: {**e, **x}, event, extra), min_size=4, max_size=8)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 3),
+       phases=st.tuples(st.lists(_event_batches(0, 1), min_size=6, max_size=8),
+                        st.lists(_event_batches(7, D), min_size=8, max_size=10),
+                        st.lists(_event_batches(0, 1), min_size=8, max_size=10)))
+def test_drifting_events_match_as_the_oracle(seed, phases):
+    """Sparse, then dense, then sparse events: every batch equals the oracle's, across the
+    rebuilds the drift causes (bitmark from events carrying half the attributes)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(auto, "MIN_EVENTS", 12)
+        mp.setattr(auto, "HALF_LIFE", 8)
+        mp.setattr(auto, "COVERED_ATTRIBUTES", 2 * D)
+        subs = _ranges(150, D, seed)
+        matcher = create("auto")
+        matcher.add(subs)
+        seen = []
+        for phase in phases:
+            for batch in phase:
+                check(matcher, subs, batch)
+                seen.append(matcher.choice)
+        assert seen[0] == "counting" and "bitmark" in seen and seen[-1] == "counting"
+
+
+def test_noise_around_the_threshold_does_not_flip(monkeypatch):
+    """Batches alternately below and above the coverage threshold: the events are decided on
+    once, and the choice never flaps."""
+    monkeypatch.setattr(auto, "MIN_EVENTS", 10)
+    monkeypatch.setattr(auto, "HALF_LIFE", 10)
+    monkeypatch.setattr(auto, "COVERED_ATTRIBUTES", 2 * D)  # bitmark from half the attributes
+    decisions = []
+    redecide = AutoMatcher._redecide
+    monkeypatch.setattr(AutoMatcher, "_redecide", lambda self: (decisions.append(1), redecide(self))[1])
+    subs = _ranges(200, D, seed=4)
+    matcher = create("auto")
+    matcher.add(subs)  # decision 1, on the shape
+    choices = set()
+    for i in range(40):
+        k = 3 if i % 2 else 5
+        check(matcher, subs, [{a: 20 + j for j, a in enumerate(_ATTRS[:k])}] * 8)
+        choices.add(matcher.choice)
+    assert len(decisions) == 2 and len(choices) == 1  # decision 2, on the first events

@@ -50,6 +50,11 @@ def test_status_shows_the_index_and_why_auto_chose_it(tmp_path, capsys):
     StatusFile(path).write("running", BatchMetrics(batch_id=4, events=7), index=index)
     code, out = _status(path, capsys)
     assert code == 0 and "index: bitmark (chosen by auto: dense interval conjunctions)" in out
+    assert "decided on events" not in out  # none seen at that decision
+    index[0]["events"] = {"events": 980.4, "attributes": 20.0, "coverage": 0.95, "rows": 1.0, "matches": 12.5}
+    StatusFile(path).write("running", BatchMetrics(batch_id=4, events=7), index=index)
+    assert ("  decided on events: 20 attributes (95% of the constrained ones), 1 rows, 12.5 matches per event "
+            "(about 980 recent)") in _status(path, capsys)[1]
     StatusFile(path).write("running", BatchMetrics(batch_id=5, events=7), index=[{"matcher": "counting"}])
     assert "index: counting\n" in _status(path, capsys)[1]
     code, out = _status(path, capsys, "--json")
