@@ -34,6 +34,7 @@ from streaming.kafka.errors import AuthenticationError, KafkaConnectorError
 from streaming.kafka.fetch import close_consumers, read_range
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.sink import close_producers, produce_batches
+from streaming.match_job import MatchJob
 from tests.integration.kafka_auth_front import (
     MECHANISMS,
     AuthFront,
@@ -41,7 +42,8 @@ from tests.integration.kafka_auth_front import (
     make_certificates,
     server_context,
 )
-from tests.integration.kafka_helpers import consume_all
+from tests.integration.kafka_helpers import consume_all, produce
+from tests.integration.service_fixtures import Topics, notification_docs, service_settings
 
 pytestmark = pytest.mark.integration
 
@@ -206,27 +208,21 @@ def test_the_scripts_work_through_sasl_ssl(endpoint: Callable[[str], Endpoint], 
         subscribe.main([*wrong, "add", "--id", "b", "--expr", "price < 5"])
 
 
-def test_spark_reads_through_sasl_ssl(spark: Any, endpoint: Callable[[str], Endpoint]) -> None:
-    """The ``kafka-py`` source: the driver's watermarks (kafka-python), the executors' fetches (librdkafka)."""
-    config = client_config(endpoint("SASL_SSL"), "SCRAM-SHA-512", "confluent")
-    values = [b"x", b"yy", b"zzz"]
-    topic = write(config, values)
-    df = spark.read.format("kafka-py").options(**config.spark_options()).option("subscribe", topic).load()
-    assert [r.value for r in df.orderBy("offset").collect()] == values
-
-
 def test_spark_java_connector_reads_through_sasl_ssl(spark: Any, endpoint: Callable[[str], Endpoint]) -> None:
-    """Spark's ``format("kafka")`` with :meth:`KafkaClientConfig.java_options` (JAAS, PEM trust store)."""
+    """Spark's ``format("kafka")`` with :meth:`KafkaClientConfig.java_options` (JAAS, PEM trust store).
+
+    The ``kafka-py`` source's way through SASL_SSL is :func:`test_the_service_matches_through_sasl_ssl`."""
     config = client_config(endpoint("SASL_SSL"), "SCRAM-SHA-512", "confluent")
-    values = [b"j1", b"j2"]
-    topic = write(config, values)
-    reader = spark.read.format("kafka").options(**config.java_options("consumer")).option("subscribe", topic)
+    reader = spark.read.format("kafka").options(**config.java_options("consumer"))
     try:
-        df = reader.load()
+        reader.option("subscribe", "probe").load()
     except Exception as exc:  # noqa: BLE001 - the connector jar is not installed here
         if "Failed to find data source: kafka" not in str(exc):
             raise
         pytest.skip("Spark's Kafka connector (spark-sql-kafka) is not installed")
+    values = [b"j1", b"j2"]
+    topic = write(config, values)
+    df = reader.option("subscribe", topic).load()
     assert [bytes(r.value) for r in df.orderBy("offset").collect()] == values
 
 
@@ -258,3 +254,34 @@ def test_the_service_refused_by_kafka_says_so_and_shows_no_secret(
     assert any(p.name == "service.log" for p in files)
     for text in [*outputs, *(p.read_text(errors="replace") for p in files)]:
         assert secret_free(text, WRONG)
+
+
+def test_the_service_matches_through_sasl_ssl(
+    spark: Any, endpoint: Callable[[str], Endpoint], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The match job on the test Spark session, every topic behind SASL_SSL (SCRAM-SHA-512):
+    a subscription, events, a notification, an error record; the password in none of them."""
+    config = client_config(endpoint("SASL_SSL"), "SCRAM-SHA-512", "confluent")
+    suffix = uuid.uuid4().hex[:12]
+    topics = Topics(*(f"{name}-{suffix}" for name in Topics._fields))
+    ensure_topics(config, dict.fromkeys(topics, 1))
+    settings = service_settings(topics, tmp_path, config.bootstrap_servers)
+    settings = settings.replace(kafka={"client": {k: v for k, v in config.options if k != "bootstrap_servers"}})
+    assert settings.kafka.client_config().kafka_python("admin") == config.kafka_python("admin")
+    caplog.set_level(logging.INFO)
+    sub = {"op": "upsert", "id": "cheap", "expr": "price < 5"}
+    produce(config, topics.subscriptions, [("cheap", json.dumps(sub)), ("bad", b'{"op": "upsert", "id": "bad"')])
+    query = MatchJob(settings, spark, config).start()
+    try:
+        query.processAllAvailable()
+        produce(config, topics.events, [json.dumps({"price": p}) for p in (1, 9, 3)])
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    notified = notification_docs(config, topics.notifications, min_records=2)
+    assert sorted((d["subscription"], d["offset"]) for d in notified) == [("cheap", 0), ("cheap", 2)]
+    errors = consume_all(config, topics.errors, min_records=1)
+    assert [json.loads(e.body)["key"] for e in errors] == ["bad"]
+    texts = [caplog.text, *(r.body.decode() for r in errors), *(json.dumps(d) for d in notified)]
+    assert all(secret_free(t, SECRET) for t in texts)
