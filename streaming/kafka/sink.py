@@ -36,7 +36,7 @@ _PRODUCER_SETTINGS = {"acks": "all", "retries": 5, "linger_ms": 5}
 # producer's CPU for small records.
 _RDKAFKA_WRITE_SETTINGS = {"acks": "all", "retries": 5, "linger.ms": 5, "delivery.report.only.error": True}
 _PRODUCERS: dict[str, Any] = {}
-#: Refused logins and TLS handshakes reported by each cached confluent producer.
+#: Refused logins and TLS handshakes reported to each cached confluent producer during its current write.
 _REFUSED: dict[str, list[str]] = {}
 _FLUSH_TIMEOUT_S = 120.0
 
@@ -174,6 +174,7 @@ def _produce_confluent(
 ) -> int:
     key, producer = _producer({**_RDKAFKA_WRITE_SETTINGS, **config.rdkafka("producer")}, "confluent")
     refused = _REFUSED[key]
+    refused.clear()  # this write's refusals only
     failures: list[Any] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -192,6 +193,9 @@ def _produce_confluent(
                         )
                         break
                     except BufferError:  # local queue full: serve callbacks, then retry
+                        if refused:  # it will not drain
+                            producer.purge()
+                            raise refusal(config, refused[-1]) from None
                         producer.poll(0.05)
             sent += batch.num_rows
             producer.poll(0)
