@@ -79,12 +79,13 @@ class _ScrubSecrets(logging.Filter):
     log record. kafka-python logs them at DEBUG: ``KafkaAdminClient`` its whole configuration,
     the connection every request, SASL/PLAIN's password included."""
 
-    secrets: set[str] = set()
+    secrets: frozenset[str] = frozenset()  # replaced, never changed: other threads log
 
     def filter(self, record: logging.LogRecord) -> bool:
+        secrets = self.secrets
         text = record.getMessage()
-        if any(s in text for s in self.secrets):
-            for secret in self.secrets:
+        if any(s in text for s in secrets):
+            for secret in secrets:
                 text = text.replace(secret, REDACTED)
             record.msg, record.args = text, None
         return True
@@ -95,7 +96,7 @@ _SCRUB = _ScrubSecrets()
 
 def _scrub_kafka_python_logs(secrets: set[str]) -> None:
     """Keep ``secrets`` out of every kafka-python logger's records from now on."""
-    _SCRUB.secrets.update(s for s in secrets if s)
+    _SCRUB.secrets = _SCRUB.secrets | {s for s in secrets if s}
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if (name == "kafka" or name.startswith("kafka.")) and isinstance(logger, logging.Logger):
             if _SCRUB not in logger.filters:
