@@ -21,6 +21,7 @@ from tqdm import tqdm
 from scripts.workloads import WORKLOADS
 from streaming.cli import exit_with
 from streaming.config import ConfigError, add_arguments, from_arguments
+from streaming.kafka.refusals import kafka_python_refusals
 
 
 def from_file(path: str) -> Iterator[bytes]:
@@ -99,12 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     values = from_file(args.file) if args.file else from_workload(args.workload, args.n_events, args.seed)
     if args.valid_for is not None:
         values = with_validity(values, settings.match.valid_until_field, args.valid_for)
-    producer = KafkaProducer(**client.kafka_python("producer"), acks="all", linger_ms=5)
-    try:
-        publish(producer, args.topic or settings.kafka.events_topic, values, args.rate,
-                None if args.file else args.n_events, args.key_field)
-    finally:
-        producer.close(timeout=30)
+    with kafka_python_refusals(client):
+        producer = KafkaProducer(**client.kafka_python("producer"), acks="all", linger_ms=5)
+        try:
+            publish(producer, args.topic or settings.kafka.events_topic, values, args.rate,
+                    None if args.file else args.n_events, args.key_field)
+        finally:
+            producer.close(timeout=30)
     return 0
 
 

@@ -28,6 +28,7 @@ from matchers.errors import PubSubError
 from scripts.workloads import WORKLOADS
 from streaming.cli import exit_with
 from streaming.config import ConfigError, add_arguments, from_arguments
+from streaming.kafka.refusals import kafka_python_refusals
 from streaming.tenants import topic_of
 
 
@@ -146,14 +147,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         ids = args.ids if args.ids else [str(r["id"]) for r in records_from_file(args.file)]
         items, total = deletes(iter(ids)), len(ids)
-    producer = KafkaProducer(**client.kafka_python("producer"), acks="all", linger_ms=5)
-    try:
-        n = send(producer, topic, items, total)
-    except PubSubError as exc:
-        print(f"rejected: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        producer.close(timeout=30)
+    with kafka_python_refusals(client):
+        producer = KafkaProducer(**client.kafka_python("producer"), acks="all", linger_ms=5)
+        try:
+            n = send(producer, topic, items, total)
+        except PubSubError as exc:
+            print(f"rejected: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            producer.close(timeout=30)
     print(f"{'registered' if args.action == 'add' else 'cancelled'} {n} subscription(s) on {topic}", file=sys.stderr)
     return 0
 

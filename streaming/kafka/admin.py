@@ -11,7 +11,8 @@ from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from streaming.kafka.client_config import KafkaClientConfig
-from streaming.kafka.errors import KafkaConnectorError
+from streaming.kafka.errors import AuthenticationError, KafkaConnectorError
+from streaming.kafka.refusals import kafka_python_refusals
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +22,16 @@ def admin_client(client_config: KafkaClientConfig) -> KafkaAdminClient:
 
     Raises
     ------
+    AuthenticationError
+        If the broker refuses the client's SASL login or TLS handshake.
     KafkaConnectorError
         If the cluster cannot be reached.
     """
     try:
-        return KafkaAdminClient(**client_config.kafka_python("admin"))
+        with kafka_python_refusals(client_config):
+            return KafkaAdminClient(**client_config.kafka_python("admin"))
+    except AuthenticationError:
+        raise
     except Exception as exc:
         raise KafkaConnectorError(
             f"cannot reach Kafka with {client_config!r}: {exc!r}"

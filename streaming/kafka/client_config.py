@@ -11,6 +11,7 @@ for that argument. Secret values are never printed: :func:`redact` before printi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -71,6 +72,35 @@ def redact(config: Mapping[str, Any]) -> dict[str, Any]:
         key: (REDACTED if any(m in key.lower() for m in _SECRET_MARKERS) else value)
         for key, value in config.items()
     }
+
+
+class _ScrubSecrets(logging.Filter):
+    """Replaces the secret option values of this process's configurations by ``"***"`` in a
+    log record. kafka-python logs them at DEBUG: ``KafkaAdminClient`` its whole configuration,
+    the connection every request, SASL/PLAIN's password included."""
+
+    secrets: frozenset[str] = frozenset()  # replaced, never changed: other threads log
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = self.secrets
+        text = record.getMessage()
+        if any(s in text for s in secrets):
+            for secret in secrets:
+                text = text.replace(secret, REDACTED)
+            record.msg, record.args = text, None
+        return True
+
+
+_SCRUB = _ScrubSecrets()
+
+
+def _scrub_kafka_python_logs(secrets: set[str]) -> None:
+    """Keep ``secrets`` out of every kafka-python logger's records from now on."""
+    _SCRUB.secrets = _SCRUB.secrets | {s for s in secrets if s}
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if (name == "kafka" or name.startswith("kafka.")) and isinstance(logger, logging.Logger):
+            if _SCRUB not in logger.filters:
+                logger.addFilter(_SCRUB)
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -305,6 +335,9 @@ class KafkaClientConfig:
                     "read and write with kafka-python (kafka.data_client = \"kafka-python\")"
                 )
         servers = typed.pop("bootstrap_servers")
+        secrets = {str(v) for n, v in typed.items() if redact({n: v})[n] == REDACTED}
+        if secrets:
+            _scrub_kafka_python_logs(secrets)
         return cls((("bootstrap_servers", tuple(servers)), *sorted(typed.items())), client)
 
     @property

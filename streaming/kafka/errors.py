@@ -25,5 +25,9 @@ class DataLossError(KafkaConnectorError):
     """Offsets that a query needs are no longer (or not yet) in the log."""
 
 
+class AuthenticationError(KafkaConnectorError):
+    """The broker refused the client's SASL login or TLS handshake."""
+
+
 class DeliveryError(KafkaConnectorError):
     """The producer could not deliver every record of a write."""

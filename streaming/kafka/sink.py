@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.errors import DeliveryError, KafkaOptionError
+from streaming.kafka.refusals import kafka_python_refusals, rdkafka_refusals, refusal
 
 _PRODUCER_SETTINGS = {"acks": "all", "retries": 5, "linger_ms": 5}
 # Delivery reports of failed records only: the write needs the failures (the successes are
@@ -34,6 +36,8 @@ _PRODUCER_SETTINGS = {"acks": "all", "retries": 5, "linger_ms": 5}
 # producer's CPU for small records.
 _RDKAFKA_WRITE_SETTINGS = {"acks": "all", "retries": 5, "linger.ms": 5, "delivery.report.only.error": True}
 _PRODUCERS: dict[str, Any] = {}
+#: Refused logins and TLS handshakes reported to each cached confluent producer during its current write.
+_REFUSED: dict[str, list[str]] = {}
 _FLUSH_TIMEOUT_S = 120.0
 
 
@@ -45,7 +49,8 @@ def _producer(conf: Mapping[str, Any], client: str) -> tuple[str, Any]:
         if client == "confluent":
             from confluent_kafka import Producer
 
-            producer = Producer(dict(conf))
+            _REFUSED[key] = []
+            producer = Producer({**conf, "error_cb": rdkafka_refusals(_REFUSED[key])})
         else:
             producer = KafkaProducer(**{**_PRODUCER_SETTINGS, **conf})
         _PRODUCERS[key] = producer
@@ -54,6 +59,7 @@ def _producer(conf: Mapping[str, Any], client: str) -> tuple[str, Any]:
 
 def _drop(key: str) -> None:
     producer = _PRODUCERS.pop(key, None)
+    _REFUSED.pop(key, None)
     try:
         if isinstance(producer, KafkaProducer):
             producer.close(timeout=5)
@@ -127,10 +133,13 @@ def produce_batches(
     ------
     DeliveryError
         If a row has no topic or any record is not acknowledged.
+    AuthenticationError
+        If the broker refuses the producer's SASL login or TLS handshake.
     """
     if config.data_client == "confluent":
-        return _produce_confluent({**_RDKAFKA_WRITE_SETTINGS, **config.rdkafka("producer")}, topic, batches)
-    return _produce_kafka_python(config.kafka_python("producer"), topic, batches)
+        return _produce_confluent(config, topic, batches)
+    with kafka_python_refusals(config):
+        return _produce_kafka_python(config.kafka_python("producer"), topic, batches)
 
 
 def _rows(
@@ -150,10 +159,22 @@ def _rows(
         yield target, _as_bytes(values[i]), _as_bytes(keys[i]), parts[i]
 
 
+def _flush_confluent(producer: Any, refused: list[str]) -> int:
+    """Flush; the number of records left unacknowledged after :data:`_FLUSH_TIMEOUT_S`, or
+    as soon as the broker has refused the producer's login (nothing would get through)."""
+    deadline = time.monotonic() + _FLUSH_TIMEOUT_S
+    while True:
+        remaining = int(producer.flush(min(1.0, max(0.0, deadline - time.monotonic()))))
+        if not remaining or refused or time.monotonic() >= deadline:
+            return remaining
+
+
 def _produce_confluent(
-    conf: dict[str, Any], topic: str | None, batches: Iterator[pa.RecordBatch]
+    config: KafkaClientConfig, topic: str | None, batches: Iterator[pa.RecordBatch]
 ) -> int:
-    key, producer = _producer(conf, "confluent")
+    key, producer = _producer({**_RDKAFKA_WRITE_SETTINGS, **config.rdkafka("producer")}, "confluent")
+    refused = _REFUSED[key]
+    refused.clear()  # this write's refusals only
     failures: list[Any] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -172,13 +193,20 @@ def _produce_confluent(
                         )
                         break
                     except BufferError:  # local queue full: serve callbacks, then retry
+                        if refused:  # it will not drain
+                            producer.purge()
+                            raise refusal(config, refused[-1]) from None
                         producer.poll(0.05)
             sent += batch.num_rows
             producer.poll(0)
-        remaining = producer.flush(_FLUSH_TIMEOUT_S)
+        remaining = _flush_confluent(producer, refused)
     except BaseException:
         _drop(key)
         raise
+    if remaining and refused:
+        producer.purge()  # nothing gets through: do not wait for the records on closing
+        _drop(key)
+        raise refusal(config, refused[-1])
     if remaining or failures:
         _drop(key)
         first = f"; first error: {failures[0]}" if failures else ""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import pickle
 
 import pytest
 
 from streaming.kafka.client_config import NAMES, REDACTED, KafkaClientConfig, redact
 from streaming.kafka.errors import KafkaOptionError
+from streaming.kafka.refusals import refusal
 
 SECURE = {
     "kafka.bootstrap.servers": "b1:9093, b2:9093",
@@ -250,3 +252,21 @@ def test_read_stream_and_write_batch_pass_each_connector_its_spelling(java: bool
     else:
         assert reader.source == writer.source == "kafka-py"
         assert client == config.spark_options() and writer.given["kafka.sasl.plain.password"] == "s3cret"
+
+
+def test_kafka_python_debug_records_never_show_a_configured_secret(caplog: pytest.LogCaptureFixture) -> None:
+    """kafka-python logs its admin configuration and every request (SASL/PLAIN's included) at DEBUG."""
+    KafkaClientConfig.from_spark_options({**SECURE, "kafka.sasl.plain.password": "Pw-in-a-log-9"})
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("kafka.admin.client").debug("configuration: %s", {"sasl_plain_password": "Pw-in-a-log-9"})
+    logging.getLogger("kafka.net.connection").debug("Request %d: %s", 3, b"alice\x00alice\x00Pw-in-a-log-9")
+    logging.getLogger("kafka.net.connection").debug("Request %d: %s", 4, "nothing secret")
+    assert "Pw-in-a-log-9" not in caplog.text
+    assert caplog.text.count(REDACTED) == 2 and "Request 4: nothing secret" in caplog.text
+
+
+def test_a_refusal_names_the_login_but_not_the_secret() -> None:
+    config = KafkaClientConfig.from_spark_options(SECURE)
+    message = str(refusal(config, "Authentication failed: Invalid username or password"))
+    assert message == ("Kafka at b1:9093,b2:9093 refused the connection (security_protocol=SASL_SSL, "
+                       "sasl_mechanism=PLAIN, user 'alice'): Authentication failed: Invalid username or password")

@@ -1,0 +1,87 @@
+"""Telling a broker that refuses the client's login from one that cannot be reached.
+
+Neither client gives up on a broker that refuses its SASL login or its TLS handshake:
+kafka-python retries until its bootstrap timeout and then says only ``Unable to bootstrap``,
+and a librdkafka producer retries until its records time out. Both report the refusal on
+the way (kafka-python in a log record that carries the exception, librdkafka to the
+``error_cb``); these helpers turn it into :class:`AuthenticationError` naming the servers,
+the security protocol, the mechanism and the user, never a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kafka.errors import SaslAuthenticationFailedError
+
+from streaming.kafka.client_config import KafkaClientConfig
+from streaming.kafka.errors import AuthenticationError
+
+
+def refusal(config: KafkaClientConfig, reason: str) -> AuthenticationError:
+    """The error of ``config``'s client refused by the broker for ``reason``."""
+    options = dict(config.options)
+    who = f"security_protocol={options.get('security_protocol', 'PLAINTEXT')}"
+    if "sasl_mechanism" in options:
+        who += f", sasl_mechanism={options['sasl_mechanism']}, user {options.get('sasl_plain_username')!r}"
+    return AuthenticationError(f"Kafka at {config.bootstrap_servers} refused the connection ({who}): {reason}")
+
+
+def _refused_by(exc: BaseException | None) -> str | None:
+    """The reason of a refused login or TLS handshake in ``exc`` or what it was raised from."""
+    while exc is not None:
+        if isinstance(exc, SaslAuthenticationFailedError):
+            return str(exc)
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS handshake failed: {exc}"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+class _Refusals(logging.Handler):
+    """Keeps the reason of the first login or TLS failure that kafka-python logs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.first: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        for arg in record.args if isinstance(record.args, tuple) else ():
+            if self.first is None and isinstance(arg, BaseException):
+                self.first = _refused_by(arg)
+
+
+@contextmanager
+def kafka_python_refusals(config: KafkaClientConfig) -> Iterator[None]:
+    """Raise :class:`AuthenticationError` instead of a kafka-python error caused by a refused login.
+
+    Wrap the creation (the bootstrap) of a kafka-python client of ``config``.
+    """
+    seen = _Refusals()
+    logger = logging.getLogger("kafka")
+    logger.addHandler(seen)
+    try:
+        yield
+    except Exception:
+        if seen.first is not None:
+            raise refusal(config, seen.first) from None
+        raise
+    finally:
+        logger.removeHandler(seen)
+
+
+def rdkafka_refusals(found: list[str]) -> Callable[[Any], None]:
+    """A librdkafka ``error_cb`` appending the text of each refused login or TLS handshake to ``found``."""
+    from confluent_kafka import KafkaError
+
+    refused = (KafkaError._AUTHENTICATION, KafkaError._SSL)
+
+    def on_error(err: Any) -> None:
+        if err.code() in refused:
+            found.append(err.str())
+
+    return on_error
