@@ -41,18 +41,25 @@ class Goal(NamedTuple):
     result: str
     figures: Callable[[dict], dict[str, Figure]]
     matches: Callable[[dict], Any]
+    met: Callable[[dict], bool | None]
     target: str
 
 
+def _largest(rows: list[dict]) -> list[dict]:
+    """The rows of the largest number of subscriptions (the goal's size in a goal run)."""
+    top = max(x["n_subs"] for x in rows)
+    return [x for x in rows if x["n_subs"] == top]
+
+
 def _counting(r: dict) -> dict[str, Figure]:
-    row = next(x for x in r["rows"] if x["n_subs"] == 1_000_000)
+    row = _largest(r["rows"])[0]
     return {"events/CPU-s": Figure(row["events_per_s"], "ev/s", True),
             "build CPU s": Figure(row["build_cpu_s"], "s", False),
             "bytes/predicate": Figure(row["bytes_per_pred"], "B", False)}
 
 
 def _fabret(r: dict) -> dict[str, Figure]:
-    by = {x["matcher"]: x for x in r["fig3"] if x["n_subs"] == 1_000_000}
+    by = {x["matcher"]: x for x in _largest(r["fig3"])}
     return {"dynamic events/CPU-s": Figure(by["dynamic"]["events_per_s"], "ev/s", True),
             "counting events/CPU-s": Figure(by["counting"]["events_per_s"], "ev/s", True),
             "dynamic / counting": Figure(r["goal"]["ratio"], "x", True),
@@ -87,23 +94,32 @@ def _amkh(r: dict) -> dict[str, Figure]:
     return out | {"counting / AMKH(adaptive)": Figure(total("counting") / total("AMKH(adaptive)"), "x", True)}
 
 
+def _all(met: dict | None) -> bool | None:
+    return None if met is None else all(met.values())
+
+
 GOALS: dict[str, Goal] = {
     "counting": Goal(2, "counting", ("--sizes", "1000000", "--events", "5000"), "docs/bench/counting.json",
                      _counting, lambda r: [(x["n_subs"], x["matches_per_event"], x["satisfied_per_event"])
                                            for x in r["rows"]],
+                     lambda r: _all(_largest(r["rows"])[0]["goal_met"]),
                      "N = 1M Table 3: >= 25,000 events/s, build < 10 s, < 100 B/predicate"),
     "fabret": Goal(4, "fabret", ("--only", "fig3", "--sizes", "1000000", "--matchers", "counting,dynamic"),
                    "docs/bench/fabret.json", _fabret,
                    lambda r: [(x["matcher"], x["matches_per_event"], x["ids_sample"]) for x in r["fig3"]],
+                   lambda r: r["goal"]["met"] if r["goal"]["n_subs"] >= 1_000_000 else None,
                    "W0, N = 1M: dynamic >= 50 x counting"),
     "opindex": Goal(5, "opindex", ("--goal", "--n-subs", "1000000", "--rounds", "9"), "docs/bench/opindex-goal.json",
                     _opindex, lambda r: {m: x["matches_per_event"] for m, x in r["results"].items()},
+                    lambda r: all(g["met"] for g in r["goals"].values()),
                     "Table 3, N = 1M: counting / opindex >= 3, kindex / opindex >= 10"),
     "vci": Goal(6, "vci", ("--only", "fig6"), "docs/bench/vci.json", _vci,
                 lambda r: [(p, x["index"], x["n"], x["matches"]) for p in ("fig6a", "fig6b") for x in r[p]["rows"]],
+                lambda r: all("meets" in g or g.endswith("yes") for g in r["goals"]),
                 "LCI-BV(DT) < 2 µs per search at n = 1M, faster than the interval tree"),
     "amkh": Goal(6, "amkh", (), "docs/bench/amkh.json", _amkh,
                  lambda r: [(x["x"], x["matcher"], x["matches"], x.get("examined")) for x in r["rows"]],
+                 lambda r: None,
                  "Fig. 1 simulation (100,000 subscriptions): examined subscriptions, matching time next to counting"),
 }
 """Each issue's goal benchmark: bench module, arguments (the goal's size), result JSON."""
@@ -122,6 +138,7 @@ def summary(goal: str, runs: list[dict]) -> dict:
     return {"goal": goal, "issue": g.issue, "target": g.target, "trees": trees, "best": best,
             "units": {k: v.unit for k, v in figs[trees[0]][0].items()},
             "higher_is_better": {k: v.higher_is_better for k, v in figs[trees[0]][0].items()},
+            "met": {t: [g.met(r["result"]) for r in runs if r["tree"] == t] for t in trees},
             "matches_equal": len(set(matches)) == 1, "rounds": max(r["round"] for r in runs) + 1,
             "load": [round(r["load_avg"][0], 1) for r in runs],
             "command": f"python -m scripts.bench.{g.module} {' '.join(g.argv)}".rstrip()}
@@ -131,18 +148,32 @@ def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
 
 
+def _met(rounds: list[bool | None]) -> str:
+    if None in rounds:
+        return "–"
+    met = sum(1 for m in rounds if m)
+    return "yes" if met == len(rounds) else "**no**" if not met else f"{met} of {len(rounds)} rounds"
+
+
 def render(summaries: list[dict]) -> str:
-    """One markdown table: per goal and figure, each tree's best round and last / first."""
+    """One markdown table: per goal and figure, each tree's best round and last / first; then the commands."""
     trees = summaries[0]["trees"]
-    lines = ["| issue | goal figure | " + " | ".join(trees) + f" | {trees[-1]} / {trees[0]} | matches equal | load |",
-             "|---|---|" + "---:|" * (len(trees) + 1) + "---|---|"]
+    lines = ["| issue: goal | figure | " + " | ".join(trees) + f" | {trees[-1]} / {trees[0]} | goal met "
+             f"({', '.join(trees)}) | matches equal | rounds | load |",
+             "|---|---|" + "---:|" * (len(trees) + 1) + "---|---|---|---|"]
     for s in summaries:
+        first = True
         for name, by in s["best"].items():
             ratio = by[trees[-1]] / by[trees[0]]
             cells = " | ".join(f"{_fmt(by[t])} {s['units'][name]}" for t in trees)
-            lines.append(f"| {s['issue']} ({s['goal']}) | {name} | {cells} | {ratio:.2f} "
-                         f"| {'yes' if s['matches_equal'] else '**no**'} | {min(s['load'])}-{max(s['load'])} |")
-    return "\n".join(lines)
+            goal = f"{s['issue']}: {s['target']}" if first else ""
+            met = ", ".join(_met(s["met"][t]) for t in trees) if first else ""
+            equal = ("yes" if s["matches_equal"] else "**no**") if first else ""
+            load = f"{min(s['load'])}-{max(s['load'])}" if first else ""
+            lines.append(f"| {goal} | {name} | {cells} | {ratio:.2f} | {met} | {equal} | "
+                         f"{s['rounds'] if first else ''} | {load} |")
+            first = False
+    return "\n".join([*lines, "", *(f"* issue {s['issue']}: `{s['command']}`" for s in summaries)])
 
 
 def main(argv: list[str] | None = None) -> int:

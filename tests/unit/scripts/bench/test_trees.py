@@ -45,7 +45,7 @@ def test_a_stale_result_is_not_taken_for_a_run(tmp_path: Path) -> None:
 
 
 def _counting_run(tree: str, rnd: int, events_per_s: float, build_s: float, matches: float) -> dict:
-    row = {"n_subs": 1_000_000, "events_per_s": events_per_s, "build_cpu_s": build_s, "bytes_per_pred": 96.0,
+    row = {"n_subs": 1_000_000, "goal_met": {"events_per_s": events_per_s >= 31_000}, "events_per_s": events_per_s, "build_cpu_s": build_s, "bytes_per_pred": 96.0,
            "matches_per_event": matches, "satisfied_per_event": 900.0}
     return {"tree": tree, "round": rnd, "argv": ["--sizes", "1000000"], "load_avg": (2.0 + rnd, 1.0, 1.0),
             "result": {"rows": [row]}}
@@ -58,7 +58,10 @@ def test_summary_takes_each_trees_best_round_and_checks_the_matches() -> None:
     assert s["best"]["events/CPU-s"] == {"before": 32_000, "after": 33_000}
     assert s["best"]["build CPU s"] == {"before": 9.0, "after": 8.5}
     assert s["matches_equal"] and s["rounds"] == 2 and s["command"] == "python -m scripts.bench.counting --sizes 1000000"
+    assert s["met"] == {"before": [False, True], "after": [True, True]}
     table = trees.render([s])
-    assert "| 2 (counting) | events/CPU-s | 32,000 ev/s | 33,000 ev/s | 1.03 | yes | 2.0-3.0 |" in table
+    assert (f"| 2: {s['target']} | events/CPU-s | 32,000 ev/s | 33,000 ev/s | 1.03 | 1 of 2 rounds, yes | yes | 2 "
+            "| 2.0-3.0 |") in table
+    assert "|  | build CPU s | 9 s | 8.5 s | 0.94 |  |  |  |  |" in table
     runs[2]["result"]["rows"][0]["matches_per_event"] = 78.6
     assert not trees.summary("counting", runs)["matches_equal"]
