@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scripts.bench.harness import DOCS, run_in_trees
+from scripts.bench.harness import DOCS, run_in_trees, write_results
 
 
 class Figure(NamedTuple):
@@ -176,13 +176,28 @@ def render(summaries: list[dict]) -> str:
     return "\n".join([*lines, "", *(f"* issue {s['issue']}: `{s['command']}`" for s in summaries)])
 
 
+MARKERS = ("<!-- trees:begin -->", "<!-- trees:end -->")
+SECTION = """## Index layouts: before and after (issue 17)
+
+The goal benchmarks of issues 2, 4, 5 and 6 at their goal sizes over two checkouts in one run
+(`python -m scripts.bench.trees --tree before=PATH --tree after=PATH --goal G --rounds R`, each
+bench in its own process per tree and round, rounds interleaved, CPU time of one thread): *before*
+is a789c83 (main before the layouts), *after* is 49fd2c0 (the layouts of issue 17: NamedTuples
+passed whole to the kernels). Each figure is the tree's best round; `after / before` above 1 is
+faster for a rate (ev/s, x), slower for a time. `goal met`: the bench's own verdict, per tree
+(every round). `matches equal`: the runs' match counts (and, for Fabret, the ids of 50 events)
+are the same in every run of both trees. `load`: 1-minute load average at the end of each run
+(2 cores shared with other jobs). Raw runs: `docs/bench/trees-<goal>.json`."""
+"""The head of the section of ``docs/bench.md`` (written by ``--render``)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", action="append", default=[], help="label=PATH of a checkout (repeatable, in order)")
     ap.add_argument("--goal", action="append", choices=sorted(GOALS), default=[], help="goal benchmark (repeatable)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds per tree")
     ap.add_argument("--args", default=None, help="the bench's arguments instead of the goal's (a smaller size)")
-    ap.add_argument("--render", action="store_true", help="print the table of every saved goal")
+    ap.add_argument("--render", action="store_true", help="the table of every saved goal, into docs/bench.md")
     args = ap.parse_args(argv)
     trees = {label: Path(path) for label, path in (t.split("=", 1) for t in args.tree)}
     for goal in args.goal:
@@ -199,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = [json.loads((DOCS / "bench" / f"trees-{goal}.json").read_text())["summary"]
                  for goal in GOALS if (DOCS / "bench" / f"trees-{goal}.json").exists()]
         print(render(saved))
+        write_results(DOCS / "bench.md", f"{SECTION}\n\n{render(saved)}\n", *MARKERS)
     return 0
 
 
