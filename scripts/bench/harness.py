@@ -99,11 +99,11 @@ def write_results(doc: Path, text: str, begin: str = BEGIN, end: str = END) -> N
 
 
 def run_in_trees(module: str, argv: Sequence[str], trees: dict[str, Path], result: str, rounds: int = 1,
-                 timeout_s: float | None = None) -> list[dict]:
+                 timeout_s: float | None = None, first_round: int = 0) -> list[dict]:
     """Run ``python -m scripts.bench.<module> <argv>`` over each code tree (a checkout of
     this project, e.g. a git worktree of an older commit: its own bench and matchers), one
     process per run, ``rounds`` rounds interleaved (the order of the trees alternates, so
-    a drift of the load hits both alike).
+    a drift of the load hits both alike; ``first_round`` continues an earlier series).
 
     Each run starts without the tree's ``result`` file (a path relative to the tree, the
     JSON the bench writes) and returns it parsed, with the run's CPU seconds (the child's,
@@ -112,7 +112,7 @@ def run_in_trees(module: str, argv: Sequence[str], trees: dict[str, Path], resul
     import subprocess
 
     runs = []
-    for rnd in range(rounds):
+    for rnd in range(first_round, first_round + rounds):
         for label in (list(trees) if rnd % 2 == 0 else list(trees)[::-1]):
             tree = trees[label].resolve()
             (tree / result).unlink(missing_ok=True)

@@ -34,6 +34,8 @@ def test_each_tree_runs_its_own_code_in_alternating_order(tmp_path: Path) -> Non
         (0, "before"), (0, "after"), (1, "after"), (1, "before"), (2, "before"), (2, "after")]
     assert all(r["result"] == {"code": "old" if r["tree"] == "before" else "new", "argv": ["--x", "1"]} for r in runs)
     assert all(r["cpu_s"] >= 0 and r["wall_s"] > 0 and len(r["load_avg"]) == 3 for r in runs)
+    more = run_in_trees("toy", [], {"before": a, "after": b}, "docs/bench/toy.json", first_round=3)
+    assert [(r["round"], r["tree"]) for r in more] == [(3, "after"), (3, "before")]
 
 
 def test_a_stale_result_is_not_taken_for_a_run(tmp_path: Path) -> None:
