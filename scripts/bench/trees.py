@@ -196,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tree", action="append", default=[], help="label=PATH of a checkout (repeatable, in order)")
     ap.add_argument("--goal", action="append", choices=sorted(GOALS), default=[], help="goal benchmark (repeatable)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds per tree")
+    ap.add_argument("--parallel", action="store_true", help="the trees of a round at the same time")
     ap.add_argument("--append", action="store_true", help="add the rounds to the goal's saved runs")
     ap.add_argument("--args", default=None, help="the bench's arguments instead of the goal's (a smaller size)")
     ap.add_argument("--render", action="store_true", help="the table of every saved goal, into docs/bench.md")
@@ -208,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         path = DOCS / "bench" / f"trees-{goal}.json"
         kept = json.loads(path.read_text())["runs"] if args.append and path.exists() else []
         first = max((r["round"] for r in kept), default=-1) + 1
-        runs = kept + run_in_trees(g.module, g.argv, trees, g.result, args.rounds, first_round=first)
+        runs = kept + run_in_trees(g.module, g.argv, trees, g.result, args.rounds, first_round=first,
+                                   parallel=args.parallel)
         path.write_text(json.dumps({"runs": runs}, indent=1) + "\n")  # kept if the summary fails
         s = summary(goal, runs)
         path.write_text(json.dumps({"summary": s, "runs": runs}, indent=1) + "\n")

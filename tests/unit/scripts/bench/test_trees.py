@@ -36,6 +36,9 @@ def test_each_tree_runs_its_own_code_in_alternating_order(tmp_path: Path) -> Non
     assert all(r["cpu_s"] >= 0 and r["wall_s"] > 0 and len(r["load_avg"]) == 3 for r in runs)
     more = run_in_trees("toy", [], {"before": a, "after": b}, "docs/bench/toy.json", first_round=3)
     assert [(r["round"], r["tree"]) for r in more] == [(3, "after"), (3, "before")]
+    both = run_in_trees("toy", [], {"before": a, "after": b}, "docs/bench/toy.json", parallel=True)
+    assert [(r["tree"], r["result"]["code"], r["parallel"]) for r in both] == [("before", "old", True),
+                                                                                ("after", "new", True)]
 
 
 def test_a_stale_result_is_not_taken_for_a_run(tmp_path: Path) -> None:
