@@ -140,6 +140,7 @@ def summary(goal: str, runs: list[dict]) -> dict:
             "higher_is_better": {k: v.higher_is_better for k, v in figs[trees[0]][0].items()},
             "met": {t: [g.met(r["result"]) for r in runs if r["tree"] == t] for t in trees},
             "matches_equal": len(set(matches)) == 1, "rounds": max(r["round"] for r in runs) + 1,
+            "parallel": any(r.get("parallel") for r in runs),
             "load": [round(r["load_avg"][0], 1) for r in runs],
             "command": f"python -m scripts.bench.{g.module} {' '.join(g.argv)}".rstrip()}
 
@@ -170,8 +171,8 @@ def render(summaries: list[dict]) -> str:
             met = ", ".join(_met(s["met"][t]) for t in trees) if first else ""
             equal = ("yes" if s["matches_equal"] else "**no**") if first else ""
             load = f"{min(s['load'])}-{max(s['load'])}" if first else ""
-            lines.append(f"| {goal} | {name} | {cells} | {ratio:.2f} | {met} | {equal} | "
-                         f"{s['rounds'] if first else ''} | {load} |")
+            rounds = f"{s['rounds']}{' (parallel)' if s.get('parallel') else ''}" if first else ""
+            lines.append(f"| {goal} | {name} | {cells} | {ratio:.2f} | {met} | {equal} | {rounds} | {load} |")
             first = False
     return "\n".join([*lines, "", *(f"* issue {s['issue']}: `{s['command']}`" for s in summaries)])
 
@@ -181,7 +182,8 @@ SECTION = """## Index layouts: before and after (issue 17)
 
 The goal benchmarks of issues 2, 4, 5 and 6 at their goal sizes over two checkouts in one run
 (`python -m scripts.bench.trees --tree before=PATH --tree after=PATH --goal G --rounds R`, each
-bench in its own process per tree and round, rounds interleaved, CPU time of one thread): *before*
+bench in its own process per tree and round, rounds interleaved, or with `--parallel` both trees
+at the same time, under the same load; CPU time of one thread): *before*
 is a789c83 (main before the layouts), *after* is 49fd2c0 (the layouts of issue 17: NamedTuples
 passed whole to the kernels). Each figure is the tree's best round; `after / before` above 1 is
 faster for a rate (ev/s, x), slower for a time. `goal met`: the bench's own verdict, per tree
