@@ -98,6 +98,50 @@ def write_results(doc: Path, text: str, begin: str = BEGIN, end: str = END) -> N
     doc.write_text(new)
 
 
+def run_in_trees(module: str, argv: Sequence[str], trees: dict[str, Path], result: str, rounds: int = 1,
+                 timeout_s: float | None = None, first_round: int = 0, parallel: bool = False) -> list[dict]:
+    """Run ``python -m scripts.bench.<module> <argv>`` over each code tree (a checkout of
+    this project, e.g. a git worktree of an older commit: its own bench and matchers), one
+    process per run, ``rounds`` rounds interleaved (the order of the trees alternates, so
+    a drift of the load hits both alike; ``first_round`` continues an earlier series), or
+    with ``parallel`` the trees of a round at the same time (under the same load).
+
+    Each run starts without the tree's ``result`` file (a path relative to the tree, the
+    JSON the bench writes) and returns it parsed, with the run's CPU seconds (the child's,
+    from ``wait4``), wall seconds and the load average when it ended."""
+    import subprocess
+    import tempfile
+
+    runs = []
+    for rnd in range(first_round, first_round + rounds):
+        order = list(trees) if rnd % 2 == 0 else list(trees)[::-1]
+        for group in ([order] if parallel else [[label] for label in order]):
+            started = {}
+            for label in group:
+                tree = trees[label].resolve()
+                (tree / result).unlink(missing_ok=True)
+                env = {**os.environ, "PYTHONPATH": str(tree), "NUMBA_NUM_THREADS": "1"}
+                out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+                proc = subprocess.Popen([sys.executable, "-m", f"scripts.bench.{module}", *argv], cwd=tree, env=env,
+                                        stdout=out, stderr=err, text=True)
+                started[label] = (tree, proc, out, err, time.perf_counter())
+            for label, (tree, proc, out, err, t0) in started.items():
+                _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                wall = time.perf_counter() - t0
+                out.seek(0)
+                err.seek(0)
+                if proc.returncode != 0 or not (tree / result).exists():
+                    raise RuntimeError(f"{module} over {tree} failed ({proc.returncode}):\n{err.read()[-3000:]}")
+                runs.append({"tree": label, "path": str(tree), "round": rnd, "module": module, "argv": list(argv),
+                             "parallel": parallel, "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall,
+                             "load_avg": os.getloadavg(), "stdout": out.read()[-4000:],
+                             "result": json.loads((tree / result).read_text())})
+                print(f"{module} round {rnd} {label}: {wall:.0f} s wall, {runs[-1]['cpu_s']:.0f} s CPU, "
+                      f"load {runs[-1]['load_avg'][0]:.1f}", file=sys.stderr, flush=True)
+    return runs
+
+
 def _one_thread() -> None:
     """Limit numba to one thread: a run uses one core at a time.
 
