@@ -257,12 +257,13 @@ class BitMarkMatcher(Matcher):
         idx_of_col = np.full(len(col_min), -1, dtype=np.int64)
         idx_of_col[idx_col] = np.arange(len(idx_col))
         args = (self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, n)
-        bits, part, check = K.build_bits(*args[:4], self._res_off, n, idx_of_col, row_start, edge_off, edges_flat)
+        bits, check = K.build_bits(*args[:4], self._res_off, n, idx_of_col, row_start, edge_off, edges_flat)
+        ends = K.build_ends(*args, idx_of_col, row_start, edge_off, edges_flat, self.tile_words)
         live = np.full(words, K.ALL, dtype=np.uint64)
         if n % 64:
             live[-1] = np.uint64((1 << (n % 64)) - 1)
         env_col, env_lo, env_hi = K.envelopes(*args, col_min, col_span)
-        return K.Layout(bits, part, check, live, env_col, env_lo, env_hi, idx_col, row_start, edge_off, edges_flat)
+        return K.Layout(bits, *ends, check, live, env_col, env_lo, env_hi, idx_col, row_start, edge_off, edges_flat)
 
     # -- matching ----------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
@@ -308,8 +309,8 @@ class BitMarkMatcher(Matcher):
 
 
 def _empty_layout() -> K.Layout:
-    return K.Layout(np.zeros((0, 0), dtype=np.uint64), np.zeros((0, 0), dtype=np.uint64),
-                    np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64),
+    return K.Layout(np.zeros((0, 0), dtype=np.uint64), np.zeros(1, dtype=np.int64), np.zeros(0),
+                    np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64),
                     np.zeros((0, 2), dtype=np.int32), np.zeros((0, 2)), np.zeros((0, 2)),
                     np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
                     np.zeros(0))
