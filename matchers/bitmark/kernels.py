@@ -17,6 +17,8 @@ ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 _BITPOS = np.zeros(64, dtype=np.int64)
 _BITPOS[[((1 << i) * int(_DEBRUIJN) % 2**64) >> 58 for i in range(64)]] = np.arange(64)
+CHECK_STEPS = 32
+"""Steps of a walk over the ends that cost about one exact check of a survivor."""
 
 
 class Slots(NamedTuple):
@@ -359,6 +361,16 @@ def _emit(e, key, out_ev, out_key, k):
     return out_ev, out_key, k + 1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _ends_at(layout, rows, e, g, tiles):
+    """The ends of tile ``g`` in the buckets of event ``e``."""
+    total = 0
+    for j in range(rows.shape[1]):
+        seg = 2 * (rows[e, j] * tiles + g)
+        total += layout.end_off[seg + 2] - layout.end_off[seg]
+    return total
+
+
 @numba.njit(cache=True, nogil=True)
 def _fail_ends(layout, vals, rows, e, g, tiles, w0, fail):
     """Mark in ``fail`` (the words of tile ``g``, from word ``w0``) the slots whose interval
@@ -397,12 +409,15 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
     bits, check, live = layout.bits, layout.check, layout.live
     env_col, env_lo, env_hi = layout.env_col, layout.env_lo, layout.env_hi
     fail = np.zeros(tile, dtype=np.uint64)
+    found_w = np.empty(tile, dtype=np.int64)  # the words of the tile with survivors
+    found = np.empty(tile, dtype=np.uint64)  # and their survivors
     k = 0
     for w0 in range(0, W, tile):
         w1 = min(W, w0 + tile)
         g = w0 // tile
         for e in range(n):
-            walked = False
+            n_found = 0
+            n_left = 0
             for w in range(w0, w1):
                 c0 = env_col[w, 0]
                 if c0 >= 0:
@@ -420,14 +435,26 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
                     if acc == ALL:
                         break
                 left = ~acc
-                if not left:
-                    continue
-                if not walked:
-                    _fail_ends(layout, vals, rows, e, g, tiles, w0, fail)
-                    walked = True
-                left &= ~fail[w - w0]
-                sure = left & ~check[w]
-                left &= check[w]
+                if left:
+                    found_w[n_found] = w
+                    found[n_found] = left
+                    n_found += 1
+                    while left:
+                        left &= left - np.uint64(1)
+                        n_left += 1
+            if n_found == 0:
+                continue
+            walk = n_left * CHECK_STEPS > _ends_at(layout, rows, e, g, tiles)
+            if walk:
+                _fail_ends(layout, vals, rows, e, g, tiles, w0, fail)
+            for i in range(n_found):
+                w = found_w[i]
+                left = found[i]
+                sure = np.uint64(0)
+                if walk:
+                    left &= ~fail[w - w0]
+                    sure = left & ~check[w]
+                    left &= check[w]
                 while sure:
                     s = w * 64 + _low_bit(sure)
                     sure &= sure - np.uint64(1)
@@ -437,7 +464,7 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
                     left &= left - np.uint64(1)
                     if _holds(slots, s, vals, e, sat_off, sat_pid):
                         out_ev, out_key, k = _emit(e, slots.key[s], out_ev, out_key, k)
-            if walked:
+            if walk:
                 fail[:w1 - w0] = 0
     for e in range(n):
         for s in range(n_main, n_slots):
