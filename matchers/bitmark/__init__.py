@@ -18,9 +18,11 @@ constrain it at all (an event lacking the attribute fails them).  An event
 1. skips every word whose envelope (the hull of its slots' intervals on two
    attributes) does not hold the event's value: ordering makes most words skippable;
 2. ORs, per remaining word, the rows its values select until all 64 slots are marked;
-3. checks the few survivors exactly (every interval, and the residual predicates
-   through phase 1's satisfied ids): the bucket rows are conservative, so the check
-   replaces patching the buckets at the event's value.
+3. decides the survivors: the bucket rows are conservative (an interval that only
+   partly covers the event's bucket is not marked), so either the interval ends stored
+   per bucket and tile, sorted, are walked from beyond the event's value (HEM's patching
+   of the bucket), or, when the survivors are few, each is checked exactly (every
+   interval, and the residual predicates through phase 1's satisfied ids).
 
 A chunk of events shares one pass over the words, a tile at a time, so that a tile's
 rows come from memory once for the whole chunk.  Matching holds per chunk only its
@@ -257,12 +259,14 @@ class BitMarkMatcher(Matcher):
         idx_of_col = np.full(len(col_min), -1, dtype=np.int64)
         idx_of_col[idx_col] = np.arange(len(idx_col))
         args = (self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, n)
-        bits, part, check = K.build_bits(*args[:4], self._res_off, n, idx_of_col, row_start, edge_off, edges_flat)
+        bits, check = K.build_bits(*args[:4], self._res_off, n, idx_of_col, row_start, edge_off, edges_flat)
+        end_off, end_val, end_slot = K.build_ends(*args, idx_of_col, row_start, edge_off, edges_flat, self.tile_words)
         live = np.full(words, K.ALL, dtype=np.uint64)
         if n % 64:
             live[-1] = np.uint64((1 << (n % 64)) - 1)
         env_col, env_lo, env_hi = K.envelopes(*args, col_min, col_span)
-        return K.Layout(bits, part, check, live, env_col, env_lo, env_hi, idx_col, row_start, edge_off, edges_flat)
+        return K.Layout(bits, end_off, end_val, end_slot, check, live, env_col, env_lo, env_hi, idx_col, row_start,
+                        edge_off, edges_flat)
 
     # -- matching ----------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
@@ -308,8 +312,8 @@ class BitMarkMatcher(Matcher):
 
 
 def _empty_layout() -> K.Layout:
-    return K.Layout(np.zeros((0, 0), dtype=np.uint64), np.zeros((0, 0), dtype=np.uint64),
-                    np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64),
+    return K.Layout(np.zeros((0, 0), dtype=np.uint64), np.zeros(1, dtype=np.int64), np.zeros(0),
+                    np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64),
                     np.zeros((0, 2), dtype=np.int32), np.zeros((0, 2)), np.zeros((0, 2)),
                     np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
                     np.zeros(0))

@@ -17,6 +17,8 @@ ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 _BITPOS = np.zeros(64, dtype=np.int64)
 _BITPOS[[((1 << i) * int(_DEBRUIJN) % 2**64) >> 58 for i in range(64)]] = np.arange(64)
+CHECK_STEPS = 32
+"""Steps of a walk over the ends that cost about one exact check of a survivor."""
 
 
 class Slots(NamedTuple):
@@ -37,17 +39,22 @@ class Layout(NamedTuple):
     Indexed attribute ``j`` (value column ``idx_col[j]``) has ``nb = len(edges_j) + 1``
     buckets; its rows ``row_start[j] + b`` (``b < nb``) mark the slots whose interval on
     it misses bucket ``b`` entirely, row ``row_start[j] + nb`` the slots constraining it
-    (they fail an event that lacks it).  ``part`` has the same rows: those of the slots
-    whose interval on it overlaps bucket ``b`` without covering it (zero for the missing
-    row); ``check`` marks the slots with predicates the rows do not decide (residual ones,
-    intervals on attributes not indexed).  A slot that survives the marking and is in
-    neither holds for the event without a check.  A word's envelope ``(env_col, env_lo, env_hi)``
-    holds, for up to two columns every slot of the word constrains, the hull of their
-    intervals: an event outside it fails the whole word.
+    (they fail an event that lacks it).  These rows are conservative: an interval that
+    overlaps bucket ``b`` without covering it is not marked in row ``b``.  Those *partial*
+    intervals are the *ends*: per row and tile of ``tile`` words, the slots whose interval
+    starts inside the bucket (sorted by low bound, ``end_off[2 * (row * tiles + tile)]``)
+    and those whose interval ends inside it (sorted by high bound, the next segment).  An
+    event fails exactly the ends beyond its value: a short walk from one end of each list
+    decides the bucket.  ``check`` marks the slots with predicates neither decides
+    (residual ones, intervals on attributes not indexed).  A word's envelope ``(env_col,
+    env_lo, env_hi)`` holds, for up to two columns every slot of the word constrains, the
+    hull of their intervals: an event outside it fails the whole word.
     """
 
     bits: np.ndarray  # uint64[rows, W]
-    part: np.ndarray  # uint64[rows, W]
+    end_off: np.ndarray  # int64[2 * rows * tiles + 1]
+    end_val: np.ndarray  # float64, the bound of each end
+    end_slot: np.ndarray  # int32, its slot
     check: np.ndarray  # uint64[W]
     live: np.ndarray  # uint64[W], indexed slots not deleted
     env_col: np.ndarray  # int32[W, 2], -1: none
@@ -131,20 +138,23 @@ def gather_values(off, new_off, order, values):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _covers(edges, e0, e1, b, lo, hi):
-    """Whether ``[lo, hi]`` holds every value of bucket ``b`` among ``edges[e0:e1]``."""
-    return ((lo == -np.inf) if b == 0 else (lo <= edges[e0 + b - 1])) and \
-        ((hi == np.inf) if b == e1 - e0 else (hi >= edges[e0 + b]))
+def _starts_inside(edges, e0, b, lo):
+    """Whether an interval starting at ``lo`` in bucket ``b`` misses part of the bucket."""
+    return lo > edges[e0 + b - 1] if b > 0 else lo > -np.inf
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _ends_inside(edges, e0, e1, b, hi):
+    """Whether an interval ending at ``hi`` in bucket ``b`` misses part of the bucket."""
+    return hi < edges[e0 + b] if b < e1 - e0 else hi < np.inf
 
 
 @numba.njit(cache=True, nogil=True)
 def build_bits(iv_off, iv_col, iv_lo, iv_hi, res_off, n_main, idx_of_col, row_start, edge_off, edges):
-    """The marking rows, the partial rows and the check mask of :class:`Layout` over slots
-    ``0..n_main-1``."""
+    """The marking rows and the check mask of :class:`Layout` over slots ``0..n_main-1``."""
     W = (n_main + 63) // 64
     n_rows = row_start[-1]
     bits = np.zeros((n_rows, W), dtype=np.uint64)
-    part = np.zeros((n_rows, W), dtype=np.uint64)
     check = np.zeros(W, dtype=np.uint64)
     above = np.zeros((n_rows, W), dtype=np.uint64)  # marks of intervals starting after a bucket
     for s in range(n_main):
@@ -167,9 +177,6 @@ def build_bits(iv_off, iv_col, iv_lo, iv_hi, res_off, n_main, idx_of_col, row_st
                 above[r0 + lb - 1, w] |= bit
             if hb < nb - 1:  # fails every bucket above hb
                 bits[r0 + hb + 1, w] |= bit
-            for b in (lb, hb):  # only the end buckets can be overlapped without being covered
-                if not _covers(edges, e0, e1, b, iv_lo[t], iv_hi[t]):
-                    part[r0 + b, w] |= bit
     for j in range(len(row_start) - 1):
         r0 = row_start[j]
         nb = edge_off[j + 1] - edge_off[j] + 1
@@ -182,7 +189,54 @@ def build_bits(iv_off, iv_col, iv_lo, iv_hi, res_off, n_main, idx_of_col, row_st
         for b in range(nb):
             for w in range(W):
                 bits[r0 + b, w] |= above[r0 + b, w]
-    return bits, part, check
+    return bits, check
+
+
+@numba.njit(cache=True, nogil=True)
+def build_ends(iv_off, iv_col, iv_lo, iv_hi, n_main, idx_of_col, row_start, edge_off, edges, tile):
+    """The ends of :class:`Layout`: per row and tile, the slots whose interval starts inside
+    the row's bucket, sorted by low bound, then those ending inside it, by high bound."""
+    tiles = max(1, (n_main + 64 * tile - 1) // (64 * tile))
+    off = np.zeros(2 * row_start[-1] * tiles + 1, dtype=np.int64)
+    for s in range(n_main):  # count
+        g = s // (64 * tile)
+        for t in range(iv_off[s], iv_off[s + 1]):
+            j = idx_of_col[iv_col[t]]
+            if j >= 0:
+                e0, e1 = edge_off[j], edge_off[j + 1]
+                lb = _bucket(edges, e0, e1, iv_lo[t])
+                if _starts_inside(edges, e0, lb, iv_lo[t]):
+                    off[2 * ((row_start[j] + lb) * tiles + g) + 1] += 1
+                hb = _bucket(edges, e0, e1, iv_hi[t])
+                if _ends_inside(edges, e0, e1, hb, iv_hi[t]):
+                    off[2 * ((row_start[j] + hb) * tiles + g) + 2] += 1
+    for i in range(len(off) - 1):
+        off[i + 1] += off[i]
+    fill = off[:-1].copy()
+    end_val = np.empty(off[-1])
+    end_slot = np.empty(off[-1], dtype=np.int32)
+    for s in range(n_main):  # fill
+        g = s // (64 * tile)
+        for t in range(iv_off[s], iv_off[s + 1]):
+            j = idx_of_col[iv_col[t]]
+            if j >= 0:
+                e0, e1 = edge_off[j], edge_off[j + 1]
+                lb = _bucket(edges, e0, e1, iv_lo[t])
+                if _starts_inside(edges, e0, lb, iv_lo[t]):
+                    seg = 2 * ((row_start[j] + lb) * tiles + g)
+                    end_val[fill[seg]], end_slot[fill[seg]] = iv_lo[t], s
+                    fill[seg] += 1
+                hb = _bucket(edges, e0, e1, iv_hi[t])
+                if _ends_inside(edges, e0, e1, hb, iv_hi[t]):
+                    seg = 2 * ((row_start[j] + hb) * tiles + g) + 1
+                    end_val[fill[seg]], end_slot[fill[seg]] = iv_hi[t], s
+                    fill[seg] += 1
+    for seg in range(len(off) - 1):
+        a, b = off[seg], off[seg + 1]
+        order = np.argsort(end_val[a:b], kind="mergesort")
+        end_val[a:b] = end_val[a:b][order]
+        end_slot[a:b] = end_slot[a:b][order]
+    return off, end_val, end_slot
 
 
 @numba.njit(cache=True, nogil=True)
@@ -307,25 +361,63 @@ def _emit(e, key, out_ev, out_key, k):
     return out_ev, out_key, k + 1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _ends_at(layout, rows, e, g, tiles):
+    """The ends of tile ``g`` in the buckets of event ``e``."""
+    total = 0
+    for j in range(rows.shape[1]):
+        seg = 2 * (rows[e, j] * tiles + g)
+        total += layout.end_off[seg + 2] - layout.end_off[seg]
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _fail_ends(layout, vals, rows, e, g, tiles, w0, fail):
+    """Mark in ``fail`` (the words of tile ``g``, from word ``w0``) the slots whose interval
+    starts or ends inside the bucket of event ``e``'s value, beyond that value."""
+    end_off, end_val, end_slot = layout.end_off, layout.end_val, layout.end_slot
+    for j in range(rows.shape[1]):
+        v = vals[e, layout.idx_col[j]]
+        seg = 2 * (rows[e, j] * tiles + g)
+        a, i = end_off[seg], end_off[seg + 1] - 1  # low bounds, the failing ones last
+        while i >= a and end_val[i] > v:
+            s = end_slot[i]
+            fail[(s >> 6) - w0] |= np.uint64(1) << np.uint64(s & 63)
+            i -= 1
+        i, b = end_off[seg + 1], end_off[seg + 2]  # high bounds, the failing ones first
+        while i < b and end_val[i] < v:
+            s = end_slot[i]
+            fail[(s >> 6) - w0] |= np.uint64(1) << np.uint64(s & 63)
+            i += 1
+
+
 @numba.njit(cache=True, nogil=True)
 def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, out_ev, out_key):
     """``(event, key)`` pairs of a chunk of events: marking over the indexed slots, then the tail.
 
-    The indexed slots are visited a tile of words at a time for every event of the chunk,
-    so that the marking rows of a tile, read by many events, stay in cache.  Per word, the
-    envelopes first (an event outside one fails the word), then the event's rows ORed
-    until every slot is marked; the survivors that a partial row or the check mask holds
-    are checked exactly, the others match.
+    The indexed slots are visited a tile of words at a time (the layout's ``tile``) for
+    every event of the chunk, so that the marking rows of a tile, read by many events, stay
+    in cache.  Per word, the envelopes first (an event outside one fails the word), then
+    the event's rows ORed until every slot is marked.  At the first survivor of a tile, the
+    event's ends in the tile are walked once (:func:`_fail_ends`); the survivors they do not
+    fail match, but for those of the check mask, which are checked exactly.
     """
     n = vals.shape[0]
     n_idx = rows.shape[1]
     W = len(layout.live)
-    bits, part, check, live = layout.bits, layout.part, layout.check, layout.live
+    tiles = max(1, (W + tile - 1) // tile)
+    bits, check, live = layout.bits, layout.check, layout.live
     env_col, env_lo, env_hi = layout.env_col, layout.env_lo, layout.env_hi
+    fail = np.zeros(tile, dtype=np.uint64)
+    found_w = np.empty(tile, dtype=np.int64)  # the words of the tile with survivors
+    found = np.empty(tile, dtype=np.uint64)  # and their survivors
     k = 0
     for w0 in range(0, W, tile):
         w1 = min(W, w0 + tile)
+        g = w0 // tile
         for e in range(n):
+            n_found = 0
+            n_left = 0
             for w in range(w0, w1):
                 c0 = env_col[w, 0]
                 if c0 >= 0:
@@ -343,13 +435,26 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
                     if acc == ALL:
                         break
                 left = ~acc
-                if not left:
-                    continue
-                unsure = check[w]
-                for j in range(n_idx):
-                    unsure |= part[rows[e, j], w]
-                sure = left & ~unsure
-                left &= unsure
+                if left:
+                    found_w[n_found] = w
+                    found[n_found] = left
+                    n_found += 1
+                    while left:
+                        left &= left - np.uint64(1)
+                        n_left += 1
+            if n_found == 0:
+                continue
+            walk = n_left * CHECK_STEPS > _ends_at(layout, rows, e, g, tiles)
+            if walk:
+                _fail_ends(layout, vals, rows, e, g, tiles, w0, fail)
+            for i in range(n_found):
+                w = found_w[i]
+                left = found[i]
+                sure = np.uint64(0)
+                if walk:
+                    left &= ~fail[w - w0]
+                    sure = left & ~check[w]
+                    left &= check[w]
                 while sure:
                     s = w * 64 + _low_bit(sure)
                     sure &= sure - np.uint64(1)
@@ -359,6 +464,8 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
                     left &= left - np.uint64(1)
                     if _holds(slots, s, vals, e, sat_off, sat_pid):
                         out_ev, out_key, k = _emit(e, slots.key[s], out_ev, out_key, k)
+            if walk:
+                fail[:w1 - w0] = 0
     for e in range(n):
         for s in range(n_main, n_slots):
             if slots.key[s] >= 0 and _holds(slots, s, vals, e, sat_off, sat_pid):

@@ -81,6 +81,56 @@ def test_hypothesis_insert_delete_matches_oracle(trees, evs, cut, drop):
     check(matcher, live, evs)
 
 
+BOUNDS = [-3.0, 0.0, 1.0, 2.5, 4.0, 5.0, 6.0, 7.5, 9.0, 10.0]
+
+
+def wide_workload(rng: random.Random, n_subs: int) -> tuple[list[Subscription], list[dict]]:
+    """Wide intervals with few distinct bounds (so bucket edges fall on them) and events
+    whose values sit on those bounds, next to them, or beyond them."""
+    subs = []
+    for i in range(n_subs):
+        preds = []
+        for attr in rng.sample("abcd", rng.randint(1, 4)):
+            op = rng.choice(["between"] * 4 + ["=", "<", "<=", ">", ">="])
+            if op == "between":
+                lo, hi = sorted((rng.choice(BOUNDS[:5]), rng.choice(BOUNDS[3:])))
+                preds.append(pred(attr, op, (lo, hi)))
+            else:
+                preds.append(pred(attr, op, rng.choice(BOUNDS)))
+        subs.append(Subscription.of(f"w{i}", And(tuple(preds)) if len(preds) > 1 else preds[0]))
+    near = [f(x, t) for x in BOUNDS for f, t in ((lambda x, t: x, 0), (math.nextafter, -math.inf),
+                                                 (math.nextafter, math.inf))]
+    values = near + [-1e9, 1e9, 3.3, 8.8]
+    evs = [{a: rng.choice(values) for a in "abcd" if rng.random() < 0.95} for _ in range(12)]
+    return subs, evs
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_subs=st.integers(64, 700), tile_words=st.sampled_from([1, 2, 256]))
+def test_hypothesis_wide_intervals_and_values_on_bucket_edges(seed, n_subs, tile_words):
+    """Most intervals partly cover the event's bucket; its value equals a bucket edge, an
+    interval's bound or a neighbour of one: the walk over the ends decides them exactly,
+    also across tiles, in the tail and after deletes."""
+    rng = random.Random(seed)
+    subs, evs = wide_workload(rng, n_subs)
+    matcher = create("bitmark", tile_words=tile_words)
+    assert isinstance(matcher, BitMarkMatcher)
+    matcher.tail_min = 16
+    cut = n_subs * 3 // 4
+    matcher.add(subs[:cut])
+    live = {s.id: s for s in subs[:cut]}
+    check(matcher, live, evs)  # built over the first part
+    assert len(matcher._layout.end_val) > 0
+    matcher.add(subs[cut:])
+    gone = rng.sample(sorted(live), len(live) // 8)
+    matcher.remove(gone)
+    live.update({s.id: s for s in subs[cut:]})
+    for sub_id in gone:
+        del live[sub_id]
+    check(matcher, live, evs)  # the tail, the deleted slots, then a rebuild
+    check(matcher, live, evs)
+
+
 def test_batch_memory_is_bounded():
     """A large batch whose satisfied residual predicates would need ~600 MB at once stays
     within a fixed budget: events are matched in chunks."""
