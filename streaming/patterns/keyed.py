@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from matchers.collector import long_lived
 from matchers.events import Rows
 from streaming.config import Settings
 from streaming.kafka.client_config import KafkaClientConfig
@@ -68,46 +69,47 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
     p = settings.patterns
     buckets, cap, parts_n = p.key_buckets, p.max_keys_per_event, p.state_partitions
     latest: int | None = None
-    for rb in batches:
-        _, attrs_in_use, unkeyed = partition_keys(registry_dir)
-        cols: tuple[list, ...] = ([], [], [], [], [], [], [], [], [])
-        gkeys, states, t0s, t1s, eids, streams, blobs, parts, offs = cols
-        errors: list[ErrorRecord] = []
-        values = rb.column("value").to_pylist()
-        topics = rb.column("topic").to_pylist()
-        partitions = rb.column("partition").to_pylist()
-        offsets = rb.column("offset").to_pylist()
-        kafka_us = rb.column("timestamp").cast(pa.int64()).to_pylist()
-        for value, topic, partition, offset, us in zip(values, topics, partitions, offsets, kafka_us, strict=True):
-            pos = Position(topic, partition, offset)
-            row = read_row(value, pos, us, settings)
-            if row is None:
-                continue
-            if isinstance(row, ErrorRecord):
-                errors.append(row)
-                continue
-            t0, t1, eid, stream, attrs = row
-            latest = t1 if latest is None or t1 > latest else latest
-            keys = [group_key(a, attrs[a], buckets) for a in attrs_in_use if a in attrs]
-            if unkeyed:
-                keys.append(ALL_KEY)
-            blob = orjson.dumps(attrs)
-            for k in keys[:cap]:
-                gkeys.append(k)
-                states.append(partition_of(k, parts_n))
-                t0s.append(t0)
-                t1s.append(t1)
-                eids.append(eid)
-                streams.append(stream)
-                blobs.append(blob)
-                parts.append(partition)
-                offs.append(offset)
-        if errors:
-            produce_batches(kafka, settings.kafka.errors_topic, iter([pa.RecordBatch.from_pydict(
-                {"value": pa.array([e.to_json() for e in errors], pa.binary())})]))
-        yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, ROWS_SCHEMA, strict=True)],
-                                         schema=ROWS_SCHEMA)
-    yield partition_marks(parts_n, latest)
+    with long_lived():  # the docstring of streaming.patterns.queries (the collector)
+        for rb in batches:
+            _, attrs_in_use, unkeyed = partition_keys(registry_dir)
+            cols: tuple[list, ...] = ([], [], [], [], [], [], [], [], [])
+            gkeys, states, t0s, t1s, eids, streams, blobs, parts, offs = cols
+            errors: list[ErrorRecord] = []
+            values = rb.column("value").to_pylist()
+            topics = rb.column("topic").to_pylist()
+            partitions = rb.column("partition").to_pylist()
+            offsets = rb.column("offset").to_pylist()
+            kafka_us = rb.column("timestamp").cast(pa.int64()).to_pylist()
+            for value, topic, partition, offset, us in zip(values, topics, partitions, offsets, kafka_us, strict=True):
+                pos = Position(topic, partition, offset)
+                row = read_row(value, pos, us, settings)
+                if row is None:
+                    continue
+                if isinstance(row, ErrorRecord):
+                    errors.append(row)
+                    continue
+                t0, t1, eid, stream, attrs = row
+                latest = t1 if latest is None or t1 > latest else latest
+                keys = [group_key(a, attrs[a], buckets) for a in attrs_in_use if a in attrs]
+                if unkeyed:
+                    keys.append(ALL_KEY)
+                blob = orjson.dumps(attrs)
+                for k in keys[:cap]:
+                    gkeys.append(k)
+                    states.append(partition_of(k, parts_n))
+                    t0s.append(t0)
+                    t1s.append(t1)
+                    eids.append(eid)
+                    streams.append(stream)
+                    blobs.append(blob)
+                    parts.append(partition)
+                    offs.append(offset)
+            if errors:
+                produce_batches(kafka, settings.kafka.errors_topic, iter([pa.RecordBatch.from_pydict(
+                    {"value": pa.array([e.to_json() for e in errors], pa.binary())})]))
+            yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, ROWS_SCHEMA, strict=True)],
+                                             schema=ROWS_SCHEMA)
+        yield partition_marks(parts_n, latest)
 
 
 def partition_marks(partitions: int, latest: int | None) -> pa.RecordBatch:
