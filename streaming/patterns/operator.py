@@ -28,16 +28,16 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
-import orjson
 
 from matchers.cayuga.algebra import Event
 from matchers.cayuga.engine import Engine
 from streaming import notifications
 from streaming.config import Settings
-from streaming.patterns.keyed import NO_KEY, event_time_ms
+from streaming.patterns.keyed import NO_KEY, event_attributes, event_time_ms
 from streaming.patterns.registry import engine_for
 from streaming.records import Position, error
 from streaming.tenants import Tenants
@@ -46,7 +46,7 @@ PATTERN_LATE = "pattern-late"
 """Stage of an event that arrived after a later one of its key was processed."""
 
 PENDING = ("t1", "partition", "offset", "t0", "eid", "stream", "attrs")
-"""The columns of a key's pending events (``attrs`` the event's JSON)."""
+"""The columns of a key's pending events (``attrs`` the event record's value)."""
 Row = tuple[bytes | None, bytes, str]
 """An output record: ``(key, value, topic)``."""
 
@@ -99,6 +99,7 @@ class PatternOperator:
         self.notifications_topic = settings.kafka.notifications_topic
         self.errors_topic = settings.kafka.errors_topic
         self.tenants = Tenants.of(settings)
+        self.attributes = partial(event_attributes, settings=settings)
 
     def route(self, sub_id: str) -> tuple[str, str]:
         """``(notifications topic, the subscription id it names)`` of a pattern (its tenant's, with tenants)."""
@@ -170,7 +171,7 @@ class PatternOperator:
                             f"late event {eids[i]!r} for key {gkey}: ends at {t1}, before the last processed ({eng.clock})")
                 rows.append((None, err.to_json(), self.errors_topic))
                 continue
-            for m in eng.process(Event(eids[i], streams[i], t0s[i], t1, orjson.loads(attrs[i]))):
+            for m in eng.process(Event(eids[i], streams[i], t0s[i], t1, self.attributes(attrs[i]))):
                 if m.t1 < t1:  # an UNLESS deadline this event's time passed: no event completed it
                     rows.append(self._row(m, gkey, matched_ms))
                     continue
