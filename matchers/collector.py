@@ -14,8 +14,10 @@ import gc
 from collections.abc import Iterator
 
 REFREEZE_GROWTH = 1.25
-"""The frozen objects may grow to this multiple of those alive after the last full collection."""
-_frozen_after_full = [0]
+"""The objects frozen since the last full collection may reach this fraction more than it left alive."""
+_frozen = {"alive": 0, "since": 0}
+"""Objects frozen by the last full collection, and frozen since (counted as they are frozen:
+``gc.get_freeze_count()`` walks the whole frozen set, 0.3 s a call in a loaded worker here)."""
 
 
 @contextlib.contextmanager
@@ -38,20 +40,21 @@ def long_lived() -> Iterator[None]:
     A full collection scans every tracked object (about 3 s with 1,000,000 subscriptions
     held): none runs while the objects are made, one collects the garbage made since the
     last freeze (frozen objects are not scanned), and later ones skip what is frozen.
-    Frozen objects that later become cyclic garbage are not collected, so when the frozen
-    set has grown past :data:`REFREEZE_GROWTH` times what the last full collection left,
-    it is unfrozen and collected in full first: memory stays within that bound of what is
-    alive, at the cost of one full collection per such growth.
+    Frozen objects that later become cyclic garbage are not collected, so once the objects
+    frozen since the last full collection exceed ``REFREEZE_GROWTH - 1`` times what it left
+    alive, everything is unfrozen and collected in full first: the frozen garbage stays within
+    that fraction of the live objects, at the cost of one full collection per such growth.
     """
     try:
         with no_cyclic_gc():
             yield
     finally:
-        frozen = gc.get_freeze_count()
-        full = frozen == 0 or frozen > REFREEZE_GROWTH * _frozen_after_full[0]
-        if full:
+        if _frozen["since"] >= (REFREEZE_GROWTH - 1) * _frozen["alive"]:
             gc.unfreeze()
-        gc.collect()
-        gc.freeze()
-        if full:
-            _frozen_after_full[0] = gc.get_freeze_count()
+            gc.collect()
+            gc.freeze()
+            _frozen.update(alive=gc.get_freeze_count(), since=0)
+        else:
+            gc.collect()  # the objects made since the last freeze only
+            _frozen["since"] += len(gc.get_objects(generation=2))
+            gc.freeze()
