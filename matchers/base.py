@@ -36,8 +36,6 @@ insert in bulk; rebuild from :meth:`Matcher.indexed` (not ``subscriptions``).
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import importlib
 import importlib.metadata
 import operator
@@ -51,6 +49,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import numpy as np
 
 from matchers import rows as rows_kernels
+from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch, FlatEvent, encode
 from matchers.expr import INDEXED_OPS, PRESENCE_OPS, Kind, Op, Pred, Subscription, Value
 from matchers.presence import Presence, rewrite, tested
@@ -82,19 +81,6 @@ class Matches(NamedTuple):
     @property
     def total(self) -> int:
         return int(self.offsets[-1])
-
-
-@contextlib.contextmanager
-def no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector: a bulk insert creates millions of long-lived
-    objects, and each full collection it would trigger rescans the whole heap."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class SubscriptionTable(Sequence):

@@ -43,11 +43,12 @@ import orjson
 import pyarrow as pa
 
 from matchers.base import create
+from matchers.collector import long_lived
 from matchers.events import FlatEvent, ScanLimits, encode_json
 from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import LimitsSettings, Settings
-from streaming.executor_cache import IndexSpec, index_for, long_lived
+from streaming.executor_cache import IndexSpec, index_for
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
 from streaming.kafka.client_config import KafkaClientConfig

@@ -159,7 +159,8 @@ def run_quamina(binary: str, rules_path: str, events_path: str, out_path: str, r
 def run_project(matcher_name: str, records: list[dict], raws: list[bytes], rounds: int, batch: int) -> dict:
     """Both of the project's paths over the events, ``rounds`` times each, in CPU seconds."""
     from matchers.__main__ import match_chunk
-    from matchers.base import create, no_cyclic_gc
+    from matchers.base import create
+    from matchers.collector import no_cyclic_gc
     from matchers.events import encode, encode_json, flatten
     from matchers.language import parse_record
     from matchers.output import LINE_PARTS, id_table, match_lines

@@ -16,9 +16,12 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from matchers.collector import long_lived
 from matchers.events import Rows
 from streaming.config import Settings
 from streaming.kafka.client_config import KafkaClientConfig
@@ -28,6 +31,8 @@ from streaming.records import SCALARS, ErrorRecord, Position, error, read_event
 NO_KEY = ""
 PATTERN_EVENT = "pattern-event"
 """Stage of an event whose reserved fields the patterns query cannot use."""
+MAX_TICK = 2**53
+"""Event times are ticks below this (exact as JSON numbers; a 64-bit column holds them in ms)."""
 
 ROWS_SCHEMA = pa.schema([
     ("gkey", pa.string()), ("part", pa.int32()), ("t0", pa.int64()), ("t1", pa.int64()),
@@ -61,53 +66,214 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
     is the latest event end this task read (null: none), so that every partition's task
     learns the batch's latest event time (the watermark) and runs even without events;
     ``pattern-event`` error records are produced to the errors topic here (at least once: a
-    retried task sends the same record, with the same id)."""
+    retried task sends the same record, with the same id).
+
+    A batch is read in one pass of the match side's JSON scan (:func:`scan_rows`); the events
+    it does not take go through :func:`read_row` one by one, which also gives the reasons.
+    """
     from streaming.kafka.sink import produce_batches
+
+    parts_n = settings.patterns.state_partitions
+    latest: int | None = None
+    with long_lived():  # the docstring of streaming.patterns.queries (the collector)
+        for rb in batches:
+            _, attrs_in_use, unkeyed = partition_keys(registry_dir)
+            fast, slow, fast_latest = scan_rows(rb, attrs_in_use, unkeyed, settings)
+            rows, errors, slow_latest = _read_rows(rb, slow, attrs_in_use, unkeyed, settings)
+            latest = max((t for t in (latest, fast_latest, slow_latest) if t is not None), default=None)
+            if errors:
+                produce_batches(kafka, settings.kafka.errors_topic, iter([pa.RecordBatch.from_pydict(
+                    {"value": pa.array([e.to_json() for e in errors], pa.binary())})]))
+            if fast is not None:
+                yield fast
+            yield rows
+        yield partition_marks(parts_n, latest)
+
+
+def _read_rows(rb: pa.RecordBatch, which: np.ndarray, attrs_in_use: list[str], unkeyed: bool,
+               settings: Settings) -> tuple[pa.RecordBatch, list[ErrorRecord], int | None]:
+    """The keyed rows of events ``which`` of ``rb`` read one by one (:func:`read_row`), their
+    error records and their latest event end."""
     from streaming.patterns.state import partition_of
 
     p = settings.patterns
     buckets, cap, parts_n = p.key_buckets, p.max_keys_per_event, p.state_partitions
+    cols: tuple[list, ...] = ([], [], [], [], [], [], [], [], [])
+    gkeys, states, t0s, t1s, eids, streams, blobs, parts, offs = cols
+    errors: list[ErrorRecord] = []
     latest: int | None = None
-    for rb in batches:
-        _, attrs_in_use, unkeyed = partition_keys(registry_dir)
-        cols: tuple[list, ...] = ([], [], [], [], [], [], [], [], [])
-        gkeys, states, t0s, t1s, eids, streams, blobs, parts, offs = cols
-        errors: list[ErrorRecord] = []
-        values = rb.column("value").to_pylist()
-        topics = rb.column("topic").to_pylist()
-        partitions = rb.column("partition").to_pylist()
-        offsets = rb.column("offset").to_pylist()
-        kafka_us = rb.column("timestamp").cast(pa.int64()).to_pylist()
-        for value, topic, partition, offset, us in zip(values, topics, partitions, offsets, kafka_us, strict=True):
-            pos = Position(topic, partition, offset)
-            row = read_row(value, pos, us, settings)
-            if row is None:
-                continue
-            if isinstance(row, ErrorRecord):
-                errors.append(row)
-                continue
-            t0, t1, eid, stream, attrs = row
-            latest = t1 if latest is None or t1 > latest else latest
-            keys = [group_key(a, attrs[a], buckets) for a in attrs_in_use if a in attrs]
-            if unkeyed:
-                keys.append(ALL_KEY)
-            blob = orjson.dumps(attrs)
-            for k in keys[:cap]:
-                gkeys.append(k)
-                states.append(partition_of(k, parts_n))
-                t0s.append(t0)
-                t1s.append(t1)
-                eids.append(eid)
-                streams.append(stream)
-                blobs.append(blob)
-                parts.append(partition)
-                offs.append(offset)
-        if errors:
-            produce_batches(kafka, settings.kafka.errors_topic, iter([pa.RecordBatch.from_pydict(
-                {"value": pa.array([e.to_json() for e in errors], pa.binary())})]))
-        yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, ROWS_SCHEMA, strict=True)],
-                                         schema=ROWS_SCHEMA)
-    yield partition_marks(parts_n, latest)
+    sub = rb.take(pa.array(which, pa.int64()))
+    values = sub.column("value").to_pylist()
+    topics = sub.column("topic").to_pylist()
+    partitions = sub.column("partition").to_pylist()
+    offsets = sub.column("offset").to_pylist()
+    kafka_us = sub.column("timestamp").cast(pa.int64()).to_pylist()
+    for value, topic, partition, offset, us in zip(values, topics, partitions, offsets, kafka_us, strict=True):
+        pos = Position(topic, partition, offset)
+        row = read_row(value, pos, us, settings)
+        if row is None:
+            continue
+        if isinstance(row, ErrorRecord):
+            errors.append(row)
+            continue
+        t0, t1, eid, stream, attrs = row
+        latest = t1 if latest is None or t1 > latest else latest
+        keys = [group_key(a, attrs[a], buckets) for a in attrs_in_use if a in attrs]
+        if unkeyed:
+            keys.append(ALL_KEY)
+        for k in keys[:cap]:
+            gkeys.append(k)
+            states.append(partition_of(k, parts_n))
+            t0s.append(t0)
+            t1s.append(t1)
+            eids.append(eid)
+            streams.append(stream)
+            blobs.append(value)
+            parts.append(partition)
+            offs.append(offset)
+    return (pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, ROWS_SCHEMA, strict=True)],
+                                       schema=ROWS_SCHEMA), errors, latest)
+
+
+_tables: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
+
+
+def event_attributes(value: bytes, settings: Settings) -> dict[str, Any]:
+    """The attributes patterns read of an event record that :func:`keyed_rows` keyed (its
+    ``attrs`` column); the attributes of a pending event in a state written when that column
+    held them as JSON read the same."""
+    row = read_row(value, Position("", 0, 0), None, settings)
+    if row is None or isinstance(row, ErrorRecord):
+        raise ValueError(f"not a keyed event record: {value[:200]!r}")
+    return row[4]
+
+
+def _name_table(names: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+    """:func:`matchers.scan.scan`'s lookup table of the attribute ``names`` (ids 0, 1, ...; no strings)."""
+    table = _tables.get(names)
+    if table is None:
+        from matchers import scan
+
+        chunks = [n.encode("utf-8") for n in names]
+        lengths = np.array([len(c) for c in chunks], np.int64)
+        ends = np.cumsum(lengths)
+        size = 16
+        while size < 2 * len(names):
+            size *= 2
+        table = (np.zeros(size, np.uint64), np.zeros(size, np.int64), np.zeros(size, np.int64),
+                 np.full(size, -1, np.int64), np.zeros(size, np.int32), np.frombuffer(b"".join(chunks) + b"\0", np.uint8))
+        scan.table_insert(*table, np.full(len(names), scan.ATTR_TAG, np.int64), ends - lengths, ends,
+                          np.arange(len(names), dtype=np.int32))
+        _tables[names] = table
+    return table
+
+
+def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool,
+              settings: Settings) -> tuple[pa.RecordBatch | None, np.ndarray, int | None]:
+    """The keyed rows of the events of ``rb`` that one scan of the batch's bytes reads
+    (:func:`matchers.scan.scan`, with the limits of ``settings.limits``), the indexes of the
+    others, and the latest event end of those read.
+
+    Read here: an event the scan takes as one row whose reserved fields are plain (the stream
+    a string or absent; the times numbers with integral values below :data:`MAX_TICK`, or absent; the id
+    a string or absent, and a top-level key) and whose partition attributes are strings or
+    absent. Their rows equal :func:`read_row`'s: :func:`group_key` of a plain string is the
+    CRC-32 of its bytes in quotes, as they stand in the record. The ``attrs`` column holds
+    the record's value (the operator reads its attributes, :func:`event_attributes`).
+    Everything else (another shape, a number as key, any refusal or error) is left to
+    :func:`read_row`; a configuration the scan cannot follow (a dotted id field, a name
+    used twice) leaves it the whole batch.
+    """
+    from matchers import scan
+    from streaming.patterns.state import partition_of
+
+    p, limits = settings.patterns, settings.limits
+    n = rb.num_rows
+    id_field = settings.match.event_id_field
+    names = (p.time_field, p.start_field, p.stream_field, *attrs_in_use)
+    if n == 0 or "." in id_field or len({*names, id_field}) != len(names) + 1:
+        return None, np.arange(n), None
+    values = rb.column("value").cast(pa.large_binary())
+    offsets = np.frombuffer(values.buffers()[1], np.int64)[values.offset:values.offset + n + 1]
+    if values.buffers()[2] is None or offsets[-1] == offsets[0]:
+        return None, np.arange(n), None
+    buf = np.frombuffer(values.buffers()[2], np.uint8)
+    starts, ends = offsets[:-1], offsets[1:].copy()
+    if values.null_count:
+        null = values.is_null().to_numpy(zero_copy_only=False)
+        ends[null] = starts[null]  # empty: not taken by the scan
+    longest = int((ends - starts).max())
+    status, row_event, row_offsets, attrs, kinds, nums, _, texts, text_spans, spans = scan.scan(  # type: ignore[call-arg]  # mypy cannot count the unpacked table against the kernel's parameters
+        buf, starts, ends, *_name_table(names), np.frombuffer(id_field.encode("utf-8"), np.uint8),
+        np.zeros(0, np.uint8), False, limits.event_bytes, limits.depth, limits.attributes,
+        min(limits.string_length, longest), limits.array_rows)
+    k = len(names)
+    entry_event = np.repeat(row_event, np.diff(row_offsets))
+    kind = np.full((n, k), -1, np.int8)
+    kind[entry_event, attrs] = kinds
+    num = np.zeros((n, k))
+    num[entry_event, attrs] = nums
+    text = np.zeros((n, k), np.int64)
+    text[entry_event, attrs] = texts
+    ok = (status == scan.OK) & (np.bincount(row_event, minlength=n) == 1)
+
+    def tick(j: int) -> np.ndarray:  # a plain integral number
+        v = num[:, j]
+        return (kind[:, j] == scan.NUM) & (v == np.floor(v)) & (np.abs(v) < MAX_TICK)
+
+    kafka = rb.column("timestamp").cast(pa.int64())
+    kafka_ticks = np.where(kafka.is_null().to_numpy(zero_copy_only=False), 0,
+                           kafka.fill_null(0).to_numpy() // 1000 // p.time_unit_ms)
+    no_ts = (kind[:, 0] == -1) | (kind[:, 0] == scan.NULL)
+    t1 = np.where(no_ts, kafka_ticks, np.where(tick(0), num[:, 0], -1).astype(np.int64))
+    t0 = np.where(kind[:, 1] == -1, t1, np.where(tick(1), num[:, 1], -1).astype(np.int64))
+    is_id = spans[:, 0] >= 0
+    id_lo = starts + spans[:, 0] + 1
+    id_hi = starts + spans[:, 1] - 1
+    ok &= (t0 >= 0) & (t0 <= t1) & ((kind[:, 2] == -1) | (kind[:, 2] == scan.STR))
+    ok &= ~is_id | (buf[np.where(is_id, id_lo - 1, 0)] == ord('"'))
+    for j in range(3, k):
+        ok &= (kind[:, j] == -1) | (kind[:, j] == scan.STR)
+    fast = np.flatnonzero(ok)
+    if not len(fast):
+        return None, np.flatnonzero(~ok), None
+    data = buf.tobytes()
+    crcs = np.array([zlib.crc32(data[a - 1:b + 1]) for a, b in text_spans.tolist()], np.int64)
+    strings = [data[a:b].decode() for a, b in text_spans.tolist()]
+    # the state keys of each read event: per partition attribute in use, then ALL_KEY
+    width = len(attrs_in_use) + (1 if unkeyed else 0)
+    code = np.full((len(fast), width), -1, np.int64)
+    for j in range(len(attrs_in_use)):
+        present = kind[fast, 3 + j] == scan.STR
+        code[present, j] = j * p.key_buckets + crcs[text[fast, 3 + j][present]] % p.key_buckets
+    if unkeyed:
+        code[:, -1] = len(attrs_in_use) * p.key_buckets
+    keep = (code >= 0) & (np.cumsum(code >= 0, axis=1) <= p.max_keys_per_event)
+    row, col = np.nonzero(keep)
+    codes, inverse = np.unique(code[row, col], return_inverse=True)
+    gkeys = [ALL_KEY if c == len(attrs_in_use) * p.key_buckets else
+             f"{attrs_in_use[c // p.key_buckets]}#{c % p.key_buckets}" for c in codes.tolist()]
+    ev = fast[row]
+    # ids: the string at the id's span, else the record's position
+    lengths = np.where(is_id[ev], id_hi[ev] - id_lo[ev], 0)
+    id_offsets = np.zeros(len(ev) + 1, np.int64)
+    np.cumsum(lengths, out=id_offsets[1:])
+    gather = np.repeat(id_lo[ev] - id_offsets[:-1], lengths) + np.arange(id_offsets[-1])
+    ids = pa.Array.from_buffers(pa.large_string(), len(ev), [None, pa.py_buffer(id_offsets), pa.py_buffer(buf[gather])])
+    take = pa.array(ev, pa.int64())
+    topic, partition, offset = (rb.column(c).take(take) for c in ("topic", "partition", "offset"))
+    position = pc.binary_join_element_wise(topic.cast(pa.string()), partition.cast(pa.string()),
+                                           offset.cast(pa.string()), "/")
+    stream = np.where(kind[ev, 2] == scan.STR, text[ev, 2], len(strings))
+    out = pa.RecordBatch.from_arrays([
+        pa.array(gkeys, pa.string()).take(pa.array(inverse.ravel())),
+        pa.array(np.array([partition_of(g, p.state_partitions) for g in gkeys], np.int32)[inverse.ravel()]),
+        pa.array(t0[ev]), pa.array(t1[ev]),
+        pc.if_else(pa.array(is_id[ev]), ids.cast(pa.string()), position),
+        pa.array([*strings, p.default_stream], pa.string()).take(pa.array(stream)),
+        values.take(take).cast(pa.binary()), partition.cast(pa.int32()), offset.cast(pa.int64()),
+    ], schema=ROWS_SCHEMA)
+    return out, np.flatnonzero(~ok), int(t1[fast].max())
 
 
 def partition_marks(partitions: int, latest: int | None) -> pa.RecordBatch:
@@ -155,6 +321,8 @@ def read_row(value: bytes | None, pos: Position, kafka_us: int | None, settings:
         return error(PATTERN_EVENT, value, pos, f"{p.start_field!r} ({t0}) is after {p.time_field!r} ({t1})")
     if t0 < 0:
         return error(PATTERN_EVENT, value, pos, f"{p.start_field!r} and {p.time_field!r} must not be negative")
+    if t1 >= MAX_TICK:
+        return error(PATTERN_EVENT, value, pos, f"{p.time_field!r} ({t1}) is past the last tick ({MAX_TICK - 1})")
     eid = attrs.pop(settings.match.event_id_field, None)
     if not isinstance(eid, (str, int, float)) or isinstance(eid, bool):
         eid = f"{pos.topic}/{pos.partition}/{pos.offset}"

@@ -34,16 +34,16 @@ import time
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
-import orjson
 
 from matchers.cayuga.algebra import Event
 from matchers.cayuga.engine import Engine
 from streaming import notifications
 from streaming.config import Settings
-from streaming.patterns.keyed import NO_KEY, event_time_ms
+from streaming.patterns.keyed import NO_KEY, event_attributes, event_time_ms
 from streaming.patterns.registry import engines_for
 from streaming.records import Position, error
 from streaming.tenants import OPERATOR, Tenants
@@ -52,7 +52,7 @@ PATTERN_LATE = "pattern-late"
 """Stage of an event that arrived after a later one of its key was processed."""
 
 PENDING = ("t1", "partition", "offset", "t0", "eid", "stream", "attrs")
-"""The columns of a key's pending events (``attrs`` the event's JSON)."""
+"""The columns of a key's pending events (``attrs`` the event record's value)."""
 Row = tuple[bytes | None, bytes, str]
 """An output record: ``(key, value, topic)``."""
 
@@ -108,6 +108,7 @@ class PatternOperator:
         self.notifications_topic = settings.kafka.notifications_topic
         self.errors_topic = settings.kafka.errors_topic
         self.tenants = Tenants.of(settings)
+        self.attributes = partial(event_attributes, settings=settings)
 
     def route(self, sub_id: str) -> tuple[str, str]:
         """``(notifications topic, the subscription id it names)`` of a pattern (its tenant's, with tenants)."""
@@ -187,7 +188,7 @@ class PatternOperator:
                 rows.append((None, err.to_json(), self.errors_topic))
                 continue
             ks.clock = t1
-            event = Event(eids[i], streams[i], t0s[i], t1, orjson.loads(attrs[i]))
+            event = Event(eids[i], streams[i], t0s[i], t1, self.attributes(attrs[i]))
             for eng in engines:
                 for m in eng.process(event):
                     if m.t1 < t1:  # an UNLESS deadline this event's time passed: no event completed it

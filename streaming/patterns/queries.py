@@ -15,6 +15,14 @@
   ``pattern_instances`` quota start no new instances in the next batch (one error record,
   stage ``pattern-quota``, on the tenant's errors topic when it reaches it).
 
+The collector: the keying and the partition tasks run with the cyclic garbage collector
+paused and end with one collection of what the task left and a freeze of what survives
+(:func:`matchers.collector.long_lived`: the compiled patterns, the cached state, the imported
+modules). Spark's reused Python worker runs a full ``gc.collect()`` after every task: in
+process, with 1,000 patterns and the modules a worker imports, that took 0.4 to 1.0 s per
+task, and the operator spent 75 to 78 µs per event against 31 with the freeze (keying 21 to
+23 against 11; 40,000 events, load 8 to 9, 2026-11-25).
+
 Both checkpoint under ``<spark.checkpoint_dir>/patterns`` (the registry under it too), start
 from ``patterns.starting_offsets`` and trigger every ``patterns.trigger_interval``.
 """
@@ -31,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from matchers.collector import long_lived
 from streaming.config import Settings, interval_ms
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.patterns.keyed import (
@@ -126,28 +135,29 @@ def run_partitions(batches: Iterator[pa.RecordBatch], batch_id: int, watermark_m
     records are sent, then the state is written. One :data:`RESULT_SCHEMA` row per partition."""
     from streaming.kafka.sink import produce_batches
 
-    table = pa.Table.from_batches([rb.cast(ROWS_SCHEMA) for rb in batches], schema=ROWS_SCHEMA)
-    op = PatternOperator(registry_uri, settings)
-    store = StateStore(state_uri)
-    delay = interval_ms(settings.patterns.watermark_delay)
-    parts = table.column("part").to_numpy()
-    results: list[tuple[Any, ...]] = []
-    for part in sorted(set(parts.tolist())):
-        rows = table.filter(pa.array(parts == part))
-        latest = pc.max(rows.column("t1")).as_py()
-        watermark = watermark_ms if latest is None else max(
-            watermark_ms, event_time_ms(latest, settings.patterns.time_unit_ms) - delay)
-        events = {c: rows.column(c).to_pylist() for c in rows.column_names}
-        new, out = op.run(store.load(part, batch_id), events, watermark, blocked)
-        if out:
-            keys, values, topics = zip(*out, strict=True)
-            produce_batches(kafka, None, iter([pa.RecordBatch.from_arrays(
-                [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
-                names=["key", "value", "topic"])]))
-        store.save(part, batch_id, new)
-        live = live_instances(new)
-        results.append((part, watermark, sum(g != NO_KEY for g in events["gkey"]), len(new), sum(live.values()),
-                        sum(len(ks.pending["t1"]) for ks in new.values()), len(out), list(live.items())))
+    with long_lived():  # the module docstring (the collector)
+        table = pa.Table.from_batches([rb.cast(ROWS_SCHEMA) for rb in batches], schema=ROWS_SCHEMA)
+        op = PatternOperator(registry_uri, settings)
+        store = StateStore(state_uri)
+        delay = interval_ms(settings.patterns.watermark_delay)
+        parts = table.column("part").to_numpy()
+        results: list[tuple[Any, ...]] = []
+        for part in sorted(set(parts.tolist())):
+            rows = table.filter(pa.array(parts == part))
+            latest = pc.max(rows.column("t1")).as_py()
+            watermark = watermark_ms if latest is None else max(
+                watermark_ms, event_time_ms(latest, settings.patterns.time_unit_ms) - delay)
+            events = {c: rows.column(c).to_pylist() for c in rows.column_names}
+            new, out = op.run(store.load(part, batch_id), events, watermark, blocked)
+            if out:
+                keys, values, topics = zip(*out, strict=True)
+                produce_batches(kafka, None, iter([pa.RecordBatch.from_arrays(
+                    [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
+                    names=["key", "value", "topic"])]))
+            store.save(part, batch_id, new)
+            live = live_instances(new)
+            results.append((part, watermark, sum(g != NO_KEY for g in events["gkey"]), len(new), sum(live.values()),
+                            sum(len(ks.pending["t1"]) for ks in new.values()), len(out), list(live.items())))
     yield pa.RecordBatch.from_pylist([dict(zip(RESULT_SCHEMA.names, r, strict=True)) for r in results],
                                      schema=RESULT_SCHEMA)
 

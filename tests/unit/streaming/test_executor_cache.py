@@ -119,7 +119,7 @@ def test_a_spec_that_cannot_make_its_version_is_an_error(tmp_path):
 def test_long_lived_freezes_what_it_builds_and_restores_collection():
     import gc
 
-    from streaming.executor_cache import long_lived
+    from matchers.collector import long_lived
 
     assert gc.isenabled()
     before = gc.get_freeze_count()
@@ -128,6 +128,35 @@ def test_long_lived_freezes_what_it_builds_and_restores_collection():
             assert not gc.isenabled()
             kept = [[i] for i in range(1000)]  # lists are tracked by the collector
         assert gc.isenabled() and gc.get_freeze_count() >= before + len(kept)
+    finally:
+        gc.unfreeze()
+
+
+def test_long_lived_collects_frozen_cyclic_garbage_once_the_frozen_set_grows():
+    import gc
+    import weakref
+
+    from matchers import collector
+    from matchers.collector import long_lived
+
+    class Node:
+        pass
+
+    collector._frozen.update(alive=0, since=0)  # as in a new worker: the first freeze collects in full
+    try:
+        with long_lived():
+            cycle = Node()
+            cycle.me = cycle  # a reference cycle
+        ref = weakref.ref(cycle)
+        del cycle
+        gc.collect()
+        assert ref() is not None  # frozen: collections skip it
+        kept: list = []
+        while ref() is not None and len(kept) < 50:
+            with long_lived():  # each step freezes a tenth more objects
+                kept.append([[i] for i in range(gc.get_freeze_count() // 10 + 100)])
+        assert ref() is None, "the frozen garbage was never collected"
+        assert len(kept) <= 4  # as soon as the frozen set grew past REFREEZE_GROWTH (1.1 ** 3 > 1.25)
     finally:
         gc.unfreeze()
 

@@ -397,3 +397,59 @@ def test_state_partitions_replay_from_the_snapshot_before_the_batch(tmp_path, mo
         batch(3, 90, 90, event_time_ms(events[-1].t1 + 1, 1000))
     with pytest.raises(state.StateError, match="3 partitions"):
         store.check(4)
+
+
+def _tricky_events(rng) -> list[bytes | None]:
+    """Event records at the edges of what the keying's scan takes (seeded)."""
+    def pick(choices: list[str]) -> str:  # the plain first choice more often
+        return choices[0] if rng.random() < 0.7 else rng.choice(choices)
+
+    fields = {
+        "id": ['"e1"', "7", "7.5", "null", "true", '{"x": 1}', '"q\\"uote"', '"\u00fcn"', '["a"]'],
+        "stream": ['"Stock"', "7", "null", '"A\\u0041"', '"Other"', "[]"],
+        "ts": ["5", "5.0", "1e3", "-1", '"soon"', "null", "true", "1.5", "1e20", "9007199254740993", "-0.0", "0", "12"],
+        "ts_start": ["4", "6", "null", "2.0", '"x"', "-0", "5"],
+        "name": ['"IBM"', '"I\\"BM"', '"\x7f"', '"\u00cfBM"', "3", "3.0", "true", "null", '["IBM"]', '["A", "B"]',
+                 '{"x": 1}', '""', '"MSFT"', '"a/b"'],
+        "sym": ['"X"', '"Y"', "1", '[]', '"Z"'],
+        "price": ["1", "2.5", "NaN", "[1, 1]", "1e400"],
+        "user": ['{"id": 1}', '{"id": "u"}', "{}"],
+    }
+    out: list[bytes | None] = [None, b"", b"not json", b"[1, 2]", b'{"a": ' * 40 + b"1" + b"}" * 40,
+                               b'{"id": "d", "ts": 1, "name": "A", "name": "B"}', b'{"ts": 1, "name": "A"} x',
+                               b' {"id" : "w" , "ts" :3,"name":"A" } ', b'{"user.id": 1, "user": {"id": 2}, "ts": 1}']
+    for _ in range(400):
+        chosen = [k for k in fields if rng.random() < (0.9 if k in ("id", "ts", "name", "stream") else 0.4)]
+        rng.shuffle(chosen)
+        out.append(("{" + ", ".join(f'"{k}": {pick(fields[k])}' for k in chosen) + "}").encode())
+    return out
+
+
+@pytest.mark.parametrize("limits, cap", [({}, 8), ({"string_length": 6, "attributes": 4, "depth": 2, "event_bytes": 90}, 2)])
+def test_scanned_keying_equals_keying_event_by_event(tmp_path, monkeypatch, limits, cap):
+    """keyed_rows (the events the scan takes read in one pass, the others one by one) gives the
+    rows and error records of reading every event one by one (read_row), hostile ones included."""
+    import random
+
+    import numpy as np
+
+    from streaming.patterns.keyed import _read_rows, scan_rows
+    from tests.unit.streaming.helpers import kafka_batch
+
+    settings = settings_for(tmp_path, max_keys_per_event=cap, key_buckets=16).replace(limits=limits)
+    register(settings, {"S3": TABLE1["S3"], "sym": "FILTER{DUR <= 5}(FILTER{price > 1}(Stock) NEXT{$2.sym = $1.sym} Stock)",
+                        "all": "FILTER{price > 100}(Stock)"})
+    values = _tricky_events(random.Random(7))
+    batch = kafka_batch(values)
+    _, attrs, unkeyed = partition_keys(registry_dir(settings))
+    fast, slow, _ = scan_rows(batch, attrs, unkeyed, settings)
+    assert fast is not None and fast.num_rows > 50 and len(slow) > 50  # both ways are taken
+    rows, sent = _keyed(values, settings, monkeypatch, marks=True)
+    expected, errors, latest = _read_rows(batch, np.arange(len(values)), attrs, unkeyed, settings)
+    got = sorted(map(tuple, rows[rows["gkey"] != NO_KEY].itertuples(index=False)))
+    assert got == sorted(map(tuple, expected.to_pandas().itertuples(index=False)))
+    assert sorted(e["offset"] for e in sent) == sorted(e.position.offset for e in errors)
+    assert sorted(orjson.dumps(e, option=orjson.OPT_SORT_KEYS) for e in sent) == sorted(
+        orjson.dumps(orjson.loads(e.to_json()) | {"to": settings.kafka.errors_topic}, option=orjson.OPT_SORT_KEYS)
+        for e in errors)
+    assert set(rows.loc[rows["gkey"] == NO_KEY, "t1"]) == {latest}
