@@ -6,7 +6,6 @@ import json
 import random
 
 import orjson
-import pyarrow as pa
 import pytest
 
 from matchers.events import flatten
