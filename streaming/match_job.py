@@ -7,7 +7,7 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    version (idempotent per batch id), and reject bad ones as error records;
 2. :func:`retro_notifications` (driver): match new or changed subscriptions against the
    still-valid events of earlier batches (:mod:`streaming.validity`);
-3. :func:`match_partition` (executors, through ``mapInArrow``): bring the worker's cached
+3. :func:`match_partition` (executors, an RDD job of :func:`match_ranges`): bring the worker's cached
    index to the batch's version (:mod:`streaming.executor_cache`), parse, flatten, encode
    and match the events, and produce the notification and error records to Kafka itself
    (one Python worker per task does the matching and the writing; only a row of task
