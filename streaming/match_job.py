@@ -7,7 +7,7 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    version (idempotent per batch id), and reject bad ones as error records;
 2. :func:`retro_notifications` (driver): match new or changed subscriptions against the
    still-valid events of earlier batches (:mod:`streaming.validity`);
-3. :func:`match_partition` (executors, through ``mapInArrow``): bring the worker's cached
+3. :func:`match_partition` (executors, an RDD job of :func:`match_ranges`): bring the worker's cached
    index to the batch's version (:mod:`streaming.executor_cache`), parse, flatten, encode
    and match the events, and produce the notification and error records to Kafka itself
    (one Python worker per task does the matching and the writing; only a row of task
@@ -392,20 +392,22 @@ def plan_tasks(ranges: Sequence[OffsetRange], shards: int, slots: int, task_even
 
 
 def match_ranges(
-    batches: Iterator[pa.RecordBatch],
+    numbers: Iterable[int],
     ctx: BatchContext,
     todo: Sequence[Task],
     produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
-) -> Iterator[pa.RecordBatch]:
+) -> Iterator[dict[str, Any]]:
     """:func:`match_partition` over the records of this task's offset ranges, read by this task.
 
-    ``todo`` holds the batch's tasks (:func:`plan_tasks`); ``batches`` hold the ``id``
-    column of a ``spark.range`` over it, naming the rows of this task.
+    ``todo`` holds the batch's tasks (:func:`plan_tasks`); ``numbers`` (the partition of a
+    ``SparkContext.parallelize(range(len(todo)))``) name this task's. Yields the result row
+    of each as a dict of :data:`TASK_SCHEMA`.
     """
-    for i in [i for rb in batches for i in rb.column("id").to_pylist()]:
+    for i in numbers:
         ranges, shards = todo[i]
         records = (rb for rng in ranges for rb in read_range(ctx.kafka, rng))
-        yield from match_partition(records, ctx, produce, shards)
+        for rb in match_partition(records, ctx, produce, shards):
+            yield from rb.to_pylist()
 
 
 def match_all_shards(
@@ -783,13 +785,14 @@ class MatchJob:
         t2 = time.perf_counter()
         todo = plan_tasks([r for r in ranges or () if r.topic == k.events_topic], m.shards,
                           self.spark.sparkContext.defaultParallelism)
+        results: list[dict[str, Any]] = []
         if ranges is None:
-            tasks = df.filter(F.col("topic") == k.events_topic).mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL)
-        elif todo:  # the ranges travel with the function; spark.range only numbers the tasks' rows
-            tasks = (self.spark.range(0, len(todo), 1, len(todo))
-                     .mapInArrow(partial(match_ranges, ctx=ctx, todo=todo), TASK_DDL))
-        results = tasks.collect() if ranges is None or todo else []
-        v = sum_metrics(r[:N_METRICS] for r in results)
+            results = [r.asDict() for r in df.filter(F.col("topic") == k.events_topic)
+                       .mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL).collect()]
+        elif todo:  # an RDD job: the ranges travel with the function, the partitions only number the tasks
+            results = (self.spark.sparkContext.parallelize(range(len(todo)), len(todo))
+                       .mapPartitions(partial(match_ranges, ctx=ctx, todo=todo)).collect())
+        v = sum_metrics([r[name] for name in METRICS] for r in results)
         self._note_index([r["index"] for r in results if r["index"]])
         self.validity.write(batch_id, [e for r in results for e in decode(r["valid_events"])])
         t3 = time.perf_counter()

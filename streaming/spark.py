@@ -48,6 +48,11 @@ DEFAULT_CONF: dict[str, str] = {
     # (docs/e2e.md). Its rename is atomic on local disks and HDFS, as the default's is.
     "spark.sql.streaming.checkpointFileManagerClass":
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    # Python workers are pooled by their environment, and a simplified traceback is an
+    # environment variable of SQL's Python workers only: with it, the match query's RDD
+    # tasks and its first batch's (and the patterns query's) mapInArrow tasks ran in two
+    # pools, each building its own indexes. Off, they share one (full tracebacks).
+    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
 }
 
 #: Added for local masters only: the driver and its Python workers stay on loopback.

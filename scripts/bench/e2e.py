@@ -8,7 +8,11 @@ runs its own embedded broker and the service's match query in this process and m
 * **registration**: the subscriptions sent as records (JSON form) until the registry holds them;
 * **sustained events/s**: a backlog of ``--events`` events is put on the events topic
   while the query is stopped, then the query restarts and drains it; events divided by
-  the wall time of the drain (and by the summed batch times);
+  the wall time of the drain (and by the summed batch times). The drain includes the
+  query's start (PySpark starts the Python data source's runner process);
+* **steady events/s**: the same backlog put on the topic while the query runs, idle after
+  a batch; events divided by the wall time from the first record produced to the last
+  batch's end (no query start);
 * **latency**: a producer offers ``--rate`` events/s for ``--duration`` seconds while a
   reader takes the notifications off their topic; produce-to-notification latency is
   the reader's receive time minus the event record's Kafka timestamp (p50, p99, max);
@@ -47,7 +51,6 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pyarrow as pa
 from tqdm import tqdm
 
 from streaming.kafka.client_config import KafkaClientConfig
@@ -219,21 +222,21 @@ def source_read_rate(spark, bootstrap: str, topic: str) -> float:
     return n / (time.perf_counter() - t)
 
 
-def _empty_task(batches):
-    for _ in batches:
+def _empty_task(numbers):
+    for _ in numbers:
         pass
-    yield pa.RecordBatch.from_pylist([{"n": 1}])
+    yield {"n": 1}
 
 
 def spark_job_overhead(spark, jobs: int = 20) -> dict[str, float]:
-    """Wall time per job and CPU of an empty ``mapInArrow`` job of 2 tasks (what every micro-batch pays)."""
-    df = spark.createDataFrame([(0,), (1,)], "i int")
+    """Wall time per job and CPU of an empty job of 2 tasks as the match job runs them (what every micro-batch pays)."""
+    sc = spark.sparkContext
     for _ in range(3):
-        df.mapInArrow(_empty_task, "n long").collect()
+        sc.parallelize(range(2), 2).mapPartitions(_empty_task).collect()
     cpu0 = cpu_by_kind()
     t = time.perf_counter()
     for _ in range(jobs):
-        df.mapInArrow(_empty_task, "n long").collect()
+        sc.parallelize(range(2), 2).mapPartitions(_empty_task).collect()
     wall = (time.perf_counter() - t) / jobs
     cpu = cpu_delta(cpu0, jobs)
     return {"wall_ms": 1e3 * wall, "python_cpu_ms_per_task": cpu["python workers"] / 1e3 / 2,
@@ -399,10 +402,33 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
         + ", ".join(f"{k} {v:.0f}" for k, v in result["drain_cpu_us_per_event"].items())
         + f"; load {result['drain_load_average'][0]:.1f}")
 
-    # latency at a fixed offered rate
+    # steady state: the same backlog again, put on the topic while the query runs (started,
+    # idle after a batch), so that the drain holds no query start
+    query = job.start()
+    query.processAllAvailable()
+    time.sleep(2)
+    before = len(job.history)
+    cpu0 = cpu_by_kind()
+    t = time.perf_counter()
+    produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": f"s{i}", **e})) for i, e in enumerate(backlog)],
+                "steady backlog")
+    query.processAllAvailable()
+    wall = time.perf_counter() - t
+    batches = job.history[before:]
+    drained = sum(b.events for b in batches)
+    result["steady"] = {
+        "wall_s": wall, "events": drained, "events_per_s": drained / wall, "batches": len(batches),
+        "batch_s_sum": sum(b.batch_ms for b in batches) / 1e3, "matches": sum(b.matches for b in batches),
+        "cpu_us_per_event": cpu_delta(cpu0, drained), "load_average": os.getloadavg(),
+    }
+    log(f"steady: {drained:,} events in {wall:.1f} s = {result['steady']['events_per_s']:,.0f} events/s "
+        f"({len(batches)} batches); CPU us/event " + ", ".join(
+            f"{k} {v:.0f}" for k, v in result["steady"]["cpu_us_per_event"].items())
+        + f"; load {result['steady']['load_average'][0]:.1f}")
+
+    # latency at a fixed offered rate, on the running query
     reader = NotificationReader(bootstrap, topics["notifications"], 2)
     reader.start()
-    query = job.start()
     time.sleep(3)
     values = [orjson.dumps({"id": f"l{i}", **e}) for i, e in enumerate(backlog[: int(args.rate * 10)])]
     before = len(job.history)
@@ -463,15 +489,16 @@ def render(record: dict, image: str) -> str:
         " to the Spark SQL baseline are measured in the same run).",
         "",
         "| subscriptions | registration s | backlog events | per trigger | sustained events/s | events/s of batch time |"
-        " batches | notifications | p50 s | p99 s | offered/s | Spark SQL events/s | service / SQL |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        " steady events/s | batches | notifications | p50 s | p99 s | offered/s | Spark SQL events/s | service / SQL |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in record["runs"]:
         lat, sql = r["latency"], r["spark_sql"]
         ratio = r["events_per_s"] / sql["events_per_s"] if sql["events_per_s"] else float("nan")
         lines.append(
             f"| {r['n_subs']:,} | {r['register_s']:.1f} | {r['drained_events']:,} | {r['per_trigger']:,} |"
-            f" {r['events_per_s']:,.0f} | {r['events_per_batch_s']:,.0f} | {r['batches']} | {r['matches']:,} |"
+            f" {r['events_per_s']:,.0f} | {r['events_per_batch_s']:,.0f} |"
+            f" {r['steady']['events_per_s'] if 'steady' in r else float('nan'):,.0f} | {r['batches']} | {r['matches']:,} |"
             f" {lat['p50_s']:.2f} | {lat['p99_s']:.2f} | {lat['offered_per_s']:,.0f} |"
             f" {sql['events_per_s']:,.2f} ({sql['events']} ev{'' if sql['agrees_with_service_matcher'] else ', DISAGREES'}) |"
             f" {ratio:,.0f}x |"
@@ -493,15 +520,17 @@ def render(record: dict, image: str) -> str:
     for r in record["runs"]:
         if "empty_job" in r:
             j = r["empty_job"]
-            lines += ["", f"An empty `mapInArrow` job of 2 tasks (the fixed cost of every micro-batch), {r['n_subs']:,}"
+            lines += ["", f"An empty job of 2 tasks as the match job runs them (the fixed cost of every micro-batch), {r['n_subs']:,}"
                       f" run: {j['wall_ms']:.0f} ms wall, {j['python_cpu_ms_per_task']:.0f} ms CPU per Python task,"
                       f" {j['jvm_cpu_ms']:.0f} ms JVM CPU per job (load {j['load']:.1f})."]
-    lines += ["", "CPU per event during the drain and the latency run, all processes of the run (this process,"
+    lines += ["", "CPU per event during the drain, the steady drain and the latency run, all processes of the run (this process,"
               " Spark's JVM, its Python workers, the broker), in microseconds; load average (1 min) at the end of each:",
               "", "| subscriptions | phase | driver | JVM | Python workers | broker | other | total | load |",
               "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in record["runs"]:
+        steady = r.get("steady", {})
         for phase, cpu, load in (("drain", r.get("drain_cpu_us_per_event"), r.get("drain_load_average")),
+                                 ("steady", steady.get("cpu_us_per_event"), steady.get("load_average")),
                                  ("latency", r["latency"].get("cpu_us_per_event"), r["latency"].get("load_average"))):
             if cpu:
                 lines.append(f"| {r['n_subs']:,} | {phase} | {cpu['driver']:.0f} | {cpu['jvm']:.0f} |"
@@ -592,7 +621,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     for r in runs:
-        print(f"{r['n_subs']:>9,} subs: {r['events_per_s']:>9,.0f} events/s sustained, "
+        print(f"{r['n_subs']:>9,} subs: {r['events_per_s']:>9,.0f} events/s sustained (with a query start), "
+              f"{r['steady']['events_per_s']:,.0f} steady, "
               f"p50 {r['latency']['p50_s']:.2f} s p99 {r['latency']['p99_s']:.2f} s at {args.rate:,.0f}/s; "
               f"Spark SQL {r['spark_sql']['events_per_s']:,.2f} events/s")
     return 0

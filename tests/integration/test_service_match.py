@@ -215,3 +215,29 @@ def test_event_patterns_existence_and_nulls(spark: Any, kafka_config: KafkaClien
     want = expected_pairs(subs, located)
     assert {sid for sid, _, _ in want} == {r["id"] for r in records}  # every rule matches some event
     assert pairs(notification_docs(kafka_config, topics.notifications, min_records=len(want))) == want
+
+
+def _arrow_pid(batches):
+    import os
+
+    import pyarrow as pa
+
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pylist([{"pid": os.getpid()}])
+
+
+def _rdd_pid(numbers):
+    import os
+
+    for _ in numbers:
+        pass
+    yield os.getpid()
+
+
+def test_match_tasks_and_mapinarrow_tasks_share_the_python_workers(spark: Any):
+    """The match job's RDD tasks run in the same Python workers as mapInArrow tasks (the first
+    batch's, the patterns query's), so a worker's cached index serves both (streaming.spark)."""
+    arrow = {r.pid for r in spark.range(0, 2, 1, 2).mapInArrow(_arrow_pid, "pid long").collect()}
+    rdd = set(spark.sparkContext.parallelize(range(2), 2).mapPartitions(_rdd_pid).collect())
+    assert arrow & rdd

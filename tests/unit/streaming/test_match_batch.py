@@ -6,7 +6,6 @@ import json
 import random
 
 import orjson
-import pyarrow as pa
 import pytest
 
 from matchers.events import flatten
@@ -23,6 +22,7 @@ from streaming.match_job import (
     M_RECORDS,
     M_VALID,
     N_METRICS,
+    TASK_SCHEMA,
     BatchContext,
     RegistryBroadcast,
     apply_changes,
@@ -238,9 +238,10 @@ def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path
         sent.extend(r for rb in batches for r in rb.to_pylist())
         return len(sent)
 
-    todo = [((OffsetRange("events", 0, 0, 5),), (0,)), ((OffsetRange("events", 1, 1, 3),), (0,))]  # the task's row of spark.range names the second
-    out = list(match_ranges(iter([pa.RecordBatch.from_pylist([{"id": 1}])]), ctx, todo, produce))
-    assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and out[0].to_pylist()[0]["events"] == 2
+    todo = [((OffsetRange("events", 0, 0, 5),), (0,)), ((OffsetRange("events", 1, 1, 3),), (0,))]  # the task's partition names the second
+    out = list(match_ranges(iter([1]), ctx, todo, produce))
+    assert [orjson.loads(r["value"])["offset"] for r in sent] == [2] and len(out) == 1 and out[0]["events"] == 2
+    assert list(out[0]) == TASK_SCHEMA.names
 
 
 def test_oversized_notification_goes_id_only_with_a_note(tmp_path):
@@ -359,9 +360,7 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
     real_prepare = match_job._prepare
     monkeypatch.setattr(match_job, "_prepare", lambda rb: prepared.append(rb.num_rows) or real_prepare(rb))
     todo = plan_tasks([OffsetRange("events", p, 0, 100) for p in (0, 1)], shards, slots, task_events)
-    out = [r for i in range(len(todo)) for rb in match_ranges(iter([pa.RecordBatch.from_pylist([{"id": i}])]), ctx,
-                                                              todo, produce)
-           for r in rb.to_pylist()]
+    out = [r for i in range(len(todo)) for r in match_ranges(iter([i]), ctx, todo, produce)]
     got = [(r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
            for r in sent if r["topic"] == "notifications"]
     want = {(sid, i % 2, i // 2) for i, e in enumerate(events) if i != 7 for sid in oracle_match(subs, flatten(e))}
