@@ -27,10 +27,11 @@ from streaming.kafka.errors import DataLossError, FetchTimeoutError, KafkaConnec
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.schema import ARROW_SCHEMA
 
-FETCH_WAIT_MS = 5
-"""Longest wait of a fetch request for more data. A range lies below the partition's end, so
-the wait only delays: with 100 ms, librdkafka took about 75 ms to read a range of 700 records
-from the embedded broker, with 5 ms about 8 (docs/e2e.md)."""
+FETCH_WAIT_MS = 100
+"""Longest wait of a fetch request for more data. 5 ms read a 700-record range in 13-17 ms
+instead of 150 in one benchmark, but on records written by ``scripts.publish`` to the
+embedded broker (its S3 storage) it was 3 to 8 times slower than 100 ms: medians of 12
+reads, 336 against 113 ms for 700 records, 868 against 112 for 3,000 (docs/e2e.md)."""
 
 _READ_SETTINGS = {
     "group_id": None,
