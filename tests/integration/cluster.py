@@ -8,6 +8,7 @@ registry broadcast, the task results) or the checkpoint location.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -70,7 +71,7 @@ class StandaloneCluster:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
                 doc = json.load(r)
-        except OSError:
+        except (OSError, ValueError, http.client.HTTPException):  # a UI still starting: cut short, or not JSON yet
             return 0
         return sum(1 for w in doc.get("workers", []) if w.get("state") == "ALIVE")
 
