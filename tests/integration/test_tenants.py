@@ -32,6 +32,15 @@ def pattern(sub_id: str, text: str) -> tuple[str, bytes]:
     return sub_id, orjson.dumps({"id": sub_id, "pattern": text})
 
 
+def register_patterns(query: Any) -> None:
+    """Run the patterns' subscriptions ``query`` over what its topics hold, then stop it."""
+    try:
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+
+
 def test_tenants_are_kept_apart_and_held_to_their_quotas(
     spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
@@ -117,12 +126,7 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     produce(kafka_config, acme, [pattern("p", s3), pattern("q", s3)])
     produce(kafka_config, beta, [pattern("p", s3)])
     produce(kafka_config, topics.subscriptions, [pattern("p", s3)])
-    query = start_subscriptions_query(spark, settings, kafka_config)
-    try:
-        query.processAllAvailable()
-        assert query.exception() is None
-    finally:
-        query.stop()
+    register_patterns(start_subscriptions_query(spark, settings, kafka_config))
     events = stock_ticks(60, 2)
     produce(kafka_config, topics.events, [event_json(e) for e in events] + [heartbeat(events[-1].t1)], partition=0)
     expected = {w for sub, w in ((k[1], k[5]) for k in reference_matches({"p": s3}, events)) if sub == "p"}
@@ -160,12 +164,7 @@ def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_
     ensure_topics(kafka_config, tenants.topic_partitions(settings))
     for t in ("acme", "beta"):
         produce(kafka_config, f"{topics.subscriptions}.{t}", [pattern("p", "Open NEXT{$2.name = $1.name} Close")])
-    query = start_subscriptions_query(spark, settings, kafka_config)
-    try:
-        query.processAllAvailable()
-        assert query.exception() is None
-    finally:
-        query.stop()
+    register_patterns(start_subscriptions_query(spark, settings, kafka_config))
 
     def ev(kind: str, name: str, ts: int) -> bytes:
         return orjson.dumps({"id": f"{kind}-{name}", "stream": kind, "ts": ts, "name": name})
