@@ -14,6 +14,7 @@ from matchers import auto
 from matchers.auto import CHOICES, DRIFT, AutoMatcher, Events, Shape, choose
 from matchers.base import create
 from matchers.expr import Subscription
+from scripts.bench.auto import eventbridge
 from scripts.workloads import generate, opindex
 from tests.differential import check
 
@@ -49,6 +50,18 @@ def test_large_spread_equality_sets_get_dynamic(monkeypatch):
         matcher.add(wl.subscriptions)
         assert matcher.choice == index
         check(matcher, wl.subscriptions, wl.events)
+
+
+def test_rules_with_patterns_and_presence_tests_do_not_get_dynamic(monkeypatch):
+    """EventBridge-like rules (prefixes, ``exists``, ``anything-but``): equality-heavy with
+    spread values, but dynamic's clusters leave too much to check one by one."""
+    monkeypatch.setattr("matchers.auto.DYNAMIC_FROM", 1500)
+    wl = eventbridge(n_subs=2000, n_events=20, seed=1)
+    matcher = create("auto")
+    matcher.add(wl.subscriptions)
+    assert matcher.choice == "propagation"
+    assert matcher.describe()["shape"]["residual"] >= auto.PLAIN
+    check(matcher, wl.subscriptions, wl.events)
 
 
 def test_drift_redecides_and_stays_exact():
