@@ -21,7 +21,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import orjson
@@ -46,10 +47,11 @@ def eventbridge(n_subs: int, n_events: int, seed: int = 0) -> Workload:
     from scripts.bench.quamina import make_events, make_rules
 
     subs = [parse_record(dict(r)) for r in make_rules(n_subs, seed)]
-    return Workload(subs, [flatten(orjson.loads(raw)) for raw in make_events(n_events, seed)])
+    events: list[Any] = [flatten(orjson.loads(raw)) for raw in make_events(n_events, seed)]  # rows where arrays
+    return Workload(subs, events)
 
 
-VARIANTS = {
+VARIANTS: dict[str, Callable[..., Workload]] = {
     "ranges-sparse": functools.partial(opindex, d=20, theta1=0.0, m=1),
     "ranges-dense": functools.partial(opindex, d=20, theta1=0.0, m=20),
     "dense-w0.7": functools.partial(dense, width=0.7),
