@@ -214,13 +214,13 @@ def choose(shape: Shape, events: Events | None = None) -> tuple[str, str]:
     if shape.equalities >= 0.5:
         return "propagation", (f"equality-heavy ({shape.equalities:.0%} = or IN), no shared pair of attributes "
                                f"or skewed values: clustered on single equality access predicates")
-    if shape.per_conjunction < 1.5 and shape.ranges >= 0.9:
-        return "vci", (f"one numeric range per conjunction ({shape.ranges:.0%} ranges, "
-                       f"{shape.per_conjunction:g} predicates per conjunction): interval index")
     if (events is not None and shape.ranges >= 0.9
             and events.coverage * COVERED_ATTRIBUTES >= max(shape.attributes, 1)):
         return "bitmark", (f"numeric ranges ({shape.ranges:.0%}) over {shape.attributes} attributes, events "
                            f"carrying {events.coverage:.0%} of them: marking beats counting satisfied predicates")
+    if shape.per_conjunction < 1.5 and shape.ranges >= 0.9:
+        return "vci", (f"one numeric range per conjunction ({shape.ranges:.0%} ranges, "
+                       f"{shape.per_conjunction:g} predicates per conjunction): interval index")
     if shape.equalities >= 0.3 and shape.attributes <= FEW_ATTRIBUTES:
         return "static", (f"equalities ({shape.equalities:.0%} = or IN) over few attributes "
                           f"({shape.attributes}): multi-attribute hash tables")

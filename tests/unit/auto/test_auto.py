@@ -180,6 +180,19 @@ def test_events_decide_between_counting_and_bitmark():
     assert choose(wide, _events(1.0))[0] == "counting"  # marking 200 attributes costs more
 
 
+def test_intervals_on_attributes_the_events_carry_get_bitmark(monkeypatch):
+    """One range per conjunction (VCI's workload): ``vci`` on the shape alone, ``bitmark`` once
+    the events carry the attribute (VCI 5.2 at 100,000: bitmark 61 us/event, vci 85)."""
+    monkeypatch.setattr(auto, "MIN_EVENTS", 40)
+    wl = generate("vci", n_subs=2000, n_events=100, seed=4)
+    matcher = create("auto")
+    matcher.add(wl.subscriptions)
+    assert matcher.choice == "vci"
+    for lo in range(0, 100, 20):
+        check(matcher, wl.subscriptions, wl.events[lo:lo + 20])
+    assert matcher.choice == "bitmark" and matcher.describe()["events"]["coverage"] == 1.0
+
+
 def test_dense_events_switch_to_bitmark_and_back(monkeypatch):
     monkeypatch.setattr(auto, "MIN_EVENTS", 40)
     monkeypatch.setattr(auto, "HALF_LIFE", 40)
