@@ -13,7 +13,9 @@
   fire when the watermark passes them. Each partition reports its live instances per
   tenant; the driver sums them, records them with the watermark, and the tenants at their
   ``pattern_instances`` quota start no new instances in the next batch (one error record,
-  stage ``pattern-quota``, on the tenant's errors topic when it reaches it).
+  stage ``pattern-quota``, on the tenant's errors topic when it reaches it). The keying tasks'
+  attribute tallies come back the same way, for the unknown-attribute warning
+  (:class:`AttributeWarnings`, :mod:`streaming.patterns.census`).
 
 The collector: the keying and the partition tasks run with the cyclic garbage collector
 paused and end with one collection of what the task left and a freeze of what survives
