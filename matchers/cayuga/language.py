@@ -331,7 +331,10 @@ def right_operand_hint(op: str, operand: A.Expr) -> str:
 
 def _parenthesised(text: str, select: int) -> str:
     """``": write ..."`` with ``text`` corrected by the shortest parenthesised ``SELECT`` at
-    offset ``select`` that makes it parse, or ``""`` when none does (another mistake follows)."""
+    offset ``select`` that makes it parse, or ``""`` when none does (another mistake follows) or
+    the text is too long to try (:data:`_MAX_TRIED_TEXT`: each try parses it whole)."""
+    if len(text) > _MAX_TRIED_TEXT:
+        return ""
     lexer = _parser()
     try:
         tokens = list(lexer.lex(text[select:]))
@@ -352,6 +355,8 @@ def _parenthesised(text: str, select: int) -> str:
     return ""
 
 
+_MAX_TRIED_TEXT = 4096
+"""Longest text whose ``SELECT`` operand error suggests a correction."""
 _MAX_TRIES = 64
 """Ends tried for the parentheses of a ``SELECT`` operand (the message's suggestion)."""
 _MAX_SHOWN = 160

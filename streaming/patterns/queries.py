@@ -284,8 +284,12 @@ class AttributeWarnings:
             out.append((topic_of(k.errors_topic, tenant),
                         census.warning_record(u, topic_of(k.subscriptions_topic, tenant), self.reserved, public)))
             self.census.warned.add(u.key)
+        # a warned read stays unknown while its pattern version lives (names only grow, counts
+        # stop at the settle point): the others are of deleted or replaced patterns
+        pruned = self.census.warned - {u.key for u in unknown}
+        self.census.warned -= pruned
         shown = [u.describe(self.reserved) for u in unknown]
-        if changed or fresh or shown != self.shown:
+        if changed or fresh or pruned or shown != self.shown:
             census.census_dir(checkpoint(self.settings)).write(census.FILE, self.census.to_json(unknown, self.reserved),
                                                                durable=False)
             self.shown = shown

@@ -123,6 +123,12 @@ def test_select_operand_error_without_a_fix_that_parses():
     assert exc.value.position == 14 and exc.value.reason == "a SELECT used as an operand needs parentheses of its own"
 
 
+def test_a_long_text_gets_no_suggestion():  # each try parses the whole text
+    with pytest.raises(SubscriptionError) as exc:
+        parse("S NEXT{TRUE} SELECT a FROM T" + " " * 5000)
+    assert exc.value.position == 14 and exc.value.reason == "a SELECT used as an operand needs parentheses of its own"
+
+
 @pytest.mark.parametrize(("text", "position", "hint"), [
     ("S FOLD{TRUE, TRUE} (A NEXT{TRUE} B)", 21, "left to right: L FOLD{...} A NEXT{...} B"),
     ("S NEXT{TRUE} FILTER{x > 1}(A FOLD{TRUE, TRUE} B)", 14, "left to right: L NEXT{...} A FOLD{...} B"),

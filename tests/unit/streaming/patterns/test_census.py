@@ -146,3 +146,21 @@ def test_settings(tmp_path):
         load(None, ["patterns.unknown_attribute_events=-1"])
     with pytest.raises(ConfigError, match="stream_attribute_names"):
         load(None, ["patterns.stream_attribute_names=0"])
+
+
+def test_a_deleted_patterns_warning_leaves_the_census(tmp_path):
+    settings = settings_for(tmp_path, unknown_attribute_events=5)
+    reg = PatternRegistry(registry_dir(settings))
+    apply_pattern_records(reg, 0, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 0)])
+    warnings = AttributeWarnings(settings, registry_dir(settings), None)
+    watch = warnings.watch()
+    assert len(warnings.note(0, [_tally("Stock", 10, ["name", "price"], watch)], watch)) == 1
+    assert warnings.census.warned == {"bad|1|prcie"}
+    apply_pattern_records(reg, 1, [(b"bad", orjson.dumps({"op": "delete", "id": "bad"}), "subscriptions", 0, 1)])
+    assert warnings.note(1, [], None) == [] and warnings.census.warned == set()
+    assert current_warnings(str(tmp_path / "patterns")) == []
+    # registered again: a new registration, warned again
+    apply_pattern_records(reg, 2, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 2)])
+    [(_, record)] = warnings.note(2, [], warnings.watch())
+    assert warnings.census.warned == {"bad|3|prcie"} and record.position.offset == 3
+
