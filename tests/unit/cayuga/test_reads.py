@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from matchers.cayuga.reads import reads
 from matchers.errors import SubscriptionError
 
 from .streams import TABLE1
+from .test_hypothesis import subscriptions
 
 
 def _reads(text: str) -> dict[str, list[tuple[str, str]]]:
@@ -55,3 +57,20 @@ def test_union_and_dropped_attributes():
 def test_a_bad_pattern_raises():
     with pytest.raises(SubscriptionError):
         reads("S NEXT{x = 1} S")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(subscriptions())
+def test_generated_subscriptions(text):
+    """Every read of the hypothesis subscriptions names a stream and an attribute of the text,
+    and every attribute of the text whose value comes straight from an event is read."""
+    import re
+
+    got = reads(text)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    for r in got:
+        assert r.sources and all(s in ("A", "B") and a in words for s, a in r.sources)
+    assert {r.text.rsplit(".", 1)[-1] for r in got} <= words
+    if "SELECT" not in text and "AS" not in text:  # no renaming, no computed names: every x and y is read
+        named = set(re.findall(r"\b[xy]\b", re.sub(r"\$[12]?\.", " ", text)))
+        assert named <= {a for r in got for _, a in r.sources}
