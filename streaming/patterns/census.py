@@ -15,9 +15,9 @@ anything:
 * the driver merges the tallies into the :class:`Census` (per stream: events seen and names
   carried, at most ``patterns.stream_attribute_names`` besides the watched ones) and, once
   every stream of a read has ``patterns.unknown_attribute_events`` events, reports the read
-  (:func:`unknown_reads`): a WARNING in the log and one record of stage
+  (:meth:`Census.unknown`): a WARNING in the log and one record of stage
   :data:`ATTRIBUTE_WARNING` on the errors topic of the pattern's tenant, once per pattern
-  version and attribute (the census, warned keys included, is kept under the checkpoint, so a
+  version, stream and attribute (the census, warned keys included, is kept under the checkpoint, so a
   restart does not repeat them); ``python -m streaming status`` lists the reads unknown now.
 
 Nothing is watched when every read is resolved: then keying does no census work at all.
@@ -84,8 +84,9 @@ class Tally:
 
 @dataclass(frozen=True)
 class Unknown:
-    """A read of pattern ``pattern`` (registered at registry version ``since``) that no event
-    of its streams carries."""
+    """The reads of pattern ``pattern`` (registered at registry version ``since``) with the same
+    sources (``$1.prcie`` and ``$2.prcie`` of ``Stock``...: ``read.text`` lists them), that no
+    event of their streams carries."""
 
     pattern: str
     since: int
@@ -95,16 +96,17 @@ class Unknown:
 
     @property
     def key(self) -> str:
-        """Identifies the warning: once per pattern version and attribute reference."""
-        return f"{self.pattern}|{self.since}|{self.read.text}"
+        """Identifies the warning: once per pattern version, stream and attribute."""
+        return f"{self.pattern}|{self.since}|" + ",".join(f"{s}.{a}" for s, a in sorted(self.read.sources))
 
     def reason(self, reserved: Mapping[str, str] = {}) -> str:
         """The warning's text: the pattern, the attribute, what its streams carry, a did-you-mean."""
         streams = ", ".join(self.read.streams)
         raw = self.read.raw
+        written = {t.rsplit(".", 1)[-1] for t in self.read.text.split(", ")}
         seen = " and ".join(f"{s} ({self.events[s]:,} events)" for s in self.read.streams)
         head = (f"pattern {self.pattern!r} reads {self.read.text}"
-                + (f" (attribute {', '.join(raw)})" if raw != (self.read.text.rsplit('.', 1)[-1],) else "")
+                + (f" (attribute {', '.join(raw)})" if set(raw) != written else "")
                 + f", which no event of {streams} has carried: {seen} seen")
         notes = []
         for a in raw:
@@ -197,12 +199,15 @@ class Census:
 
     def unknown(self, version: int, patterns: Mapping[str, list]) -> list[Unknown]:
         """The open reads whose streams have all been seen for ``settle`` events."""
-        out = []
+        grouped: dict[tuple[str, int, frozenset[tuple[str, str]]], list[str]] = {}
         for pid, since, r in self.open_reads(version, patterns):
-            streams = r.streams
-            if all(self.events.get(s, 0) >= self.settle for s in streams):
-                out.append(Unknown(pid, since, r, {s: tuple(sorted(self.names.get(s, ()))) for s in streams},
-                                   {s: self.events[s] for s in streams}))
+            if all(self.events.get(s, 0) >= self.settle for s in r.streams):
+                grouped.setdefault((pid, since, r.sources), []).append(r.text)
+        out = []
+        for (pid, since, sources), texts in grouped.items():
+            r = Read(", ".join(sorted(texts)), sources)
+            out.append(Unknown(pid, since, r, {s: tuple(sorted(self.names.get(s, ()))) for s in r.streams},
+                               {s: self.events[s] for s in r.streams}))
         return out
 
     def to_json(self, current: Sequence[Unknown] = (), reserved: Mapping[str, str] = {}) -> bytes:

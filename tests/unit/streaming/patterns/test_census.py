@@ -82,7 +82,7 @@ def test_reserved_fields_are_named_and_the_census_round_trips():
     assert "'ts' is the time field" in u.reason({"ts": "time field"})
     census.warned.add(u.key)
     again = Census.from_json(census.to_json([u]), 1, 10)
-    assert (again.events, again.names, again.warned) == (census.events, census.names, {"q|1|ts"})
+    assert (again.events, again.names, again.warned) == (census.events, census.names, {"q|1|S.ts"})
 
 
 def test_the_scanned_tally_equals_the_tally_event_by_event(tmp_path, monkeypatch):
@@ -137,6 +137,13 @@ def test_the_driver_warns_once_per_pattern_and_attribute(tmp_path, caplog):
     # a restart keeps the warned reads: no second record; the id of a record is its warning's
     again = AttributeWarnings(settings, registry_dir(settings), None)
     assert again.note(2, [], again.watch()) == []
+    # one warning per pattern, stream and attribute, whatever the references
+    entries = {"q": ["FILTER{prcie > 1}(Stock) NEXT{$2.prcie > $1.prcie} Stock", 1, None]}
+    census = Census(settle=1, cap=10)
+    census.merge([orjson.dumps({"Stock": [2, ["price"]]})], set())
+    [u] = census.unknown(1, entries)
+    assert u.read.text == "$.prcie, $2.prcie, prcie" and u.key == "q|1|Stock.prcie"
+    assert u.reason().startswith("pattern 'q' reads $.prcie, $2.prcie, prcie, which no event of Stock")
     assert record.id == record._replace(position=record.position._replace(offset=99)).id  # the warning's, not the position's
 
 
@@ -155,12 +162,12 @@ def test_a_deleted_patterns_warning_leaves_the_census(tmp_path):
     warnings = AttributeWarnings(settings, registry_dir(settings), None)
     watch = warnings.watch()
     assert len(warnings.note(0, [_tally("Stock", 10, ["name", "price"], watch)], watch)) == 1
-    assert warnings.census.warned == {"bad|1|prcie"}
+    assert warnings.census.warned == {"bad|1|Stock.prcie"}
     apply_pattern_records(reg, 1, [(b"bad", orjson.dumps({"op": "delete", "id": "bad"}), "subscriptions", 0, 1)])
     assert warnings.note(1, [], None) == [] and warnings.census.warned == set()
     assert current_warnings(str(tmp_path / "patterns")) == []
     # registered again: a new registration, warned again
     apply_pattern_records(reg, 2, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 2)])
     [(_, record)] = warnings.note(2, [], warnings.watch())
-    assert warnings.census.warned == {"bad|3|prcie"} and record.position.offset == 3
+    assert warnings.census.warned == {"bad|3|Stock.prcie"} and record.position.offset == 3
 
