@@ -4,7 +4,7 @@ A pattern reading ``$2.prcie`` of ``Stock`` when no ``Stock`` event has ever car
 matches nothing and says nothing; this module makes the service say it, without stopping
 anything:
 
-* the driver asks the keying tasks to watch the *open reads* (:func:`open_reads`: the reads
+* the driver asks the keying tasks to watch the *open reads* (:meth:`Census.open_reads`: the reads
   of the registered patterns, :mod:`matchers.cayuga.reads`, that no event of their streams
   has carried yet) by passing their streams and attribute names (:class:`Watch`);
 * each keying task tallies, for the watched streams only, the events and which watched names
