@@ -396,6 +396,8 @@ def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
         print(f"tenant {tenant}: {use['subscriptions']} subscriptions, {use['predicates']} predicates, "
               f"{use.get('patterns', 0)} patterns, {use.get('pattern_instances', 0)} live pattern instances"
               + (f" (quotas {quota})" if quota else ""))
+    for w in doc.get("pattern_warnings") or ():
+        print(f"warning: {w['reason']}")
     totals = doc.get("totals") or {}
     if totals:
         print("totals: " + ", ".join(f"{k}={int(v)}" for k, v in totals.items()))

@@ -146,6 +146,11 @@ class PatternsSettings:
     max_keys_per_event : bound on the state keys one event goes to.
     state_timeout : ticks after which an instance is dropped whatever its pattern (0: only
         its ``DUR`` bound ends it; a bound on the state of patterns without one).
+    unknown_attribute_events : events of a stream after which a pattern reading an attribute
+        that none of them carried is reported (log, errors topic, status); 0: never
+        (:mod:`streaming.patterns.census`).
+    stream_attribute_names : attribute names kept per stream for that report's "did you
+        mean" (besides those patterns read).
     """
 
     enabled: bool = True
@@ -161,6 +166,8 @@ class PatternsSettings:
     state_partitions: int = 4
     max_keys_per_event: int = 64
     state_timeout: int = 0
+    unknown_attribute_events: int = 1000
+    stream_attribute_names: int = 256
 
 
 @dataclass(frozen=True)
@@ -487,6 +494,10 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"patterns.watermark_delay: {exc}") from None
     if pat.state_timeout < 0:
         raise ConfigError("patterns.state_timeout must be 0 (none) or positive")
+    if pat.unknown_attribute_events < 0:
+        raise ConfigError("patterns.unknown_attribute_events must be 0 (never report) or positive")
+    if pat.stream_attribute_names < 1:
+        raise ConfigError("patterns.stream_attribute_names must be at least 1")
     if len({pat.stream_field, pat.time_field, pat.start_field, s.match.event_id_field}) < 4:
         raise ConfigError("patterns.stream_field, time_field, start_field and match.event_id_field must differ")
     if s.status.history < 1:

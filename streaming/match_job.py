@@ -814,7 +814,9 @@ class MatchJob:
         log.info(metrics.log_line())
         tenants = {"tenants": self.admission.describe(self.registry, self.pattern_ids(), self.pattern_instances())} \
             if self.admission else {}
-        self.status.write("running", metrics, registry=dict(self.registry.describe()), index=self.index, **tenants)
+        warnings = {"pattern_warnings": self.pattern_warnings()} if self.settings.patterns.enabled else {}
+        self.status.write("running", metrics, registry=dict(self.registry.describe()), index=self.index, **tenants,
+                          **warnings)
 
     def _note_index(self, described: list[str]) -> None:
         """Keep the distinct indexes the tasks describe (JSON); log when one is chosen anew."""
@@ -837,6 +839,14 @@ class MatchJob:
             return list(load_registry(registry_dir(self.settings))[2])
         except RegistryError:
             return []
+
+    def pattern_warnings(self) -> list[dict]:
+        """The patterns reading an attribute no event of its stream carried, as the patterns
+        query last found them (:mod:`streaming.patterns.census`)."""
+        from streaming.patterns.census import current_warnings
+        from streaming.patterns.queries import checkpoint
+
+        return current_warnings(checkpoint(self.settings))
 
     def pattern_instances(self) -> dict[str, int]:
         """Each tenant's live pattern instances after the patterns query's last batch (none before one)."""

@@ -88,10 +88,12 @@ class ErrorRecord(NamedTuple):
     key: str | None = None
     raw_bytes: int = 0
     truncated: bool = False
+    ident: str | None = None
+    """An id of its own, for a record about no one input position (a pattern's warning)."""
 
     @property
     def id(self) -> str:
-        return notification_id(self.stage, *self.position)
+        return self.ident or notification_id(self.stage, *self.position)
 
     def to_json(self) -> bytes:
         return orjson.dumps({

@@ -32,6 +32,7 @@ from functools import lru_cache
 from matchers.errors import SubscriptionError
 
 from . import algebra as A
+from .language import right_operand_hint
 
 Step = tuple  # ("filter", Pred) | ("select", tuple[SelectItem, ...])
 
@@ -118,9 +119,11 @@ def _chains(expr: A.Expr) -> list[Chain]:
         name = type(expr).__name__.upper()
         rights = _chains(expr.right)
         if len(rights) != 1 or rights[0].ops:
+            # algebra built in code has no positions: the operand is named instead (from text,
+            # the parser refuses it first, with its position: language.parse)
             raise SubscriptionError(
                 f"the right operand of {name} must be one stream, possibly inside FILTER or SELECT "
-                "(automata are left-deep)",
+                f"(automata are left-deep), not {_short(expr.right)}; {right_operand_hint(name, expr.right)}",
                 expected="a stream name on the right",
             )
         right = rights[0].start
@@ -132,6 +135,12 @@ def _chains(expr: A.Expr) -> list[Chain]:
             spec = OpSpec("fold", expr.pred, expr.cont, expr.aggs, right)
         return [Chain(c.start, c.ops + ((spec, ()),)) for c in _chains(expr.left)]
     raise TypeError(f"not a stream expression: {expr!r}")
+
+
+def _short(expr: A.Expr, limit: int = 120) -> str:
+    """``repr(expr)``, cut to ``limit`` characters (for messages)."""
+    text = repr(expr)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _append_step(c: Chain, step: Step) -> Chain:

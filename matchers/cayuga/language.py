@@ -113,10 +113,15 @@ def parse(text: str, tick_ms: int = TICK_MS) -> A.Expr:
         select = _select_before(text, tok)
         if select is not None:
             raise SubscriptionError(
-                "a SELECT used as an operand needs parentheses of its own",
+                "a SELECT used as an operand needs parentheses of its own" + _parenthesised(text, select),
                 position=_where(text, *_line_col(text, select)),
                 expected="(SELECT ... FROM ...)",
             ) from None
+        if tok.type == "NAME" and str(tok).lower() == "where":
+            raise SubscriptionError(
+                "CEL has no WHERE: a condition on a stream's events is FILTER{condition}(stream), "
+                "e.g. SELECT * FROM FILTER{price > 100}(Stock)",
+                position=_where(text, exc.line, exc.column), expected="FILTER{...}(...) after FROM") from None
         if tok.type == "$END":
             shown, pos = "end of the text", _end(text)
         else:
@@ -206,12 +211,12 @@ class _Converter:
         return int(Fraction(str(number)) * UNIT_MS[str(unit[0]).lower()] // self.tick_ms)
 
     def right(self, op, node) -> A.Expr:
-        """The right operand of ``NEXT``/``FOLD``: one stream inside ``FILTER``/``SELECT``."""
+        """The right operand of ``NEXT``/``FOLD``/``UNLESS``: one stream inside ``FILTER``/``SELECT``."""
         expr = self.stream(node)
         if not A.is_view(expr):
-            raise self._fail(
-                f"the right operand of {str(op).upper()} must be one stream, possibly inside FILTER or SELECT "
-                "(automata are left-deep)", node, "a stream name on the right")
+            raise self._fail(f"the right operand of {str(op).upper()} must be one stream, possibly inside FILTER or "
+                             f"SELECT (automata are left-deep); {right_operand_hint(str(op).upper(), expr)}",
+                             node, "a stream name on the right")
         return expr
 
     def sel_list(self, node, ctx, need_names: bool = False) -> tuple[A.SelectItem, ...]:
@@ -304,6 +309,58 @@ class _Converter:
 def _number(tok) -> int | float:
     s = str(tok)
     return float(s) if any(c in s for c in ".eE") else int(s)
+
+
+def right_operand_hint(op: str, operand: A.Expr) -> str:
+    """What to write instead of ``operand``, a right operand of ``op`` that is not one stream."""
+    inner = operand
+    while isinstance(inner, (A.Filter, A.Select)):
+        inner = inner.src
+    if isinstance(inner, A.Union):
+        return (f"for events of one stream, one FILTER{{p OR q}}(S) on the right; for two streams, the UNION "
+                f"of two whole patterns: (L {op}{{...}} A) UNION (L {op}{{...}} B)")
+    if op == "UNLESS":
+        return ("UNLESS waits for the absence of one stream's events: put what they must satisfy in its "
+                "predicate ($1. the record waiting, $2. the event), or in FILTER{...}(S) on the right")
+    if isinstance(inner, (A.Next, A.Fold, A.Unless)):
+        inner_op = type(inner).__name__.upper()
+        return (f"write the sequence left to right: L {op}{{...}} A {inner_op}{{...}} B "
+                "(each operator's $1. or $. then names the record so far, $2. the new event)")
+    return "a stream name, FILTER{...}(S) or (SELECT ... FROM S) on the right"
+
+
+def _parenthesised(text: str, select: int) -> str:
+    """``": write ..."`` with ``text`` corrected by the shortest parenthesised ``SELECT`` at
+    offset ``select`` that makes it parse, or ``""`` when none does (another mistake follows) or
+    the text is too long to try (:data:`_MAX_TRIED_TEXT`: each try parses it whole)."""
+    if len(text) > _MAX_TRIED_TEXT:
+        return ""
+    lexer = _parser()
+    try:
+        tokens = list(lexer.lex(text[select:]))
+    except lark.exceptions.LarkError:
+        return ""
+    froms = [i for i, t in enumerate(tokens) if t.type == "FROM"]
+    if not froms:
+        return ""
+    for tok in tokens[froms[0] + 1:][:_MAX_TRIES]:
+        end = select + int(tok.end_pos or 0)
+        fixed = f"{text[:select]}({text[select:end]}){text[end:]}"
+        try:
+            lexer.parse(fixed)
+        except lark.exceptions.LarkError:
+            continue
+        return f": write {fixed.strip()!r}" if len(fixed) <= _MAX_SHOWN else \
+            f": write '({text[select:end].strip()})' at {_where(text, *_line_col(text, select))}"
+    return ""
+
+
+_MAX_TRIED_TEXT = 4096
+"""Longest text whose ``SELECT`` operand error suggests a correction."""
+_MAX_TRIES = 64
+"""Ends tried for the parentheses of a ``SELECT`` operand (the message's suggestion)."""
+_MAX_SHOWN = 160
+"""Longest corrected text a message shows whole (else only the parenthesised operand)."""
 
 
 def _select_before(text: str, tok) -> int | None:

@@ -3,6 +3,7 @@
 * :mod:`.registry`: the versioned pattern registry and the worker's compiled engines;
 * :mod:`.keyed`: event records to rows keyed by the patterns' partition attribute;
 * :mod:`.operator`: the keyed-state operator (lifecycle, state schema);
+* :mod:`.census`: the attributes each stream carries, and the patterns reading one that none has;
 * :mod:`.queries`: the two streaming queries, started by ``python -m streaming run``.
 
 Settings: ``[patterns]`` (:class:`streaming.config.PatternsSettings`); notifications:

@@ -25,6 +25,7 @@ from matchers.collector import long_lived
 from matchers.events import Rows
 from streaming.config import Settings
 from streaming.kafka.client_config import KafkaClientConfig
+from streaming.patterns.census import CENSUS_KEY, SAMPLED_STREAMS, Tally, Watch
 from streaming.patterns.registry import ALL_KEY, partition_keys
 from streaming.records import SCALARS, ErrorRecord, Position, error, read_event
 
@@ -60,13 +61,15 @@ def event_time_ms(tick: int, unit_ms: int) -> int:
 
 
 def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: Settings,
-               kafka: KafkaClientConfig) -> Iterator[pa.RecordBatch]:
+               kafka: KafkaClientConfig, watch: Watch | None = None) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: Kafka event records (``value, topic, partition, offset, timestamp``)
     to :data:`ROWS_SCHEMA` rows, then one :data:`NO_KEY` row per state partition whose ``t1``
     is the latest event end this task read (null: none), so that every partition's task
     learns the batch's latest event time (the watermark) and runs even without events;
     ``pattern-event`` error records are produced to the errors topic here (at least once: a
-    retried task sends the same record, with the same id).
+    retried task sends the same record, with the same id). With a ``watch``, one
+    :data:`~streaming.patterns.census.CENSUS_KEY` row (partition 0) holds the task's tally of
+    the watched streams' attributes (:mod:`streaming.patterns.census`).
 
     A batch is read in one pass of the match side's JSON scan (:func:`scan_rows`); the events
     it does not take go through :func:`read_row` one by one, which also gives the reasons.
@@ -75,11 +78,12 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
 
     parts_n = settings.patterns.state_partitions
     latest: int | None = None
+    tally = Tally(watch, settings.patterns.stream_attribute_names) if watch is not None else None
     with long_lived():  # the docstring of streaming.patterns.queries (the collector)
         for rb in batches:
             _, attrs_in_use, unkeyed = partition_keys(registry_dir)
-            fast, slow, fast_latest = scan_rows(rb, attrs_in_use, unkeyed, settings)
-            rows, errors, slow_latest = _read_rows(rb, slow, attrs_in_use, unkeyed, settings)
+            fast, slow, fast_latest = scan_rows(rb, attrs_in_use, unkeyed, settings, tally)
+            rows, errors, slow_latest = _read_rows(rb, slow, attrs_in_use, unkeyed, settings, tally)
             latest = max((t for t in (latest, fast_latest, slow_latest) if t is not None), default=None)
             if errors:
                 produce_batches(kafka, settings.kafka.errors_topic, iter([pa.RecordBatch.from_pydict(
@@ -87,13 +91,22 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
             if fast is not None:
                 yield fast
             yield rows
+        if tally is not None and tally.events:
+            yield census_row(tally.to_json())
         yield partition_marks(parts_n, latest)
 
 
+def census_row(blob: bytes) -> pa.RecordBatch:
+    """The :data:`~streaming.patterns.census.CENSUS_KEY` row holding a tally (in partition 0)."""
+    return pa.RecordBatch.from_pydict({f.name: pa.nulls(1, f.type) for f in ROWS_SCHEMA} | {
+        "gkey": pa.array([CENSUS_KEY], pa.string()), "part": pa.array([0], pa.int32()),
+        "attrs": pa.array([blob], pa.binary())}, schema=ROWS_SCHEMA)
+
+
 def _read_rows(rb: pa.RecordBatch, which: np.ndarray, attrs_in_use: list[str], unkeyed: bool,
-               settings: Settings) -> tuple[pa.RecordBatch, list[ErrorRecord], int | None]:
+               settings: Settings, tally: Tally | None = None) -> tuple[pa.RecordBatch, list[ErrorRecord], int | None]:
     """The keyed rows of events ``which`` of ``rb`` read one by one (:func:`read_row`), their
-    error records and their latest event end."""
+    error records and their latest event end; their streams and names go to ``tally``."""
     from streaming.patterns.state import partition_of
 
     p = settings.patterns
@@ -118,6 +131,8 @@ def _read_rows(rb: pa.RecordBatch, which: np.ndarray, attrs_in_use: list[str], u
             continue
         t0, t1, eid, stream, attrs = row
         latest = t1 if latest is None or t1 > latest else latest
+        if tally is not None:
+            tally.add(stream, 1, attrs)
         keys = [group_key(a, attrs[a], buckets) for a in attrs_in_use if a in attrs]
         if unkeyed:
             keys.append(ALL_KEY)
@@ -164,12 +179,14 @@ def _name_table(names: tuple[str, ...]) -> tuple[np.ndarray, ...]:
                  np.full(size, -1, np.int64), np.zeros(size, np.int32), np.frombuffer(b"".join(chunks) + b"\0", np.uint8))
         scan.table_insert(*table, np.full(len(names), scan.ATTR_TAG, np.int64), ends - lengths, ends,
                           np.arange(len(names), dtype=np.int32))
+        if len(_tables) >= 32:  # the watched names change as patterns come and reads resolve
+            _tables.clear()
         _tables[names] = table
     return table
 
 
-def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool,
-              settings: Settings) -> tuple[pa.RecordBatch | None, np.ndarray, int | None]:
+def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool, settings: Settings,
+              tally: Tally | None = None) -> tuple[pa.RecordBatch | None, np.ndarray, int | None]:
     """The keyed rows of the events of ``rb`` that one scan of the batch's bytes reads
     (:func:`matchers.scan.scan`, with the limits of ``settings.limits``), the indexes of the
     others, and the latest event end of those read.
@@ -183,6 +200,11 @@ def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool,
     Everything else (another shape, a number as key, any refusal or error) is left to
     :func:`read_row`; a configuration the scan cannot follow (a dotted id field, a name
     used twice) leaves it the whole batch.
+
+    With a ``tally``, the scan also looks up the watched names (:class:`~streaming.patterns.census.Watch`):
+    the events read here are counted per stream with the names among those they carry (numpy
+    over the scan's output), and the first event of each watched stream is sampled whole
+    (:func:`_tally_scanned`).
     """
     from matchers import scan
     from streaming.patterns.state import partition_of
@@ -191,6 +213,8 @@ def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool,
     n = rb.num_rows
     id_field = settings.match.event_id_field
     names = (p.time_field, p.start_field, p.stream_field, *attrs_in_use)
+    if tally is not None:
+        names += tuple(a for a in tally.watch.names if a not in {*names, id_field})
     if n == 0 or "." in id_field or len({*names, id_field}) != len(names) + 1:
         return None, np.arange(n), None
     values = rb.column("value").cast(pa.large_binary())
@@ -232,7 +256,7 @@ def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool,
     id_hi = starts + spans[:, 1] - 1
     ok &= (t0 >= 0) & (t0 <= t1) & ((kind[:, 2] == -1) | (kind[:, 2] == scan.STR))
     ok &= ~is_id | (buf[np.where(is_id, id_lo - 1, 0)] == ord('"'))
-    for j in range(3, k):
+    for j in range(3, 3 + len(attrs_in_use)):
         ok &= (kind[:, j] == -1) | (kind[:, j] == scan.STR)
     fast = np.flatnonzero(ok)
     if not len(fast):
@@ -240,6 +264,9 @@ def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool,
     data = buf.tobytes()
     crcs = np.array([zlib.crc32(data[a - 1:b + 1]) for a, b in text_spans.tolist()], np.int64)
     strings = [data[a:b].decode() for a, b in text_spans.tolist()]
+    if tally is not None:
+        _tally_scanned(tally, rb, fast, np.where(kind[fast, 2] == scan.STR, text[fast, 2], len(strings)),
+                       [*strings, p.default_stream], kind[fast, 3:] != -1, names[3:], settings)
     # the state keys of each read event: per partition attribute in use, then ALL_KEY
     width = len(attrs_in_use) + (1 if unkeyed else 0)
     code = np.full((len(fast), width), -1, np.int64)
@@ -274,6 +301,30 @@ def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool,
         values.take(take).cast(pa.binary()), partition.cast(pa.int32()), offset.cast(pa.int64()),
     ], schema=ROWS_SCHEMA)
     return out, np.flatnonzero(~ok), int(t1[fast].max())
+
+
+def _tally_scanned(tally: Tally, rb: pa.RecordBatch, fast: np.ndarray, stream_code: np.ndarray,
+                   strings: list[str], present: np.ndarray, names: tuple[str, ...], settings: Settings) -> None:
+    """Add the scanned events ``fast`` of ``rb`` to ``tally``: per stream (``strings[stream_code]``)
+    the events, the ``names`` that some of them carry (``present``: event by name), and the
+    names of its first event (for at most :data:`~streaming.patterns.census.SAMPLED_STREAMS` streams)."""
+    codes, first, inverse = np.unique(stream_code, return_index=True, return_inverse=True)
+    counts = np.bincount(inverse, minlength=len(codes))
+    hits = np.zeros((len(codes), len(names)), np.int64)
+    for j in range(len(names)):
+        hits[:, j] = np.bincount(inverse, weights=present[:, j], minlength=len(codes))
+    sampled = 0
+    values = rb.column("value")
+    for i, code in enumerate(codes.tolist()):
+        stream = strings[code]
+        if stream not in tally.watch.streams:
+            continue
+        tally.add(stream, int(counts[i]), [names[j] for j in np.flatnonzero(hits[i])])
+        if sampled < SAMPLED_STREAMS:
+            sampled += 1
+            row = read_row(values[int(fast[first[i]])].as_py(), Position("", 0, 0), None, settings)
+            if isinstance(row, tuple):
+                tally.add(stream, 0, row[4])
 
 
 def partition_marks(partitions: int, latest: int | None) -> pa.RecordBatch:

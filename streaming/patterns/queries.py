@@ -13,7 +13,9 @@
   fire when the watermark passes them. Each partition reports its live instances per
   tenant; the driver sums them, records them with the watermark, and the tenants at their
   ``pattern_instances`` quota start no new instances in the next batch (one error record,
-  stage ``pattern-quota``, on the tenant's errors topic when it reaches it).
+  stage ``pattern-quota``, on the tenant's errors topic when it reaches it). The keying tasks'
+  attribute tallies come back the same way, for the unknown-attribute warning
+  (:class:`AttributeWarnings`, :mod:`streaming.patterns.census`).
 
 The collector: the keying and the partition tasks run with the cyclic garbage collector
 paused and end with one collection of what the task left and a freeze of what survives
@@ -42,6 +44,8 @@ import pyarrow.compute as pc
 from matchers.collector import long_lived
 from streaming.config import Settings, interval_ms
 from streaming.kafka.client_config import KafkaClientConfig
+from streaming.patterns import census
+from streaming.patterns.census import ATTRIBUTE_WARNING, CENSUS_KEY
 from streaming.patterns.keyed import (
     NO_KEY,
     ROWS_DDL,
@@ -50,7 +54,7 @@ from streaming.patterns.keyed import (
     keyed_rows,
 )
 from streaming.patterns.operator import PatternOperator, live_instances
-from streaming.patterns.registry import PatternRegistry, apply_pattern_records
+from streaming.patterns.registry import PatternRegistry, apply_pattern_records, load_registry
 from streaming.patterns.state import StateError, StateStore
 from streaming.records import ErrorRecord, Position, error
 from streaming.storage import join
@@ -67,12 +71,14 @@ PATTERN_QUOTA = "pattern-quota"
 """Stage of the error record of a tenant reaching its ``pattern_instances`` quota."""
 RESULT_SCHEMA = pa.schema([("part", pa.int32()), ("watermark", pa.int64()), ("events", pa.int64()),
                            ("keys", pa.int64()), ("instances", pa.int64()), ("pending", pa.int64()),
-                           ("sent", pa.int64()), ("live", pa.map_(pa.string(), pa.int64()))])
+                           ("sent", pa.int64()), ("live", pa.map_(pa.string(), pa.int64())),
+                           ("census", pa.list_(pa.binary()))])
 """One row per state partition and batch: the watermark after the batch, the partition's new
-events, keys, live instances and pending events after the batch, the records it sent, and
-its live instances per tenant (the operator's under ``""``)."""
+events, keys, live instances and pending events after the batch, the records it sent, its
+live instances per tenant (the operator's under ``""``) and the keying tasks' census tallies
+that reached it (:mod:`streaming.patterns.census`)."""
 RESULT_DDL = ("part int, watermark long, events long, keys long, instances long, pending long, sent long, "
-              "live map<string, long>")
+              "live map<string, long>, census array<binary>")
 
 
 def checkpoint(settings: Settings) -> str:
@@ -137,6 +143,9 @@ def run_partitions(batches: Iterator[pa.RecordBatch], batch_id: int, watermark_m
 
     with long_lived():  # the module docstring (the collector)
         table = pa.Table.from_batches([rb.cast(ROWS_SCHEMA) for rb in batches], schema=ROWS_SCHEMA)
+        is_census = pc.equal(table.column("gkey"), CENSUS_KEY).to_numpy(zero_copy_only=False)
+        census = table.filter(pa.array(is_census)).column("attrs").to_pylist()
+        table = table.filter(pa.array(~is_census))
         op = PatternOperator(registry_uri, settings)
         store = StateStore(state_uri)
         delay = interval_ms(settings.patterns.watermark_delay)
@@ -157,7 +166,8 @@ def run_partitions(batches: Iterator[pa.RecordBatch], batch_id: int, watermark_m
             store.save(part, batch_id, new)
             live = live_instances(new)
             results.append((part, watermark, sum(g != NO_KEY for g in events["gkey"]), len(new), sum(live.values()),
-                            sum(len(ks.pending["t1"]) for ks in new.values()), len(out), list(live.items())))
+                            sum(len(ks.pending["t1"]) for ks in new.values()), len(out), list(live.items()),
+                            census if not results else []))
     yield pa.RecordBatch.from_pylist([dict(zip(RESULT_SCHEMA.names, r, strict=True)) for r in results],
                                      schema=RESULT_SCHEMA)
 
@@ -186,6 +196,8 @@ class PatternJob:
         self.partitions = settings.patterns.state_partitions
         self.store.check(self.partitions)
         self.tenants = Tenants.of(settings)
+        self.attributes = AttributeWarnings(settings, self.registry_dir, self.tenants) \
+            if settings.patterns.unknown_attribute_events > 0 else None
 
     def process(self, df: DataFrame, batch_id: int) -> None:
         """One micro-batch: key the events, shuffle them by state partition, run every partition."""
@@ -200,8 +212,10 @@ class PatternJob:
             f"'{NO_KEY}' AS gkey", "CAST(id AS INT) AS part", "CAST(NULL AS LONG) AS t0", "CAST(NULL AS LONG) AS t1",
             "CAST(NULL AS STRING) AS eid", "CAST(NULL AS STRING) AS stream", "CAST(NULL AS BINARY) AS attrs",
             "CAST(NULL AS INT) AS partition", "CAST(NULL AS LONG) AS offset")
+        watch = self.attributes.watch() if self.attributes is not None else None
         keyed = df.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
-            partial(keyed_rows, registry_dir=self.registry_dir, settings=self.settings, kafka=self.kafka), ROWS_DDL)
+            partial(keyed_rows, registry_dir=self.registry_dir, settings=self.settings, kafka=self.kafka,
+                    watch=watch), ROWS_DDL)
         results = (keyed.unionByName(none).repartition(self.partitions, "part")
                    .mapInArrow(partial(run_partitions, batch_id=batch_id, watermark_ms=before,
                                        settings=self.settings, kafka=self.kafka, registry_uri=self.registry_dir,
@@ -216,8 +230,10 @@ class PatternJob:
         if self.tenants is not None:
             self.send_errors(instance_quota_errors(self.tenants, self.settings.kafka.events_topic, batch_id,
                                                    blocked, live))
+        if self.attributes is not None:
+            self.send_errors(self.attributes.note(batch_id, [b for r in results for b in r["census"] or ()], watch))
         self.store.write_batch(batch_id, watermark, dict(live))
-        total = [sum(r[i] for r in results) for i in range(2, len(RESULT_SCHEMA) - 1)]
+        total = [sum(r[i] for r in results) for i in range(2, len(RESULT_SCHEMA) - 2)]
         log.info("patterns batch %d: %d keyed events, watermark %d ms, %d keys, %d instances, %d pending, "
                  "%d records sent, %.0f ms", batch_id, total[0], watermark, *total[1:],
                  (time.perf_counter() - t0) * 1e3)
@@ -232,7 +248,52 @@ class PatternJob:
             "value": pa.array([e.to_json() for _, e in errors], pa.binary()),
             "topic": pa.array([t for t, _ in errors], pa.string())})]))
         for topic, e in errors:
-            log.warning("patterns: %s (to %s)", e.reason, topic)
+            if e.stage != ATTRIBUTE_WARNING:  # logged when found (AttributeWarnings.note)
+                log.warning("patterns: %s (to %s)", e.reason, topic)
+
+
+class AttributeWarnings:
+    """The driver's side of :mod:`streaming.patterns.census`: what keying watches, the census
+    kept under the checkpoint, and the warnings (log, errors topic records, status)."""
+
+    def __init__(self, settings: Settings, registry_dir: str, tenants: Tenants | None):
+        p = settings.patterns
+        self.settings, self.registry_dir, self.tenants = settings, registry_dir, tenants
+        self.census = census.load(checkpoint(settings), p.unknown_attribute_events, p.stream_attribute_names)
+        self.reserved = {p.stream_field: "stream field", p.time_field: "time field (the record's end: DUR)",
+                         p.start_field: "start-time field (DUR)", settings.match.event_id_field: "event id field"}
+        self.shown: list[dict[str, Any]] | None = None
+
+    def watch(self) -> census.Watch | None:
+        """What the keying tasks of the next batch tally (``None``: every read is resolved)."""
+        version, _, patterns = load_registry(self.registry_dir)
+        return self.census.watch(version, patterns)
+
+    def note(self, batch_id: int, tallies: list[bytes], watch: census.Watch | None) -> list[tuple[str, ErrorRecord]]:
+        """Merge a batch's tallies; log each new unknown read once and return its errors-topic
+        record; keep the census (and the reads unknown now, for the status) under the checkpoint."""
+        version, _, patterns = load_registry(self.registry_dir)
+        changed = self.census.merge(tallies, set(watch.names) if watch is not None else set())
+        unknown = self.census.unknown(version, patterns)
+        fresh = [u for u in unknown if u.key not in self.census.warned]
+        out = []
+        for u in fresh:
+            log.warning("patterns: %s", u.reason(self.reserved))
+            tenant, public = Tenants.split(u.pattern)
+            k = self.settings.kafka
+            out.append((topic_of(k.errors_topic, tenant),
+                        census.warning_record(u, topic_of(k.subscriptions_topic, tenant), self.reserved, public)))
+            self.census.warned.add(u.key)
+        # a warned read stays unknown while its pattern version lives (names only grow, counts
+        # stop at the settle point): the others are of deleted or replaced patterns
+        pruned = self.census.warned - {u.key for u in unknown}
+        self.census.warned -= pruned
+        shown = [u.describe(self.reserved) for u in unknown]
+        if changed or fresh or pruned or shown != self.shown:
+            census.census_dir(checkpoint(self.settings)).write(census.FILE, self.census.to_json(unknown, self.reserved),
+                                                               durable=False)
+            self.shown = shown
+        return out
 
 
 def start_patterns_query(spark: SparkSession, settings: Settings, client_config: KafkaClientConfig) -> StreamingQuery:

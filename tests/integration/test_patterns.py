@@ -77,3 +77,65 @@ def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_
     reasons = " | ".join(e["reason"] for e in errors)
     assert len(errors) == 1, reasons  # the event that is not JSON is the match query's to report
     assert "'bad'" in reasons and errors[0]["stage"] == "pattern"
+
+
+def test_a_misspelt_attribute_is_reported_while_correct_patterns_match(spark, kafka_config, topic_factory, tmp_path,
+                                                                      capsys):
+    """A pattern reading ``prcie`` of Stock: once Stock has had ``unknown_attribute_events`` events,
+    one WARNING, one record on the errors topic (none more after a restart) and a line of
+    ``python -m streaming status``; the correct pattern matches as the reference says."""
+    from streaming.__main__ import status
+    from streaming.match_job import MatchJob
+
+    from .service_fixtures import make_topics, service_settings
+
+    topics = make_topics(topic_factory, event_partitions=2)
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
+        patterns={"unknown_attribute_events": 100})
+    good = "FILTER{price > 20}(Stock) NEXT{$2.name = $1.name AND $2.price > $1.price} Stock"
+    subs = {"good": good, "bad": good.replace("FILTER{price", "FILTER{prcie")}
+    produce(kafka_config, topics.subscriptions, [(k, orjson.dumps({"id": k, "pattern": t})) for k, t in subs.items()])
+    q = start_subscriptions_query(spark, settings, kafka_config)
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    events = stock_ticks(300, 5)
+    produce(kafka_config, topics.events, [(e.attrs["name"], event_json(e)) for e in events]
+            + [(None, heartbeat(events[-1].t1))])
+    expected = {(k[1], k[5]) for k in reference_matches({"good": good}, events)}
+    assert expected
+    q = start_patterns_query(spark, settings, kafka_config)
+    try:
+        q.processAllAvailable()
+        got = consume_all(kafka_config, topics.notifications, timeout=240, min_records=len(expected))
+    finally:
+        q.stop()
+    assert witnesses(got) == expected
+    errors = [orjson.loads(r.value) for r in consume_all(kafka_config, topics.errors, min_records=1)]
+    assert [(e["stage"], e["key"]) for e in errors] == [("pattern-attribute", "bad")]
+    assert "reads prcie" in errors[0]["reason"] and "did you mean 'price'?" in errors[0]["reason"]
+    # the status (written by the match query's batches) shows it
+    job = MatchJob(settings, spark, kafka_config)
+    mq = job.start()
+    try:
+        mq.processAllAvailable()
+        assert mq.exception() is None
+    finally:
+        mq.stop()
+    capsys.readouterr()
+    status(settings, as_json=False)
+    out = capsys.readouterr().out
+    assert "warning: pattern 'bad' reads prcie, which no event of Stock has carried" in out, out
+    assert "good" not in out.split("warning:", 1)[1].split("\n")[0]
+    # a restart with more events: the same warning is not sent again
+    more = [Event(f"m{i}", "Stock", events[-1].t1 + 2000 + i, events[-1].t1 + 2000 + i, e.attrs)
+            for i, e in enumerate(stock_ticks(50, 6))]
+    produce(kafka_config, topics.events, [(e.attrs["name"], event_json(e)) for e in more])
+    q = start_patterns_query(spark, settings, kafka_config)
+    try:
+        q.processAllAvailable()
+        assert q.exception() is None
+    finally:
+        q.stop()
+    assert len(consume_all(kafka_config, topics.errors)) == 1

@@ -101,6 +101,62 @@ def test_positioned_errors(text, position, message):
     assert exc.value.position == position and message in exc.value.reason
 
 
+@pytest.mark.parametrize(("text", "position", "fix"), [
+    ("S NEXT{TRUE} SELECT a FROM T", 14, "write 'S NEXT{TRUE} (SELECT a FROM T)'"),
+    ("S NEXT{TRUE} SELECT a FROM T NEXT{TRUE} U", 14, "write 'S NEXT{TRUE} (SELECT a FROM T) NEXT{TRUE} U'"),
+    ("SELECT a FROM SELECT b AS a FROM S", 15, "write 'SELECT a FROM (SELECT b AS a FROM S)'"),
+    ("S FOLD{TRUE, TRUE}\n  SELECT a FROM FILTER{x > 1}(T)", "line 2, column 3",
+     "write 'S FOLD{TRUE, TRUE}\\n  (SELECT a FROM FILTER{x > 1}(T))'"),
+    ("SELECT * FROM S UNION select * FROM T PUBLISH X", 23, "write 'SELECT * FROM S UNION (select * FROM T) PUBLISH X'"),
+])
+def test_select_operand_error_shows_where_the_parentheses_go(text, position, fix):
+    with pytest.raises(SubscriptionError) as exc:
+        parse(text)
+    assert exc.value.position == position and fix in exc.value.reason
+    fixed = eval(fix.removeprefix("write "))  # the suggestion parses
+    assert parse(fixed) is not None
+
+
+def test_select_operand_error_without_a_fix_that_parses():
+    with pytest.raises(SubscriptionError) as exc:  # another mistake follows: no suggestion
+        parse("S NEXT{TRUE} SELECT a FROM T NEXT{")
+    assert exc.value.position == 14 and exc.value.reason == "a SELECT used as an operand needs parentheses of its own"
+
+
+def test_a_long_text_gets_no_suggestion():  # each try parses the whole text
+    with pytest.raises(SubscriptionError) as exc:
+        parse("S NEXT{TRUE} SELECT a FROM T" + " " * 5000)
+    assert exc.value.position == 14 and exc.value.reason == "a SELECT used as an operand needs parentheses of its own"
+
+
+@pytest.mark.parametrize(("text", "position", "hint"), [
+    ("S FOLD{TRUE, TRUE} (A NEXT{TRUE} B)", 21, "left to right: L FOLD{...} A NEXT{...} B"),
+    ("S NEXT{TRUE} FILTER{x > 1}(A FOLD{TRUE, TRUE} B)", 14, "left to right: L NEXT{...} A FOLD{...} B"),
+    ("S NEXT{TRUE}\n  (A UNION B)", "line 2, column 4", "FILTER{p OR q}(S)"),
+    ("S UNLESS{TRUE, 3} (A NEXT{TRUE} B)", 20, "absence of one stream's events"),
+])
+def test_right_operand_error_says_what_to_write(text, position, hint):
+    with pytest.raises(SubscriptionError) as exc:
+        parse(text)
+    assert exc.value.position == position and "left-deep" in exc.value.reason and hint in exc.value.reason
+
+
+def test_right_operand_error_of_algebra_built_in_code_names_the_operand():
+    from matchers.cayuga import algebra as A
+    from matchers.cayuga.compiler import chains
+
+    expr = A.Next(A.Stream("S"), A.TRUE, A.Union(A.Stream("A"), A.Stream("B")))
+    with pytest.raises(SubscriptionError) as exc:
+        chains(expr)
+    assert "not Union(left=Stream(name='A')" in exc.value.reason and "FILTER{p OR q}(S)" in exc.value.reason
+
+
+def test_where_is_explained():
+    with pytest.raises(SubscriptionError) as exc:
+        parse("SELECT * FROM Stock WHERE price > 100")
+    assert exc.value.position == 21 and "CEL has no WHERE" in exc.value.reason
+
+
 def test_select_inside_filter_needs_no_double_parentheses():
     assert parse("FILTER{x > 1}(SELECT * FROM S)") == parse("FILTER{x > 1}((SELECT * FROM S))")
 
