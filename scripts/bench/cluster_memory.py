@@ -130,6 +130,7 @@ def run(n_subs: int, shards: int, n_events: int, bootstrap: str, workdir: Path) 
                 for jvm in cluster.executors(w):
                     mem = [memory(pid) for pid in python_workers(jvm)]
                     executors.append({"worker": w, "python_workers": len(mem),
+                                      "each_mb": [{k: round(v / MB) for k, v in m.items()} for m in mem],
                                       "rss_mb": sum(m["rss"] for m in mem) / MB,
                                       "pss_mb": sum(m["pss"] for m in mem) / MB,
                                       "index_file_pss_mb": sum(m["file_pss"] for m in mem) / MB})
@@ -164,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for e in r["executors"]:
                     log(f"shards={shards}: executor on worker {e['worker']}: {e['python_workers']} Python worker(s), "
                         f"RSS {e['rss_mb']:,.0f} MB, PSS {e['pss_mb']:,.0f} MB "
-                        f"(index files {e['index_file_pss_mb']:,.0f} MB)")
+                        f"(index files {e['index_file_pss_mb']:,.0f} MB); each: {e['each_mb']}")
                 log(f"shards={shards}: placement {r['placement']}; load average {r['load_average']}")
     print(json.dumps(results, indent=1))
     return 0
