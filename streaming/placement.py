@@ -10,7 +10,10 @@ prefers the executor that caches it (``PROCESS_LOCAL``, waiting up to
 ``spark.locality.wait`` for it). That executor's Python workers hold the indexes of its
 groups' shards only. A lost executor loses its anchors: the next batch's tasks of those
 groups compute them again wherever they run, and the group moves there. When the number
-of live executors changes the driver makes new anchors (and groups) for them.
+of live executors changes the driver makes new anchors (and groups) for them, and again
+(up to :data:`REPLACEMENTS` times in a row) when Spark cached two anchors on one executor
+while another had none (:func:`spread`; an executor busy with other tasks, such as the
+Cayuga queries', when they were made).
 
 The first batch of a new checkpoint (the ``mapInArrow`` path) and local masters are not
 pinned: there the tasks match every shard they are given.
@@ -78,6 +81,15 @@ def pinned_bins(ranges: Sequence[OffsetRange], groups: int, slots: int, task_eve
     return event_bins(ranges, max(1, min(full, -(-slots // max(1, groups)))))
 
 
+REPLACEMENTS = 3
+"""Batches in a row that make the anchors again while Spark placed them on too few executors."""
+
+
+def spread(placed: dict[int, str], executors: int) -> bool:
+    """Whether the anchors ``placed`` (group -> executor) are on as many executors as they can be."""
+    return len(set(placed.values())) >= min(len(placed), executors)
+
+
 def _anchor(group: int) -> tuple[int, str]:
     """An anchor partition's one row: its group and the executor that computed (and caches) it."""
     return group, executor_name()
@@ -105,11 +117,18 @@ class ShardAnchors:
         self.made = 0
         self.placed: dict[int, str] = {}
         """The executor that computed each group's anchor when it was made."""
+        self.retries = 0
+        """Makings in a row for the same executors because the last one was not :func:`spread`."""
 
     def current(self, sc: SparkContext) -> tuple[RDD[tuple[int, str]], list[tuple[int, ...]]]:
-        """The anchors and their groups, made anew when the number of live executors changed."""
+        """The anchors and their groups, made anew when the number of live executors changed
+        (or they were not :func:`spread`, :data:`REPLACEMENTS` times at most)."""
         executors = live_executors(sc)
         if self.rdd is None or executors != self.executors:
+            self.retries = 0
+            self._make(sc, executors)
+        elif not spread(self.placed, executors) and self.retries < REPLACEMENTS:
+            self.retries += 1
             self._make(sc, executors)
         return self.rdd, self.groups
 

@@ -6,7 +6,7 @@ import os
 
 from streaming.kafka.offsets import OffsetRange
 from streaming.match_job import pinned_tasks
-from streaming.placement import event_bins, executor_name, pinned_bins, pinned_groups
+from streaming.placement import event_bins, executor_name, pinned_bins, pinned_groups, spread
 
 
 def test_one_group_per_executor_at_most_one_per_shard_shard_0_in_the_first():
@@ -53,3 +53,10 @@ def test_an_executor_is_named_by_its_block_manager_directory(monkeypatch):
     assert executor_name() != one and executor_name().split("/")[0] == one.split("/")[0]
     monkeypatch.delenv("SPARK_LOCAL_DIRS")
     assert executor_name().endswith(f"/pid{os.getppid()}")
+
+
+def test_anchors_are_spread_when_on_as_many_executors_as_they_can_be():
+    assert spread({0: "a", 1: "b"}, 2) and spread({0: "a", 1: "b", 2: "a"}, 2)
+    assert not spread({0: "a", 1: "a"}, 2)  # one executor busy when they were made
+    assert spread({0: "a", 1: "a"}, 1) and spread({0: "a"}, 3)  # one executor, one group
+    assert not spread({0: "a", 1: "b", 2: "a"}, 3)
