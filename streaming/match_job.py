@@ -13,7 +13,10 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    (one Python worker per task does the matching and the writing; only a row of task
    metrics and the task's still-valid events go back to the driver); with subscription
    shards (``match.shards``) each task matches its events against several shards, read
-   and parsed once; small batches run one task (:func:`plan_tasks`).
+   and parsed once; small batches run one task (:func:`plan_tasks`). On a cluster the
+   shards' groups are pinned to executors instead: the job is the persisted anchors'
+   ``cartesian`` with the batch's bins of event ranges (:mod:`streaming.placement`,
+   :func:`match_pinned`), so a group's tasks run where its indexes are.
 
 Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`, read
 through :mod:`streaming.storage` from the checkpoint location, any Hadoop-compatible
