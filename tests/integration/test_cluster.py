@@ -167,7 +167,8 @@ def test_each_shard_group_stays_on_one_executor(
     spark_cluster: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
     """With 4 shards on 2 executors each executor matches (and keeps the indexes of) one group of
-    2 shards, batch after batch: what the tasks report (their executor and shards) says so."""
+    2 shards, batch after batch: what the tasks report (their executor and shards) says so. The
+    events' own errors and counts come once (from shard 0's group)."""
     rng = random.Random(43)
     topics = make_topics(topic_factory)
     status_file, log = tmp_path / "status.json", tmp_path / "job.log"
@@ -180,21 +181,28 @@ def test_each_shard_group_stays_on_one_executor(
         subs = random_subscriptions(rng, 60)
         produce(kafka_config, topics.subscriptions, sub_records(subs))
         wait_for(lambda: totals(status_file).get("subscription_changes", 0) >= 60, "the subscriptions", job, log)
-        events = [random_event(rng) for _ in range(1500)]
+        raw = [orjson.dumps(random_event(rng)) for _ in range(1500)]
+        broken = {100, 700, 1400}
+        for i in broken:
+            raw[i] = b"{broken"
         for r in range(6):
-            produce(kafka_config, topics.events, [orjson.dumps(e) for e in events[r * 250:(r + 1) * 250]],
-                    linger_ms=100)
+            produce(kafka_config, topics.events, raw[r * 250:(r + 1) * 250], linger_ms=100)
             time.sleep(1.0)
-        located = [(r.partition, r.offset, orjson.loads(r.body)) for r in consume_all(kafka_config, topics.events)]
-        want = expected_pairs(subs, located)
+        located = [(r.partition, r.offset, r.body) for r in consume_all(kafka_config, topics.events)]
+        want = expected_pairs(subs, [(p, o, orjson.loads(b)) for p, o, b in located if b != b"{broken"])
         wait_for(lambda: match_pairs(notes(kafka_config, topics.notifications)) >= want,
                  "every expected notification", job, log)
-        wait_for(lambda: totals(status_file).get("events", 0) >= len(events), "every event counted", job, log)
+        wait_for(lambda: totals(status_file).get("events", 0) + totals(status_file).get("event_errors", 0)
+                 >= len(raw), "every event counted", job, log)
         shards = (read_status(status_file) or {})["shards"]
+        counted = totals(status_file)
         assert stop_job(job) == 0
     finally:
         stop_job(job)
     assert match_pairs(notes(kafka_config, topics.notifications)) == want
+    errors = [(d["partition"], d["offset"]) for d in notes(kafka_config, topics.errors)]
+    assert sorted(errors) == sorted((p, o) for p, o, b in located if b == b"{broken")  # each once
+    assert counted["events"] == len(raw) - len(broken) and counted["event_errors"] == len(broken), counted
     assert shards["pinned"] and shards["executors"] == 2, shards
     groups = {tuple(g["shards"]) for g in shards["groups"]}
     assert groups == {(0, 2), (1, 3)} and len({g["anchor"] for g in shards["groups"]}) == 2, shards
