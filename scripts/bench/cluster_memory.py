@@ -53,6 +53,11 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
 def python_workers(executor_pid: int) -> list[int]:
     """The Python worker processes of an executor JVM (forked by its ``pyspark.daemon``)."""
     out = []
@@ -128,7 +133,9 @@ def run(n_subs: int, shards: int, n_events: int, bootstrap: str, workdir: Path) 
             executors = []
             for w in range(2):
                 for jvm in cluster.executors(w):
-                    mem = [memory(pid) for pid in python_workers(jvm)]
+                    pids = python_workers(jvm)
+                    log(f"executor {jvm}: Python workers {[(pid, parent_of(pid)) for pid in pids]}")
+                    mem = [memory(pid) for pid in pids]
                     executors.append({"worker": w, "python_workers": len(mem),
                                       "each_mb": [{k: round(v / MB) for k, v in m.items()} for m in mem],
                                       "rss_mb": sum(m["rss"] for m in mem) / MB,
