@@ -360,6 +360,20 @@ def supervise(queries: list[Supervised], stop: threading.Event, poll_s: float = 
     return []
 
 
+def shard_lines(shards: dict) -> list[str]:
+    """The ``status`` lines of the shards' placement (``MatchJob.describe_shards``)."""
+    if shards.get("pinned"):
+        made = shards.get("anchorings", 0)
+        lines = [f"shards: {len(shards.get('groups', []))} group(s) pinned for {shards.get('executors')} "
+                 f"executor(s) (placed {made} time{'s' if made != 1 else ''})"]
+        lines += [f"  group {g['shards']}: anchored on {g['anchor']}" for g in shards.get("groups", [])]
+    else:
+        lines = ["shards: not pinned (a local master)"]
+    for shard, where in shards.get("placement", {}).items():
+        lines.append(f"  shard {shard} matched on " + ", ".join(f"{w} ({n} tasks)" for w, n in sorted(where.items())))
+    return lines
+
+
 def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
     """Print the status file; exit code 1 when there is none or the job failed or died."""
     path = path or Path(settings.status.status_file)
@@ -391,6 +405,10 @@ def status(settings: Settings, as_json: bool, path: Path | None = None) -> int:
             print(f"  decided on events: {ev['attributes']:g} attributes ({ev['coverage']:.0%} of the constrained "
                   f"ones), {ev['rows']:g} rows, {ev['matches']:g} matches per event (about {ev['events']:,.0f} "
                   f"recent)")
+    shards = doc.get("shards")
+    if shards:
+        for line in shard_lines(shards):
+            print(line)
     for tenant, use in (doc.get("tenants") or {}).items():
         quota = {k: v for k, v in use["quotas"].items() if v}
         print(f"tenant {tenant}: {use['subscriptions']} subscriptions, {use['predicates']} predicates, "

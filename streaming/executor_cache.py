@@ -14,10 +14,18 @@ With ``IndexSpec.app_id`` set the index is shared by the Python workers of the m
 published (and catches up from there), and a rebuild happens once per machine and
 version and is published for the others.  Catching up changes a worker's private
 copy-on-write pages only.
+
+With shards, a worker drops the index of a shard it has not matched with for
+:data:`DROP_AFTER_S` while it obtained :data:`DROP_AFTER_USES` other indexes (one its
+executor no longer gets tasks for: the shard's group moved, :mod:`streaming.placement`),
+and the shard's shared file too if no worker of the machine used it that long
+(:func:`sweep`, at most every :data:`SWEEP_S`).
 """
 
 from __future__ import annotations
 
+import gc
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -88,9 +96,22 @@ class CachedIndex:
     rebuilds: int = 0
     catchups: int = 0
     maps: int = 0
+    used: float = 0.0
+    """When a task last obtained it (``time.monotonic``)."""
+    use: int = 0
+    """How many indexes this process had obtained then (:data:`_uses`)."""
 
 
 _CACHE: dict[IndexKey, CachedIndex] = {}
+
+DROP_AFTER_S = 300.0
+"""A shard's index unused this long (and :data:`DROP_AFTER_USES`) is dropped from a worker."""
+DROP_AFTER_USES = 100
+"""... while the worker obtained this many indexes (so that a quiet stream drops nothing)."""
+SWEEP_S = 60.0
+"""A worker looks for such indexes (and marks its own shards' shared files as in use) at most this often."""
+_last_sweep = [float("-inf")]
+_uses = [0]
 
 
 def shard_of(sub_id: str, shards: int) -> int:
@@ -146,7 +167,44 @@ def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
 
 
 def index_for(spec: IndexSpec) -> CachedIndex:
-    """This process's index for ``spec``, brought to ``spec.version``."""
+    """This process's index for ``spec``, brought to ``spec.version`` (and, with shards, a
+    :func:`sweep` of the other shards' at most every :data:`SWEEP_S`)."""
+    entry = _obtain(spec)
+    now = time.monotonic()
+    _uses[0] += 1
+    entry.used, entry.use = now, _uses[0]
+    if spec.shards > 1 and now - _last_sweep[0] >= SWEEP_S:
+        _last_sweep[0] = now
+        sweep(spec, now, time.time())
+    return entry
+
+
+def sweep(spec: IndexSpec, now: float, wall: float, idle_s: float = DROP_AFTER_S,
+          idle_uses: int = DROP_AFTER_USES) -> list[int]:
+    """Drop the indexes of ``spec``'s other shards that this process has not used for ``idle_s``
+    seconds before ``now`` (``time.monotonic``) nor in its last ``idle_uses`` obtained indexes.
+    With ``spec.app_id``, mark the shared files of the shards it keeps as in use and unlink
+    those of the dropped shards unless another process of the machine used them in the
+    ``idle_s`` before ``wall`` (``time.time``). The shards dropped from this process."""
+    family = (spec.registry, spec.matcher, spec.shards, spec.params)
+    ours = {k[2]: e for k, e in _CACHE.items() if (k[0], k[1], k[3], k[4]) == family}
+    dropped = sorted(shard for shard, e in ours.items()
+                     if shard != spec.shard and now - e.used > idle_s and _uses[0] - e.use > idle_uses)
+    for shard in dropped:
+        del _CACHE[spec._replace(shard=shard).key]
+    if spec.app_id is not None:
+        for shard in ours:
+            key = _shared_key(spec._replace(shard=shard))
+            if shard in dropped:
+                shared_index.drop_idle(key, idle_s, wall)
+            else:
+                shared_index.touch(key)
+    if dropped:
+        gc.collect()  # the dropped matchers' cycles, and with them their mappings
+    return dropped
+
+
+def _obtain(spec: IndexSpec) -> CachedIndex:
     entry = _CACHE.get(spec.key)
     if entry is not None and entry.version == spec.version:
         return entry

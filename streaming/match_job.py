@@ -13,7 +13,10 @@ The foreachBatch function (:meth:`MatchJob.process`) only hands off to pure func
    (one Python worker per task does the matching and the writing; only a row of task
    metrics and the task's still-valid events go back to the driver); with subscription
    shards (``match.shards``) each task matches its events against several shards, read
-   and parsed once; small batches run one task (:func:`plan_tasks`).
+   and parsed once; small batches run one task (:func:`plan_tasks`). On a cluster the
+   shards' groups are pinned to executors instead: the job is the persisted anchors'
+   ``cartesian`` with the batch's bins of event ranges (:mod:`streaming.placement`,
+   :func:`match_pinned`), so a group's tasks run where its indexes are.
 
 Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`, read
 through :mod:`streaming.storage` from the checkpoint location, any Hadoop-compatible
@@ -56,6 +59,7 @@ from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches
 from streaming.metrics import BatchMetrics, StatusFile
+from streaming.placement import ShardAnchors, event_bins, executor_name, pinned_bins
 from streaming.records import (
     DEFAULT_LIMITS,
     DELETE,
@@ -90,11 +94,13 @@ METRICS = ("events", "errors", "matches", "match_ns", "index_ns", "valid", "inde
 (M_EVENTS, M_ERRORS, M_MATCHES, M_MATCH_NS, M_INDEX_NS, M_VALID, M_INDEX_BYTES, M_RECORDS, M_READ_NS,
  M_TASK_NS) = range(len(METRICS))
 N_METRICS = len(METRICS)
-# The task's result row: its metrics, its still-valid events (validity.encode) and its index
-# (Matcher.describe as JSON; null when the task built none).
+# The task's result row: its metrics, its still-valid events (validity.encode), its index
+# (Matcher.describe as JSON; null when the task built none), the executor it ran on
+# (placement.executor_name) and the shards it matched with (JSON list; empty without events).
 TASK_SCHEMA = pa.schema([*((name, pa.int64()) for name in METRICS), ("valid_events", pa.binary()),
-                         ("index", pa.string())])
-TASK_DDL = ", ".join(f"{name} long" for name in METRICS) + ", valid_events binary, index string"
+                         ("index", pa.string()), ("executor", pa.string()), ("shards", pa.string())])
+TASK_DDL = (", ".join(f"{name} long" for name in METRICS)
+            + ", valid_events binary, index string, executor string, shards string")
 
 
 def sum_metrics(rows: Iterable[Sequence[int]]) -> list[int]:
@@ -381,14 +387,27 @@ def plan_tasks(ranges: Sequence[OffsetRange], shards: int, slots: int, task_even
     if not ranges:
         return []
     full = sum(r.end - r.start for r in ranges) // task_events
-    n = max(1, min(len(ranges), full))
-    bins: list[list[OffsetRange]] = [[] for _ in range(n)]
-    sizes = [0] * n
-    for r in sorted(ranges, key=lambda r: r.start - r.end):
-        i = sizes.index(min(sizes))
-        bins[i].append(r)
-        sizes[i] += r.end - r.start
-    return [(tuple(b), group) for b in bins for group in shard_groups(shards, n, max(1, min(slots, full)))]
+    bins = event_bins(ranges, max(1, full))
+    return [(b, group) for b in bins for group in shard_groups(shards, len(bins), max(1, min(slots, full)))]
+
+
+def pinned_tasks(bins: Sequence[tuple[OffsetRange, ...]], groups: Sequence[tuple[int, ...]]) -> list[Task]:
+    """The tasks of a pinned match job, in the order of its partitions (the anchors' ``cartesian``
+    with the bins: group-major), so that task ``g * len(bins) + b`` matches bin ``b`` against group ``g``."""
+    return [(b, group) for group in groups for b in bins]
+
+
+def match_pinned(
+    pairs: Iterable[tuple[tuple[int, str], int]],
+    ctx: BatchContext,
+    todo: Sequence[Task],
+    n_bins: int,
+    produce: Callable[[Iterator[pa.RecordBatch]], int] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """:func:`match_ranges` over a partition of the anchors' ``cartesian`` with the bins: each
+    ``((group, anchor's executor), bin)`` pair names task ``group * n_bins + bin`` of ``todo``
+    (:func:`pinned_tasks`)."""
+    yield from match_ranges((g * n_bins + b for (g, _), b in pairs), ctx, todo, produce)
 
 
 def match_ranges(
@@ -452,12 +471,15 @@ def match_partition(
     valid: list[ValidEvent] = []
     shards = (ctx.spec.shard,) if shards is None else tuple(shards)
     index: dict[str, Any] = {}
-    counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, shards, counts, valid, index))
+    used: list[int] = []
+    counts[M_RECORDS] = produce(_records(_timed(batches, counts), ctx, shards, counts, valid, index, used))
     counts[M_VALID] = len(valid)
     counts[M_TASK_NS] = time.perf_counter_ns() - t0
     yield pa.RecordBatch.from_arrays([*(pa.array([c], pa.int64()) for c in counts),
                                       pa.array([encode(valid)], pa.binary()),
-                                      pa.array([json.dumps(index) if index else None], pa.string())],
+                                      pa.array([json.dumps(index) if index else None], pa.string()),
+                                      pa.array([executor_name()], pa.string()),
+                                      pa.array([json.dumps(sorted(used))], pa.string())],
                                      schema=TASK_SCHEMA)
 
 
@@ -497,10 +519,11 @@ def _prepare(rb: pa.RecordBatch) -> Prepared:
 
 def _records(
     batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple[int, ...], counts: list[int],
-    valid: list[ValidEvent], index: dict[str, Any],
+    valid: list[ValidEvent], index: dict[str, Any], used: list[int],
 ) -> Iterator[pa.RecordBatch]:
     """Notification and error records of the event batches against ``shards``; fills ``counts``,
-    ``valid`` and ``index`` (what the matcher says of itself, :meth:`~matchers.base.Matcher.describe`).
+    ``valid``, ``index`` (what the matcher says of itself, :meth:`~matchers.base.Matcher.describe`)
+    and ``used`` (the shards whose index it obtained).
 
     Each batch is prepared once (:func:`_prepare`), then read, matched and notified per
     shard (:func:`_shard_records`). A record that cannot be handled (refused by
@@ -522,6 +545,7 @@ def _records(
                 counts[M_INDEX_NS] += time.perf_counter_ns() - t2
                 counts[M_INDEX_BYTES] += matcher.memory_bytes()
                 index.update(matcher.describe())
+                used.append(shard)
             out = _shard_records(prepared, matcher, ctx, counts, valid if shard == 0 else None)
             if out is not None:
                 yield out
@@ -734,6 +758,12 @@ class MatchJob:
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.tenants = Tenants.of(settings)
         self.admission = Admission(self.tenants, _topic_exists(client_config)) if self.tenants is not None else None
+        master = spark.sparkContext.master or ""
+        local = master == "local" or master.startswith("local[")
+        self.anchors = ShardAnchors(m.shards) if m.shards > 1 and not local else None
+        """The shard groups' anchors (:mod:`streaming.placement`): with shards on a cluster only."""
+        self.placement: dict[int, dict[str, int]] = {}
+        """Tasks that matched each shard, by executor, since the anchors were last made."""
         self.last: BatchMetrics | None = None
         self.index: list[dict[str, Any]] = []
         """The indexes the last batch with events matched with (one per distinct description)."""
@@ -783,17 +813,16 @@ class MatchJob:
                 [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
                 schema=OUT_SCHEMA)]))
         t2 = time.perf_counter()
-        todo = plan_tasks([r for r in ranges or () if r.topic == k.events_topic], m.shards,
-                          self.spark.sparkContext.defaultParallelism)
+        events = [r for r in ranges or () if r.topic == k.events_topic]
         results: list[dict[str, Any]] = []
         if ranges is None:
             results = [r.asDict() for r in df.filter(F.col("topic") == k.events_topic)
                        .mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL).collect()]
-        elif todo:  # an RDD job: the ranges travel with the function, the partitions only number the tasks
-            results = (self.spark.sparkContext.parallelize(range(len(todo)), len(todo))
-                       .mapPartitions(partial(match_ranges, ctx=ctx, todo=todo)).collect())
+        elif events:
+            results = self._match(events, ctx)
         v = sum_metrics([r[name] for name in METRICS] for r in results)
         self._note_index([r["index"] for r in results if r["index"]])
+        self._note_placement(results)
         self.validity.write(batch_id, [e for r in results for e in decode(r["valid_events"])])
         t3 = time.perf_counter()
         input_rows = len(rows) + v[M_EVENTS] + v[M_ERRORS]
@@ -812,11 +841,54 @@ class MatchJob:
         self.history = (self.history + [metrics])[-1000:]
         self.batches += 1
         log.info(metrics.log_line())
-        tenants = {"tenants": self.admission.describe(self.registry, self.pattern_ids(), self.pattern_instances())} \
-            if self.admission else {}
-        warnings = {"pattern_warnings": self.pattern_warnings()} if self.settings.patterns.enabled else {}
-        self.status.write("running", metrics, registry=dict(self.registry.describe()), index=self.index, **tenants,
-                          **warnings)
+        extra: dict[str, Any] = {}
+        if self.admission:
+            extra["tenants"] = self.admission.describe(self.registry, self.pattern_ids(), self.pattern_instances())
+        if m.shards > 1:
+            extra["shards"] = self.describe_shards()
+        if self.settings.patterns.enabled:
+            extra["pattern_warnings"] = self.pattern_warnings()
+        self.status.write("running", metrics, registry=dict(self.registry.describe()), index=self.index, **extra)
+
+    def _match(self, events: list[OffsetRange], ctx: BatchContext) -> list[dict[str, Any]]:
+        """The result rows of the batch's match job over its event ranges (an RDD job: the ranges
+        travel with the function, the partitions only number the tasks).
+
+        Without anchors the tasks are partitions of a ``parallelize``d range (:func:`plan_tasks`);
+        with them, of the anchors' ``cartesian`` with the bins, each preferring the executor that
+        caches its group's anchor (:mod:`streaming.placement`).
+        """
+        sc = self.spark.sparkContext
+        if self.anchors is None:
+            todo = plan_tasks(events, self.settings.match.shards, sc.defaultParallelism)
+            return sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
+                partial(match_ranges, ctx=ctx, todo=todo)).collect()
+        made = self.anchors.made
+        anchors, groups = self.anchors.current(sc)
+        if self.anchors.made != made:
+            self.placement = {}
+        bins = pinned_bins(events, len(groups), sc.defaultParallelism, TASK_EVENTS)
+        todo = pinned_tasks(bins, groups)
+        return anchors.cartesian(sc.parallelize(range(len(bins)), len(bins))).mapPartitions(
+            partial(match_pinned, ctx=ctx, todo=todo, n_bins=len(bins))).collect()
+
+    def _note_placement(self, results: list[dict[str, Any]]) -> None:
+        """Count the tasks that matched each shard on each executor (:attr:`placement`)."""
+        for r in results:
+            for shard in json.loads(r["shards"] or "[]"):
+                where = self.placement.setdefault(shard, {})
+                where[r["executor"]] = where.get(r["executor"], 0) + 1
+
+    def describe_shards(self) -> dict[str, Any]:
+        """The shards' placement for the status file: the groups and where their anchors were
+        made (when pinned), and the tasks that matched each shard by executor since then."""
+        out: dict[str, Any] = {"pinned": self.anchors is not None,
+                               "placement": {str(s): dict(w) for s, w in sorted(self.placement.items())}}
+        if self.anchors is not None:
+            out.update(anchorings=self.anchors.made, executors=self.anchors.executors,
+                       groups=[{"shards": list(g), "anchor": self.anchors.placed.get(i)}
+                               for i, g in enumerate(self.anchors.groups)])
+        return out
 
     def _note_index(self, described: list[str]) -> None:
         """Keep the distinct indexes the tasks describe (JSON); log when one is chosen anew."""

@@ -59,11 +59,12 @@ class SharedKey(NamedTuple):
     registry_dir: str
     matcher: str
 
-    def folder(self) -> Path:
-        """The directory of every application's versions of this registry's index."""
+    def folder(self, create: bool = True) -> Path:
+        """The directory of every application's versions of this registry's index (made unless ``create`` is false)."""
         digest = hashlib.sha256(self.registry_dir.encode("utf-8")).hexdigest()[:16]
         path = directory() / f"{digest}.{self.matcher}"
-        path.mkdir(mode=0o700, exist_ok=True)
+        if create:
+            path.mkdir(mode=0o700, exist_ok=True)
         return path
 
     def path(self, version: int) -> Path:
@@ -181,6 +182,30 @@ def remove_application(app_id: str) -> None:
         path.unlink(missing_ok=True)
         if not any(path.parent.glob("*.index")):
             shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def touch(key: SharedKey) -> None:
+    """Mark ``key``'s index as in use on this machine (its folder's modification time; see :func:`drop_idle`)."""
+    try:
+        os.utime(key.folder(create=False))
+    except FileNotFoundError:
+        pass
+
+
+def drop_idle(key: SharedKey, idle_s: float, now: float) -> bool:
+    """Unlink this application's files of ``key`` if no process of the machine used it for
+    ``idle_s`` seconds before ``now`` (wall time): its folder was neither touched (:func:`touch`)
+    nor written since. Whether any file was removed (a process that maps one keeps its pages)."""
+    folder = key.folder(create=False)
+    try:
+        if now - folder.stat().st_mtime <= idle_s:
+            return False
+    except FileNotFoundError:
+        return False
+    found = list(folder.glob(f"{_SAFE.sub('_', key.app_id)}.*.index"))
+    for path in found:
+        path.unlink(missing_ok=True)
+    return bool(found)
 
 
 @contextmanager

@@ -5,8 +5,9 @@ run's own local session occupies this process's one SparkContext). The workers r
 their own directories without ``PYTHONPATH``: nothing an executor needs may live on the
 driver's disk or depend on a working directory. Checked against the oracle: the match
 path with a relative checkpoint and with a ``file://`` URI, retro notifications of valid
-events, a Cayuga pattern, and a SIGKILLed executor mid-stream with the subscriptions in
-three shards (every expected notification arrives; duplicates carry the original ids).
+events, a Cayuga pattern, shard groups pinned to the executors (each shard matched on one
+executor only), and a SIGKILLed executor mid-stream with the subscriptions in three shards
+(its shards move; every expected notification arrives; duplicates carry the original ids).
 """
 
 from __future__ import annotations
@@ -162,6 +163,58 @@ def test_match_retro_and_patterns_with_a_relative_checkpoint(
     assert_nothing_in_worker_dirs(spark_cluster)
 
 
+def test_each_shard_group_stays_on_one_executor(
+    spark_cluster: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
+):
+    """With 4 shards on 2 executors each executor matches (and keeps the indexes of) one group of
+    2 shards, batch after batch: what the tasks report (their executor and shards) says so. The
+    events' own errors and counts come once (from shard 0's group)."""
+    rng = random.Random(43)
+    topics = make_topics(topic_factory)
+    status_file, log = tmp_path / "status.json", tmp_path / "job.log"
+    env = job_env(kafka_config, topics, (tmp_path / "ckpt").as_uri(), status_file, spark_cluster, patterns=False)
+    job = start_job({**env, "PUBSUB_MATCH_SHARDS": "4",
+                     # a loaded 2-core machine: let a task wait for its group's executor rather than
+                     # run on the other one after Spark's default 3 s
+                     "PUBSUB_SPARK_CONF_SPARK.LOCALITY.WAIT": "60s"}, log)
+    try:
+        subs = random_subscriptions(rng, 60)
+        produce(kafka_config, topics.subscriptions, sub_records(subs))
+        wait_for(lambda: totals(status_file).get("subscription_changes", 0) >= 60, "the subscriptions", job, log)
+        raw = [orjson.dumps(random_event(rng)) for _ in range(1500)]
+        broken = {100, 700, 1400}
+        for i in broken:
+            raw[i] = b"{broken"
+        for r in range(6):
+            produce(kafka_config, topics.events, raw[r * 250:(r + 1) * 250], linger_ms=100)
+            time.sleep(1.0)
+        located = [(r.partition, r.offset, r.body) for r in consume_all(kafka_config, topics.events)]
+        want = expected_pairs(subs, [(p, o, orjson.loads(b)) for p, o, b in located if b != b"{broken"])
+        wait_for(lambda: match_pairs(notes(kafka_config, topics.notifications)) >= want,
+                 "every expected notification", job, log)
+        wait_for(lambda: totals(status_file).get("events", 0) + totals(status_file).get("event_errors", 0)
+                 >= len(raw), "every event counted", job, log)
+        shards = (read_status(status_file) or {})["shards"]
+        counted = totals(status_file)
+        assert stop_job(job) == 0
+    finally:
+        stop_job(job)
+    assert match_pairs(notes(kafka_config, topics.notifications)) == want
+    errors = [(d["partition"], d["offset"]) for d in notes(kafka_config, topics.errors)]
+    assert sorted(errors) == sorted((p, o) for p, o, b in located if b == b"{broken")  # each once
+    assert counted["events"] == len(raw) - len(broken) and counted["event_errors"] == len(broken), counted
+    assert shards["pinned"] and shards["executors"] == 2, shards
+    groups = {tuple(g["shards"]) for g in shards["groups"]}
+    assert groups == {(0, 2), (1, 3)} and len({g["anchor"] for g in shards["groups"]}) == 2, shards
+    placement = {int(s): w for s, w in shards["placement"].items()}
+    assert sorted(placement) == [0, 1, 2, 3], shards
+    assert all(len(w) == 1 for w in placement.values()), shards  # each shard on one executor only
+    on = {s: next(iter(w)) for s, w in placement.items()}
+    assert on[0] == on[2] != on[1] == on[3], shards  # each executor one group, none every shard
+    assert sum(placement[0].values()) >= 2, shards  # several batches since the groups were made
+    print(f"shard placement: {shards}")
+
+
 def test_an_executor_killed_mid_stream_with_a_file_uri_checkpoint(
     spark_cluster: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
 ):
@@ -211,6 +264,7 @@ def test_an_executor_killed_mid_stream_with_a_file_uri_checkpoint(
     finally:
         stop_job(job)
     assert "Lost executor" in log.read_text()  # the driver saw it go (and retried any task it ran)
+    assert "shard groups for 2 executor(s)" in log.read_text()  # the shards were pinned (and moved after the loss)
     docs = notes(kafka_config, topics.notifications)
     assert match_pairs(docs) == want
     ids: dict[tuple, set] = {}

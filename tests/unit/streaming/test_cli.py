@@ -61,6 +61,20 @@ def test_status_shows_the_index_and_why_auto_chose_it(tmp_path, capsys):
     assert json.loads(out)["index"] == [{"matcher": "counting"}]
 
 
+def test_status_shows_where_the_shards_are(tmp_path, capsys):
+    path = tmp_path / "status.json"
+    shards = {"pinned": True, "anchorings": 2, "executors": 2,
+              "groups": [{"shards": [0, 2], "anchor": "h/a"}, {"shards": [1], "anchor": "h/b"}],
+              "placement": {"0": {"h/a": 5}, "1": {"h/b": 5}, "2": {"h/a": 4, "h/c": 1}}}
+    StatusFile(path).write("running", BatchMetrics(batch_id=4, events=7), shards=shards)
+    out = _status(path, capsys)[1]
+    assert "shards: 2 group(s) pinned for 2 executor(s) (placed 2 times)" in out
+    assert "  group [0, 2]: anchored on h/a" in out and "  shard 2 matched on h/a (4 tasks), h/c (1 tasks)" in out
+    StatusFile(path).write("running", BatchMetrics(batch_id=5, events=7),
+                           shards={"pinned": False, "placement": {"0": {"h/a": 1}}})
+    assert "shards: not pinned (a local master)\n  shard 0 matched on h/a (1 tasks)" in _status(path, capsys)[1]
+
+
 def _status(path, capsys, *extra):
     code = main(["status", "--status-file", str(path), *extra])
     return code, capsys.readouterr().out

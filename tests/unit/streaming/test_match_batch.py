@@ -29,8 +29,10 @@ from streaming.match_job import (
     logged_ranges,
     match_all_shards,
     match_partition,
+    match_pinned,
     match_ranges,
     new_subscriptions,
+    pinned_tasks,
     plan_tasks,
     retro_notifications,
     shard_groups,
@@ -328,10 +330,15 @@ def test_plan_tasks_share_small_ranges_and_fill_the_slots_with_shard_groups():
     assert plan_tasks([c], 3, 2) == [((c,), (0, 1, 2))]
 
 
-@pytest.mark.parametrize(("shards", "slots", "task_events"), [(1, 2, 50), (3, 2, 50), (3, 4, 50), (3, 2, 1000)])
+@pytest.mark.parametrize(("shards", "slots", "task_events", "executors"),
+                         [(1, 2, 50, 0), (3, 2, 50, 0), (3, 4, 50, 0), (3, 2, 1000, 0),
+                          (3, 2, 50, 2), (4, 4, 50, 2), (3, 2, 1000, 5), (2, 8, 50, 1)])
 def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_path, monkeypatch, shards, slots,
-                                                                         task_events):
+                                                                         task_events, executors):
+    """Tasks of plan_tasks (``executors`` = 0) or of the groups pinned to ``executors`` executors
+    (each task a partition of the anchors' cartesian with the bins) match like the oracle."""
     from streaming import match_job
+    from streaming.placement import pinned_bins, pinned_groups
     from streaming.records import UPSERT, Change
 
     rng = random.Random(5)
@@ -359,8 +366,17 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
     prepared: list[int] = []
     real_prepare = match_job._prepare
     monkeypatch.setattr(match_job, "_prepare", lambda rb: prepared.append(rb.num_rows) or real_prepare(rb))
-    todo = plan_tasks([OffsetRange("events", p, 0, 100) for p in (0, 1)], shards, slots, task_events)
-    out = [r for i in range(len(todo)) for r in match_ranges(iter([i]), ctx, todo, produce)]
+    ranges = [OffsetRange("events", p, 0, 100) for p in (0, 1)]
+    if executors:
+        groups = pinned_groups(shards, executors)
+        bins = pinned_bins(ranges, len(groups), slots, task_events)
+        todo = pinned_tasks(bins, groups)
+        out = [r for g in range(len(groups)) for b in range(len(bins))
+               for r in match_pinned(iter([((g, "executor"), b)]), ctx, todo, len(bins), produce)]
+        assert sorted(json.loads(r["shards"]) for r in out) == sorted([list(g) for g in groups] * len(bins))
+    else:
+        todo = plan_tasks(ranges, shards, slots, task_events)
+        out = [r for i in range(len(todo)) for r in match_ranges(iter([i]), ctx, todo, produce)]
     got = [(r["key"].decode(), orjson.loads(r["value"])["partition"], orjson.loads(r["value"])["offset"])
            for r in sent if r["topic"] == "notifications"]
     want = {(sid, i % 2, i // 2) for i, e in enumerate(events) if i != 7 for sid in oracle_match(subs, flatten(e))}

@@ -288,3 +288,37 @@ def test_what_a_matcher_builds_lazily_is_published_built(key):
     mapped = shared_index.load(shared_index.publish(built, key._replace(matcher="kindex"), 1))
     assert not mapped._stale
     same_matches([mapped], subs, rng)
+
+
+def test_a_shard_no_longer_used_leaves_the_worker_and_the_machine(tmp_path, key):
+    """A worker drops the index of a shard it has not matched with for a while and many tasks
+    (its group moved to another executor), and its file when no worker of the machine used it
+    that long; a shard still used stays, and one that comes back is built again."""
+    reg = Registry(tmp_path)
+    rng = random.Random(12)
+    evolve(reg, rng, 0, random_subscriptions(rng, 30))
+    base = SimpleNamespace(value=load_state(tmp_path, 1))
+    specs = [IndexSpec(str(tmp_path), "counting", 1, base=base, shard=s, shards=2, app_id=key.app_id) for s in (0, 1)]
+    try:
+        entries = [index_for(spec) for spec in specs]
+        files = [list(executor_cache._shared_key(spec).folder().glob("*.index")) for spec in specs]
+        assert all(len(f) == 1 for f in files)
+        t, uses = time.monotonic(), executor_cache._uses[0]
+        entries[0].used, entries[1].used, entries[1].use = t, t - 100, uses - 200
+        assert executor_cache.sweep(specs[0], t, time.time(), 300, 100) == []  # used 100 s ago: kept
+        entries[1].used, entries[1].use = t - 400, uses - 50
+        assert executor_cache.sweep(specs[0], t, time.time(), 300, 100) == []  # a quiet stream: kept
+        assert all(f[0].exists() for f in files)
+        entries[1].use = uses - 200
+        assert executor_cache.sweep(specs[0], t, time.time() + 200, 300, 100) == [1]
+        assert files[1][0].exists()  # touched (or written) 200 s ago by some worker: the file stays
+        index_for(specs[1])
+        executor_cache._CACHE[specs[1].key].used, executor_cache._CACHE[specs[1].key].use = t - 400, uses - 200
+        assert executor_cache.sweep(specs[0], t, time.time() + 400, 300, 100) == [1]
+        assert specs[1].key not in executor_cache._CACHE and specs[0].key in executor_cache._CACHE
+        assert files[0][0].exists() and not files[1][0].exists()  # shard 0 is in use: touched, kept
+        again = index_for(specs[1])
+        assert again.rebuilds == 1 and again.maps == 0
+        check(again, {i: s for i, s in reg.subscriptions.items() if specs[1].holds(i)}, rng, 20)
+    finally:
+        shared_index.remove_application(key.app_id)
