@@ -30,6 +30,8 @@ Results: ``docs/bench/e2e.json`` (``--out``), its tables in ``docs/bench/e2e.md`
 ``docs/bench/e2e.png``; docs/e2e.md holds the figures chosen from such runs, by hand.
 
 Usage: ``python -m scripts.bench.e2e [--quick] [--subs 100000,1000000] [--events N]``.
+Past about 1,000,000 subscriptions give ``--sql-events 0 --cost-events 0``: those two steps hold
+every subscription as an object in this process (the rest generates and sends them one at a time).
 """
 
 from __future__ import annotations
@@ -518,7 +520,7 @@ def render(record: dict, image: str) -> str:
             f" {r['events_per_s']:,.0f} | {r['events_per_batch_s']:,.0f} |"
             f" {r['steady']['events_per_s'] if 'steady' in r else float('nan'):,.0f} | {r['batches']} | {r['matches']:,} |"
             f" {lat['p50_s']:.2f} | {lat['p99_s']:.2f} | {lat['offered_per_s']:,.0f} |"
-            f" {sql_cell} | {ratio:,.0f}x |"
+            f" {sql_cell} | {f'{ratio:,.0f}x' if sql else '-'} |"
         )
     lines += ["", "## Where the time goes", "",
               "Per event, measured in one process on the same events (what each executor task does), next to the"
@@ -641,6 +643,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     runs.append(run_size(spark, broker.bootstrap_servers, n, args, workdir))
                     save(args, runs, started)  # each size as soon as it is measured
             finally:
+                from streaming.shared_index import remove_application
+
+                remove_application(spark.sparkContext.applicationId)  # its shared index files, as the service's driver does
                 spark.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
