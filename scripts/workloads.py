@@ -119,12 +119,15 @@ def _conjunctions(rows: Iterator[list[Pred]], prefix: str = "s") -> list[Subscri
     (what :meth:`Subscription.of` would compute, several times faster; the tests check
     that both agree).
     """
+    return list(_lazy_conjunctions(rows, prefix))
+
+
+def _lazy_conjunctions(rows: Iterator[list[Pred]], prefix: str = "s") -> Iterator[Subscription]:
+    """:func:`_conjunctions` one subscription at a time."""
     key = Pred.sort_key
-    out = []
     for i, preds in enumerate(rows):
         expr = preds[0] if len(preds) == 1 else And(tuple(preds))
-        out.append(Subscription(f"{prefix}{i}", expr, (tuple(sorted(preds, key=key)),)))
-    return out
+        yield Subscription(f"{prefix}{i}", expr, (tuple(sorted(preds, key=key)),))
 
 
 _BLOCK = 100_000
@@ -167,6 +170,19 @@ def fabret(workload: str = "W0", n_subs: int = 100_000, n_events: int = 1111, se
     See :data:`FABRET_WORKLOADS` for the fields.  Defaults: ``n_S = 100,000`` (Table 1's
     low end; the paper goes to 6,000,000), ``n_E = 1111`` as in Table 1.
     """
+    subs = list(fabret_subscriptions(workload, n_subs, seed, **params))
+    spec = _fabret_spec(workload, params)
+    lo, hi, n_a, offset, skew = spec["lo"], spec["hi"], spec["n_a"], spec["attr_offset"], spec["skew_values"]
+    _, event_rng = _rngs(seed)
+    values = event_rng.integers(lo, hi + 1, size=(n_events, n_a))
+    if skew and spec["fixed"]:
+        values[:, offset] = event_rng.integers(lo, lo + skew, size=n_events)
+    event_names = [f"a{i}" for i in range(n_a)]
+    return Workload(subs, [dict(zip(event_names, row, strict=True)) for row in values.tolist()])
+
+
+def _fabret_spec(workload: str, params: dict) -> dict:
+    """The checked specification of a Fabret workload with ``params`` applied."""
     if workload not in FABRET_WORKLOADS:
         raise ValueError(f"unknown Fabret workload {workload!r}; known: {', '.join(FABRET_WORKLOADS)}")
     spec = dict(FABRET_WORKLOADS[workload])
@@ -174,25 +190,36 @@ def fabret(workload: str = "W0", n_subs: int = 100_000, n_events: int = 1111, se
     if unknown:
         raise ValueError(f"unknown Fabret parameters {sorted(unknown)}; known: {sorted(spec)}")
     spec.update(params)
+    n_t, offset, n_fixed, n_free = spec["n_t"], spec["attr_offset"], len(spec["fixed"]), spec["n_free"]
+    if n_fixed + n_free < 1:
+        raise ValueError("a subscription needs at least one predicate (fixed or free)")
+    if n_fixed + n_free > n_t:
+        raise ValueError(f"{n_fixed} fixed + {n_free} free predicates exceed the {n_t} names")
+    if not spec["lo"] <= spec["hi"]:
+        raise ValueError(f"empty value domain [{spec['lo']}, {spec['hi']}]")
+    if offset + n_t > spec["n_a"]:
+        raise ValueError(f"subscription names a{offset}..a{offset + n_t - 1} exceed the {spec['n_a']} event attributes")
+    return spec
+
+
+def fabret_subscriptions(workload: str = "W0", n_subs: int = 100_000, seed: int = 0,
+                         **params) -> Iterator[Subscription]:
+    """The subscriptions of :func:`fabret` (the same ones), made one at a time as they are taken.
+
+    For sets too large to hold as Python objects (10,000,000 take tens of GB): only the
+    drawn values are held (numpy arrays, under 100 bytes per subscription).
+    """
+    spec = _fabret_spec(workload, params)
     n_t, offset, fixed, n_free = spec["n_t"], spec["attr_offset"], tuple(spec["fixed"]), spec["n_free"]
     lo, hi, n_a, skew = spec["lo"], spec["hi"], spec["n_a"], spec["skew_values"]
-    if len(fixed) + n_free < 1:
-        raise ValueError("a subscription needs at least one predicate (fixed or free)")
-    if len(fixed) + n_free > n_t:
-        raise ValueError(f"{len(fixed)} fixed + {n_free} free predicates exceed the {n_t} names")
-    if not lo <= hi:
-        raise ValueError(f"empty value domain [{lo}, {hi}]")
-    if offset + n_t > n_a:
-        raise ValueError(f"subscription names a{offset}..a{offset + n_t - 1} exceed the {n_a} event attributes")
-    sub_rng, event_rng = _rngs(seed)
+    sub_rng, _ = _rngs(seed)
     names = [f"a{i}" for i in range(max(n_a, offset + n_t))]
     ops = [_OPS[o] for o in fixed]
     n_fixed = len(fixed)
-    skew_hi = lo + skew - 1 if skew else hi
 
     fixed_vals = sub_rng.integers(lo, hi + 1, size=(n_subs, n_fixed))
     if skew and n_fixed:
-        fixed_vals[:, 0] = sub_rng.integers(lo, skew_hi + 1, size=n_subs)
+        fixed_vals[:, 0] = sub_rng.integers(lo, lo + skew, size=n_subs)
     free_pool = n_t - n_fixed
     free_attrs = (distinct_rows(sub_rng, _sampler(sub_rng, free_pool, None), n_subs, n_free, free_pool)
                   + offset + n_fixed)
@@ -200,17 +227,15 @@ def fabret(workload: str = "W0", n_subs: int = 100_000, n_events: int = 1111, se
     fixed_names = names[offset:offset + n_fixed]
 
     def rows() -> Iterator[list[Pred]]:
-        for fv, fa, fr in zip(fixed_vals.tolist(), free_attrs.tolist(), free_vals.tolist(), strict=True):
-            preds = [pred(fixed_names[j], ops[j], fv[j]) for j in range(n_fixed)]
-            preds += [pred(names[a], Op.EQ, v) for a, v in zip(fa, fr, strict=True)]
-            yield preds
+        for i in range(0, n_subs, _BLOCK):  # Python lists of one block at a time
+            block = zip(fixed_vals[i:i + _BLOCK].tolist(), free_attrs[i:i + _BLOCK].tolist(),
+                        free_vals[i:i + _BLOCK].tolist(), strict=True)
+            for fv, fa, fr in block:
+                preds = [pred(fixed_names[j], ops[j], fv[j]) for j in range(n_fixed)]
+                preds += [pred(names[a], Op.EQ, v) for a, v in zip(fa, fr, strict=True)]
+                yield preds
 
-    values = event_rng.integers(lo, hi + 1, size=(n_events, n_a))
-    if skew and n_fixed:
-        values[:, offset] = event_rng.integers(lo, skew_hi + 1, size=n_events)
-    event_names = names[:n_a]
-    events = [dict(zip(event_names, row, strict=True)) for row in values.tolist()]
-    return Workload(_conjunctions(rows()), events)
+    return _lazy_conjunctions(rows())
 
 
 # -- OpIndex ------------------------------------------------------------------------------

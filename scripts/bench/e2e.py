@@ -30,6 +30,8 @@ Results: ``docs/bench/e2e.json`` (``--out``), its tables in ``docs/bench/e2e.md`
 ``docs/bench/e2e.png``; docs/e2e.md holds the figures chosen from such runs, by hand.
 
 Usage: ``python -m scripts.bench.e2e [--quick] [--subs 100000,1000000] [--events N]``.
+Past about 1,000,000 subscriptions give ``--sql-events 0 --cost-events 0``: those two steps hold
+every subscription as an object in this process (the rest generates and sends them one at a time).
 """
 
 from __future__ import annotations
@@ -41,11 +43,12 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +76,11 @@ def producer(bootstrap: str):
                      "queue.buffering.max.messages": 1_000_000, "acks": "all"})
 
 
-def produce_all(bootstrap: str, topic: str, items: Sequence[tuple[bytes | None, bytes]], desc: str) -> None:
+def produce_all(bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, bytes]], desc: str,
+                total: int | None = None) -> None:
     p = producer(bootstrap)
-    for i, (key, value) in enumerate(tqdm(items, desc=desc, unit="rec", mininterval=2.0, file=sys.stderr)):
+    bar = tqdm(items, desc=desc, unit="rec", mininterval=2.0, file=sys.stderr, total=total)
+    for i, (key, value) in enumerate(bar):
         while True:
             try:
                 p.produce(topic, value=value, key=key)
@@ -166,16 +171,24 @@ def cpu_delta(before: dict[str, float], n: int) -> dict[str, float]:
     return out
 
 
-def workload(n_subs: int, n_events: int, seed: int):
+def workload_events(n_events: int, seed: int) -> list[dict]:
     from scripts.workloads import fabret
 
-    return fabret(WORKLOAD, n_subs=n_subs, n_events=n_events, seed=seed)
+    return fabret(WORKLOAD, n_subs=0, n_events=n_events, seed=seed).events
 
 
-def subscription_records(subs) -> list[tuple[bytes, bytes]]:
+def workload_subscriptions(n_subs: int, seed: int) -> Iterator:
+    """The workload's subscriptions one at a time (10,000,000 as objects would not fit in memory)."""
+    from scripts.workloads import fabret_subscriptions
+
+    return fabret_subscriptions(WORKLOAD, n_subs=n_subs, seed=seed)
+
+
+def subscription_records(subs: Iterable) -> Iterator[tuple[bytes, bytes]]:
     from matchers.language import to_json
 
-    return [(s.id.encode(), orjson.dumps({"op": "upsert", "id": s.id, "json": to_json(s.expr)})) for s in subs]
+    for s in subs:
+        yield s.id.encode(), orjson.dumps({"op": "upsert", "id": s.id, "json": to_json(s.expr)})
 
 
 def step_costs(subs, events: list[dict], matcher_name: str):
@@ -334,8 +347,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
                                                      topics["notifications"]: 2, topics["errors"]: 1})
     log(f"{n_subs:,} subscriptions: generating Fabret {WORKLOAD} with {args.events:,} events")
     n_warm = 2 * TASK_EVENTS + 2000
-    w = workload(n_subs, args.events + n_warm, seed)
-    subs, events = w.subscriptions, w.events
+    events = workload_events(args.events + n_warm, seed)
     warm, backlog = events[:n_warm], events[n_warm:]
     settings = Settings().replace(
         kafka={"bootstrap_servers": bootstrap, "events_topic": topics["events"],
@@ -349,7 +361,8 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
                               "shards": args.shards,
                               "events": len(backlog), "per_trigger": args.per_trigger}
 
-    produce_all(bootstrap, topics["subscriptions"], subscription_records(subs), "subscriptions")
+    produce_all(bootstrap, topics["subscriptions"], subscription_records(workload_subscriptions(n_subs, seed)),
+                "subscriptions", n_subs)
     job = MatchJob(settings, spark, client)
     t = time.perf_counter()
     query = job.start()
@@ -456,11 +469,16 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     }
     log(f"latency at {args.rate:,.0f}/s: p50 {result['latency']['p50_s']} s, p99 {result['latency']['p99_s']} s")
 
-    # where the time goes, and the Spark SQL baseline
-    sample = backlog[: args.cost_events]
-    result["steps_us"], m = step_costs(subs, sample, args.matcher)
+    # where the time goes, and the Spark SQL baseline (each skipped when given 0 events: they
+    # hold every subscription as an object in this process)
     result["source_read_per_s"] = source_read_rate(spark, bootstrap, topics["events"])
     result["empty_job"] = spark_job_overhead(spark)
+    if not (args.cost_events or args.sql_events):
+        return result
+    subs = list(workload_subscriptions(n_subs, seed))
+    result["steps_us"], m = step_costs(subs, backlog[: args.cost_events or 10], args.matcher)
+    if not args.sql_events:
+        return result
     sql_events = backlog[: max(10, args.sql_events * 100_000 // n_subs)]  # about the same joined rows per size
     sql_s, sql_matches = spark_sql_matching(spark, subs, sql_events)
     from matchers.events import flatten
@@ -493,15 +511,16 @@ def render(record: dict, image: str) -> str:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in record["runs"]:
-        lat, sql = r["latency"], r["spark_sql"]
-        ratio = r["events_per_s"] / sql["events_per_s"] if sql["events_per_s"] else float("nan")
+        lat, sql = r["latency"], r.get("spark_sql")
+        ratio = r["events_per_s"] / sql["events_per_s"] if sql and sql["events_per_s"] else float("nan")
+        sql_cell = (f"{sql['events_per_s']:,.2f} ({sql['events']} ev"
+                    f"{'' if sql['agrees_with_service_matcher'] else ', DISAGREES'})" if sql else "not run")
         lines.append(
             f"| {r['n_subs']:,} | {r['register_s']:.1f} | {r['drained_events']:,} | {r['per_trigger']:,} |"
             f" {r['events_per_s']:,.0f} | {r['events_per_batch_s']:,.0f} |"
             f" {r['steady']['events_per_s'] if 'steady' in r else float('nan'):,.0f} | {r['batches']} | {r['matches']:,} |"
             f" {lat['p50_s']:.2f} | {lat['p99_s']:.2f} | {lat['offered_per_s']:,.0f} |"
-            f" {sql['events_per_s']:,.2f} ({sql['events']} ev{'' if sql['agrees_with_service_matcher'] else ', DISAGREES'}) |"
-            f" {ratio:,.0f}x |"
+            f" {sql_cell} | {f'{ratio:,.0f}x' if sql else '-'} |"
         )
     lines += ["", "## Where the time goes", "",
               "Per event, measured in one process on the same events (what each executor task does), next to the"
@@ -510,6 +529,8 @@ def render(record: dict, image: str) -> str:
               " executor total µs | source read records/s | task match s / batch s |",
               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in record["runs"]:
+        if "steps_us" not in r:
+            continue
         s = r["steps_us"]
         total = s["parse_us"] + s["flatten_us"] + s["encode_us"] + s["match_us"] + s["notify_us"]
         lines.append(
@@ -551,7 +572,8 @@ def plot(record: dict, path: Path) -> None:
     x = np.arange(len(runs))
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.bar(x - 0.2, [r["events_per_s"] for r in runs], 0.4, label="service (end to end)")
-    ax.bar(x + 0.2, [r["spark_sql"]["events_per_s"] for r in runs], 0.4, label="Spark SQL exploded join")
+    ax.bar(x + 0.2, [r["spark_sql"]["events_per_s"] if "spark_sql" in r else 0 for r in runs], 0.4,
+           label="Spark SQL exploded join")
     ax.axhline(GOAL_EVENTS_PER_S, color="grey", ls="--", lw=1, label="goal")
     ax.set_yscale("log")
     ax.set_xticks(x, labels)
@@ -590,14 +612,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--matcher", default="dynamic",
                         help="matcher of the service (dynamic: Fabret's clustering; counting is ~80x slower on W1)")
     parser.add_argument("--shards", type=int, default=1, help="match.shards: subscription shards of the service")
-    parser.add_argument("--sql-events", type=int, default=None, help="events of the Spark SQL baseline (200; quick 50)")
-    parser.add_argument("--cost-events", type=int, default=20_000)
+    parser.add_argument("--sql-events", type=int, default=None,
+                        help="events of the Spark SQL baseline (200; quick 50; 0: not run)")
+    parser.add_argument("--cost-events", type=int, default=20_000,
+                        help="events of the in-process step costs (0 with --sql-events 0: not run; both hold every"
+                             " subscription as an object in the benchmark's process)")
     parser.add_argument("--out", type=Path, default=DOCS / "bench" / "e2e.json")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.subs.split(",")] if args.subs else ([100_000] if args.quick else [100_000, 1_000_000])
     args.events = args.events or (20_000 if args.quick else 200_000)
     args.duration = args.duration or (15.0 if args.quick else 60.0)
-    args.sql_events = args.sql_events or (50 if args.quick else 200)
+    args.sql_events = (50 if args.quick else 200) if args.sql_events is None else args.sql_events
     args.cost_events = min(args.cost_events, args.events)
     print(f"e2e: subscriptions {sizes}, backlog {args.events:,} events, {args.per_trigger:,} per trigger, "
           f"latency at {args.rate:,.0f}/s for {args.duration:.0f} s, matcher {args.matcher}, "
@@ -606,6 +631,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from streaming.kafka.broker import EmbeddedBroker
     from streaming.spark import get_session
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped from outside: clean up as on Ctrl-C
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="e2e-"))
     runs: list[dict] = []
@@ -617,14 +643,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     runs.append(run_size(spark, broker.bootstrap_servers, n, args, workdir))
                     save(args, runs, started)  # each size as soon as it is measured
             finally:
+                from streaming.shared_index import remove_application
+
+                remove_application(spark.sparkContext.applicationId)  # its shared index files, as the service's driver does
                 spark.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     for r in runs:
         print(f"{r['n_subs']:>9,} subs: {r['events_per_s']:>9,.0f} events/s sustained (with a query start), "
               f"{r['steady']['events_per_s']:,.0f} steady, "
-              f"p50 {r['latency']['p50_s']:.2f} s p99 {r['latency']['p99_s']:.2f} s at {args.rate:,.0f}/s; "
-              f"Spark SQL {r['spark_sql']['events_per_s']:,.2f} events/s")
+              f"p50 {r['latency']['p50_s']:.2f} s p99 {r['latency']['p99_s']:.2f} s at {args.rate:,.0f}/s"
+              + (f"; Spark SQL {r['spark_sql']['events_per_s']:,.2f} events/s" if "spark_sql" in r else ""))
     return 0
 
 

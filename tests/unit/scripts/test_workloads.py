@@ -86,6 +86,17 @@ def test_fabret_overrides_and_errors():
         wl.fabret("W0", n_free=40)
 
 
+
+@pytest.mark.parametrize("workload", ["W1", "W6"])
+def test_fabret_subscriptions_one_at_a_time_are_fabrets(workload, monkeypatch):
+    monkeypatch.setattr(wl, "_BLOCK", 7)  # several blocks of rows
+    lazy = wl.fabret_subscriptions(workload, n_subs=30, seed=3)
+    assert not isinstance(lazy, list)
+    got = [(s.id, s.expr, s.conjunctions) for s in lazy]
+    assert got == [(s.id, s.expr, s.conjunctions) for s in wl.fabret(workload, n_subs=30, n_events=0, seed=3).subscriptions]
+    with pytest.raises(ValueError, match="unknown Fabret parameters"):
+        wl.fabret_subscriptions("W0", bogus=1)  # checked when called, not when first taken
+
 @pytest.mark.parametrize("dist", ["uniform", "zipf"])
 def test_opindex_respects_table_3_parameters(dist):
     d, gamma_max, m, sigma, theta1 = 300, 6, 12, 20, 0.3
