@@ -88,7 +88,12 @@ def wait(what: str, predicate, job: subprocess.Popen, log_path: Path, timeout: f
 
 
 def run(n_subs: int, shards: int, n_events: int, bootstrap: str, workdir: Path) -> dict[str, Any]:
-    from scripts.bench.e2e import produce_all, subscription_records, workload
+    from scripts.bench.e2e import (
+        produce_all,
+        subscription_records,
+        workload_events,
+        workload_subscriptions,
+    )
     from scripts.bench.shared_index import memory
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.client_config import KafkaClientConfig
@@ -98,8 +103,7 @@ def run(n_subs: int, shards: int, n_events: int, bootstrap: str, workdir: Path) 
     topics = {name: f"{name}-{tag}" for name in ("events", "subscriptions", "notifications", "errors")}
     ensure_topics(KafkaClientConfig.create(bootstrap), {topics["events"]: 2, topics["subscriptions"]: 1,
                                                          topics["notifications"]: 2, topics["errors"]: 1})
-    w = workload(n_subs, n_events, seed=7)
-    subs, events = w.subscriptions, w.events
+    subs, events = workload_subscriptions(n_subs, seed=7), workload_events(n_events, seed=7)
     status_file, log_path = workdir / f"status-{tag}.json", workdir / f"job-{tag}.log"
     with standalone_cluster(workdir / f"cluster-{tag}") as cluster:
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
