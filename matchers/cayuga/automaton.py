@@ -51,18 +51,47 @@ def steps_fn(steps: tuple[Step, ...]) -> StepsFn:
     return apply
 
 
+DurTest = tuple[str, Any]
+
+
+def dur_tests(steps: tuple[Step, ...]) -> tuple[DurTest, ...] | None:
+    """``steps`` as ``(operator, constant)`` tests on the duration when they are only
+    filters comparing ``DUR`` with a number (``()``: no steps); ``None`` otherwise.
+
+    ``DUR`` is an integer, so each test is the plain comparison the compiled predicate
+    makes (a NaN constant fails every one of them, as it does there). Plain values: the
+    cyclic collector does not track them.
+    """
+    out: list[DurTest] = []
+    for kind, arg in steps:
+        if kind != "filter":
+            return None
+        for part in A.split_and(arg):
+            if not isinstance(part, A.Cmp):
+                return None
+            left, right, op = part.left, part.right, part.op
+            if isinstance(left, A.Const):
+                left, right, op = right, left, A.FLIP[op]
+            if not (isinstance(left, A.Dur) and isinstance(right, A.Const) and type(right.value) in (int, float)):
+                return None
+            out.append((op, right.value))
+    return tuple(out)
+
+
 class Out:
     """Forward edges sharing their unary operators (``post``): destinations and accepts.
 
     ``dests`` maps to the subscriptions using them (reference counts); ``accept`` maps
-    the subscriptions it completes to the epoch from which they see instances.
+    the subscriptions it completes to the epoch from which they see instances. ``durs``:
+    ``post`` as tests on the duration (:func:`dur_tests`; ``None``: apply ``fn``).
     """
 
-    __slots__ = ("post", "fn", "dests", "accept")
+    __slots__ = ("post", "fn", "durs", "dests", "accept")
 
     def __init__(self, post: tuple[Step, ...]):
         self.post = post
         self.fn = steps_fn(post)
+        self.durs = dur_tests(post)
         self.dests: dict[str, set[str]] = {}
         self.accept: dict[str, int] = {}
 
@@ -196,6 +225,10 @@ class Node:
         self.static_fn = conj_fn(self.static_atoms) if self.static_atoms else None
         self.eq_attrs = tuple(a for a, _ in preds.eq) if indexed else ()
         self.eq_fns = tuple(value_fn(t) for _, t in preds.eq) if indexed else ()
+        # the bound values when each is an attribute of the instance's current record (None: use eq_fns)
+        self.eq_names: tuple[str, ...] | None = None
+        if all(isinstance(t, A.Attr) and t.scope != A.FIRST for _, t in preds.eq) or not indexed:
+            self.eq_names = tuple(t.name for _, t in preds.eq) if indexed else ()  # type: ignore[union-attr]  # all Attr (checked above)
         self.rng_attr: str | None = None
         self.rng_op: str | None = None
         self.rng_fn: Callable | None = None

@@ -26,6 +26,8 @@ if it had its own automaton.
 from __future__ import annotations
 
 import heapq
+import itertools
+import operator
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -46,6 +48,11 @@ class Match(NamedTuple):
     t0: int
     t1: int
     witness: tuple[str, ...]
+
+
+_new = tuple.__new__  # builds a Match without its keyword handling
+_DUR_OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
 
 
 class _Skip:
@@ -111,8 +118,8 @@ class Engine:
         self._groups: dict[tuple[str, tuple[str, ...]], _Group] = {}
         self._groups_of_stream: dict[str, list[_Group]] = {}
         self._subs: dict[str, tuple[tuple, ...]] = {}  # sub -> links of its chains (see _link)
-        self._heap: list = []
-        self._heap_seq = 0
+        self._heap: list = []  # (last time to fire, ticket, instance) of the instances with a deadline
+        self._ticket = itertools.count()  # tie-breakers of the heaps' entries
         self._timers: list = []  # (deadline, tie-breaker, instance) of the UNLESS instances
         self.epoch = 0
         self.clock: int | None = None
@@ -296,21 +303,31 @@ class Engine:
 
     # ------------------------------------------------------------ instances
     def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int, seq: int) -> None:
-        parts = []
         key: tuple | None = None  # stays None for an UNLESS whose equality cannot hold
-        for fn in node.eq_fns:
-            v = fn(first, cur, cur, None)
+        names = node.eq_names
+        if names is not None and len(names) == 1:
+            v = cur.get(names[0])
             if v is None or v != v:  # the equality can never hold (unknown, NaN)
                 if node.window is None:
                     return  # the instance could only loop
-                break  # UNLESS: nothing can kill it, it waits in a bucket no event looks up
-            parts.append(tag(v))
+            else:
+                key = (("\x00bool", v) if v.__class__ is bool else v,)  # tag(v)
         else:
-            key = tuple(parts)
+            parts = []
+            for fn in node.eq_fns:
+                v = fn(first, cur, cur, None)
+                if v is None or v != v:
+                    if node.window is None:
+                        return
+                    break  # UNLESS: nothing can kill it, it waits in a bucket no event looks up
+                parts.append(tag(v))
+            else:
+                key = tuple(parts)
         inst = Inst(node, first, cur, t0, t1, wit, born, seq)
+        rng_fn = node.rng_fn
         sorted_bound = False
-        if node.rng_fn is not None:
-            b = node.rng_fn(first, cur, cur, None)
+        if rng_fn is not None:
+            b = rng_fn(first, cur, cur, None)
             if b is None and node.window is None:
                 return
             inst.bound = b
@@ -320,29 +337,35 @@ class Engine:
         if bucket is None:
             bucket = node.buckets[key] = Bucket()
             node.group.active.setdefault(key, {})[node.id] = (node, bucket)
-        bucket.add(inst, sorted_bound)
+        if sorted_bound:
+            bucket.add(inst, True)
+        else:
+            bucket.plain[inst] = None
         inst.alive = True
         self.instances += 1
         if node.deadline is not None:
-            self._heap_seq += 1
-            heapq.heappush(self._heap, (t0 + node.deadline - 1, self._heap_seq, inst))
+            heapq.heappush(self._heap, (t0 + node.deadline - 1, next(self._ticket), inst))
         if node.window is not None:
-            self._heap_seq += 1
-            heapq.heappush(self._timers, (t1 + node.window, self._heap_seq, inst))
+            heapq.heappush(self._timers, (t1 + node.window, next(self._ticket), inst))
 
     def _unlink(self, inst: Inst) -> None:
         node = inst.node
-        bucket = node.buckets[inst.key]
-        bucket.discard(inst)
+        key = inst.key
+        bucket = node.buckets[key]
+        plain = bucket.plain
+        if inst in plain:
+            del plain[inst]
+        else:
+            bucket.discard(inst)
         inst.alive = False
         self.instances -= 1
-        if not len(bucket):
-            del node.buckets[inst.key]
+        if not plain and not bucket.insts and not bucket.never:
+            del node.buckets[key]
             active = node.group.active
-            nodes = active[inst.key]
+            nodes = active[key]
             del nodes[node.id]
             if not nodes:
-                del active[inst.key]
+                del active[key]
 
     def next_expiry(self) -> int | None:
         """The earliest time after which :meth:`advance` has something to do: the last
@@ -411,8 +434,7 @@ class Engine:
             if inst.t0 + d - 1 < now:
                 self._unlink(inst)
             else:
-                self._heap_seq += 1
-                heapq.heappush(heap, (inst.t0 + d - 1, self._heap_seq, inst))
+                heapq.heappush(heap, (inst.t0 + d - 1, next(self._ticket), inst))
 
     # ------------------------------------------------------------ matching
     def process_batch(self, events: list[A.Event]) -> list[tuple[int, Match]]:
@@ -471,35 +493,47 @@ class Engine:
         # affected instances
         affected = []
         for group in self._groups_of_stream.get(stream, ()):
-            key = []
-            for a in group.attrs:
-                v = attrs.get(a)
+            names = group.attrs
+            if len(names) == 1:
+                v = attrs.get(names[0])
                 if v is None:
-                    break
-                key.append(tag(v))
-            else:
-                active = group.active.get(tuple(key))
-                if not active:
                     continue
-                for node, bucket in list(active.values()):
-                    if node.static_fn is not None and not node.static_fn(attrs):
+                key: tuple = (("\x00bool", v) if v.__class__ is bool else v,)  # tag(v)
+            else:
+                parts = []
+                for a in names:
+                    v = attrs.get(a)
+                    if v is None:
+                        break
+                    parts.append(tag(v))
+                if len(parts) < len(names):
+                    continue
+                key = tuple(parts)
+            active = group.active.get(key)
+            if not active:
+                continue
+            for node, bucket in active.values():  # nothing changes them before the transitions
+                if node.static_fn is not None and not node.static_fn(attrs):
+                    continue
+                vf = node.view_fn
+                if vf is None:
+                    v2: dict | None = attrs
+                elif vf in views:
+                    v2 = views[vf]
+                else:
+                    v2 = views[vf] = vf(attrs, t0, t1)
+                if v2 is None:
+                    continue
+                theta = node.theta
+                rng_op = node.rng_op
+                # without a range predicate every instance is plain (see _insert)
+                cands = bucket.plain if rng_op is None else bucket.candidates(rng_op, attrs.get(node.rng_attr))
+                for inst in cands:
+                    if inst.t1 >= t0:
                         continue
-                    vf = node.view_fn
-                    if vf is None:
-                        v2: dict | None = attrs
-                    elif vf in views:
-                        v2 = views[vf]
-                    else:
-                        v2 = views[vf] = vf(attrs, t0, t1)
-                    if v2 is None:
-                        continue
-                    theta = node.theta
-                    for inst in bucket.candidates(node.rng_op, attrs.get(node.rng_attr) if node.rng_attr else None):
-                        if inst.t1 >= t0:
-                            continue
-                        dur = t1 - inst.t0 + 1
-                        if theta is None or theta(inst.first, inst.cur, v2, dur) is True:
-                            affected.append((node, inst, v2, dur))
+                    dur = t1 - inst.t0 + 1
+                    if theta is None or theta(inst.first, inst.cur, v2, dur) is True:
+                        affected.append((node, inst, v2, dur))
         # transitions
         for node, inst, v2, dur in affected:
             self._unlink(inst)
@@ -559,10 +593,24 @@ class Engine:
                  pending: list, outputs: dict, raw: bool = False) -> None:
         nodes = self.nodes
         slow = self._slow
+        dur = t1 - t0 + 1
+        rec: dict | None
         for out in outs:
-            rec = attrs if raw else out.fn(attrs, t0, t1)
-            if rec is None:
-                continue
+            durs = out.durs
+            if raw or durs == ():
+                rec = attrs
+            elif durs is None:
+                rec = out.fn(attrs, t0, t1)
+                if rec is None:
+                    continue
+            else:  # DUR tests only (see dur_tests)
+                rec = attrs
+                for op, k in durs:
+                    if not (dur <= k if op == "<=" else _DUR_OPS[op](dur, k)):
+                        rec = None
+                        break
+                if rec is None:
+                    continue
             for nid in out.dests:
                 pending.append((nodes[nid], rec, rec, t0, t1, wit, born, seq))
             if not out.accept:
@@ -571,7 +619,8 @@ class Engine:
             key = (wit, t0)
             same = outputs.get(key)
             if same is None and not slow:
-                outputs[key] = {sub: [Match(sub, rec, t0, t1, wit)] for sub, since in out.accept.items() if born >= since}
+                outputs[key] = {sub: [_new(Match, (sub, rec, t0, t1, wit))]
+                                for sub, since in out.accept.items() if born >= since}
                 continue
             if same is None:
                 same = outputs[key] = {}
