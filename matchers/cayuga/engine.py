@@ -111,15 +111,18 @@ class Engine:
             MatcherFilters(static_matcher) if static_matcher else StaticFilters()
         )
         self._next_cid = 0
-        self._cid_owner: dict[int, Start | Node] = {}
+        self._cid_owner: dict[int, Start] = {}  # the start edge of each static conjunction
         self.starts: dict[str, Start] = {}
         self.nodes: dict[str, Node] = {}
         self._always: dict[str, dict[str, Start]] = {}  # starts without static atoms
         self._groups: dict[tuple[str, tuple[str, ...]], _Group] = {}
         self._groups_of_stream: dict[str, list[_Group]] = {}
         self._subs: dict[str, tuple[tuple, ...]] = {}  # sub -> links of its chains (see _link)
-        self._heap: list = []  # (last time to fire, ticket, instance) of the instances with a deadline
-        self._ticket = itertools.count()  # tie-breakers of the heaps' entries
+        # instances with a deadline by the last time they can fire (in order of insertion),
+        # those times in a heap: one entry per time, not per instance
+        self._expiry: dict[Any, list[Inst]] = {}  # times are ticks, or floats from a fractional DUR bound
+        self._deadlines: list = []
+        self._ticket = itertools.count()  # tie-breakers of the timers (in order of insertion)
         self._timers: list = []  # (deadline, tie-breaker, instance) of the UNLESS instances
         self.epoch = 0
         self.clock: int | None = None
@@ -257,7 +260,7 @@ class Engine:
             else:
                 node.update_deadline()
 
-    def _new_cid(self, owner: Start | Node, stream: str, atoms) -> int:
+    def _new_cid(self, owner: Start, stream: str, atoms) -> int:
         if not atoms:
             return -1
         cid = self._next_cid
@@ -344,7 +347,7 @@ class Engine:
         inst.alive = True
         self.instances += 1
         if node.deadline is not None:
-            heapq.heappush(self._heap, (t0 + node.deadline - 1, next(self._ticket), inst))
+            self._schedule(inst, t0 + node.deadline - 1)
         if node.window is not None:
             heapq.heappush(self._timers, (t1 + node.window, next(self._ticket), inst))
 
@@ -372,11 +375,19 @@ class Engine:
         time the oldest bounded instance can still fire, or the earliest ``UNLESS``
         deadline (``None``: none)."""
         out = None
-        for heap in (self._heap, self._timers):
-            while heap and not heap[0][2].alive:
-                heapq.heappop(heap)
-            if heap and (out is None or heap[0][0] < out):
-                out = heap[0][0]
+        deadlines, expiry = self._deadlines, self._expiry
+        while deadlines:
+            insts = expiry[deadlines[0]]
+            insts[:] = [inst for inst in insts if inst.alive]
+            if insts:
+                out = deadlines[0]
+                break
+            del expiry[heapq.heappop(deadlines)]
+        timers = self._timers
+        while timers and not timers[0][2].alive:
+            heapq.heappop(timers)
+        if timers and (out is None or timers[0][0] < out):
+            out = timers[0][0]
         return out
 
     def advance(self, now: int) -> list[Match]:
@@ -422,19 +433,31 @@ class Engine:
         """Drop the instances that can no longer fire at time ``now`` or later."""
         self._expire(now)
 
+    def _schedule(self, inst: Inst, last: float) -> None:
+        """Have :meth:`_expire` look at ``inst`` after time ``last`` (a NaN never passes:
+        the instance is never dropped for its age, as without a deadline)."""
+        insts = self._expiry.get(last)
+        if insts is None:
+            if last != last:
+                return
+            self._expiry[last] = [inst]
+            heapq.heappush(self._deadlines, last)
+        else:
+            insts.append(inst)
+
     def _expire(self, now: int) -> None:
-        heap = self._heap
-        while heap and heap[0][0] < now:
-            _, _, inst = heapq.heappop(heap)
-            if not inst.alive:
-                continue
-            d = inst.node.deadline
-            if d is None:
-                continue
-            if inst.t0 + d - 1 < now:
-                self._unlink(inst)
-            else:
-                heapq.heappush(heap, (inst.t0 + d - 1, next(self._ticket), inst))
+        deadlines, expiry = self._deadlines, self._expiry
+        while deadlines and deadlines[0] < now:
+            for inst in expiry.pop(heapq.heappop(deadlines)):
+                if not inst.alive:
+                    continue
+                d = inst.node.deadline  # may have changed with the subscriptions since
+                if d is None:
+                    continue
+                if inst.t0 + d - 1 < now:
+                    self._unlink(inst)
+                else:
+                    self._schedule(inst, inst.t0 + d - 1)
 
     # ------------------------------------------------------------ matching
     def process_batch(self, events: list[A.Event]) -> list[tuple[int, Match]]:
@@ -470,8 +493,8 @@ class Engine:
         self.clock = t1
         fired = self._fire(t1, before=True) if self._timers else None
         self.seq += 1
-        heap = self._heap
-        if heap and heap[0][0] < t1:
+        deadlines = self._deadlines
+        if deadlines and deadlines[0] < t1:
             self._expire(t1)
         out = self._step(event.stream, event.attrs, t0, t1, (event.id,), self.seq, sat)
         return fired + out if fired else out
@@ -548,17 +571,23 @@ class Engine:
                 pending.append((node, inst.first, combined, inst.t0, t1, wit, inst.born, inst.seq))
             self._forward(node.outs.values(), combined, inst.t0, t1, wit, inst.born, inst.seq, pending, outputs)
         # start edges
-        starts: list[Start] = []
-        if sat and self.starting:
-            owner = self._cid_owner
-            starts.extend(o for o in map(owner.__getitem__, sat) if isinstance(o, Start))
-        always = self._always.get(stream) if self.starting else None
-        if always:
-            starts.extend(always.values())
-        for start in starts:
-            rec = attrs if start.fn is None else start.fn(attrs, t0, t1)
-            if rec is not None:
-                self._forward((start.out,), rec, t0, t1, ewit, self.epoch, seq, pending, outputs, raw=True)
+        if self.starting:
+            starts: list[Start] = list(map(self._cid_owner.__getitem__, sat)) if sat else []
+            always = self._always.get(stream)
+            if always:
+                starts.extend(always.values())
+            nodes = self.nodes
+            epoch = self.epoch
+            for start in starts:
+                rec = attrs if start.fn is None else start.fn(attrs, t0, t1)
+                if rec is None:
+                    continue
+                out = start.out
+                if out.accept:
+                    self._forward((out,), rec, t0, t1, ewit, epoch, seq, pending, outputs, raw=True)
+                else:  # the same without the call
+                    for nid in out.dests:
+                        pending.append((nodes[nid], rec, rec, t0, t1, ewit, epoch, seq))
         for args in pending:
             self._insert(*args)
         if self._hits:
@@ -706,7 +735,8 @@ class Engine:
             node.buckets.clear()
         for group in self._groups.values():
             group.active.clear()
-        self._heap.clear()
+        self._expiry.clear()
+        self._deadlines.clear()
         self._timers.clear()
         self.instances = 0
         self.clock = None

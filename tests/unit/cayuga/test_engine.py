@@ -325,3 +325,18 @@ def test_duration_filters_after_an_operator_agree_with_the_reference():
     want = sorted((match_key(pos, Match(sub_id, r.attrs, r.t0, r.t1, r.witness))
                    for sub_id, records in evaluate_all(subs, events).items() for pos, r in records), key=repr)
     assert got == want and len({k[1] for k in got}) > 10
+
+
+def test_a_nan_duration_bound_does_not_hold_back_expiry():
+    """An instance whose deadline is NaN (``DUR <= NaN``: it can never fire) does not keep
+    the instances of other subscriptions from expiring."""
+    never = A.Filter(A.Cmp("<=", A.Dur(), A.Const(math.nan)),
+                     parse("Stock NEXT{$2.name = $1.name AND $2.price > 1000000} Stock"))
+    eng = Engine()
+    eng.add("nan", never)
+    eng.add("q", "FILTER{DUR <= 5}(Stock NEXT{$2.name = $1.name AND $2.vol > 1000000} Stock)")
+    events = stock_ticks(400, 2)
+    assert eng.run(events) == []
+    recent = sum(1 for e in events if e.t1 > events[-1].t1 - 5)
+    assert eng.instances <= len(events) + recent  # every "nan" instance, the last 5 ticks of "q"
+    assert eng.next_expiry() is not None
