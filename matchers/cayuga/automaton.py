@@ -119,30 +119,37 @@ class Bucket:
     Instances with a numeric range bound are kept sorted by it; the others are in
     ``plain``, those with a NaN bound in ``never`` (no value compares with NaN: the
     range predicate cannot hold, and a NaN in the sorted list would break ``bisect``).
+    ``never``, ``bounds`` and ``insts`` are made on first use (``None`` before): buckets
+    come and go with their instances, and most hold plain ones only.
     """
 
-    __slots__ = ("plain", "never", "bounds", "insts")
+    __slots__ = ("node", "plain", "never", "bounds", "insts")
 
-    def __init__(self) -> None:
+    def __init__(self, node: Node) -> None:
+        self.node = node
         self.plain: dict[Inst, None] = {}
-        self.never: dict[Inst, None] = {}
-        self.bounds: list = []
-        self.insts: list[Inst] = []
+        self.never: dict[Inst, None] | None = None
+        self.bounds: list | None = None
+        self.insts: list[Inst] | None = None
 
     def __len__(self) -> int:
-        return len(self.plain) + len(self.never) + len(self.insts)
+        return len(self.plain) + len(self.never or ()) + len(self.insts or ())
 
     def all(self) -> list[Inst]:
         """Every instance of the bucket."""
-        return [*self.plain, *self.never, *self.insts]
+        return [*self.plain, *(self.never or ()), *(self.insts or ())]
 
     def add(self, inst: Inst, sorted_bound: bool) -> None:
         b = inst.bound
         if not sorted_bound:
             self.plain[inst] = None
         elif b != b:
+            if self.never is None:
+                self.never = {}
             self.never[inst] = None
         else:
+            if self.bounds is None or self.insts is None:
+                self.bounds, self.insts = [], []
             i = bisect_right(self.bounds, b)
             self.bounds.insert(i, b)
             self.insts.insert(i, inst)
@@ -154,27 +161,30 @@ class Bucket:
         if self.never and inst in self.never:
             del self.never[inst]
             return
-        i = bisect_left(self.bounds, inst.bound)
-        insts = self.insts
+        bounds, insts = self.bounds, self.insts
+        if bounds is None or insts is None:
+            raise KeyError("instance not in its bucket")
+        i = bisect_left(bounds, inst.bound)
         while insts[i] is not inst:
             i += 1
-        del self.bounds[i], insts[i]
+        del bounds[i], insts[i]
 
     def candidates(self, op: str | None, v: Any) -> list[Inst]:
         """Instances whose range predicate ``v op bound`` can hold (all plain ones)."""
         out = list(self.plain)
+        insts = self.insts
         if op is None:
-            return out + list(self.never) + self.insts
-        if not self.insts or not (isinstance(v, (int, float)) and not isinstance(v, bool)) or v != v:
+            return out + list(self.never or ()) + (insts or [])
+        if not insts or not (isinstance(v, (int, float)) and not isinstance(v, bool)) or v != v:
             return out
-        b = self.bounds
+        b = self.bounds or []  # made with insts
         if op == ">":
-            return out + self.insts[: bisect_left(b, v)]
+            return out + insts[: bisect_left(b, v)]
         if op == ">=":
-            return out + self.insts[: bisect_right(b, v)]
+            return out + insts[: bisect_right(b, v)]
         if op == "<":
-            return out + self.insts[bisect_right(b, v):]
-        return out + self.insts[bisect_left(b, v):]
+            return out + insts[bisect_right(b, v):]
+        return out + insts[bisect_left(b, v):]
 
 
 class Inst:

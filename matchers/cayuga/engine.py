@@ -85,7 +85,7 @@ class _Group:
 
     def __init__(self, attrs: tuple[str, ...]):
         self.attrs = attrs
-        self.active: dict[tuple | None, dict[str, tuple[Node, Bucket]]] = {}
+        self.active: dict[tuple | None, dict[str, Bucket]] = {}  # key -> node id -> the node's bucket
 
 
 class Engine:
@@ -338,8 +338,12 @@ class Engine:
         inst.key = key
         bucket = node.buckets.get(key)
         if bucket is None:
-            bucket = node.buckets[key] = Bucket()
-            node.group.active.setdefault(key, {})[node.id] = (node, bucket)
+            bucket = node.buckets[key] = Bucket(node)
+            active = node.group.active
+            held = active.get(key)
+            if held is None:
+                held = active[key] = {}
+            held[node.id] = bucket
         if sorted_bound:
             bucket.add(inst, True)
         else:
@@ -535,7 +539,8 @@ class Engine:
             active = group.active.get(key)
             if not active:
                 continue
-            for node, bucket in active.values():  # nothing changes them before the transitions
+            for bucket in active.values():  # nothing changes them before the transitions
+                node = bucket.node
                 if node.static_fn is not None and not node.static_fn(attrs):
                     continue
                 vf = node.view_fn
@@ -647,9 +652,19 @@ class Engine:
             # subscriptions added after this instance started do not see it
             key = (wit, t0)
             same = outputs.get(key)
-            if same is None and not slow:
-                outputs[key] = {sub: [_new(Match, (sub, rec, t0, t1, wit))]
-                                for sub, since in out.accept.items() if born >= since}
+            if not slow:  # no skips, no publications
+                if same is None:
+                    outputs[key] = {sub: [_new(Match, (sub, rec, t0, t1, wit))]
+                                    for sub, since in out.accept.items() if born >= since}
+                    continue
+                for sub, since in out.accept.items():  # as below
+                    if born < since:
+                        continue
+                    ms = same.get(sub)
+                    if ms is None:
+                        same[sub] = [_new(Match, (sub, rec, t0, t1, wit))]
+                    elif all(m.attrs is not rec and not A.same_attrs(m.attrs, rec) for m in ms):
+                        ms.append(_new(Match, (sub, rec, t0, t1, wit)))
                 continue
             if same is None:
                 same = outputs[key] = {}
