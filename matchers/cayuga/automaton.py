@@ -84,15 +84,18 @@ class Out:
     ``dests`` maps to the subscriptions using them (reference counts); ``accept`` maps
     the subscriptions it completes to the epoch from which they see instances. ``durs``:
     ``post`` as tests on the duration (:func:`dur_tests`; ``None``: apply ``fn``).
+    ``targets``: the nodes of ``dests``, in its order (the engine sets them when ``dests``
+    changes: no lookup of node ids per record).
     """
 
-    __slots__ = ("post", "fn", "durs", "dests", "accept")
+    __slots__ = ("post", "fn", "durs", "dests", "targets", "accept")
 
     def __init__(self, post: tuple[Step, ...]):
         self.post = post
         self.fn = steps_fn(post)
         self.durs = dur_tests(post)
         self.dests: dict[str, set[str]] = {}
+        self.targets: tuple[Node, ...] = ()
         self.accept: dict[str, int] = {}
 
     def empty(self) -> bool:

@@ -221,6 +221,7 @@ class Engine:
         ids = [node_key(c, k, owner) for k in range(len(c.ops))]
         start.out.dests.setdefault(ids[0], set()).add(sub)
         path = []
+        changed = [start.out]
         for k, (spec, post) in enumerate(c.ops):
             node = self.nodes.get(ids[k])
             if node is None:
@@ -231,17 +232,26 @@ class Engine:
                 out = node.outs[post] = Out(post)
             if k + 1 < len(ids):
                 out.dests.setdefault(ids[k + 1], set()).add(sub)
+                changed.append(out)
             else:
                 out.accept[sub] = since
             node.update_deadline()
             path.append((ids[k], out.post))  # the node's own post: subscriptions keep no expressions
+        for out in changed:  # every destination exists now
+            self._retarget(out)
         return sid, tuple(path)
+
+    def _retarget(self, out: Out) -> None:
+        """Set ``out.targets`` from ``out.dests`` (after a change of it)."""
+        nodes = self.nodes
+        out.targets = tuple(nodes[nid] for nid in out.dests)
 
     def _unlink_chain(self, sub: str, sid: str, path: tuple) -> None:
         ids = [nid for nid, _ in path]
         start = self.starts.get(sid)  # None: another chain of ``sub`` shared it and removed it
         if start is not None:
             _drop(start.out, ids[0] if ids else None, sub)
+            self._retarget(start.out)
             start.subs.discard(sub)
             if not start.subs:
                 self._delete_start(start)
@@ -252,6 +262,7 @@ class Engine:
             out = node.outs.get(post)
             if out is not None:
                 _drop(out, ids[k + 1] if k + 1 < len(ids) else None, sub)
+                self._retarget(out)
                 if out.empty():
                     del node.outs[post]
             node.subs.discard(sub)
@@ -581,7 +592,6 @@ class Engine:
             always = self._always.get(stream)
             if always:
                 starts.extend(always.values())
-            nodes = self.nodes
             epoch = self.epoch
             for start in starts:
                 rec = attrs if start.fn is None else start.fn(attrs, t0, t1)
@@ -591,8 +601,8 @@ class Engine:
                 if out.accept:
                     self._forward((out,), rec, t0, t1, ewit, epoch, seq, pending, outputs, raw=True)
                 else:  # the same without the call
-                    for nid in out.dests:
-                        pending.append((nodes[nid], rec, rec, t0, t1, ewit, epoch, seq))
+                    for node in out.targets:
+                        pending.append((node, rec, rec, t0, t1, ewit, epoch, seq))
         for args in pending:
             self._insert(*args)
         if self._hits:
@@ -625,7 +635,6 @@ class Engine:
 
     def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int, seq: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
-        nodes = self.nodes
         slow = self._slow
         dur = t1 - t0 + 1
         rec: dict | None
@@ -645,8 +654,8 @@ class Engine:
                         break
                 if rec is None:
                     continue
-            for nid in out.dests:
-                pending.append((nodes[nid], rec, rec, t0, t1, wit, born, seq))
+            for node in out.targets:
+                pending.append((node, rec, rec, t0, t1, wit, born, seq))
             if not out.accept:
                 continue
             # subscriptions added after this instance started do not see it
