@@ -51,19 +51,51 @@ def steps_fn(steps: tuple[Step, ...]) -> StepsFn:
     return apply
 
 
+DurTest = tuple[str, Any]
+
+
+def dur_tests(steps: tuple[Step, ...]) -> tuple[DurTest, ...] | None:
+    """``steps`` as ``(operator, constant)`` tests on the duration when they are only
+    filters comparing ``DUR`` with a number (``()``: no steps); ``None`` otherwise.
+
+    ``DUR`` is an integer, so each test is the plain comparison the compiled predicate
+    makes (a NaN constant fails every one of them, as it does there). Plain values: the
+    cyclic collector does not track them.
+    """
+    out: list[DurTest] = []
+    for kind, arg in steps:
+        if kind != "filter":
+            return None
+        for part in A.split_and(arg):
+            if not isinstance(part, A.Cmp):
+                return None
+            left, right, op = part.left, part.right, part.op
+            if isinstance(left, A.Const):
+                left, right, op = right, left, A.FLIP[op]
+            if not (isinstance(left, A.Dur) and isinstance(right, A.Const) and type(right.value) in (int, float)):
+                return None
+            out.append((op, right.value))
+    return tuple(out)
+
+
 class Out:
     """Forward edges sharing their unary operators (``post``): destinations and accepts.
 
     ``dests`` maps to the subscriptions using them (reference counts); ``accept`` maps
-    the subscriptions it completes to the epoch from which they see instances.
+    the subscriptions it completes to the epoch from which they see instances. ``durs``:
+    ``post`` as tests on the duration (:func:`dur_tests`; ``None``: apply ``fn``).
+    ``targets``: the nodes of ``dests``, in its order (the engine sets them when ``dests``
+    changes: no lookup of node ids per record).
     """
 
-    __slots__ = ("post", "fn", "dests", "accept")
+    __slots__ = ("post", "fn", "durs", "dests", "targets", "accept")
 
     def __init__(self, post: tuple[Step, ...]):
         self.post = post
         self.fn = steps_fn(post)
+        self.durs = dur_tests(post)
         self.dests: dict[str, set[str]] = {}
+        self.targets: tuple[Node, ...] = ()
         self.accept: dict[str, int] = {}
 
     def empty(self) -> bool:
@@ -90,30 +122,37 @@ class Bucket:
     Instances with a numeric range bound are kept sorted by it; the others are in
     ``plain``, those with a NaN bound in ``never`` (no value compares with NaN: the
     range predicate cannot hold, and a NaN in the sorted list would break ``bisect``).
+    ``never``, ``bounds`` and ``insts`` are made on first use (``None`` before): buckets
+    come and go with their instances, and most hold plain ones only.
     """
 
-    __slots__ = ("plain", "never", "bounds", "insts")
+    __slots__ = ("node", "plain", "never", "bounds", "insts")
 
-    def __init__(self) -> None:
+    def __init__(self, node: Node) -> None:
+        self.node = node
         self.plain: dict[Inst, None] = {}
-        self.never: dict[Inst, None] = {}
-        self.bounds: list = []
-        self.insts: list[Inst] = []
+        self.never: dict[Inst, None] | None = None
+        self.bounds: list | None = None
+        self.insts: list[Inst] | None = None
 
     def __len__(self) -> int:
-        return len(self.plain) + len(self.never) + len(self.insts)
+        return len(self.plain) + len(self.never or ()) + len(self.insts or ())
 
     def all(self) -> list[Inst]:
         """Every instance of the bucket."""
-        return [*self.plain, *self.never, *self.insts]
+        return [*self.plain, *(self.never or ()), *(self.insts or ())]
 
     def add(self, inst: Inst, sorted_bound: bool) -> None:
         b = inst.bound
         if not sorted_bound:
             self.plain[inst] = None
         elif b != b:
+            if self.never is None:
+                self.never = {}
             self.never[inst] = None
         else:
+            if self.bounds is None or self.insts is None:
+                self.bounds, self.insts = [], []
             i = bisect_right(self.bounds, b)
             self.bounds.insert(i, b)
             self.insts.insert(i, inst)
@@ -125,27 +164,30 @@ class Bucket:
         if self.never and inst in self.never:
             del self.never[inst]
             return
-        i = bisect_left(self.bounds, inst.bound)
-        insts = self.insts
+        bounds, insts = self.bounds, self.insts
+        if bounds is None or insts is None:
+            raise KeyError("instance not in its bucket")
+        i = bisect_left(bounds, inst.bound)
         while insts[i] is not inst:
             i += 1
-        del self.bounds[i], insts[i]
+        del bounds[i], insts[i]
 
     def candidates(self, op: str | None, v: Any) -> list[Inst]:
         """Instances whose range predicate ``v op bound`` can hold (all plain ones)."""
         out = list(self.plain)
+        insts = self.insts
         if op is None:
-            return out + list(self.never) + self.insts
-        if not self.insts or not (isinstance(v, (int, float)) and not isinstance(v, bool)) or v != v:
+            return out + list(self.never or ()) + (insts or [])
+        if not insts or not (isinstance(v, (int, float)) and not isinstance(v, bool)) or v != v:
             return out
-        b = self.bounds
+        b = self.bounds or []  # made with insts
         if op == ">":
-            return out + self.insts[: bisect_left(b, v)]
+            return out + insts[: bisect_left(b, v)]
         if op == ">=":
-            return out + self.insts[: bisect_right(b, v)]
+            return out + insts[: bisect_right(b, v)]
         if op == "<":
-            return out + self.insts[bisect_right(b, v):]
-        return out + self.insts[bisect_left(b, v):]
+            return out + insts[bisect_right(b, v):]
+        return out + insts[bisect_left(b, v):]
 
 
 class Inst:
@@ -196,6 +238,10 @@ class Node:
         self.static_fn = conj_fn(self.static_atoms) if self.static_atoms else None
         self.eq_attrs = tuple(a for a, _ in preds.eq) if indexed else ()
         self.eq_fns = tuple(value_fn(t) for _, t in preds.eq) if indexed else ()
+        # the bound values when each is an attribute of the instance's current record (None: use eq_fns)
+        self.eq_names: tuple[str, ...] | None = None
+        if all(isinstance(t, A.Attr) and t.scope != A.FIRST for _, t in preds.eq) or not indexed:
+            self.eq_names = tuple(t.name for _, t in preds.eq) if indexed else ()  # type: ignore[union-attr]  # all Attr (checked above)
         self.rng_attr: str | None = None
         self.rng_op: str | None = None
         self.rng_fn: Callable | None = None

@@ -26,6 +26,8 @@ if it had its own automaton.
 from __future__ import annotations
 
 import heapq
+import itertools
+import operator
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -46,6 +48,11 @@ class Match(NamedTuple):
     t0: int
     t1: int
     witness: tuple[str, ...]
+
+
+_new = tuple.__new__  # builds a Match without its keyword handling
+_DUR_OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
 
 
 class _Skip:
@@ -78,7 +85,7 @@ class _Group:
 
     def __init__(self, attrs: tuple[str, ...]):
         self.attrs = attrs
-        self.active: dict[tuple | None, dict[str, tuple[Node, Bucket]]] = {}
+        self.active: dict[tuple | None, dict[str, Bucket]] = {}  # key -> node id -> the node's bucket
 
 
 class Engine:
@@ -104,15 +111,18 @@ class Engine:
             MatcherFilters(static_matcher) if static_matcher else StaticFilters()
         )
         self._next_cid = 0
-        self._cid_owner: dict[int, Start | Node] = {}
+        self._cid_owner: dict[int, Start] = {}  # the start edge of each static conjunction
         self.starts: dict[str, Start] = {}
         self.nodes: dict[str, Node] = {}
         self._always: dict[str, dict[str, Start]] = {}  # starts without static atoms
         self._groups: dict[tuple[str, tuple[str, ...]], _Group] = {}
         self._groups_of_stream: dict[str, list[_Group]] = {}
         self._subs: dict[str, tuple[tuple, ...]] = {}  # sub -> links of its chains (see _link)
-        self._heap: list = []
-        self._heap_seq = 0
+        # instances with a deadline by the last time they can fire (in order of insertion),
+        # those times in a heap: one entry per time, not per instance
+        self._expiry: dict[Any, list[Inst]] = {}  # times are ticks, or floats from a fractional DUR bound
+        self._deadlines: list = []
+        self._ticket = itertools.count()  # tie-breakers of the timers (in order of insertion)
         self._timers: list = []  # (deadline, tie-breaker, instance) of the UNLESS instances
         self.epoch = 0
         self.clock: int | None = None
@@ -211,6 +221,7 @@ class Engine:
         ids = [node_key(c, k, owner) for k in range(len(c.ops))]
         start.out.dests.setdefault(ids[0], set()).add(sub)
         path = []
+        changed = [start.out]
         for k, (spec, post) in enumerate(c.ops):
             node = self.nodes.get(ids[k])
             if node is None:
@@ -221,17 +232,26 @@ class Engine:
                 out = node.outs[post] = Out(post)
             if k + 1 < len(ids):
                 out.dests.setdefault(ids[k + 1], set()).add(sub)
+                changed.append(out)
             else:
                 out.accept[sub] = since
             node.update_deadline()
             path.append((ids[k], out.post))  # the node's own post: subscriptions keep no expressions
+        for out in changed:  # every destination exists now
+            self._retarget(out)
         return sid, tuple(path)
+
+    def _retarget(self, out: Out) -> None:
+        """Set ``out.targets`` from ``out.dests`` (after a change of it)."""
+        nodes = self.nodes
+        out.targets = tuple(nodes[nid] for nid in out.dests)
 
     def _unlink_chain(self, sub: str, sid: str, path: tuple) -> None:
         ids = [nid for nid, _ in path]
         start = self.starts.get(sid)  # None: another chain of ``sub`` shared it and removed it
         if start is not None:
             _drop(start.out, ids[0] if ids else None, sub)
+            self._retarget(start.out)
             start.subs.discard(sub)
             if not start.subs:
                 self._delete_start(start)
@@ -242,6 +262,7 @@ class Engine:
             out = node.outs.get(post)
             if out is not None:
                 _drop(out, ids[k + 1] if k + 1 < len(ids) else None, sub)
+                self._retarget(out)
                 if out.empty():
                     del node.outs[post]
             node.subs.discard(sub)
@@ -250,7 +271,7 @@ class Engine:
             else:
                 node.update_deadline()
 
-    def _new_cid(self, owner: Start | Node, stream: str, atoms) -> int:
+    def _new_cid(self, owner: Start, stream: str, atoms) -> int:
         if not atoms:
             return -1
         cid = self._next_cid
@@ -296,21 +317,31 @@ class Engine:
 
     # ------------------------------------------------------------ instances
     def _insert(self, node: Node, first: dict, cur: dict, t0: int, t1: int, wit: tuple, born: int, seq: int) -> None:
-        parts = []
         key: tuple | None = None  # stays None for an UNLESS whose equality cannot hold
-        for fn in node.eq_fns:
-            v = fn(first, cur, cur, None)
+        names = node.eq_names
+        if names is not None and len(names) == 1:
+            v = cur.get(names[0])
             if v is None or v != v:  # the equality can never hold (unknown, NaN)
                 if node.window is None:
                     return  # the instance could only loop
-                break  # UNLESS: nothing can kill it, it waits in a bucket no event looks up
-            parts.append(tag(v))
+            else:
+                key = (("\x00bool", v) if v.__class__ is bool else v,)  # tag(v)
         else:
-            key = tuple(parts)
+            parts = []
+            for fn in node.eq_fns:
+                v = fn(first, cur, cur, None)
+                if v is None or v != v:
+                    if node.window is None:
+                        return
+                    break  # UNLESS: nothing can kill it, it waits in a bucket no event looks up
+                parts.append(tag(v))
+            else:
+                key = tuple(parts)
         inst = Inst(node, first, cur, t0, t1, wit, born, seq)
+        rng_fn = node.rng_fn
         sorted_bound = False
-        if node.rng_fn is not None:
-            b = node.rng_fn(first, cur, cur, None)
+        if rng_fn is not None:
+            b = rng_fn(first, cur, cur, None)
             if b is None and node.window is None:
                 return
             inst.bound = b
@@ -318,42 +349,60 @@ class Engine:
         inst.key = key
         bucket = node.buckets.get(key)
         if bucket is None:
-            bucket = node.buckets[key] = Bucket()
-            node.group.active.setdefault(key, {})[node.id] = (node, bucket)
-        bucket.add(inst, sorted_bound)
+            bucket = node.buckets[key] = Bucket(node)
+            active = node.group.active
+            held = active.get(key)
+            if held is None:
+                held = active[key] = {}
+            held[node.id] = bucket
+        if sorted_bound:
+            bucket.add(inst, True)
+        else:
+            bucket.plain[inst] = None
         inst.alive = True
         self.instances += 1
         if node.deadline is not None:
-            self._heap_seq += 1
-            heapq.heappush(self._heap, (t0 + node.deadline - 1, self._heap_seq, inst))
+            self._schedule(inst, t0 + node.deadline - 1)
         if node.window is not None:
-            self._heap_seq += 1
-            heapq.heappush(self._timers, (t1 + node.window, self._heap_seq, inst))
+            heapq.heappush(self._timers, (t1 + node.window, next(self._ticket), inst))
 
     def _unlink(self, inst: Inst) -> None:
         node = inst.node
-        bucket = node.buckets[inst.key]
-        bucket.discard(inst)
+        key = inst.key
+        bucket = node.buckets[key]
+        plain = bucket.plain
+        if inst in plain:
+            del plain[inst]
+        else:
+            bucket.discard(inst)
         inst.alive = False
         self.instances -= 1
-        if not len(bucket):
-            del node.buckets[inst.key]
+        if not plain and not bucket.insts and not bucket.never:
+            del node.buckets[key]
             active = node.group.active
-            nodes = active[inst.key]
+            nodes = active[key]
             del nodes[node.id]
             if not nodes:
-                del active[inst.key]
+                del active[key]
 
     def next_expiry(self) -> int | None:
         """The earliest time after which :meth:`advance` has something to do: the last
         time the oldest bounded instance can still fire, or the earliest ``UNLESS``
         deadline (``None``: none)."""
         out = None
-        for heap in (self._heap, self._timers):
-            while heap and not heap[0][2].alive:
-                heapq.heappop(heap)
-            if heap and (out is None or heap[0][0] < out):
-                out = heap[0][0]
+        deadlines, expiry = self._deadlines, self._expiry
+        while deadlines:
+            insts = expiry[deadlines[0]]
+            insts[:] = [inst for inst in insts if inst.alive]
+            if insts:
+                out = deadlines[0]
+                break
+            del expiry[heapq.heappop(deadlines)]
+        timers = self._timers
+        while timers and not timers[0][2].alive:
+            heapq.heappop(timers)
+        if timers and (out is None or timers[0][0] < out):
+            out = timers[0][0]
         return out
 
     def advance(self, now: int) -> list[Match]:
@@ -399,20 +448,31 @@ class Engine:
         """Drop the instances that can no longer fire at time ``now`` or later."""
         self._expire(now)
 
+    def _schedule(self, inst: Inst, last: float) -> None:
+        """Have :meth:`_expire` look at ``inst`` after time ``last`` (a NaN never passes:
+        the instance is never dropped for its age, as without a deadline)."""
+        insts = self._expiry.get(last)
+        if insts is None:
+            if last != last:
+                return
+            self._expiry[last] = [inst]
+            heapq.heappush(self._deadlines, last)
+        else:
+            insts.append(inst)
+
     def _expire(self, now: int) -> None:
-        heap = self._heap
-        while heap and heap[0][0] < now:
-            _, _, inst = heapq.heappop(heap)
-            if not inst.alive:
-                continue
-            d = inst.node.deadline
-            if d is None:
-                continue
-            if inst.t0 + d - 1 < now:
-                self._unlink(inst)
-            else:
-                self._heap_seq += 1
-                heapq.heappush(heap, (inst.t0 + d - 1, self._heap_seq, inst))
+        deadlines, expiry = self._deadlines, self._expiry
+        while deadlines and deadlines[0] < now:
+            for inst in expiry.pop(heapq.heappop(deadlines)):
+                if not inst.alive:
+                    continue
+                d = inst.node.deadline  # may have changed with the subscriptions since
+                if d is None:
+                    continue
+                if inst.t0 + d - 1 < now:
+                    self._unlink(inst)
+                else:
+                    self._schedule(inst, inst.t0 + d - 1)
 
     # ------------------------------------------------------------ matching
     def process_batch(self, events: list[A.Event]) -> list[tuple[int, Match]]:
@@ -448,8 +508,8 @@ class Engine:
         self.clock = t1
         fired = self._fire(t1, before=True) if self._timers else None
         self.seq += 1
-        heap = self._heap
-        if heap and heap[0][0] < t1:
+        deadlines = self._deadlines
+        if deadlines and deadlines[0] < t1:
             self._expire(t1)
         out = self._step(event.stream, event.attrs, t0, t1, (event.id,), self.seq, sat)
         return fired + out if fired else out
@@ -471,35 +531,48 @@ class Engine:
         # affected instances
         affected = []
         for group in self._groups_of_stream.get(stream, ()):
-            key = []
-            for a in group.attrs:
-                v = attrs.get(a)
+            names = group.attrs
+            if len(names) == 1:
+                v = attrs.get(names[0])
                 if v is None:
-                    break
-                key.append(tag(v))
-            else:
-                active = group.active.get(tuple(key))
-                if not active:
                     continue
-                for node, bucket in list(active.values()):
-                    if node.static_fn is not None and not node.static_fn(attrs):
+                key: tuple = (("\x00bool", v) if v.__class__ is bool else v,)  # tag(v)
+            else:
+                parts = []
+                for a in names:
+                    v = attrs.get(a)
+                    if v is None:
+                        break
+                    parts.append(tag(v))
+                if len(parts) < len(names):
+                    continue
+                key = tuple(parts)
+            active = group.active.get(key)
+            if not active:
+                continue
+            for bucket in active.values():  # nothing changes them before the transitions
+                node = bucket.node
+                if node.static_fn is not None and not node.static_fn(attrs):
+                    continue
+                vf = node.view_fn
+                if vf is None:
+                    v2: dict | None = attrs
+                elif vf in views:
+                    v2 = views[vf]
+                else:
+                    v2 = views[vf] = vf(attrs, t0, t1)
+                if v2 is None:
+                    continue
+                theta = node.theta
+                rng_op = node.rng_op
+                # without a range predicate every instance is plain (see _insert)
+                cands = bucket.plain if rng_op is None else bucket.candidates(rng_op, attrs.get(node.rng_attr))
+                for inst in cands:
+                    if inst.t1 >= t0:
                         continue
-                    vf = node.view_fn
-                    if vf is None:
-                        v2: dict | None = attrs
-                    elif vf in views:
-                        v2 = views[vf]
-                    else:
-                        v2 = views[vf] = vf(attrs, t0, t1)
-                    if v2 is None:
-                        continue
-                    theta = node.theta
-                    for inst in bucket.candidates(node.rng_op, attrs.get(node.rng_attr) if node.rng_attr else None):
-                        if inst.t1 >= t0:
-                            continue
-                        dur = t1 - inst.t0 + 1
-                        if theta is None or theta(inst.first, inst.cur, v2, dur) is True:
-                            affected.append((node, inst, v2, dur))
+                    dur = t1 - inst.t0 + 1
+                    if theta is None or theta(inst.first, inst.cur, v2, dur) is True:
+                        affected.append((node, inst, v2, dur))
         # transitions
         for node, inst, v2, dur in affected:
             self._unlink(inst)
@@ -514,17 +587,22 @@ class Engine:
                 pending.append((node, inst.first, combined, inst.t0, t1, wit, inst.born, inst.seq))
             self._forward(node.outs.values(), combined, inst.t0, t1, wit, inst.born, inst.seq, pending, outputs)
         # start edges
-        starts: list[Start] = []
-        if sat and self.starting:
-            owner = self._cid_owner
-            starts.extend(o for o in map(owner.__getitem__, sat) if isinstance(o, Start))
-        always = self._always.get(stream) if self.starting else None
-        if always:
-            starts.extend(always.values())
-        for start in starts:
-            rec = attrs if start.fn is None else start.fn(attrs, t0, t1)
-            if rec is not None:
-                self._forward((start.out,), rec, t0, t1, ewit, self.epoch, seq, pending, outputs, raw=True)
+        if self.starting:
+            starts: list[Start] = list(map(self._cid_owner.__getitem__, sat)) if sat else []
+            always = self._always.get(stream)
+            if always:
+                starts.extend(always.values())
+            epoch = self.epoch
+            for start in starts:
+                rec = attrs if start.fn is None else start.fn(attrs, t0, t1)
+                if rec is None:
+                    continue
+                out = start.out
+                if out.accept:
+                    self._forward((out,), rec, t0, t1, ewit, epoch, seq, pending, outputs, raw=True)
+                else:  # the same without the call
+                    for node in out.targets:
+                        pending.append((node, rec, rec, t0, t1, ewit, epoch, seq))
         for args in pending:
             self._insert(*args)
         if self._hits:
@@ -557,21 +635,45 @@ class Engine:
 
     def _forward(self, outs: Iterable[Out], attrs: dict, t0: int, t1: int, wit: tuple, born: int, seq: int,
                  pending: list, outputs: dict, raw: bool = False) -> None:
-        nodes = self.nodes
         slow = self._slow
+        dur = t1 - t0 + 1
+        rec: dict | None
         for out in outs:
-            rec = attrs if raw else out.fn(attrs, t0, t1)
-            if rec is None:
-                continue
-            for nid in out.dests:
-                pending.append((nodes[nid], rec, rec, t0, t1, wit, born, seq))
+            durs = out.durs
+            if raw or durs == ():
+                rec = attrs
+            elif durs is None:
+                rec = out.fn(attrs, t0, t1)
+                if rec is None:
+                    continue
+            else:  # DUR tests only (see dur_tests)
+                rec = attrs
+                for op, k in durs:
+                    if not (dur <= k if op == "<=" else _DUR_OPS[op](dur, k)):
+                        rec = None
+                        break
+                if rec is None:
+                    continue
+            for node in out.targets:
+                pending.append((node, rec, rec, t0, t1, wit, born, seq))
             if not out.accept:
                 continue
             # subscriptions added after this instance started do not see it
             key = (wit, t0)
             same = outputs.get(key)
-            if same is None and not slow:
-                outputs[key] = {sub: [Match(sub, rec, t0, t1, wit)] for sub, since in out.accept.items() if born >= since}
+            if not slow:  # no skips, no publications
+                if same is None:
+                    outputs[key] = {sub: [_new(Match, (sub, rec, t0, t1, wit))]
+                                    for sub, since in out.accept.items() if born >= since}
+                    continue
+                for sub, since in out.accept.items():  # as below
+                    if born < since:
+                        continue
+                    ms = same.get(sub)
+                    if ms is None:
+                        same[sub] = [_new(Match, (sub, rec, t0, t1, wit))]
+                    elif all(m.attrs is not rec and not A.same_attrs(m.attrs, rec) for m in ms):
+                        ms.append(_new(Match, (sub, rec, t0, t1, wit)))
                 continue
             if same is None:
                 same = outputs[key] = {}
@@ -657,7 +759,8 @@ class Engine:
             node.buckets.clear()
         for group in self._groups.values():
             group.active.clear()
-        self._heap.clear()
+        self._expiry.clear()
+        self._deadlines.clear()
         self._timers.clear()
         self.instances = 0
         self.clock = None

@@ -82,6 +82,8 @@ class _StreamIndex:
     def __init__(self) -> None:
         self.eq_attrs: dict[str, int] = {}
         self.eq: dict[tuple[str, Any], set[int]] = {}
+        # the same, with each conjunction's check of its other atoms (in the set's order)
+        self.eq_checks: dict[tuple[str, Any], tuple[tuple[int, Any], ...]] = {}
         self.rng: dict[tuple[str, str], tuple[list, list]] = {}  # sorted constants, ids
         self.scan: set[int] = set()
 
@@ -118,6 +120,7 @@ class StaticFilters:
             key = (access[0], tag(access[2]))
             idx.eq_attrs[access[0]] = idx.eq_attrs.get(access[0], 0) + 1
             idx.eq.setdefault(key, set()).add(cid)
+            idx.eq_checks[key] = tuple((c, self._fns[c]) for c in idx.eq[key])
             self._where[cid] = (stream, "eq", key)
             return
         if access is not None:
@@ -145,7 +148,9 @@ class StaticFilters:
             ids = idx.eq[key]
             ids.discard(cid)
             if not ids:
-                del idx.eq[key]
+                del idx.eq[key], idx.eq_checks[key]
+            else:
+                idx.eq_checks[key] = tuple((c, self._fns[c]) for c in ids)
         elif kind == "rng":
             (rkey, c) = key
             consts, rids = idx.rng[rkey]
@@ -166,13 +171,15 @@ class StaticFilters:
         fns = self._fns
         out: set[int] = set()
         candidates: list = []
-        eq = idx.eq
+        eq = idx.eq_checks
         for name in idx.eq_attrs:
             value = attrs.get(name)
             if value is not None:
-                hit = eq.get((name, tag(value)))
+                hit = eq.get((name, ("\x00bool", value) if value.__class__ is bool else value))  # tag(value)
                 if hit:
-                    candidates.append(hit)
+                    for cid, fn in hit:
+                        if fn is None or fn(attrs):
+                            out.add(cid)
         for (name, op), (consts, ids) in idx.rng.items():
             v = attrs.get(name)
             if not _is_num(v) or v != v:  # NaN satisfies no range atom (and would break bisect)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from matchers.cayuga import algebra as A
-from matchers.cayuga.engine import Engine
+from matchers.cayuga.engine import Engine, Match
 from matchers.cayuga.language import parse
 from matchers.cayuga.reference import evaluate
 from matchers.cayuga.static import StaticFilters, holds
@@ -297,3 +298,45 @@ def test_removing_a_union_sharing_its_start_frees_every_node():
     eng.add("v", "S NEXT{TRUE} B")
     got = eng.run([A.Event("1", "S", 1, 1, {}), A.Event("2", "B", 2, 2, {})])
     assert [m.sub_id for _, m in got] == ["v"]
+
+
+def test_duration_filters_after_an_operator_agree_with_the_reference():
+    """Forward edges filtering only on ``DUR`` are tested as plain comparisons in the
+    engine (:func:`.automaton.dur_tests`): every operator, either side, a conjunction,
+    fractional, infinite and NaN constants, against the reference evaluator."""
+    from matchers.cayuga.automaton import dur_tests
+    from matchers.cayuga.reference import evaluate_all
+
+    nxt = parse("Stock NEXT{$2.name = $1.name} Stock")
+    subs: dict[str, A.Expr] = {}
+    for op in ("=", "!=", "<", "<=", ">", ">="):
+        for k in (3, 3.5, 0, -1, math.inf, -math.inf, math.nan):
+            subs[f"{op}{k}"] = A.Filter(A.Cmp(op, A.Dur(), A.Const(k)), nxt)
+            subs[f"{k}{op}"] = A.Filter(A.Cmp(op, A.Const(k), A.Dur()), nxt)
+    subs["and"] = A.Filter(A.And((A.Cmp(">", A.Dur(), A.Const(2)), A.Cmp("<=", A.Dur(), A.Const(6.5)))), nxt)
+    subs["two"] = A.Filter(A.Cmp(">=", A.Dur(), A.Const(2)), A.Filter(A.Cmp("<", A.Dur(), A.Const(9)), nxt))
+    for expr in subs.values():
+        assert dur_tests((("filter", expr.pred),)) is not None  # the fast form is the one tested
+    events = stock_ticks(300, 5, spacing=2)
+    eng = Engine()
+    for sub_id, expr in subs.items():
+        eng.add(sub_id, expr)
+    got = sorted((match_key(pos, m) for pos, m in eng.run(events)), key=repr)
+    want = sorted((match_key(pos, Match(sub_id, r.attrs, r.t0, r.t1, r.witness))
+                   for sub_id, records in evaluate_all(subs, events).items() for pos, r in records), key=repr)
+    assert got == want and len({k[1] for k in got}) > 10
+
+
+def test_a_nan_duration_bound_does_not_hold_back_expiry():
+    """An instance whose deadline is NaN (``DUR <= NaN``: it can never fire) does not keep
+    the instances of other subscriptions from expiring."""
+    never = A.Filter(A.Cmp("<=", A.Dur(), A.Const(math.nan)),
+                     parse("Stock NEXT{$2.name = $1.name AND $2.price > 1000000} Stock"))
+    eng = Engine()
+    eng.add("nan", never)
+    eng.add("q", "FILTER{DUR <= 5}(Stock NEXT{$2.name = $1.name AND $2.vol > 1000000} Stock)")
+    events = stock_ticks(400, 2)
+    assert eng.run(events) == []
+    recent = sum(1 for e in events if e.t1 > events[-1].t1 - 5)
+    assert eng.instances <= len(events) + recent  # every "nan" instance, the last 5 ticks of "q"
+    assert eng.next_expiry() is not None
