@@ -51,7 +51,9 @@ class IndexSpec(NamedTuple):
         :class:`Delta` or a Spark broadcast of one (:attr:`shipped` gives the deltas).
     max_catchup : a cached index further behind is rebuilt rather than caught up.
     base : a Spark broadcast (anything with ``.value``) of the :class:`Snapshot` at a
-        version at or below ``version`` whose later deltas are all in ``deltas``.
+        version at or below ``version`` whose later deltas are all in ``deltas``; or a
+        tuple of ``shards`` such broadcasts, each of one shard's subscriptions only (a
+        worker building a shard then loads that shard, not the whole registry).
     shard, shards : the index holds the subscriptions of shard ``shard`` of ``shards``
         (:func:`shard_of`).
     app_id : the Spark application whose workers share the index on each machine
@@ -136,13 +138,14 @@ def build(spec: IndexSpec) -> Matcher:
     """
     if spec.base is None:
         raise RegistryError(f"no registry snapshot shipped for version {spec.version} of {spec.registry}")
-    snap: Snapshot = spec.base.value
+    base: Any = spec.base[spec.shard] if isinstance(spec.base, tuple) else spec.base
+    snap: Snapshot = base.value
     later = spec.deltas_after(snap.version) if snap.version <= spec.version else None
     if later is None:
         raise RegistryError(f"the shipped snapshot (version {snap.version}) and deltas "
                             f"{[d.version for d in spec.shipped]} do not make version {spec.version} of {spec.registry}")
     subscriptions = apply_deltas(dict(snap.subscriptions), later)
-    vars(spec.base).pop("_value", None)  # a pyspark Broadcast keeps its value: the worker needs only the index
+    vars(base).pop("_value", None)  # a pyspark Broadcast keeps its value: the worker needs only the index
     matcher = create(spec.matcher, **dict(spec.params))
     matcher.add(s for s in subscriptions.values() if spec.holds(s.id))
     return matcher

@@ -51,7 +51,7 @@ from matchers.events import FlatEvent, ScanLimits, encode_json
 from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import LimitsSettings, Settings
-from streaming.executor_cache import IndexSpec, index_for
+from streaming.executor_cache import IndexSpec, index_for, shard_of
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
 from streaming.kafka.client_config import KafkaClientConfig
@@ -244,7 +244,8 @@ def shipped_deltas(registry: Registry, version: int, max_catchup: int) -> tuple[
 class RegistryBroadcast:
     """The registry state the executors build their indexes from (:meth:`spec`).
 
-    One Spark broadcast of the registry's :class:`Snapshot` at some version (the *base*),
+    One Spark broadcast of the registry's :class:`Snapshot` per shard at some version (the *base*,
+    a tuple: a worker building a shard's index loads that shard's subscriptions only),
     made when a batch needs it and reused by later batches while the deltas shipped with
     their tasks (:func:`shipped_deltas`) still reach back to it; a new one replaces it when
     they no longer do (or for a replayed batch older than the base), and the old one is
@@ -261,7 +262,7 @@ class RegistryBroadcast:
 
     def __init__(self, broadcast: Callable[[Snapshot | Delta], Any]):
         self.broadcast = broadcast
-        self.base: Any = None
+        self.base: tuple[Any, ...] | None = None
         self.base_version = -1
         self.made = 0
         self.deltas: dict[int, Any] = {}
@@ -271,15 +272,16 @@ class RegistryBroadcast:
         """What the tasks of a batch at registry ``version`` need to reach that version (shard 0 of ``shards``)."""
         shipped = shipped_deltas(registry, version, max_catchup)
         oldest = shipped[0].version - 1 if shipped else version  # the oldest base the shipped deltas complete
-        if self.base is None or not oldest <= self.base_version <= version:
+        if self.base is None or not oldest <= self.base_version <= version or len(self.base) != shards:
             if version == registry.version:
                 state = Snapshot(version, registry.batch_id, 0.0, registry.subscriptions)
             else:  # a replayed batch: its version from the stored snapshot and deltas
                 state = load_state(registry.directory, version)
             self._destroy_base()
-            self.base, self.base_version = self.broadcast(state), version
+            self.base, self.base_version = tuple(self.broadcast(part) for part in split_snapshot(state, shards)), version
             self.made += 1
-            log.info("registry broadcast at version %d (%d subscriptions)", version, len(state.subscriptions))
+            log.info("registry broadcast at version %d (%d subscriptions in %d shards)", version,
+                     len(state.subscriptions), shards)
         wanted = {d.version for d in shipped}
         for v in [v for v in self.deltas if v not in wanted]:
             self.deltas.pop(v).destroy()
@@ -290,10 +292,20 @@ class RegistryBroadcast:
                          max_catchup, self.base, 0, shards)
 
     def _destroy_base(self) -> None:
-        """Destroy the snapshot's broadcast (executors and driver drop their copies)."""
-        if self.base is not None:
-            self.base.destroy()
+        """Destroy the snapshot's broadcasts (executors and driver drop their copies)."""
+        for part in self.base or ():
+            part.destroy()
         self.base, self.base_version = None, -1
+
+
+def split_snapshot(state: Snapshot, shards: int) -> list[Snapshot]:
+    """``state`` as one snapshot per shard, each of that shard's subscriptions (:func:`shard_of`)."""
+    if shards == 1:
+        return [state]
+    parts: list[dict[str, Subscription]] = [{} for _ in range(shards)]
+    for sid, sub in state.subscriptions.items():
+        parts[shard_of(sid, shards)][sid] = sub
+    return [state._replace(subscriptions=part) for part in parts]
 
 
 def new_subscriptions(delta: Delta | None) -> list[Subscription]:

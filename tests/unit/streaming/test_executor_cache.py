@@ -68,7 +68,8 @@ def test_catch_up_and_rebuild_paths_match_the_oracle(tmp_path, seed):
     assert entry.catchups > 0 and rebuilds > 1
     assert shipping.made > 2  # every broadcast but the base and the deltas the last batch shipped is destroyed:
     alive = [b for b in LocalBroadcast.made[start:] if not b.destroyed]
-    assert {id(b) for b in alive} == {id(shipping.base), *map(id, shipping.deltas.values())}
+    assert shipping.base is not None
+    assert {id(b) for b in alive} == {*map(id, shipping.base), *map(id, shipping.deltas.values())}
     assert sorted(shipping.deltas) == list(range(reg.version - 2, reg.version + 1))  # max_catchup 3
 
 
@@ -97,7 +98,8 @@ def test_same_version_is_served_from_cache_and_the_broadcast_is_reused(tmp_path)
     a = index_for(shipping.spec(reg, "counting", 1, 20))
     b = index_for(shipping.spec(reg, "counting", 1, 20))
     assert a is b and a.rebuilds == 1 and a.catchups == 0 and shipping.made == 1
-    assert not hasattr(shipping.base, "_value")  # the worker keeps the index, not the snapshot as well
+    assert shipping.base is not None and len(shipping.base) == 1
+    assert not hasattr(shipping.base[0], "_value")  # the worker keeps the index, not the snapshot as well
     executor_cache.clear()
     again = index_for(shipping.spec(reg, "counting", 1, 20))  # a new worker, the same broadcast
     assert again is not a and shipping.made == 1
@@ -175,6 +177,10 @@ def test_shard_indexes_partition_the_subscriptions(tmp_path):
         for s, entry in enumerate(entries):
             check(entry, {i: sub for i, sub in reg.subscriptions.items() if shard_of(i, 3) == s}, rng, 20)
     assert sum(len(e.matcher) for e in entries) == len(reg.subscriptions) and entries[0].catchups == 3
+    # one broadcast per shard, each of that shard's subscriptions only (a shard's build loads no other)
+    assert shipping.base is not None and len(shipping.base) == 3
+    for s, part in enumerate(shipping.base):
+        assert part.value.subscriptions and all(shard_of(i, 3) == s for i in part.value.subscriptions)
 
 
 def test_each_shipped_delta_is_broadcast_once(tmp_path):
