@@ -5,7 +5,7 @@ survives: a worker brings its matcher from the version it holds to the version a
 batch needs with the deltas shipped along with the batch or, when it has no index (a
 new worker, a restart), holds a newer version than the batch (a replayed batch), or is
 further behind than the shipped deltas reach, rebuilds from the snapshot the driver
-broadcast (``IndexSpec.base``) plus the shipped deltas after it. Executors never read
+broadcast (``IndexSpec.base``: one broadcast per shard) plus the shipped deltas after it. Executors never read
 the registry's files: everything comes through Spark, so nothing an executor needs
 lives on the driver's disk.
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 import gc
 import time
 import zlib
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any
 
 from matchers.base import Matcher, create
 from matchers.collector import long_lived
@@ -39,8 +39,12 @@ IndexKey = tuple[str, str, int, int, tuple[tuple[str, Any], ...]]
 """What a cached index is kept under: registry, matcher, shard, shards, parameters."""
 
 
-class IndexSpec(NamedTuple):
+@dataclass(frozen=True)
+class IndexSpec:
     """What a batch needs: which index, at which version, and the state to reach it.
+
+    Checked as it is made (by :func:`dataclasses.replace` too), on the driver: a wrong ``base``, ``shard`` or
+    ``shards`` is an error there, not on a worker.
 
     Parameters
     ----------
@@ -50,15 +54,23 @@ class IndexSpec(NamedTuple):
     deltas : consecutive deltas up to ``version``, reaching back at least to ``base``, each a
         :class:`Delta` or a Spark broadcast of one (:attr:`shipped` gives the deltas).
     max_catchup : a cached index further behind is rebuilt rather than caught up.
-    base : a Spark broadcast (anything with ``.value``) of the :class:`Snapshot` at a
-        version at or below ``version`` whose later deltas are all in ``deltas``; or a
-        tuple of ``shards`` such broadcasts, each of one shard's subscriptions only (a
-        worker building a shard then loads that shard, not the whole registry).
+    base : one Spark broadcast (anything with ``.value``) per shard, ``shards`` in all (a
+        1-tuple for one shard), each of the :class:`Snapshot` of that shard's subscriptions at
+        one version at or below ``version`` whose later deltas are all in ``deltas`` (a worker
+        building a shard loads that shard only); ``()`` when none is shipped (a worker that
+        must build then fails with :class:`RegistryError`).
     shard, shards : the index holds the subscriptions of shard ``shard`` of ``shards``
         (:func:`shard_of`).
     app_id : the Spark application whose workers share the index on each machine
         (``None``: not shared).
     params : the matcher's parameters (``[match.params]``), sorted ``(name, value)`` pairs.
+
+    Raises
+    ------
+    TypeError
+        If ``base`` is not a tuple, or holds something without ``.value`` (a bare :class:`Snapshot`).
+    ValueError
+        If ``shard`` is not one of ``0 .. shards - 1``, or ``base`` holds other than ``shards`` broadcasts.
     """
 
     registry: str
@@ -66,11 +78,25 @@ class IndexSpec(NamedTuple):
     version: int
     deltas: tuple[Any, ...] = ()
     max_catchup: int = 20
-    base: Any = None
+    base: tuple[Any, ...] = ()
     shard: int = 0
     shards: int = 1
     app_id: str | None = None
     params: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.shard < self.shards:
+            raise ValueError(f"index spec: shard {self.shard} of {self.shards} (shards are 0 .. shards - 1)")
+        if not isinstance(self.base, tuple):
+            raise TypeError(f"index spec: base is a tuple of one snapshot broadcast per shard (a 1-tuple for "
+                            f"one shard), not a {type(self.base).__name__}")
+        if self.base and len(self.base) != self.shards:
+            raise ValueError(f"index spec: base holds {len(self.base)} snapshot broadcasts for {self.shards} "
+                             "shards (one per shard)")
+        for part in self.base:  # .value itself is not read: on the driver it may load the snapshot
+            if not (hasattr(type(part), "value") or "value" in getattr(part, "__dict__", ())):
+                raise TypeError(f"index spec: base holds a {type(part).__name__}, not a broadcast (with .value) "
+                                "of a shard's snapshot")
 
     @property
     def key(self) -> IndexKey:
@@ -136,9 +162,9 @@ def build(spec: IndexSpec) -> Matcher:
     RegistryError
         If the spec has no snapshot, or its snapshot and deltas do not make ``spec.version``.
     """
-    if spec.base is None:
+    if not spec.base:
         raise RegistryError(f"no registry snapshot shipped for version {spec.version} of {spec.registry}")
-    base: Any = spec.base[spec.shard] if isinstance(spec.base, tuple) else spec.base
+    base = spec.base[spec.shard]
     snap: Snapshot = base.value
     later = spec.deltas_after(snap.version) if snap.version <= spec.version else None
     if later is None:
@@ -194,10 +220,10 @@ def sweep(spec: IndexSpec, now: float, wall: float, idle_s: float = DROP_AFTER_S
     dropped = sorted(shard for shard, e in ours.items()
                      if shard != spec.shard and now - e.used > idle_s and _uses[0] - e.use > idle_uses)
     for shard in dropped:
-        del _CACHE[spec._replace(shard=shard).key]
+        del _CACHE[replace(spec, shard=shard).key]
     if spec.app_id is not None:
         for shard in ours:
-            key = _shared_key(spec._replace(shard=shard))
+            key = _shared_key(replace(spec, shard=shard))
             if shard in dropped:
                 shared_index.drop_idle(key, idle_s, wall)
             else:

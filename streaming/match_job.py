@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -552,7 +553,7 @@ def _records(
             matcher = matchers.get(shard)
             if matcher is None:  # a partition without rows never builds an index
                 t2 = time.perf_counter_ns()
-                matcher = matchers[shard] = index_for(ctx.spec._replace(shard=shard)).matcher
+                matcher = matchers[shard] = index_for(replace(ctx.spec, shard=shard)).matcher
                 t1 += time.perf_counter_ns() - t2  # index time is not match time
                 counts[M_INDEX_NS] += time.perf_counter_ns() - t2
                 counts[M_INDEX_BYTES] += matcher.memory_bytes()
@@ -811,7 +812,7 @@ class MatchJob:
             m.matcher, new, self.validity.valid_events(batch_id, outcome.now) if new else [], batch_id,
             self.settings.notifications.payload,
             self.settings.limits.message_bytes, self.tenants, m.matcher_params())
-        index = self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards)._replace(
+        index = replace(self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards),
             app_id=self.spark.sparkContext.applicationId if m.shared_index else None, params=m.matcher_params())
         ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.client_config)
         driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]

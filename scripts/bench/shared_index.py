@@ -155,13 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         changes += [Change(UPSERT, f"new-{s.id}", replace(s, id=f"new-{s.id}")) for s in subs[-n_change:]]
         delta = reg.append(1, changes, time.time())
         assert delta is not None
-        base = SimpleNamespace(value=load_state(registry_dir, 1))  # as the driver's broadcast of version 1
+        base = (SimpleNamespace(value=load_state(registry_dir, 1)),)  # as the driver's broadcast of version 1 (one shard)
         for matcher in args.matchers:
             for mode in ("own", "shared"):
                 for n in args.workers:
                     app_id = f"bench-{uuid.uuid4().hex[:8]}" if mode == "shared" else None
                     spec = IndexSpec(registry_dir, matcher, 1, base=base, app_id=app_id)
-                    then = spec._replace(version=2, deltas=(delta,))
+                    then = replace(spec, version=2, deltas=(delta,))
                     try:
                         print(summary(matcher, mode, n, run_workers(spec, n, warm, events)), flush=True)
                         if n == args.workers[-1]:

@@ -147,6 +147,6 @@ def test_matcher_parameters_reach_the_index(tmp_path):
     for bad, says in ((["match.params.nope=1"], "unknown parameters"), (["match.params.buckets=0"], "must be positive")):
         with pytest.raises(ConfigError, match=f"match.params of bitmark: .*{says}"):
             load(None, ["match.matcher=bitmark", *bad], {})
-    spec = IndexSpec(str(tmp_path), "bitmark", 0, base=LocalBroadcast(Snapshot(0, 0, 0.0, {})),
+    spec = IndexSpec(str(tmp_path), "bitmark", 0, base=(LocalBroadcast(Snapshot(0, 0, 0.0, {})),),
                      params=s.match.matcher_params())
     assert build(spec).buckets == 32

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -113,9 +115,37 @@ def test_a_spec_that_cannot_make_its_version_is_an_error(tmp_path):
         evolve(reg, rng, b, random_subscriptions(rng, 10))
     with pytest.raises(RegistryError, match="no registry snapshot"):
         index_for(IndexSpec(reg.directory.uri, "counting", 3))
-    old = LocalBroadcast(load_state(tmp_path, 1))
+    old = (LocalBroadcast(load_state(tmp_path, 1)),)
     with pytest.raises(RegistryError, match="do not make version 3"):  # delta 2 is not shipped
         index_for(IndexSpec(reg.directory.uri, "counting", 3, tuple(reg.recent[-1:]), base=old))
+
+
+def test_a_base_of_another_form_is_refused_as_the_spec_is_made(tmp_path):
+    """``base`` is one broadcast per shard, always a tuple: anything else fails on the driver, at once."""
+    reg = Registry(tmp_path)
+    rng = random.Random(5)
+    evolve(reg, rng, 0, random_subscriptions(rng, 20))
+    snap = load_state(tmp_path, 1)
+    one = SimpleNamespace(value=snap)  # a broadcast of the whole registry: the 1-tuple of one shard
+    assert len(index_for(IndexSpec(reg.directory.uri, "counting", 1, base=(one,))).matcher) == len(reg.subscriptions)
+    shipping = RegistryBroadcast(LocalBroadcast)
+    spec = shipping.spec(reg, "counting", 1, 20, 2)
+    assert len(spec.base) == 2 and replace(spec, shard=1).shard == 1
+    for wrong, error, says in (
+        (dict(base=one), TypeError, "base is a tuple .* not a SimpleNamespace"),  # the single form, no more
+        (dict(base=[one]), TypeError, "not a list"),
+        (dict(base=(snap,)), TypeError, "holds a Snapshot, not a broadcast"),  # the snapshot itself
+        (dict(base=(one, one), shards=1), ValueError, "2 snapshot broadcasts for 1 shards"),
+        (dict(base=(one,), shards=2), ValueError, "1 snapshot broadcasts for 2 shards"),
+        (dict(shard=2, shards=2), ValueError, "shard 2 of 2"),
+        (dict(shard=-1), ValueError, "shard -1 of 1"),
+    ):
+        with pytest.raises(error, match=says):
+            IndexSpec(reg.directory.uri, "counting", 1, **{"base": (one,), **wrong})
+    with pytest.raises(ValueError, match="shard 2 of 2"):  # a changed spec is checked as well
+        replace(spec, shard=2)
+    with pytest.raises(TypeError, match="not a SimpleNamespace"):
+        replace(spec, base=one, shards=1)
 
 
 def test_long_lived_freezes_what_it_builds_and_restores_collection():
@@ -172,7 +202,7 @@ def test_shard_indexes_partition_the_subscriptions(tmp_path):
     shipping = RegistryBroadcast(LocalBroadcast)
     for b in range(4):
         evolve(reg, rng, b, pool)
-        specs = [shipping.spec(reg, "counting", reg.version, 20, 3)._replace(shard=s) for s in range(3)]
+        specs = [replace(shipping.spec(reg, "counting", reg.version, 20, 3), shard=s) for s in range(3)]
         entries = [index_for(spec) for spec in specs]  # built at b == 0, caught up after
         for s, entry in enumerate(entries):
             check(entry, {i: sub for i, sub in reg.subscriptions.items() if shard_of(i, 3) == s}, rng, 20)

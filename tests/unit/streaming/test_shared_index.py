@@ -21,6 +21,7 @@ from matchers.events import flatten
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, shared_index
 from streaming.executor_cache import IndexSpec, index_for
+from streaming.match_job import split_snapshot
 from streaming.registry import Registry, load_state
 from streaming.shared_index import CorruptIndex, SharedKey
 from tests.strategies import random_event, random_subscriptions
@@ -183,7 +184,7 @@ def test_publishing_removes_older_versions_and_other_applications(key):
 
 def _worker(registry_dir, app_id, barrier, results):
     """A Python worker of the same machine asking for the same index at the same time."""
-    spec = IndexSpec(registry_dir, "counting", 12, base=SimpleNamespace(value=load_state(registry_dir, 12)),
+    spec = IndexSpec(registry_dir, "counting", 12, base=(SimpleNamespace(value=load_state(registry_dir, 12)),),
                      app_id=app_id)
     slow_build = executor_cache.build
 
@@ -227,7 +228,7 @@ def test_workers_sharing_an_index_catch_up_and_match_the_oracle(tmp_path, key, s
     reg = Registry(tmp_path, snapshot_every=4, snapshots_kept=2, recent=3)
 
     def spec(v: int, deltas=()) -> IndexSpec:
-        base = SimpleNamespace(value=load_state(tmp_path, v))  # a broadcast of the snapshot at v
+        base = (SimpleNamespace(value=load_state(tmp_path, v)),)  # a broadcast of the snapshot at v (one shard)
         return IndexSpec(str(tmp_path), "counting", v, tuple(deltas), 5, base, app_id=key.app_id)
 
     first = index_for(spec(0))
@@ -251,7 +252,7 @@ def test_turned_off_nothing_is_published(tmp_path, key):
     reg = Registry(tmp_path)
     rng = random.Random(9)
     evolve(reg, rng, 0, random_subscriptions(rng, 10))
-    entry = index_for(IndexSpec(str(tmp_path), "counting", 1, base=SimpleNamespace(value=load_state(tmp_path, 1))))
+    entry = index_for(IndexSpec(str(tmp_path), "counting", 1, base=(SimpleNamespace(value=load_state(tmp_path, 1)),)))
     assert entry.rebuilds == 1 and not list(key.folder().glob("*.index"))
 
 
@@ -297,7 +298,7 @@ def test_a_shard_no_longer_used_leaves_the_worker_and_the_machine(tmp_path, key)
     reg = Registry(tmp_path)
     rng = random.Random(12)
     evolve(reg, rng, 0, random_subscriptions(rng, 30))
-    base = SimpleNamespace(value=load_state(tmp_path, 1))
+    base = tuple(SimpleNamespace(value=part) for part in split_snapshot(load_state(tmp_path, 1), 2))  # per shard
     specs = [IndexSpec(str(tmp_path), "counting", 1, base=base, shard=s, shards=2, app_id=key.app_id) for s in (0, 1)]
     try:
         entries = [index_for(spec) for spec in specs]
