@@ -86,6 +86,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from streaming.patterns.census import CurrentWarnings
+
 log = logging.getLogger("streaming.match")
 
 OUT_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string())])
@@ -782,6 +784,7 @@ class MatchJob:
         """The indexes the last batch with events matched with (one per distinct description)."""
         self.history: list[BatchMetrics] = []
         self.batches = 0
+        self._census_warnings: CurrentWarnings | None = None
         self._lock = threading.Lock()
 
     # foreachBatch
@@ -927,11 +930,14 @@ class MatchJob:
 
     def pattern_warnings(self) -> list[dict]:
         """The patterns reading an attribute no event of its stream carried, as the patterns
-        query last found them (:mod:`streaming.patterns.census`)."""
-        from streaming.patterns.census import current_warnings
-        from streaming.patterns.queries import checkpoint
+        query last found them (:mod:`streaming.patterns.census`): the census file is read
+        again only when it changed."""
+        if self._census_warnings is None:
+            from streaming.patterns.census import CurrentWarnings
+            from streaming.patterns.queries import checkpoint
 
-        return current_warnings(checkpoint(self.settings))
+            self._census_warnings = CurrentWarnings(checkpoint(self.settings))
+        return self._census_warnings()
 
     def pattern_instances(self) -> dict[str, int]:
         """Each tenant's live pattern instances after the patterns query's last batch (none before one)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
 import uuid
 from functools import lru_cache
@@ -106,6 +107,28 @@ class Directory:
         """
         with self.fs.open_input_stream(self._file(name)) as f:
             return f.read()
+
+    def stamp(self, name: str) -> tuple[int, int, int] | None:
+        """What changes whenever file ``name`` is written again, with one ``stat``: its inode,
+        modification time (ns) and size on a local disk (a write replaces the file: a new
+        inode, whatever the clock's granularity), ``(0, mtime_ns, size)`` elsewhere; ``None``
+        when there is no such file.
+
+        Raises
+        ------
+        OSError
+            If the file cannot be looked at (a denied or broken path).
+        """
+        if self.fs.type_name == "local":
+            try:
+                st = os.stat(self._file(name))
+            except FileNotFoundError:
+                return None
+            return (st.st_ino, st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None
+        info = self.fs.get_file_info(self._file(name))
+        if info.type != pafs.FileType.File:
+            return None
+        return (0, info.mtime_ns or 0, info.size or 0)
 
     def write(self, name: str, data: bytes, durable: bool = True) -> None:
         """Write file ``name`` so that readers see the old file, or the whole new one.

@@ -18,7 +18,8 @@ anything:
   (:meth:`Census.unknown`): a WARNING in the log and one record of stage
   :data:`ATTRIBUTE_WARNING` on the errors topic of the pattern's tenant, once per pattern
   version, stream and attribute (the census, warned keys included, is kept under the checkpoint, so a
-  restart does not repeat them); ``python -m streaming status`` lists the reads unknown now.
+  restart does not repeat them); ``python -m streaming status`` lists the reads unknown now
+  (the match job reads them from that file when it changed, :class:`CurrentWarnings`).
 
 Nothing is watched when every read is resolved: then keying does no census work at all.
 """
@@ -239,12 +240,40 @@ def load(checkpoint: str, settle: int, cap: int) -> Census:
     return Census.from_json(blob, settle, cap)
 
 
-def current_warnings(checkpoint: str) -> list[dict[str, Any]]:
-    """The unknown reads the patterns query found at its last batch (for the status file)."""
+class CurrentWarnings:
+    """The unknown reads the patterns query found at its last batch (for the status file), as
+    kept in the census under ``checkpoint``: read again only when the file changed
+    (:meth:`~streaming.storage.Directory.stamp`), so a call costs one ``stat`` otherwise.
+
+    No file, or one that cannot be read or parsed, gives no warnings (never an exception).
+    """
+
+    def __init__(self, checkpoint: str):
+        self.directory = census_dir(checkpoint)
+        self._stamp: tuple[int, int, int] | None = None
+        self._warnings: list[dict[str, Any]] = []
+
+    def __call__(self) -> list[dict[str, Any]]:
+        try:
+            stamp = self.directory.stamp(FILE)
+            if stamp is None:
+                self._stamp, self._warnings = None, []
+            elif stamp != self._stamp:
+                blob = self.directory.read(FILE)
+                self._stamp, self._warnings = stamp, _unknown(blob)
+        except OSError:  # not kept: read again at the next call
+            self._stamp, self._warnings = None, []
+        return list(self._warnings)
+
+
+def _unknown(blob: bytes) -> list[dict[str, Any]]:
+    """The ``unknown`` list of a census file's content (none when it is not a census)."""
     try:
-        return list(orjson.loads(census_dir(checkpoint).read(FILE)).get("unknown", ()))
-    except (FileNotFoundError, orjson.JSONDecodeError):
+        obj = orjson.loads(blob)
+    except orjson.JSONDecodeError:
         return []
+    found = obj.get("unknown") if isinstance(obj, dict) else None
+    return [w for w in found if isinstance(w, dict)] if isinstance(found, list) else []
 
 
 def warning_record(u: Unknown, topic: str, reserved: Mapping[str, str], public_id: str) -> ErrorRecord:

@@ -12,10 +12,12 @@ from streaming.config import ConfigError, Settings, load
 from streaming.patterns.census import (
     ATTRIBUTE_WARNING,
     CENSUS_KEY,
+    FILE,
     Census,
+    CurrentWarnings,
     Tally,
     Watch,
-    current_warnings,
+    census_dir,
 )
 from streaming.patterns.keyed import _read_rows, keyed_rows, scan_rows
 from streaming.patterns.queries import AttributeWarnings, registry_dir
@@ -132,7 +134,7 @@ def test_the_driver_warns_once_per_pattern_and_attribute(tmp_path, caplog):
     assert doc["key"] == "bad" and "did you mean 'price'?" in doc["reason"] and doc["topic"] == "subscriptions"
     assert [r.getMessage() for r in caplog.records] == [f"patterns: {record.reason}"]
     assert warnings.note(1, [tally], watch) == []  # once
-    [shown] = current_warnings(str(tmp_path / "patterns"))
+    [shown] = CurrentWarnings(str(tmp_path / "patterns"))()
     assert (shown["pattern"], shown["attribute"], shown["streams"]) == ("bad", "prcie", ["Stock"])
     # a restart keeps the warned reads: no second record; the id of a record is its warning's
     again = AttributeWarnings(settings, registry_dir(settings), None)
@@ -165,9 +167,63 @@ def test_a_deleted_patterns_warning_leaves_the_census(tmp_path):
     assert warnings.census.warned == {"bad|1|Stock.prcie"}
     apply_pattern_records(reg, 1, [(b"bad", orjson.dumps({"op": "delete", "id": "bad"}), "subscriptions", 0, 1)])
     assert warnings.note(1, [], None) == [] and warnings.census.warned == set()
-    assert current_warnings(str(tmp_path / "patterns")) == []
+    assert CurrentWarnings(str(tmp_path / "patterns"))() == []
     # registered again: a new registration, warned again
     apply_pattern_records(reg, 2, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 2)])
     [(_, record)] = warnings.note(2, [], warnings.watch())
     assert warnings.census.warned == {"bad|3|Stock.prcie"} and record.position.offset == 3
 
+
+
+def test_the_status_reads_the_census_file_only_when_it_changed(tmp_path, monkeypatch):
+    """The match job's status asks for the warnings every batch: one stat, and a read only after a
+    write; a removed, unreadable or broken file gives no warnings and no error."""
+    settings = settings_for(tmp_path, unknown_attribute_events=5)
+    reg = PatternRegistry(registry_dir(settings))
+    apply_pattern_records(reg, 0, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 0)])
+    ckpt = str(tmp_path / "patterns")
+    current = CurrentWarnings(ckpt)
+    reads: list[str] = []
+    read = current.directory.read
+
+    def counted(name):
+        reads.append(name)
+        return read(name)
+
+    monkeypatch.setattr(current.directory, "read", counted)
+    assert current() == [] and reads == []  # no census yet: nothing read
+    warnings = AttributeWarnings(settings, registry_dir(settings), None)
+    watch = warnings.watch()
+    assert len(warnings.note(0, [_tally("Stock", 10, ["name", "price"], watch)], watch)) == 1
+    [shown] = current()
+    assert shown["pattern"] == "bad" and shown["attribute"] == "prcie" and reads == [FILE]
+    for _ in range(3):  # unchanged: served from the last read
+        assert current() == [shown]
+    assert reads == [FILE]
+    apply_pattern_records(reg, 1, [(b"bad", orjson.dumps({"op": "delete", "id": "bad"}), "subscriptions", 0, 1)])
+    warnings.note(1, [], None)  # the census written again, the warning gone
+    assert current() == [] and reads == [FILE, FILE]
+    apply_pattern_records(reg, 2, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 2)])
+    warnings.note(2, [], warnings.watch())
+    assert [w["pattern"] for w in current()] == ["bad"] and len(reads) == 3
+    path = tmp_path / "patterns" / "attribute-census" / FILE
+    path.unlink()  # removed
+    assert current() == [] and len(reads) == 3
+    census_dir(ckpt).write(FILE, b"{not json", durable=False)  # broken: read once, no warnings
+    assert current() == [] and current() == [] and len(reads) == 4
+    census_dir(ckpt).write(FILE, b'[1, 2]', durable=False)  # JSON, not a census
+    assert current() == [] and len(reads) == 5
+    path.unlink()
+    path.mkdir()  # not a file
+    assert current() == [] and len(reads) == 5
+    path.rmdir()
+    census_dir(ckpt).write(FILE, orjson.dumps({"unknown": [shown]}), durable=False)
+
+    def denied(name):
+        reads.append(name)
+        raise PermissionError(13, "Permission denied", name)
+
+    monkeypatch.setattr(current.directory, "read", denied)
+    assert current() == [] and current() == [] and len(reads) == 7  # unreadable: tried again each time
+    monkeypatch.setattr(current.directory, "read", counted)
+    assert current() == [shown] and current() == [shown] and len(reads) == 8
