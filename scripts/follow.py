@@ -4,7 +4,10 @@ Both kinds of notification print: a match (``subscription <- event id``, the eve
 Cayuga pattern (``pattern subscription <- events [ids]``, its time span and attributes).
 
 Replay duplicates (same notification or error record id) are dropped unless ``--keep-duplicates``.
-The group consumer uses a short ``max.poll.interval.ms`` so that joining a group on
+Without ``--from-beginning`` a group goes on from the offsets it committed (a new group from
+the end of the topic); with it, every partition is read from its start whatever the group
+committed (:class:`FromBeginning`), so a second ``--from-beginning`` run prints the same
+records again. The group consumer uses a short ``max.poll.interval.ms`` so that joining a group on
 the embedded broker does not wait for the whole default rebalance timeout.
 
 Examples::
@@ -21,7 +24,7 @@ import time
 from collections.abc import Sequence
 
 import orjson
-from kafka import KafkaConsumer
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 
 from streaming.cli import exit_with
 from streaming.config import ConfigError, add_arguments, from_arguments
@@ -29,6 +32,26 @@ from streaming.notifications import Deduplicator
 from streaming.tenants import topic_of
 
 GROUP_SETTINGS = {"max_poll_interval_ms": 5000, "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+
+
+class FromBeginning(ConsumerRebalanceListener):
+    """Moves each partition to its earliest offset the first time the group gives it to this
+    consumer, whatever the group committed (the consumer's ``auto_offset_reset`` only applies
+    to a group without committed offsets); a partition given back after a later rebalance goes
+    on from where it was."""
+
+    def __init__(self, consumer: KafkaConsumer) -> None:
+        self.consumer = consumer
+        self.started: set[TopicPartition] = set()
+
+    def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        pass
+
+    def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        new = [tp for tp in assigned if tp not in self.started]
+        if new:
+            self.consumer.seek_to_beginning(*new)
+            self.started.update(new)
 
 
 def pretty(doc: dict, errors: bool) -> str:
@@ -58,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--errors", action="store_true", help="follow the errors topic instead")
     parser.add_argument("--topic", default=None, help="topic to follow (overrides the configured one)")
     parser.add_argument("--tenant", default=None, help="follow this tenant's topic (<topic>.<tenant>)")
-    parser.add_argument("--from-beginning", action="store_true", help="a new group starts at the earliest offset")
+    parser.add_argument("--from-beginning", action="store_true",
+                        help="read every partition from its earliest offset, whatever the group committed "
+                             "(without it: from the group's committed offsets, a new group from the end)")
     parser.add_argument("--json", action="store_true", help="print the records as JSON lines")
     parser.add_argument("--subscription", action="append", default=[], help="only these subscription ids")
     parser.add_argument("--keep-duplicates", action="store_true")
@@ -72,8 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     topic = args.topic or (settings.kafka.errors_topic if args.errors else settings.kafka.notifications_topic)
     if args.tenant:
         topic = topic_of(topic, args.tenant)
-    consumer = KafkaConsumer(topic, **client.kafka_python("consumer"), group_id=args.group,
+    consumer = KafkaConsumer(**client.kafka_python("consumer"), group_id=args.group,
                              auto_offset_reset="earliest" if args.from_beginning else "latest", **GROUP_SETTINGS)
+    if args.from_beginning:
+        consumer.subscribe([topic], listener=FromBeginning(consumer))
+    else:
+        consumer.subscribe([topic])
     dedup = None if args.keep_duplicates else Deduplicator()
     wanted = set(args.subscription)
     shown = 0

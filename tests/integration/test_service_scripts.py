@@ -50,6 +50,21 @@ def test_publish_file_with_validity_and_rate(kafka_config: KafkaClientConfig, to
     assert {r.key for r in recs} == {str(i).encode() for i in range(50)}
 
 
+def test_follow_from_beginning_reads_everything_again_whatever_the_group_committed(
+        kafka_config: KafkaClientConfig, topic_factory: Any, capsys):
+    """Two ``--from-beginning`` runs in the default group (README's command) both print every
+    record; without it the group goes on from what it committed (nothing new: nothing)."""
+    topic = topic_factory("notifications")
+    produce(kafka_config, topic, [encode(f"s{i}", "events", 0, i, i, b'{"p": 1}', 1, 2, 0) for i in range(4)])
+    args = [*base(kafka_config, notifications_topic=topic), "--json", "--idle-timeout", "8"]
+    for _ in range(2):
+        assert follow.main([*args, "--from-beginning"]) == 0
+        assert sorted(orjson.loads(line)["subscription"] for line in capsys.readouterr().out.splitlines()) == [
+            "s0", "s1", "s2", "s3"]
+    assert follow.main(args) == 0
+    assert capsys.readouterr().out == ""
+
+
 def test_follow_drops_replay_duplicates_and_show(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path, capsys):
     topic = topic_factory("notifications")
     values = [encode(f"s{i % 3}", "events", 0, i, i, b'{"p": 1}', 1, 2, 0) for i in range(6)]
