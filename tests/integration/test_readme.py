@@ -151,6 +151,7 @@ def test_every_readme_command_works(kafka_broker: Any, tmp_path: Path) -> None:
 
     service: Service | None = None
     follower: Follower | None = None
+    followers: list[Follower] = []
     ran: list[str] = []
     try:
         for command in commands:
@@ -164,6 +165,7 @@ def test_every_readme_command_works(kafka_broker: Any, tmp_path: Path) -> None:
                 continue
             if "-m scripts.follow" in command:
                 follower = Follower(command, work, env)
+                followers.append(follower)
             elif "-m streaming status" in command:
                 out = shell(command, work, env).stdout
                 assert out.startswith("state: running (pid"), out
@@ -180,11 +182,17 @@ def test_every_readme_command_works(kafka_broker: Any, tmp_path: Path) -> None:
         assert len(subs) == 10000 and len(matches) == 20000 and any(m["subscriptions"] for m in matches)
 
         assert service is not None and follower is not None
-        lines = follower.lines
-        wait_for("the notifications of ibm and rising",
-                 lambda: any(" ibm <- r1 " in ln for ln in lines)
-                 and "pattern rising <- events [r1, r2, r3]" in "\n".join(lines), NOTIFY_S, service)
+
+        def printed(lines: list[str]) -> bool:
+            return any(" ibm <- r1 " in ln for ln in lines) and "pattern rising <- events [r1, r2, r3]" in "\n".join(lines)
+
+        wait_for("the notifications of ibm and rising", lambda: printed(follower.lines), NOTIFY_S, service)
         assert follower.stop() == 0
+        # the same command again (the same default group, which has committed): from the beginning again
+        again = Follower(next(c for c in commands if "-m scripts.follow" in c), work, env)
+        followers.append(again)
+        wait_for("the notifications printed again", lambda: printed(again.lines), NOTIFY_S, service)
+        assert again.stop() == 0
         assert service.stop() == 0
         service = None
         out = shell(next(c for c in commands if "-m streaming status" in c), work, env).stdout
@@ -193,9 +201,11 @@ def test_every_readme_command_works(kafka_broker: Any, tmp_path: Path) -> None:
         assert re.search(r"Spark UI at http://127\.0\.0\.1:\d+", console)
         assert "numba kernels of auto" in console
         assert "falling behind" not in console and "Traceback" not in console
+        assert re.search(r"stopped after \d+ batches at registry version \d+", console)
     finally:
-        if follower is not None and follower.proc.poll() is None:
-            follower.proc.kill()
+        for f in followers:
+            if f.proc.poll() is None:
+                f.proc.kill()
         if service is not None:
             service.kill()
 
