@@ -100,10 +100,13 @@ class Engine:
         the static predicates of a batch of events in one call (:meth:`process_batch`);
         ``None`` uses the engine's own access-predicate index, event by event.
     tick_ms : milliseconds per tick, for the durations with a unit in subscriptions' texts.
+    flat : run the subscriptions that allow it (:func:`.flat.flat_chain`) in a
+        :class:`.flat.FlatEngine` (instances as rows, the step compiled); only with the
+        indexes and the engine's own static index.
     """
 
     def __init__(self, merge: bool = True, indexed: bool = True, static_matcher: str | None = None,
-                 tick_ms: int = TICK_MS):
+                 tick_ms: int = TICK_MS, flat: bool = True):
         self.tick_ms = tick_ms
         self.merge = merge
         self.indexed = indexed
@@ -127,7 +130,7 @@ class Engine:
         self.epoch = 0
         self.clock: int | None = None
         self.seq = -1  # sequence number of the latest event
-        self.instances = 0
+        self._live = 0  # instances of this engine's own nodes
         self._skips: dict[str, _Skip] = {}
         self._publishes: dict[str, str] = {}  # subscription -> the stream it publishes
         self._reads: dict[str, frozenset[str]] = {}  # subscription -> the streams it reads
@@ -135,13 +138,24 @@ class Engine:
         self._slow = False  # some subscription skips or publishes: accepts look at each subscription
         self._hits: list[tuple[_Skip, int]] = []  # skip marks of the matches of the current step
         self.starting = True  # False: no start edge fires (no new run starts; those in flight go on)
+        self.flat: Any = None
+        if flat and indexed and static_matcher is None:
+            from .flat import FlatEngine
+
+            self.flat = FlatEngine(merge, tick_ms)
+        self._exprs: dict[str, tuple[A.Expr, int]] = {}  # flat subscription -> its expression and epoch
+
+    @property
+    def instances(self) -> int:
+        """Live instances."""
+        return self._live + (self.flat.instances if self.flat is not None else 0)
 
     # ------------------------------------------------------------ subscriptions
     def __len__(self) -> int:
-        return len(self._subs)
+        return len(self._subs) + len(self._exprs)
 
     def __contains__(self, sub_id: object) -> bool:
-        return sub_id in self._subs
+        return sub_id in self._subs or sub_id in self._exprs
 
     def add(self, sub_id: str, text: str | A.Expr, since: int | None = None) -> None:
         """Register (or replace) a stateful subscription.
@@ -162,19 +176,51 @@ class Engine:
             self._check_cycle(sub_id, reads, publish)
         except SubscriptionError as exc:
             raise exc.with_id(sub_id) from None
-        if sub_id in self._subs:
+        if sub_id in self:
             self.remove(sub_id)
         if since is None:
             self.epoch += 1
             since = self.epoch
+        self._reads[sub_id] = reads
+        if (self.flat is not None and mode is None and publish is None and len(chs) == 1
+                and not reads & set(self._publishes.values())):
+            from .flat import flat_chain
+
+            if flat_chain(chs[0]):
+                self.flat.epoch = self.epoch
+                self.flat.add(sub_id, expr, since)
+                self._exprs[sub_id] = (expr, since)
+                return
+        self._link_all(sub_id, chs, mode, since)
+        if publish is not None:
+            self._publishes[sub_id] = publish
+            self._slow = True
+            self._unflatten(publish)
+
+    def _link_all(self, sub_id: str, chs: list[Chain], mode: str | None, since: int) -> None:
         owner = None if self.merge else sub_id
         self._subs[sub_id] = tuple(self._link(sub_id, c, owner, since) for c in chs)
         if mode is not None:
             self._skips[sub_id] = _Skip(mode)
-        self._reads[sub_id] = reads
-        if publish is not None:
-            self._publishes[sub_id] = publish
         self._slow = bool(self._skips or self._publishes)
+
+    def _unflatten(self, stream: str) -> None:
+        """Move the flat subscriptions reading ``stream`` (now published by a subscription:
+        its records are fed to this engine's nodes only) here, with their instances."""
+        from .flat import FLAT_PREFIX
+
+        movers = [s for s in self._exprs if stream in self._reads[s]]
+        if not movers:
+            return
+        rows = [("n" + r[0][len(FLAT_PREFIX):], *r[1:]) for r in self.flat.export_instances()]
+        for sub in movers:
+            expr, since = self._exprs.pop(sub)
+            self.flat.remove(sub)
+            self._link_all(sub, chains(expr), None, since)
+        for nid, first, cur, t0, t1, wit, born, seq in rows:
+            node = self.nodes.get(nid)
+            if node is not None and not any(i.wit == wit and i.t0 == t0 for b in node.buckets.values() for i in b.all()):
+                self._insert(node, first, cur, t0, t1, wit, born, seq)
 
     def _check_cycle(self, sub: str, reads: frozenset[str], publish: str | None) -> None:
         """Raise when ``sub`` (reading ``reads``, publishing ``publish``) would read,
@@ -197,6 +243,9 @@ class Engine:
 
     def remove(self, sub_id: str) -> bool:
         """Unregister a subscription; nodes no other subscription uses go with their instances."""
+        if sub_id in self._exprs:
+            del self._exprs[sub_id], self._reads[sub_id]
+            return self.flat.remove(sub_id)
         links = self._subs.pop(sub_id, None)
         if links is None:
             return False
@@ -360,7 +409,7 @@ class Engine:
         else:
             bucket.plain[inst] = None
         inst.alive = True
-        self.instances += 1
+        self._live += 1
         if node.deadline is not None:
             self._schedule(inst, t0 + node.deadline - 1)
         if node.window is not None:
@@ -376,7 +425,7 @@ class Engine:
         else:
             bucket.discard(inst)
         inst.alive = False
-        self.instances -= 1
+        self._live -= 1
         if not plain and not bucket.insts and not bucket.never:
             del node.buckets[key]
             active = node.group.active
@@ -403,6 +452,10 @@ class Engine:
             heapq.heappop(timers)
         if timers and (out is None or timers[0][0] < out):
             out = timers[0][0]
+        if self.flat is not None:
+            t = self.flat.next_expiry()
+            if t is not None and (out is None or t < out):
+                out = t
         return out
 
     def advance(self, now: int) -> list[Match]:
@@ -413,7 +466,7 @@ class Engine:
         or later are dropped. The service calls it from its event-time watermark.
         """
         out = self._fire(now)
-        self._expire(now)
+        self.expire(now)
         return out
 
     def _fire(self, last: int, before: bool = False) -> list[Match]:
@@ -447,6 +500,8 @@ class Engine:
     def expire(self, now: int) -> None:
         """Drop the instances that can no longer fire at time ``now`` or later."""
         self._expire(now)
+        if self.flat is not None:
+            self.flat.expire(now)
 
     def _schedule(self, inst: Inst, last: float) -> None:
         """Have :meth:`_expire` look at ``inst`` after time ``last`` (a NaN never passes:
@@ -481,6 +536,8 @@ class Engine:
         Returns ``(index in events, match)`` pairs. Subscriptions must not change
         during the batch.
         """
+        if self._exprs and not self._subs and not self._timers:  # flat subscriptions only: one kernel call
+            return self._flat_batch(events)
         sats: list[set[int] | None] = [None] * len(events)
         if isinstance(self.static, MatcherFilters) and self.indexed:
             sats = list(self.static.match_batch([(e.stream, e.attrs) for e in events]))
@@ -488,6 +545,36 @@ class Engine:
         for i, (e, sat) in enumerate(zip(events, sats, strict=True)):
             out.extend((i, m) for m in self.process(e, sat))
         return out
+
+    def _flat_batch(self, events: list[A.Event]) -> list[tuple[int, Match]]:
+        """:meth:`process_batch` when every subscription is flat."""
+        rows = []
+        bad = None
+        for e in events:
+            try:
+                self._advance_clock(e)
+            except ValueError as exc:
+                bad = exc
+                break
+            self.seq += 1
+            rows.append((e.stream, e.attrs, e.t0, e.t1, (e.id,), self.seq))
+        out = self._run_flat(rows) if rows else []
+        if bad is not None:
+            raise bad
+        return out
+
+    def _advance_clock(self, event: A.Event) -> None:
+        t0, t1 = event.t0, event.t1
+        if t1 < t0:
+            raise ValueError(f"event {event.id!r}: t1 ({t1}) is before t0 ({t0})")
+        if self.clock is not None and t1 < self.clock:
+            raise ValueError(f"event {event.id!r} ends at {t1}, before the previous event ({self.clock})")
+        self.clock = t1
+
+    def _run_flat(self, rows: list[tuple]) -> list[tuple[int, Match]]:
+        flat = self.flat
+        flat.epoch, flat.starting = self.epoch, self.starting
+        return flat.run_events(rows)
 
     def process(self, event: A.Event, sat: set[int] | None = None) -> list[Match]:
         """Advance every instance over one event; the patterns it completes.
@@ -500,18 +587,16 @@ class Engine:
             When the event ends before the previous one (events must arrive in
             temporal order) or its interval is empty.
         """
+        self._advance_clock(event)
         t0, t1 = event.t0, event.t1
-        if t1 < t0:
-            raise ValueError(f"event {event.id!r}: t1 ({t1}) is before t0 ({t0})")
-        if self.clock is not None and t1 < self.clock:
-            raise ValueError(f"event {event.id!r} ends at {t1}, before the previous event ({self.clock})")
-        self.clock = t1
         fired = self._fire(t1, before=True) if self._timers else None
         self.seq += 1
         deadlines = self._deadlines
         if deadlines and deadlines[0] < t1:
             self._expire(t1)
-        out = self._step(event.stream, event.attrs, t0, t1, (event.id,), self.seq, sat)
+        out = self._step(event.stream, event.attrs, t0, t1, (event.id,), self.seq, sat) if self._subs else []
+        if self._exprs:
+            out += [m for _, m in self._run_flat([(event.stream, event.attrs, t0, t1, (event.id,), self.seq)])]
         return fired + out if fired else out
 
     def _step(self, stream: str, attrs: dict, t0: int, t1: int, ewit: tuple, seq: int,
@@ -724,6 +809,8 @@ class Engine:
         for sub, sk in self._skips.items():
             if sk.after >= 0 or sk.used:
                 out.append((None, sub, sk.after, sorted(sk.used)))
+        if self.flat is not None:
+            out += self.flat.export_instances()
         return out
 
     def load_instances(self, instances: Iterable[tuple], clock: int | None) -> int:
@@ -731,12 +818,32 @@ class Engine:
 
         Instances of nodes that no longer exist (and marks of subscriptions without a
         skip) are skipped; rows without a sequence number (an older engine's) start at 0.
-        Returns how many instances were loaded.
+        A flat node's rows (:data:`.flat.FLAT_PREFIX`) go to the flat engine; a row of a
+        node id both engines hold goes to both when the rows come from an engine without a
+        flat one (they evolved as one instance). Returns how many instances were loaded.
         """
+        from .flat import FLAT_PREFIX
+
         self.clear_instances()
         self.clock = clock
         n = 0
-        for row in instances:
+        rows = instances if isinstance(instances, list) else list(instances)
+        flat_rows: list[tuple] = []
+        if self.flat is not None:
+            old = not any(r[0] is not None and r[0].startswith(FLAT_PREFIX) for r in rows)
+            fnodes = self.flat.nodes
+            for r in rows:
+                nid = r[0]
+                if nid is None:
+                    continue
+                if nid.startswith(FLAT_PREFIX):
+                    flat_rows.append(("n" + nid[len(FLAT_PREFIX):], *r[1:7], r[7] if len(r) > 7 else 0))
+                elif old and nid in fnodes:
+                    flat_rows.append((*r[:7], r[7] if len(r) > 7 else 0))
+            if flat_rows:
+                n += self.flat.load_rows(flat_rows)
+                self.seq = max(self.seq, *(r[7] for r in flat_rows))
+        for row in rows:
             if row[0] is None:
                 _, sub, after, used = row
                 sk = self._skips.get(sub)
@@ -755,6 +862,8 @@ class Engine:
 
     def clear_instances(self) -> None:
         """Drop every instance (the subscriptions stay)."""
+        if self.flat is not None:
+            self.flat.clear_instances()
         for node in self.nodes.values():
             node.buckets.clear()
         for group in self._groups.values():
@@ -762,7 +871,7 @@ class Engine:
         self._expiry.clear()
         self._deadlines.clear()
         self._timers.clear()
-        self.instances = 0
+        self._live = 0
         self.clock = None
         self.seq = -1
         for sk in self._skips.values():

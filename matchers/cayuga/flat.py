@@ -1,0 +1,507 @@
+"""The flat engine: the subscriptions whose instances live as rows of arrays.
+
+A subscription is *flat* (:func:`flat_chain`) when it is one chain whose start edge is a
+static filter of a stream (or the stream itself), whose operators are ``NEXT`` or a
+``FOLD`` without aggregates and with a ``TRUE`` iteration condition, over the right
+stream itself, with input predicates made of equalities between the event and the
+instance's record (at most three) and static atoms, and with only ``DUR`` tests after
+each operator; it has no after-match skip and publishes nothing. Such a subscription
+never looks at a record's attributes beyond the key values of its equalities, so the
+step runs over rows (:mod:`.flat_kernels`): the event's key values become ids, the
+static atoms of start edges and nodes are found in one pass (:mod:`.static`), and one
+kernel call moves the instances, creates the new ones and lists the matches; only the
+matched records are built as dicts here.
+
+:class:`FlatEngine` is an :class:`~.engine.Engine` (the same linking of subscriptions to
+start edges, nodes and forward edges, the same state merging) whose instance storage
+and step are the kernels'. :class:`~.engine.Engine` routes its flat subscriptions to
+one. The semantics are the engine's; the tests check both against the reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from numba import types
+from numba.typed import Dict, List
+
+from . import algebra as A
+from . import flat_kernels as K
+from .automaton import Node, Out, Start, dur_tests
+from .compiler import Chain, node_preds, view_is_static, view_static_atoms
+from .engine import Engine, Match, _new
+from .static import StaticFilters, tag
+
+FLAT_PREFIX = "f"  # exported instance rows of flat nodes: "f" + the node id without its "n"
+_KEY = types.UniTuple(types.int64, 4)
+
+
+def flat_chain(c: Chain) -> bool:
+    """Whether chain ``c`` can run in the flat engine (see the module's docstring)."""
+    if not c.ops:
+        return False
+    if c.start.steps and not (view_is_static(c.start) and view_static_atoms(c.start)):
+        return False
+    for spec, post in c.ops:
+        if spec.kind not in ("next", "fold") or spec.right.steps:
+            return False
+        if spec.kind == "fold" and (spec.cont != A.TRUE or spec.aggs):
+            return False
+        preds = node_preds(spec)
+        if preds.rest or len(preds.eq) > K.MAX_KEY or not all(map(_kernel_atom, preds.static)):
+            return False
+        if not all(isinstance(t, A.Attr) and t.scope == A.LAST for _, t in preds.eq):
+            return False
+        durs = dur_tests(post)
+        if durs is None or len(durs) > K.MAX_DUR_TESTS:
+            return False
+    return True
+
+
+def _kernel_atom(atom: tuple[str, str, Any]) -> bool:
+    """Whether the kernels check static atom ``(attribute, operator, constant)``: a number
+    constant with any comparison, a string or boolean one with ``=`` or ``!=``."""
+    _, op, c = atom
+    if type(c) in (int, float):
+        return op in K.OPS
+    return type(c) in (str, bool) and op in ("=", "!=")
+
+
+def _rows(n: int, cols: int, fill: int = -1) -> np.ndarray:
+    return np.full((n, cols), fill, dtype=np.int64)
+
+
+class FlatEngine(Engine):
+    """Flat subscriptions (:func:`flat_chain`) over instance rows; driven by an :class:`Engine`."""
+
+    def __init__(self, merge: bool, tick_ms: int):
+        super().__init__(merge=merge, indexed=True, tick_ms=tick_ms, flat=False)
+        ints = List()
+        for slot in range(K.N_INTS):
+            ints.append(_rows(16, self._cols(slot), 0))
+        ints[K.META][0, :] = 0
+        self.ints = ints
+        flts = List()
+        flts.append(np.zeros((16, 1)))
+        flts.append(np.full((16, 1), math.inf))
+        flts.append(np.zeros((16, K.MAX_DUR_TESTS)))
+        flts.append(np.zeros((16, 1)))
+        self.flts = flts
+        for slot in (K.NODE, K.OUT, K.TGT, K.GROUP, K.ATOM):
+            self.ints[slot] = self.ints[slot][:0]  # rows appear with their objects
+        self.bd = Dict.empty(key_type=_KEY, value_type=types.int64)
+        self.ad = Dict.empty(key_type=_KEY, value_type=types.int64)
+        self._free_rows: dict[int, list[int]] = {K.NODE: [], K.OUT: [], K.TGT: [], K.ATOM: []}
+        self._node_row: dict[str, int] = {}
+        self._row_node: dict[int, Node] = {}
+        self._out_row: dict[int, int] = {}  # id(Out) -> row
+        self._out_of_row: dict[int, Out] = {}
+        self._out_tgts: dict[int, dict[int, int]] = {}  # out row -> node row -> target row
+        self._cid_out: dict[int, int] = {}  # static conjunction of a start edge -> its forward edge's row
+        self._sslot: dict[str, int] = {}  # attributes the nodes' static atoms read -> their static slot
+        self._const_id: dict[Any, int] = {}  # string and boolean constants of static atoms (tagged) -> id
+        self._static_nodes: dict[int, Node] = {}  # row -> node, of the nodes with static atoms
+        self._always_outs: dict[str, list[int]] = {}
+        self._group_row: dict[tuple[str, tuple[str, ...]], int] = {}
+        self._stream_id: dict[str, int] = {}
+        self._slot: dict[str, int] = {}
+        self._key_id: dict[Any, int] = {}
+        self._key_val: list[Any] = []
+        self._key_free: list[int] = []
+        self._recs: list[Any] = [None] * 16  # record id -> (witness, attributes)
+        self._new_keys: list[int] = []
+        self._node_atoms: dict[str, list[int]] = {}
+        self._node_outs: dict[str, list[Out]] = {}
+
+    @staticmethod
+    def _cols(slot: int) -> int:
+        return {K.INST: K.I_COLS, K.REC: 1, K.BKT: K.B_COLS, K.META: K.M_COLS, K.NODE: K.N_COLS,
+                K.OUT: K.O_COLS, K.TGT: 2, K.GROUP: K.G_COLS, K.ATOM: K.A_COLS, K.MATCH: K.MATCH_COLS,
+                K.NEWREC: K.NEWREC_COLS, K.PEND: 6, K.HEAP: 2}.get(slot, 1)
+
+    # ------------------------------------------------------------ structure
+    @property
+    def instances(self) -> int:  # type: ignore[override]  # the rows' count, not the Python engine's counter
+        return int(self.ints[K.META][0, K.M_LIVE])
+
+    @instances.setter
+    def instances(self, value: int) -> None:  # the base class resets its counter
+        pass
+
+    def add(self, sub_id: str, text: str | A.Expr, since: int | None = None) -> None:
+        super().add(sub_id, text, since)
+        self._sync(self._subs[sub_id])
+
+    def remove(self, sub_id: str) -> bool:
+        links = self._subs.get(sub_id)
+        if not super().remove(sub_id):
+            return False
+        self._sync(links or ())
+        return True
+
+    def _new_row(self, slot: int) -> int:
+        free = self._free_rows[slot]
+        if free:
+            return free.pop()
+        arr = self.ints[slot]
+        n = arr.shape[0]
+        self.ints[slot] = np.concatenate([arr, _rows(max(n, 16), arr.shape[1])])
+        if slot == K.NODE:
+            self.ints[K.NOK] = np.concatenate([self.ints[K.NOK], _rows(max(n, 16), 1, 0)])
+            self.flts[K.NDEAD] = np.concatenate([self.flts[K.NDEAD], np.full((max(n, 16), 1), math.inf)])
+        if slot == K.OUT:
+            self.flts[K.OUTK] = np.concatenate([self.flts[K.OUTK], np.zeros((max(n, 16), K.MAX_DUR_TESTS))])
+        if slot == K.ATOM:
+            self.flts[K.ATOMK] = np.concatenate([self.flts[K.ATOMK], np.zeros((max(n, 16), 1))])
+        free.extend(range(n + max(n, 16) - 1, n, -1))  # popped in order
+        return n
+
+    def _slot_of(self, name: str) -> int:
+        """The slot of attribute ``name`` (new slots widen the records' rows)."""
+        s = self._slot.get(name)
+        if s is None:
+            s = self._slot[name] = len(self._slot)
+            rec = self.ints[K.REC]
+            col = np.full((rec.shape[0], 1), K.NO_KEY, dtype=np.int64)
+            for r in np.flatnonzero(rec[:, 0] > 0).tolist():  # live records: their value of ``name``
+                col[r, 0] = max(self._key(self._recs[r][1], name), K.NO_KEY)
+                if col[r, 0] >= 0:
+                    self.ints[K.KREF][col[r, 0], 0] += 1
+            self.ints[K.REC] = np.ascontiguousarray(np.concatenate([rec, col], axis=1))
+        return s
+
+    def _new_node(self, nid: str, spec) -> Node:
+        node = super()._new_node(nid, spec)
+        row = self._new_row(K.NODE)
+        self._node_row[nid] = row
+        self._row_node[row] = node
+        gkey = (node.stream, node.eq_attrs)
+        g = self._group_row.get(gkey)
+        if g is None:
+            g = self._group_row[gkey] = self.ints[K.GROUP].shape[0]
+            grow = _rows(1, K.G_COLS)
+            grow[0, K.G_STREAM] = self._stream(node.stream)
+            for a, name in enumerate(node.eq_attrs):
+                grow[0, K.G_A0 + a] = self._slot_of(name)
+            self.ints[K.GROUP] = np.concatenate([self.ints[K.GROUP], grow])
+        nrow = self.ints[K.NODE][row]
+        nrow[:] = -1
+        nrow[K.N_GROUP] = g
+        nrow[K.N_FOLD] = node.kind == "fold"
+        nrow[K.N_STATIC] = bool(node.static_atoms)
+        for a, name in enumerate(node.eq_names or ()):
+            self.ints[K.NODE][row, K.N_E0 + a] = self._slot_of(name)
+        head, rows = -1, []
+        for attr, op, c in reversed(node.static_atoms):
+            a = self._new_row(K.ATOM)
+            arow = self.ints[K.ATOM][a]
+            arow[K.A_NEXT] = head
+            arow[K.A_SLOT] = self._sslot.setdefault(attr, len(self._sslot))
+            arow[K.A_OP] = K.OPS.index(op)
+            if type(c) in (int, float):
+                arow[K.A_KIND] = K.NUMBER
+                self.flts[K.ATOMK][a, 0] = float(c)
+            else:
+                arow[K.A_KIND] = K.STRING if type(c) is str else K.BOOLEAN
+                arow[K.A_CONST] = self._const_id.setdefault(tag(c), len(self._const_id))
+            head = a
+            rows.append(a)
+        self.ints[K.NODE][row, K.N_ATOM] = head
+        self._node_atoms[nid] = rows
+        if rows:
+            self._static_nodes[row] = node
+        self._node_outs[nid] = []
+        return node
+
+    def _delete_node(self, node: Node) -> None:
+        row = self._node_row.pop(node.id)
+        K.drop_node(self.ints, self.bd, self.ad, row)
+        self._collect([])
+        del self._row_node[row]
+        self._free_rows[K.ATOM].extend(self._node_atoms.pop(node.id))
+        self._static_nodes.pop(row, None)
+        for out in self._node_outs.pop(node.id):
+            self._drop_out(out)
+        self.ints[K.NODE][row] = -1
+        self.flts[K.NDEAD][row, 0] = math.inf
+        self._free_rows[K.NODE].append(row)
+        del self.nodes[node.id]
+
+    def _new_start(self, sid: str, c: Chain) -> Start:
+        start = super()._new_start(sid, c)
+        self._stream(c.start.stream)
+        return start
+
+    def _delete_start(self, start: Start) -> None:
+        super()._delete_start(start)
+        self._drop_out(start.out)
+        if start.cid >= 0:
+            del self._cid_out[start.cid]
+
+    def _stream(self, name: str) -> int:
+        return self._stream_id.setdefault(name, len(self._stream_id))
+
+    def _sync(self, links: Iterable[tuple]) -> None:
+        """Write the rows of the start edges, nodes and forward edges of ``links`` (chains
+        of one subscription, see :meth:`Engine._link`)."""
+        for sid, path in links:
+            start = self.starts.get(sid)
+            if start is not None:
+                row = self._sync_out(start.out)
+                if start.cid >= 0:
+                    self._cid_out[start.cid] = row
+            for nid, _post in path:
+                node = self.nodes.get(nid)
+                if node is None:
+                    continue
+                row = self._node_row[nid]
+                d = node.deadline
+                self.flts[K.NDEAD][row, 0] = math.inf if d is None else float(d)
+                outs = list(node.outs.values())
+                for out in self._node_outs[nid]:
+                    if all(out is not o for o in outs):
+                        self._drop_out(out)
+                self._node_outs[nid] = outs
+                first = -1
+                for out in reversed(outs):
+                    o = self._sync_out(out)
+                    self.ints[K.OUT][o, K.O_NEXT] = first
+                    first = o
+                self.ints[K.NODE][row, K.N_OUT] = first
+        self._always_outs = {}
+        for stream, starts in self._always.items():
+            self._always_outs[stream] = [self._sync_out(s.out) for s in starts.values()]
+
+    def _sync_out(self, out: Out) -> int:
+        """The row of forward edge ``out``, written from it (its targets as a diff)."""
+        row = self._out_row.get(id(out))
+        if row is None:
+            row = self._out_row[id(out)] = self._new_row(K.OUT)
+            self._out_of_row[row] = out
+            self._out_tgts[row] = {}
+            self.ints[K.OUT][row] = -1
+            self.ints[K.OUT][row, K.O_ND] = 0
+            for j, (op, k) in enumerate(out.durs or ()):
+                self.ints[K.OUT][row, K.O_OP0 + j] = K.OPS.index(op)
+                self.flts[K.OUTK][row, j] = float(k)
+            self.ints[K.OUT][row, K.O_ND] = len(out.durs or ())
+        orow = self.ints[K.OUT][row]
+        orow[K.O_ACCEPT] = bool(out.accept)
+        tgts = self._out_tgts[row]
+        want = {self._node_row[n.id] for n in out.targets}
+        for n in set(tgts) - want:
+            self._free_rows[K.TGT].append(tgts.pop(n))
+        for n in want - set(tgts):
+            t = tgts[n] = self._new_row(K.TGT)
+            self.ints[K.TGT][t, 0] = n
+        tgt = self.ints[K.TGT]
+        head = -1
+        for n, t in tgts.items():
+            tgt[t, 1] = head
+            head = t
+        self.ints[K.OUT][row, K.O_TGT] = head
+        return row
+
+    def _drop_out(self, out: Out) -> None:
+        row = self._out_row.pop(id(out), None)
+        if row is None:
+            return
+        del self._out_of_row[row]
+        self._free_rows[K.TGT].extend(self._out_tgts.pop(row).values())
+        self.ints[K.OUT][row] = -1
+        self._free_rows[K.OUT].append(row)
+
+    # ------------------------------------------------------------ keys and records
+    def _key(self, attrs: dict, name: str) -> int:
+        """The key id of ``attrs[name]`` (:data:`~.flat_kernels.ABSENT`, :data:`~.flat_kernels.NO_KEY`);
+        an id made for it is listed in ``self._new_keys`` (freed after the kernel call if no
+        record holds it)."""
+        if name not in attrs:
+            return K.ABSENT
+        v = attrs[name]
+        if v is None or v != v:
+            return K.NO_KEY
+        t = tag(v)
+        try:
+            k = self._key_id.get(t)
+        except TypeError:  # unhashable (a list): equal to no bound value
+            return K.NO_KEY
+        if k is None:
+            if self._key_free:
+                k = self._key_free.pop()
+                self._key_val[k] = t
+            else:
+                k = len(self._key_val)
+                self._key_val.append(t)
+                kref = self.ints[K.KREF]
+                if k >= kref.shape[0]:
+                    self.ints[K.KREF] = np.concatenate([kref, np.zeros((max(16, kref.shape[0]), 1), np.int64)])
+            self.ints[K.KREF][k, 0] = 0
+            self._key_id[t] = k
+            self._new_keys.append(k)
+        return k
+
+    def _collect(self, events: Sequence[tuple[tuple, dict]]) -> list[tuple[int, Match]]:
+        """Build the records a kernel call made (``events``: witness and attributes of its
+        events) and its matches, forget the records it freed, free the key ids no record
+        holds; the matches as ``(index of the event, match)``."""
+        ints, recs = self.ints, self._recs
+        meta = ints[K.META][0]
+        if len(recs) < ints[K.REC].shape[0]:
+            recs.extend([None] * (ints[K.REC].shape[0] - len(recs)))
+        n = int(meta[K.M_NEWREC])
+        if n:
+            for r, parent, ei in ints[K.NEWREC][:n].tolist():
+                wit, attrs = events[ei]
+                if parent < 0:
+                    recs[r] = (wit, attrs)
+                else:
+                    pw, pa = recs[parent]
+                    recs[r] = (pw + wit, {**pa, **attrs})
+        out: list[tuple[int, Match]] = []
+        n = int(meta[K.M_MATCH])
+        if n:
+            outs = self._out_of_row
+            for ei, o, r, t0, t1, born in ints[K.MATCH][:n].tolist():
+                wit, attrs = recs[r]
+                for sub, since in outs[o].accept.items():
+                    if born >= since:
+                        out.append((ei, _new(Match, (sub, attrs, t0, t1, wit))))
+        for (r,) in ints[K.FREEREC][: int(meta[K.M_FREEREC])].tolist():
+            recs[r] = None
+        kref = ints[K.KREF]
+        for (k,) in ints[K.FREEKEY][: int(meta[K.M_FREEKEY])].tolist() + [(k,) for k in self._new_keys]:
+            if kref[k, 0] == 0 and self._key_val[k] is not None:
+                del self._key_id[self._key_val[k]]
+                self._key_val[k] = None
+                self._key_free.append(k)
+        self._new_keys = []
+        return out
+
+    # ------------------------------------------------------------ matching
+    def run_events(self, events: Sequence[tuple[str, dict, int, int, tuple, int]]) -> list[tuple[int, Match]]:
+        """Events ``(stream, attributes, t0, t1, witness, seq)`` in order (their clock and
+        sequence numbers checked and given by the caller); ``(index, match)`` pairs."""
+        n = len(events)
+        slots, sslots = list(self._slot), list(self._sslot)
+        ev = np.empty((n, K.E_SLOTS + len(slots) + 2 * len(sslots)), dtype=np.int64)
+        evn = np.empty((n, len(sslots)))
+        soff = np.empty(n + 1, dtype=np.int64)
+        noff = np.empty(n + 1, dtype=np.int64)
+        sout: list[int] = []
+        snode: list[int] = []
+        self._new_keys = []
+        cid_out, always, match = self._cid_out, self._always_outs, self.static.match
+        streams, consts = self._stream_id, self._const_id
+        for i, (stream, attrs, t0, t1, _wit, seq) in enumerate(events):
+            exact = 0
+            row = [streams.get(stream, -1), t0, t1, seq, 0]
+            row += [self._key(attrs, name) for name in slots]
+            nums = []
+            for name in sslots:
+                v = attrs.get(name)
+                tv = type(v)
+                if tv is int or tv is float:
+                    row += (K.T_NUMBER, -1)
+                    nums.append(v)
+                    if tv is int and not -(2**53) < v < 2**53:
+                        exact = 1
+                        nums[-1] = 0.0
+                    continue
+                nums.append(0.0)
+                if v is None:
+                    row += (K.T_NONE, -1)
+                elif tv is bool:
+                    row += (K.T_BOOLEAN, consts.get(tag(v), -1))
+                elif isinstance(v, str):
+                    row += (K.T_STRING, consts.get(v, -1))
+                else:
+                    row += (K.T_OTHER, -1)
+            ev[i] = row
+            evn[i] = nums
+            soff[i] = len(sout)
+            noff[i] = len(snode)
+            if exact:  # an integer a float would round: the nodes' static atoms checked here
+                ev[i, K.E_EXACT] = 1
+                snode += [r for r, node in self._static_nodes.items() if node.static_fn(attrs)]
+            sout += [cid_out[c] for c in match(stream, attrs)]
+            sout += always.get(stream, ())
+        soff[n] = len(sout)
+        noff[n] = len(snode)
+        K.step(self.ints, self.flts, self.bd, self.ad, ev, evn, np.asarray(sout, dtype=np.int64), soff,
+               np.asarray(snode, dtype=np.int64), noff, self.epoch, self.starting)
+        return self._collect([(wit, attrs) for _s, attrs, _t0, _t1, wit, _q in events])
+
+    def expire(self, now: int) -> None:
+        K.expire(self.ints, self.flts, self.bd, self.ad, now)
+        self._new_keys = []
+        self._collect([])
+
+    def next_expiry(self) -> int | None:
+        t = K.next_expiry(self.ints, self.flts)
+        return None if t != t else (int(t) if t == int(t) else t)  # type: ignore[return-value]  # a fractional DUR bound
+
+    # ------------------------------------------------------------ state
+    def export_instances(self) -> list[tuple]:
+        inst = self.ints[K.INST][: int(self.ints[K.META][0, K.M_IUSED])]
+        recs, nodes = self._recs, self._row_node
+        out = []
+        for n, t0, t1, born, seq, first, cur in inst[inst[:, K.I_NODE] >= 0][:, :K.I_CUR + 1].tolist():
+            wit, attrs = recs[cur]
+            nid = nodes[n].id
+            out.append((FLAT_PREFIX + nid[1:], recs[first][1], attrs, t0, t1, wit, born, seq))
+        return out
+
+    def load_rows(self, rows: list[tuple]) -> int:
+        """Insert exported instance rows ``(node id, first, cur, t0, t1, witness, born, seq)``
+        of this engine's nodes (plain node ids); how many were inserted."""
+        self._new_keys = []
+        keys: list[list[int]] = []
+        table: list[list[int]] = []
+        datas: list[tuple] = []
+        slots = list(self._slot)
+        for nid, first, cur, t0, t1, wit, born, seq in rows:
+            row = self._node_row.get(nid)
+            if row is None:
+                continue
+            kf = len(keys)
+            keys.append([max(self._key(first, s), K.NO_KEY) for s in slots])
+            kc = kf
+            if cur is not first:
+                kc = len(keys)
+                keys.append([max(self._key(cur, s), K.NO_KEY) for s in slots])
+            table.append([row, kf, kc, t0, t1, born, seq])
+            datas.append((first, cur, tuple(wit)))
+        if not table:
+            return 0
+        live = self.instances
+        made = K.load(self.ints, self.flts, self.bd, self.ad, np.asarray(table, dtype=np.int64),
+                      np.asarray(keys, dtype=np.int64).reshape(len(keys), len(slots)))
+        recs = self._recs
+        if len(recs) < self.ints[K.REC].shape[0]:
+            recs.extend([None] * (self.ints[K.REC].shape[0] - len(recs)))
+        for (fr, cr), (first, cur, wit) in zip(made.tolist(), datas, strict=True):
+            recs[fr] = (wit, first)  # a first record's witness is never read
+            recs[cr] = (wit, cur)
+        self._collect([])
+        return self.instances - live
+
+    def clear_instances(self) -> None:
+        ints = self.ints
+        meta = ints[K.META]
+        for col in (K.M_IUSED, K.M_IFREE, K.M_RUSED, K.M_RFREE, K.M_BUSED, K.M_BFREE, K.M_HEAP, K.M_LIVE):
+            meta[0, col] = 0
+        ints[K.NODE][:, K.N_BKT] = -1
+        ints[K.KREF][:] = 0
+        self.bd = Dict.empty(key_type=_KEY, value_type=types.int64)
+        self.ad = Dict.empty(key_type=_KEY, value_type=types.int64)
+        self._key_id.clear()
+        self._key_val.clear()
+        self._key_free.clear()
+        self._new_keys = []
+        self._recs = [None] * len(self._recs)
+        self.clock = None
+        self.seq = -1
