@@ -143,7 +143,7 @@ class Engine:
             from .flat import FlatEngine
 
             self.flat = FlatEngine(merge, tick_ms)
-        self._exprs: dict[str, tuple[A.Expr, int]] = {}  # flat subscription -> its expression and epoch
+        self._flat_subs: dict[str, None] = {}  # the subscriptions the flat engine holds
 
     @property
     def instances(self) -> int:
@@ -152,10 +152,10 @@ class Engine:
 
     # ------------------------------------------------------------ subscriptions
     def __len__(self) -> int:
-        return len(self._subs) + len(self._exprs)
+        return len(self._subs) + len(self._flat_subs)
 
     def __contains__(self, sub_id: object) -> bool:
-        return sub_id in self._subs or sub_id in self._exprs
+        return sub_id in self._subs or sub_id in self._flat_subs
 
     def add(self, sub_id: str, text: str | A.Expr, since: int | None = None) -> None:
         """Register (or replace) a stateful subscription.
@@ -189,7 +189,7 @@ class Engine:
             if flat_chain(chs[0]):
                 self.flat.epoch = self.epoch
                 self.flat.add(sub_id, expr, since)
-                self._exprs[sub_id] = (expr, since)
+                self._flat_subs[sub_id] = None
                 return
         self._link_all(sub_id, chs, mode, since)
         if publish is not None:
@@ -209,14 +209,18 @@ class Engine:
         its records are fed to this engine's nodes only) here, with their instances."""
         from .flat import FLAT_PREFIX
 
-        movers = [s for s in self._exprs if stream in self._reads[s]]
+        flat = self.flat
+        movers = [s for s in self._flat_subs if stream in self._reads[s]]
         if not movers:
             return
-        rows = [("n" + r[0][len(FLAT_PREFIX):], *r[1:]) for r in self.flat.export_instances()]
+        rows = [("n" + r[0][len(FLAT_PREFIX):], *r[1:]) for r in flat.export_instances()]
         for sub in movers:
-            expr, since = self._exprs.pop(sub)
-            self.flat.remove(sub)
-            self._link_all(sub, chains(expr), None, since)
+            ((sid, path),) = flat._subs[sub]  # one chain: rebuilt from its start edge and nodes
+            chain = Chain(flat.starts[sid].view, tuple((flat.nodes[nid].spec, post) for nid, post in path))
+            since = flat.nodes[path[-1][0]].outs[path[-1][1]].accept[sub]
+            del self._flat_subs[sub]
+            flat.remove(sub)
+            self._link_all(sub, [chain], None, since)
         for nid, first, cur, t0, t1, wit, born, seq in rows:
             node = self.nodes.get(nid)
             if node is not None and not any(i.wit == wit and i.t0 == t0 for b in node.buckets.values() for i in b.all()):
@@ -243,8 +247,8 @@ class Engine:
 
     def remove(self, sub_id: str) -> bool:
         """Unregister a subscription; nodes no other subscription uses go with their instances."""
-        if sub_id in self._exprs:
-            del self._exprs[sub_id], self._reads[sub_id]
+        if sub_id in self._flat_subs:
+            del self._flat_subs[sub_id], self._reads[sub_id]
             return self.flat.remove(sub_id)
         links = self._subs.pop(sub_id, None)
         if links is None:
@@ -536,7 +540,7 @@ class Engine:
         Returns ``(index in events, match)`` pairs. Subscriptions must not change
         during the batch.
         """
-        if self._exprs and not self._subs and not self._timers:  # flat subscriptions only: one kernel call
+        if self._flat_subs and not self._subs and not self._timers:  # flat subscriptions only: one kernel call
             return self._flat_batch(events)
         sats: list[set[int] | None] = [None] * len(events)
         if isinstance(self.static, MatcherFilters) and self.indexed:
@@ -595,7 +599,7 @@ class Engine:
         if deadlines and deadlines[0] < t1:
             self._expire(t1)
         out = self._step(event.stream, event.attrs, t0, t1, (event.id,), self.seq, sat) if self._subs else []
-        if self._exprs:
+        if self._flat_subs:
             out += [m for _, m in self._run_flat([(event.stream, event.attrs, t0, t1, (event.id,), self.seq)])]
         return fired + out if fired else out
 

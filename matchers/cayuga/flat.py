@@ -25,25 +25,26 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from numba import types
-from numba.typed import Dict, List
+from numba.typed import List
 
 from . import algebra as A
 from . import flat_kernels as K
 from .automaton import Node, Out, Start, dur_tests
 from .compiler import Chain, node_preds, view_is_static, view_static_atoms
 from .engine import Engine, Match, _new
-from .static import StaticFilters, tag
+from .static import conj_fn, tag
 
+_ZEROS = np.zeros(1024, dtype=np.int64)
 FLAT_PREFIX = "f"  # exported instance rows of flat nodes: "f" + the node id without its "n"
-_KEY = types.UniTuple(types.int64, 4)
 
 
 def flat_chain(c: Chain) -> bool:
     """Whether chain ``c`` can run in the flat engine (see the module's docstring)."""
-    if not c.ops:
-        return False
+    if not c.ops or sum(spec.kind == "fold" for spec, _ in c.ops) > 1:
+        return False  # two FOLDs: two derivations may give one witness (the engine reports it once)
     if c.start.steps and not (view_is_static(c.start) and view_static_atoms(c.start)):
+        return False
+    if not all(map(_kernel_atom, view_static_atoms(c.start))):
         return False
     for spec, post in c.ops:
         if spec.kind not in ("next", "fold") or spec.right.steps:
@@ -79,32 +80,23 @@ class FlatEngine(Engine):
 
     def __init__(self, merge: bool, tick_ms: int):
         super().__init__(merge=merge, indexed=True, tick_ms=tick_ms, flat=False)
-        ints = List()
-        for slot in range(K.N_INTS):
-            ints.append(_rows(16, self._cols(slot), 0))
-        ints[K.META][0, :] = 0
-        self.ints = ints
-        flts = List()
-        flts.append(np.zeros((16, 1)))
-        flts.append(np.full((16, 1), math.inf))
-        flts.append(np.zeros((16, K.MAX_DUR_TESTS)))
-        flts.append(np.zeros((16, 1)))
-        self.flts = flts
-        for slot in (K.NODE, K.OUT, K.TGT, K.GROUP, K.ATOM):
-            self.ints[slot] = self.ints[slot][:0]  # rows appear with their objects
-        self.bd = Dict.empty(key_type=_KEY, value_type=types.int64)
-        self.ad = Dict.empty(key_type=_KEY, value_type=types.int64)
-        self._free_rows: dict[int, list[int]] = {K.NODE: [], K.OUT: [], K.TGT: [], K.ATOM: []}
+        ints, flts = K.empty_layout()
+        self._tints, self._tflts = List(ints), List(flts)  # what the kernels take
+        self.ints, self.flts = ints, flts  # the same arrays, read from Python (a typed list's item costs a call)
+        self._grown = 0
+        self._free_rows: dict[int, list[int]] = {K.NODE: [], K.OUT: [], K.TGT: [], K.ATOM: [], K.START: []}
         self._node_row: dict[str, int] = {}
         self._row_node: dict[int, Node] = {}
         self._out_row: dict[int, int] = {}  # id(Out) -> row
         self._out_of_row: dict[int, Out] = {}
         self._out_tgts: dict[int, dict[int, int]] = {}  # out row -> node row -> target row
-        self._cid_out: dict[int, int] = {}  # static conjunction of a start edge -> its forward edge's row
+        self._accepts: dict[int, tuple[tuple[str, ...], int]] = {}  # out row -> its subscriptions, their latest epoch
+        self._start_row: dict[str, int] = {}
+        self._start_key: dict[int, tuple[int, int, int]] = {}  # row -> its index key
+        self._stream_starts: dict[str, dict[int, Any]] = {}  # stream -> start row -> its static check (exact events)
         self._sslot: dict[str, int] = {}  # attributes the nodes' static atoms read -> their static slot
-        self._const_id: dict[Any, int] = {}  # string and boolean constants of static atoms (tagged) -> id
+        self._const_id: dict[Any, int] = {}  # constants of static atoms (tagged) -> id
         self._static_nodes: dict[int, Node] = {}  # row -> node, of the nodes with static atoms
-        self._always_outs: dict[str, list[int]] = {}
         self._group_row: dict[tuple[str, tuple[str, ...]], int] = {}
         self._stream_id: dict[str, int] = {}
         self._slot: dict[str, int] = {}
@@ -115,12 +107,6 @@ class FlatEngine(Engine):
         self._new_keys: list[int] = []
         self._node_atoms: dict[str, list[int]] = {}
         self._node_outs: dict[str, list[Out]] = {}
-
-    @staticmethod
-    def _cols(slot: int) -> int:
-        return {K.INST: K.I_COLS, K.REC: 1, K.BKT: K.B_COLS, K.META: K.M_COLS, K.NODE: K.N_COLS,
-                K.OUT: K.O_COLS, K.TGT: 2, K.GROUP: K.G_COLS, K.ATOM: K.A_COLS, K.MATCH: K.MATCH_COLS,
-                K.NEWREC: K.NEWREC_COLS, K.PEND: 6, K.HEAP: 2}.get(slot, 1)
 
     # ------------------------------------------------------------ structure
     @property
@@ -142,20 +128,34 @@ class FlatEngine(Engine):
         self._sync(links or ())
         return True
 
+    def _put(self, slot: int, arr: np.ndarray) -> None:
+        self.ints[slot] = self._tints[slot] = arr
+
+    def _putf(self, slot: int, arr: np.ndarray) -> None:
+        self.flts[slot] = self._tflts[slot] = arr
+
+    def _refresh(self) -> None:
+        """Take the arrays a kernel call replaced."""
+        grown = int(self.ints[K.META][0, K.M_GROWN])
+        if grown != self._grown:
+            self._grown = grown
+            self.ints[:] = list(self._tints)
+            self.flts[:] = list(self._tflts)
+
     def _new_row(self, slot: int) -> int:
         free = self._free_rows[slot]
         if free:
             return free.pop()
         arr = self.ints[slot]
         n = arr.shape[0]
-        self.ints[slot] = np.concatenate([arr, _rows(max(n, 16), arr.shape[1])])
+        self._put(slot, np.concatenate([arr, _rows(max(n, 16), arr.shape[1])]))
         if slot == K.NODE:
-            self.ints[K.NOK] = np.concatenate([self.ints[K.NOK], _rows(max(n, 16), 1, 0)])
-            self.flts[K.NDEAD] = np.concatenate([self.flts[K.NDEAD], np.full((max(n, 16), 1), math.inf)])
+            self._put(K.NOK, np.concatenate([self.ints[K.NOK], _rows(max(n, 16), 1, 0)]))
+            self._putf(K.NDEAD, np.concatenate([self.flts[K.NDEAD], np.full((max(n, 16), 1), math.inf)]))
         if slot == K.OUT:
-            self.flts[K.OUTK] = np.concatenate([self.flts[K.OUTK], np.zeros((max(n, 16), K.MAX_DUR_TESTS))])
+            self._putf(K.OUTK, np.concatenate([self.flts[K.OUTK], np.zeros((max(n, 16), K.MAX_DUR_TESTS))]))
         if slot == K.ATOM:
-            self.flts[K.ATOMK] = np.concatenate([self.flts[K.ATOMK], np.zeros((max(n, 16), 1))])
+            self._putf(K.ATOMK, np.concatenate([self.flts[K.ATOMK], np.zeros((max(n, 16), 1))]))
         free.extend(range(n + max(n, 16) - 1, n, -1))  # popped in order
         return n
 
@@ -170,7 +170,7 @@ class FlatEngine(Engine):
                 col[r, 0] = max(self._key(self._recs[r][1], name), K.NO_KEY)
                 if col[r, 0] >= 0:
                     self.ints[K.KREF][col[r, 0], 0] += 1
-            self.ints[K.REC] = np.ascontiguousarray(np.concatenate([rec, col], axis=1))
+            self._put(K.REC, np.ascontiguousarray(np.concatenate([rec, col], axis=1)))
         return s
 
     def _new_node(self, nid: str, spec) -> Node:
@@ -186,7 +186,7 @@ class FlatEngine(Engine):
             grow[0, K.G_STREAM] = self._stream(node.stream)
             for a, name in enumerate(node.eq_attrs):
                 grow[0, K.G_A0 + a] = self._slot_of(name)
-            self.ints[K.GROUP] = np.concatenate([self.ints[K.GROUP], grow])
+            self._put(K.GROUP, np.concatenate([self.ints[K.GROUP], grow]))
         nrow = self.ints[K.NODE][row]
         nrow[:] = -1
         nrow[K.N_GROUP] = g
@@ -194,21 +194,7 @@ class FlatEngine(Engine):
         nrow[K.N_STATIC] = bool(node.static_atoms)
         for a, name in enumerate(node.eq_names or ()):
             self.ints[K.NODE][row, K.N_E0 + a] = self._slot_of(name)
-        head, rows = -1, []
-        for attr, op, c in reversed(node.static_atoms):
-            a = self._new_row(K.ATOM)
-            arow = self.ints[K.ATOM][a]
-            arow[K.A_NEXT] = head
-            arow[K.A_SLOT] = self._sslot.setdefault(attr, len(self._sslot))
-            arow[K.A_OP] = K.OPS.index(op)
-            if type(c) in (int, float):
-                arow[K.A_KIND] = K.NUMBER
-                self.flts[K.ATOMK][a, 0] = float(c)
-            else:
-                arow[K.A_KIND] = K.STRING if type(c) is str else K.BOOLEAN
-                arow[K.A_CONST] = self._const_id.setdefault(tag(c), len(self._const_id))
-            head = a
-            rows.append(a)
+        head, rows = self._atoms(node.static_atoms)
         self.ints[K.NODE][row, K.N_ATOM] = head
         self._node_atoms[nid] = rows
         if rows:
@@ -218,7 +204,8 @@ class FlatEngine(Engine):
 
     def _delete_node(self, node: Node) -> None:
         row = self._node_row.pop(node.id)
-        K.drop_node(self.ints, self.bd, self.ad, row)
+        K.drop_node(self._tints, row)
+        self._refresh()
         self._collect([])
         del self._row_node[row]
         self._free_rows[K.ATOM].extend(self._node_atoms.pop(node.id))
@@ -230,16 +217,57 @@ class FlatEngine(Engine):
         self._free_rows[K.NODE].append(row)
         del self.nodes[node.id]
 
+    def _atoms(self, atoms: Sequence[tuple[str, str, Any]]) -> tuple[int, list[int]]:
+        """Rows for static atoms (:func:`_kernel_atom`): the first one's (-1: none) and all."""
+        head, rows = -1, []
+        for attr, op, c in reversed(atoms):
+            a = self._new_row(K.ATOM)
+            arow = self.ints[K.ATOM][a]
+            arow[K.A_NEXT] = head
+            arow[K.A_SLOT] = self._sslot.setdefault(attr, len(self._sslot))
+            arow[K.A_OP] = K.OPS.index(op)
+            arow[K.A_CONST] = self._const_id.setdefault(tag(c), len(self._const_id))
+            if type(c) in (int, float):
+                arow[K.A_KIND] = K.NUMBER
+                self.flts[K.ATOMK][a, 0] = float(c)
+            else:
+                arow[K.A_KIND] = K.STRING if type(c) is str else K.BOOLEAN
+            head = a
+            rows.append(a)
+        return head, rows
+
     def _new_start(self, sid: str, c: Chain) -> Start:
-        start = super()._new_start(sid, c)
-        self._stream(c.start.stream)
+        """A start edge indexed by its first equality atom (else listed for its stream)."""
+        start = Start(sid, c.start)
+        start.fn = None
+        self.starts[sid] = start
+        atoms = view_static_atoms(c.start)
+        row = self._start_row[sid] = self._new_row(K.START)
+        head, rows = self._atoms(atoms)
+        self.ints[K.START][row, K.S_ATOM] = head
+        self.ints[K.START][row, K.S_OUT] = -1
+        self._node_atoms[sid] = rows
+        stream = self._stream(c.start.stream)
+        key = (stream, K.SCAN, K.SCAN)
+        eq = next((a for a in atoms if a[1] == "="), None)
+        if eq is not None:
+            key = (stream, self._sslot[eq[0]], self._const_id[tag(eq[2])])
+        self._start_key[row] = key
+        K.index_start(self._tints, *key, row)
+        self._refresh()
+        self._stream_starts.setdefault(c.start.stream, {})[row] = conj_fn(tuple(atoms)) if atoms else None
         return start
 
     def _delete_start(self, start: Start) -> None:
-        super()._delete_start(start)
+        del self.starts[start.id]
+        row = self._start_row.pop(start.id)
+        K.unindex_start(self._tints, *self._start_key.pop(row), row)
+        self._refresh()
+        del self._stream_starts[start.view.stream][row]
+        self._free_rows[K.ATOM].extend(self._node_atoms.pop(start.id))
         self._drop_out(start.out)
-        if start.cid >= 0:
-            del self._cid_out[start.cid]
+        self.ints[K.START][row] = -1
+        self._free_rows[K.START].append(row)
 
     def _stream(self, name: str) -> int:
         return self._stream_id.setdefault(name, len(self._stream_id))
@@ -250,9 +278,7 @@ class FlatEngine(Engine):
         for sid, path in links:
             start = self.starts.get(sid)
             if start is not None:
-                row = self._sync_out(start.out)
-                if start.cid >= 0:
-                    self._cid_out[start.cid] = row
+                self.ints[K.START][self._start_row[sid], K.S_OUT] = self._sync_out(start.out)
             for nid, _post in path:
                 node = self.nodes.get(nid)
                 if node is None:
@@ -271,9 +297,6 @@ class FlatEngine(Engine):
                     self.ints[K.OUT][o, K.O_NEXT] = first
                     first = o
                 self.ints[K.NODE][row, K.N_OUT] = first
-        self._always_outs = {}
-        for stream, starts in self._always.items():
-            self._always_outs[stream] = [self._sync_out(s.out) for s in starts.values()]
 
     def _sync_out(self, out: Out) -> int:
         """The row of forward edge ``out``, written from it (its targets as a diff)."""
@@ -290,6 +313,8 @@ class FlatEngine(Engine):
             self.ints[K.OUT][row, K.O_ND] = len(out.durs or ())
         orow = self.ints[K.OUT][row]
         orow[K.O_ACCEPT] = bool(out.accept)
+        self._accepts[row] = (tuple(out.accept), max(out.accept.values(), default=0))
+        orow[K.O_NT] = len(out.targets)
         tgts = self._out_tgts[row]
         want = {self._node_row[n.id] for n in out.targets}
         for n in set(tgts) - want:
@@ -309,7 +334,7 @@ class FlatEngine(Engine):
         row = self._out_row.pop(id(out), None)
         if row is None:
             return
-        del self._out_of_row[row]
+        del self._out_of_row[row], self._accepts[row]
         self._free_rows[K.TGT].extend(self._out_tgts.pop(row).values())
         self.ints[K.OUT][row] = -1
         self._free_rows[K.OUT].append(row)
@@ -338,8 +363,8 @@ class FlatEngine(Engine):
                 self._key_val.append(t)
                 kref = self.ints[K.KREF]
                 if k >= kref.shape[0]:
-                    self.ints[K.KREF] = np.concatenate([kref, np.zeros((max(16, kref.shape[0]), 1), np.int64)])
-            self.ints[K.KREF][k, 0] = 0
+                    self._put(K.KREF, np.concatenate([kref, np.zeros((max(16, kref.shape[0]), 2), np.int64)]))
+            self.ints[K.KREF][k] = 0
             self._key_id[t] = k
             self._new_keys.append(k)
         return k
@@ -364,12 +389,15 @@ class FlatEngine(Engine):
         out: list[tuple[int, Match]] = []
         n = int(meta[K.M_MATCH])
         if n:
-            outs = self._out_of_row
+            accepts = self._accepts
             for ei, o, r, t0, t1, born in ints[K.MATCH][:n].tolist():
                 wit, attrs = recs[r]
-                for sub, since in outs[o].accept.items():
-                    if born >= since:
-                        out.append((ei, _new(Match, (sub, attrs, t0, t1, wit))))
+                subs, last = accepts[o]
+                if born >= last:  # every subscription of the edge sees the instance
+                    out += [(ei, _new(Match, (sub, attrs, t0, t1, wit))) for sub in subs]
+                else:
+                    out += [(ei, _new(Match, (sub, attrs, t0, t1, wit)))
+                            for sub, since in self._out_of_row[o].accept.items() if born >= since]
         for (r,) in ints[K.FREEREC][: int(meta[K.M_FREEREC])].tolist():
             recs[r] = None
         kref = ints[K.KREF]
@@ -387,61 +415,63 @@ class FlatEngine(Engine):
         sequence numbers checked and given by the caller); ``(index, match)`` pairs."""
         n = len(events)
         slots, sslots = list(self._slot), list(self._sslot)
-        ev = np.empty((n, K.E_SLOTS + len(slots) + 2 * len(sslots)), dtype=np.int64)
-        evn = np.empty((n, len(sslots)))
-        soff = np.empty(n + 1, dtype=np.int64)
-        noff = np.empty(n + 1, dtype=np.int64)
+        flat: list = []
+        nums: list[float] = []
         sout: list[int] = []
         snode: list[int] = []
+        soff, noff = [0], [0]
         self._new_keys = []
-        cid_out, always, match = self._cid_out, self._always_outs, self.static.match
-        streams, consts = self._stream_id, self._const_id
-        for i, (stream, attrs, t0, t1, _wit, seq) in enumerate(events):
+        streams, consts, key = self._stream_id, self._const_id, self._key
+        for stream, attrs, t0, t1, _wit, seq in events:
             exact = 0
-            row = [streams.get(stream, -1), t0, t1, seq, 0]
-            row += [self._key(attrs, name) for name in slots]
-            nums = []
+            flat += (streams.get(stream, -1), t0, t1, seq, 0)
+            flat += [key(attrs, name) for name in slots]
             for name in sslots:
                 v = attrs.get(name)
                 tv = type(v)
                 if tv is int or tv is float:
-                    row += (K.T_NUMBER, -1)
-                    nums.append(v)
+                    flat += (K.T_NUMBER, consts.get(v, -1))
                     if tv is int and not -(2**53) < v < 2**53:
                         exact = 1
-                        nums[-1] = 0.0
+                        v = 0.0
+                    nums.append(v)
                     continue
                 nums.append(0.0)
                 if v is None:
-                    row += (K.T_NONE, -1)
+                    flat += (K.T_NONE, -1)
                 elif tv is bool:
-                    row += (K.T_BOOLEAN, consts.get(tag(v), -1))
+                    flat += (K.T_BOOLEAN, consts.get(tag(v), -1))
                 elif isinstance(v, str):
-                    row += (K.T_STRING, consts.get(v, -1))
+                    flat += (K.T_STRING, consts.get(v, -1))
                 else:
-                    row += (K.T_OTHER, -1)
-            ev[i] = row
-            evn[i] = nums
-            soff[i] = len(sout)
-            noff[i] = len(snode)
-            if exact:  # an integer a float would round: the nodes' static atoms checked here
-                ev[i, K.E_EXACT] = 1
+                    flat += (K.T_OTHER, -1)
+            if exact:  # an integer a float would round: the static atoms checked here
+                flat[-2 * len(sslots) - len(slots) - 1] = 1
                 snode += [r for r, node in self._static_nodes.items() if node.static_fn(attrs)]
-            sout += [cid_out[c] for c in match(stream, attrs)]
-            sout += always.get(stream, ())
-        soff[n] = len(sout)
-        noff[n] = len(snode)
-        K.step(self.ints, self.flts, self.bd, self.ad, ev, evn, np.asarray(sout, dtype=np.int64), soff,
-               np.asarray(snode, dtype=np.int64), noff, self.epoch, self.starting)
+                start_out = self.ints[K.START][:, K.S_OUT]
+                sout += [int(start_out[r]) for r, fn in self._stream_starts.get(stream, {}).items()
+                         if fn is None or fn(attrs)]
+            soff.append(len(sout))
+            noff.append(len(snode))
+        ev = np.array(flat, dtype=np.int64).reshape(n, K.E_SLOTS + len(slots) + 2 * len(sslots))
+        evn = np.array(nums, dtype=np.float64).reshape(n, len(sslots))
+        if soff[-1] or noff[-1]:
+            K.step(self._tints, self._tflts, ev, evn, np.array(sout, dtype=np.int64), np.array(soff, dtype=np.int64),
+                   np.array(snode, dtype=np.int64), np.array(noff, dtype=np.int64), self.epoch, self.starting)
+        else:  # no exact event: no lists from here
+            zeros = _ZEROS if n < len(_ZEROS) else np.zeros(n + 1, dtype=np.int64)
+            K.step(self._tints, self._tflts, ev, evn, zeros, zeros, zeros, zeros, self.epoch, self.starting)
+        self._refresh()
         return self._collect([(wit, attrs) for _s, attrs, _t0, _t1, wit, _q in events])
 
     def expire(self, now: int) -> None:
-        K.expire(self.ints, self.flts, self.bd, self.ad, now)
+        K.expire(self._tints, self._tflts, now)
+        self._refresh()
         self._new_keys = []
         self._collect([])
 
     def next_expiry(self) -> int | None:
-        t = K.next_expiry(self.ints, self.flts)
+        t = K.next_expiry(self._tints, self._tflts)
         return None if t != t else (int(t) if t == int(t) else t)  # type: ignore[return-value]  # a fractional DUR bound
 
     # ------------------------------------------------------------ state
@@ -478,8 +508,10 @@ class FlatEngine(Engine):
         if not table:
             return 0
         live = self.instances
-        made = K.load(self.ints, self.flts, self.bd, self.ad, np.asarray(table, dtype=np.int64),
+        K.reserve(self._tints, self._tflts, len(table), 2 * len(table))
+        made = K.load(self._tints, self._tflts, np.asarray(table, dtype=np.int64),
                       np.asarray(keys, dtype=np.int64).reshape(len(keys), len(slots)))
+        self._refresh()
         recs = self._recs
         if len(recs) < self.ints[K.REC].shape[0]:
             recs.extend([None] * (self.ints[K.REC].shape[0] - len(recs)))
@@ -492,12 +524,13 @@ class FlatEngine(Engine):
     def clear_instances(self) -> None:
         ints = self.ints
         meta = ints[K.META]
-        for col in (K.M_IUSED, K.M_IFREE, K.M_RUSED, K.M_RFREE, K.M_BUSED, K.M_BFREE, K.M_HEAP, K.M_LIVE):
+        for col in (K.M_IUSED, K.M_IFREE, K.M_RUSED, K.M_RFREE, K.M_BUSED, K.M_BFREE, K.M_HEAP, K.M_LIVE,
+                    K.M_HBN, K.M_HAN):
             meta[0, col] = 0
         ints[K.NODE][:, K.N_BKT] = -1
         ints[K.KREF][:] = 0
-        self.bd = Dict.empty(key_type=_KEY, value_type=types.int64)
-        self.ad = Dict.empty(key_type=_KEY, value_type=types.int64)
+        ints[K.HB][:] = K.EMPTY
+        ints[K.HA][:] = K.EMPTY
         self._key_id.clear()
         self._key_val.clear()
         self._key_free.clear()
