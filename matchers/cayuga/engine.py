@@ -456,7 +456,7 @@ class Engine:
             heapq.heappop(timers)
         if timers and (out is None or timers[0][0] < out):
             out = timers[0][0]
-        if self.flat is not None:
+        if self._flat_subs:
             t = self.flat.next_expiry()
             if t is not None and (out is None or t < out):
                 out = t
@@ -504,7 +504,7 @@ class Engine:
     def expire(self, now: int) -> None:
         """Drop the instances that can no longer fire at time ``now`` or later."""
         self._expire(now)
-        if self.flat is not None:
+        if self._flat_subs:
             self.flat.expire(now)
 
     def _schedule(self, inst: Inst, last: float) -> None:
@@ -813,7 +813,7 @@ class Engine:
         for sub, sk in self._skips.items():
             if sk.after >= 0 or sk.used:
                 out.append((None, sub, sk.after, sorted(sk.used)))
-        if self.flat is not None:
+        if self._flat_subs:
             out += self.flat.export_instances()
         return out
 
@@ -833,7 +833,7 @@ class Engine:
         n = 0
         rows = instances if isinstance(instances, list) else list(instances)
         flat_rows: list[tuple] = []
-        if self.flat is not None:
+        if self._flat_subs:
             old = not any(r[0] is not None and r[0].startswith(FLAT_PREFIX) for r in rows)
             fnodes = self.flat.nodes
             for r in rows:
@@ -866,7 +866,7 @@ class Engine:
 
     def clear_instances(self) -> None:
         """Drop every instance (the subscriptions stay)."""
-        if self.flat is not None:
+        if self._flat_subs:
             self.flat.clear_instances()
         for node in self.nodes.values():
             node.buckets.clear()

@@ -15,9 +15,14 @@ interpreter's thresholds), ``paused`` as in the service's tasks (the subscriptio
 out of the collector, the collector off while the events run; see
 :mod:`streaming.patterns.queries`).
 
+``--batch N`` feeds the events ``N`` at a time through ``Engine.process_batch`` (1: one
+``Engine.process`` call per event); ``--engine label=JSON`` gives a tree's ``Engine`` keyword
+arguments, so that one tree can run twice, e.g. with and without the flat engine.
+
 Usage::
 
     python -m scripts.bench.cayuga_trees --tree main=/path/a --tree this=. --rounds 3
+    python -m scripts.bench.cayuga_trees --tree flat=. --tree python=. --engine 'python={"flat": false}' --batch 512
 
 Prints one JSON line per run and a summary; ``--json PATH`` writes the runs.
 """
@@ -37,10 +42,18 @@ import gc, json, os, sys, time
 from scripts.bench.cayuga import expr, make_events, make_subscriptions
 from matchers.cayuga.engine import Engine
 
-n, n_events, warmup, symbols, seed, collector = json.loads(sys.argv[1])
+n, n_events, warmup, symbols, seed, collector, batch, kwargs = json.loads(sys.argv[1])
 events = make_events(n_events, symbols, seed)
 subs = make_subscriptions(n, symbols, seed + n)
-eng = Engine()
+eng = Engine(**kwargs)
+
+
+def feed(chunk):
+    if batch > 1:
+        return sum(len(eng.process_batch(chunk[i:i + batch])) for i in range(0, len(chunk), batch))
+    return sum(len(eng.process(e)) for e in chunk)
+
+
 t = time.process_time()
 for i, sub in enumerate(subs):
     eng.add(f"q{i}", expr(*sub))
@@ -49,12 +62,10 @@ register_s = time.process_time() - t
 if collector == "paused":
     gc.freeze()
     gc.disable()
-warm = sum(len(eng.process(e)) for e in events[:warmup])
+warm = feed(events[:warmup])
 young = [s["collections"] for s in gc.get_stats()]
 t = time.process_time()
-matches = 0
-for e in events[warmup:]:
-    matches += len(eng.process(e))
+matches = feed(events[warmup:])
 cpu = time.process_time() - t
 young = [s["collections"] - y for s, y in zip(gc.get_stats(), young)]
 print("RESULT " + json.dumps({"events": n_events - warmup, "cpu_s": cpu, "events_per_s": (n_events - warmup) / cpu,
@@ -84,18 +95,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--collector", choices=("on", "paused"), default="on")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="events per call: 1 calls Engine.process per event, more Engine.process_batch")
+    ap.add_argument("--engine", action="append", default=[],
+                    help="label=JSON: keyword arguments of that tree's Engine, e.g. 'python={\"flat\": false}'")
     ap.add_argument("--json", type=Path, help="write the runs there")
     args = ap.parse_args(argv)
     if len(args.tree) < 1 or any("=" not in t for t in args.tree):
         ap.error("give --tree label=PATH at least once")
     trees = {label: Path(path).resolve() for label, path in (t.split("=", 1) for t in args.tree)}
-    spec = [args.subscriptions, args.events, args.warmup, args.symbols, args.seed, args.collector]
+    kwargs = {label: json.loads(text) for label, text in (e.split("=", 1) for e in args.engine)}
+    spec = [args.subscriptions, args.events, args.warmup, args.symbols, args.seed, args.collector, args.batch]
     print(f"load at start {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
     runs = []
     for rnd in range(args.rounds):
         order = list(trees) if rnd % 2 == 0 else list(trees)[::-1]
         for label in order:
-            r = {"round": rnd, "tree": label, "path": str(trees[label]), **run_tree(trees[label], spec)}
+            r = {"round": rnd, "tree": label, "path": str(trees[label]), "engine": kwargs.get(label, {}),
+                 **run_tree(trees[label], [*spec, kwargs.get(label, {})])}
             runs.append(r)
             print(json.dumps(r), flush=True)
     counts = {(r["matches"], r["warmup_matches"]) for r in runs}
