@@ -1,16 +1,19 @@
 """The flat engine: the subscriptions whose instances live as rows of arrays.
 
-A subscription is *flat* (:func:`flat_chain`) when it is one chain whose start edge is a
-static filter of a stream (or the stream itself), whose operators are ``NEXT`` or a
-``FOLD`` without aggregates and with a ``TRUE`` iteration condition, over the right
-stream itself, with input predicates made of equalities between the event and the
-instance's record (at most three) and static atoms, and with only ``DUR`` tests after
-each operator; it has no after-match skip and publishes nothing. Such a subscription
-never looks at a record's attributes beyond the key values of its equalities, so the
-step runs over rows (:mod:`.flat_kernels`): the event's key values become ids, the
-static atoms of start edges and nodes are found in one pass (:mod:`.static`), and one
-kernel call moves the instances, creates the new ones and lists the matches; only the
-matched records are built as dicts here.
+A subscription is *flat* (:func:`flat_chain`) when it is one chain whose start edge is the
+stream itself or a conjunction of static atoms on it, whose operators are ``NEXT`` or (at
+most one) ``FOLD`` without aggregates and with a ``TRUE`` iteration condition, over the
+right stream itself, with input predicates made of at most three equalities between the
+event and the instance's current record and of static atoms, and with only ``DUR`` tests
+after each operator; it has no after-match skip, publishes nothing and reads no stream a
+subscription publishes. Static atoms compare with a number constant, or test a string or
+boolean constant with ``=`` or ``!=``. Such a subscription never looks at a record's
+attributes beyond the key values of its equalities, so the step runs over rows
+(:mod:`.flat_kernels`): the event's key values become ids, its values for static atoms a
+type, a constant id and a number; one kernel call finds the start edges (indexed by an
+equality atom), the affected instances, moves them, creates the new ones and lists the
+matches; only the matched records are built as dicts, here. An integer too large for a
+float has its static atoms checked here (exactly) instead.
 
 :class:`FlatEngine` is an :class:`~.engine.Engine` (the same linking of subscriptions to
 start edges, nodes and forward edges, the same state merging) whose instance storage
@@ -110,7 +113,7 @@ class FlatEngine(Engine):
 
     # ------------------------------------------------------------ structure
     @property
-    def instances(self) -> int:  # type: ignore[override]  # the rows' count, not the Python engine's counter
+    def instances(self) -> int:  # the rows' count
         return int(self.ints[K.META][0, K.M_LIVE])
 
     @instances.setter
@@ -324,7 +327,7 @@ class FlatEngine(Engine):
             self.ints[K.TGT][t, 0] = n
         tgt = self.ints[K.TGT]
         head = -1
-        for n, t in tgts.items():
+        for t in tgts.values():
             tgt[t, 1] = head
             head = t
         self.ints[K.OUT][row, K.O_TGT] = head
@@ -427,7 +430,7 @@ class FlatEngine(Engine):
             flat += (streams.get(stream, -1), t0, t1, seq, 0)
             flat += [key(attrs, name) for name in slots]
             for name in sslots:
-                v = attrs.get(name)
+                v: Any = attrs.get(name)
                 tv = type(v)
                 if tv is int or tv is float:
                     flat += (K.T_NUMBER, consts.get(v, -1))
@@ -447,7 +450,7 @@ class FlatEngine(Engine):
                     flat += (K.T_OTHER, -1)
             if exact:  # an integer a float would round: the static atoms checked here
                 flat[-2 * len(sslots) - len(slots) - 1] = 1
-                snode += [r for r, node in self._static_nodes.items() if node.static_fn(attrs)]
+                snode += [r for r, node in self._static_nodes.items() if node.static_fn and node.static_fn(attrs)]
                 start_out = self.ints[K.START][:, K.S_OUT]
                 sout += [int(start_out[r]) for r, fn in self._stream_starts.get(stream, {}).items()
                          if fn is None or fn(attrs)]
@@ -472,7 +475,7 @@ class FlatEngine(Engine):
 
     def next_expiry(self) -> int | None:
         t = K.next_expiry(self._tints, self._tflts)
-        return None if t != t else (int(t) if t == int(t) else t)  # type: ignore[return-value]  # a fractional DUR bound
+        return None if t != t else (int(t) if t == int(t) else t)  # a fractional DUR bound stays a float
 
     # ------------------------------------------------------------ state
     def export_instances(self) -> list[tuple]:

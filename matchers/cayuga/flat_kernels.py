@@ -1,7 +1,7 @@
 """numba kernels of the flat engine (:mod:`.flat`): instances, records and buckets as rows.
 
 The layout is two typed lists of 2-D arrays, ``ints`` (int64) and ``flts`` (float64),
-indexed by the slot constants below. An entry point reads them once into tuples ``I``
+indexed by the slot constants below. An entry point reads them once into tuples ``T``
 and ``F`` and the step never grows an array: before an event's transitions it bounds
 what they can create; when a table lacks the room, the step stops before that event, the
 entry point grows the tables (:func:`_reserve`) and runs the event again (what the event
@@ -250,28 +250,28 @@ def reserve(ints, flts, ni, na):
 
 
 @njit(cache=True, inline="always")
-def _room(I, F, ni, na, nm):
+def _room(T, F, ni, na, nm):
     """Whether the tables hold ``ni`` new instances, ``na`` new records, ``nm`` new matches."""
-    meta = I[META]
-    return (I[INST].shape[0] - meta[0, M_IUSED] + meta[0, M_IFREE] >= ni
-            and I[REC].shape[0] - meta[0, M_RUSED] + meta[0, M_RFREE] >= na
-            and I[BKT].shape[0] - meta[0, M_BUSED] + meta[0, M_BFREE] >= ni
-            and I[HEAP].shape[0] >= meta[0, M_HEAP] + ni
-            and I[PEND].shape[0] >= ni and I[NEWR].shape[0] >= na
-            and I[MATCH].shape[0] >= meta[0, M_MATCH] + nm
-            and I[NEWREC].shape[0] >= meta[0, M_NEWREC] + na
-            and 2 * (meta[0, M_HBN] + ni) <= I[HB].shape[0]
-            and 2 * (meta[0, M_HAN] + ni) <= I[HA].shape[0])
+    meta = T[META]
+    return (T[INST].shape[0] - meta[0, M_IUSED] + meta[0, M_IFREE] >= ni
+            and T[REC].shape[0] - meta[0, M_RUSED] + meta[0, M_RFREE] >= na
+            and T[BKT].shape[0] - meta[0, M_BUSED] + meta[0, M_BFREE] >= ni
+            and T[HEAP].shape[0] >= meta[0, M_HEAP] + ni
+            and T[PEND].shape[0] >= ni and T[NEWR].shape[0] >= na
+            and T[MATCH].shape[0] >= meta[0, M_MATCH] + nm
+            and T[NEWREC].shape[0] >= meta[0, M_NEWREC] + na
+            and 2 * (meta[0, M_HBN] + ni) <= T[HB].shape[0]
+            and 2 * (meta[0, M_HAN] + ni) <= T[HA].shape[0])
 
 
 @njit(cache=True, inline="always")
-def _alloc(I, table, free, used_col, free_col):
+def _alloc(T, table, free, used_col, free_col):
     """A free row of ``table`` (its free stack ``free``; the room was checked)."""
-    meta = I[META]
+    meta = T[META]
     nf = meta[0, free_col]
     if nf > 0:
         meta[0, free_col] = nf - 1
-        return I[free][nf - 1, 0]
+        return T[free][nf - 1, 0]
     used = meta[0, used_col]
     meta[0, used_col] = used + 1
     return used
@@ -281,39 +281,39 @@ def _alloc(I, table, free, used_col, free_col):
 
 
 @njit(cache=True, inline="always")
-def _release_key(I, k):
-    kref, meta = I[KREF], I[META]
+def _release_key(T, k):
+    kref, meta = T[KREF], T[META]
     kref[k, 0] -= 1
     if kref[k, 0] == 0 and kref[k, 1] != meta[0, M_CALL]:  # listed once per call
         kref[k, 1] = meta[0, M_CALL]
-        I[FREEKEY][meta[0, M_FREEKEY], 0] = k
+        T[FREEKEY][meta[0, M_FREEKEY], 0] = k
         meta[0, M_FREEKEY] += 1
 
 
 @njit(cache=True, inline="always")
-def _free_rec(I, r):
-    rec, meta = I[REC], I[META]
+def _free_rec(T, r):
+    rec, meta = T[REC], T[META]
     rec[r, 0] = -1
     for s in range(1, rec.shape[1]):
         if rec[r, s] >= 0:
-            _release_key(I, rec[r, s])
-    I[FREEREC][meta[0, M_FREEREC], 0] = r
+            _release_key(T, rec[r, s])
+    T[FREEREC][meta[0, M_FREEREC], 0] = r
     meta[0, M_FREEREC] += 1
 
 
 @njit(cache=True, inline="always")
-def _release(I, r):
-    rec = I[REC]
+def _release(T, r):
+    rec = T[REC]
     rec[r, 0] -= 1
     if rec[r, 0] == 0:
-        _free_rec(I, r)
+        _free_rec(T, r)
 
 
 @njit(cache=True, inline="always")
-def _new_rec(I, parent, ev, ei):
+def _new_rec(T, parent, ev, ei):
     """A record of event ``ei`` (merged over record ``parent`` when >= 0): its key ids per slot."""
-    r = _alloc(I, REC, RFREE, M_RUSED, M_RFREE)
-    rec, kref, meta = I[REC], I[KREF], I[META]
+    r = _alloc(T, REC, RFREE, M_RUSED, M_RFREE)
+    rec, kref, meta = T[REC], T[KREF], T[META]
     rec[r, 0] = 0
     for s in range(1, rec.shape[1]):
         c = ev[ei, E_SLOTS + s - 1]
@@ -324,13 +324,13 @@ def _new_rec(I, parent, ev, ei):
             kref[c, 0] += 1
     j = meta[0, M_NEWREC]
     meta[0, M_NEWREC] = j + 1
-    out = I[NEWREC]
+    out = T[NEWREC]
     out[j, 0] = r
     out[j, 1] = parent
     out[j, 2] = ei
     j = meta[0, M_NEWR]
     meta[0, M_NEWR] = j + 1
-    I[NEWR][j, 0] = r
+    T[NEWR][j, 0] = r
     return r
 
 
@@ -338,8 +338,8 @@ def _new_rec(I, parent, ev, ei):
 
 
 @njit(cache=True, inline="always")
-def _heap_push(I, F, t, i, gen):
-    meta, heap, ht = I[META], I[HEAP], F[HEAPT]
+def _heap_push(T, F, t, i, gen):
+    meta, heap, ht = T[META], T[HEAP], F[HEAPT]
     n = meta[0, M_HEAP]
     while n > 0:
         p = (n - 1) // 2
@@ -356,9 +356,9 @@ def _heap_push(I, F, t, i, gen):
 
 
 @njit(cache=True, inline="always")
-def _heap_pop(I, F):
+def _heap_pop(T, F):
     """Remove the top entry (the caller read it)."""
-    meta, heap, ht = I[META], I[HEAP], F[HEAPT]
+    meta, heap, ht = T[META], T[HEAP], F[HEAPT]
     n = meta[0, M_HEAP] - 1
     meta[0, M_HEAP] = n
     t, i, gen = ht[n, 0], heap[n, 0], heap[n, 1]
@@ -384,15 +384,15 @@ def _heap_pop(I, F):
 
 
 @njit(cache=True, inline="always")
-def _free_bucket(I, b):
-    bk, node, meta = I[BKT], I[NODE], I[META]
+def _free_bucket(T, b):
+    bk, node, meta = T[BKT], T[NODE], T[META]
     n = bk[b, B_NODE]
     k0, k1, k2 = bk[b, B_K0], bk[b, B_K0 + 1], bk[b, B_K0 + 2]
     gn, gp = bk[b, B_GNEXT], bk[b, B_GPREV]
     if gp >= 0:
         bk[gp, B_GNEXT] = gn
     else:
-        ha = I[HA]
+        ha = T[HA]
         j = _hslot(ha, node[n, N_GROUP], k0, k1, k2)
         if gn >= 0:
             ha[j, 4] = gn
@@ -408,16 +408,16 @@ def _free_bucket(I, b):
         node[n, N_BKT] = nn
     if nn >= 0:
         bk[nn, B_NPREV] = np_
-    hb = I[HB]
+    hb = T[HB]
     _hdel(hb, _hslot(hb, n, k0, k1, k2))
     meta[0, M_HBN] -= 1
-    I[BFREE][meta[0, M_BFREE], 0] = b
+    T[BFREE][meta[0, M_BFREE], 0] = b
     meta[0, M_BFREE] += 1
 
 
 @njit(cache=True, inline="always")
-def _unlink(I, i):
-    inst, bk, meta = I[INST], I[BKT], I[META]
+def _unlink(T, i):
+    inst, bk, meta = T[INST], T[BKT], T[META]
     b = inst[i, I_BKT]
     nx, pv = inst[i, I_NEXT], inst[i, I_PREV]
     if pv >= 0:
@@ -428,21 +428,21 @@ def _unlink(I, i):
         inst[nx, I_PREV] = pv
     bk[b, B_COUNT] -= 1
     if bk[b, B_COUNT] == 0:
-        _free_bucket(I, b)
+        _free_bucket(T, b)
     inst[i, I_NODE] = -1
     inst[i, I_GEN] += 1
-    I[IFREE][meta[0, M_IFREE], 0] = i
+    T[IFREE][meta[0, M_IFREE], 0] = i
     meta[0, M_IFREE] += 1
     meta[0, M_LIVE] -= 1
-    _release(I, inst[i, I_FIRST])
-    _release(I, inst[i, I_CUR])
+    _release(T, inst[i, I_FIRST])
+    _release(T, inst[i, I_CUR])
 
 
 @njit(cache=True, inline="always")
-def _insert(I, F, n, first, cur, t0, t1, born, seq):
+def _insert(T, F, n, first, cur, t0, t1, born, seq):
     """Insert an instance of node ``n`` (nothing when a key attribute of ``cur`` has no id:
     the equality could never hold). The room was checked."""
-    node, rec, meta = I[NODE], I[REC], I[META]
+    node, rec, meta = T[NODE], T[REC], T[META]
     k0 = k1 = k2 = UNUSED
     s = node[n, N_E0]
     if s >= 0:
@@ -459,12 +459,12 @@ def _insert(I, F, n, first, cur, t0, t1, born, seq):
                 k2 = rec[cur, 1 + s]
                 if k2 < 0:
                     return
-    hb, bk = I[HB], I[BKT]
+    hb, bk = T[HB], T[BKT]
     j = _hslot(hb, n, k0, k1, k2)
     if hb[j, 0] != EMPTY:
         b = hb[j, 4]
     else:
-        b = _alloc(I, BKT, BFREE, M_BUSED, M_BFREE)
+        b = _alloc(T, BKT, BFREE, M_BUSED, M_BFREE)
         hb[j, 0], hb[j, 1], hb[j, 2], hb[j, 3], hb[j, 4] = n, k0, k1, k2, b
         meta[0, M_HBN] += 1
         bk[b, B_NODE] = n
@@ -473,7 +473,7 @@ def _insert(I, F, n, first, cur, t0, t1, born, seq):
         bk[b, B_K0 + 2] = k2
         bk[b, B_HEAD] = -1
         bk[b, B_COUNT] = 0
-        ha = I[HA]
+        ha = T[HA]
         g = node[n, N_GROUP]
         j = _hslot(ha, g, k0, k1, k2)
         if ha[j, 0] != EMPTY:
@@ -492,8 +492,8 @@ def _insert(I, F, n, first, cur, t0, t1, born, seq):
         if h >= 0:
             bk[h, B_NPREV] = b
         node[n, N_BKT] = b
-    i = _alloc(I, INST, IFREE, M_IUSED, M_IFREE)
-    inst = I[INST]
+    i = _alloc(T, INST, IFREE, M_IUSED, M_IFREE)
+    inst = T[INST]
     inst[i, I_NODE] = n
     inst[i, I_T0] = t0
     inst[i, I_T1] = t1
@@ -514,18 +514,18 @@ def _insert(I, F, n, first, cur, t0, t1, born, seq):
     meta[0, M_LIVE] += 1
     d = F[NDEAD][n, 0]
     if d == d and d < np.inf:
-        _heap_push(I, F, t0 + d - 1, i, inst[i, I_GEN])
+        _heap_push(T, F, t0 + d - 1, i, inst[i, I_GEN])
 
 
 @njit(cache=True)
-def _expire(I, F, now):
+def _expire(T, F, now):
     """Drop the instances whose last possible firing time is before ``now`` (the heap never
     grows here: an entry is popped before it is pushed again)."""
-    meta, heap, ht = I[META], I[HEAP], F[HEAPT]
+    meta, heap, ht = T[META], T[HEAP], F[HEAPT]
     while meta[0, M_HEAP] > 0 and ht[0, 0] < now:
         i, gen = heap[0, 0], heap[0, 1]
-        _heap_pop(I, F)
-        inst = I[INST]
+        _heap_pop(T, F)
+        inst = T[INST]
         n = inst[i, I_NODE]
         if n < 0 or inst[i, I_GEN] != gen:
             continue
@@ -534,9 +534,9 @@ def _expire(I, F, now):
             continue
         last = inst[i, I_T0] + d - 1
         if last < now:
-            _unlink(I, i)
+            _unlink(T, i)
         else:
-            _heap_push(I, F, last, i, gen)
+            _heap_push(T, F, last, i, gen)
 
 
 # ---------------------------------------------------------------- the step
@@ -567,10 +567,10 @@ def _dur_ok(out, outk, o, dur):
 
 
 @njit(cache=True, inline="always")
-def _atoms_ok(I, F, ev, evn, ei, a, sbase):
+def _atoms_ok(T, F, ev, evn, ei, a, sbase):
     """Whether event ``ei`` passes the static atoms listed from ``a`` (the algebra's rules: a
     number constant needs a number, a string or boolean one a value of its type)."""
-    atom, ak = I[ATOM], F[ATOMK]
+    atom, ak = T[ATOM], F[ATOMK]
     while a >= 0:
         s, op, kind = atom[a, A_SLOT], atom[a, A_OP], atom[a, A_KIND]
         t = ev[ei, sbase + 2 * s]
@@ -587,8 +587,8 @@ def _atoms_ok(I, F, ev, evn, ei, a, sbase):
 
 
 @njit(cache=True, inline="always")
-def _pend(I, n, first, cur, t0, born, seq):
-    meta, p, rec = I[META], I[PEND], I[REC]
+def _pend(T, n, first, cur, t0, born, seq):
+    meta, p, rec = T[META], T[PEND], T[REC]
     j = meta[0, M_PEND]
     meta[0, M_PEND] = j + 1
     p[j, 0] = n
@@ -602,24 +602,24 @@ def _pend(I, n, first, cur, t0, born, seq):
 
 
 @njit(cache=True, inline="always")
-def _event(I, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
+def _event(T, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
     """One event through the automaton (see :meth:`.engine.Engine._step`); False when the
     tables lack the room for its transitions (``META`` holds what it needs; nothing of
     the transitions is done)."""
     stream, t0, t1, seq = ev[ei, E_STREAM], ev[ei, E_T0], ev[ei, E_T1], ev[ei, E_SEQ]
-    meta = I[META]
+    meta = T[META]
     if meta[0, M_HEAP] > 0 and F[HEAPT][0, 0] < t1:
-        _expire(I, F, t1)
+        _expire(T, F, t1)
     exact = ev[ei, E_EXACT] != 0  # the caller checked the nodes' static atoms (``snode``)
-    sbase = E_SLOTS + I[REC].shape[1] - 1
+    sbase = E_SLOTS + T[REC].shape[1] - 1
     mark = meta[0, M_MARK] + 1
     meta[0, M_MARK] = mark
-    nok = I[NOK]
+    nok = T[NOK]
     if exact:
         for j in range(n0, n1):
             nok[snode[j], 0] = mark
     # affected instances
-    groups, node, bk, inst, aff, ha = I[GROUP], I[NODE], I[BKT], I[INST], I[AFF], I[HA]
+    groups, node, bk, inst, aff, ha = T[GROUP], T[NODE], T[BKT], T[INST], T[AFF], T[HA]
     naff = 0
     for g in range(groups.shape[0]):
         if groups[g, G_STREAM] != stream:
@@ -644,7 +644,7 @@ def _event(I, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
         b = ha[j, 4] if ha[j, 0] != EMPTY else -1
         while b >= 0:
             n = bk[b, B_NODE]
-            if node[n, N_STATIC] == 0 or (nok[n, 0] == mark if exact else _atoms_ok(I, F, ev, evn, ei, node[n, N_ATOM],
+            if node[n, N_STATIC] == 0 or (nok[n, 0] == mark if exact else _atoms_ok(T, F, ev, evn, ei, node[n, N_ATOM],
                                                                                      sbase)):
                 i = bk[b, B_HEAD]
                 while i >= 0:
@@ -654,7 +654,7 @@ def _event(I, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
                     i = inst[i, I_NEXT]
             b = bk[b, B_GNEXT]
     # start edges that fire: from the caller for an exact event, else through the index
-    out, outk, tgt, fire = I[OUT], F[OUTK], I[TGT], I[FIRE]
+    out, outk, tgt, fire = T[OUT], F[OUTK], T[TGT], T[FIRE]
     nf = 0
     if starting:
         if exact:
@@ -662,7 +662,7 @@ def _event(I, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
                 fire[nf, 0] = sout[j]
                 nf += 1
         else:
-            hs, st = I[HS], I[START]
+            hs, st = T[HS], T[START]
             for ss in range(-1, (ev.shape[1] - sbase) // 2):
                 if ss < 0:
                     j = _hslot(hs, stream, SCAN, SCAN, SCAN)
@@ -673,7 +673,7 @@ def _event(I, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
                     j = _hslot(hs, stream, ss, c, SCAN)
                 s = hs[j, 4] if hs[j, 0] != EMPTY else -1
                 while s >= 0:
-                    if _atoms_ok(I, F, ev, evn, ei, st[s, S_ATOM], sbase):
+                    if _atoms_ok(T, F, ev, evn, ei, st[s, S_ATOM], sbase):
                         fire[nf, 0] = st[s, S_OUT]
                         nf += 1
                     s = st[s, S_NEXT]
@@ -689,13 +689,13 @@ def _event(I, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
             o = out[o, O_NEXT]
     for j in range(nf):
         ni += out[fire[j, 0], O_NT]
-    if not _room(I, F, ni, naff + 1, nm):
+    if not _room(T, F, ni, naff + 1, nm):
         meta[0, M_NI], meta[0, M_NA], meta[0, M_NM] = ni, naff + 1, nm
         return False
     meta[0, M_PEND] = 0
     meta[0, M_NEWR] = 0
     # transitions
-    mt = I[MATCH]
+    mt = T[MATCH]
     for j in range(naff):
         i = aff[j, 0]
         n = inst[i, I_NODE]
@@ -703,16 +703,16 @@ def _event(I, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
         dur = t1 - it0 + 1
         r = -1
         if node[n, N_FOLD]:
-            r = _new_rec(I, cur, ev, ei)
-            _pend(I, n, first, r, it0, born, iseq)
+            r = _new_rec(T, cur, ev, ei)
+            _pend(T, n, first, r, it0, born, iseq)
         o = node[n, N_OUT]
         while o >= 0:
             if _dur_ok(out, outk, o, dur):
                 if r < 0:
-                    r = _new_rec(I, cur, ev, ei)
+                    r = _new_rec(T, cur, ev, ei)
                 t = out[o, O_TGT]
                 while t >= 0:
-                    _pend(I, tgt[t, 0], r, r, it0, born, iseq)
+                    _pend(T, tgt[t, 0], r, r, it0, born, iseq)
                     t = tgt[t, 1]
                 if out[o, O_ACCEPT]:
                     m = meta[0, M_MATCH]
@@ -724,35 +724,35 @@ def _event(I, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
                     mt[m, 4] = t1
                     mt[m, 5] = born
             o = out[o, O_NEXT]
-        _unlink(I, i)
+        _unlink(T, i)
     # start edges
     er = -1
     for j in range(nf):
         t = out[fire[j, 0], O_TGT]
         while t >= 0:
             if er < 0:
-                er = _new_rec(I, -1, ev, ei)
-            _pend(I, tgt[t, 0], er, er, t0, epoch, seq)
+                er = _new_rec(T, -1, ev, ei)
+            _pend(T, tgt[t, 0], er, er, t0, epoch, seq)
             t = tgt[t, 1]
-    p = I[PEND]
+    p = T[PEND]
     for j in range(meta[0, M_PEND]):
         first, cur = p[j, 1], p[j, 2]
-        _insert(I, F, p[j, 0], first, cur, p[j, 3], t1, p[j, 4], p[j, 5])
-        _release(I, first)
-        _release(I, cur)
-    rec, newr = I[REC], I[NEWR]
+        _insert(T, F, p[j, 0], first, cur, p[j, 3], t1, p[j, 4], p[j, 5])
+        _release(T, first)
+        _release(T, cur)
+    rec, newr = T[REC], T[NEWR]
     for j in range(meta[0, M_NEWR]):
         r = newr[j, 0]
         if rec[r, 0] == 0:  # only a match (or nothing) holds it
-            _free_rec(I, r)
+            _free_rec(T, r)
     return True
 
 
 @njit(cache=True)
-def _run(I, F, ev, evn, sout, soff, snode, noff, epoch, starting, ei):
+def _run(T, F, ev, evn, sout, soff, snode, noff, epoch, starting, ei):
     """Events from ``ei`` on; the index of the first one that found no room (or their number)."""
     while ei < ev.shape[0]:
-        if not _event(I, F, ev, evn, ei, sout, soff[ei], soff[ei + 1], snode, noff[ei], noff[ei + 1], epoch,
+        if not _event(T, F, ev, evn, ei, sout, soff[ei], soff[ei + 1], snode, noff[ei], noff[ei + 1], epoch,
                       starting):
             return ei
         ei += 1
@@ -775,12 +775,12 @@ def _begin(ints):
 
 
 @njit(cache=True, inline="always")
-def _end(I):
+def _end(T):
     """Return the records freed by this call to the free list (it has a row per record)."""
-    meta = I[META]
+    meta = T[META]
     n = meta[0, M_FREEREC]
     used = meta[0, M_RFREE]
-    free, freed = I[RFREE], I[FREEREC]
+    free, freed = T[RFREE], T[FREEREC]
     for j in range(n):
         free[used + j, 0] = freed[j, 0]
     meta[0, M_RFREE] = used + n
@@ -795,36 +795,36 @@ def step(ints, flts, ev, evn, sout, soff, snode, noff, epoch, starting):
     atoms it passes (checked by the caller: an integer too large for a float)."""
     _begin(ints)
     ei = 0
-    I, F = _fetch(ints), _fetchf(flts)
+    T, F = _fetch(ints), _fetchf(flts)
     while True:
-        ei = _run(I, F, ev, evn, sout, soff, snode, noff, epoch, starting, ei)
+        ei = _run(T, F, ev, evn, sout, soff, snode, noff, epoch, starting, ei)
         if ei == ev.shape[0]:
             break
-        meta = I[META]
+        meta = T[META]
         _reserve(ints, flts, meta[0, M_NI], meta[0, M_NA], meta[0, M_NM])
-        I, F = _fetch(ints), _fetchf(flts)
-    _end(I)
+        T, F = _fetch(ints), _fetchf(flts)
+    _end(T)
 
 
 @njit(cache=True)
 def expire(ints, flts, now):
     """Drop the instances that can no longer fire at ``now`` or later."""
     _begin(ints)
-    I = _fetch(ints)
-    _expire(I, _fetchf(flts), now)
-    _end(I)
+    T = _fetch(ints)
+    _expire(T, _fetchf(flts), now)
+    _end(T)
 
 
 @njit(cache=True)
 def next_expiry(ints, flts):
     """The earliest time after which :func:`expire` has something to do (NaN: none)."""
-    I, F = _fetch(ints), _fetchf(flts)
-    meta = I[META]
+    T, F = _fetch(ints), _fetchf(flts)
+    meta = T[META]
     while meta[0, M_HEAP] > 0:
-        i, gen = I[HEAP][0, 0], I[HEAP][0, 1]
-        if I[INST][i, I_NODE] >= 0 and I[INST][i, I_GEN] == gen:
+        i, gen = T[HEAP][0, 0], T[HEAP][0, 1]
+        if T[INST][i, I_NODE] >= 0 and T[INST][i, I_GEN] == gen:
             return F[HEAPT][0, 0]
-        _heap_pop(I, F)
+        _heap_pop(T, F)
     return np.nan
 
 
@@ -832,18 +832,18 @@ def next_expiry(ints, flts):
 def drop_node(ints, n):
     """Unlink every instance of node ``n``."""
     _begin(ints)
-    I = _fetch(ints)
-    bk = I[BKT]
-    b = I[NODE][n, N_BKT]
+    T = _fetch(ints)
+    bk = T[BKT]
+    b = T[NODE][n, N_BKT]
     while b >= 0:
         nb = bk[b, B_NNEXT]
         i = bk[b, B_HEAD]
         while i >= 0:
-            ni = I[INST][i, I_NEXT]
-            _unlink(I, i)
+            ni = T[INST][i, I_NEXT]
+            _unlink(T, i)
             i = ni
         b = nb
-    _end(I)
+    _end(T)
 
 
 @njit(cache=True)
@@ -852,7 +852,7 @@ def load(ints, flts, rows, keys):
     whose records' key ids are the rows of ``keys`` (:func:`reserve` made the room); the
     records made, per row ``(first, current)`` (the same id when the slot rows are)."""
     _begin(ints)
-    I, F = _fetch(ints), _fetchf(flts)
+    T, F = _fetch(ints), _fetchf(flts)
     made = np.empty((rows.shape[0], 2), np.int64)
     for j in range(rows.shape[0]):
         for side in range(2):
@@ -860,8 +860,8 @@ def load(ints, flts, rows, keys):
             if side == 1 and kr == rows[j, 1]:
                 made[j, 1] = made[j, 0]
                 break
-            r = _alloc(I, REC, RFREE, M_RUSED, M_RFREE)
-            rec, kref = I[REC], I[KREF]
+            r = _alloc(T, REC, RFREE, M_RUSED, M_RFREE)
+            rec, kref = T[REC], T[KREF]
             rec[r, 0] = 0
             for s in range(1, rec.shape[1]):
                 c = keys[kr, s - 1]
@@ -870,13 +870,13 @@ def load(ints, flts, rows, keys):
                     kref[c, 0] += 1
             made[j, side] = r
         first, cur = made[j, 0], made[j, 1]
-        rec = I[REC]
+        rec = T[REC]
         rec[first, 0] += 1
         rec[cur, 0] += 1
-        _insert(I, F, rows[j, 0], first, cur, rows[j, 3], rows[j, 4], rows[j, 5], rows[j, 6])
-        _release(I, first)
-        _release(I, cur)
-    _end(I)
+        _insert(T, F, rows[j, 0], first, cur, rows[j, 3], rows[j, 4], rows[j, 5], rows[j, 6])
+        _release(T, first)
+        _release(T, cur)
+    _end(T)
     return made
 
 
