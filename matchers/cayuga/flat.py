@@ -169,7 +169,8 @@ class FlatEngine(Engine):
             s = self._slot[name] = len(self._slot)
             rec = self.ints[K.REC]
             col = np.full((rec.shape[0], 1), K.NO_KEY, dtype=np.int64)
-            for r in np.flatnonzero(rec[:, 0] > 0).tolist():  # live records: their value of ``name``
+            used = int(self.ints[K.META][0, K.M_RUSED])
+            for r in np.flatnonzero(rec[:used, 0] > 0).tolist():  # live records: their value of ``name``
                 col[r, 0] = max(self._key(self._recs[r][1], name), K.NO_KEY)
                 if col[r, 0] >= 0:
                     self.ints[K.KREF][col[r, 0], 0] += 1

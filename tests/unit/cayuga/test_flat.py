@@ -204,3 +204,26 @@ def test_events_out_of_order_in_a_batch_are_refused_after_the_earlier_ones():
     with pytest.raises(ValueError, match="before the previous event"):
         eng.process_batch(events)
     assert eng.clock == 6 and eng.instances == 1  # e0 and e1 were processed
+
+
+def test_an_attribute_read_first_by_a_later_subscription_is_read_from_the_live_records():
+    """A subscription whose equality reads an attribute no earlier one read (a new key
+    slot) shares a node whose records were made before: their values for it are taken from
+    the records, as the Python engine reads them."""
+    events = [A.Event(f"e{i}", "A", i, i, {"x": i % 3, "z": ["p", "q"][i % 2], "y": i}) for i in range(40)]
+    first = "FILTER{y >= 0}(A) NEXT{$2.x = $1.x} A"
+    later = ["(FILTER{y >= 0}(A) NEXT{$2.x = $1.x} A) NEXT{$2.z = $.z} A", "A FOLD{$2.z = $.z AND $2.x = $.x, TRUE} A"]
+    outs = []
+    for flat in (True, False):
+        eng = Engine(flat=flat)
+        eng.add("first", first)
+        out = [match_key(i, m) for i, e in enumerate(events[:10]) for m in eng.process(e)]
+        for k, text in enumerate(later):
+            eng.add(f"later{k}", text)
+            out += [match_key(10 + 10 * k + i, m) for i, e in enumerate(events[10 + 10 * k:20 + 10 * k])
+                    for m in eng.process(e)]
+        out += [match_key(30 + i, m) for i, e in enumerate(events[30:]) for m in eng.process(e)]
+        if flat:
+            assert set(eng.flat._subs) == {"first", "later0", "later1"}
+        outs.append(same(sorted(out, key=repr)))
+    assert outs[0] == outs[1] and any("'later0'" in k for k in outs[0])
