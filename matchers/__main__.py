@@ -4,7 +4,8 @@
 writes one line ``{"event": ID, "subscriptions": [sorted ids]}`` per event, in input
 order.  Bad lines are reported on stderr with their line number and skipped; the exit
 code is 1 if any line was bad.  ``python -m matchers list`` prints the matcher names; ``python -m matchers warm`` compiles
-the numba kernels of every matcher (or those named) into the cache.
+the numba kernels of every matcher (or those named; with none, the stateful subscriptions'
+flat engine too) into the cache.
 """
 
 from __future__ import annotations
@@ -175,11 +176,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_warm(args: argparse.Namespace) -> int:
     import logging
 
-    from matchers.warm import warm
+    from matchers.warm import warm, warm_patterns
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     for name in args.names or base.names():
         warm(name)
+    if not args.names:
+        warm_patterns()
     return 0
 
 

@@ -84,3 +84,40 @@ def warm(name: str) -> tuple[float, int]:
     else:
         log.info("numba kernels of %s loaded from the cache in %.1f s", name, seconds)
     return seconds, watch.compiled
+
+
+PATTERNS = (
+    "FILTER{DUR <= 5}(FILTER{name = 'IBM' AND price > 1}(Stock) NEXT{$2.name = $1.name AND $2.price > 2} Stock)",
+    "Stock FOLD{$2.name = $.name AND $2.up = TRUE, TRUE} Stock",
+)
+"""Flat stateful subscriptions (:mod:`matchers.cayuga.flat`): the flat engine's kernels."""
+
+
+def warm_patterns() -> tuple[float, int]:
+    """Run the flat engine of the stateful subscriptions (:mod:`matchers.cayuga.flat`) over a
+    few events, one at a time and in a batch, export and load its instances, remove a
+    subscription; the seconds it took and the kernels compiled, as :func:`warm`."""
+    from matchers.cayuga.algebra import Event
+    from matchers.cayuga.engine import Engine
+
+    watch = _CompileWatch("the patterns' flat engine")
+    started = time.perf_counter()
+    with event.install_listener("numba:compile", watch):
+        events = [Event(f"w{i}", "Stock", i, i, {"name": "IBM", "price": i, "up": i % 2 == 0, "big": 2**60})
+                  for i in range(12)]
+        eng = Engine()
+        for i, text in enumerate(PATTERNS):
+            eng.add(f"warm-{i}", text)
+        for e in events[:6]:
+            eng.process(e)
+        eng.process_batch(events[6:])
+        eng.next_expiry()
+        eng.advance(20)
+        again = Engine()
+        for i, text in enumerate(PATTERNS):
+            again.add(f"warm-{i}", text)
+        again.load_instances(eng.export_instances(), eng.clock)
+        again.remove("warm-0")
+    seconds = time.perf_counter() - started
+    log.info("flat engine kernels: %d compiled in %.1f s", watch.compiled, seconds)
+    return seconds, watch.compiled

@@ -138,11 +138,8 @@ class Engine:
         self._slow = False  # some subscription skips or publishes: accepts look at each subscription
         self._hits: list[tuple[_Skip, int]] = []  # skip marks of the matches of the current step
         self.starting = True  # False: no start edge fires (no new run starts; those in flight go on)
-        self.flat: Any = None
-        if flat and indexed and static_matcher is None:
-            from .flat import FlatEngine
-
-            self.flat = FlatEngine(merge, tick_ms)
+        self.flat: Any = None  # made with the first flat subscription
+        self._flat_on = flat and indexed and static_matcher is None
         self._flat_subs: dict[str, None] = {}  # the subscriptions the flat engine holds
 
     @property
@@ -182,11 +179,13 @@ class Engine:
             self.epoch += 1
             since = self.epoch
         self._reads[sub_id] = reads
-        if (self.flat is not None and mode is None and publish is None and len(chs) == 1
+        if (self._flat_on and mode is None and publish is None and len(chs) == 1
                 and not reads & set(self._publishes.values())):
-            from .flat import flat_chain
+            from .flat import FlatEngine, flat_chain
 
             if flat_chain(chs[0]):
+                if self.flat is None:
+                    self.flat = FlatEngine(self.merge, self.tick_ms)
                 self.flat.epoch = self.epoch
                 self.flat.add(sub_id, expr, since)
                 self._flat_subs[sub_id] = None
@@ -207,12 +206,12 @@ class Engine:
     def _unflatten(self, stream: str) -> None:
         """Move the flat subscriptions reading ``stream`` (now published by a subscription:
         its records are fed to this engine's nodes only) here, with their instances."""
-        from .flat import FLAT_PREFIX
-
-        flat = self.flat
         movers = [s for s in self._flat_subs if stream in self._reads[s]]
         if not movers:
             return
+        from .flat import FLAT_PREFIX
+
+        flat = self.flat
         rows = [("n" + r[0][len(FLAT_PREFIX):], *r[1:]) for r in flat.export_instances()]
         for sub in movers:
             ((sid, path),) = flat._subs[sub]  # one chain: rebuilt from its start edge and nodes

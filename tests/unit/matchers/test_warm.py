@@ -29,3 +29,12 @@ def test_warm_builds_and_matches_then_compiles_nothing_more(caplog):
         seconds, compiled = warm("counting")
     assert compiled == 0 and seconds >= 0
     assert "numba kernels of counting loaded from the cache" in caplog.text
+
+
+def test_warm_patterns_runs_the_flat_engine_and_says_so(caplog):
+    from matchers.warm import warm_patterns
+
+    with caplog.at_level(logging.INFO, logger="matchers.warm"):
+        seconds, compiled = warm_patterns()
+    assert seconds >= 0 and compiled >= 0
+    assert "flat engine kernels:" in caplog.text

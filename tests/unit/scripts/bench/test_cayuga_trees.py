@@ -20,3 +20,15 @@ def test_two_runs_of_one_tree_report_the_same_matches(tmp_path: Path, capsys) ->
     assert len({r["matches"] for r in runs}) == 1 and runs[0]["matches"] > 0
     assert all(r["events"] == 500 and r["events_per_s"] > 0 and len(r["load"]) == 3 for r in runs)
     assert "matches equal: True" in capsys.readouterr().out
+
+
+def test_batches_and_engine_arguments_give_the_same_matches(tmp_path: Path) -> None:
+    """``--batch`` feeds ``process_batch``; ``--engine`` runs one tree without its flat engine."""
+    out = tmp_path / "runs.json"
+    argv = ["--tree", f"flat={ROOT}", "--tree", f"python={ROOT}", "--engine", 'python={"flat": false}',
+            "--subscriptions", "20", "--events", "600", "--warmup", "100", "--symbols", "5", "--rounds", "1",
+            "--batch", "7", "--json", str(out)]
+    assert cayuga_trees.main(argv) == 0
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["engine"] for r in runs] == [{}, {"flat": False}]
+    assert len({r["matches"] for r in runs}) == 1 and runs[0]["matches"] > 0
