@@ -105,7 +105,7 @@ def warm_patterns() -> tuple[float, int]:
     with event.install_listener("numba:compile", watch):
         events = [Event(f"w{i}", "Stock", i, i, {"name": "IBM", "price": i, "up": i % 2 == 0, "big": 2**60})
                   for i in range(12)]
-        eng = Engine()
+        eng = Engine(flat=True)
         for i, text in enumerate(PATTERNS):
             eng.add(f"warm-{i}", text)
         for e in events[:6]:
@@ -113,7 +113,7 @@ def warm_patterns() -> tuple[float, int]:
         eng.process_batch(events[6:])
         eng.next_expiry()
         eng.advance(20)
-        again = Engine()
+        again = Engine(flat=True)
         for i, text in enumerate(PATTERNS):
             again.add(f"warm-{i}", text)
         again.load_instances(eng.export_instances(), eng.clock)

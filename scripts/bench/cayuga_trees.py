@@ -22,7 +22,7 @@ arguments, so that one tree can run twice, e.g. with and without the flat engine
 Usage::
 
     python -m scripts.bench.cayuga_trees --tree main=/path/a --tree this=. --rounds 3
-    python -m scripts.bench.cayuga_trees --tree flat=. --tree python=. --engine 'python={"flat": false}' --batch 512
+    python -m scripts.bench.cayuga_trees --tree flat=. --tree python=. --engine 'flat={"flat": true}' --batch 512
 
 Prints one JSON line per run and a summary; ``--json PATH`` writes the runs.
 """
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1,
                     help="events per call: 1 calls Engine.process per event, more Engine.process_batch")
     ap.add_argument("--engine", action="append", default=[],
-                    help="label=JSON: keyword arguments of that tree's Engine, e.g. 'python={\"flat\": false}'")
+                    help="label=JSON: keyword arguments of that tree's Engine, e.g. 'flat={\"flat\": true}'")
     ap.add_argument("--json", type=Path, help="write the runs there")
     args = ap.parse_args(argv)
     if len(args.tree) < 1 or any("=" not in t for t in args.tree):

@@ -30,10 +30,11 @@ def engine_matches(subs: dict[str, str], events: list[Event], until: int | None 
     return sorted((match_key(pos, m) for pos, m in eng.run(events, until)), key=repr)
 
 
-def restarted_matches(subs: dict[str, str], events: list[Event], cut: int, until: int | None = None) -> list[tuple]:
+def restarted_matches(subs: dict[str, str], events: list[Event], cut: int, until: int | None = None,
+                      **kw) -> list[tuple]:
     """``engine_matches`` with the state exported after ``cut`` events and loaded into a new engine."""
     cut = min(cut, len(events))
-    first, second = Engine(), Engine()
+    first, second = Engine(**kw), Engine(**kw)
     for eng in (first, second):
         for sub_id, text in subs.items():
             eng.add(sub_id, text, since=0)

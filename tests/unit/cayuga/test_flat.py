@@ -81,7 +81,7 @@ def test_the_flat_subscriptions_are_those_without_records_to_compute():
                 "Stock NEXT{$2.a = $1.a AND $2.b = $1.b AND $2.c = $1.c AND $2.d = $1.d} Stock"]  # 4 equalities
     assert all(flat_chain(c) for t in flat for c in chains(parse(t)))
     assert not any(all(flat_chain(c) for c in chains(parse(t))) for t in not_flat)
-    eng = Engine()
+    eng = Engine(flat=True)
     for i, t in enumerate(flat + not_flat):
         eng.add(f"q{i}", t)
     assert set(eng.flat._subs) == {f"q{i}" for i in range(len(flat))}
@@ -98,10 +98,10 @@ def test_flat_engine_equals_reference(subs, events, after):
     named = {f"q{i}": text for i, text in enumerate(subs)}
     until = None if after is None else (events[-1].t1 if events else 0) + after
     expected = same(reference_matches(named, events, until))
+    assert same(engine_matches(named, events, until, flat=True)) == expected
+    assert same(engine_matches(named, events, until, merge=False, flat=True)) == expected
     assert same(engine_matches(named, events, until)) == expected
-    assert same(engine_matches(named, events, until, merge=False)) == expected
-    assert same(engine_matches(named, events, until, flat=False)) == expected
-    probe = Engine()
+    probe = Engine(flat=True)
     for k, text in named.items():
         probe.add(k, text)
     assert set(probe.flat._subs) == set(named)  # every generated subscription ran flat
@@ -112,7 +112,7 @@ def test_flat_engine_equals_reference(subs, events, after):
 def test_flat_state_survives_a_restart(subs, events, cut):
     """Instances exported as rows (through JSON) and loaded into a new engine go on as before."""
     named = {f"q{i}": text for i, text in enumerate(subs)}
-    assert same(restarted_matches(named, events, cut)) == same(reference_matches(named, events))
+    assert same(restarted_matches(named, events, cut, flat=True)) == same(reference_matches(named, events))
 
 
 def _run(eng: Engine, events, batch: int) -> list[tuple]:
@@ -128,7 +128,7 @@ def _run(eng: Engine, events, batch: int) -> list[tuple]:
 def test_subscription_changes_and_batches_agree_with_the_python_engine(subs, events, data):
     """Subscriptions removed, re-added and replaced mid-stream, events in batches of any size:
     the flat engine reports what the Python engine reports, and drops what it drops."""
-    flat, py = Engine(), Engine(flat=False)
+    flat, py = Engine(flat=True), Engine()
     ops = data.draw(st.lists(st.tuples(st.integers(0, len(events)), st.integers(0, len(subs) - 1),
                                        st.sampled_from(["remove", "add", "replace"])), max_size=4))
     for eng in (flat, py):
@@ -185,12 +185,12 @@ def test_an_older_engine_s_state_loads_into_the_flat_nodes():
     first = [match_key(i, m) for i, e in enumerate(events[:5]) for m in old.process(e)]
     rows = json.loads(json.dumps(old.export_instances()))
     assert rows and not any(r[0].startswith(FLAT_PREFIX) for r in rows)
-    new = Engine()
+    new = Engine(flat=True)
     new.add("q", text, since=0)
     assert new.load_instances(rows, old.clock) == len(rows) and new.flat.instances == len(rows)
     exported = new.export_instances()
     assert all(r[0].startswith(FLAT_PREFIX) for r in exported)
-    again = Engine()
+    again = Engine(flat=True)
     again.add("q", text, since=0)
     again.load_instances(json.loads(json.dumps(exported)), new.clock)
     rest = [match_key(5 + i, m) for i, e in enumerate(events[5:]) for m in again.process(e)]
@@ -198,7 +198,7 @@ def test_an_older_engine_s_state_loads_into_the_flat_nodes():
 
 
 def test_events_out_of_order_in_a_batch_are_refused_after_the_earlier_ones():
-    eng = Engine()
+    eng = Engine(flat=True)
     eng.add("q", "FILTER{x = 1}(A) NEXT{$2.x = $1.x} A")
     events = [A.Event("e0", "A", 5, 5, {"x": 1}), A.Event("e1", "A", 6, 6, {"x": 1}), A.Event("e2", "A", 2, 2, {"x": 1})]
     with pytest.raises(ValueError, match="before the previous event"):

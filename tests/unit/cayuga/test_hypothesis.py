@@ -151,7 +151,7 @@ def test_engine_equals_reference(subs, events, after):
     assert same(engine_matches(named, events, until)) == expected
     assert same(engine_matches(named, events, until, merge=False)) == expected
     assert same(engine_matches(named, events, until, indexed=False)) == expected
-    assert same(engine_matches(named, events, until, flat=False)) == expected
+    assert same(engine_matches(named, events, until, flat=True)) == expected
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

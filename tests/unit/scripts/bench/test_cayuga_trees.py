@@ -23,12 +23,12 @@ def test_two_runs_of_one_tree_report_the_same_matches(tmp_path: Path, capsys) ->
 
 
 def test_batches_and_engine_arguments_give_the_same_matches(tmp_path: Path) -> None:
-    """``--batch`` feeds ``process_batch``; ``--engine`` runs one tree without its flat engine."""
+    """``--batch`` feeds ``process_batch``; ``--engine`` runs one tree with the flat engine."""
     out = tmp_path / "runs.json"
-    argv = ["--tree", f"flat={ROOT}", "--tree", f"python={ROOT}", "--engine", 'python={"flat": false}',
+    argv = ["--tree", f"flat={ROOT}", "--tree", f"python={ROOT}", "--engine", 'flat={"flat": true}',
             "--subscriptions", "20", "--events", "600", "--warmup", "100", "--symbols", "5", "--rounds", "1",
             "--batch", "7", "--json", str(out)]
     assert cayuga_trees.main(argv) == 0
     runs = json.loads(out.read_text())["runs"]
-    assert [r["engine"] for r in runs] == [{}, {"flat": False}]
+    assert [r["engine"] for r in runs] == [{"flat": True}, {}]
     assert len({r["matches"] for r in runs}) == 1 and runs[0]["matches"] > 0
