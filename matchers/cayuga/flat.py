@@ -113,12 +113,9 @@ class FlatEngine(Engine):
 
     # ------------------------------------------------------------ structure
     @property
-    def instances(self) -> int:  # the rows' count
+    def instances(self) -> int:
+        """Live instances (rows)."""
         return int(self.ints[K.META][0, K.M_LIVE])
-
-    @instances.setter
-    def instances(self, value: int) -> None:  # the base class resets its counter
-        pass
 
     def add(self, sub_id: str, text: str | A.Expr, since: int | None = None) -> None:
         super().add(sub_id, text, since)
