@@ -223,9 +223,15 @@ class Engine:
             del self._flat_subs[sub]
             flat.remove(sub)
             self._link_all(sub, [chain], None, since)
+        held: dict[str, set] = {}  # a node this engine had already: the instances it holds
         for nid, first, cur, t0, t1, wit, born, seq in rows:
             node = self.nodes.get(nid)
-            if node is not None and not any(i.wit == wit and i.t0 == t0 for b in node.buckets.values() for i in b.all()):
+            if node is None:
+                continue
+            if nid not in held:
+                held[nid] = {(i.wit, i.t0) for b in node.buckets.values() for i in b.all()}
+            if (wit, t0) not in held[nid]:
+                held[nid].add((wit, t0))
                 self._insert(node, first, cur, t0, t1, wit, born, seq)
 
     def _check_cycle(self, sub: str, reads: frozenset[str], publish: str | None) -> None:

@@ -135,12 +135,13 @@ class FlatEngine(Engine):
         self.flts[slot] = self._tflts[slot] = arr
 
     def _refresh(self) -> None:
-        """Take the arrays a kernel call replaced."""
+        """Take the arrays a kernel call replaced (and room for as many records)."""
         grown = int(self.ints[K.META][0, K.M_GROWN])
         if grown != self._grown:
             self._grown = grown
             self.ints[:] = list(self._tints)
             self.flts[:] = list(self._tflts)
+            self._recs.extend([None] * (self.ints[K.REC].shape[0] - len(self._recs)))
 
     def _new_row(self, slot: int) -> int:
         free = self._free_rows[slot]
@@ -207,7 +208,7 @@ class FlatEngine(Engine):
         row = self._node_row.pop(node.id)
         K.drop_node(self._tints, row)
         self._refresh()
-        self._collect([])
+        self._collect()
         del self._row_node[row]
         self._free_rows[K.ATOM].extend(self._node_atoms.pop(node.id))
         self._static_nodes.pop(row, None)
@@ -370,18 +371,16 @@ class FlatEngine(Engine):
             self._new_keys.append(k)
         return k
 
-    def _collect(self, events: Sequence[tuple[tuple, dict]]) -> list[tuple[int, Match]]:
-        """Build the records a kernel call made (``events``: witness and attributes of its
-        events) and its matches, forget the records it freed, free the key ids no record
-        holds; the matches as ``(index of the event, match)``."""
+    def _collect(self, events: Sequence[tuple] = ()) -> list[tuple[int, Match]]:
+        """Build the records a kernel call made (``events``: those of :meth:`run_events`)
+        and its matches, forget the records it freed, free the key ids no record holds; the
+        matches as ``(index of the event, match)``."""
         ints, recs = self.ints, self._recs
         meta = ints[K.META][0]
-        if len(recs) < ints[K.REC].shape[0]:
-            recs.extend([None] * (ints[K.REC].shape[0] - len(recs)))
         n = int(meta[K.M_NEWREC])
         if n:
             for r, parent, ei in ints[K.NEWREC][:n].tolist():
-                wit, attrs = events[ei]
+                _stream, attrs, _t0, _t1, wit, _seq = events[ei]
                 if parent < 0:
                     recs[r] = (wit, attrs)
                 else:
@@ -463,13 +462,13 @@ class FlatEngine(Engine):
             zeros = _ZEROS if n < len(_ZEROS) else np.zeros(n + 1, dtype=np.int64)
             K.step(self._tints, self._tflts, ev, evn, zeros, zeros, zeros, zeros, self.epoch, self.starting)
         self._refresh()
-        return self._collect([(wit, attrs) for _s, attrs, _t0, _t1, wit, _q in events])
+        return self._collect(events)
 
     def expire(self, now: int) -> None:
         K.expire(self._tints, self._tflts, now)
         self._refresh()
         self._new_keys = []
-        self._collect([])
+        self._collect()
 
     def next_expiry(self) -> int | None:
         t = K.next_expiry(self._tints, self._tflts)
@@ -514,12 +513,10 @@ class FlatEngine(Engine):
                       np.asarray(keys, dtype=np.int64).reshape(len(keys), len(slots)))
         self._refresh()
         recs = self._recs
-        if len(recs) < self.ints[K.REC].shape[0]:
-            recs.extend([None] * (self.ints[K.REC].shape[0] - len(recs)))
         for (fr, cr), (first, cur, wit) in zip(made.tolist(), datas, strict=True):
             recs[fr] = (wit, first)  # a first record's witness is never read
             recs[cr] = (wit, cur)
-        self._collect([])
+        self._collect()
         return self.instances - live
 
     def clear_instances(self) -> None:

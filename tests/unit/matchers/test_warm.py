@@ -32,9 +32,13 @@ def test_warm_builds_and_matches_then_compiles_nothing_more(caplog):
 
 
 def test_warm_patterns_runs_the_flat_engine_and_says_so(caplog):
+    from matchers.cayuga import flat_kernels as K
     from matchers.warm import warm_patterns
 
     with caplog.at_level(logging.INFO, logger="matchers.warm"):
         seconds, compiled = warm_patterns()
     assert seconds >= 0 and compiled >= 0
     assert "flat engine kernels:" in caplog.text
+    # every kernel the flat engine calls has machine code now (compiled, or loaded from the cache)
+    for kernel in (K.step, K.expire, K.next_expiry, K.drop_node, K.reserve, K.load, K.index_start, K.unindex_start):
+        assert kernel.signatures, kernel.__name__
