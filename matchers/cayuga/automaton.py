@@ -107,10 +107,11 @@ class Start:
 
     __slots__ = ("id", "view", "fn", "cid", "out", "subs")
 
-    def __init__(self, sid: str, view: View):
+    def __init__(self, sid: str, view: View, closures: bool = True):
         self.id = sid
         self.view = view
-        self.fn: StepsFn | None = steps_fn(view.steps)  # None: the event's attributes as they are
+        # None: the event's attributes as they are (or no closures: the flat engine's rows)
+        self.fn: StepsFn | None = steps_fn(view.steps) if closures else None
         self.cid = -1  # static conjunction id, -1 when there is none
         self.out = Out(())
         self.subs: set[str] = set()
@@ -209,6 +210,10 @@ class Inst:
         self.alive = False
 
 
+def _uncompiled(*_args: Any) -> Any:
+    raise RuntimeError("a node made without closures (the flat engine's) was stepped by the Python engine")
+
+
 class Node:
     """An automaton node: the operator its instances wait on, its edges and instances.
 
@@ -218,26 +223,35 @@ class Node:
     spec : the operator.
     indexed : use the static, equality and range indexes (else every instance of the
         node's stream is checked against every event).
+    closures : compile the predicates (the flat engine's nodes, whose step is a kernel
+        over rows, keep only the attributes and atoms: fewer objects for the collector).
     """
 
-    def __init__(self, nid: str, spec: OpSpec, indexed: bool):
+    def __init__(self, nid: str, spec: OpSpec, indexed: bool, closures: bool = True):
         self.id = nid
         self.spec = spec
         self.kind = spec.kind
         self.window = spec.window  # UNLESS: an instance fires at its t1 + window unless an event kills it
         self.stream = spec.right.stream
-        self.view_fn = steps_fn(spec.right.steps) if spec.right.steps else None  # None: the event itself
         preds = node_preds(spec)
-        # with the indexes, the static atoms are checked once per event and the
-        # equalities hold by the bucket: an affected instance checks the rest (None: nothing)
-        theta = A.conj(list(preds.rest)) if indexed else spec.pred
-        self.theta = None if theta == A.TRUE else pred_fn(theta)
-        self.cont = pred_fn(spec.cont)
-        self.aggs = items_fn(spec.aggs, overlay=True)
         self.static_atoms = preds.static if indexed else ()
-        self.static_fn = conj_fn(self.static_atoms) if self.static_atoms else None
         self.eq_attrs = tuple(a for a, _ in preds.eq) if indexed else ()
-        self.eq_fns = tuple(value_fn(t) for _, t in preds.eq) if indexed else ()
+        self.view_fn: StepsFn | None = None  # None: the event itself
+        self.theta: Callable | None = None  # None: nothing to check
+        self.cont: Callable = _uncompiled
+        self.aggs: Callable = _uncompiled
+        self.static_fn: Callable | None = None
+        self.eq_fns: tuple[Callable, ...] = ()
+        if closures:
+            self.view_fn = steps_fn(spec.right.steps) if spec.right.steps else None
+            # with the indexes, the static atoms are checked once per event and the
+            # equalities hold by the bucket: an affected instance checks the rest
+            theta = A.conj(list(preds.rest)) if indexed else spec.pred
+            self.theta = None if theta == A.TRUE else pred_fn(theta)
+            self.cont = pred_fn(spec.cont)
+            self.aggs = items_fn(spec.aggs, overlay=True)
+            self.static_fn = conj_fn(self.static_atoms) if self.static_atoms else None
+            self.eq_fns = tuple(value_fn(t) for _, t in preds.eq) if indexed else ()
         # the bound values when each is an attribute of the instance's current record (None: use eq_fns)
         self.eq_names: tuple[str, ...] | None = None
         if all(isinstance(t, A.Attr) and t.scope != A.FIRST for _, t in preds.eq) or not indexed:
@@ -247,7 +261,7 @@ class Node:
         self.rng_fn: Callable | None = None
         if indexed and preds.rng is not None:
             self.rng_attr, self.rng_op, rng_term = preds.rng
-            self.rng_fn = value_fn(rng_term)
+            self.rng_fn = value_fn(rng_term) if closures else None
         self.outs: dict[tuple[Step, ...], Out] = {}
         self.subs: set[str] = set()
         self.buckets: dict[tuple | None, Bucket] = {}

@@ -35,9 +35,10 @@ from . import flat_kernels as K
 from .automaton import Node, Out, Start, dur_tests
 from .compiler import Chain, node_preds, view_is_static, view_static_atoms
 from .engine import Engine, Match, _new
-from .static import conj_fn, tag
+from .static import holds, tag
 
 _ZEROS = np.zeros(1024, dtype=np.int64)
+_PLAIN_KEYS = {str, int, float, type(None)}  # key values looked up as they are (a bool is tagged, a list unhashable)
 FLAT_PREFIX = "f"  # exported instance rows of flat nodes: "f" + the node id without its "n"
 
 
@@ -93,10 +94,10 @@ class FlatEngine(Engine):
         self._out_row: dict[int, int] = {}  # id(Out) -> row
         self._out_of_row: dict[int, Out] = {}
         self._out_tgts: dict[int, dict[int, int]] = {}  # out row -> node row -> target row
-        self._accepts: dict[int, tuple[tuple[str, ...], int]] = {}  # out row -> its subscriptions, their latest epoch
+        self._accepts: list[tuple[tuple[str, ...], int] | None] = []  # out row -> its subscriptions, their latest epoch
         self._start_row: dict[str, int] = {}
         self._start_key: dict[int, tuple[int, int, int]] = {}  # row -> its index key
-        self._stream_starts: dict[str, dict[int, Any]] = {}  # stream -> start row -> its static check (exact events)
+        self._stream_starts: dict[str, dict[int, tuple]] = {}  # stream -> start row -> its static atoms (exact events)
         self._sslot: dict[str, int] = {}  # attributes the nodes' static atoms read -> their static slot
         self._const_id: dict[Any, int] = {}  # constants of static atoms (tagged) -> id
         self._static_nodes: dict[int, Node] = {}  # row -> node, of the nodes with static atoms
@@ -175,8 +176,8 @@ class FlatEngine(Engine):
             self._put(K.REC, np.ascontiguousarray(np.concatenate([rec, col], axis=1)))
         return s
 
-    def _new_node(self, nid: str, spec) -> Node:
-        node = super()._new_node(nid, spec)
+    def _new_node(self, nid: str, spec, closures: bool = False) -> Node:
+        node = super()._new_node(nid, spec, closures=False)  # the kernels check its atoms
         row = self._new_row(K.NODE)
         self._node_row[nid] = row
         self._row_node[row] = node
@@ -240,9 +241,7 @@ class FlatEngine(Engine):
 
     def _new_start(self, sid: str, c: Chain) -> Start:
         """A start edge indexed by its first equality atom (else listed for its stream)."""
-        start = Start(sid, c.start)
-        start.fn = None
-        self.starts[sid] = start
+        start = self.starts[sid] = Start(sid, c.start, closures=False)
         atoms = view_static_atoms(c.start)
         row = self._start_row[sid] = self._new_row(K.START)
         head, rows = self._atoms(atoms)
@@ -257,7 +256,7 @@ class FlatEngine(Engine):
         self._start_key[row] = key
         K.index_start(self._tints, *key, row)
         self._refresh()
-        self._stream_starts.setdefault(c.start.stream, {})[row] = conj_fn(tuple(atoms)) if atoms else None
+        self._stream_starts.setdefault(c.start.stream, {})[row] = tuple(atoms)
         return start
 
     def _delete_start(self, start: Start) -> None:
@@ -315,6 +314,8 @@ class FlatEngine(Engine):
             self.ints[K.OUT][row, K.O_ND] = len(out.durs or ())
         orow = self.ints[K.OUT][row]
         orow[K.O_ACCEPT] = bool(out.accept)
+        if row >= len(self._accepts):
+            self._accepts.extend([None] * (row + 1 - len(self._accepts)))
         self._accepts[row] = (tuple(out.accept), max(out.accept.values(), default=0))
         orow[K.O_NT] = len(out.targets)
         tgts = self._out_tgts[row]
@@ -336,7 +337,8 @@ class FlatEngine(Engine):
         row = self._out_row.pop(id(out), None)
         if row is None:
             return
-        del self._out_of_row[row], self._accepts[row]
+        del self._out_of_row[row]
+        self._accepts[row] = None
         self._free_rows[K.TGT].extend(self._out_tgts.pop(row).values())
         self.ints[K.OUT][row] = -1
         self._free_rows[K.OUT].append(row)
@@ -389,15 +391,17 @@ class FlatEngine(Engine):
         out: list[tuple[int, Match]] = []
         n = int(meta[K.M_MATCH])
         if n:
-            accepts = self._accepts
+            accepts, add = self._accepts, out.append
             for ei, o, r, t0, t1, born in ints[K.MATCH][:n].tolist():
                 wit, attrs = recs[r]
                 subs, last = accepts[o]
                 if born >= last:  # every subscription of the edge sees the instance
-                    out += [(ei, _new(Match, (sub, attrs, t0, t1, wit))) for sub in subs]
+                    for sub in subs:
+                        add((ei, _new(Match, (sub, attrs, t0, t1, wit))))
                 else:
-                    out += [(ei, _new(Match, (sub, attrs, t0, t1, wit)))
-                            for sub, since in self._out_of_row[o].accept.items() if born >= since]
+                    for sub, since in self._out_of_row[o].accept.items():
+                        if born >= since:
+                            add((ei, _new(Match, (sub, attrs, t0, t1, wit))))
         for (r,) in ints[K.FREEREC][: int(meta[K.M_FREEREC])].tolist():
             recs[r] = None
         kref = ints[K.KREF]
@@ -415,47 +419,34 @@ class FlatEngine(Engine):
         sequence numbers checked and given by the caller); ``(index, match)`` pairs."""
         n = len(events)
         slots, sslots = list(self._slot), list(self._sslot)
-        flat: list = []
-        nums: list[float] = []
-        sout: list[int] = []
-        snode: list[int] = []
-        soff, noff = [0], [0]
+        ev = np.empty((n, K.E_SLOTS + len(slots) + 2 * len(sslots)), dtype=np.int64)
+        evn = np.empty((n, len(sslots)), dtype=np.float64)
         self._new_keys = []
-        streams, consts, key = self._stream_id, self._const_id, self._key
-        for stream, attrs, t0, t1, _wit, seq in events:
-            exact = 0
-            flat += (streams.get(stream, -1), t0, t1, seq, 0)
-            flat += [key(attrs, name) for name in slots]
-            for name in sslots:
-                v: Any = attrs.get(name)
-                tv = type(v)
-                if tv is int or tv is float:
-                    flat += (K.T_NUMBER, consts.get(v, -1))
-                    if tv is int and not -(2**53) < v < 2**53:
-                        exact = 1
-                        v = 0.0
-                    nums.append(v)
-                    continue
-                nums.append(0.0)
-                if v is None:
-                    flat += (K.T_NONE, -1)
-                elif tv is bool:
-                    flat += (K.T_BOOLEAN, consts.get(tag(v), -1))
-                elif isinstance(v, str):
-                    flat += (K.T_STRING, consts.get(v, -1))
-                else:
-                    flat += (K.T_OTHER, -1)
-            if exact:  # an integer a float would round: the static atoms checked here
-                flat[-2 * len(sslots) - len(slots) - 1] = 1
-                snode += [r for r, node in self._static_nodes.items() if node.static_fn and node.static_fn(attrs)]
-                start_out = self.ints[K.START][:, K.S_OUT]
-                sout += [int(start_out[r]) for r, fn in self._stream_starts.get(stream, {}).items()
-                         if fn is None or fn(attrs)]
-            soff.append(len(sout))
-            noff.append(len(snode))
-        ev = np.array(flat, dtype=np.int64).reshape(n, K.E_SLOTS + len(slots) + 2 * len(sslots))
-        evn = np.array(nums, dtype=np.float64).reshape(n, len(sslots))
-        if soff[-1] or noff[-1]:
+        streams = self._stream_id
+        ev[:, : K.E_EXACT] = [(streams.get(s, -1), t0, t1, seq) for s, _, t0, t1, _, seq in events]
+        ev[:, K.E_EXACT] = 0
+        attrs = [e[1] for e in events]
+        for j, name in enumerate(slots):
+            ev[:, K.E_SLOTS + j] = self._key_column(attrs, name)
+        exact: set[int] = set()  # events with an integer a float would round: their static atoms checked here
+        col = K.E_SLOTS + len(slots)
+        for j, name in enumerate(sslots):
+            ev[:, col + 2 * j], ev[:, col + 2 * j + 1], evn[:, j] = self._static_column([a.get(name) for a in attrs],
+                                                                                      exact)
+        if exact:
+            sout: list[int] = []
+            snode: list[int] = []
+            soff, noff = [0], [0]
+            start_out = self.ints[K.START][:, K.S_OUT]
+            for i, (stream, a, *_) in enumerate(events):
+                if i in exact:
+                    ev[i, K.E_EXACT] = 1
+                    snode += [r for r, node in self._static_nodes.items()
+                              if all(holds(atom, a) for atom in node.static_atoms)]
+                    sout += [int(start_out[r]) for r, atoms in self._stream_starts.get(stream, {}).items()
+                             if all(holds(atom, a) for atom in atoms)]
+                soff.append(len(sout))
+                noff.append(len(snode))
             K.step(self._tints, self._tflts, ev, evn, np.array(sout, dtype=np.int64), np.array(soff, dtype=np.int64),
                    np.array(snode, dtype=np.int64), np.array(noff, dtype=np.int64), self.epoch, self.starting)
         else:  # no exact event: no lists from here
@@ -463,6 +454,53 @@ class FlatEngine(Engine):
             K.step(self._tints, self._tflts, ev, evn, zeros, zeros, zeros, zeros, self.epoch, self.starting)
         self._refresh()
         return self._collect(events)
+
+    def _key_column(self, attrs: list[dict], name: str) -> list[int]:
+        """The key ids of ``name`` in each of ``attrs`` (see :meth:`_key`)."""
+        vals = [a.get(name) for a in attrs]
+        if set(map(type, vals)) <= _PLAIN_KEYS:  # hashable and their own tag: known ids looked up at once
+            get = self._key_id.get
+            ids = [get(v, K.ABSENT) for v in vals]
+            if K.ABSENT not in ids:
+                return ids
+            return [k if k != K.ABSENT else self._key(a, name) for k, a in zip(ids, attrs, strict=True)]
+        key = self._key
+        return [key(a, name) for a in attrs]
+
+    def _static_column(self, vals: list, exact: set[int]) -> tuple[list[int], list[int], list[float]]:
+        """The kernels' type code, constant id and number of each value of one static slot;
+        adds to ``exact`` the indexes of integers a float would round."""
+        consts = self._const_id
+        kinds = set(map(type, vals))
+        if kinds == {float}:
+            return [K.T_NUMBER] * len(vals), [consts.get(v, -1) for v in vals], vals
+        if kinds == {str}:
+            return [K.T_STRING] * len(vals), [consts.get(v, -1) for v in vals], [0.0] * len(vals)
+        codes, ids, nums = [], [], []
+        for i, v in enumerate(vals):
+            tv = type(v)
+            if tv is int or tv is float:
+                codes.append(K.T_NUMBER)
+                ids.append(consts.get(v, -1))
+                if tv is int and not -(2**53) < v < 2**53:
+                    exact.add(i)
+                    v = 0.0
+                nums.append(v)
+                continue
+            nums.append(0.0)
+            if v is None:
+                codes.append(K.T_NONE)
+                ids.append(-1)
+            elif tv is bool:
+                codes.append(K.T_BOOLEAN)
+                ids.append(consts.get(tag(v), -1))
+            elif isinstance(v, str):
+                codes.append(K.T_STRING)
+                ids.append(consts.get(v, -1))
+            else:
+                codes.append(K.T_OTHER)
+                ids.append(-1)
+        return codes, ids, nums
 
     def expire(self, now: int) -> None:
         K.expire(self._tints, self._tflts, now)
