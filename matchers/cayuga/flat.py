@@ -240,19 +240,22 @@ class FlatEngine(Engine):
         return head, rows
 
     def _new_start(self, sid: str, c: Chain) -> Start:
-        """A start edge indexed by its first equality atom (else listed for its stream)."""
+        """A start edge indexed by its first equality atom (else listed for its stream); the
+        kernel checks its other atoms (an event found through the index passes that one:
+        equal constant ids are equal values of the same kind)."""
         start = self.starts[sid] = Start(sid, c.start, closures=False)
         atoms = view_static_atoms(c.start)
+        eq = next((a for a in atoms if a[1] == "="), None)
         row = self._start_row[sid] = self._new_row(K.START)
-        head, rows = self._atoms(atoms)
+        head, rows = self._atoms([a for a in atoms if a is not eq])
         self.ints[K.START][row, K.S_ATOM] = head
         self.ints[K.START][row, K.S_OUT] = -1
         self._node_atoms[sid] = rows
         stream = self._stream(c.start.stream)
         key = (stream, K.SCAN, K.SCAN)
-        eq = next((a for a in atoms if a[1] == "="), None)
         if eq is not None:
-            key = (stream, self._sslot[eq[0]], self._const_id[tag(eq[2])])
+            key = (stream, self._sslot.setdefault(eq[0], len(self._sslot)),
+                   self._const_id.setdefault(tag(eq[2]), len(self._const_id)))
         self._start_key[row] = key
         K.index_start(self._tints, *key, row)
         self._refresh()
