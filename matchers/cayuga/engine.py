@@ -56,6 +56,13 @@ _DUR_OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operato
             ">=": operator.ge}
 
 
+def _order_error(event: A.Event, clock: int | None) -> ValueError:
+    """The error of an event with an empty interval or ending before the engine's clock."""
+    if event.t1 < event.t0:
+        return ValueError(f"event {event.id!r}: t1 ({event.t1}) is before t0 ({event.t0})")
+    return ValueError(f"event {event.id!r} ends at {event.t1}, before the previous event ({clock})")
+
+
 class _Skip:
     """The after-match skip of one subscription and the marks its matches left (see
     :class:`.algebra.Skip`); runs are told apart by the sequence number of their start
@@ -567,29 +574,29 @@ class Engine:
         return out
 
     def _flat_batch(self, events: list[A.Event]) -> list[tuple[int, Match]]:
-        """:meth:`process_batch` when every subscription is flat."""
+        """:meth:`process_batch` when every subscription is flat: the events before one out of
+        order run, then its error is raised."""
         rows = []
         bad = None
+        clock, seq = self.clock, self.seq
         for e in events:
-            try:
-                self._advance_clock(e)
-            except ValueError as exc:
-                bad = exc
+            t1 = e.t1
+            if t1 < e.t0 or (clock is not None and t1 < clock):
+                bad = _order_error(e, clock)
                 break
-            self.seq += 1
-            rows.append((e.stream, e.attrs, e.t0, e.t1, (e.id,), self.seq))
+            clock = t1
+            seq += 1
+            rows.append((e.stream, e.attrs, e.t0, t1, (e.id,), seq))
+        self.clock, self.seq = clock, seq
         out = self._run_flat(rows) if rows else []
         if bad is not None:
             raise bad
         return out
 
     def _advance_clock(self, event: A.Event) -> None:
-        t0, t1 = event.t0, event.t1
-        if t1 < t0:
-            raise ValueError(f"event {event.id!r}: t1 ({t1}) is before t0 ({t0})")
-        if self.clock is not None and t1 < self.clock:
-            raise ValueError(f"event {event.id!r} ends at {t1}, before the previous event ({self.clock})")
-        self.clock = t1
+        if event.t1 < event.t0 or (self.clock is not None and event.t1 < self.clock):
+            raise _order_error(event, self.clock)
+        self.clock = event.t1
 
     def _run_flat(self, rows: list[tuple]) -> list[tuple[int, Match]]:
         flat = self.flat
