@@ -38,6 +38,7 @@ from .engine import Engine, Match, _new
 from .static import holds, tag
 
 _ZEROS = np.zeros(1024, dtype=np.int64)
+_COLUMN = 16  # events from which a column's values are first checked for one common type (then done at once)
 _PLAIN_KEYS = {str, int, float, type(None)}  # key values looked up as they are (a bool is tagged, a list unhashable)
 FLAT_PREFIX = "f"  # exported instance rows of flat nodes: "f" + the node id without its "n"
 
@@ -421,21 +422,19 @@ class FlatEngine(Engine):
         """Events ``(stream, attributes, t0, t1, witness, seq)`` in order (their clock and
         sequence numbers checked and given by the caller); ``(index, match)`` pairs."""
         n = len(events)
-        slots, sslots = list(self._slot), list(self._sslot)
-        ev = np.empty((n, K.E_SLOTS + len(slots) + 2 * len(sslots)), dtype=np.int64)
-        evn = np.empty((n, len(sslots)), dtype=np.float64)
         self._new_keys = []
         streams = self._stream_id
-        ev[:, : K.E_EXACT] = [(streams.get(s, -1), t0, t1, seq) for s, _, t0, t1, _, seq in events]
-        ev[:, K.E_EXACT] = 0
-        attrs = [e[1] for e in events]
-        for j, name in enumerate(slots):
-            ev[:, K.E_SLOTS + j] = self._key_column(attrs, name)
+        names, attrs, t0s, t1s, _, seqs = zip(*events, strict=True)
+        cols: list[Sequence] = [[streams.get(s, -1) for s in names], t0s, t1s, seqs, [0] * n]
+        cols += [self._key_column(attrs, name) for name in self._slot]
+        nums: list[list] = []
         exact: set[int] = set()  # events with an integer a float would round: their static atoms checked here
-        col = K.E_SLOTS + len(slots)
-        for j, name in enumerate(sslots):
-            ev[:, col + 2 * j], ev[:, col + 2 * j + 1], evn[:, j] = self._static_column([a.get(name) for a in attrs],
-                                                                                      exact)
+        for name in self._sslot:
+            codes, ids, vals = self._static_column([a.get(name) for a in attrs], exact)
+            cols += (codes, ids)
+            nums.append(vals)
+        ev = np.array(cols, dtype=np.int64)
+        evn = np.array(nums, dtype=np.float64) if nums else np.empty((0, n))
         if exact:
             sout: list[int] = []
             snode: list[int] = []
@@ -443,7 +442,7 @@ class FlatEngine(Engine):
             start_out = self.ints[K.START][:, K.S_OUT]
             for i, (stream, a, *_) in enumerate(events):
                 if i in exact:
-                    ev[i, K.E_EXACT] = 1
+                    ev[K.E_EXACT, i] = 1
                     snode += [r for r, node in self._static_nodes.items()
                               if all(holds(atom, a) for atom in node.static_atoms)]
                     sout += [int(start_out[r]) for r, atoms in self._stream_starts.get(stream, {}).items()
@@ -458,8 +457,10 @@ class FlatEngine(Engine):
         self._refresh()
         return self._collect(events)
 
-    def _key_column(self, attrs: list[dict], name: str) -> list[int]:
+    def _key_column(self, attrs: Sequence[dict], name: str) -> list[int]:
         """The key ids of ``name`` in each of ``attrs`` (see :meth:`_key`)."""
+        if len(attrs) < _COLUMN:
+            return [self._key(a, name) for a in attrs]
         vals = [a.get(name) for a in attrs]
         if set(map(type, vals)) <= _PLAIN_KEYS:  # hashable and their own tag: known ids looked up at once
             get = self._key_id.get
@@ -474,11 +475,12 @@ class FlatEngine(Engine):
         """The kernels' type code, constant id and number of each value of one static slot;
         adds to ``exact`` the indexes of integers a float would round."""
         consts = self._const_id
-        kinds = set(map(type, vals))
-        if kinds == {float}:
-            return [K.T_NUMBER] * len(vals), [consts.get(v, -1) for v in vals], vals
-        if kinds == {str}:
-            return [K.T_STRING] * len(vals), [consts.get(v, -1) for v in vals], [0.0] * len(vals)
+        if len(vals) >= _COLUMN:
+            kinds = set(map(type, vals))
+            if kinds == {float}:
+                return [K.T_NUMBER] * len(vals), [consts.get(v, -1) for v in vals], vals
+            if kinds == {str}:
+                return [K.T_STRING] * len(vals), [consts.get(v, -1) for v in vals], [0.0] * len(vals)
         codes, ids, nums = [], [], []
         for i, v in enumerate(vals):
             tv = type(v)

@@ -70,7 +70,7 @@ MAX_KEY = 3  # equality attributes of a node's key
 (M_IUSED, M_IFREE, M_RUSED, M_RFREE, M_BUSED, M_BFREE, M_HEAP, M_LIVE, M_MATCH, M_NEWREC, M_FREEREC,
  M_FREEKEY, M_AFF, M_PEND, M_NEWR, M_MARK, M_CALL, M_HBN, M_HAN, M_NI, M_NA, M_NM, M_HSN, M_GROWN) = range(24)
 M_COLS = 24  # M_GROWN: counts the calls that replaced arrays (the caller's own references are then stale)
-E_STREAM, E_T0, E_T1, E_SEQ, E_EXACT, E_SLOTS = range(6)  # then a key code per slot, then per static slot: type, constant id
+E_STREAM, E_T0, E_T1, E_SEQ, E_EXACT, E_SLOTS = range(6)  # rows of an event's column; then a key code per slot, then per static slot: type, constant id
 ABSENT = -3  # event slot code: the event has no such attribute (a combined record keeps the instance's)
 NO_KEY = -1  # no key id: missing, None or NaN (an equality with it cannot hold)
 UNUSED = -2  # key part of a node with fewer than MAX_KEY equalities
@@ -316,7 +316,7 @@ def _new_rec(T, parent, ev, ei):
     rec, kref, meta = T[REC], T[KREF], T[META]
     rec[r, 0] = 0
     for s in range(1, rec.shape[1]):
-        c = ev[ei, E_SLOTS + s - 1]
+        c = ev[E_SLOTS + s - 1, ei]
         if c == ABSENT:
             c = rec[parent, s] if parent >= 0 else NO_KEY
         rec[r, s] = c
@@ -573,14 +573,14 @@ def _atoms_ok(T, F, ev, evn, ei, a, sbase):
     atom, ak = T[ATOM], F[ATOMK]
     while a >= 0:
         s, op, kind = atom[a, A_SLOT], atom[a, A_OP], atom[a, A_KIND]
-        t = ev[ei, sbase + 2 * s]
+        t = ev[sbase + 2 * s, ei]
         if kind == NUMBER:
-            if t != T_NUMBER or not _cmp(op, evn[ei, s], ak[a, 0]):
+            if t != T_NUMBER or not _cmp(op, evn[s, ei], ak[a, 0]):
                 return False
         else:
             if t != (T_STRING if kind == STRING else T_BOOLEAN):
                 return False
-            if (ev[ei, sbase + 2 * s + 1] == atom[a, A_CONST]) != (op == 0):
+            if (ev[sbase + 2 * s + 1, ei] == atom[a, A_CONST]) != (op == 0):
                 return False
         a = atom[a, A_NEXT]
     return True
@@ -606,11 +606,11 @@ def _event(T, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
     """One event through the automaton (see :meth:`.engine.Engine._step`); False when the
     tables lack the room for its transitions (``META`` holds what it needs; nothing of
     the transitions is done)."""
-    stream, t0, t1, seq = ev[ei, E_STREAM], ev[ei, E_T0], ev[ei, E_T1], ev[ei, E_SEQ]
+    stream, t0, t1, seq = ev[E_STREAM, ei], ev[E_T0, ei], ev[E_T1, ei], ev[E_SEQ, ei]
     meta = T[META]
     if meta[0, M_HEAP] > 0 and F[HEAPT][0, 0] < t1:
         _expire(T, F, t1)
-    exact = ev[ei, E_EXACT] != 0  # the caller checked the nodes' static atoms (``snode``)
+    exact = ev[E_EXACT, ei] != 0  # the caller checked the nodes' static atoms (``snode``)
     sbase = E_SLOTS + T[REC].shape[1] - 1
     mark = meta[0, M_MARK] + 1
     meta[0, M_MARK] = mark
@@ -627,17 +627,17 @@ def _event(T, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
         k0 = k1 = k2 = UNUSED
         s = groups[g, G_A0]
         if s >= 0:
-            k0 = ev[ei, E_SLOTS + s]
+            k0 = ev[E_SLOTS + s, ei]
             if k0 < 0:
                 continue
             s = groups[g, G_A0 + 1]
             if s >= 0:
-                k1 = ev[ei, E_SLOTS + s]
+                k1 = ev[E_SLOTS + s, ei]
                 if k1 < 0:
                     continue
                 s = groups[g, G_A0 + 2]
                 if s >= 0:
-                    k2 = ev[ei, E_SLOTS + s]
+                    k2 = ev[E_SLOTS + s, ei]
                     if k2 < 0:
                         continue
         j = _hslot(ha, g, k0, k1, k2)
@@ -663,11 +663,11 @@ def _event(T, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
                 nf += 1
         else:
             hs, st = T[HS], T[START]
-            for ss in range(-1, (ev.shape[1] - sbase) // 2):
+            for ss in range(-1, (ev.shape[0] - sbase) // 2):
                 if ss < 0:
                     j = _hslot(hs, stream, SCAN, SCAN, SCAN)
                 else:
-                    c = ev[ei, sbase + 2 * ss + 1]
+                    c = ev[sbase + 2 * ss + 1, ei]
                     if c < 0:
                         continue
                     j = _hslot(hs, stream, ss, c, SCAN)
@@ -751,7 +751,7 @@ def _event(T, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
 @njit(cache=True)
 def _run(T, F, ev, evn, sout, soff, snode, noff, epoch, starting, ei):
     """Events from ``ei`` on; the index of the first one that found no room (or their number)."""
-    while ei < ev.shape[0]:
+    while ei < ev.shape[1]:
         if not _event(T, F, ev, evn, ei, sout, soff[ei], soff[ei + 1], snode, noff[ei], noff[ei + 1], epoch,
                       starting):
             return ei
@@ -788,8 +788,9 @@ def _end(T):
 
 @njit(cache=True)
 def step(ints, flts, ev, evn, sout, soff, snode, noff, epoch, starting):
-    """Events ``ev`` in order (rows: stream, t0, t1, seq, exact flag, a key code per slot, a
-    value type and constant id per static slot; ``evn``: the static slots' values as numbers);
+    """Events in order, one per column of ``ev`` (rows: stream, t0, t1, seq, exact flag, a key
+    code per slot, a value type and constant id per static slot) and of ``evn`` (the static
+    slots' values as numbers);
     ``sout[soff[i]:soff[i+1]]`` are the forward edges of the start edges event ``i`` fires;
     for an event with the exact flag, ``snode[noff[i]:noff[i+1]]`` are the nodes whose static
     atoms it passes (checked by the caller: an integer too large for a float)."""
@@ -798,7 +799,7 @@ def step(ints, flts, ev, evn, sout, soff, snode, noff, epoch, starting):
     T, F = _fetch(ints), _fetchf(flts)
     while True:
         ei = _run(T, F, ev, evn, sout, soff, snode, noff, epoch, starting, ei)
-        if ei == ev.shape[0]:
+        if ei == ev.shape[1]:
             break
         meta = T[META]
         _reserve(ints, flts, meta[0, M_NI], meta[0, M_NA], meta[0, M_NM])
