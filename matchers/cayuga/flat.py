@@ -377,21 +377,20 @@ class FlatEngine(Engine):
             self._new_keys.append(k)
         return k
 
-    def _collect(self, events: Sequence[tuple] = ()) -> list[tuple[int, Match]]:
-        """Build the records a kernel call made (``events``: those of :meth:`run_events`)
-        and its matches, forget the records it freed, free the key ids no record holds; the
-        matches as ``(index of the event, match)``."""
+    def _collect(self, attrs: Sequence[dict] = (), wits: Sequence[tuple] = ()) -> list[tuple[int, Match]]:
+        """Build the records a kernel call made (from the attributes and witnesses of the
+        events of :meth:`run_events`) and its matches, forget the records it freed, free the
+        key ids no record holds; the matches as ``(index of the event, match)``."""
         ints, recs = self.ints, self._recs
         meta = ints[K.META][0]
         n = int(meta[K.M_NEWREC])
         if n:
             for r, parent, ei in ints[K.NEWREC][:n].tolist():
-                _stream, attrs, _t0, _t1, wit, _seq = events[ei]
                 if parent < 0:
-                    recs[r] = (wit, attrs)
+                    recs[r] = (wits[ei], attrs[ei])
                 else:
                     pw, pa = recs[parent]
-                    recs[r] = (pw + wit, {**pa, **attrs})
+                    recs[r] = (pw + wits[ei], {**pa, **attrs[ei]})
         out: list[tuple[int, Match]] = []
         n = int(meta[K.M_MATCH])
         if n:
@@ -406,10 +405,10 @@ class FlatEngine(Engine):
                     for sub, since in self._out_of_row[o].accept.items():
                         if born >= since:
                             add((ei, _new(Match, (sub, attrs, t0, t1, wit))))
-        for (r,) in ints[K.FREEREC][: int(meta[K.M_FREEREC])].tolist():
+        for r in ints[K.FREEREC][: int(meta[K.M_FREEREC]), 0].tolist():
             recs[r] = None
         kref = ints[K.KREF]
-        for (k,) in ints[K.FREEKEY][: int(meta[K.M_FREEKEY])].tolist() + [(k,) for k in self._new_keys]:
+        for k in ints[K.FREEKEY][: int(meta[K.M_FREEKEY]), 0].tolist() + self._new_keys:
             if kref[k, 0] == 0 and self._key_val[k] is not None:
                 del self._key_id[self._key_val[k]]
                 self._key_val[k] = None
@@ -424,7 +423,7 @@ class FlatEngine(Engine):
         n = len(events)
         self._new_keys = []
         streams = self._stream_id
-        names, attrs, t0s, t1s, _, seqs = zip(*events, strict=True)
+        names, attrs, t0s, t1s, wits, seqs = zip(*events, strict=True)
         cols: list[Sequence] = [[streams.get(s, -1) for s in names], t0s, t1s, seqs, [0] * n]
         cols += [self._key_column(attrs, name) for name in self._slot]
         nums: list[list] = []
@@ -455,7 +454,7 @@ class FlatEngine(Engine):
             zeros = _ZEROS if n < len(_ZEROS) else np.zeros(n + 1, dtype=np.int64)
             K.step(self._tints, self._tflts, ev, evn, zeros, zeros, zeros, zeros, self.epoch, self.starting)
         self._refresh()
-        return self._collect(events)
+        return self._collect(attrs, wits)
 
     def _key_column(self, attrs: Sequence[dict], name: str) -> list[int]:
         """The key ids of ``name`` in each of ``attrs`` (see :meth:`_key`)."""
