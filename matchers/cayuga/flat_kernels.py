@@ -70,7 +70,8 @@ MAX_KEY = 3  # equality attributes of a node's key
 (M_IUSED, M_IFREE, M_RUSED, M_RFREE, M_BUSED, M_BFREE, M_HEAP, M_LIVE, M_MATCH, M_NEWREC, M_FREEREC,
  M_FREEKEY, M_AFF, M_PEND, M_NEWR, M_MARK, M_CALL, M_HBN, M_HAN, M_NI, M_NA, M_NM, M_HSN, M_GROWN) = range(24)
 M_COLS = 24  # M_GROWN: counts the calls that replaced arrays (the caller's own references are then stale)
-E_STREAM, E_T0, E_T1, E_SEQ, E_EXACT, E_SLOTS = range(6)  # rows of an event's column; then a key code per slot, then per static slot: type, constant id
+# an event's column: stream, t0, t1, seq, exact flag, a key code per slot, per static slot its type and constant id
+E_STREAM, E_T0, E_T1, E_SEQ, E_EXACT, E_SLOTS = range(6)
 ABSENT = -3  # event slot code: the event has no such attribute (a combined record keeps the instance's)
 NO_KEY = -1  # no key id: missing, None or NaN (an equality with it cannot hold)
 UNUSED = -2  # key part of a node with fewer than MAX_KEY equalities
