@@ -111,8 +111,8 @@ class Engine:
     flat : run the subscriptions that allow it (:func:`.flat.flat_chain`) in a
         :class:`.flat.FlatEngine` (instances as rows, the step compiled; only with the
         indexes and the engine's own static index). It pays with many subscriptions and
-        events in batches (:meth:`process_batch`): a call costs it some 10 µs before any
-        matching, about what the Python engine spends on a whole event when there are few
+        events in batches (:meth:`process_batch`): a call costs it 10-15 µs before any
+        matching, more than the Python engine spends on a whole event when there are few
         subscriptions.
     """
 
