@@ -116,6 +116,8 @@ class Engine:
         subscriptions.
     """
 
+    closures = True  # nodes compile their predicates (the flat engine's kernels need none)
+
     def __init__(self, merge: bool = True, indexed: bool = True, static_matcher: str | None = None,
                  tick_ms: int = TICK_MS, flat: bool = False):
         self.tick_ms = tick_ms
@@ -368,8 +370,8 @@ class Engine:
         else:
             del self._always[start.view.stream][start.id]
 
-    def _new_node(self, nid: str, spec, closures: bool = True) -> Node:
-        node = Node(nid, spec, self.indexed, closures)
+    def _new_node(self, nid: str, spec) -> Node:
+        node = Node(nid, spec, self.indexed, self.closures)
         gkey = (node.stream, node.eq_attrs)
         if gkey not in self._groups:
             self._groups[gkey] = _Group(node.eq_attrs)

@@ -83,6 +83,8 @@ def _rows(n: int, cols: int, fill: int = -1) -> np.ndarray:
 class FlatEngine(Engine):
     """Flat subscriptions (:func:`flat_chain`) over instance rows; driven by an :class:`Engine`."""
 
+    closures = False  # the kernels check the nodes' atoms
+
     def __init__(self, merge: bool, tick_ms: int):
         super().__init__(merge=merge, indexed=True, tick_ms=tick_ms, flat=False)
         ints, flts = K.empty_layout()
@@ -177,8 +179,8 @@ class FlatEngine(Engine):
             self._put(K.REC, np.ascontiguousarray(np.concatenate([rec, col], axis=1)))
         return s
 
-    def _new_node(self, nid: str, spec, closures: bool = False) -> Node:
-        node = super()._new_node(nid, spec, closures=False)  # the kernels check its atoms
+    def _new_node(self, nid: str, spec) -> Node:
+        node = super()._new_node(nid, spec)
         row = self._new_row(K.NODE)
         self._node_row[nid] = row
         self._row_node[row] = node
@@ -244,7 +246,7 @@ class FlatEngine(Engine):
         """A start edge indexed by its first equality atom (else listed for its stream); the
         kernel checks its other atoms (an event found through the index passes that one:
         equal constant ids are equal values of the same kind)."""
-        start = self.starts[sid] = Start(sid, c.start, closures=False)
+        start = self.starts[sid] = Start(sid, c.start, closures=self.closures)
         atoms = view_static_atoms(c.start)
         eq = next((a for a in atoms if a[1] == "="), None)
         row = self._start_row[sid] = self._new_row(K.START)
@@ -458,16 +460,15 @@ class FlatEngine(Engine):
 
     def _key_column(self, attrs: Sequence[dict], name: str) -> list[int]:
         """The key ids of ``name`` in each of ``attrs`` (see :meth:`_key`)."""
-        if len(attrs) < _COLUMN:
-            return [self._key(a, name) for a in attrs]
-        vals = [a.get(name) for a in attrs]
-        if set(map(type, vals)) <= _PLAIN_KEYS:  # hashable and their own tag: known ids looked up at once
-            get = self._key_id.get
-            ids = [get(v, K.ABSENT) for v in vals]
-            if K.ABSENT not in ids:
-                return ids
-            return [k if k != K.ABSENT else self._key(a, name) for k, a in zip(ids, attrs, strict=True)]
         key = self._key
+        if len(attrs) >= _COLUMN:
+            vals = [a.get(name) for a in attrs]
+            if set(map(type, vals)) <= _PLAIN_KEYS:  # hashable and their own tag: known ids looked up at once
+                get = self._key_id.get
+                ids = [get(v, K.ABSENT) for v in vals]
+                if K.ABSENT not in ids:
+                    return ids
+                return [k if k != K.ABSENT else key(a, name) for k, a in zip(ids, attrs, strict=True)]
         return [key(a, name) for a in attrs]
 
     def _static_column(self, vals: list, exact: set[int]) -> tuple[list[int], list[int], list[float]]:
