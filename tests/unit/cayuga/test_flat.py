@@ -20,6 +20,9 @@ from .helpers import engine_matches, match_key, reference_matches, restarted_mat
 
 BIG = 2**60 + 1  # an integer a float rounds (2**60): the static atoms are checked exactly
 VALUES = [0, 1, 2, 1.0, True, False, "a", "b", None, math.nan, BIG, 2**60, -1.5]
+# columns of one kind, built at once in batches of 16 events and more: floats, strings, key
+# values looked up as they are (no booleans), and the mixed values
+POOLS = [VALUES, [0.0, 1.0, 2.5, -1.5, -0.0, 2.0, math.nan], ["a", "b", "c"], [0, 1, 1.0, 2, "a", "b", None, math.nan, BIG]]
 ATOMS = ["$2.y > 1", "$2.y <= 2.5", "$2.y = 1", "$2.y != 2", "$2.z = 'a'", "$2.z != 'b'", "$2.z = TRUE",
          f"$2.y = {BIG}", f"$2.y < {BIG}"]
 STARTS = ["x > 0", "x = 1", "z = 'a'", "z != 'a' AND y >= 1", "x = TRUE", f"y = {BIG}", "y < 2"]
@@ -53,12 +56,15 @@ def flat_subscriptions(draw):
 
 
 @st.composite
-def events_of(draw, n_max: int = 30):
+def events_of(draw, n_max: int = 30, n_min: int = 0, pools: bool = False):
+    """Events over attributes x, y, z; with ``pools``, each attribute's values from one of
+    :data:`POOLS` (else from :data:`VALUES`)."""
     out, t = [], 0
-    for i in range(draw(st.integers(0, n_max))):
+    pool = {k: draw(st.sampled_from(POOLS)) if pools else VALUES for k in ("x", "y", "z")}
+    for i in range(draw(st.integers(n_min, n_max))):
         t += draw(st.integers(0, 2))
         length = draw(st.sampled_from([0, 0, 0, 1]))
-        attrs = {k: draw(st.sampled_from(VALUES)) for k in ("x", "y", "z")}
+        attrs = {k: draw(st.sampled_from(pool[k])) for k in ("x", "y", "z")}
         for k in ("x", "y", "z"):
             if attrs[k] is None and draw(st.booleans()):
                 del attrs[k]  # missing, not null
@@ -150,6 +156,18 @@ def test_subscription_changes_and_batches_agree_with_the_python_engine(subs, eve
         assert flat.instances == py.instances
         assert flat.next_expiry() == py.next_expiry()
     assert same(sorted(got["flat"], key=repr)) == same(sorted(got["py"], key=repr))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(subs=st.lists(flat_subscriptions(), min_size=1, max_size=4), events=events_of(60, 16, pools=True),
+       batch=st.integers(16, 60))
+def test_batches_of_columns_of_one_kind_equal_the_reference(subs, events, batch):
+    """Batches of 16 events and more, where a column of one kind of value is built at once."""
+    named = {f"q{i}": text for i, text in enumerate(subs)}
+    eng = Engine(flat=True)
+    for k, text in named.items():
+        eng.add(k, text)
+    assert same(_run(eng, events, batch)) == same(reference_matches(named, events))
 
 
 def test_a_publication_moves_the_flat_readers_with_their_instances():
