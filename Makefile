@@ -7,6 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WARM := var/.numba-warm
+JARS := $(VENV)/jars/.resolved
 PYTEST_ARGS ?=
 # peer binaries for scripts.bench.dense, e.g. --peer-for 1000000:hem5-be7=PATH:7 (docs/bitmark.md)
 DENSE_PEERS ?=
@@ -28,12 +29,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+$(JARS): $(STAMP) $(wildcard conf/maven/*.xml)
+	@command -v mvn >/dev/null 2>&1 || { echo "Maven (mvn) is missing: it resolves the Java jars (Kafka's broker, Spark's Kafka connector, hadoop-aws) once (Debian: apt-get install maven)"; exit 1; }
+	$(PY) -m streaming.jars resolve
+	@touch $@
+
 $(WARM): $(STAMP) $(shell find matchers -name '*.py')
 	$(PY) -m matchers warm
 	@mkdir -p $(@D) && touch $@
 
 .PHONY: setup
-setup: $(STAMP) check-java $(WARM) ## Create the virtual environment, install everything, compile the numba kernels
+setup: $(STAMP) check-java $(JARS) $(WARM) ## Create the virtual environment, install everything (Python packages, Java jars from Maven), compile the numba kernels
 	@echo "ready: $(VENV) ($$($(PY) --version))"
 
 .PHONY: check-java

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,8 +23,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from matchers.errors import PubSubError
 from streaming.config import PROJECT_ROOT
+from streaming.jars import check_java
 
 log = logging.getLogger(__name__)
 
@@ -60,32 +58,6 @@ LOCAL_CONF: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
 }
-
-
-class JavaNotFoundError(PubSubError, RuntimeError):
-    """No usable Java runtime for Spark."""
-
-
-def check_java() -> str:
-    """Return the ``java -version`` banner of the Java Spark will use.
-
-    Raises
-    ------
-    JavaNotFoundError
-        If no ``java`` is found (``JAVA_HOME`` or ``PATH``) or it does not run.
-    """
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    fix = "install a Java 17 or 21 runtime (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
-    if not java or not Path(java).exists():
-        raise JavaNotFoundError(f"Spark needs Java but none was found: {fix}")
-    try:
-        done = subprocess.run([java, "-version"], capture_output=True, timeout=60, check=False)
-    except OSError as exc:
-        raise JavaNotFoundError(f"{java} does not run ({exc}): {fix}") from None
-    if done.returncode != 0:
-        raise JavaNotFoundError(f"{java} -version failed: {fix}")
-    return done.stderr.decode(errors="replace").splitlines()[0] if done.stderr else java
 
 
 def is_local(master: str) -> bool:

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
+from streaming import jars
 from streaming import spark as session
 
 
 def test_missing_java_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))
-    with pytest.raises(session.JavaNotFoundError, match="JAVA_HOME"):
-        session.check_java()
+    with pytest.raises(jars.JavaNotFoundError, match="JAVA_HOME"):
+        jars.check_java()
 
 
 def test_environment_points_workers_at_this_interpreter_and_project(
