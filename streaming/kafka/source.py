@@ -175,7 +175,7 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
 
     @property
     def watermarks(self) -> Watermarks:
-        """The driver-side offset probe, created on first use."""
+        """The driver-side offset reader, created on first use."""
         if self._watermarks is None:
             self._watermarks = Watermarks(self._config.kafka_python("consumer"))
         return self._watermarks

@@ -1,7 +1,7 @@
 """Session fixtures of the integration tests: one broker, one Spark session, unique topics.
 
-Set ``PUBSUB_BOOTSTRAP_SERVERS`` to run against a real Kafka instead of the embedded
-Tansu broker.
+Set ``PUBSUB_BOOTSTRAP_SERVERS`` to run against another Kafka instead of the embedded
+Apache Kafka broker.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ class ExternalBroker:
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The broker of this test run: embedded Tansu, or the one named by the environment."""
+    """The broker of this test run: embedded Apache Kafka, or the one named by the environment."""
     external = os.environ.get(BOOTSTRAP_ENV)
     if external:
         yield ExternalBroker(external)
         return
-    log_path = tmp_path_factory.mktemp("broker") / "tansu.log"
+    log_path = tmp_path_factory.mktemp("broker") / "kafka.log"
     with EmbeddedBroker(log_path=log_path) as broker:
         yield broker
         close_consumers()  # this process's cached readers go before their broker does

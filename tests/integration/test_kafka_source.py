@@ -134,7 +134,7 @@ def test_topic_and_partitions_created_mid_stream_are_read_from_offset_zero(
 
 
 def _add_partition(kafka_config: KafkaClientConfig, topic: str, total: int) -> bool:
-    """Grow ``topic`` to ``total`` partitions; False if the broker cannot (Tansu)."""
+    """Grow ``topic`` to ``total`` partitions; False if the broker cannot."""
     admin = admin_client(kafka_config)
     try:
         admin.create_partitions({topic: NewPartitions(total)})

@@ -77,7 +77,7 @@ class Service:
         wait_for(lambda: (read_status(self.status_file) or {}).get("registry") is not None, WAIT_S,
                  "the job to start", self.job)
         children = PidRecord(self.data_dir / "pids").alive()
-        assert set(children) == {"tansu", "seaweedfs"}, children
+        assert set(children) == {"kafka"}, children
         self.seen |= {(pid, start_time(pid)) for pid in children.values()}
         return KafkaClientConfig.create(recorded_address(self.data_dir))
 
@@ -181,8 +181,8 @@ def test_restarts_lose_nothing_and_leave_nothing(tmp_path: Path):
         config = service.started()
         published += run_then_publish(service, config, rng)
         service.kill_group()
-        tansu_pid = PidRecord(service.data_dir / "pids").read()["tansu"][0]
-        wait_for(lambda: start_time(tansu_pid) is None, 30, "Tansu to die with the service")
+        kafka_pid = PidRecord(service.data_dir / "pids").read()["kafka"][0]
+        wait_for(lambda: start_time(kafka_pid) is None, 30, "the broker to die with the service")
         # 4: restart, events mid-stream, "reboot": every process killed at the same moment.
         service.start()
         config = service.started()
