@@ -10,24 +10,80 @@ temporary name, flushed to disk (unless the file need not survive a crash of the
 and renamed; on an object store (S3, GCS, Azure) with
 one PUT, which is atomic; elsewhere (HDFS) to a temporary name and renamed. Names that
 are written are written once (or rewritten with the same content by a replay).
+
+Where a location's file system is, and how to sign in to it, is read from this process's
+environment (the driver's and, through Spark, the executors' Python workers'), which
+:func:`configure` fills from the Hadoop settings that Spark's own file systems use
+(``spark.hadoop.<key>`` in ``spark.conf``: one source of truth, :data:`HADOOP_ENV`):
+
+* ``s3a://`` (pyarrow's S3 client): ``fs.s3a.endpoint`` (``AWS_ENDPOINT_URL``),
+  ``fs.s3a.endpoint.region`` (``AWS_REGION``), ``fs.s3a.access.key`` and ``fs.s3a.secret.key``
+  (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``), ``fs.s3a.path.style.access``; the
+  AWS defaults (instance roles, ``~/.aws``) for what is not set.
+* ``hdfs://`` through WebHDFS, the name node's HTTP interface (this machine has no
+  ``libhdfs``, and an executor's Python worker no JVM): at ``dfs.namenode.http-address``
+  (``PUBSUB_WEBHDFS_ADDRESS``), by default the name node's host and port 9870, as the user
+  ``HADOOP_USER_NAME`` (else this process's), simple authentication only.
 """
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import stat
 import tempfile
 import uuid
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    from streaming.webhdfs import WebHdfs
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _S3_ALIASES = ("s3a://", "s3n://")
 OBJECT_STORES = frozenset({"s3", "gcs", "abfs"})
+
+#: Hadoop settings this module follows too, and the environment variable carrying each.
+HADOOP_ENV = {
+    "fs.s3a.endpoint": "AWS_ENDPOINT_URL",
+    "fs.s3a.endpoint.region": "AWS_REGION",
+    "fs.s3a.access.key": "AWS_ACCESS_KEY_ID",
+    "fs.s3a.secret.key": "AWS_SECRET_ACCESS_KEY",
+    "fs.s3a.path.style.access": "PUBSUB_S3_PATH_STYLE",
+    "dfs.namenode.http-address": "PUBSUB_WEBHDFS_ADDRESS",
+}
+WEBHDFS_PORT = 9870
+"""The name node's HTTP port when ``dfs.namenode.http-address`` is not set (Hadoop 3's default)."""
+HTTP_TIMEOUT_S = 60.0
+
+
+def environment(spark_conf: Mapping[str, Any]) -> dict[str, str]:
+    """The variables of :data:`HADOOP_ENV` that ``spark_conf`` (``spark.hadoop.<key>`` entries)
+    sets. An endpoint without scheme gets ``https://``, or ``http://`` when
+    ``fs.s3a.connection.ssl.enabled`` is false, as S3A does."""
+    hadoop = {k[len("spark.hadoop."):]: str(v) for k, v in spark_conf.items() if k.startswith("spark.hadoop.")}
+    env = {var: hadoop[key].strip() for key, var in HADOOP_ENV.items() if hadoop.get(key, "").strip()}
+    endpoint = env.get("AWS_ENDPOINT_URL")
+    if endpoint and "://" not in endpoint:
+        ssl = hadoop.get("fs.s3a.connection.ssl.enabled", "true").strip().lower() != "false"
+        env["AWS_ENDPOINT_URL"] = ("https://" if ssl else "http://") + endpoint
+    return env
+
+
+def configure(spark_conf: Mapping[str, Any]) -> dict[str, str]:
+    """Follow the Hadoop settings of ``spark_conf`` in this process (:func:`environment` put
+    into ``os.environ``, inherited by the processes it starts: a local master's Spark and its
+    Python workers); the variables set, for a cluster's executors (``spark.executorEnv.*``)."""
+    env = environment(spark_conf)
+    os.environ.update(env)
+    _open.cache_clear()
+    return env
 
 
 def to_uri(location: str | Path) -> str:
@@ -51,10 +107,54 @@ def join(location: str | Path, *names: str) -> str:
 
 @lru_cache(maxsize=64)
 def _open(uri: str) -> tuple[pafs.FileSystem, str]:
-    for alias in _S3_ALIASES:
+    for alias in (*_S3_ALIASES, "s3://"):
+        if uri.startswith(alias) and "?" not in uri:  # options in the URI: pyarrow's own parsing
+            return _s3(), unquote(uri[len(alias):])
         if uri.startswith(alias):
             uri = "s3://" + uri[len(alias):]
+    if uri.startswith("hdfs://"):
+        parts = urlsplit(uri)
+        address = os.environ.get("PUBSUB_WEBHDFS_ADDRESS") or f"{parts.hostname}:{WEBHDFS_PORT}"
+        return _webhdfs(address), unquote(parts.path) or "/"
     return pafs.FileSystem.from_uri(uri)
+
+
+def _flag(value: str | None) -> bool | None:
+    return None if not value else value.strip().lower() == "true"
+
+
+def _s3() -> pafs.FileSystem:
+    """pyarrow's S3 client as the environment says (:data:`HADOOP_ENV`), path-style
+    addressing unless ``fs.s3a.path.style.access`` is false."""
+    env = os.environ
+    options: dict[str, Any] = {"connect_timeout": HTTP_TIMEOUT_S, "request_timeout": HTTP_TIMEOUT_S}
+    endpoint = env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        parts = urlsplit(endpoint)
+        options["scheme"] = parts.scheme or "https"
+        options["endpoint_override"] = parts.netloc or parts.path
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        options["region"] = region
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        options["access_key"] = env["AWS_ACCESS_KEY_ID"]
+        options["secret_key"] = env["AWS_SECRET_ACCESS_KEY"]
+        if env.get("AWS_SESSION_TOKEN"):
+            options["session_token"] = env["AWS_SESSION_TOKEN"]
+    if _flag(env.get("PUBSUB_S3_PATH_STYLE")) is False:
+        options["force_virtual_addressing"] = True
+    return pafs.S3FileSystem(**options)
+
+
+def _webhdfs(address: str) -> pafs.FileSystem:
+    """HDFS through WebHDFS at ``address`` (``host:port`` or ``http(s)://host:port``)."""
+    from streaming.webhdfs import WebHdfs
+
+    parts = urlsplit(address if "://" in address else "http://" + address)
+    user = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    client = WebHdfs(parts.hostname, parts.port or WEBHDFS_PORT, user=user, use_https=parts.scheme == "https",
+                     timeout=HTTP_TIMEOUT_S)
+    return pafs.PyFileSystem(pafs.FSSpecHandler(client))
 
 
 class Directory:
@@ -137,8 +237,11 @@ class Directory:
         for a file that a crash of the machine may leave at an older version.
         """
         kind = self.fs.type_name
+        hdfs = _webhdfs_client(self.fs)
         if kind == "local":
             _write_local(Path(self._file(name)), data, durable)
+        elif hdfs is not None:  # a temporary name, renamed over the file in one step
+            hdfs.write_replacing(self._file(name), data)
         elif kind in OBJECT_STORES:
             with self.fs.open_output_stream(self._file(name)) as f:
                 f.write(data)
@@ -157,6 +260,16 @@ class Directory:
             self.fs.delete_file(self._file(name))
         except FileNotFoundError:
             pass
+
+
+def _webhdfs_client(fs: pafs.FileSystem) -> WebHdfs | None:
+    """The WebHDFS client behind ``fs`` (``None`` for any other file system)."""
+    if not fs.type_name.startswith("py::fsspec+webhdfs"):
+        return None
+    from streaming.webhdfs import WebHdfs
+
+    client = getattr(getattr(fs, "handler", None), "fs", None)
+    return client if isinstance(client, WebHdfs) else None
 
 
 def _write_local(path: Path, data: bytes, durable: bool = True) -> None:

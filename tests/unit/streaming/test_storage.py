@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.storage import Directory, join, to_uri, write_file
+from streaming.storage import Directory, _open, environment, join, local_path, to_uri, write_file
 
 
 def test_locations_become_uris(tmp_path, monkeypatch):
@@ -52,3 +52,35 @@ def test_write_not_durable_skips_fsync(tmp_path, monkeypatch):
     write_file(tmp_path / "status.json", b"{2}", durable=False)
     assert len(calls) == 2 and (tmp_path / "status.json").read_bytes() == b"{2}"
     assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
+
+
+def test_environment_carries_the_hadoop_settings():
+    conf = {
+        "spark.hadoop.fs.s3a.endpoint": "127.0.0.1:9000",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
+        "spark.hadoop.fs.s3a.access.key": "key",
+        "spark.hadoop.fs.s3a.secret.key": "secret",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.dfs.namenode.http-address": "nn:9870",
+        "spark.ui.enabled": "true",
+    }
+    assert environment(conf) == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "key",
+        "AWS_SECRET_ACCESS_KEY": "secret", "PUBSUB_S3_PATH_STYLE": "true", "PUBSUB_WEBHDFS_ADDRESS": "nn:9870",
+    }
+    assert environment({"spark.hadoop.fs.s3a.endpoint": "s3.example"}) == {"AWS_ENDPOINT_URL": "https://s3.example"}
+    assert environment({}) == {}
+
+
+def test_hdfs_opens_through_webhdfs(monkeypatch):
+    monkeypatch.delenv("PUBSUB_WEBHDFS_ADDRESS", raising=False)
+    _open.cache_clear()
+    d = Directory("hdfs://nn:8020/a%20b/ckpt")
+    assert d.fs.type_name.startswith("py::fsspec+webhdfs") and d.path == "/a b/ckpt"
+    assert d.fs.handler.fs.url == "http://nn:9870/webhdfs/v1"  # the name node's default HTTP port
+    assert local_path("hdfs://nn:8020/x") is None
+    monkeypatch.setenv("PUBSUB_WEBHDFS_ADDRESS", "127.0.0.1:50070")
+    _open.cache_clear()
+    assert Directory("hdfs://nn:8020/x").fs.handler.fs.url == "http://127.0.0.1:50070/webhdfs/v1"
+    _open.cache_clear()
