@@ -1,4 +1,4 @@
-"""The Spark session of the service, configured for Python workers and the ``kafka-py`` source.
+"""The Spark session of the service, configured for Python workers and both Kafka connectors.
 
 Spark's JVM logs through ``conf/log4j2.properties``: warnings on the console one line each,
 whole records with their stack traces in ``<log dir>/spark.log``. The web UI is on, bound
@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streaming.config import PROJECT_ROOT
-from streaming.jars import check_java
+from streaming.jars import check_java, classpath
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,8 @@ def get_session(
     conf: Mapping[str, Any] | None = None,
     log_dir: str | Path | None = None,
 ) -> SparkSession:
-    """Create (or return the active) Spark session with the ``kafka-py`` source registered.
+    """Create (or return the active) Spark session with both Kafka connectors: Spark's own
+    ``format("kafka")`` (the ``spark-kafka`` jars, :mod:`streaming.jars`) and ``kafka-py``.
 
     A failed start is retried once (a loaded machine can time a start out).
 
@@ -121,7 +122,7 @@ def get_session(
         Extra Spark settings, applied over the defaults (2 shuffle partitions, Arrow on,
         UI on loopback, UTC session time zone; a local master binds the driver to 127.0.0.1,
         any other gets :func:`cluster_conf`); a ``spark.driver.extraJavaOptions`` given here
-        is appended to the logging options.
+        is appended to the logging options, a ``spark.jars`` to the connector's jars.
     log_dir : path, optional
         Directory of Spark's log file ``spark.log`` (default ``var/logs`` of the project).
 
@@ -134,6 +135,8 @@ def get_session(
     ------
     JavaNotFoundError
         If Java is missing.
+    JarsError
+        If the connector's jars are not resolved (``make setup``).
     """
     local = is_local(master)
     _prepare_environment(local)
@@ -142,6 +145,7 @@ def get_session(
     settings = {**DEFAULT_CONF, **(LOCAL_CONF if local else cluster_conf()), **(conf or {})}
     settings["spark.driver.extraJavaOptions"] = java_options(
         log_dir, str(settings.get("spark.driver.extraJavaOptions", "")))
+    settings["spark.jars"] = ",".join(filter(None, (str(settings.get("spark.jars", "")), *classpath("spark-kafka"))))
     builder = SparkSession.builder.appName(app_name).master(retrying_master(master))
     for key, value in settings.items():
         builder = builder.config(key, str(value))

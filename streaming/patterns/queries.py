@@ -118,11 +118,11 @@ def start_subscriptions_query(spark: SparkSession, settings: Settings, client_co
         if errors:
             err_df = spark.createDataFrame([(None, e.to_json(), k.errors_topic if tenants is None else
                                              tenants.errors_topic_of(e.position.topic)) for e in errors], OUT_DDL)
-            kafka.write_batch(err_df, config)
+            kafka.write_batch(err_df, config, use_java_connector=k.use_java_connector)
         log.info("pattern registry at version %d after batch %d (%d errors)", version, batch_id, len(errors))
 
     topics = [k.subscriptions_topic] if tenants is None else list(tenants.subscription_topics)
-    src = kafka.read_stream(spark, config, topics, starting=_starting(settings))
+    src = kafka.read_stream(spark, config, topics, starting=_starting(settings), use_java_connector=k.use_java_connector)
     return (src.writeStream.foreachBatch(on_batch)
             .option("checkpointLocation", join(checkpoint(settings), "pattern-subscriptions"))
             .queryName("pattern-subscriptions").trigger(processingTime=_trigger(settings)).start())
@@ -303,7 +303,8 @@ def start_patterns_query(spark: SparkSession, settings: Settings, client_config:
     kafka.register(spark)
     job = PatternJob(spark, settings, client_config)
     src = kafka.read_stream(spark, client_config, settings.kafka.events_topic, starting=_starting(settings),
-                            max_per_trigger=settings.kafka.max_offsets_per_trigger or None)
+                            max_per_trigger=settings.kafka.max_offsets_per_trigger or None,
+                            use_java_connector=settings.kafka.use_java_connector)
     return (src.writeStream.foreachBatch(job.process)
             .option("checkpointLocation", join(checkpoint(settings), "patterns"))
             .queryName("patterns").trigger(processingTime=_trigger(settings)).start())

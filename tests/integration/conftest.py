@@ -18,6 +18,7 @@ from streaming.kafka.broker import EmbeddedBroker
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.fetch import close_consumers
 from streaming.shared_index import remove_application
+from tests.integration.service_fixtures import CONNECTORS
 
 BOOTSTRAP_ENV = "PUBSUB_BOOTSTRAP_SERVERS"
 
@@ -76,6 +77,12 @@ def topic_factory(kafka_config: KafkaClientConfig) -> Callable[..., str]:
         return name
 
     return make
+
+
+@pytest.fixture(params=CONNECTORS)
+def connector(request: pytest.FixtureRequest) -> str:
+    """Each Kafka connector of the service in turn (:data:`CONNECTORS`)."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,10 @@ from streaming.config import Settings
 from streaming.kafka.client_config import KafkaClientConfig
 from tests.integration.kafka_helpers import Record, consume_all
 
+#: Spark's own Kafka connector and the project's ``kafka-py`` source: the tests that take the
+#: ``connector`` fixture run with each.
+CONNECTORS = ("java", "kafka-py")
+
 
 class Topics(NamedTuple):
     events: str
@@ -33,9 +37,12 @@ def make_topics(topic_factory: Any, event_partitions: int = 2) -> Topics:
     )
 
 
-def service_settings(topics: Topics, checkpoint: Path, bootstrap: str, **match: Any) -> Settings:
+def service_settings(topics: Topics, checkpoint: Path, bootstrap: str, connector: str | None = None,
+                     **match: Any) -> Settings:
+    """Settings of a match query on ``topics``; ``connector`` (:data:`CONNECTORS`) or the default one."""
     return Settings().replace(
         kafka={
+            **connector_settings(connector),
             "bootstrap_servers": bootstrap,
             "events_topic": topics.events,
             "subscriptions_topic": topics.subscriptions,
@@ -49,12 +56,23 @@ def service_settings(topics: Topics, checkpoint: Path, bootstrap: str, **match: 
     )
 
 
+def connector_settings(connector: str | None) -> dict[str, bool]:
+    """``kafka.use_java_connector`` of ``connector`` ("java" or "kafka-py"; none: the default)."""
+    if connector is None:
+        return {}
+    if connector not in CONNECTORS:
+        raise ValueError(f"unknown connector {connector!r}: one of {CONNECTORS}")
+    return {"use_java_connector": connector == "java"}
+
+
 def job_env(kafka_config: KafkaClientConfig, topics: Topics, checkpoint: str | Path, status_file: Path,
-            **variables: str) -> dict[str, str]:
+            connector: str | None = None, **variables: str) -> dict[str, str]:
     """Environment of a ``python -m streaming run`` subprocess on the test broker and ``topics``
-    (small batches, back-to-back triggers, frequent snapshots), plus ``variables``."""
+    (small batches, back-to-back triggers, frequent snapshots), with ``connector`` (or the
+    default one), plus ``variables``."""
     return {
         **os.environ,
+        **{f"PUBSUB_KAFKA_{k.upper()}": str(v).lower() for k, v in connector_settings(connector).items()},
         "PUBSUB_KAFKA_BOOTSTRAP_SERVERS": kafka_config.bootstrap_servers,
         "PUBSUB_KAFKA_EVENTS_TOPIC": topics.events,
         "PUBSUB_KAFKA_SUBSCRIPTIONS_TOPIC": topics.subscriptions,

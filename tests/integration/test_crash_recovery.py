@@ -60,12 +60,13 @@ def totals(status_file: Path) -> dict:
 
 
 @pytest.mark.timeout(1800)
-def test_sigkill_mid_stream_then_restart(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path):
+def test_sigkill_mid_stream_then_restart(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path,
+                                        connector: str):
     rng = random.Random(99)
     topics = make_topics(topic_factory)
     checkpoint = tmp_path / "ckpt"
     status_file = tmp_path / "status.json"
-    env = job_env(kafka_config, topics, checkpoint, status_file,
+    env = job_env(kafka_config, topics, checkpoint, status_file, connector,
                   # this test is about the match query (patterns: test_patterns_restart)
                   PUBSUB_PATTERNS_ENABLED="false")
     log = tmp_path / "job.log"

@@ -12,6 +12,7 @@ from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, rss_posts, stock_ticks
 
 from .kafka_helpers import consume_all, produce
+from .service_fixtures import connector_settings
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +41,7 @@ def witnesses(records) -> set[tuple[str, tuple[str, ...]]]:
     return out
 
 
-def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_path):
+def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_path, connector):
     events_t, subs_t = topic_factory("pev", 2), topic_factory("psub")
     notes_t, errors_t = topic_factory("pnote"), topic_factory("perr")
     records = [(name, orjson.dumps({"op": "upsert", "id": name, "pattern": text})) for name, text in TABLE1.items()]
@@ -49,7 +50,7 @@ def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_
     produce(kafka_config, subs_t, records)
     settings = Settings().replace(
         kafka={"events_topic": events_t, "subscriptions_topic": subs_t, "notifications_topic": notes_t,
-               "errors_topic": errors_t},
+               "errors_topic": errors_t, **connector_settings(connector)},
         spark={"checkpoint_dir": str(tmp_path), "trigger_interval": "0 seconds"})
     q = start_subscriptions_query(spark, settings, kafka_config)
     try:

@@ -33,11 +33,11 @@ def sub_record(sub, **extra) -> tuple[str, bytes]:
 
 
 def test_known_workload_bad_records_and_tail(
-    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path, connector: str
 ):
     rng = random.Random(2024)
     topics = make_topics(topic_factory)
-    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers)
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers, connector)
     job = MatchJob(settings, spark, kafka_config)
     subs = random_subscriptions(rng, 100)
     bad_subs = [
