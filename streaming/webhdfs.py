@@ -34,6 +34,8 @@ class _TimeoutAdapter(HTTPAdapter):
 class WebHdfs(WebHDFS):
     """fsspec's WebHDFS client (same arguments) plus ``timeout`` (seconds per request)."""
 
+    protocol = "webhdfs"  # pyarrow's type name: "py::fsspec+webhdfs" (a tuple would be spelled out)
+
     def __init__(self, *args: Any, timeout: float = 60.0, **kwargs: Any) -> None:
         self.timeout = timeout
         super().__init__(*args, **kwargs)
