@@ -223,7 +223,7 @@ class Service:
                                             **(tenants.topic_partitions(settings) if tenants else {})})
             log.info("topics %s on %s", counts, servers)
             spark = get_session(settings.spark.app_name, settings.spark.master, dict(settings.spark.conf),
-                                log_dir=settings.status.log_dir)
+                                log_dir=settings.status.log_dir, locations=[settings.checkpoint])
             if spark.sparkContext.uiWebUrl:
                 log.info("Spark UI at %s (spark.conf \"spark.ui.enabled\" = \"false\" turns it off)",
                          spark.sparkContext.uiWebUrl)

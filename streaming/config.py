@@ -97,7 +97,11 @@ class SparkSettings:
     master: str = "local[2]"
     trigger_interval: str = "1 second"
     checkpoint_dir: str = "var/checkpoint"
-    conf: Mapping[str, str] = field(default_factory=dict)
+    conf: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "conf"}
+        return f"SparkSettings({fields}, conf={redact(self.conf)})"
 
 
 @dataclass(frozen=True)
@@ -332,12 +336,14 @@ class Settings:
         return join(self.checkpoint, "validity")
 
     def describe(self) -> dict[str, dict[str, Any]]:
-        """Every setting as nested plain dicts, Kafka secrets redacted (safe to print)."""
+        """Every setting as nested plain dicts, secrets of Kafka clients and Spark redacted (safe to print)."""
         out: dict[str, dict[str, Any]] = {}
         for section in dataclasses.fields(self):
             values = dataclasses.asdict(getattr(self, section.name))
             if section.name == "kafka":
                 values["client"] = redact(values["client"])
+            if section.name == "spark":  # e.g. spark.hadoop.fs.s3a.secret.key
+                values["conf"] = redact(values["conf"])
             out[section.name] = values
         return out
 

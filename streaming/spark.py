@@ -17,12 +17,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from streaming import storage
 from streaming.config import PROJECT_ROOT
 from streaming.jars import check_java, classpath
 
@@ -101,11 +102,45 @@ def retrying_master(master: str) -> str:
     return "local[1,4]" if master == "local" else master
 
 
+S3A_SCHEMES = ("s3a://", "s3n://", "s3://")
+
+
+def storage_conf(locations: Iterable[str], local: bool, conf: Mapping[str, Any]) -> dict[str, str]:
+    """Spark settings for the file systems of ``locations`` (URIs the session reads and writes:
+    the service's checkpoint), over ``conf`` (the session's settings so far).
+
+    * An ``s3a://`` location puts the ``hadoop-aws`` jar set (:mod:`streaming.jars`) on the
+      driver's class path, and on a cluster on the executors' (``extraClassPath``: local paths,
+      so the jars must be at the same paths on every node, as the project's environment is;
+      nothing is shipped). Without one the set is not loaded at all.
+    * The storage of this process follows the Hadoop settings of ``conf``
+      (:func:`streaming.storage.configure`: ``spark.hadoop.fs.s3a.*``,
+      ``spark.hadoop.dfs.namenode.http-address``); on a cluster the executors' Python workers
+      get the same environment (``spark.executorEnv.*``). A local master's inherit it.
+
+    Raises
+    ------
+    JarsError
+        If a location is ``s3a://`` and the ``hadoop-aws`` set is not resolved (``make setup``).
+    """
+    out: dict[str, str] = {}
+    if any(str(u).startswith(S3A_SCHEMES) for u in locations):
+        jars = classpath("hadoop-aws")
+        for key in ("spark.driver.extraClassPath",) + (() if local else ("spark.executor.extraClassPath",)):
+            out[key] = os.pathsep.join(filter(None, (str(conf.get(key, "")), *jars)))
+    env = storage.configure(conf)
+    if not local:
+        out.update({f"spark.executorEnv.{var}": value for var, value in env.items()
+                    if f"spark.executorEnv.{var}" not in conf})
+    return out
+
+
 def get_session(
     app_name: str = "pubsub",
     master: str = "local[2,4]",
     conf: Mapping[str, Any] | None = None,
     log_dir: str | Path | None = None,
+    locations: Iterable[str] = (),
 ) -> SparkSession:
     """Create (or return the active) Spark session with both Kafka connectors: Spark's own
     ``format("kafka")`` (the ``spark-kafka`` jars, :mod:`streaming.jars`) and ``kafka-py``.
@@ -125,6 +160,9 @@ def get_session(
         is appended to the logging options, a ``spark.jars`` to the connector's jars.
     log_dir : path, optional
         Directory of Spark's log file ``spark.log`` (default ``var/logs`` of the project).
+    locations : URIs, optional
+        Where the session reads and writes (the checkpoint): their file systems' settings
+        (:func:`storage_conf`: ``hadoop-aws``'s jars for ``s3a://``).
 
     Returns
     -------
@@ -146,6 +184,7 @@ def get_session(
     settings["spark.driver.extraJavaOptions"] = java_options(
         log_dir, str(settings.get("spark.driver.extraJavaOptions", "")))
     settings["spark.jars"] = ",".join(filter(None, (str(settings.get("spark.jars", "")), *classpath("spark-kafka"))))
+    settings.update(storage_conf(locations, local, settings))  # s3a:// and hdfs:// locations
     builder = SparkSession.builder.appName(app_name).master(retrying_master(master))
     for key, value in settings.items():
         builder = builder.config(key, str(value))
