@@ -1,8 +1,7 @@
 """Kafka helpers for integration tests: produce records, read a whole topic back.
 
 Both work with assigned partitions and explicit offsets (no consumer group) and read
-up to the *true* end of each partition, so they are right on the embedded broker whose
-ListOffsets answer hides the tail of a multi-record batch.
+up to the end offset of each partition.
 """
 
 from __future__ import annotations
@@ -59,8 +58,8 @@ def produce(
         Partition for every record; the default partitioner otherwise (keyed records
         by key hash, unkeyed ones spread).
     linger_ms : int
-        Producer linger: the default batches many records per request, which is the
-        shape that exposes the broker's tail defect.
+        Producer linger: the default batches many records per request (multi-record
+        batches, whose last record must be read as soon as the others).
 
     Returns
     -------
