@@ -61,6 +61,7 @@ HADOOP_ENV = {
 WEBHDFS_PORT = 9870
 """The name node's HTTP port when ``dfs.namenode.http-address`` is not set (Hadoop 3's default)."""
 HTTP_TIMEOUT_S = 60.0
+_READ_TRIES = 10
 
 
 def environment(spark_conf: Mapping[str, Any]) -> dict[str, str]:
@@ -198,15 +199,27 @@ class Directory:
         return [info.base_name for info in infos if info.type == pafs.FileType.File]
 
     def read(self, name: str) -> bytes:
-        """The content of file ``name``.
+        """The content of file ``name``: one version of it whole, even while it is rewritten.
+
+        On HDFS one ``OPEN`` of the whole file. On an object store pyarrow asks for the size,
+        then for that many bytes: a rewrite in between gives the new object cut to the old
+        size, so the size is asked again after the read and the read repeated until they agree.
 
         Raises
         ------
         FileNotFoundError
             If there is no such file.
         """
-        with self.fs.open_input_stream(self._file(name)) as f:
-            return f.read()
+        path = self._file(name)
+        hdfs = _webhdfs_client(self.fs)
+        if hdfs is not None:
+            return hdfs.read_whole(path)
+        for _ in range(_READ_TRIES):
+            with self.fs.open_input_stream(path) as f:
+                data = f.read()
+            if self.fs.type_name == "local" or self.fs.get_file_info(path).size == len(data):
+                return data
+        raise OSError(f"{self.uri}/{name} kept changing while it was read ({_READ_TRIES} tries)")
 
     def stamp(self, name: str) -> tuple[int, int, int] | None:
         """What changes whenever file ``name`` is written again, with one ``stat``: its inode,

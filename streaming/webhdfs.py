@@ -2,7 +2,7 @@
 
 fsspec's ``webhdfs`` client, with what the service's files need on top: a timeout on every
 request, modification times (what :meth:`streaming.storage.Directory.stamp` compares), a
-whole file written with one ``CREATE`` under a temporary name and renamed over the old one
+whole file read with one ``OPEN`` and written with one ``CREATE`` under a temporary name and renamed over the old one
 in one step (``RENAME`` with ``renameoptions=OVERWRITE``, HDFS's atomic ``rename2``), and
 a rename that fails loudly (plain ``RENAME`` answers ``false`` and changes nothing when it
 cannot rename).
@@ -58,6 +58,17 @@ class WebHdfs(WebHDFS):
         out = self._call("RENAME", method="put", path=path1, destination=path2)
         if not out.json().get("boolean", False):
             raise OSError(f"WebHDFS could not rename {path1} to {path2} (missing, or the target exists)")
+
+    def read_whole(self, path: str) -> bytes:
+        """The whole content of file ``path`` with one ``OPEN`` (one version of it, even while it is
+        renamed over: fsspec's reader asks for the size first, then for that many bytes).
+
+        Raises
+        ------
+        FileNotFoundError
+            If there is no such file.
+        """
+        return bytes(self._call("OPEN", path=path).content)
 
     def write_replacing(self, path: str, data: bytes) -> None:
         """Write file ``path`` whole or not at all: to a temporary name beside it, then renamed

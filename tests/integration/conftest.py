@@ -18,6 +18,7 @@ from streaming.kafka.broker import EmbeddedBroker
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.fetch import close_consumers
 from streaming.shared_index import remove_application
+from tests.integration.hadoop_fixtures import hadoop_store, hdfs_cluster, s3_store  # noqa: F401 - fixtures
 from tests.integration.service_fixtures import CONNECTORS
 
 BOOTSTRAP_ENV = "PUBSUB_BOOTSTRAP_SERVERS"

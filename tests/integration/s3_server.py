@@ -144,7 +144,8 @@ class SeaweedS3:
     def client(self) -> pafs.S3FileSystem:
         """pyarrow's S3 client of this server (its own: the tests look at what the service wrote)."""
         return pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION, scheme="http",
-                                 endpoint_override=f"{HOST}:{self.port}", connect_timeout=5, request_timeout=10)
+                                 endpoint_override=f"{HOST}:{self.port}", connect_timeout=5, request_timeout=10,
+                                 allow_bucket_creation=True)
 
     def _wait_ready(self) -> None:
         """Create the bucket and write a probe object into it."""
