@@ -29,7 +29,8 @@ runs its own embedded broker and the service's match query in this process and m
 Results: ``docs/bench/e2e.json`` (``--out``), its tables in ``docs/bench/e2e.md`` and plot in
 ``docs/bench/e2e.png``; docs/e2e.md holds the figures chosen from such runs, by hand.
 
-Usage: ``python -m scripts.bench.e2e [--quick] [--subs 100000,1000000] [--events N]``.
+Usage: ``python -m scripts.bench.e2e [--quick] [--subs 100000,1000000] [--events N] [--connectors java,kafka-py]``
+(each connector measured in turn on the same broker and Spark session).
 Past about 1,000,000 subscriptions give ``--sql-events 0 --cost-events 0``: those two steps hold
 every subscription as an object in this process (the rest generates and sends them one at a time).
 """
@@ -334,30 +335,33 @@ def offered_load(bootstrap: str, topic: str, values: list[bytes], rate: float, d
 
 
 # -- one size --------------------------------------------------------------------------------
-def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workdir: Path,
+             connector: str = "java") -> dict[str, Any]:
     from streaming.config import Settings
     from streaming.kafka.admin import ensure_topics
     from streaming.match_job import TASK_EVENTS, MatchJob
 
     seed = 7
-    tag = f"e2e{n_subs}"
+    tag = f"e2e{n_subs}-{connector}"
     topics = {k: f"{tag}-{k}" for k in ("events", "subscriptions", "notifications", "errors")}
     client = KafkaClientConfig.create(bootstrap)
     ensure_topics(client, {topics["events"]: 2, topics["subscriptions"]: 1,
                                                      topics["notifications"]: 2, topics["errors"]: 1})
-    log(f"{n_subs:,} subscriptions: generating Fabret {WORKLOAD} with {args.events:,} events")
+    log(f"{n_subs:,} subscriptions, {connector} connector: generating Fabret {WORKLOAD} with {args.events:,} events")
     n_warm = 2 * TASK_EVENTS + 2000
     events = workload_events(args.events + n_warm, seed)
     warm, backlog = events[:n_warm], events[n_warm:]
     settings = Settings().replace(
         kafka={"bootstrap_servers": bootstrap, "events_topic": topics["events"],
                "subscriptions_topic": topics["subscriptions"], "notifications_topic": topics["notifications"],
-               "errors_topic": topics["errors"], "max_offsets_per_trigger": max(args.per_trigger, n_subs + 1)},
+               "errors_topic": topics["errors"], "max_offsets_per_trigger": max(args.per_trigger, n_subs + 1),
+               "use_java_connector": connector == "java"},
         spark={"checkpoint_dir": str(workdir / tag), "trigger_interval": "0 seconds"},
         match={"matcher": args.matcher, "snapshot_every": 1000, "shards": args.shards},
         status={"status_file": str(workdir / f"{tag}-status.json")},
     )
-    result: dict[str, Any] = {"n_subs": n_subs, "workload": f"fabret-{WORKLOAD}", "matcher": args.matcher,
+    result: dict[str, Any] = {"n_subs": n_subs, "connector": connector, "workload": f"fabret-{WORKLOAD}",
+                              "matcher": args.matcher,
                               "shards": args.shards,
                               "events": len(backlog), "per_trigger": args.per_trigger}
 
@@ -506,9 +510,9 @@ def render(record: dict, image: str) -> str:
         " (2 cores shared with other jobs: absolute figures are slower than on an idle machine; the ratios"
         " to the Spark SQL baseline are measured in the same run).",
         "",
-        "| subscriptions | registration s | backlog events | per trigger | sustained events/s | events/s of batch time |"
+        "| subscriptions | connector | registration s | backlog events | per trigger | sustained events/s | events/s of batch time |"
         " steady events/s | batches | notifications | p50 s | p99 s | offered/s | Spark SQL events/s | service / SQL |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in record["runs"]:
         lat, sql = r["latency"], r.get("spark_sql")
@@ -516,7 +520,7 @@ def render(record: dict, image: str) -> str:
         sql_cell = (f"{sql['events_per_s']:,.2f} ({sql['events']} ev"
                     f"{'' if sql['agrees_with_service_matcher'] else ', DISAGREES'})" if sql else "not run")
         lines.append(
-            f"| {r['n_subs']:,} | {r['register_s']:.1f} | {r['drained_events']:,} | {r['per_trigger']:,} |"
+            f"| {r['n_subs']:,} | {r.get('connector', 'kafka-py')} | {r['register_s']:.1f} | {r['drained_events']:,} | {r['per_trigger']:,} |"
             f" {r['events_per_s']:,.0f} | {r['events_per_batch_s']:,.0f} |"
             f" {r['steady']['events_per_s'] if 'steady' in r else float('nan'):,.0f} | {r['batches']} | {r['matches']:,} |"
             f" {lat['p50_s']:.2f} | {lat['p99_s']:.2f} | {lat['offered_per_s']:,.0f} |"
@@ -617,6 +621,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cost-events", type=int, default=20_000,
                         help="events of the in-process step costs (0 with --sql-events 0: not run; both hold every"
                              " subscription as an object in the benchmark's process)")
+    parser.add_argument("--connectors", default="java",
+                        help="comma-separated Kafka connectors of the query, each measured in turn in the same run:"
+                             " java (Spark's format(\"kafka\")), kafka-py (the project's Python source)")
     parser.add_argument("--out", type=Path, default=DOCS / "bench" / "e2e.json")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.subs.split(",")] if args.subs else ([100_000] if args.quick else [100_000, 1_000_000])
@@ -640,8 +647,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark = get_session("pubsub-e2e", "local[2]", {"spark.driver.memory": "6g"})
             try:
                 for n in sizes:
-                    runs.append(run_size(spark, broker.bootstrap_servers, n, args, workdir))
-                    save(args, runs, started)  # each size as soon as it is measured
+                    for connector in args.connectors.split(","):
+                        runs.append(run_size(spark, broker.bootstrap_servers, n, args, workdir, connector))
+                        save(args, runs, started)  # each run as soon as it is measured
             finally:
                 from streaming.shared_index import remove_application
 
@@ -650,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     for r in runs:
-        print(f"{r['n_subs']:>9,} subs: {r['events_per_s']:>9,.0f} events/s sustained (with a query start), "
+        print(f"{r['n_subs']:>9,} subs, {r.get('connector', 'kafka-py')}: {r['events_per_s']:>9,.0f} events/s sustained (with a query start), "
               f"{r['steady']['events_per_s']:,.0f} steady, "
               f"p50 {r['latency']['p50_s']:.2f} s p99 {r['latency']['p99_s']:.2f} s at {args.rate:,.0f}/s"
               + (f"; Spark SQL {r['spark_sql']['events_per_s']:,.2f} events/s" if "spark_sql" in r else ""))

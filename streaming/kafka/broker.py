@@ -54,7 +54,10 @@ NODE_ID = 1
 JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
 
 #: Settings of a single-node broker (one copy of everything, no wait for a group's members).
+#: Records up to 20 MiB are taken (Kafka's default is 1 MiB), so that the service's own
+#: limits (``[limits] event_bytes``) decide about an oversized event, with an error record.
 SINGLE_NODE: dict[str, str] = {
+    "message.max.bytes": str(20 * 2**20),
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "4",
     "transaction.state.log.replication.factor": "1",
