@@ -25,6 +25,8 @@ from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
 from streaming.registry import load_state, read_deltas
+from streaming.storage import join
+from tests.integration.hadoop_fixtures import Store
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import expected_pairs, job_env, make_topics
 from tests.strategies import random_event, random_subscriptions
@@ -62,13 +64,34 @@ def totals(status_file: Path) -> dict:
 @pytest.mark.timeout(1800)
 def test_sigkill_mid_stream_then_restart(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path,
                                         connector: str):
+    sigkill_then_restart(kafka_config, topic_factory, tmp_path, connector, str(tmp_path / "ckpt"))
+
+
+@pytest.mark.timeout(1800)
+def test_sigkill_mid_stream_then_restart_on_hadoop(kafka_config: KafkaClientConfig, topic_factory: Any,
+                                                   tmp_path: Path, hadoop_store: Store,
+                                                   monkeypatch: pytest.MonkeyPatch):
+    """The same with the checkpoint on S3 (``s3a://``) and on HDFS (``hdfs://``): Spark's logs
+    and the registry are there, and nothing is lost."""
+    hadoop_store.use(monkeypatch)
+    checkpoint = hadoop_store.location("sigkill")
+    sigkill_then_restart(kafka_config, topic_factory, tmp_path, None, checkpoint, hadoop_store.job_env())
+    files = hadoop_store.files(checkpoint)
+    for kind in ("query/offsets/", "query/commits/", "query/metadata", "registry/deltas/", "registry/snapshots/"):
+        assert any(f.startswith(kind) for f in files), (kind, files)
+
+
+def sigkill_then_restart(kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path, connector: str | None,
+                         checkpoint: str, variables: dict[str, str] | None = None) -> None:
+    """SIGKILL of the job mid-stream, then a restart from ``checkpoint`` (a path or URI) until every
+    expected notification is out; ``variables``: more of the job's environment."""
     rng = random.Random(99)
     topics = make_topics(topic_factory)
-    checkpoint = tmp_path / "ckpt"
+    registry = join(checkpoint, "registry")
     status_file = tmp_path / "status.json"
     env = job_env(kafka_config, topics, checkpoint, status_file, connector,
                   # this test is about the match query (patterns: test_patterns_restart)
-                  PUBSUB_PATTERNS_ENABLED="false")
+                  PUBSUB_PATTERNS_ENABLED="false", **(variables or {}))
     log = tmp_path / "job.log"
     subs = random_subscriptions(rng, 40)
     produce(kafka_config, topics.subscriptions,
@@ -98,7 +121,7 @@ def test_sigkill_mid_stream_then_restart(kafka_config: KafkaClientConfig, topic_
         wait_for(lambda: totals(status_file).get("events", 0) >= N_EVENTS // 4, WAIT_S, "a quarter of the events", job)
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(30)
-        version_before = load_state(checkpoint / "registry").version
+        version_before = load_state(registry).version
         feeder.join(120)
         assert not producer_error, producer_error
         status_file.unlink()
@@ -128,9 +151,9 @@ def test_sigkill_mid_stream_then_restart(kafka_config: KafkaClientConfig, topic_
     for d in docs:
         ids.setdefault((d["subscription"], d["partition"], d["offset"]), set()).add(d["id"])
     assert all(v == {notification_id(s, topics.events, p, o)} for (s, p, o), v in ids.items())
-    state = load_state(checkpoint / "registry")
+    state = load_state(registry)
     assert set(state.subscriptions) == {s.id for s in subs} | {f"z{r}" for r in range(1, ROUNDS, 2)}
     first = max(0, state.version - 3)
-    batch_ids = [d.batch_id for d in read_deltas(checkpoint / "registry", first, state.version)]
+    batch_ids = [d.batch_id for d in read_deltas(registry, first, state.version)]
     assert batch_ids == sorted(set(batch_ids))  # one version per batch, never two
     print(f"duplicates after the crash: {len(docs) - len(got)}; registry version {version_before} -> {state.version}")
