@@ -30,6 +30,9 @@ from streaming.kafka.broker import recorded_address
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
+from streaming.registry import load_state
+from streaming.storage import join
+from tests.integration.hadoop_fixtures import Store
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import expected_pairs
 from tests.integration.test_crash_recovery import WAIT_S, start_job, totals, wait_for
@@ -216,6 +219,55 @@ def test_restarts_lose_nothing_and_leave_nothing(tmp_path: Path):
     assert orphans == []
     print(f"restarts: expected {len(want)}, received {len(docs)} ({len(got)} distinct), "
           f"duplicates {len(docs) - len(got)}, events {published}, orphans {len(orphans)}")
+
+
+@pytest.mark.timeout(1800)
+def test_restarts_from_a_hadoop_checkpoint(tmp_path: Path, hadoop_store: Store, monkeypatch: pytest.MonkeyPatch):
+    """The checkpoint on S3 (``s3a://``) or HDFS (``hdfs://``): Ctrl-C mid-stream, a restart that
+    carries on (registry, offsets) from there, a graceful stop; nothing lost, nothing left."""
+    rng = random.Random(9)
+    subs = random_subscriptions(rng, N_SUBS)
+    hadoop_store.use(monkeypatch)
+    checkpoint = hadoop_store.location("restart")
+    service = Service(tmp_path / "var")
+    service.env.update({"PUBSUB_SPARK_CHECKPOINT_DIR": checkpoint, **hadoop_store.job_env()})
+    try:
+        service.start()
+        config = service.started()
+        subscribe(config, subs)
+        wait_for(lambda: totals(service.status_file).get("subscription_changes", 0) >= N_SUBS, WAIT_S,
+                 "the subscriptions", service.job)
+        publish(config, [random_event(rng) for _ in range(EVENTS_PER_RUN)])
+        wait_matched(service, 1)
+        assert service.stop(signal.SIGINT) == 0
+        version = load_state(join(checkpoint, "registry")).version
+        assert version >= 1
+        service.start()
+        config = service.started()
+        assert (read_status(service.status_file) or {})["registry"]["version"] == version  # read back from the store
+        publish(config, [random_event(rng) for _ in range(EVENTS_PER_RUN)])
+        events = consume_all(config, "events")
+        assert len(events) == 2 * EVENTS_PER_RUN
+        want = expected_pairs(subs, [(r.partition, r.offset, orjson.loads(r.body)) for r in events])
+
+        def delivered() -> list[dict]:
+            return [orjson.loads(r.body) for r in consume_all(config, "notifications")]
+
+        wait_for(lambda: {(d["subscription"], d["partition"], d["offset"]) for d in delivered()} >= want,
+                 WAIT_S, "every expected notification", service.job)
+        docs = delivered()
+        assert service.stop(signal.SIGTERM) == 0
+        orphans = service.orphans()
+    finally:
+        service.end()
+    assert {(d["subscription"], d["partition"], d["offset"]) for d in docs} == want
+    assert all(d["id"] == notification_id(d["subscription"], "events", d["partition"], d["offset"]) for d in docs)
+    assert orphans == []
+    assert load_state(join(checkpoint, "registry")).subscriptions.keys() == {s.id for s in subs}
+    files = hadoop_store.files(checkpoint)
+    for kind in ("query/offsets/", "query/commits/", "registry/deltas/"):
+        assert any(f.startswith(kind) for f in files), (kind, files)
+    assert not (service.var / "checkpoint").exists()  # nothing on the local disk instead
 
 
 @pytest.mark.timeout(1200)
