@@ -123,8 +123,8 @@ def cpu_by_kind() -> dict[str, float]:
         pid, parent_kind = todo.pop()
         _, cmd, cpu = procs.get(pid, (0, "", 0.0))
         kind = ("driver" if pid == os.getpid() else parent_kind if not cmd  # a zombie: its parent's kind
-                else "jvm" if "java" in cmd.split(" ")[0] else "python workers" if "pyspark" in cmd
-                else "broker" if "kafka.Kafka" in cmd else "other")
+                else "broker" if " kafka.Kafka " in cmd else "jvm" if "java" in cmd.split(" ")[0]
+                else "python workers" if "pyspark" in cmd else "other")
         out[kind] += cpu
         todo += [(child, kind) for child in children.get(pid, [])]
     return out
@@ -336,13 +336,13 @@ def offered_load(bootstrap: str, topic: str, values: list[bytes], rate: float, d
 
 # -- one size --------------------------------------------------------------------------------
 def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workdir: Path,
-             connector: str = "java") -> dict[str, Any]:
+             connector: str = "java", run: int = 0) -> dict[str, Any]:
     from streaming.config import Settings
     from streaming.kafka.admin import ensure_topics
     from streaming.match_job import TASK_EVENTS, MatchJob
 
     seed = 7
-    tag = f"e2e{n_subs}-{connector}"
+    tag = f"e2e{n_subs}-{connector}-{run}"
     topics = {k: f"{tag}-{k}" for k in ("events", "subscriptions", "notifications", "errors")}
     client = KafkaClientConfig.create(bootstrap)
     ensure_topics(client, {topics["events"]: 2, topics["subscriptions"]: 1,
@@ -622,7 +622,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="events of the in-process step costs (0 with --sql-events 0: not run; both hold every"
                              " subscription as an object in the benchmark's process)")
     parser.add_argument("--connectors", default="java",
-                        help="comma-separated Kafka connectors of the query, each measured in turn in the same run:"
+                        help="comma-separated Kafka connectors of the query, each measured in turn in the same run"
+                             " (a name may repeat: java,kafka-py,kafka-py,java pairs them against the JVM's warm-up):"
                              " java (Spark's format(\"kafka\")), kafka-py (the project's Python source)")
     parser.add_argument("--out", type=Path, default=DOCS / "bench" / "e2e.json")
     args = parser.parse_args(argv)
@@ -648,7 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 for n in sizes:
                     for connector in args.connectors.split(","):
-                        runs.append(run_size(spark, broker.bootstrap_servers, n, args, workdir, connector))
+                        runs.append(run_size(spark, broker.bootstrap_servers, n, args, workdir, connector, len(runs)))
                         save(args, runs, started)  # each run as soon as it is measured
             finally:
                 from streaming.shared_index import remove_application
