@@ -38,7 +38,10 @@ def _refused_by(exc: BaseException | None) -> str | None:
             return str(exc)
         if isinstance(exc, ssl.SSLError):
             return f"TLS handshake failed: {exc}"
-        exc = exc.__cause__ or exc.__context__
+        # kafka-python wraps a TLS alert read from the broker (a client certificate it refused)
+        # as KafkaConnectionError(SSLError), without chaining it
+        wrapped = next((a for a in exc.args if isinstance(a, ssl.SSLError)), None)
+        exc = exc.__cause__ or exc.__context__ or wrapped
     return None
 
 
@@ -81,7 +84,9 @@ def rdkafka_refusals(found: list[str]) -> Callable[[Any], None]:
     refused = (KafkaError._AUTHENTICATION, KafkaError._SSL)
 
     def on_error(err: Any) -> None:
-        if err.code() in refused:
+        # a TLS alert the broker sends after the handshake (TLS 1.3: a client certificate it
+        # refused) comes as a transport error: "Receive failed: ...: SSL alert number 42"
+        if err.code() in refused or (err.code() == KafkaError._TRANSPORT and "SSL alert number" in err.str()):
             found.append(err.str())
 
     return on_error

@@ -17,8 +17,10 @@ from streaming.kafka.admin import ensure_topics
 from streaming.kafka.broker import EmbeddedBroker
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.fetch import close_consumers
+from streaming.kafka.sink import close_producers
 from streaming.shared_index import remove_application
 from tests.integration.hadoop_fixtures import hadoop_store, hdfs_cluster, s3_store  # noqa: F401 - fixtures
+from tests.integration.kafka_security import LISTENERS, PLAIN_USERS, BrokerSecurity, SecuredKafka
 from tests.integration.service_fixtures import CONNECTORS
 
 BOOTSTRAP_ENV = "PUBSUB_BOOTSTRAP_SERVERS"
@@ -35,16 +37,38 @@ class ExternalBroker:
 
 
 @pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The broker of this test run: embedded Apache Kafka, or the one named by the environment."""
+def broker_security(tmp_path_factory: pytest.TempPathFactory) -> BrokerSecurity:
+    """What the embedded broker's secured listeners start with: a test CA and the broker's
+    certificate, the admin and the SASL/PLAIN users (:data:`PLAIN_USERS`)."""
+    return BrokerSecurity.create(tmp_path_factory.mktemp("broker-tls"), PLAIN_USERS)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory, broker_security: BrokerSecurity) -> Iterator[Any]:
+    """The broker of this test run: embedded Apache Kafka, or the one named by the environment.
+
+    The embedded one has, besides the PLAINTEXT listener of every test (``User:ANONYMOUS``, a
+    super user), SASL_PLAINTEXT, SASL_SSL and SSL listeners and Kafka's standard authorizer
+    (deny by default): :mod:`tests.integration.kafka_security`, fixture :func:`kafka_security`.
+    """
     external = os.environ.get(BOOTSTRAP_ENV)
     if external:
         yield ExternalBroker(external)
         return
     log_path = tmp_path_factory.mktemp("broker") / "kafka.log"
-    with EmbeddedBroker(log_path=log_path) as broker:
+    with EmbeddedBroker(log_path=log_path, listeners=LISTENERS, properties=broker_security.properties()) as broker:
         yield broker
         close_consumers()  # this process's cached readers go before their broker does
+        close_producers()
+
+
+@pytest.fixture(scope="session")
+def kafka_security(kafka_broker: Any, broker_security: BrokerSecurity) -> SecuredKafka:
+    """The embedded broker's secured listeners, certificates, users (the admin SCRAM user
+    created now) and ACL grants; skipped on a broker named by the environment."""
+    if not isinstance(kafka_broker, EmbeddedBroker):
+        pytest.skip(f"the security tests configure the embedded broker ({BOOTSTRAP_ENV} names another)")
+    return broker_security.secured(kafka_broker)
 
 
 @pytest.fixture(scope="session")
