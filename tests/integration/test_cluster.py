@@ -6,7 +6,8 @@ their own directories without ``PYTHONPATH``: nothing an executor needs may live
 driver's disk or depend on a working directory. Checked against the oracle: the match
 path with a relative checkpoint and with a ``file://`` URI, retro notifications of valid
 events, a Cayuga pattern, shard groups pinned to the executors (each shard matched on one
-executor only), and a SIGKILLed executor mid-stream with the subscriptions in three shards
+executor only), the checkpoint on HDFS and on S3 (executors reading and writing the
+patterns' files there), and a SIGKILLed executor mid-stream with the subscriptions in three shards
 (its shards move; every expected notification arrives; duplicates carry the original ids).
 """
 
@@ -31,6 +32,8 @@ from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
 from streaming.registry import load_state
+from streaming.storage import HADOOP_ENV, join
+from tests.integration.hadoop_fixtures import Store
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import expected_pairs, make_topics
 from tests.integration.service_fixtures import job_env as service_env
@@ -160,6 +163,61 @@ def test_match_retro_and_patterns_with_a_relative_checkpoint(
     assert match_pairs(d for d in docs if not d.get("retro")) == want and retro() == want_retro
     assert pattern_witnesses() == want_patterns
     assert load_state(tmp_path / "ckpt" / "registry").subscriptions.keys() == {s.id for s in subs + late}
+    assert_nothing_in_worker_dirs(spark_cluster)
+
+
+@pytest.mark.timeout(1800)
+def test_match_and_patterns_with_a_hadoop_checkpoint(
+    spark_cluster: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path, hadoop_store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The checkpoint on S3 (``s3a://``) or HDFS (``hdfs://``), its settings given as ``spark.conf``
+    only: the executors' Python workers read the pattern registry and write the patterns' state
+    there (through the environment the driver gives them), Spark its logs; every match and
+    every pattern notification arrives."""
+    rng = random.Random(44)
+    topics = make_topics(topic_factory)
+    status_file, log = tmp_path / "status.json", tmp_path / "job.log"
+    checkpoint = hadoop_store.location("cluster")
+    env = {k: v for k, v in job_env(kafka_config, topics, checkpoint, status_file, spark_cluster, patterns=True).items()
+           if k not in HADOOP_ENV.values()}
+    # Spark's own Kafka connector: no Python source runner per query, which must connect back
+    # within 10 s (the three queries' runners at once on a loaded machine sometimes miss it)
+    job = start_job({**env, **hadoop_store.job_env(), "PUBSUB_KAFKA_USE_JAVA_CONNECTOR": "true"}, log)
+    hadoop_store.use(monkeypatch)  # this process's storage, to look at what the job wrote
+    try:
+        subs = random_subscriptions(rng, 30)
+        pattern = TABLE1["S3"]
+        produce(kafka_config, topics.subscriptions,
+                [*sub_records(subs), ("rise", orjson.dumps({"id": "rise", "pattern": pattern}))])
+        wait_for(lambda: totals(status_file).get("subscription_changes", 0) >= 30, "the subscriptions", job, log)
+        ticks = stock_ticks(60, 2)
+        produce(kafka_config, topics.events,
+                [(e.attrs["name"], orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs})) for e in ticks]
+                + [(None, orjson.dumps({"id": "heartbeat", "stream": "heartbeat", "ts": ticks[-1].t1 + 1000}))])
+        produce(kafka_config, topics.events, [orjson.dumps(random_event(rng)) for _ in range(300)], linger_ms=100)
+        want_patterns = {k[5] for k in reference_matches({"rise": pattern}, ticks)}
+        assert want_patterns
+
+        def pattern_witnesses() -> set:
+            return {tuple(d["witness"]["events"]) for d in notes(kafka_config, topics.notifications)
+                    if d.get("kind") == "pattern"}
+
+        located = [(r.partition, r.offset, orjson.loads(r.body)) for r in consume_all(kafka_config, topics.events)]
+        assert len(located) == len(ticks) + 1 + 300
+        want = expected_pairs(subs, located)
+        wait_for(lambda: pattern_witnesses() >= want_patterns, "the pattern notifications", job, log)
+        wait_for(lambda: match_pairs(notes(kafka_config, topics.notifications)) >= want, "the notifications", job, log)
+        assert stop_job(job) == 0
+    finally:
+        stop_job(job)
+    assert match_pairs(notes(kafka_config, topics.notifications)) == want
+    assert pattern_witnesses() == want_patterns
+    assert load_state(join(checkpoint, "registry")).subscriptions.keys() == {s.id for s in subs}
+    files = hadoop_store.files(checkpoint)
+    for kind in ("query/offsets/", "registry/deltas/", "patterns/pattern-registry/", "patterns/pattern-state/",
+                 "patterns/patterns/offsets/"):
+        assert any(f.startswith(kind) for f in files), (kind, files)
     assert_nothing_in_worker_dirs(spark_cluster)
 
 

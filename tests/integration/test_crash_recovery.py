@@ -25,7 +25,7 @@ from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
 from streaming.registry import load_state, read_deltas
-from streaming.storage import join
+from streaming.storage import HADOOP_ENV, join
 from tests.integration.hadoop_fixtures import Store
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import expected_pairs, job_env, make_topics
@@ -73,7 +73,7 @@ def test_sigkill_mid_stream_then_restart_on_hadoop(kafka_config: KafkaClientConf
                                                    monkeypatch: pytest.MonkeyPatch):
     """The same with the checkpoint on S3 (``s3a://``) and on HDFS (``hdfs://``): Spark's logs
     and the registry are there, and nothing is lost."""
-    hadoop_store.use(monkeypatch)
+    hadoop_store.use(monkeypatch)  # this process's storage, to look at what the job wrote
     checkpoint = hadoop_store.location("sigkill")
     sigkill_then_restart(kafka_config, topic_factory, tmp_path, None, checkpoint, hadoop_store.job_env())
     files = hadoop_store.files(checkpoint)
@@ -92,6 +92,8 @@ def sigkill_then_restart(kafka_config: KafkaClientConfig, topic_factory: Any, tm
     env = job_env(kafka_config, topics, checkpoint, status_file, connector,
                   # this test is about the match query (patterns: test_patterns_restart)
                   PUBSUB_PATTERNS_ENABLED="false", **(variables or {}))
+    for var in HADOOP_ENV.values():  # a store's settings reach the job through its spark.conf only
+        env.pop(var, None)
     log = tmp_path / "job.log"
     subs = random_subscriptions(rng, 40)
     produce(kafka_config, topics.subscriptions,

@@ -227,10 +227,10 @@ def test_restarts_from_a_hadoop_checkpoint(tmp_path: Path, hadoop_store: Store, 
     carries on (registry, offsets) from there, a graceful stop; nothing lost, nothing left."""
     rng = random.Random(9)
     subs = random_subscriptions(rng, N_SUBS)
-    hadoop_store.use(monkeypatch)
     checkpoint = hadoop_store.location("restart")
-    service = Service(tmp_path / "var")
+    service = Service(tmp_path / "var")  # the store's settings reach the job as spark.conf only:
     service.env.update({"PUBSUB_SPARK_CHECKPOINT_DIR": checkpoint, **hadoop_store.job_env()})
+    hadoop_store.use(monkeypatch)  # and this process's storage, to look at what it wrote
     try:
         service.start()
         config = service.started()
