@@ -109,3 +109,29 @@ def test_only_local_masters_are_pinned_to_loopback(monkeypatch: pytest.MonkeyPat
     assert [session.is_local(m) for m in ("local", "local[2]", "local[*]", "spark://h:7077", "yarn")] == [
         True, True, True, False, False]
     assert session.cluster_conf() == {"spark.executorEnv.PYTHONPATH": str(session.PROJECT_ROOT)}
+
+
+def test_storage_conf_loads_hadoop_aws_for_s3a_only_and_passes_the_storage_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(session, "classpath", lambda name: [f"/jars/{name}-1.jar", f"/jars/{name}-2.jar"])
+    configured: list[dict] = []
+
+    def configure(conf: dict) -> dict[str, str]:  # as storage.configure, without changing os.environ
+        configured.append(dict(conf))
+        return session.storage.environment(conf)
+
+    monkeypatch.setattr(session.storage, "configure", configure)
+    conf = {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:8333", "spark.hadoop.fs.s3a.secret.key": "s",
+            "spark.driver.extraClassPath": "/mine.jar"}
+    local = session.storage_conf(["s3a://bucket/ckpt"], True, conf)
+    assert local == {"spark.driver.extraClassPath": "/mine.jar:/jars/hadoop-aws-1.jar:/jars/hadoop-aws-2.jar"}
+    assert configured == [conf]  # the driver's storage follows the same settings
+    cluster = session.storage_conf(["s3a://bucket/ckpt"], False, conf)
+    assert cluster["spark.executor.extraClassPath"] == "/jars/hadoop-aws-1.jar:/jars/hadoop-aws-2.jar"
+    assert cluster["spark.executorEnv.AWS_ENDPOINT_URL"] == "http://127.0.0.1:8333"
+    assert cluster["spark.executorEnv.AWS_SECRET_ACCESS_KEY"] == "s"
+    hdfs = session.storage_conf(["hdfs://nn:8020/ckpt", "file:///x"], False,
+                                {"spark.hadoop.dfs.namenode.http-address": "nn:9870"})
+    assert hdfs == {"spark.executorEnv.PUBSUB_WEBHDFS_ADDRESS": "nn:9870"}  # no jars: pyspark reads HDFS itself
+    assert session.storage_conf(["file:///x"], True, {}) == {}
