@@ -155,7 +155,7 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
 
     Offsets are ``{"topic": {"partition": next_offset}}``. Partitions that appear while the
     query runs (new partitions, topics created later) are read from their first offset.
-    With ``Trigger.AvailableNow`` the query reads up to the true ends seen when it started.
+    With ``Trigger.AvailableNow`` the query reads up to the ends seen when it started.
     """
 
     def __init__(self, options: Mapping[str, str]) -> None:
@@ -186,7 +186,7 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         return off.to_json(resolve(self._starting, tps, self.watermarks, "startingOffsets"))
 
     def prepareForTriggerAvailableNow(self) -> None:
-        """Fix the ends a ``Trigger.AvailableNow`` query reads up to: the true ends now."""
+        """Fix the ends a ``Trigger.AvailableNow`` query reads up to: the ends now."""
         tps = self.watermarks.partitions(self._topics, refresh=True)
         self._target = self.watermarks.latest(tps)
 
@@ -197,7 +197,7 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         return ReadMaxRows(self._max_per_trigger)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """End offsets of the next micro-batch: the true ends, capped by ``limit``."""
+        """End offsets of the next micro-batch: the ends, capped by ``limit``."""
         begin = off.from_json(start)
         tps = self.watermarks.partitions(self._topics)
         ends = self.watermarks.latest(tps)
@@ -222,7 +222,7 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         return off.to_json(latest)
 
     def reportLatestOffset(self) -> dict | None:
-        """The true ends seen by the last :meth:`latestOffset` call."""
+        """The ends seen by the last :meth:`latestOffset` call."""
         return None if self._latest is None else off.to_json(self._latest)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
