@@ -45,7 +45,7 @@ class ConfigError(PubSubError, ValueError):
 @dataclass(frozen=True)
 class KafkaSettings:
     bootstrap_servers: str = ""
-    use_java_connector: bool = False
+    use_java_connector: bool = True
     events_topic: str = "events"
     subscriptions_topic: str = "subscriptions"
     notifications_topic: str = "notifications"

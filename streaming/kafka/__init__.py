@@ -1,8 +1,9 @@
-"""Kafka I/O for Spark: the ``kafka-py`` data source, embedded broker and admin helpers.
+"""Kafka I/O for Spark: both connectors, the embedded broker and admin helpers.
 
 The service calls only :func:`register`, :func:`read_stream` and :func:`write_batch`;
-``use_java_connector=True`` switches both to Spark's own ``format("kafka")`` where a
-cluster has that connector, with the client options in the Java client's names.
+``use_java_connector=True`` (the service's default, ``kafka.use_java_connector``) reads
+and writes with Spark's own ``format("kafka")``, with the client options in the Java
+client's names; ``False`` with the project's ``kafka-py`` data source.
 """
 
 from __future__ import annotations

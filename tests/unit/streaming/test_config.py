@@ -37,8 +37,8 @@ def test_precedence_file_env_flag(tmp_path):
 
 
 def test_types_are_coerced_and_checked():
-    s = load(None, ["match.max_terms=12", "kafka.use_java_connector=true", "match.max_validity_s=5"], {})
-    assert s.match.max_terms == 12 and s.kafka.use_java_connector is True and s.match.max_validity_s == 5.0
+    s = load(None, ["match.max_terms=12", "kafka.use_java_connector=false", "match.max_validity_s=5"], {})
+    assert s.match.max_terms == 12 and s.kafka.use_java_connector is False and s.match.max_validity_s == 5.0
     for bad in ("match.max_terms=x", "kafka.use_java_connector=maybe", "match.max_terms=0",
                 "notifications.payload=all", "match.nope=1", "nosection.key=1", "matcher"):
         with pytest.raises(ConfigError):
