@@ -378,10 +378,17 @@ class EmbeddedBroker:
 
 
 def _cluster_id() -> str:
-    """A new KRaft cluster id: a random UUID in Kafka's URL-safe base64 (22 characters)."""
+    """A new KRaft cluster id: a random UUID in Kafka's URL-safe base64 (22 characters).
+
+    Never one starting with ``-`` (one in 64 would): ``kafka-storage format --cluster-id``
+    takes it for an option and fails; Kafka's own ``Uuid.randomUuid`` draws again too.
+    """
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _reason(output: str) -> str:
