@@ -124,7 +124,8 @@ def data_loss_message(settings: Settings, failure: str) -> str | None:
     """What to tell the user when a query failed because the log lost what the checkpoint read
     (the ``kafka-py`` source's ``DataLossError``, or the ``KAFKA_DATA_LOSS`` of Spark's connector)."""
     found = (re.search(r"DataLossError: ([^\n]*)", failure)
-             or re.search(r"\[KAFKA_DATA_LOSS[.A-Z_]*\].*?Reason:\s*([^\n]*)", failure, re.DOTALL))
+             or re.search(r"Some data may have been lost because they are not available in Kafka any more.*?"
+                          r"Reason:\s*([^\n]*)", failure, re.DOTALL))
     if found is None:
         return None
     broker = settings.kafka.embedded_data_dir if not settings.kafka.bootstrap_servers else ""

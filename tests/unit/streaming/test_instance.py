@@ -113,12 +113,12 @@ def test_data_loss_message_says_what_happened_and_what_to_do():
 
 
 def test_data_loss_of_sparks_connector_is_told_the_same_way():
-    failure = ("match: [STREAM_FAILED] Query [id = 1] terminated with exception: [KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED] "
-               "Some data may have been lost because they are not available in Kafka any more;\neither the data was "
-               "aged out by Kafka or the topic may have been deleted before all the data in the\ntopic was processed.\n"
-               "If you don't want your streaming query to fail on such cases, set the source option failOnDataLoss "
-               "to false.\nReason:\nPartition events-0 offset was changed from 32 to 0.\nThis could be either 1) ...")
+    failure = ("Some data may have been lost because they are not available in Kafka any more;\neither the data "
+               "was aged out by Kafka or the topic may have been deleted before all the data in the\ntopic was "
+               "processed.\nIf you don't want your streaming query to fail on such cases, set the source option "
+               "failOnDataLoss to false.\nReason: Partition subscriptions-0 offset was changed from 30 to 0.\n"
+               "This could be either 1) a user error ...\n=== Streaming Query ===\n")  # as the query raised it
     said = data_loss_message(Settings(), failure)
     assert said is not None
-    assert "(Partition events-0 offset was changed from 32 to 0.)" in said and "failOnDataLoss" not in said
+    assert "(Partition subscriptions-0 offset was changed from 30 to 0.)" in said and "failOnDataLoss" not in said
     assert "python -m streaming run --reset" in said
