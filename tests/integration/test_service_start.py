@@ -83,7 +83,8 @@ exec "{python}" "$@"
 
 
 def test_a_python_worker_connecting_back_late_restarts_the_query(kafka_config: KafkaClientConfig, tmp_path: Path) -> None:
-    """What a loaded machine does now and then, made certain: the query restarts, nothing else."""
+    """What a loaded machine does now and then, made certain: the query restarts, nothing else.
+    With the ``kafka-py`` source, whose planner is a Python process (Spark's connector has none)."""
     wrapper = tmp_path / "python"
     wrapper.write_text(SLOW_PYTHON.format(mark=tmp_path / "delayed", python=sys.executable))
     wrapper.chmod(0o755)
@@ -95,7 +96,8 @@ def test_a_python_worker_connecting_back_late_restarts_the_query(kafka_config: K
     service = subprocess.Popen(
         [sys.executable, "-m", "streaming", "--set", f"kafka.bootstrap_servers={kafka_config.bootstrap_servers}",
          "--set", f"spark.checkpoint_dir={tmp_path / 'checkpoint'}", "--set", f"status.status_file={status_file}",
-         "--set", f"status.log_dir={tmp_path / 'logs'}", "--set", "patterns.enabled=false", "run"],
+         "--set", f"status.log_dir={tmp_path / 'logs'}", "--set", "patterns.enabled=false",
+         "--set", "kafka.use_java_connector=false", "run"],
         cwd=tmp_path, env=env, stdout=console.open("wb"), stderr=subprocess.STDOUT)
     try:
         def running() -> bool:
