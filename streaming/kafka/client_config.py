@@ -18,7 +18,10 @@ from typing import Any, Literal, NamedTuple
 
 from kafka import KafkaConsumer, KafkaProducer
 
+from streaming.kafka import kafka_python_fix
 from streaming.kafka.errors import KafkaOptionError
+
+kafka_python_fix.apply()  # every kafka-python client of the project is built from this module's config
 
 Role = Literal["consumer", "producer", "admin"]
 
