@@ -68,6 +68,14 @@ _JAAS_MODULES = {
 DENIED = " is Denied operation = "
 
 
+def reader_group() -> str:
+    """The group id of the project's librdkafka readers (``streaming/kafka/fetch.py``): never
+    joined, but librdkafka looks up its coordinator, which takes DESCRIBE on the group."""
+    from streaming.kafka import fetch
+
+    return str(fetch._RDKAFKA_READ_SETTINGS["group.id"])  # noqa: SLF001 - the one place it is set
+
+
 class Credentials(NamedTuple):
     """A SASL user: its name and password (the principal is ``User:<name>``)."""
 

@@ -35,7 +35,14 @@ from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.sink import produce_batches
 from streaming.match_job import MatchJob
 from tests.integration.kafka_helpers import consume_all, produce
-from tests.integration.kafka_security import CLIENT_SUBJECT, Acl, Credentials, SecuredKafka, make_ca
+from tests.integration.kafka_security import (
+    CLIENT_SUBJECT,
+    Acl,
+    Credentials,
+    SecuredKafka,
+    make_ca,
+    reader_group,
+)
 from tests.integration.service_fixtures import Topics, notification_docs, service_settings
 
 pytestmark = pytest.mark.integration
@@ -50,10 +57,12 @@ FAST: dict[str, Any] = {"bootstrap_timeout_ms": 3000, "max_block_ms": 3000, "req
 
 @pytest.fixture(scope="module")
 def kafka(kafka_security: SecuredKafka) -> SecuredKafka:
-    """The secured broker with ``alice`` and the client certificate allowed the ``auth-`` topics."""
+    """The secured broker with ``alice`` and the client certificate allowed the ``auth-`` topics
+    (and the group the project's librdkafka readers look up)."""
     kafka_security.plain_user(USER)
     for principal in (f"User:{USER}", f"User:{CLIENT_SUBJECT}"):
-        kafka_security.grant(principal, [Acl("all", "topic", PREFIX, "prefixed")])
+        kafka_security.grant(principal, [Acl("all", "topic", PREFIX, "prefixed"),
+                                         Acl("describe", "group", reader_group())])
     return kafka_security
 
 
@@ -103,6 +112,18 @@ def test_the_authorizer_refuses_what_no_acl_allows(kafka: SecuredKafka, alice: C
     refused = kafka.refusals(since, f"User:{USER}")
     assert any(f"operation = CREATE from host = 127.0.0.1 on resource = Topic:LITERAL:{other}" in line
                for line in refused), refused
+
+
+@pytest.mark.parametrize(("listener", "mechanism"), [("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-512")])
+def test_the_admin_is_a_super_user(kafka: SecuredKafka, listener: str, mechanism: str) -> None:
+    """The admin (PLAIN from the JAAS configuration, SCRAM from the Admin API) holds no ACL and
+    may do anything: ``super.users``."""
+    config = kafka.config(listener, kafka.admin, mechanism, "kafka-python")
+    topic = f"admin-{uuid.uuid4().hex[:12]}"
+    assert ensure_topics(config, {topic: 1}) == {topic: 1}
+    produce(config, topic, [b"v"])
+    assert [r.value for r in consume_all(config, topic, min_records=1)] == [b"v"]
+    assert kafka.acls_of(kafka.admin.principal) == set()
 
 
 def secret_free(text: str, *secrets: str) -> bool:
@@ -185,7 +206,8 @@ def test_the_scripts_work_through_sasl_ssl(kafka: SecuredKafka, alice: Credentia
 def test_spark_java_connector_reads_through_sasl_ssl(spark: Any, kafka: SecuredKafka, alice: Credentials) -> None:
     """Spark's ``format("kafka")`` with :meth:`KafkaClientConfig.java_options` (JAAS, PEM trust store).
 
-    The ``kafka-py`` source's way through SASL_SSL is :func:`test_the_service_matches_through_sasl_ssl`."""
+    The service's way through SASL_SSL, with either connector, is
+    :func:`test_the_service_matches_through_sasl_ssl`."""
     config = kafka.config("SASL_SSL", alice, "SCRAM-SHA-512", "confluent")
     values = [b"j1", b"j2"]
     topic = write(config, values)
@@ -224,16 +246,18 @@ def test_the_service_refused_by_kafka_says_so_and_shows_no_secret(kafka: Secured
 
 
 def test_the_service_matches_through_sasl_ssl(
-    spark: Any, kafka: SecuredKafka, alice: Credentials, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    spark: Any, kafka: SecuredKafka, alice: Credentials, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    connector: str,
 ) -> None:
     """The match job on the test Spark session as alice, every topic behind SASL_SSL
-    (SCRAM-SHA-512): a subscription, events, a notification, an error record; no password in
-    any of them, nor in the broker's log."""
+    (SCRAM-SHA-512), with each connector: a subscription, events, a notification, an error
+    record; no password in any of them, nor in the broker's log."""
     config = kafka.config("SASL_SSL", alice, "SCRAM-SHA-512", "confluent")
+    since = kafka.log_size()
     suffix = uuid.uuid4().hex[:12]
     topics = Topics(*(f"{PREFIX}{name}-{suffix}" for name in Topics._fields))
     ensure_topics(config, dict.fromkeys(topics, 1))
-    settings = service_settings(topics, tmp_path, config.bootstrap_servers)
+    settings = service_settings(topics, tmp_path, config.bootstrap_servers, connector)
     settings = settings.replace(kafka={"client": {k: v for k, v in config.options if k != "bootstrap_servers"}})
     assert settings.kafka.client_config().kafka_python("admin") == config.kafka_python("admin")
     caplog.set_level(logging.INFO)
@@ -253,3 +277,4 @@ def test_the_service_matches_through_sasl_ssl(
     assert [json.loads(e.body)["key"] for e in errors] == ["bad"]
     texts = [caplog.text, *(r.body.decode() for r in errors), *(json.dumps(d) for d in notified), kafka.log_text()]
     assert all(secret_free(t, alice.password, kafka.admin.password) for t in texts)
+    assert kafka.refusals(since, f"User:{USER}") == []  # its ACLs are all the job needs

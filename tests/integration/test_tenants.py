@@ -23,7 +23,7 @@ from streaming.patterns import start_patterns_query, start_subscriptions_query
 from streaming.registry import Registry
 from streaming.tenants import Admission, Tenants, topic_of
 from tests.integration.kafka_helpers import consume_all, produce
-from tests.integration.kafka_security import Acl, SecuredKafka
+from tests.integration.kafka_security import Acl, SecuredKafka, reader_group
 from tests.integration.service_fixtures import make_topics, notification_docs, service_settings
 from tests.integration.test_patterns import event_json, heartbeat
 from tests.unit.cayuga.helpers import reference_matches
@@ -61,9 +61,10 @@ def service_acls(settings: Settings) -> list[Acl]:
             Acl("write", "topic", k.errors_topic, "prefixed")]
     prefixes = sorted(set(tenants.targets.values())) if tenants is not None else []
     acls += [Acl("describe", "topic", prefix, "prefixed") for prefix in prefixes]
-    # the group id of the librdkafka readers (streaming/kafka/fetch.py): never joined, but
-    # librdkafka looks up its coordinator (FindCoordinator: DESCRIBE on the group)
-    return [*acls, Acl("describe", "group", "kafka-py-reader-unused")]
+    # the group id of the librdkafka readers: never joined, but librdkafka looks up its
+    # coordinator (FindCoordinator: DESCRIBE on the group)
+    assert reader_group() == "kafka-py-reader-unused", "docs/service.md names the group"
+    return [*acls, Acl("describe", "group", reader_group())]
 
 
 def tenant_acls(settings: Settings, tenant: str) -> list[Acl]:
@@ -78,30 +79,40 @@ def tenant_acls(settings: Settings, tenant: str) -> list[Acl]:
 
 
 class Principals(NamedTuple):
-    """The client configurations of the service and of each tenant (SCRAM-SHA-512, SASL_PLAINTEXT)."""
+    """The client configurations of the service, of each tenant and of an events producer
+    (SCRAM-SHA-512, SASL_PLAINTEXT)."""
 
     service: KafkaClientConfig
     tenants: dict[str, KafkaClientConfig]
+    producer: KafkaClientConfig
     names: dict[str, str]
     """``"service"`` and each tenant -> its principal (``User:...``)."""
+    since: int
+    """Where the broker's log ended when they were made."""
+
+    def service_refusals(self, kafka: SecuredKafka) -> list[str]:
+        """The authorizer's refusals of the service's principal since it was made."""
+        return kafka.refusals(self.since, self.names["service"])
 
 
 def principals(kafka: SecuredKafka, settings: Settings) -> Principals:
-    """New SCRAM users for the service and every tenant of ``settings``, each granted exactly
-    its ACLs (:func:`service_acls`, :func:`tenant_acls`), none a super user."""
+    """New SCRAM users for the service, every tenant of ``settings`` and an events producer,
+    each granted exactly its ACLs (:func:`service_acls`, :func:`tenant_acls`, WRITE on the
+    events topic), none a super user."""
     tenants = Tenants.of(settings)
     assert tenants is not None
     suffix = uuid.uuid4().hex[:8]
     configs, names = {}, {}
-    for who, acls in [("service", service_acls(settings)), *((t, tenant_acls(settings, t)) for t in tenants.names)]:
+    for who, acls in [("service", service_acls(settings)), ("producer", [Acl("write", "topic", settings.kafka.events_topic)]),
+                      *((t, tenant_acls(settings, t)) for t in tenants.names)]:
         user = kafka.add_user(f"{who}-{suffix}")
         kafka.grant(user.principal, acls)
         assert kafka.acls_of(user.principal) == {(a.operation.upper(), a.resource.upper(), a.name, a.pattern.upper())
                                                  for a in acls}
         configs[who] = kafka.config("SASL_PLAINTEXT", user, "SCRAM-SHA-512", "confluent")
         names[who] = user.principal
-    service = configs.pop("service")
-    return Principals(service, configs, names)
+    service, producer = configs.pop("service"), configs.pop("producer")
+    return Principals(service, configs, producer, names, kafka.log_size())
 
 
 def read_refusal(config: KafkaClientConfig, topic: str) -> Exception:
@@ -147,13 +158,15 @@ def end_offset(config: KafkaClientConfig, topic: str) -> int:
 
 
 def test_tenants_are_kept_apart_and_held_to_their_quotas(
-    spark: Any, kafka_config: KafkaClientConfig, kafka_security: SecuredKafka, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, kafka_security: SecuredKafka, topic_factory: Any, tmp_path: Path,
+    connector: str,
 ):
-    """The service, acme and beta each a principal holding only the ACLs docs/service.md lists:
-    the service needs no more (the broker refuses it nothing); the broker keeps each tenant
-    off the other's topics, whatever the service does."""
+    """The service, acme, beta and an events producer each a principal holding only the ACLs
+    docs/service.md lists: the service and the producer need no more (the broker refuses them
+    nothing, with either connector); the broker keeps each tenant off the other's topics,
+    whatever the service does."""
     topics = make_topics(topic_factory, event_partitions=1)  # the operator's (a super user) topics
-    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers, connector).replace(
         tenants={"names": "acme,beta", "subscriptions": 2})
     tenants = Tenants.of(settings)
     assert tenants is not None
@@ -173,12 +186,12 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
     query = job.start()
     try:
         query.processAllAvailable()
-        produce(kafka_config, topics.events, [b'{"price": 3}', b'{"price": 8}'], partition=0)
+        produce(who.producer, topics.events, [b'{"price": 3}', b'{"price": 8}'], partition=0)
         query.processAllAvailable()
         # acme deletes its "x" (by record and by tombstone): beta's "x" goes on matching
         produce(as_acme, acme, [("x", orjson.dumps({"op": "delete", "id": "x"})), ("x", None)])
         query.processAllAvailable()
-        produce(kafka_config, topics.events, [b'{"price": 2}', b'{"price": 9}'], partition=0)
+        produce(who.producer, topics.events, [b'{"price": 2}', b'{"price": 9}'], partition=0)
         query.processAllAvailable()
         assert query.exception() is None
     finally:
@@ -204,8 +217,8 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
     for topic in (f"{topics.notifications}.beta", beta):
         assert isinstance(read_refusal(as_acme, topic), TopicAuthorizationFailedError)
         assert "TOPIC_AUTHORIZATION_FAILED" in rdkafka_read_refusal(as_acme, topic, "acme-reader")
-    refused = kafka_security.refusals(since)
-    assert not [line for line in refused if f"Principal = {who.names['service']} " in line], refused
+    assert who.service_refusals(kafka_security) == []  # the ACLs of docs/service.md are all it needs
+    assert kafka_security.refusals(since, who.names["producer"]) == []
     # the service reads every subscriptions topic but writes none: it cannot forge a subscription
     with pytest.raises(TopicAuthorizationFailedError):
         produce(who.service, acme, [upsert("forged", "price > 0")])
@@ -232,11 +245,11 @@ def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
     tenants = Tenants.of(both)
     assert tenants is not None
     ensure_topics(kafka_config, tenants.topic_partitions(both))
-    service = principals(kafka_security, both).service
+    who = principals(kafka_security, both)
     produce(kafka_config, f"{topics.subscriptions}.acme", [upsert("x", "price < 5")])
     produce(kafka_config, f"{topics.subscriptions}.beta", [upsert("x", "price > 5")])  # before beta is served
     for settings, event in ((first, b'{"price": 8}'), (both, b'{"price": 9}')):
-        query = MatchJob(settings, spark, service).start()
+        query = MatchJob(settings, spark, who.service).start()
         try:
             query.processAllAvailable()
             produce(kafka_config, topics.events, [event], partition=0)
@@ -246,6 +259,7 @@ def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
             query.stop()
     assert {d["offset"] for d in notification_docs(kafka_config, f"{topics.notifications}.beta", 1)} == {1}
     assert consume_all(kafka_config, f"{topics.notifications}.acme") == []
+    assert who.service_refusals(kafka_security) == []
 
 
 def test_a_tenants_patterns_notify_its_topic_within_its_quota(
@@ -257,19 +271,19 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     tenants = Tenants.of(settings)
     assert tenants is not None
     ensure_topics(kafka_config, tenants.topic_partitions(settings))
-    service = principals(kafka_security, settings).service
+    who = principals(kafka_security, settings)
     s3 = TABLE1["S3"]
     acme, beta = (f"{topics.subscriptions}.{t}" for t in ("acme", "beta"))
     # the same id "p" for acme, beta and the operator; acme's "q" is past its quota of 1 pattern
     produce(kafka_config, acme, [pattern("p", s3), pattern("q", s3)])
     produce(kafka_config, beta, [pattern("p", s3)])
     produce(kafka_config, topics.subscriptions, [pattern("p", s3)])
-    register_patterns(start_subscriptions_query(spark, settings, service))
+    register_patterns(start_subscriptions_query(spark, settings, who.service))
     events = stock_ticks(60, 2)
     produce(kafka_config, topics.events, [event_json(e) for e in events] + [heartbeat(events[-1].t1)], partition=0)
     expected = {w for sub, w in ((k[1], k[5]) for k in reference_matches({"p": s3}, events)) if sub == "p"}
     assert expected
-    query = start_patterns_query(spark, settings, service)
+    query = start_patterns_query(spark, settings, who.service)
     try:
         query.processAllAvailable()
         got = {t: notification_docs(kafka_config, f"{topics.notifications}{t}", len(expected), timeout=240)
@@ -283,8 +297,9 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     assert len(errors) == 1 and "subscription 'q' refused: tenant 'acme' would hold 2 patterns" in errors[0]["reason"]
     assert consume_all(kafka_config, f"{topics.errors}.beta") == []
     usage = Admission(tenants, lambda topic: True).describe(Registry(settings.registry_dir),
-                                                            MatchJob(settings, spark, service).pattern_ids())
+                                                            MatchJob(settings, spark, who.service).pattern_ids())
     assert usage["acme"]["patterns"] == 1 and usage["beta"]["patterns"] == 1
+    assert who.service_refusals(kafka_security) == []  # the patterns queries need no more ACLs either
 
 
 def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_told_once(
@@ -300,10 +315,10 @@ def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_
     tenants = Tenants.of(settings)
     assert tenants is not None
     ensure_topics(kafka_config, tenants.topic_partitions(settings))
-    service = principals(kafka_security, settings).service
+    who = principals(kafka_security, settings)
     for t in ("acme", "beta"):
         produce(kafka_config, f"{topics.subscriptions}.{t}", [pattern("p", "Open NEXT{$2.name = $1.name} Close")])
-    register_patterns(start_subscriptions_query(spark, settings, service))
+    register_patterns(start_subscriptions_query(spark, settings, who.service))
 
     def ev(kind: str, name: str, ts: int) -> bytes:
         return orjson.dumps({"id": f"{kind}-{name}", "stream": kind, "ts": ts, "name": name})
@@ -313,7 +328,7 @@ def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_
         [ev("Open", "d", 10), ev("Open", "e", 11)] + [ev("Close", n, ts) for ts, n in enumerate("abcde", 12)],
         [ev("Open", "f", 20), ev("Close", "f", 21)],  # acme's runs are done: it starts again
     ]
-    query = start_patterns_query(spark, settings, service)
+    query = start_patterns_query(spark, settings, who.service)
     try:
         for events in phases:
             produce(kafka_config, topics.events, events, partition=0)
@@ -329,6 +344,7 @@ def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_
     assert err["stage"] == "pattern-quota"
     assert "tenant 'acme' holds 3 live pattern instances, at or past its quota of 2" in err["reason"]
     assert consume_all(kafka_config, f"{topics.errors}.beta") == [] and consume_all(kafka_config, topics.errors) == []
+    assert who.service_refusals(kafka_security) == []
 
 
 def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_prefix(
@@ -341,7 +357,7 @@ def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_pr
     assert tenants is not None
     orders, beta_topic = f"{topics.notifications}.acme.orders", f"{topics.notifications}.beta"
     ensure_topics(kafka_config, {**tenants.topic_partitions(settings), orders: 1})
-    service = principals(kafka_security, settings).service
+    who = principals(kafka_security, settings)
     acme = f"{topics.subscriptions}.acme"
     produce(kafka_config, acme, [
         ("x", orjson.dumps({"id": "x", "expr": "price < 5", "target": orders})),
@@ -349,7 +365,7 @@ def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_pr
         ("z", orjson.dumps({"id": "z", "expr": "price < 5", "target": f"{orders}-missing"})),  # no such topic
         ("w", orjson.dumps({"id": "w", "expr": "price > 5"})),
     ])
-    job = MatchJob(settings, spark, service)
+    job = MatchJob(settings, spark, who.service)
     query = job.start()
     try:
         query.processAllAvailable()
@@ -358,7 +374,8 @@ def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_pr
         assert query.exception() is None
     finally:
         query.stop()
-    assert [(d["subscription"], d["offset"]) for d in notification_docs(kafka_config, orders, 1)] == [("x", 0)]
+    # acme reads its target topic through its PREFIXED ACL on notifications.acme.
+    assert [(d["subscription"], d["offset"]) for d in notification_docs(who.tenants["acme"], orders, 1)] == [("x", 0)]
     assert [(d["subscription"], d["offset"]) for d in notification_docs(
         kafka_config, f"{topics.notifications}.acme", 1)] == [("w", 1)]
     assert consume_all(kafka_config, beta_topic) == [] and consume_all(kafka_config, topics.notifications) == []
@@ -366,3 +383,4 @@ def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_pr
     assert set(reasons) == {"y", "z"}
     assert "not allowed to tenant 'acme'" in reasons["y"] and "does not exist" in reasons["z"]
     assert sorted(job.registry.subscriptions) == ["acme:w", f"acme>{orders}:x"]
+    assert who.service_refusals(kafka_security) == []  # it saw the target topic, and wrote to it
