@@ -15,6 +15,7 @@ from kafka.errors import TopicAuthorizationFailedError
 
 from streaming.config import Settings
 from streaming.kafka.admin import ensure_topics
+from streaming.kafka.broker import EmbeddedBroker
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.watermarks import Watermarks
 from streaming.match_job import MatchJob
@@ -90,17 +91,33 @@ class Principals(NamedTuple):
     since: int
     """Where the broker's log ended when they were made."""
 
-    def service_refusals(self, kafka: SecuredKafka) -> list[str]:
-        """The authorizer's refusals of the service's principal since it was made."""
-        return kafka.refusals(self.since, self.names["service"])
+    def service_refusals(self, kafka: SecuredKafka | None) -> list[str]:
+        """The authorizer's refusals of the service's principal since it was made (none
+        without the embedded broker's security)."""
+        return kafka.refusals(self.since, self.names["service"]) if kafka is not None else []
 
 
-def principals(kafka: SecuredKafka, settings: Settings) -> Principals:
+@pytest.fixture
+def security(kafka_broker: Any, request: pytest.FixtureRequest) -> SecuredKafka | None:
+    """The embedded broker's security; ``None`` on a broker named by ``PUBSUB_BOOTSTRAP_SERVERS``:
+    the tests taking it then run the service and the tenants as the tests' own client (no
+    principals, no refusals to check)."""
+    if not isinstance(kafka_broker, EmbeddedBroker):
+        return None
+    security: SecuredKafka = request.getfixturevalue("kafka_security")
+    return security
+
+
+def principals(kafka: SecuredKafka | None, settings: Settings, operator: KafkaClientConfig | None = None) -> Principals:
     """New SCRAM users for the service, every tenant of ``settings`` and an events producer,
     each granted exactly its ACLs (:func:`service_acls`, :func:`tenant_acls`, WRITE on the
-    events topic), none a super user."""
+    events topic), none a super user. Without ``kafka`` (another broker) all of them are
+    ``operator``."""
     tenants = Tenants.of(settings)
     assert tenants is not None
+    if kafka is None:
+        assert operator is not None
+        return Principals(operator, dict.fromkeys(tenants.names, operator), operator, {}, 0)
     suffix = uuid.uuid4().hex[:8]
     configs, names = {}, {}
     for who, acls in [("service", service_acls(settings)), ("producer", [Acl("write", "topic", settings.kafka.events_topic)]),
@@ -237,7 +254,7 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
 
 
 def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
-    spark: Any, kafka_config: KafkaClientConfig, kafka_security: SecuredKafka, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, security: SecuredKafka | None, topic_factory: Any, tmp_path: Path
 ):
     topics = make_topics(topic_factory, event_partitions=1)
     first = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(tenants={"names": "acme"})
@@ -245,7 +262,7 @@ def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
     tenants = Tenants.of(both)
     assert tenants is not None
     ensure_topics(kafka_config, tenants.topic_partitions(both))
-    who = principals(kafka_security, both)
+    who = principals(security, both, kafka_config)
     produce(kafka_config, f"{topics.subscriptions}.acme", [upsert("x", "price < 5")])
     produce(kafka_config, f"{topics.subscriptions}.beta", [upsert("x", "price > 5")])  # before beta is served
     for settings, event in ((first, b'{"price": 8}'), (both, b'{"price": 9}')):
@@ -259,11 +276,11 @@ def test_a_tenant_added_by_a_restart_is_read_from_its_first_record(
             query.stop()
     assert {d["offset"] for d in notification_docs(kafka_config, f"{topics.notifications}.beta", 1)} == {1}
     assert consume_all(kafka_config, f"{topics.notifications}.acme") == []
-    assert who.service_refusals(kafka_security) == []
+    assert who.service_refusals(security) == []
 
 
 def test_a_tenants_patterns_notify_its_topic_within_its_quota(
-    spark: Any, kafka_config: KafkaClientConfig, kafka_security: SecuredKafka, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, security: SecuredKafka | None, topic_factory: Any, tmp_path: Path
 ):
     topics = make_topics(topic_factory, event_partitions=1)
     settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
@@ -271,7 +288,7 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     tenants = Tenants.of(settings)
     assert tenants is not None
     ensure_topics(kafka_config, tenants.topic_partitions(settings))
-    who = principals(kafka_security, settings)
+    who = principals(security, settings, kafka_config)
     s3 = TABLE1["S3"]
     acme, beta = (f"{topics.subscriptions}.{t}" for t in ("acme", "beta"))
     # the same id "p" for acme, beta and the operator; acme's "q" is past its quota of 1 pattern
@@ -299,11 +316,11 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     usage = Admission(tenants, lambda topic: True).describe(Registry(settings.registry_dir),
                                                             MatchJob(settings, spark, who.service).pattern_ids())
     assert usage["acme"]["patterns"] == 1 and usage["beta"]["patterns"] == 1
-    assert who.service_refusals(kafka_security) == []  # the patterns queries need no more ACLs either
+    assert who.service_refusals(security) == []  # the patterns queries need no more ACLs either
 
 
 def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_told_once(
-    spark: Any, kafka_config: KafkaClientConfig, kafka_security: SecuredKafka, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, security: SecuredKafka | None, topic_factory: Any, tmp_path: Path
 ):
     """acme (quota: 2 live instances) and beta hold the same pattern. Three runs in flight put
     acme past its quota: one error record on errors.acme; in the next batch acme's runs in
@@ -315,7 +332,7 @@ def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_
     tenants = Tenants.of(settings)
     assert tenants is not None
     ensure_topics(kafka_config, tenants.topic_partitions(settings))
-    who = principals(kafka_security, settings)
+    who = principals(security, settings, kafka_config)
     for t in ("acme", "beta"):
         produce(kafka_config, f"{topics.subscriptions}.{t}", [pattern("p", "Open NEXT{$2.name = $1.name} Close")])
     register_patterns(start_subscriptions_query(spark, settings, who.service))
@@ -344,11 +361,11 @@ def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_
     assert err["stage"] == "pattern-quota"
     assert "tenant 'acme' holds 3 live pattern instances, at or past its quota of 2" in err["reason"]
     assert consume_all(kafka_config, f"{topics.errors}.beta") == [] and consume_all(kafka_config, topics.errors) == []
-    assert who.service_refusals(kafka_security) == []
+    assert who.service_refusals(security) == []
 
 
 def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_prefix(
-    spark: Any, kafka_config: KafkaClientConfig, kafka_security: SecuredKafka, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, security: SecuredKafka | None, topic_factory: Any, tmp_path: Path
 ):
     topics = make_topics(topic_factory, event_partitions=1)
     settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers).replace(
@@ -357,7 +374,7 @@ def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_pr
     assert tenants is not None
     orders, beta_topic = f"{topics.notifications}.acme.orders", f"{topics.notifications}.beta"
     ensure_topics(kafka_config, {**tenants.topic_partitions(settings), orders: 1})
-    who = principals(kafka_security, settings)
+    who = principals(security, settings, kafka_config)
     acme = f"{topics.subscriptions}.acme"
     produce(kafka_config, acme, [
         ("x", orjson.dumps({"id": "x", "expr": "price < 5", "target": orders})),
@@ -383,4 +400,4 @@ def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_pr
     assert set(reasons) == {"y", "z"}
     assert "not allowed to tenant 'acme'" in reasons["y"] and "does not exist" in reasons["z"]
     assert sorted(job.registry.subscriptions) == ["acme:w", f"acme>{orders}:x"]
-    assert who.service_refusals(kafka_security) == []  # it saw the target topic, and wrote to it
+    assert who.service_refusals(security) == []  # it saw the target topic, and wrote to it
