@@ -202,13 +202,7 @@ def test_restarts_lose_nothing_and_leave_nothing(tmp_path: Path):
         events = consume_all(config, "events")
         assert len(events) == published  # the topics outlived every kind of stop
         want = expected_pairs(subs, [(r.partition, r.offset, orjson.loads(r.body)) for r in events])
-
-        def delivered() -> list[dict]:
-            return [orjson.loads(r.body) for r in consume_all(config, "notifications")]
-
-        wait_for(lambda: {(d["subscription"], d["partition"], d["offset"]) for d in delivered()} >= want,
-                 WAIT_S, "every expected notification", service.job)
-        docs = delivered()
+        docs = wait_delivered(service, config, want)
         assert service.stop(signal.SIGTERM) == 0
         orphans = service.orphans()
     finally:
@@ -219,6 +213,17 @@ def test_restarts_lose_nothing_and_leave_nothing(tmp_path: Path):
     assert orphans == []
     print(f"restarts: expected {len(want)}, received {len(docs)} ({len(got)} distinct), "
           f"duplicates {len(docs) - len(got)}, events {published}, orphans {len(orphans)}")
+
+
+def wait_delivered(service: Service, config: KafkaClientConfig, want: set[tuple[str, int, int]]) -> list[dict]:
+    """The notifications once they hold every pair of ``want`` (duplicates included)."""
+
+    def delivered() -> list[dict]:
+        return [orjson.loads(r.body) for r in consume_all(config, "notifications")]
+
+    wait_for(lambda: {(d["subscription"], d["partition"], d["offset"]) for d in delivered()} >= want,
+             WAIT_S, "every expected notification", service.job)
+    return delivered()
 
 
 @pytest.mark.timeout(1800)
@@ -249,13 +254,7 @@ def test_restarts_from_a_hadoop_checkpoint(tmp_path: Path, hadoop_store: Store, 
         events = consume_all(config, "events")
         assert len(events) == 2 * EVENTS_PER_RUN
         want = expected_pairs(subs, [(r.partition, r.offset, orjson.loads(r.body)) for r in events])
-
-        def delivered() -> list[dict]:
-            return [orjson.loads(r.body) for r in consume_all(config, "notifications")]
-
-        wait_for(lambda: {(d["subscription"], d["partition"], d["offset"]) for d in delivered()} >= want,
-                 WAIT_S, "every expected notification", service.job)
-        docs = delivered()
+        docs = wait_delivered(service, config, want)
         assert service.stop(signal.SIGTERM) == 0
         orphans = service.orphans()
     finally:
