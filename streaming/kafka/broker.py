@@ -100,7 +100,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def _port_free(host: str, port: int) -> bool:
+    """Whether a listener could bind ``port`` now: as Kafka binds, with ``SO_REUSEADDR``, so that
+    the connections of the last run still in TIME_WAIT do not move the broker to another port."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
