@@ -206,7 +206,7 @@ def test_the_scripts_work_through_sasl_ssl(kafka: SecuredKafka, alice: Credentia
 def test_spark_java_connector_reads_through_sasl_ssl(spark: Any, kafka: SecuredKafka, alice: Credentials) -> None:
     """Spark's ``format("kafka")`` with :meth:`KafkaClientConfig.java_options` (JAAS, PEM trust store).
 
-    The service's way through SASL_SSL, with either connector, is
+    The whole service through SASL_SSL is
     :func:`test_the_service_matches_through_sasl_ssl`."""
     config = kafka.config("SASL_SSL", alice, "SCRAM-SHA-512", "confluent")
     values = [b"j1", b"j2"]
@@ -247,17 +247,16 @@ def test_the_service_refused_by_kafka_says_so_and_shows_no_secret(kafka: Secured
 
 def test_the_service_matches_through_sasl_ssl(
     spark: Any, kafka: SecuredKafka, alice: Credentials, tmp_path: Path, caplog: pytest.LogCaptureFixture,
-    connector: str,
 ) -> None:
     """The match job on the test Spark session as alice, every topic behind SASL_SSL
-    (SCRAM-SHA-512), with each connector: a subscription, events, a notification, an error
+    (SCRAM-SHA-512), with the default connector: a subscription, events, a notification, an error
     record; no password in any of them, nor in the broker's log."""
     config = kafka.config("SASL_SSL", alice, "SCRAM-SHA-512", "confluent")
     since = kafka.log_size()
     suffix = uuid.uuid4().hex[:12]
     topics = Topics(*(f"{PREFIX}{name}-{suffix}" for name in Topics._fields))
     ensure_topics(config, dict.fromkeys(topics, 1))
-    settings = service_settings(topics, tmp_path, config.bootstrap_servers, connector)
+    settings = service_settings(topics, tmp_path, config.bootstrap_servers)
     settings = settings.replace(kafka={"client": {k: v for k, v in config.options if k != "bootstrap_servers"}})
     assert settings.kafka.client_config().kafka_python("admin") == config.kafka_python("admin")
     caplog.set_level(logging.INFO)

@@ -68,11 +68,12 @@ def test_sigkill_mid_stream_then_restart(kafka_config: KafkaClientConfig, topic_
 
 
 @pytest.mark.timeout(1800)
+@pytest.mark.parametrize("hadoop_store", ["hdfs"], indirect=True)  # S3: test_restart's Ctrl-C restart
 def test_sigkill_mid_stream_then_restart_on_hadoop(kafka_config: KafkaClientConfig, topic_factory: Any,
                                                    tmp_path: Path, hadoop_store: Store,
                                                    monkeypatch: pytest.MonkeyPatch):
-    """The same with the checkpoint on S3 (``s3a://``) and on HDFS (``hdfs://``): Spark's logs
-    and the registry are there, and nothing is lost."""
+    """The same with the checkpoint on HDFS (``hdfs://``): Spark's logs and the registry are
+    there, and nothing is lost."""
     hadoop_store.use(monkeypatch)  # this process's storage, to look at what the job wrote
     checkpoint = hadoop_store.location("sigkill")
     sigkill_then_restart(kafka_config, topic_factory, tmp_path, None, checkpoint, hadoop_store.job_env())

@@ -130,10 +130,10 @@ def print_table(rows: list[tuple[str, str, str]]) -> None:
 
 
 def test_hostile_corpus_one_error_per_bad_input(spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any,
-                                                tmp_path: Path, connector: str):
+                                                tmp_path: Path):
     rng = random.Random(7)
     topics = make_topics(topic_factory)
-    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers, connector)
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers)
     job = MatchJob(settings, spark, kafka_config)
     subs = random_subscriptions(rng, 60)
     subs += [Subscription.of("big", pred("price", "<", 2)), Subscription.of("regex", pred("symbol", "matches", "(a+)+$"))]

@@ -80,7 +80,7 @@ def _errors(kafka_config, topic) -> list[str]:
         return ["(unreadable)"]
 
 
-def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path, connector):
+def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path):
     topics = {"events": topic_factory("rev", 2), "subs": topic_factory("rsub"),
               "notes": topic_factory("rnote"), "errors": topic_factory("rerr")}
     checkpoint, log = tmp_path / "ckpt", tmp_path / "job.log"
@@ -94,7 +94,7 @@ def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path, connector):
 
     produce(kafka_config, topics["subs"],
             [(n, orjson.dumps({"op": "upsert", "id": n, "pattern": t})) for n, t in SUBS.items()])
-    proc = _start(kafka_config, topics, checkpoint, log, connector)
+    proc = _start(kafka_config, topics, checkpoint, log)
     try:
         registry = checkpoint / "patterns" / "pattern-registry"
         _wait_for(lambda: (registry / "v000000000001.json").exists(), proc, log, 300, "the registry's first version")
@@ -110,7 +110,7 @@ def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path, connector):
         _kill(proc, signal.SIGKILL)
     produce(kafka_config, topics["events"],
             [(e.attrs["name"], event_json(e)) for e in second] + [(None, heartbeat(events[-1].t1))])
-    proc = _start(kafka_config, topics, checkpoint, log, connector)
+    proc = _start(kafka_config, topics, checkpoint, log)
     try:
         _wait_for(lambda: set(_distinct(kafka_config, topics["notes"]).values()) >= expected_all,
                   proc, log, 300, "every notification after the restart")

@@ -227,6 +227,7 @@ def wait_delivered(service: Service, config: KafkaClientConfig, want: set[tuple[
 
 
 @pytest.mark.timeout(1800)
+@pytest.mark.parametrize("hadoop_store", ["s3a"], indirect=True)  # HDFS: the SIGKILL restart of test_crash_recovery
 def test_restarts_from_a_hadoop_checkpoint(tmp_path: Path, hadoop_store: Store, monkeypatch: pytest.MonkeyPatch):
     """The checkpoint on S3 (``s3a://``) or HDFS (``hdfs://``): Ctrl-C mid-stream, a restart that
     carries on (registry, offsets) from there, a graceful stop; nothing lost, nothing left."""
