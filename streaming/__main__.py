@@ -212,7 +212,7 @@ class Service:
         from streaming.kafka.admin import ensure_topics
         from streaming.kafka.fetch import close_consumers
         from streaming.kafka.sink import close_producers
-        from streaming.match_job import MatchJob
+        from streaming.match import MatchJob
         from streaming.shared_index import remove_application
         from streaming.spark import get_session
         from streaming.tenants import Tenants

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
+
+from matchers.errors import PubSubError
 
 KIND_MATCH = "match"
 KIND_PATTERN = "pattern"
@@ -30,6 +32,10 @@ PAYLOAD_EVENT = "event"
 PAYLOAD_ID = "id"
 RECORD_OVERHEAD = 512
 """Bytes a Kafka record takes besides its key and value (headers, batch framing), with margin."""
+
+
+class NotificationTooLarge(PubSubError, ValueError):
+    """An event's notification is past ``limits.message_bytes`` even without the event."""
 
 
 def notification_id(sub_id: str, topic: str, partition: int, offset: int) -> str:
@@ -83,6 +89,37 @@ class EventNotes:
         sid = sub_id.encode("utf-8")
         nid = hashlib.blake2b(b"%d:%s%s" % (len(sub_id), sid, self._position), digest_size=16).hexdigest()
         return b'{"id":"%s","subscription":%s%s' % (nid.encode(), orjson.dumps(sub_id), self._tail)
+
+    def add_records(self, sub_ids: Iterable[str], room: int, keys: list[bytes] | list[bytes | None],
+                    values: list[bytes]) -> int:
+        """Append the keys (the ids in UTF-8) and values of the notifications to ``sub_ids`` to
+        ``keys`` and ``values``, each record within ``room`` bytes: one past it goes in the
+        id-only form (:meth:`without_event`) with a note saying why. Returns how many it appended.
+
+        Raises
+        ------
+        NotificationTooLarge
+            One is past ``room`` even in the id-only form (the event's id is that large);
+            nothing of this event is left appended, and the message is the reason for the
+            event's error record.
+        """
+        first, slim = len(values), None
+        for sub_id in sub_ids:
+            key, value = sub_id.encode("utf-8"), self.encode(sub_id)
+            size = len(key) + len(value)
+            if size > room:  # past the largest message: the id-only form
+                slim = slim or self.without_event(
+                    f"sent without the event: with it the record takes {size} bytes, past "
+                    f"limits.message_bytes less {RECORD_OVERHEAD} bytes of record overhead")
+                value = slim.encode(sub_id)
+                if len(key) + len(value) > room:
+                    del keys[first:], values[first:]
+                    kind = "retro notification" if self._fields["retro"] else "notification"
+                    raise NotificationTooLarge(f"its {kind} takes {len(key) + len(value)} bytes even without the "
+                                               "event (its id is that large), past limits.message_bytes")
+            keys.append(key)
+            values.append(value)
+        return len(values) - first
 
 
 def encode(

@@ -339,7 +339,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
              connector: str = "java", run: int = 0) -> dict[str, Any]:
     from streaming.config import Settings
     from streaming.kafka.admin import ensure_topics
-    from streaming.match_job import TASK_EVENTS, MatchJob
+    from streaming.match import TASK_EVENTS, MatchJob
 
     seed = 7
     tag = f"e2e{n_subs}-{connector}-{run}"

@@ -27,7 +27,7 @@ from streaming.config import Settings
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.patterns.census import CENSUS_KEY, SAMPLED_STREAMS, Tally, Watch
 from streaming.patterns.registry import ALL_KEY, partition_keys
-from streaming.records import SCALARS, ErrorRecord, Position, error, read_event
+from streaming.records import ErrorRecord, Position, error, read_event_fast
 
 NO_KEY = ""
 PATTERN_EVENT = "pattern-event"
@@ -345,18 +345,12 @@ def read_row(value: bytes | None, pos: Position, kafka_us: int | None, settings:
     """``(t0, t1, id, stream, attrs)`` of an event, its ``pattern-event`` error record, or
     ``None`` (refused by :func:`streaming.records.read_event`: the match query reports it)."""
     p = settings.patterns
-    obj = None
-    if value is not None and len(value) <= min(settings.limits.event_bytes, settings.limits.string_length):
-        try:  # the common case inline: a small object of scalars
-            obj = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            obj = None
-    if type(obj) is dict and len(obj) <= settings.limits.attributes and SCALARS.issuperset(map(type, obj.values())):
-        attrs = obj
+    read = read_event_fast(value, settings.limits)
+    if read.obj is None:
+        return None
+    if read.flat is read.obj:  # a small object of scalars, parsed for this call alone
+        attrs = read.obj
     else:
-        read = read_event(value, settings.limits)
-        if read.obj is None:
-            return None
         attrs = single_valued(read.flat) if isinstance(read.flat, Rows) else dict(read.flat)
     stream = attrs.pop(p.stream_field, p.default_stream)
     if not isinstance(stream, str):

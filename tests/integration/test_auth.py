@@ -33,7 +33,7 @@ from streaming.kafka.errors import AuthenticationError, KafkaConnectorError
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.sink import produce_batches
-from streaming.match_job import MatchJob
+from streaming.match import MatchJob
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.kafka_security import (
     CLIENT_SUBJECT,

@@ -20,7 +20,7 @@ import pytest
 from matchers.expr import Subscription, pred, to_text
 from streaming.__main__ import pattern_starters
 from streaming.kafka.client_config import KafkaClientConfig
-from streaming.match_job import MatchJob
+from streaming.match import MatchJob
 from streaming.notifications import notification_id
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import (

@@ -86,7 +86,7 @@ def test_a_misspelt_attribute_is_reported_while_correct_patterns_match(spark, ka
     one WARNING, one record on the errors topic (none more after a restart) and a line of
     ``python -m streaming status``; the correct pattern matches as the reference says."""
     from streaming.__main__ import status
-    from streaming.match_job import MatchJob
+    from streaming.match import MatchJob
 
     from .service_fixtures import make_topics, service_settings
 

@@ -23,7 +23,7 @@ import pytest
 from matchers.expr import Subscription
 from matchers.language import parse_text
 from streaming.kafka.client_config import KafkaClientConfig
-from streaming.match_job import MatchJob
+from streaming.match import MatchJob
 from tests.integration.kafka_helpers import Record, consume_all, produce
 from tests.integration.service_fixtures import (
     expected_pairs,

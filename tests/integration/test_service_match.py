@@ -12,7 +12,7 @@ import pytest
 
 from matchers.expr import to_text
 from streaming.kafka.client_config import KafkaClientConfig
-from streaming.match_job import MatchJob
+from streaming.match import MatchJob
 from streaming.notifications import notification_id
 from streaming.shared_index import SharedKey
 from tests.integration.kafka_helpers import consume_all, produce

@@ -18,7 +18,7 @@ from streaming.kafka.admin import ensure_topics
 from streaming.kafka.broker import EmbeddedBroker
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.watermarks import Watermarks
-from streaming.match_job import MatchJob
+from streaming.match import MatchJob
 from streaming.metrics import read_status
 from streaming.patterns import start_patterns_query, start_subscriptions_query
 from streaming.registry import Registry

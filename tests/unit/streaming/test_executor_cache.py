@@ -11,7 +11,7 @@ import pytest
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache
 from streaming.executor_cache import IndexSpec, index_for
-from streaming.match_job import RegistryBroadcast
+from streaming.match import RegistryBroadcast
 from streaming.records import DELETE, UPSERT, Change
 from streaming.registry import Registry, RegistryError, load_state
 from tests.strategies import random_event, random_subscriptions

@@ -14,14 +14,7 @@ from matchers.oracle import match as oracle_match
 from streaming import executor_cache, notifications
 from streaming.config import Settings
 from streaming.kafka.offsets import OffsetRange
-from streaming.match_job import (
-    M_ERRORS,
-    M_EVENTS,
-    M_INDEX_BYTES,
-    M_MATCHES,
-    M_RECORDS,
-    M_VALID,
-    N_METRICS,
+from streaming.match import (
     TASK_SCHEMA,
     BatchContext,
     RegistryBroadcast,
@@ -36,8 +29,8 @@ from streaming.match_job import (
     plan_tasks,
     retro_notifications,
     shard_groups,
-    sum_metrics,
 )
+from streaming.match.tasks import TaskMetrics, TaskResult
 from streaming.records import default_parser
 from streaming.registry import Registry
 from streaming.validity import ValidEvent, ValidityStore, decode
@@ -76,12 +69,12 @@ def run_partition(settings, registry, batch_id, now, batches, payload="event"):
 
     out = [r for rb in match_partition(iter(batches), ctx, produce) for r in rb.to_pylist()]
     assert len(out) == 1
-    metrics = list(out[0].values())[:N_METRICS]
-    assert metrics[M_RECORDS] == len(rows)
-    valid = decode(out[0]["valid_events"])
-    assert len(valid) == metrics[M_VALID]
-    ValidityStore(settings.validity_dir).write(batch_id, valid)
-    return rows, sum_metrics([metrics])
+    result = TaskResult.from_row(out[0])
+    assert result.metrics.records == len(rows)
+    assert result.valid_events == decode(out[0]["valid_events"])
+    assert len(result.valid_events) == result.metrics.valid
+    ValidityStore(settings.validity_dir).write(batch_id, result.valid_events)
+    return rows, TaskMetrics.total([result.metrics])
 
 
 @pytest.mark.parametrize("seed", [11, 12])
@@ -115,7 +108,7 @@ def test_notifications_equal_the_oracle(tmp_path, seed):
         (17, "event"), (40, "event"), (41, "event")]
     assert {e["offset"]: e["encoding"] for e in errors}[40] == "base64"
     assert all(e["id"] == notifications.notification_id(e["stage"], "events", 0, e["offset"]) for e in errors)
-    assert m[M_EVENTS] == 297 and m[M_ERRORS] == 3 and m[M_MATCHES] == len(want)
+    assert m.events == 297 and m.errors == 3 and m.matches == len(want)
     one = next(orjson.loads(r["value"]) for r in rows if r["topic"] == "notifications")
     assert one["id"] == notifications.notification_id(one["subscription"], "events", 0, one["offset"])
     assert one["event"] == orjson.loads(raw[one["offset"]]) and one["event_time_ms"] == 1_700_000_000_000
@@ -168,7 +161,7 @@ def test_valid_events_are_kept_and_matched_by_new_subscriptions(tmp_path):
         b'{"price": 2}',
     ])
     rows, m = run_partition(settings, reg, 0, 100.0, [batch])
-    assert rows == [] and m[M_VALID] == 2
+    assert rows == [] and m.valid == 2
     store = ValidityStore(settings.validity_dir)
     assert [e.offset for e in store.valid_events(1, 100.0)] == [0, 2]
     assert store.valid_events(0, 100.0) == []  # the batch's own events are matched by the main path
@@ -202,11 +195,23 @@ def test_an_oversized_retro_notification_goes_id_only_and_a_huge_id_is_one_error
     assert all(len(k) + len(v) <= 5_000 - notifications.RECORD_OVERHEAD for k, v in retro)
 
 
-def test_sum_metrics_adds_counts_and_keeps_the_largest_index():
-    a, b = [1] * N_METRICS, [2] * N_METRICS
-    a[M_INDEX_BYTES], b[M_INDEX_BYTES] = 10, 7
-    total = sum_metrics([a, b])
-    assert total[M_EVENTS] == 3 and total[M_INDEX_BYTES] == 10 and sum_metrics([]) == [0] * N_METRICS
+def test_the_total_of_task_metrics_adds_counts_and_keeps_the_largest_index():
+    a = TaskMetrics(events=1, errors=1, matches=1, match_ns=1, index_ns=1, valid=1, index_bytes=10, records=1,
+                    read_ns=1, task_ns=1)
+    b = TaskMetrics(events=2, errors=2, matches=2, match_ns=2, index_ns=2, valid=2, index_bytes=7, records=2,
+                    read_ns=2, task_ns=2)
+    total = TaskMetrics.total([a, b])
+    assert total == TaskMetrics(3, 3, 3, 3, 3, 3, 10, 3, 3, 3) and TaskMetrics.total([]) == TaskMetrics()
+
+
+def test_a_task_result_travels_as_one_row_of_the_task_schema():
+    valid = [ValidEvent("events", 0, 4, 1_000, 9.0, "e4", b'{"price": 3}')]
+    result = TaskResult(TaskMetrics(events=5, index_bytes=7), valid, {"matcher": "counting"}, "host/pid1", [2, 0])
+    row = result.to_batch().to_pylist()
+    assert len(row) == 1 and list(row[0]) == TASK_SCHEMA.names
+    back = TaskResult.from_row(row[0])
+    assert back == TaskResult(result.metrics, valid, {"matcher": "counting"}, "host/pid1", [0, 2])
+    assert TaskResult.from_row(TaskResult().to_batch().to_pylist()[0]) == TaskResult()
 
 
 def test_logged_ranges_read_spark_offset_log(tmp_path):
@@ -223,14 +228,14 @@ def test_logged_ranges_read_spark_offset_log(tmp_path):
 
 def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path, monkeypatch):
     from matchers.expr import Subscription, pred
-    from streaming import match_job
+    from streaming.match import executor
     from streaming.records import UPSERT, Change
 
     settings = settings_for(tmp_path)
     reg = Registry(settings.registry_dir)
     reg.append(0, [Change(UPSERT, "s", Subscription.of("s", pred("price", "<", 5)))], 0.0)
     log = {("events", 1): [b'{"price": 1}', b'{"price": 9}', b'{"price": 2}']}
-    monkeypatch.setattr(match_job, "read_range", lambda consumer, rng: iter([kafka_batch(
+    monkeypatch.setattr(executor, "read_range", lambda consumer, rng: iter([kafka_batch(
         log[rng.topic, rng.partition][rng.start:rng.end], rng.topic, rng.partition, rng.start)]))
     spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20)
     ctx = BatchContext.of(settings, 1, 0.0, spec, NO_KAFKA)
@@ -260,20 +265,20 @@ def test_oversized_notification_goes_id_only_with_a_note(tmp_path):
     assert "event" not in docs[1] and "limits.message_bytes" in docs[1]["note"]
     assert docs[1]["id"] == notifications.notification_id("s", "events", 0, 1)
     assert all(len(r["value"]) + len(r["key"]) <= 5_000 - notifications.RECORD_OVERHEAD for r in rows)
-    assert m[M_EVENTS] == 2 and m[M_ERRORS] == 0
+    assert m.events == 2 and m.errors == 0
 
 
 def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypatch):
     """A batch-wide encode failure falls back to one event at a time; only the culprit is rejected
     (an event of the general path: the scanner of the JSON path does not call ``encode``)."""
     from matchers.expr import Subscription, pred
-    from streaming import match_job
+    from streaming.match import executor
     from streaming.records import UPSERT, Change
 
     settings = settings_for(tmp_path)
     reg = Registry(settings.registry_dir)
     reg.append(0, [Change(UPSERT, "s", Subscription.of("s", pred("price", "<", 5)))], 0.0)
-    real = match_job.index_for
+    real = executor.index_for
 
     class Picky:
         def __init__(self, matcher):
@@ -287,7 +292,7 @@ def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypa
                 raise OverflowError("cannot encode poison")
             return self.matcher.encode(events)
 
-    monkeypatch.setattr(match_job, "index_for", lambda spec: type("C", (), {"matcher": Picky(real(spec).matcher)}))
+    monkeypatch.setattr(executor, "index_for", lambda spec: type("C", (), {"matcher": Picky(real(spec).matcher)}))
     batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": [[true]]}', b'{"price": 3}'])
     rows, m = run_partition(settings, reg, 1, 0.0, [batch])
     notes = sorted(orjson.loads(r["value"])["offset"] for r in rows if r["topic"] == "notifications")
@@ -295,7 +300,7 @@ def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypa
     assert notes == [0, 2]
     assert [(e["offset"], e["stage"]) for e in errors] == [(1, "event")]
     assert "cannot be encoded for the matcher: OverflowError: cannot encode poison" in errors[0]["reason"]
-    assert m[M_EVENTS] == 2 and m[M_ERRORS] == 1
+    assert m.events == 2 and m.errors == 1
 
 
 def test_an_event_whose_id_alone_is_too_large_is_an_error(tmp_path):
@@ -311,7 +316,7 @@ def test_an_event_whose_id_alone_is_too_large_is_an_error(tmp_path):
     errors = [orjson.loads(r["value"]) for r in rows if r["topic"] == "errors"]
     assert sorted((n["subscription"], n["offset"]) for n in notes) == [("s", 1), ("t", 1)]
     assert [(e["offset"], e["stage"]) for e in errors] == [(0, "event")] and "even without the event" in errors[0]["reason"]
-    assert m[M_EVENTS] == 1 and m[M_ERRORS] == 1 and m[M_VALID] == 0
+    assert m.events == 1 and m.errors == 1 and m.valid == 0
 
 
 def test_plan_tasks_share_small_ranges_and_fill_the_slots_with_shard_groups():
@@ -337,7 +342,7 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
                                                                          task_events, executors):
     """Tasks of plan_tasks (``executors`` = 0) or of the groups pinned to ``executors`` executors
     (each task a partition of the anchors' cartesian with the bins) match like the oracle."""
-    from streaming import match_job
+    from streaming.match import executor
     from streaming.placement import pinned_bins, pinned_groups
     from streaming.records import UPSERT, Change
 
@@ -352,7 +357,7 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
     raw = [orjson.dumps(e) for e in events]
     raw[7] = b"{broken"
     log = {("events", p): raw[p::2] for p in (0, 1)}
-    monkeypatch.setattr(match_job, "read_range", lambda consumer, rng: iter([kafka_batch(
+    monkeypatch.setattr(executor, "read_range", lambda consumer, rng: iter([kafka_batch(
         log[rng.topic, rng.partition][rng.start:rng.end], rng.topic, rng.partition, rng.start)]))
     spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20, shards)
     ctx = BatchContext.of(settings, 1, 100.0, spec, NO_KAFKA)
@@ -364,8 +369,9 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
         return len(sent) - before
 
     prepared: list[int] = []
-    real_prepare = match_job._prepare
-    monkeypatch.setattr(match_job, "_prepare", lambda rb: prepared.append(rb.num_rows) or real_prepare(rb))
+    real_prepare = executor.PreparedBatch
+    monkeypatch.setattr(executor, "PreparedBatch",
+                        lambda rb, limits: prepared.append(rb.num_rows) or real_prepare(rb, limits))
     ranges = [OffsetRange("events", p, 0, 100) for p in (0, 1)]
     if executors:
         groups = pinned_groups(shards, executors)
@@ -382,9 +388,9 @@ def test_sharded_tasks_send_the_oracle_notifications_and_each_error_once(tmp_pat
     want = {(sid, i % 2, i // 2) for i, e in enumerate(events) if i != 7 for sid in oracle_match(subs, flatten(e))}
     assert sorted(got) == sorted(want) and len(got) == len(set(got))  # each match once, in one shard
     assert [orjson.loads(r["value"])["offset"] for r in sent if r["topic"] == "errors"] == [3]
-    m = sum_metrics(list(r.values())[:N_METRICS] for r in out)
+    m = TaskMetrics.total(TaskResult.from_row(r).metrics for r in out)
     valid = [e for r in out for e in decode(r["valid_events"])]
-    assert m[M_EVENTS] == 199 and m[M_ERRORS] == 1 and m[M_VALID] == len(valid) == 50
+    assert m.events == 199 and m.errors == 1 and m.valid == len(valid) == 50
     assert len(out) == len(todo)
     assert sorted(prepared) == sorted(r.end - r.start for ranges, _ in todo for r in ranges)  # once per task
     sent.clear()  # the first batch's path: every shard over one partition's records
@@ -437,4 +443,4 @@ def test_scanned_and_general_events_alike(tmp_path):
     rows, m = run_partition(settings, reg, 0, 100.0, [kafka_batch(raws)])
     docs = [orjson.loads(r["value"]) for r in rows if r["topic"] == "notifications"]
     assert [(d["offset"], d["event_id"]) for d in docs] == [(0, "e-1"), (1, "e-2"), (2, 7.5), (3, "events/0/3")]
-    assert m[M_VALID] == 2 and m[M_EVENTS] == 5 and m[M_ERRORS] == 0
+    assert m.valid == 2 and m.events == 5 and m.errors == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from streaming.kafka.offsets import OffsetRange
-from streaming.match_job import pinned_tasks
+from streaming.match import pinned_tasks
 from streaming.placement import event_bins, executor_name, pinned_bins, pinned_groups, spread
 
 

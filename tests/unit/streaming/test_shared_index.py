@@ -21,7 +21,7 @@ from matchers.events import flatten
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, shared_index
 from streaming.executor_cache import IndexSpec, index_for
-from streaming.match_job import split_snapshot
+from streaming.match import split_snapshot
 from streaming.registry import Registry, load_state
 from streaming.shared_index import CorruptIndex, SharedKey
 from tests.strategies import random_event, random_subscriptions

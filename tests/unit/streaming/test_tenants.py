@@ -7,7 +7,7 @@ import pytest
 
 from streaming import executor_cache
 from streaming.config import ConfigError, Settings, load
-from streaming.match_job import (
+from streaming.match import (
     BatchContext,
     RegistryBroadcast,
     apply_changes,

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from streaming.config import Settings, load
-from streaming.match_job import BatchContext, RegistryBroadcast, match_partition
+from streaming.match import BatchContext, RegistryBroadcast, match_partition
 from streaming.patterns.keyed import (
     NO_KEY,
     PATTERN_EVENT,

@@ -1,0 +1,298 @@
+"""What runs in a match task, on an executor: read, match, notify, report.
+
+:func:`match_ranges` (the tasks of an RDD job, :func:`match_pinned` when the shard groups
+are pinned to executors) reads the task's event ranges from Kafka itself and hands them to
+:func:`match_partition`, which brings the worker's cached index of each shard to the batch's
+version (:mod:`streaming.executor_cache`), reads each event once for every shard
+(:class:`PreparedBatch`), encodes and matches it per shard, produces the notification and
+error records to Kafka itself, and yields one :class:`~streaming.match.tasks.TaskResult` row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from matchers.events import FlatEvent, ScanLimits, encode_json
+from streaming import notifications
+from streaming.config import LimitsSettings
+from streaming.executor_cache import index_for
+from streaming.kafka.fetch import read_range
+from streaming.kafka.sink import produce_batches
+from streaming.match.tasks import BatchContext, Task, TaskMetrics, TaskResult, out_batch
+from streaming.placement import executor_name
+from streaming.records import EVENT, EventRead, Position, error, read_event_fast
+from streaming.validity import ValidEvent, validity_end
+
+Produce = Callable[[Iterator[pa.RecordBatch]], int]
+"""Sends Arrow batches of ``key, value, topic`` records and returns how many it sent."""
+
+
+def match_pinned(pairs: Iterable[tuple[tuple[int, str], int]], ctx: BatchContext, todo: Sequence[Task], n_bins: int,
+                 produce: Produce | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`match_ranges` over a partition of the anchors' ``cartesian`` with the bins: each
+    ``((group, anchor's executor), bin)`` pair names task ``group * n_bins + bin`` of ``todo``
+    (:func:`~streaming.match.tasks.pinned_tasks`)."""
+    yield from match_ranges((g * n_bins + b for (g, _), b in pairs), ctx, todo, produce)
+
+
+def match_ranges(numbers: Iterable[int], ctx: BatchContext, todo: Sequence[Task],
+                 produce: Produce | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`match_partition` over the records of this task's offset ranges, read by this task.
+
+    ``todo`` holds the batch's tasks (:func:`~streaming.match.tasks.plan_tasks`); ``numbers``
+    (the partition of a ``SparkContext.parallelize(range(len(todo)))``) name this task's.
+    Yields the result row of each as a dict of :data:`~streaming.match.tasks.TASK_SCHEMA`.
+    """
+    for i in numbers:
+        ranges, shards = todo[i]
+        records = (rb for rng in ranges for rb in read_range(ctx.kafka, rng))
+        for rb in match_partition(records, ctx, produce, shards):
+            yield from rb.to_pylist()
+
+
+def match_all_shards(batches: Iterator[pa.RecordBatch], ctx: BatchContext,
+                     produce: Produce | None = None) -> Iterator[pa.RecordBatch]:
+    """:func:`match_partition` against every shard over one partition of event records (the first batch's path)."""
+    yield from match_partition(batches, ctx, produce, tuple(range(ctx.spec.shards)))
+
+
+def match_partition(
+    batches: Iterator[pa.RecordBatch],
+    ctx: BatchContext,
+    produce: Produce | None = None,
+    shards: Sequence[int] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Match one partition's event records, send the results, and yield the task's result row.
+
+    Parameters
+    ----------
+    batches : Arrow batches with the Kafka source columns (``value, topic, partition,
+        offset, timestamp``) of event records.
+    ctx : the batch's context.
+    produce : sends the records (by default to Kafka with ``ctx.kafka``, waiting for every
+        acknowledgement).
+    shards : the subscription shards to match against (default ``ctx.spec.shard``). Each
+        event is read and parsed once, then encoded and matched per shard. Only with shard 0
+        among them does the task report what belongs to the events rather than the
+        subscriptions (error records, event counts, valid events); otherwise it sends
+        notifications only.
+
+    Yields
+    ------
+    The task's :class:`~streaming.match.tasks.TaskResult` as its one row: its metrics and
+    its still-valid events, which the driver stores (:class:`~streaming.validity.ValidityStore`).
+    """
+    t0 = time.perf_counter_ns()
+    if produce is None:
+        produce = partial(produce_batches, ctx.kafka, None)
+    result = TaskResult(executor=executor_name())
+    shards = (ctx.spec.shard,) if shards is None else tuple(shards)
+    m = result.metrics
+    m.records = produce(_records(_timed(batches, m), ctx, shards, result))
+    m.valid = len(result.valid_events)
+    m.task_ns = time.perf_counter_ns() - t0
+    yield result.to_batch()
+
+
+def _timed(batches: Iterator[pa.RecordBatch], metrics: TaskMetrics) -> Iterator[pa.RecordBatch]:
+    """``batches``, adding the time spent waiting for each to ``metrics.read_ns``."""
+    while True:
+        t0 = time.perf_counter_ns()
+        rb = next(batches, None)
+        metrics.read_ns += time.perf_counter_ns() - t0
+        if rb is None:
+            return
+        yield rb
+
+
+class PreparedBatch:
+    """An Arrow batch of event records as every shard's matching needs it, read once.
+
+    Its columns as Python lists; each shard scans the bytes against its own dictionary
+    (:func:`_read_batch`), and the records the scan does not take are read once for all
+    shards (:meth:`read`, kept).
+    """
+
+    __slots__ = ("values", "topics", "parts", "offsets", "stamps", "_limits", "_reads")
+
+    def __init__(self, rb: pa.RecordBatch, limits: LimitsSettings):
+        self.values: list[bytes | None] = rb.column("value").to_pylist()
+        self.topics: list[str] = rb.column("topic").to_pylist()
+        self.parts: list[int] = rb.column("partition").to_pylist()
+        self.offsets: list[int] = rb.column("offset").to_pylist()
+        self.stamps: list[int | None] = rb.column("timestamp").cast(pa.int64()).to_pylist()
+        self._limits = limits
+        self._reads: dict[int, EventRead] = {}
+
+    def read(self, i: int) -> EventRead:
+        """Record ``i`` read (:func:`~streaming.records.read_event_fast`), the first time only."""
+        got = self._reads.get(i)
+        if got is None:
+            got = self._reads[i] = read_event_fast(self.values[i], self._limits)
+        return got
+
+
+def _records(batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple[int, ...],
+             result: TaskResult) -> Iterator[pa.RecordBatch]:
+    """Notification and error records of the event batches against ``shards``; fills ``result``.
+
+    Each batch is prepared once (:class:`PreparedBatch`), then read, matched and notified per
+    shard (:func:`_shard_records`). A record that cannot be handled (refused by
+    :func:`~streaming.records.read_event`, not encodable for the matcher, no notification
+    possible) becomes one error record, with shard 0 only.
+    """
+    m = result.metrics
+    matchers: dict[int, Any] = {}
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        t1 = time.perf_counter_ns()
+        prepared = PreparedBatch(rb, ctx.limits)
+        for shard in shards:
+            matcher = matchers.get(shard)
+            if matcher is None:  # a partition without rows never builds an index
+                t2 = time.perf_counter_ns()
+                matcher = matchers[shard] = index_for(replace(ctx.spec, shard=shard)).matcher
+                t1 += time.perf_counter_ns() - t2  # index time is not match time
+                m.index_ns += time.perf_counter_ns() - t2
+                m.index_bytes += matcher.memory_bytes()
+                result.index.update(matcher.describe())
+                result.shards.append(shard)
+            out = _shard_records(prepared, matcher, ctx, m, result.valid_events if shard == 0 else None)
+            if out is not None:
+                yield out
+        m.match_ns += time.perf_counter_ns() - t1
+
+
+def _shard_records(p: PreparedBatch, matcher: Any, ctx: BatchContext, m: TaskMetrics,
+                   valid: list[ValidEvent] | None) -> pa.RecordBatch | None:
+    """Records of one prepared batch matched by one shard's ``matcher``: its notifications,
+    and with ``valid`` (shard 0) the batch's error records, event counts and valid events."""
+    report = valid is not None
+    with_event = ctx.payload == notifications.PAYLOAD_EVENT
+    notes_topic, tenants = ctx.notifications_topic, ctx.tenants
+    values, topics, parts, offsets, stamps = p.values, p.topics, p.parts, p.offsets, p.stamps
+    out_keys: list[bytes | None] = []
+    out_values: list[bytes] = []
+    out_topics: list[str] = []
+    rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
+    batch, kept = _read_batch(matcher, p, ctx, rejected)
+    n_events = len(kept)
+    if report:
+        m.errors += len(values) - n_events
+    else:
+        rejected.clear()  # shard 0 reports them
+    if kept:
+        result = matcher.match(batch)
+        now_ms = int(time.time() * 1000)
+        res_off, res_keys = result.offsets.tolist(), result.keys
+        room = ctx.limits.message_bytes - notifications.RECORD_OVERHEAD
+        id_of = matcher.id_of
+        for j, (i, event_id, obj) in enumerate(kept):
+            if event_id is None:
+                event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
+            stamp = stamps[i]
+            ms = stamp // 1000 if stamp is not None else None
+            lo, hi = res_off[j], res_off[j + 1]
+            if lo < hi:
+                reason = None
+                try:
+                    notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
+                                                     values[i] if with_event else None, ms, now_ms, ctx.batch_id)
+                except (TypeError, ValueError, OverflowError, UnicodeError, RecursionError) as exc:
+                    reason = f"cannot build its notification: {type(exc).__name__}: {exc}"
+                else:
+                    try:
+                        if tenants is None:
+                            n = notes.add_records(map(id_of, res_keys[lo:hi].tolist()), room, out_keys, out_values)
+                            out_topics += [notes_topic] * n
+                        else:
+                            routed = [tenants.route(id_of(key)) for key in res_keys[lo:hi].tolist()]
+                            notes.add_records([sid for _, sid in routed], room, out_keys, out_values)
+                            out_topics += [topic for topic, _ in routed]
+                    except notifications.NotificationTooLarge as exc:
+                        reason = str(exc)
+                if reason is not None:
+                    if report:
+                        rejected.append((EVENT, i, reason))
+                        m.errors += 1
+                    n_events -= 1
+                    continue
+            if valid is not None and ctx.valid_until_field in obj:
+                until = validity_end(obj, ctx.valid_until_field, ctx.now, ctx.max_validity_s)
+                if until is not None:
+                    raw = values[i]
+                    assert raw is not None  # a record without a value is never kept
+                    valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, raw.strip()))
+        m.matches += result.total
+    if report:
+        m.events += n_events
+        for stage, i, reason in rejected:
+            out_keys.append(None)
+            out_values.append(error(stage, values[i], Position(topics[i], parts[i], offsets[i]), reason).to_json())
+            out_topics.append(ctx.errors_topic)
+    return out_batch(out_keys, out_values, out_topics) if out_values else None
+
+
+_ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, RecursionError)
+
+
+def _read_batch(matcher: Any, p: PreparedBatch, ctx: BatchContext,
+                rejected: list[tuple[str, int, str]]) -> tuple[Any, list[tuple[int, Any, dict]]]:
+    """The matcher's encoding of the event records and ``(row, event id or None, object)``
+    per encoded event; a refused record is added to ``rejected``.
+
+    The records go through :func:`matchers.events.encode_json` (one scan of the bytes);
+    those it does not take through :meth:`PreparedBatch.read`, once for all shards. The
+    object of a scanned event is parsed only when it holds the validity field (``{}``
+    otherwise); its id is the value at its span.
+    """
+    limits, id_field, until_field = ctx.limits, ctx.event_id_field, ctx.valid_until_field
+    loads = orjson.loads
+    objs: dict[int, dict] = {}
+    start = len(rejected)
+    check = False  # whether to try encoding each general-path event alone
+
+    def slow(i: int) -> FlatEvent | None:
+        obj, flat, problem = p.read(i)
+        if obj is None:
+            rejected.append((EVENT, i, problem or ""))
+            return None
+        if check:
+            try:
+                matcher.encode([flat])
+            except _ENCODE_ERRORS as exc:
+                rejected.append((EVENT, i, f"cannot be encoded for the matcher: {type(exc).__name__}: {exc}"))
+                return None
+        objs[i] = obj
+        return flat
+
+    raws = [b"" if v is None else v for v in p.values]
+    scan_limits = ScanLimits(limits.depth, limits.attributes, limits.string_length, limits.array_rows, limits.event_bytes)
+    try:
+        jb = encode_json(raws, matcher.dictionary, slow, scan_limits, (id_field, until_field), encode_flat=matcher.encode)
+    except _ENCODE_ERRORS:  # some event cannot be encoded: again, finding which
+        del rejected[start:]
+        objs.clear()
+        check = True
+        jb = encode_json(raws, matcher.dictionary, slow, scan_limits, (id_field, until_field), encode_flat=matcher.encode)
+    kept: list[tuple[int, Any, dict]] = []
+    spans = jb.spans.tolist()
+    for i in jb.events.tolist():
+        obj = objs.get(i)
+        if obj is None:  # scanned: the id at its span, the object only for its validity
+            raw = raws[i]
+            lo, hi = spans[i][0], spans[i][1]
+            until = spans[i][2] if until_field != id_field else lo  # one key: its span is the first
+            obj = loads(raw) if until >= 0 else {}
+            kept.append((i, obj.get(id_field) if until >= 0 else loads(raw[lo:hi]) if lo >= 0 else None, obj))
+        else:
+            kept.append((i, obj.get(id_field), obj))
+    return jb.batch, kept

@@ -1,0 +1,344 @@
+"""The "match" query: its foreachBatch function (:meth:`MatchJob.process`) and the driver's state.
+
+Each micro-batch hands off to the package's other modules: :mod:`~streaming.match.changes`
+(the subscription records become the registry's next version; new subscriptions meet the
+still-valid events of earlier batches), :mod:`~streaming.match.broadcast` (the registry as
+the tasks receive it), :mod:`~streaming.match.tasks` (the batch's tasks: event ranges times
+groups of shards, pinned to executors on a cluster with shards, :mod:`streaming.placement`)
+and :mod:`~streaming.match.executor` (one RDD job: each task reads its event ranges from
+Kafka, matches them, produces its records itself and returns one row to the driver).
+
+Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`, read
+through :mod:`streaming.storage` from any Hadoop-compatible checkpoint location): the
+driver reads the subscription records itself and never reads events, so a micro-batch
+runs one Spark job (none without events) and no record passes through the JVM. The first
+batch of a new checkpoint, whose start offsets Spark does not log, takes the records of
+the micro-batch DataFrame instead. Nothing an executor needs lives on the driver's disk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from matchers.collector import long_lived
+from streaming.config import Settings
+from streaming.kafka import offsets
+from streaming.kafka.admin import partition_counts
+from streaming.kafka.client_config import KafkaClientConfig
+from streaming.kafka.offsets import OffsetMap, OffsetRange
+from streaming.kafka.sink import produce_batches
+from streaming.match.broadcast import RegistryBroadcast
+from streaming.match.changes import (
+    apply_changes,
+    new_subscriptions,
+    read_records,
+    retro_notifications,
+)
+from streaming.match.executor import match_all_shards, match_pinned, match_ranges
+from streaming.match.tasks import (
+    TASK_DDL,
+    TASK_EVENTS,
+    BatchContext,
+    TaskMetrics,
+    TaskResult,
+    out_batch,
+    pinned_tasks,
+    plan_tasks,
+)
+from streaming.metrics import BatchMetrics, StatusFile
+from streaming.placement import ShardAnchors, pinned_bins
+from streaming.records import SubscriptionParser, default_parser
+from streaming.registry import Registry, RegistryError
+from streaming.storage import Directory, join
+from streaming.tenants import Admission, Tenants
+from streaming.validity import ValidityStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from streaming.patterns.census import CurrentWarnings
+
+log = logging.getLogger("streaming.match")
+
+
+def logged_ranges(query_checkpoint: str, batch_id: int) -> list[OffsetRange] | None:
+    """The offset ranges of micro-batch ``batch_id`` (every topic), from the query's offset log.
+
+    Spark writes ``offsets/<batch>`` under the query's checkpoint location (a URI or path;
+    a version line, a metadata line, then the end offsets of each source as JSON) before it
+    runs the batch, which starts where the previous batch ended. ``None`` when the log does
+    not say: the first batch of a checkpoint (its start is the source's initial offset,
+    which is not logged).
+    """
+    log_dir = Directory(join(query_checkpoint, "offsets"))
+
+    def ends(batch: int) -> OffsetMap | None:
+        if batch < 0:
+            return None
+        try:
+            text = log_dir.read(str(batch)).decode("utf-8")
+        except FileNotFoundError:
+            return None
+        found: OffsetMap = {}
+        for line in text.splitlines()[2:]:
+            if line.startswith("{"):
+                found.update(offsets.from_json(json.loads(line)))
+        return found
+
+    start, end = ends(batch_id - 1), ends(batch_id)
+    return None if start is None or end is None else offsets.ranges(start, end)
+
+
+def _topic_exists(client_config: KafkaClientConfig) -> Callable[[str], bool]:
+    """Whether a topic exists (asking the broker about a topic not seen before)."""
+    known: set[str] = set()
+
+    def exists(topic: str) -> bool:
+        if topic not in known:
+            known.update(partition_counts(client_config, [topic]))
+        return topic in known
+
+    return exists
+
+
+# -- the query -----------------------------------------------------------------------------
+class MatchJob:
+    """The foreachBatch function of the match query and the state it keeps on the driver.
+
+    Parameters
+    ----------
+    settings : the service's settings.
+    spark : the session.
+    client_config : the Kafka client configuration (bootstrap servers resolved).
+    parse : subscription record parser (the language's by default).
+    """
+
+    def __init__(self, settings: Settings, spark: SparkSession, client_config: KafkaClientConfig,
+                 parse: SubscriptionParser | None = None):
+        self.settings = settings
+        self.spark = spark
+        self.client_config = client_config
+        self.parse = parse or default_parser()
+        m = settings.match
+        with long_lived():
+            self.registry = Registry(settings.registry_dir, m.snapshot_every, m.snapshots_kept, m.max_catchup_versions)
+        self.validity = ValidityStore(settings.validity_dir)
+        self.shipping = RegistryBroadcast(spark.sparkContext.broadcast)
+        self.status = StatusFile(settings.status.status_file, settings.status.history)
+        self.tenants = Tenants.of(settings)
+        self.admission = Admission(self.tenants, _topic_exists(client_config)) if self.tenants is not None else None
+        master = spark.sparkContext.master or ""
+        local = master == "local" or master.startswith("local[")
+        self.anchors = ShardAnchors(m.shards) if m.shards > 1 and not local else None
+        """The shard groups' anchors (:mod:`streaming.placement`): with shards on a cluster only."""
+        self.placement: dict[int, dict[str, int]] = {}
+        """Tasks that matched each shard, by executor, since the anchors were last made."""
+        self.last: BatchMetrics | None = None
+        self.index: list[dict[str, Any]] = []
+        """The indexes the last batch with events matched with (one per distinct description)."""
+        self.history: list[BatchMetrics] = []
+        self.batches = 0
+        self._census_warnings: CurrentWarnings | None = None
+        self._lock = threading.Lock()
+
+    # foreachBatch
+    def process(self, df: DataFrame, batch_id: int) -> None:
+        """Handle one micro-batch (see the module docstring)."""
+        with self._lock:
+            self._process(df, int(batch_id))
+
+    def _process(self, df: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        t0 = time.perf_counter()
+        k, m = self.settings.kafka, self.settings.match
+        ranges = logged_ranges(self.query_checkpoint, batch_id)
+        sub_topics = self.subscription_topics
+        if ranges is None:
+            rows = [tuple(r) for r in df.filter(F.col("topic").isin(*sub_topics))
+                    .select("key", "value", "topic", "partition", "offset").collect()]
+        else:
+            rows = read_records(self.client_config, [r for r in ranges if r.topic in sub_topics])
+        with long_lived() if rows else nullcontext():  # the registry's new subscriptions live on
+            outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time(),
+                                    self.settings.limits, self.admission)
+        t1 = time.perf_counter()
+        version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
+        new = new_subscriptions(outcome.delta)
+        retro, retro_errors = retro_notifications(  # the stored valid events are read only for new subscriptions
+            m.matcher, new, self.validity.valid_events(batch_id, outcome.now) if new else [], batch_id,
+            self.settings.notifications.payload,
+            self.settings.limits.message_bytes, self.tenants, m.matcher_params())
+        index = replace(self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards),
+            app_id=self.spark.sparkContext.applicationId if m.shared_index else None, params=m.matcher_params())
+        ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.client_config)
+        driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
+        driver_rows += [(None, e.to_json(), self.errors_topic_of(e.position.topic)) for e in outcome.errors]
+        for sid, value in retro:
+            topic, public = (k.notifications_topic, sid) if self.tenants is None else self.tenants.route(sid)
+            driver_rows.append((public.encode("utf-8"), value, topic))
+        if driver_rows:
+            keys, values, topics = zip(*driver_rows, strict=True)
+            produce_batches(self.client_config, None, iter([out_batch(keys, values, topics)]))
+        t2 = time.perf_counter()
+        events = [r for r in ranges or () if r.topic == k.events_topic]
+        rows_out: list[dict[str, Any]] = []
+        if ranges is None:
+            rows_out = [r.asDict() for r in df.filter(F.col("topic") == k.events_topic)
+                        .mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL).collect()]
+        elif events:
+            rows_out = self._match(events, ctx)
+        results = [TaskResult.from_row(r) for r in rows_out]
+        v = TaskMetrics.total(r.metrics for r in results)
+        self._note_index([r.index for r in results if r.index])
+        self._note_placement(results)
+        self.validity.write(batch_id, [e for r in results for e in r.valid_events])
+        t3 = time.perf_counter()
+        input_rows = len(rows) + v.events + v.errors
+        self.validity.prune(outcome.now)
+        metrics = BatchMetrics(
+            batch_id=batch_id, input_rows=input_rows, events=v.events, subscription_records=len(rows),
+            subscription_changes=outcome.accepted, expired=outcome.expired, rejected=len(outcome.errors),
+            event_errors=v.errors, matches=v.matches, retro_matches=len(retro), valid_events_kept=v.valid,
+            match_ms=v.match_ns / 1e6, index_ms=v.index_ns / 1e6, read_ms=v.read_ns / 1e6,
+            task_ms=v.task_ns / 1e6, batch_ms=(time.perf_counter() - t0) * 1e3,
+            changes_ms=(t1 - t0) * 1e3, retro_ms=(t2 - t1) * 1e3, write_ms=(t3 - t2) * 1e3,
+            registry_version=version, subscriptions=len(self.registry), index_bytes=v.index_bytes,
+            replay=outcome.replay,
+        )
+        self.last = metrics
+        self.history = (self.history + [metrics])[-1000:]
+        self.batches += 1
+        log.info(metrics.log_line())
+        extra: dict[str, Any] = {}
+        if self.admission:
+            extra["tenants"] = self.admission.describe(self.registry, self.pattern_ids(), self.pattern_instances())
+        if m.shards > 1:
+            extra["shards"] = self.describe_shards()
+        if self.settings.patterns.enabled:
+            extra["pattern_warnings"] = self.pattern_warnings()
+        self.status.write("running", metrics, registry=dict(self.registry.describe()), index=self.index, **extra)
+
+    def _match(self, events: list[OffsetRange], ctx: BatchContext) -> list[dict[str, Any]]:
+        """The result rows of the batch's match job over its event ranges (an RDD job: the ranges
+        travel with the function, the partitions only number the tasks).
+
+        Without anchors the tasks are partitions of a ``parallelize``d range (:func:`plan_tasks`);
+        with them, of the anchors' ``cartesian`` with the bins, each preferring the executor that
+        caches its group's anchor (:mod:`streaming.placement`).
+        """
+        sc = self.spark.sparkContext
+        if self.anchors is None:
+            todo = plan_tasks(events, self.settings.match.shards, sc.defaultParallelism)
+            return sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
+                partial(match_ranges, ctx=ctx, todo=todo)).collect()
+        made = self.anchors.made
+        anchors, groups = self.anchors.current(sc)
+        if self.anchors.made != made:
+            self.placement = {}
+        bins = pinned_bins(events, len(groups), sc.defaultParallelism, TASK_EVENTS)
+        todo = pinned_tasks(bins, groups)
+        return anchors.cartesian(sc.parallelize(range(len(bins)), len(bins))).mapPartitions(
+            partial(match_pinned, ctx=ctx, todo=todo, n_bins=len(bins))).collect()
+
+    def _note_placement(self, results: list[TaskResult]) -> None:
+        """Count the tasks that matched each shard on each executor (:attr:`placement`)."""
+        for r in results:
+            for shard in r.shards:
+                where = self.placement.setdefault(shard, {})
+                where[r.executor] = where.get(r.executor, 0) + 1
+
+    def describe_shards(self) -> dict[str, Any]:
+        """The shards' placement for the status file: the groups and where their anchors were
+        made (when pinned), and the tasks that matched each shard by executor since then."""
+        out: dict[str, Any] = {"pinned": self.anchors is not None,
+                               "placement": {str(s): dict(w) for s, w in sorted(self.placement.items())}}
+        if self.anchors is not None:
+            out.update(anchorings=self.anchors.made, executors=self.anchors.executors,
+                       groups=[{"shards": list(g), "anchor": self.anchors.placed.get(i)}
+                               for i, g in enumerate(self.anchors.groups)])
+        return out
+
+    def _note_index(self, described: list[dict[str, Any]]) -> None:
+        """Keep the distinct indexes the tasks describe; log when one is chosen anew."""
+        distinct = {json.dumps(d): d for d in described}
+        index = [distinct[text] for text in sorted(distinct)]
+        if not index:
+            return
+        chosen = sorted({(d["matcher"], d.get("reason", "")) for d in index})
+        if chosen != sorted({(d["matcher"], d.get("reason", "")) for d in self.index}):
+            log.info("index: %s", "; ".join(f"{name} ({reason})" if reason else name for name, reason in chosen))
+        self.index = index
+
+    def pattern_ids(self) -> list[str]:
+        """The ids in the pattern registry (none while the patterns query has not made it)."""
+        from streaming.patterns.queries import registry_dir
+        from streaming.patterns.registry import load_registry
+
+        if not self.settings.patterns.enabled:
+            return []
+        try:
+            return list(load_registry(registry_dir(self.settings))[2])
+        except RegistryError:
+            return []
+
+    def pattern_warnings(self) -> list[dict]:
+        """The patterns reading an attribute no event of its stream carried, as the patterns
+        query last found them (:mod:`streaming.patterns.census`): the census file is read
+        again only when it changed."""
+        if self._census_warnings is None:
+            from streaming.patterns.census import CurrentWarnings
+            from streaming.patterns.queries import checkpoint
+
+            self._census_warnings = CurrentWarnings(checkpoint(self.settings))
+        return self._census_warnings()
+
+    def pattern_instances(self) -> dict[str, int]:
+        """Each tenant's live pattern instances after the patterns query's last batch (none before one)."""
+        from streaming.patterns.queries import state_dir
+        from streaming.patterns.state import StateStore
+
+        return StateStore(state_dir(self.settings)).latest() if self.settings.patterns.enabled else {}
+
+    @property
+    def subscription_topics(self) -> tuple[str, ...]:
+        """The topics subscription records are read from (every tenant's with tenants)."""
+        if self.tenants is None:
+            return (self.settings.kafka.subscriptions_topic,)
+        return self.tenants.subscription_topics
+
+    def errors_topic_of(self, record_topic: str) -> str:
+        """The errors topic of a rejected subscription record read from ``record_topic``."""
+        if self.tenants is None:
+            return self.settings.kafka.errors_topic
+        return self.tenants.errors_topic_of(record_topic)
+
+    @property
+    def query_checkpoint(self) -> str:
+        """The URI of the query's own checkpoint (offset and commit logs)."""
+        return join(self.settings.checkpoint, "query")
+
+    def start(self, spark: SparkSession | None = None) -> StreamingQuery:
+        """Start the match query (reading events and subscriptions, checkpoint under the settings')."""
+        from streaming.kafka import read_stream
+
+        spark = spark or self.spark
+        k, s = self.settings.kafka, self.settings.spark
+        df = read_stream(spark, self.client_config, [k.events_topic, *self.subscription_topics],
+                         starting=k.starting_offsets, max_per_trigger=k.max_offsets_per_trigger or None,
+                         use_java_connector=k.use_java_connector)
+        self.status.write("starting", registry=dict(self.registry.describe()))
+        return (df.writeStream.queryName("match")
+                .foreachBatch(self.process)
+                .option("checkpointLocation", self.query_checkpoint)
+                .trigger(processingTime=s.trigger_interval)
+                .start())
