@@ -54,6 +54,7 @@ from matchers.events import Dictionary, EventBatch, FlatEvent, encode
 from matchers.expr import INDEXED_OPS, PRESENCE_OPS, Kind, Op, Pred, Subscription, Value
 from matchers.presence import Presence, rewrite, tested
 from matchers.states import with_states
+from matchers.views import VIEW_OPS, with_views
 
 if TYPE_CHECKING:
     from matchers.phase1 import PredicateIndex
@@ -260,9 +261,11 @@ class Matcher(ABC):
 
     def _stateable_ops(self) -> frozenset[Op]:
         """The operators this index evaluates, itself or through presence states (an index
-        that evaluates ``=`` and ``IN`` evaluates the state tests)."""
+        that evaluates ``=`` and ``IN`` evaluates the state tests) and views (``ANYTHING BUT``:
+        :mod:`matchers.views`)."""
         ops = self.indexed_ops
-        return ops | PRESENCE_OPS if Op.EQ in ops and Op.IN in ops else ops
+        ops = ops | PRESENCE_OPS if Op.EQ in ops and Op.IN in ops else ops
+        return ops | {Op.ANYTHING_BUT} if VIEW_OPS <= ops else ops
 
     def add(self, subscriptions: Iterable[Subscription]) -> None:
         """Insert subscriptions; one whose id is already present is replaced."""
@@ -408,6 +411,9 @@ class Matcher(ABC):
         unless :attr:`sees_nulls`."""
         if self._presence:
             slot, states = self._presence.arrays(self.dictionary)
+            sources, views, tails = self._presence.views
+            if len(views):
+                batch = with_views(batch, sources, views, tails, self.dictionary)
             return with_states(batch, slot, states, not self.sees_nulls)
         return batch if self.sees_nulls else without_nulls(batch)
 

@@ -69,6 +69,15 @@ class Op(IntEnum):
     NOT_IN_ICASE = 27
     CIDR = 28
     NOT_CIDR = 29
+    PREFIX_ICASE = 30
+    NOT_PREFIX_ICASE = 31
+    SUFFIX_ICASE = 32
+    NOT_SUFFIX_ICASE = 33
+    ANYTHING_BUT = 34
+    """EventBridge's ``anything-but``: the operand is a positive predicate on the same attribute
+    (see :func:`anything_but`); true on a present value that it does not hold on (a value of
+    another kind, ``null`` included), false on a missing attribute.  Its complement is that
+    predicate (false on a missing attribute too)."""
 
 
 COMPLEMENT: dict[Op, Op] = {
@@ -87,28 +96,38 @@ COMPLEMENT: dict[Op, Op] = {
     Op.EQ_ICASE: Op.NE_ICASE, Op.NE_ICASE: Op.EQ_ICASE,
     Op.IN_ICASE: Op.NOT_IN_ICASE, Op.NOT_IN_ICASE: Op.IN_ICASE,
     Op.CIDR: Op.NOT_CIDR, Op.NOT_CIDR: Op.CIDR,
+    Op.PREFIX_ICASE: Op.NOT_PREFIX_ICASE, Op.NOT_PREFIX_ICASE: Op.PREFIX_ICASE,
+    Op.SUFFIX_ICASE: Op.NOT_SUFFIX_ICASE, Op.NOT_SUFFIX_ICASE: Op.SUFFIX_ICASE,
 }
+"""The complement of every operator but :attr:`Op.ANYTHING_BUT` (whose complement is its operand)."""
 
 ORDER_OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE})
 SET_OPS = frozenset({Op.IN, Op.NOT_IN, Op.IN_ICASE, Op.NOT_IN_ICASE})
 RANGE_OPS = frozenset({Op.BETWEEN, Op.NOT_BETWEEN})
 ICASE_OPS = frozenset({Op.EQ_ICASE, Op.NE_ICASE, Op.IN_ICASE, Op.NOT_IN_ICASE})
 """Equality and membership after Unicode case folding (``str.casefold``); operands are kept folded."""
+AFFIX_ICASE_OPS = frozenset({Op.PREFIX_ICASE, Op.NOT_PREFIX_ICASE, Op.SUFFIX_ICASE, Op.NOT_SUFFIX_ICASE})
+"""Prefix and suffix of the case-folded value (``str.casefold``); operands are kept folded."""
 STRING_OPS = frozenset({
     Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS,
     Op.LIKE, Op.NOT_LIKE, Op.MATCHES, Op.NOT_MATCHES, Op.CIDR, Op.NOT_CIDR,
-} | ICASE_OPS)
+} | ICASE_OPS | AFFIX_ICASE_OPS)
 PRESENCE_OPS = frozenset({Op.EXISTS, Op.NOT_EXISTS, Op.IS_NULL, Op.IS_NOT_NULL})
 """Operators without an operand: they test whether the attribute is present, and whether it is null."""
 NEGATIVE_OPS = frozenset({
     Op.NE, Op.NOT_IN, Op.NOT_BETWEEN, Op.NOT_PREFIX, Op.NOT_SUFFIX, Op.NOT_CONTAINS,
     Op.NOT_LIKE, Op.NOT_MATCHES, Op.NOT_EXISTS, Op.IS_NOT_NULL, Op.NE_ICASE, Op.NOT_IN_ICASE, Op.NOT_CIDR,
+    Op.NOT_PREFIX_ICASE, Op.NOT_SUFFIX_ICASE, Op.ANYTHING_BUT,
 })
-INDEXED_OPS = frozenset(Op(i) for i in range(20)) | ICASE_OPS | {Op.CIDR, Op.NOT_CIDR}
+INDEXED_OPS = frozenset(Op(i) for i in range(20)) | ICASE_OPS | AFFIX_ICASE_OPS | {Op.CIDR, Op.NOT_CIDR}
 """The operators every index evaluates itself (false on a missing attribute and on a
 value of another type; the string ones beyond ``=``, ``!=``, ``IN``, ``NOT IN`` through
 :class:`matchers.strings.StringEvaluator`); the others, those of :data:`PRESENCE_OPS`, every
-index evaluates as equality tests of presence states (:mod:`matchers.presence`)."""
+index evaluates as equality tests of presence states (:mod:`matchers.presence`), and
+:attr:`Op.ANYTHING_BUT` as a negated string test of a *view* of the value (:mod:`matchers.views`)."""
+BUT_OPS = frozenset({Op.EQ, Op.IN, Op.PREFIX, Op.SUFFIX, Op.CONTAINS, Op.LIKE, Op.EQ_ICASE, Op.IN_ICASE,
+                     Op.PREFIX_ICASE, Op.SUFFIX_ICASE})
+"""The operators of the predicate an :attr:`Op.ANYTHING_BUT` negates."""
 
 OP_SYMBOL: dict[Op, str] = {
     Op.EQ: "=", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
@@ -119,6 +138,9 @@ OP_SYMBOL: dict[Op, str] = {
     Op.EXISTS: "EXISTS", Op.NOT_EXISTS: "NOT EXISTS", Op.IS_NULL: "IS NULL", Op.IS_NOT_NULL: "IS NOT NULL",
     Op.EQ_ICASE: "= IGNORE CASE", Op.NE_ICASE: "!= IGNORE CASE", Op.IN_ICASE: "IN IGNORE CASE",
     Op.NOT_IN_ICASE: "NOT IN IGNORE CASE", Op.CIDR: "IN CIDR", Op.NOT_CIDR: "NOT IN CIDR",
+    Op.PREFIX_ICASE: "PREFIX IGNORE CASE", Op.NOT_PREFIX_ICASE: "NOT PREFIX IGNORE CASE",
+    Op.SUFFIX_ICASE: "SUFFIX IGNORE CASE", Op.NOT_SUFFIX_ICASE: "NOT SUFFIX IGNORE CASE",
+    Op.ANYTHING_BUT: "ANYTHING BUT",
 }
 
 OP_BY_NAME: dict[str, Op] = {
@@ -131,6 +153,8 @@ OP_BY_NAME: dict[str, Op] = {
     "exists": Op.EXISTS, "not exists": Op.NOT_EXISTS, "is null": Op.IS_NULL, "is not null": Op.IS_NOT_NULL,
     "= ignore case": Op.EQ_ICASE, "!= ignore case": Op.NE_ICASE, "in ignore case": Op.IN_ICASE,
     "not in ignore case": Op.NOT_IN_ICASE, "in cidr": Op.CIDR, "not in cidr": Op.NOT_CIDR,
+    "prefix ignore case": Op.PREFIX_ICASE, "not prefix ignore case": Op.NOT_PREFIX_ICASE,
+    "suffix ignore case": Op.SUFFIX_ICASE, "not suffix ignore case": Op.NOT_SUFFIX_ICASE,
 }
 """Operator names accepted by the JSON form (lower case, single spaces)."""
 
@@ -197,7 +221,10 @@ class Pred:
 
     def negate(self) -> Pred:
         """The complementary predicate (false on a missing attribute, like this one, except
-        that ``EXISTS`` and ``NOT EXISTS`` are each other's complement)."""
+        that ``EXISTS`` and ``NOT EXISTS`` are each other's complement; that of ``ANYTHING BUT``
+        is its operand)."""
+        if self.op is Op.ANYTHING_BUT:
+            return self.operand
         return Pred(self.attr, COMPLEMENT[self.op], self.operand, self.kind)
 
     def sort_key(self) -> tuple:
@@ -207,6 +234,13 @@ class Pred:
         attr = self.attr if _is_plain_name(self.attr) else "`" + self.attr.replace("`", "``") + "`"
         if self.op in (Op.EXISTS, Op.NOT_EXISTS):
             return f"{OP_SYMBOL[self.op]} {attr}"
+        if self.op is Op.ANYTHING_BUT:
+            return f"ANYTHING BUT ({self.operand})"
+        if self.op in AFFIX_ICASE_OPS:
+            text = like_escape(self.operand)
+            pattern = text + "%" if self.op in (Op.PREFIX_ICASE, Op.NOT_PREFIX_ICASE) else "%" + text
+            neg = "NOT " if self.op in NEGATIVE_OPS else ""
+            return f"{attr} {neg}LIKE {literal(pattern)} IGNORE CASE"
         if self.op in PRESENCE_OPS:
             return f"{attr} {OP_SYMBOL[self.op]}"
         if self.op in ICASE_OPS:
@@ -328,6 +362,8 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
     if "\x00" in attr:  # the names of presence states (matchers.presence) hold one
         raise SubscriptionError(f"attribute name must not hold a NUL character: {attr!r}")
     name = OP_SYMBOL[op]
+    if op is Op.ANYTHING_BUT:
+        return anything_but(operand)  # type: ignore[arg-type]  # checked there
     if op in PRESENCE_OPS:
         if operand is not None:
             raise SubscriptionError(f"{name} takes no operand, not {operand!r}")
@@ -369,15 +405,42 @@ def pred(attr: str, op: Op | str, operand: object) -> Pred:
             return _classify_like(attr, op is Op.NOT_LIKE, value)
         if op in (Op.MATCHES, Op.NOT_MATCHES):
             check_regex(value)
-        if op in ICASE_OPS:
+        if op in ICASE_OPS or op in AFFIX_ICASE_OPS:
             value = value.casefold()
         if op in (Op.CIDR, Op.NOT_CIDR):
             value = cidr_network(value)
-        if value == "" and op in (Op.PREFIX, Op.SUFFIX, Op.NOT_PREFIX, Op.NOT_SUFFIX):
+        if value == "" and op in _AFFIX_OPS:
             op = Op.NOT_CONTAINS if op in NEGATIVE_OPS else Op.CONTAINS  # one form of "any string"
     return Pred(attr, op, value, kind)
 
 
+def anything_but(inner: Pred) -> Pred:
+    """EventBridge's ``anything-but`` of a positive predicate (one of :data:`BUT_OPS`): true on a
+    present value that ``inner`` does not hold on, whatever its kind (``null`` included)."""
+    if not isinstance(inner, Pred) or inner.op not in BUT_OPS:
+        shown = OP_SYMBOL[inner.op] if isinstance(inner, Pred) else repr(inner)
+        raise SubscriptionError(f"ANYTHING BUT negates one predicate of =, IN, a prefix, a suffix, LIKE or "
+                                f"their IGNORE CASE forms, not {shown}",
+                                expected="e.g. ANYTHING BUT (state IN ('pending', 'stopped'))")
+    return Pred(inner.attr, Op.ANYTHING_BUT, inner, inner.kind)
+
+
+def like_ignore_case(attr: str, pattern: str, negated: bool = False) -> Pred:
+    """``attr LIKE pattern IGNORE CASE``: the pattern is a prefix (``'ab%'``), a suffix (``'%ab'``),
+    a whole value (``'ab'``) or any string (``'%'``), compared after case folding."""
+    tokens = like_parse(pattern)
+    kinds = [k for k, _ in tokens]
+    text = "".join(t for k, t in tokens if k == "lit")
+    shapes: dict[tuple[str, ...], Op] = {(): Op.EQ_ICASE, ("lit",): Op.EQ_ICASE, ("lit", "any"): Op.PREFIX_ICASE,
+                                         ("any", "lit"): Op.SUFFIX_ICASE, ("any",): Op.PREFIX_ICASE}
+    op = shapes.get(tuple(kinds))
+    if op is None:
+        raise SubscriptionError(f"LIKE ... IGNORE CASE takes a prefix, a suffix or a whole value, not {literal(pattern)}",
+                                expected="a pattern such as 'ab%', '%ab' or 'ab'")
+    return pred(attr, COMPLEMENT[op] if negated else op, text)
+
+
+_AFFIX_OPS = frozenset({Op.PREFIX, Op.SUFFIX, Op.NOT_PREFIX, Op.NOT_SUFFIX}) | AFFIX_ICASE_OPS
 _SINGLE = {Op.IN: Op.EQ, Op.NOT_IN: Op.NE, Op.IN_ICASE: Op.EQ_ICASE, Op.NOT_IN_ICASE: Op.NE_ICASE}
 
 

@@ -24,6 +24,8 @@ def holds(p: Pred, event: Mapping[str, Value]) -> bool:
     ``IS NULL`` / ``IS NOT NULL``: it is present and null / not null.  Every other
     predicate is false when the attribute is missing or its value's type (null
     included) differs from the operand's, for negated operators too (SQL's NULL rule).
+    ``ANYTHING BUT`` (EventBridge's ``anything-but``) holds on a present value its operand, a
+    predicate, does not hold on: a value of another kind, null included, satisfies it.
     """
     if p.op is Op.NOT_EXISTS:
         return p.attr not in event
@@ -33,6 +35,8 @@ def holds(p: Pred, event: Mapping[str, Value]) -> bool:
     value: Any = event[p.attr]
     if p.op is Op.EXISTS:
         return True
+    if p.op is Op.ANYTHING_BUT:  # a present value the inner predicate does not hold on, of any kind
+        return not holds(p.operand, event)
     if p.op is Op.IS_NULL:
         return value is None
     if p.op is Op.IS_NOT_NULL:
@@ -90,6 +94,14 @@ def holds(p: Pred, event: Mapping[str, Value]) -> bool:
         return value.casefold() in x
     if op is Op.NOT_IN_ICASE:
         return value.casefold() not in x
+    if op is Op.PREFIX_ICASE:
+        return value.casefold().startswith(x)
+    if op is Op.NOT_PREFIX_ICASE:
+        return not value.casefold().startswith(x)
+    if op is Op.SUFFIX_ICASE:
+        return value.casefold().endswith(x)
+    if op is Op.NOT_SUFFIX_ICASE:
+        return not value.casefold().endswith(x)
     if op is Op.CIDR:
         return in_network(value, x)
     if op is Op.NOT_CIDR:

@@ -1,8 +1,8 @@
 """The string side path of phase 1: string operators other than equality.
 
 Prefix, suffix, contains, LIKE, MATCHES, string ordering (``<`` ... ``>=``),
-``BETWEEN`` on strings, case-insensitive ``=`` and ``IN``, ``IN CIDR``, and their
-negations.  Each attribute keeps, per operator family, its distinct operands with the
+``BETWEEN`` on strings, case-insensitive ``=``, ``IN``, prefix and suffix, ``IN CIDR``, and
+their negations.  Each attribute keeps, per operator family, its distinct operands with the
 predicate ids that test them: prefix and suffix through hashed lookups of the value's
 own prefixes and suffixes, contains through one Aho-Corasick scan, LIKE and MATCHES
 through one RE2 set, ordering through sorted operands, case-insensitive equality
@@ -27,6 +27,7 @@ STRING_SIDE_OPS = frozenset({
     Op.PREFIX, Op.NOT_PREFIX, Op.SUFFIX, Op.NOT_SUFFIX, Op.CONTAINS, Op.NOT_CONTAINS,
     Op.LIKE, Op.NOT_LIKE, Op.MATCHES, Op.NOT_MATCHES,
     Op.EQ_ICASE, Op.NE_ICASE, Op.IN_ICASE, Op.NOT_IN_ICASE, Op.CIDR, Op.NOT_CIDR,
+    Op.PREFIX_ICASE, Op.NOT_PREFIX_ICASE, Op.SUFFIX_ICASE, Op.NOT_SUFFIX_ICASE,
 })
 """Operators this evaluator owns when the operand is a string."""
 
@@ -231,6 +232,8 @@ def _cidr_hits(compiled, text: str) -> set[int]:
 _COMPILERS: dict[str, Callable] = {
     "prefix": _compile_affix,
     "suffix": _compile_affix,
+    "prefix_icase": _compile_affix,
+    "suffix_icase": _compile_affix,
     "contains": _compile_contains,
     "like": lambda ops: _compile_regex_set([like_to_regex(p) for p in ops], full=True),
     "regex": lambda ops: _compile_regex_set(ops, full=False),
@@ -242,6 +245,8 @@ _COMPILERS: dict[str, Callable] = {
 _MATCHERS: dict[str, Callable] = {
     "prefix": _prefix_hits,
     "suffix": _suffix_hits,
+    "prefix_icase": lambda c, text: _prefix_hits(c, text.casefold()),
+    "suffix_icase": lambda c, text: _suffix_hits(c, text.casefold()),
     "contains": _contains_hits,
     "like": lambda s, text: set(s.Match(text) or ()),
     "regex": lambda s, text: set(s.Match(text) or ()),
@@ -254,6 +259,7 @@ _FAMILY_OF: dict[Op, str] = {
     Op.PREFIX: "prefix", Op.SUFFIX: "suffix", Op.CONTAINS: "contains", Op.LIKE: "like",
     Op.MATCHES: "regex", Op.LT: "lt", Op.LE: "le", Op.GT: "gt", Op.GE: "ge", Op.BETWEEN: "between",
     Op.EQ_ICASE: "icase", Op.IN_ICASE: "icase", Op.CIDR: "cidr",
+    Op.PREFIX_ICASE: "prefix_icase", Op.SUFFIX_ICASE: "suffix_icase",
 }
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from matchers.errors import SubscriptionError
 from matchers.events import flatten
-from matchers.expr import And, Expr, Not, Or, Pred, Subscription, pred
+from matchers.expr import And, Expr, Not, Or, Pred, Subscription, anything_but, pred
 
 NUM_ATTRS = ("a", "b", "c")
 STR_ATTRS = ("s", "t.u")
@@ -34,7 +34,13 @@ IPS = ("10.0.0.0", "10.255.255.255", "11.0.0.0", "9.255.255.255", "10.1.2.3", "1
        "2001:db9::", "::1", "192.168.1.1", "not-an-ip", "::ffff:10.0.0.1", "010.0.0.1")
 IP_ATTR = "ip"
 """A string attribute of the extended workloads only, holding addresses (and some non-addresses)."""
-EXTENDED = {"NUM": NUM_OPS + PRESENCE_OPS, "STR": STR_OPS + PRESENCE_OPS + ICASE_OPS + ("wildcard",),
+AFFIX_ICASE_OPS = ("prefix ignore case", "not prefix ignore case", "suffix ignore case", "not suffix ignore case")
+BUT = "anything but"
+"""EventBridge's anything-but of a positive predicate drawn by :func:`_make` (:func:`matchers.expr.anything_but`)."""
+BUT_INNER = {"NUM": ("=", "in"), "STR": ("=", "in", "like", "prefix", "suffix", "= ignore case", "in ignore case",
+                                        "prefix ignore case", "suffix ignore case")}
+EXTENDED = {"NUM": NUM_OPS + PRESENCE_OPS + (BUT,) * 2,
+            "STR": STR_OPS + PRESENCE_OPS + ICASE_OPS + ("wildcard",) + AFFIX_ICASE_OPS + (BUT,) * 3,
             "IP": ("=", "!=", "exists", "is null") + CIDR_OPS * 3}
 """Operator pools of the extended workloads: the classic ones and those beyond (residual path)."""
 
@@ -43,6 +49,11 @@ def _make(attr: str, op: str, pick) -> Pred:
     """A predicate of ``op`` on ``attr``; ``pick(pool, k)`` draws ``k`` values from a pool."""
     if op in PRESENCE_OPS:
         return pred(attr, op, None)
+    if op == BUT:
+        inner = BUT_INNER["STR" if attr in STR_ATTRS else "NUM"]
+        return anything_but(_make(attr, pick(inner, 1)[0], pick))
+    if op in AFFIX_ICASE_OPS or op in ("prefix", "suffix"):
+        return pred(attr, op, pick(("", "a", "AB", "ss", "SS", "ß", "B", "é"), 1)[0])
     if op in CIDR_OPS:
         return pred(attr, op, pick(NETS, 1)[0])
     if attr == IP_ATTR:
@@ -199,7 +210,8 @@ extended_array_events = _arrays({
 
 @st.composite
 def _pattern_items(draw, attr: str) -> list:
-    """The items of one field of an EventBridge pattern: values, ``null``, ``exists``, ``anything-but``."""
+    """The items of one field of an EventBridge pattern: values, ``null``, ``exists``, ``anything-but``
+    (of values, of prefixes, suffixes, wildcards or case-folded values), case-folded prefixes and suffixes."""
     pool = NUMS if attr in NUM_ATTRS else (True, False) if attr in BOOL_ATTRS else STRS
     item = st.one_of(
         st.sampled_from(pool),
@@ -208,6 +220,12 @@ def _pattern_items(draw, attr: str) -> list:
         st.builds(lambda vs: {"anything-but": vs}, st.lists(st.sampled_from(NUMS + STRS), min_size=1, max_size=3)),
         st.builds(lambda v: {"anything-but": v}, st.sampled_from(NUMS + STRS)),
         st.builds(lambda v: {"anything-but": {"prefix": v}}, st.sampled_from(STRS)),
+        st.builds(lambda k, vs: {"anything-but": {k: vs}}, st.sampled_from(("prefix", "suffix", "wildcard")),
+                  st.lists(st.sampled_from(("", "a", "b", "ab", "a*", "*b", "*")), min_size=1, max_size=3)),
+        st.builds(lambda vs: {"anything-but": {"equals-ignore-case": vs}},
+                  st.lists(st.sampled_from(STRS + ICASE_STRS), min_size=1, max_size=3)),
+        st.builds(lambda k, v: {k: {"equals-ignore-case": v}}, st.sampled_from(("prefix", "suffix")),
+                  st.sampled_from(("", "A", "ab", "B", "SS", "ß", "É"))),
     )
     return draw(st.lists(item, min_size=1, max_size=3))
 

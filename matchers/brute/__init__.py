@@ -95,7 +95,7 @@ class BruteForceMatcher(Matcher):
     cell_budget : cells of the per-chunk truth matrix (bounds memory, not results).
     """
 
-    indexed_ops = frozenset(Op)
+    indexed_ops = frozenset(Op) - {Op.ANYTHING_BUT}  # through views (matchers.views), as every index
     sees_nulls = True
 
     def __init__(self, dictionary: Dictionary | None = None, cell_budget: int = CELL_BUDGET, **params):

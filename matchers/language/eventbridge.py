@@ -10,13 +10,17 @@ keys joined by dots, as events are flattened)::
 Every field must match (AND); a field matches when one item of its array does (OR); a
 ``"$or"`` member holds an array of patterns of which one must match.  An item is a value
 (a string, number or boolean: equal to it; ``null``: the value is null) or an object of
-one matcher: ``prefix``, ``suffix``, ``equals-ignore-case``, ``wildcard``, ``cidr``
-(strings only, like EventBridge), ``numeric`` (numbers only; one or two comparisons),
-``exists`` (``true``: present, ``false``: absent) and ``anything-but`` (a value or
-array of values, or an object with ``prefix``, ``suffix``, ``equals-ignore-case`` or
-``wildcard``): it matches a present value that the inner test does not match, a value of
-another type than the test's included (``null`` too), as EventBridge does.  Anything
-else is an error whose position is the JSON path of the construct.
+one matcher: ``prefix``, ``suffix`` (a string, or ``{"equals-ignore-case": string}`` to
+compare after case folding), ``equals-ignore-case``, ``wildcard``, ``cidr`` (strings only,
+like EventBridge), ``numeric`` (numbers only; one or two comparisons), ``exists``
+(``true``: present, ``false``: absent) and ``anything-but`` (a value or array of values, or
+an object with ``prefix``, ``suffix``, ``equals-ignore-case`` or ``wildcard`` holding a
+string or an array of strings, as Event Ruler takes them): it matches a present value that
+no inner test matches, a value of another type than the tests' included (``null`` too), as
+EventBridge does.  An ``anything-but`` is one ``ANYTHING BUT`` predicate per kind of value
+or per pattern, all of which must hold (:func:`matchers.expr.anything_but`): it adds no
+conjunction to the normal form.  Anything else is an error whose position is the JSON path
+of the construct.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from matchers.errors import SubscriptionError
-from matchers.expr import And, Expr, Kind, Op, Or, kind_of, pred
+from matchers.expr import And, Expr, Kind, Op, Or, anything_but, kind_of, pred
 
 from .jsonform import describe, member_path
 from .limits import MAX_DEPTH
@@ -33,9 +37,12 @@ from .limits import MAX_DEPTH
 __all__ = ["parse_pattern"]
 
 _STRING_MATCHERS: dict[str, Op | str] = {"prefix": Op.PREFIX, "suffix": Op.SUFFIX, "equals-ignore-case": Op.EQ_ICASE,
-                    "wildcard": "wildcard", "cidr": Op.CIDR}
-_NEGATED: dict[str, Op | str] = {"prefix": Op.NOT_PREFIX, "suffix": Op.NOT_SUFFIX, "equals-ignore-case": Op.NOT_IN_ICASE,
-            "wildcard": "not wildcard"}
+                                          "wildcard": "wildcard", "cidr": Op.CIDR}
+_ICASE_AFFIX: dict[str, Op] = {"prefix": Op.PREFIX_ICASE, "suffix": Op.SUFFIX_ICASE}
+"""``{"prefix": {"equals-ignore-case": "abc"}}``: the prefix (suffix) of the case-folded value."""
+_NEGATED: dict[str, Op | str] = {"prefix": Op.PREFIX, "suffix": Op.SUFFIX, "equals-ignore-case": Op.IN_ICASE,
+                                 "wildcard": "wildcard"}
+"""The tests an ``anything-but`` object negates (each takes a string or an array of them)."""
 _MATCHERS_TEXT = "one of " + ", ".join([*_STRING_MATCHERS, "numeric", "exists", "anything-but"])
 _LOWER, _UPPER = (">", ">="), ("<", "<=")
 _NUMERIC_OPS = ("<", "<=", "=", ">", ">=")
@@ -131,15 +138,20 @@ def _matcher(name: str, item: Mapping, sub_id: str | None, path: str) -> Expr:
 
 
 def _string_test(name: str, op: Op | str, key: str, arg: Any, sub_id: str | None, path: str) -> Expr:
-    if op is Op.NOT_IN_ICASE:  # anything-but equals-ignore-case: a string or an array of them
-        values = arg if isinstance(arg, list) and arg else [arg]
-        for i, value in enumerate(values):
-            if not isinstance(value, str):
-                raise _fail(f'"{key}" takes a string or an array of strings, not {describe(value)}', sub_id,
-                            f"{path}[{i}]" if isinstance(arg, list) else path, "a string")
-        return _checked(name, op, values, sub_id, path)
+    if key in _ICASE_AFFIX and isinstance(arg, Mapping):
+        if list(arg) != ["equals-ignore-case"]:
+            keys = ", ".join(repr(k) for k in arg) or "nothing"
+            raise _fail(f'"{key}" takes a string or {{"equals-ignore-case": string}}; this object has {keys}',
+                        sub_id, path, f'e.g. {{"{key}": {{"equals-ignore-case": "abc"}}}}')
+        where = member_path(path, "equals-ignore-case")
+        inner = arg["equals-ignore-case"]
+        if not isinstance(inner, str):
+            raise _fail(f'"{key}" with "equals-ignore-case" takes a string, not {describe(inner)}', sub_id, where,
+                        "a string")
+        return _checked(name, _ICASE_AFFIX[key], inner, sub_id, where)
     if not isinstance(arg, str):
-        raise _fail(f'"{key}" takes a string, not {describe(arg)}', sub_id, path, "a string")
+        also = ' or {"equals-ignore-case": string}' if key in _ICASE_AFFIX else ""
+        raise _fail(f'"{key}" takes a string{also}, not {describe(arg)}', sub_id, path, "a string")
     return _checked(name, op, arg, sub_id, path)
 
 
@@ -173,31 +185,48 @@ def _numeric(name: str, arg: Any, sub_id: str | None, path: str) -> Expr:
 
 def _anything_but(name: str, arg: Any, sub_id: str | None, path: str) -> Expr:
     """A present value the inner test does not match; a value of a kind the test cannot
-    match (null included) matches."""
+    match (null included) matches.  One ``ANYTHING BUT`` predicate per kind of value (per
+    pattern under ``prefix``, ``suffix`` or ``wildcard``), all of which must hold: no
+    disjunction, so that a pattern's conjunctions do not multiply."""
     if isinstance(arg, Mapping):
         if len(arg) != 1 or next(iter(arg)) not in _NEGATED:
             keys = ", ".join(repr(k) for k in arg) or "nothing"
             raise _fail(f'"anything-but" takes a value, an array of values or one of {", ".join(_NEGATED)}; '
                         f"this object has {keys}", sub_id, path, "one of " + ", ".join(_NEGATED))
         ((key, inner),) = arg.items()
-        return _or_other_kinds(name, [_string_test(name, _NEGATED[key], key, inner, sub_id, member_path(path, key))],
-                               {Kind.STR})
+        where = member_path(path, key)
+        values = inner if isinstance(inner, list) else [inner]
+        if not values:
+            raise _fail(f'"{key}" under "anything-but" needs at least one string: the array is empty', sub_id, where,
+                        "a string or an array of strings")
+        for i, value in enumerate(values):
+            if not isinstance(value, str):
+                raise _fail(f'"{key}" under "anything-but" takes a string or an array of strings, not '
+                            f"{describe(value)}", sub_id, f"{where}[{i}]" if isinstance(inner, list) else where,
+                            "a string")
+        if _NEGATED[key] is Op.IN_ICASE:
+            tests = [_checked(name, Op.IN_ICASE, values, sub_id, where)]
+        else:
+            tests = [_checked(name, _NEGATED[key], v, sub_id, f"{where}[{i}]" if isinstance(inner, list) else where)
+                     for i, v in enumerate(values)]
+        return _all_but(tests)
     values = arg if isinstance(arg, list) else [arg]
     if not values:
         raise _fail('"anything-but" needs at least one value: the array is empty', sub_id, path, "a value")
     by_kind: dict[Kind, list] = {}
     for i, value in enumerate(values):
         where = f"{path}[{i}]" if isinstance(arg, list) else path
+        if isinstance(value, (Mapping, list)):
+            raise _fail(f'"anything-but" takes values, not {describe(value)}', sub_id, where, "a string or a number")
         kind = _scalar_kind(value, sub_id, where)
         if kind is Kind.BOOL:
             raise _fail(f'"anything-but" compares strings and numbers, not {describe(value)}', sub_id, where,
                         "a string or a number")
         by_kind.setdefault(kind, []).append(value)
-    return _or_other_kinds(name, [pred(name, Op.NOT_IN, vs) for vs in by_kind.values()], set(by_kind))
+    return _all_but([pred(name, Op.IN, vs) for vs in by_kind.values()])
 
 
-def _or_other_kinds(name: str, tests: list[Expr], kinds: set[Kind]) -> Expr:
-    """``tests`` OR the value is of a kind none of them tests (null included)."""
-    others = {Kind.NUM: pred(name, Op.GE, _ANY_NUMBER), Kind.STR: pred(name, Op.GE, ""),
-              Kind.BOOL: pred(name, Op.IN, [False, True]), Kind.NULL: pred(name, Op.IS_NULL, None)}
-    return Or((*tests, *(p for kind, p in others.items() if kind not in kinds)))
+def _all_but(tests: list) -> Expr:
+    """``ANYTHING BUT`` each of ``tests`` (positive predicates), all of them."""
+    parts = tuple(dict.fromkeys(anything_but(t) for t in tests))
+    return parts[0] if len(parts) == 1 else And(parts)

@@ -4,6 +4,7 @@ An expression is one of::
 
     ["price", "<", 100]                      a predicate [attribute, operator, operand]
     ["price", "exists"]                      EXISTS, NOT EXISTS, IS NULL, IS NOT NULL: no operand
+    ["state", "anything but", ["in", [..]]]  ANYTHING BUT a predicate [operator, operand] on the attribute
     {"all": [e1, e2, ...]}                   AND of one or more expressions
     {"any": [e1, e2, ...]}                   OR of one or more expressions
     {"not": e}                               NOT
@@ -36,6 +37,7 @@ from matchers.expr import (
     Or,
     Pred,
     Scalar,
+    anything_but,
     kind_of,
     pred,
     wildcard_to_like,
@@ -49,11 +51,14 @@ _KEYS = ("all", "any", "not")
 _EXPRESSION_TEXT = 'an expression: [attribute, operator, operand], {"all": [...]}, {"any": [...]} or {"not": ...}'
 _WILDCARD = {"wildcard": Op.LIKE, "not wildcard": Op.NOT_LIKE}
 """EventBridge's wildcard patterns (``*`` only), read as the LIKE patterns they are."""
-_OPERATOR_NAMES = ", ".join([*sorted(OP_BY_NAME, key=lambda name: (OP_BY_NAME[name], name)), *_WILDCARD])
+_OPERATOR_NAMES = ", ".join([*sorted(OP_BY_NAME, key=lambda name: (OP_BY_NAME[name], name)), *_WILDCARD,
+                             "anything but"])
 _NAME_OF_OP: dict[Op, str] = {}
 for _name, _op in OP_BY_NAME.items():
     _NAME_OF_OP.setdefault(_op, _name)  # the first spelling: "=", "!=", "<", ..., "not in", ...
 _LARGEST_FLOAT = 1.7976931348623157e308
+_ANYTHING_BUT = "anything but"
+"""``[attribute, "anything but", [operator, operand]]``: EventBridge's ``anything-but``."""
 
 
 def parse_json(obj: Any, sub_id: str | None = None, path: str = "$") -> Expr:
@@ -113,6 +118,8 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
         raise SubscriptionError(f"the attribute must be a non-empty string, not {describe(attr)}", sub_id,
                                 f"{path}[0]", "an attribute name")
     spelt = " ".join(name.lower().split()) if isinstance(name, str) else None
+    if spelt == _ANYTHING_BUT:
+        return _anything_but(attr, operand, sub_id, path)
     op = OP_BY_NAME.get(spelt, _WILDCARD.get(spelt))  # type: ignore[arg-type]  # a None name finds nothing
     if op is None:
         raise SubscriptionError(f"unknown operator {describe(name)}", sub_id, f"{path}[1]",
@@ -144,6 +151,19 @@ def _predicate(items: list, sub_id: str | None, path: str) -> Pred:
         return pred(attr, op, operand)
     except SubscriptionError as exc:
         raise SubscriptionError(exc.reason, sub_id, where, exc.expected) from None
+
+
+def _anything_but(attr: str, operand: Any, sub_id: str | None, path: str) -> Pred:
+    """``[attribute, "anything but", [operator, operand]]``: ANYTHING BUT the inner predicate."""
+    where = f"{path}[2]"
+    if not isinstance(operand, list) or len(operand) != 2:
+        raise SubscriptionError(f"ANYTHING BUT takes [operator, operand], not {describe(operand)}", sub_id, where,
+                                'e.g. ["in", ["pending", "stopped"]]')
+    inner = _predicate([attr, *operand], sub_id, where)
+    try:
+        return anything_but(inner)
+    except SubscriptionError as exc:
+        raise SubscriptionError(exc.reason, sub_id, f"{where}[0]", exc.expected) from None
 
 
 def _check_scalar(value: Any, sub_id: str | None, path: str) -> None:
@@ -184,6 +204,8 @@ def to_json(expr: Expr) -> Any:
         operand = expr.operand
         if expr.op in PRESENCE_OPS:
             return [expr.attr, _NAME_OF_OP[expr.op]]
+        if expr.op is Op.ANYTHING_BUT:
+            return [expr.attr, _ANYTHING_BUT, to_json(operand)[1:]]
         if isinstance(operand, tuple):
             return [expr.attr, _NAME_OF_OP[expr.op], [_scalar(v) for v in operand]]
         return [expr.attr, _NAME_OF_OP[expr.op], _scalar(operand)]

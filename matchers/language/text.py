@@ -23,7 +23,19 @@ import lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from matchers.errors import SubscriptionError
-from matchers.expr import And, Expr, Not, Op, Or, Pred, Scalar, pred, wildcard_to_like
+from matchers.expr import (
+    And,
+    Expr,
+    Not,
+    Op,
+    Or,
+    Pred,
+    Scalar,
+    anything_but,
+    like_ignore_case,
+    pred,
+    wildcard_to_like,
+)
 
 from .limits import MAX_DEPTH
 
@@ -50,7 +62,7 @@ _OPERATORS_TEXT = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES,
 _KEYWORD_TERMINALS = {"_AND": "AND", "_OR": "OR", "NOT": "NOT", "IN": "IN", "BETWEEN": "BETWEEN",
                       "LIKE": "LIKE", "MATCHES": "MATCHES", "TRUE": "TRUE", "FALSE": "FALSE",
                       "EXISTS": "EXISTS", "IS": "IS", "NULL": "NULL", "WILDCARD": "WILDCARD",
-                      "IGNORE_CASE": "IGNORE CASE", "IN_CIDR": "IN CIDR"}
+                      "IGNORE_CASE": "IGNORE CASE", "IN_CIDR": "IN CIDR", "ANYTHING_BUT": "ANYTHING BUT"}
 _VALUE_TERMINALS = frozenset({"NUMBER", "STRING", "TRUE", "FALSE"})
 _NAME_TERMINALS = frozenset({"NAME", "QNAME"})
 _STRING_OP_TERMINALS = frozenset({"IN", "BETWEEN", "LIKE", "MATCHES", "IN_CIDR", "WILDCARD"})
@@ -224,6 +236,24 @@ class _Builder(lark.Transformer):
                 raise _Fail(exc.reason, operand.offset, "a pattern where \\ escapes only * or \\") from None
         return _predicate(attr.name, negative if len(children) == 4 else positive, value, attr.offset)
 
+    def like_icase(self, children: list) -> _Node:
+        attr, operand = children[0], children[-2]
+        if not isinstance(operand.value, str):
+            raise _Fail(f"LIKE needs a string pattern, not {operand.text}", operand.offset, "a string")
+        try:
+            made = like_ignore_case(attr.name, operand.value, negated=len(children) == 5)
+        except SubscriptionError as exc:
+            raise _Fail(exc.reason, operand.offset, exc.expected) from None
+        return _Node(made, 1, attr.offset)
+
+    def anything_but(self, children: list) -> _Node:
+        tok, inner = children
+        try:
+            made = anything_but(inner.expr)
+        except SubscriptionError as exc:
+            raise _Fail(exc.reason, inner.offset, exc.expected) from None
+        return _Node(made, 1, _start(tok))
+
     def exists(self, children: list) -> _Node:
         _, attr = children
         return _predicate(attr.name, Op.EXISTS, None, attr.offset)
@@ -391,7 +421,7 @@ def _describe(accepts: set[str]) -> str | None:
         # where a predicate may start, or on the right of a comparison (an attribute there is an error)
         starts = rest & {"NOT", "_LPAR"}
         items.append("a predicate (such as price < 100)" if starts else "a value")
-        rest -= _NAME_TERMINALS | _VALUE_TERMINALS | {"EXISTS"}
+        rest -= _NAME_TERMINALS | _VALUE_TERMINALS | {"EXISTS", "ANYTHING_BUT"}
     if "CMP_OP" in rest and rest & _STRING_OP_TERMINALS:
         items.append(_OPERATORS_TEXT)
         rest -= {"CMP_OP", "NOT", "IS"} | _STRING_OP_TERMINALS

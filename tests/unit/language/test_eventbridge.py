@@ -45,6 +45,9 @@ def _item(item, present: bool, v) -> bool:
         return present is arg
     if not present:
         return False
+    if key in ("prefix", "suffix") and isinstance(arg, dict):  # {"equals-ignore-case": text}
+        folded, text = (v.casefold() if _is_str(v) else v), arg["equals-ignore-case"].casefold()
+        return _is_str(v) and (folded.startswith(text) if key == "prefix" else folded.endswith(text))
     if key == "prefix":
         return _is_str(v) and v.startswith(arg)
     if key == "suffix":
@@ -63,7 +66,10 @@ def _item(item, present: bool, v) -> bool:
         ops = {"<": float.__lt__, "<=": float.__le__, "=": float.__eq__, ">": float.__gt__, ">=": float.__ge__}
         return _is_num(v) and all(ops[op](float(v), float(x)) for op, x in tests)
     assert key == "anything-but"
-    if isinstance(arg, dict):
+    if isinstance(arg, dict):  # one test; under prefix, suffix and wildcard, a list of them
+        (inner, given), = arg.items()
+        if inner != "equals-ignore-case" and isinstance(given, list):
+            return not any(_item({inner: g}, True, v) for g in given)
         return not _item(arg, True, v)
     values = arg if isinstance(arg, list) else [arg]
     return not any(_typed_equal(x, v) and v is not None for x in values)
@@ -94,6 +100,8 @@ scalars = st.sampled_from(STRINGS + NUMBERS + ODD)
 matchers_ = st.one_of(
     st.builds(lambda s: {"prefix": s}, st.sampled_from(("us-", "e", "", "S"))),
     st.builds(lambda s: {"suffix": s}, st.sampled_from((".png", "t", "E"))),
+    st.builds(lambda k, s: {k: {"equals-ignore-case": s}}, st.sampled_from(("prefix", "suffix")),
+              st.sampled_from(("US-", "e", "", "ss", "STRASSE", ".PNG"))),
     st.builds(lambda s: {"equals-ignore-case": s}, st.sampled_from(("eu", "strasse", "US-EAST"))),
     st.builds(lambda s: {"wildcard": s}, st.sampled_from(("us-*", "*.png", "*", "S*e"))),
     st.builds(lambda s: {"cidr": s}, st.sampled_from(("10.0.0.0/8", "10.1.2.3/32", "::/0", "11.0.0.0/8"))),
@@ -104,7 +112,9 @@ matchers_ = st.one_of(
         st.sampled_from(STRINGS + NUMBERS),
         st.lists(st.sampled_from(STRINGS + NUMBERS), min_size=1, max_size=3),
         st.sampled_from(({"prefix": "us-"}, {"suffix": ".png"}, {"equals-ignore-case": "eu"},
-                         {"equals-ignore-case": ["eu", "straße"]}, {"wildcard": "*-*"})))),
+                         {"equals-ignore-case": ["eu", "straße"]}, {"wildcard": "*-*"}, {"prefix": ""},
+                         {"prefix": ["us-", "e"]}, {"suffix": [".png", "t", "E"]},
+                         {"wildcard": ["*-*", "S*e", "*y"]})))),
 )
 field_values = st.lists(st.one_of(scalars, matchers_), min_size=1, max_size=3)
 flat_patterns = st.dictionaries(st.sampled_from(("a", "b")), field_values, min_size=1, max_size=2)
@@ -149,7 +159,16 @@ def test_every_matcher_agrees():
 
 @pytest.mark.parametrize(("rule", "position", "message"), [
     ({"x": [{"contains": "a"}]}, "$.rule.x[0].contains", "unsupported matcher 'contains'"),
-    ({"x": [{"prefix": {"equals-ignore-case": "a"}}]}, "$.rule.x[0].prefix", '"prefix" takes a string'),
+    ({"x": [{"prefix": {"equals": "a"}}]}, "$.rule.x[0].prefix", '"prefix" takes a string or {"equals-ignore-case"'),
+    ({"x": [{"suffix": {"equals-ignore-case": ["a"]}}]}, "$.rule.x[0].suffix['equals-ignore-case']",
+     '"suffix" with "equals-ignore-case" takes a string'),
+    ({"x": [{"suffix": 3}]}, "$.rule.x[0].suffix", '"suffix" takes a string or {"equals-ignore-case"'),
+    ({"x": [{"anything-but": {"prefix": []}}]}, "$.rule.x[0]['anything-but'].prefix", "the array is empty"),
+    ({"x": [{"anything-but": {"wildcard": ["a*", 1]}}]}, "$.rule.x[0]['anything-but'].wildcard[1]",
+     "takes a string or an array of strings"),
+    ({"x": [{"anything-but": {"prefix": {"equals-ignore-case": "a"}}}]}, "$.rule.x[0]['anything-but'].prefix",
+     "takes a string or an array of strings"),
+    ({"x": [{"anything-but": [["a"]]}]}, "$.rule.x[0]['anything-but'][0]", "takes values, not an array"),
     ({"x": []}, "$.rule.x", "the array is empty"),
     ({"x": "a"}, "$.rule.x", "the value of field 'x' is 'a'"),
     ({"x": [[1]]}, "$.rule.x[0]", "an array is not a value"),

@@ -147,7 +147,8 @@ def test_to_json_shape():
 def test_to_json_names_every_operator(op):
     operand = {Op.IN: ["a", "b"], Op.NOT_IN: ["a", "b"], Op.BETWEEN: ["a", "b"], Op.NOT_BETWEEN: ["a", "b"],
                Op.IN_ICASE: ["a", "b"], Op.NOT_IN_ICASE: ["a", "b"], Op.CIDR: "::1/128", Op.NOT_CIDR: "::1/128",
-               Op.LIKE: "a_b", Op.NOT_LIKE: "a_b"}.get(op, None if op in PRESENCE_OPS else "a")
+               Op.LIKE: "a_b", Op.NOT_LIKE: "a_b", Op.ANYTHING_BUT: pred("s", Op.IN, ["a", "b"]),
+               }.get(op, None if op in PRESENCE_OPS else "a")
     p = pred("s", op, operand)
     assert p.op is op
     assert parse_json(to_json(p)) == p
