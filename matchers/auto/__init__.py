@@ -44,9 +44,12 @@ DYNAMIC_FROM = 30_000
 subscriptions, 0.86 against 1.47 us/event, dynamic at 100,000, 5.1 against 6.9)."""
 PLAIN = 0.1
 """Largest fraction of string patterns (of the predicates) and of presence tests (of the
-subscriptions) for which an equality-heavy set gets ``dynamic``: its clusters check the
-rest predicate by predicate (EventBridge-like rules, 21% prefixes, 26% ``exists`` or
-``anything-but``, 100,000 subscriptions: dynamic 515 us/event, propagation 419, static 390)."""
+subscriptions, ``anything-but`` included) for which an equality-heavy set gets a clustering
+index (``dynamic``, ``propagation``): past it, ``counting``.  EventBridge-like rules (23%
+prefixes and case-folded tests, 26% of the rules with ``exists`` or ``anything-but``, 2.3
+predicates per rule), CPU us/event (``python -m scripts.bench.auto --workloads eventbridge``):
+1,000 rules counting 53.5, vci 53.7, static 64.1, propagation 71.8, dynamic 75.5; 10,000
+counting 93.8, vci 105, static 134, dynamic 169, propagation 170 (docs/auto.md)."""
 FEW_ATTRIBUTES = 64
 """Attributes up to which a set with some equalities gets ``static``: every event holds most
 of them, so OpIndex's per-attribute lists are long (stock at 100,000 subscriptions: static
@@ -211,6 +214,10 @@ def choose(shape: Shape, events: Events | None = None) -> tuple[str, str]:
             and shape.patterns < PLAIN and shape.residual < PLAIN):
         return "dynamic", (f"equality-heavy ({shape.equalities:.0%} = or IN), no shared pair of attributes, "
                            f"values spread, {shape.subscriptions:,} subscriptions: clusters grown from the events")
+    if shape.equalities >= 0.5 and (shape.patterns >= PLAIN or shape.residual >= PLAIN):
+        return "counting", (f"equality-heavy ({shape.equalities:.0%} = or IN) with string patterns "
+                            f"({shape.patterns:.0%}) or presence tests ({shape.residual:.0%} of the subscriptions), "
+                            f"{shape.per_conjunction:g} predicates per conjunction: counted, not clustered")
     if shape.equalities >= 0.5:
         return "propagation", (f"equality-heavy ({shape.equalities:.0%} = or IN), no shared pair of attributes "
                                f"or skewed values: clustered on single equality access predicates")
