@@ -62,8 +62,10 @@ demo: setup ## Match a generated stock-ticker workload with the command-line mat
 	@head -3 var/demo/matches.jsonl
 
 .PHONY: test
-test: setup ## Run every test (unit, differential, integration with Spark and the embedded broker)
-	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS)
+test: setup ## Run every test (unit and differential on both cores, then integration with Spark and the embedded broker)
+	@# pytest's exit status 5 is "no test selected" (PYTEST_ARGS naming tests of one kind only)
+	$(PY) -m pytest -q -n 2 -m "not integration" --durations=10 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PY) -m pytest -q -m integration --durations=20 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 .PHONY: test-unit
 test-unit: setup ## Run the tests that need neither Spark nor the broker
