@@ -69,7 +69,7 @@ test: setup ## Run every test (unit and differential on both cores, then integra
 
 .PHONY: test-unit
 test-unit: setup ## Run the tests that need neither Spark nor the broker
-	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 -m "not integration" $(PYTEST_ARGS)
 
 .PHONY: bench
 bench: setup ## Run every benchmark at paper sizes (hours; results in docs/): the suite of scripts/bench/suite.py
