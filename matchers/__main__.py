@@ -173,16 +173,30 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_warm(args: argparse.Namespace) -> int:
-    import logging
-
+def _warm_one(name: str | None) -> None:
+    """Warm matcher ``name`` (``None``: the patterns' flat engine)."""
     from matchers.warm import warm, warm_patterns
 
+    warm(name) if name is not None else warm_patterns()
+
+
+def cmd_warm(args: argparse.Namespace) -> int:
+    """Warm the named matchers (all and the patterns' engine by default), one process per core:
+    each compiles its own kernels into the shared cache, which numba writes atomically."""
+    import logging
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    for name in args.names or base.names():
-        warm(name)
-    if not args.names:
-        warm_patterns()
+    jobs: list[str | None] = [*(args.names or base.names()), *([] if args.names else [None])]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers <= 1:
+        for job in jobs:
+            _warm_one(job)
+        return 0
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for done in pool.map(_warm_one, jobs):
+            del done  # re-raises a worker's exception
     return 0
 
 
