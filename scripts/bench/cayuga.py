@@ -44,7 +44,6 @@ import gc
 import json
 import os
 import platform
-import random
 import subprocess
 import sys
 import time
@@ -52,60 +51,21 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from matchers.cayuga import algebra as A
 from matchers.cayuga.engine import Engine
-from scripts.bench.harness import write_results
+from scripts.bench import kit
+from scripts.tickers import (
+    P_GRID,
+    RISE,
+    WINDOWS,
+    cel,
+    cel_pairs,
+    expr,
+    make_events,
+    make_subscriptions,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PYCER = "/tmp/pycer-venv/bin/python"
-
-P_GRID = (95, 100, 105)
-RISE = (1.02, 1.05)
-WINDOWS = (5000, 20000)
-
-
-def make_events(n: int, symbols: int, seed: int) -> list[A.Event]:
-    """``n`` trades, one per tick, uniform over symbols, random-walk prices around 100."""
-    rng = random.Random(seed)
-    price = [100.0] * symbols
-    out = []
-    for t in range(n):
-        s = rng.randrange(symbols)
-        price[s] = round(min(150.0, max(60.0, price[s] * rng.uniform(0.97, 1.03))), 2)
-        out.append(A.Event(f"e{t}", "Stock", t, t, {"name": f"S{s}", "price": price[s], "vol": rng.randrange(100, 20000)}))
-    return out
-
-
-def make_subscriptions(n: int, symbols: int, seed: int) -> list[tuple[str, float, float, int]]:
-    """``(symbol, P, P2, W)`` of ``n`` subscriptions."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        p = rng.choice(P_GRID)
-        out.append((f"S{rng.randrange(symbols)}", float(p), round(p * rng.choice(RISE), 2), rng.choice(WINDOWS)))
-    return out
-
-
-def cel(sym: str, p: float, p2: float, w: int) -> str:
-    """The subscription in CEL (what a user sends)."""
-    return (f"FILTER{{DUR <= {w}}}(FILTER{{name = '{sym}' AND price > {p}}}(Stock)"
-            f" NEXT{{$2.name = $1.name AND $2.price > {p2}}} Stock)")
-
-
-def cel_pairs(sym: str, p: float, p2: float, w: int) -> str:
-    """Every later matching trade in the window (CORE's ``;``), as a FOLD emitting each one."""
-    return (f"FILTER{{DUR <= {w}}}(FILTER{{name = '{sym}' AND price > {p}}}(Stock)"
-            f" FOLD{{$2.name = $.name AND $2.price > {p2}, TRUE}} Stock)")
-
-
-def expr(sym: str, p: float, p2: float, w: int) -> A.Expr:
-    """The same subscription built directly as algebra (registering 100,000 is faster)."""
-    start = A.Filter(A.And((A.Cmp("=", A.Attr(A.BARE, "name"), A.Const(sym)),
-                            A.Cmp(">", A.Attr(A.BARE, "price"), A.Const(p)))), A.Stream("Stock"))
-    theta = A.And((A.Cmp("=", A.Attr(A.SECOND, "name"), A.Attr(A.LAST, "name")),
-                   A.Cmp(">", A.Attr(A.SECOND, "price"), A.Const(p2))))
-    return A.Filter(A.Cmp("<=", A.Dur(), A.Const(w)), A.Next(start, theta, A.Stream("Stock")))
-
 
 CONFIGS: dict[str, dict] = {
     "indexed+merged": dict(merge=True, indexed=True),
@@ -382,7 +342,7 @@ def write_table(path: Path, marker: str, params: dict, results: list[dict], name
             last = by.get(("CORE pairs, sparse", n)) or by.get(("engine pairs, sparse", n))
             cells.append(f"{last['load'][0]:.1f}" if last else "-")
             lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
-    write_results(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
+    kit.write_section(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
 
 
 def plot(path: Path, params: dict, results: list[dict], names: list[str]) -> None:

@@ -39,7 +39,10 @@ from pathlib import Path
 
 CHILD = r"""
 import gc, json, os, sys, time
-from scripts.bench.cayuga import expr, make_events, make_subscriptions
+try:
+    from scripts.tickers import expr, make_events, make_subscriptions
+except ImportError:  # a tree from before the workload moved out of the bench
+    from scripts.bench.cayuga import expr, make_events, make_subscriptions
 from matchers.cayuga.engine import Engine
 
 n, n_events, warmup, symbols, seed, collector, batch, kwargs = json.loads(sys.argv[1])

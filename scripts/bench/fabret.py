@@ -42,10 +42,9 @@ from tqdm import tqdm
 
 from matchers.base import create
 from matchers.fabret.dynamic import DynamicMatcher
-from scripts.bench.harness import _one_thread, environment
+from scripts.bench import kit
 from scripts.workloads import FABRET_WORKLOADS, fabret
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 MATCHERS = ("counting", "propagation", "static", "dynamic")
 EVENT_BATCH = 100
 SUB_BATCH = 10_000
@@ -491,11 +490,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fig3b_subs:
         cfg["fig3b_subs"] = args.fig3b_subs
     only = set(args.only.split(","))
-    _one_thread()
+    kit.one_thread()
     print(f"Fabret et al. benchmark ({'quick' if args.quick else 'full'}), CPU time of one thread; "
           f"parameters: {cfg}; W0 = {FABRET_WORKLOADS['W0']}", flush=True)
     results: dict = dict(quick=args.quick, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                         environment=environment(), config=cfg, seed=args.seed)
+                         environment=kit.environment(), config=cfg, seed=args.seed)
     if "fig3" in only:
         results["fig3"] = fig3(cfg, args.seed, [m for m in MATCHERS if m in args.matchers.split(",")])
     if "fig3b" in only:
@@ -506,10 +505,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in results[f"fig4{kind}"]:
                 print(f"  fig4{kind} {r['strategy']:<9} period {r['period']}: {r['events_per_s']:>9,.0f} ev/s "
                       f"({r['effective_events_per_s']:,.0f} with changes), tables {r['tables']}", flush=True)
-    (DOCS / "bench").mkdir(parents=True, exist_ok=True)
-    (DOCS / "img").mkdir(parents=True, exist_ok=True)
+    (kit.DOCS / "bench").mkdir(parents=True, exist_ok=True)
+    (kit.DOCS / "img").mkdir(parents=True, exist_ok=True)
     name = "fabret-quick.json" if args.quick else "fabret.json"
-    path = DOCS / "bench" / name
+    path = kit.DOCS / "bench" / name
     if path.exists() and set(results) - {"quick", "date", "environment", "config", "seed"} != \
             {"fig3", "goal", "fig3b", "fig4a", "fig4b"}:
         merged = json.loads(path.read_text())  # a partial run updates the experiments it ran
@@ -525,9 +524,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _agree(results.get(key, []))
     path.write_text(json.dumps(results, indent=1, default=float))
     prefix = "fabret-quick-" if args.quick else "fabret-"
-    made = _plot(results, DOCS / "img", prefix)
-    if not args.quick or not (DOCS / "fabret.md").exists():
-        (DOCS / "fabret.md").write_text(markdown(results, prefix))
+    made = _plot(results, kit.DOCS / "img", prefix)
+    if not args.quick or not (kit.DOCS / "fabret.md").exists():
+        (kit.DOCS / "fabret.md").write_text(markdown(results, prefix))
     print(f"wrote {path}, docs/fabret.md and {', '.join('docs/img/' + m for m in made)}")
     return 0
 

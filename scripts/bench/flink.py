@@ -49,10 +49,8 @@ from pathlib import Path
 
 from matchers.cayuga import algebra as A
 from matchers.cayuga.engine import Engine
-from scripts.bench.cayuga import make_events
-from scripts.bench.harness import write_results
-
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+from scripts.bench import kit
+from scripts.tickers import make_events
 
 Key = tuple[int, int, int, int]  # (pattern, tick of A, of B, of C)
 
@@ -203,7 +201,7 @@ def write_table(path: Path, params: dict, rows: list[dict]) -> None:
         lines.append(f"| {r['patterns']:,} | {r['engine_events_per_s']:,.0f} | {r['flink_events_per_s']:,.0f} | "
                      f"{ratio:.1f}x | {r['flink_total_cpu_s']:.1f} | {r['check']['engine_matches']:,} "
                      f"({'equal' if r['check']['equal'] else 'NOT equal'}) | {r['load'][0]:.1f} |")
-    write_results(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
+    kit.write_section(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per Flink job")
-    ap.add_argument("--out", default=str(DOCS))
+    ap.add_argument("--out", default=str(kit.DOCS))
     args = ap.parse_args(argv)
     if not args.flink_python:
         print("flink: skipped (no --flink-python; see docs/cayuga.md for installing PyFlink in its own venv)")

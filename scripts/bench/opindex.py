@@ -23,7 +23,6 @@ import argparse
 import gc
 import json
 import platform
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -33,7 +32,7 @@ from typing import Any
 from tqdm import tqdm
 
 from matchers.base import create
-from matchers.expr import And, Pred, Subscription, pred
+from scripts.rules import prefix_workload
 from scripts.workloads import Workload, generate, parameters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,40 +132,6 @@ def table3(n_subs: int, n_events: int, **overrides) -> Workload:
     if zipf > 0:
         return generate("opindex-zipf", zipf_alpha=zipf, **params)
     return generate("opindex", **params)
-
-
-def prefix_workload(n_subs: int, n_events: int, share: float, length: int, seed: int = 0) -> Workload:
-    """Fig. 14: 10,000 numeric and 100 string attributes, operators ``=`` and prefix only.
-
-    A subscription has 1 to 4 predicates; each is a prefix of ``length`` characters of
-    a word on a string attribute with probability ``share``, else ``=`` on a numeric
-    attribute (σ = 50).  An event has 20 attributes, 2 of them strings holding words.
-    Words are drawn from a fixed pseudo-word vocabulary (the paper used Wikipedia's).
-    """
-    rnd = random.Random(seed)
-    syllables = ("ka", "lo", "tri", "vo", "nex", "ar", "mi", "qu", "sol", "ra", "tek", "on", "lu", "fy", "ze",
-                 "bri", "do", "pe", "st", "an")
-    vocab = sorted({"".join(rnd.choice(syllables) for _ in range(rnd.randint(2, 5))) for _ in range(20_000)})
-    nums = [f"n{i}" for i in range(10_000)]
-    strs = [f"w{i}" for i in range(100)]
-    subs = []
-    for i in range(n_subs):
-        chosen: dict[str, Pred] = {}
-        for _ in range(rnd.randint(1, 4)):
-            if rnd.random() < share:
-                attr = rnd.choice(strs)
-                chosen.setdefault(attr, pred(attr, "prefix", rnd.choice(vocab)[:length]))
-            else:
-                attr = rnd.choice(nums)
-                chosen.setdefault(attr, pred(attr, "=", rnd.randint(1, 50)))
-        parts = tuple(chosen.values())
-        subs.append(Subscription.of(f"p{i}", parts[0] if len(parts) == 1 else And(parts)))
-    events = []
-    for _ in range(n_events):
-        event: dict = {nums[a]: float(rnd.randint(1, 50)) for a in rnd.sample(range(10_000), 18)}
-        event.update({strs[a]: rnd.choice(vocab) for a in rnd.sample(range(100), 2)})
-        events.append(event)
-    return Workload(subs, events)
 
 
 AXES = {
