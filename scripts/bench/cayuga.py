@@ -44,7 +44,6 @@ import gc
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -156,19 +155,12 @@ def run_core(pycer_python: str, subs, events, timeout_s: float, pairs: bool = Fa
             "pairs": pairs}
     workdir = Path("/tmp/pycer-bench")
     workdir.mkdir(exist_ok=True)  # CORE writes logs/ under its working directory
+    ran = kit.run([pycer_python, "-c", CORE_SCRIPT], input=json.dumps(spec), timeout_s=timeout_s, cwd=workdir)
     try:
-        done = subprocess.run([pycer_python, "-c", CORE_SCRIPT], input=json.dumps(spec), capture_output=True,
-                              text=True, timeout=timeout_s, cwd=workdir, check=False)
-    except subprocess.TimeoutExpired:
+        return None if ran.timed_out else ran.check().result_line()
+    except kit.ChildFailed as exc:
+        print(f"CORE: {exc}", file=sys.stderr)
         return None
-    if done.returncode != 0:
-        print(f"CORE failed: {done.stderr[-500:]}", file=sys.stderr)
-        return None
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if not lines:
-        print(f"CORE printed no result: {done.stdout[-300:]} {done.stderr[-300:]}", file=sys.stderr)
-        return None
-    return json.loads(lines[-1][len("RESULT "):])
 
 
 def run_spark(n_events: int, n_subs: int, symbols: int, seed: int) -> dict:
@@ -346,26 +338,9 @@ def write_table(path: Path, marker: str, params: dict, results: list[dict], name
 
 
 def plot(path: Path, params: dict, results: list[dict], names: list[str]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name in names:
-        pts = sorted((r["subscriptions"], r["events_per_s"]) for r in results if r["config"] == name)
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("stateful subscriptions")
-    ax.set_ylabel("events per CPU second")
-    ax.set_title(f"Cayuga engine, stock ticker ({params['symbols']} symbols)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    kit.plot(path, {name: sorted((r["subscriptions"], r["events_per_s"]) for r in results if r["config"] == name)
+                    for name in names}, title=f"Cayuga engine, stock ticker ({params['symbols']} symbols)",
+             xlabel="stateful subscriptions", ylabel="events per CPU second", logx=True, logy=True)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ import argparse
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -165,16 +164,11 @@ def run_flink(flink_python: str, events_csv: Path, ps: list[float], workdir: Pat
     spec = {"events": str(events_csv), "out": str(out_dir), "queries": [sql(i, p) for i, p in enumerate(ps)]}
     env = {**os.environ, "JVM_ARGS": os.environ.get("JVM_ARGS", "-Xmx2g")}
     try:
-        done = subprocess.run([flink_python, "-c", FLINK_JOB], input=json.dumps(spec), capture_output=True, text=True,
-                              timeout=timeout_s, cwd=workdir, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        print(f"Flink: not done within {timeout_s:.0f} s", file=sys.stderr)
+        r = kit.run([flink_python, "-c", FLINK_JOB], input=json.dumps(spec), timeout_s=timeout_s, cwd=workdir,
+                    env=env).check().result_line()
+    except kit.ChildFailed as exc:
+        print(f"Flink: {exc}", file=sys.stderr)
         return None
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        print(f"Flink failed ({done.returncode}): {done.stderr[-1500:]}", file=sys.stderr)
-        return None
-    r = json.loads(lines[-1][len("RESULT "):])
     n = sum(1 for _ in events_csv.open())
     r.update({"events_per_s": n / r["job_cpu_s"] if r["job_cpu_s"] else 0.0, "load": os.getloadavg()})
     return read_matches(out_dir), r
@@ -222,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.events, args.rounds, args.patterns = min(args.events, 2000), 1, "10"
     sizes = [int(x) for x in args.patterns.split(",")]
-    version = subprocess.run([args.flink_python, "-c", "from importlib.metadata import version; "
-                              "print(version('apache-flink'))"], capture_output=True, text=True, check=False)
+    version = kit.run([args.flink_python, "-c", "from importlib.metadata import version; "
+                       "print(version('apache-flink'))"])
     params = {"events": args.events, "symbols": args.symbols, "patterns": sizes, "rounds": args.rounds,
               "seed": args.seed, "flink": version.stdout.strip() or "?", "load_at_start": os.getloadavg()}
     print("workload:", json.dumps(params), flush=True)

@@ -177,9 +177,12 @@ class Ran:
         return self
 
     def result_line(self, prefix: str = "RESULT ") -> Any:
-        """The JSON after ``prefix`` on the last stdout line that starts with it (``None``: no such line)."""
+        """The JSON after ``prefix`` on the last stdout line that starts with it (:class:`ChildFailed`: none)."""
         lines = [ln for ln in self.stdout.splitlines() if ln.startswith(prefix)]
-        return json.loads(lines[-1][len(prefix):]) if lines else None
+        if not lines:
+            raise ChildFailed(f"{' '.join(self.argv[:3])} ... printed no result:\n{self.stdout[-1000:]}\n"
+                              f"{self.stderr[-3000:]}")
+        return json.loads(lines[-1][len(prefix):])
 
 
 @dataclass
@@ -244,10 +247,11 @@ def run(argv: Sequence[str], **how: Any) -> Ran:
     return start(argv, **how).wait()
 
 
-def tree_env(tree: Path | str, **more: str) -> dict[str, str]:
+def tree_env(tree: Path | str, one_thread: bool = True, **more: str) -> dict[str, str]:
     """The environment of a run of the code in ``tree`` (a checkout of this project): its
-    packages first on the path, numba on one thread."""
-    return {**os.environ, "PYTHONPATH": str(Path(tree).resolve()), "NUMBA_NUM_THREADS": "1", **more}
+    packages first on the path (``PYTHONPATH`` in ``more`` replaces it), numba on one thread."""
+    return {**os.environ, "PYTHONPATH": str(Path(tree).resolve()), **({"NUMBA_NUM_THREADS": "1"} if one_thread else {}),
+            **more}
 
 
 def interleaved(labels: Sequence[str], rnd: int) -> list[str]:

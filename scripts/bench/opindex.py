@@ -32,6 +32,7 @@ from typing import Any
 from tqdm import tqdm
 
 from matchers.base import create
+from scripts.bench import kit
 from scripts.rules import prefix_workload
 from scripts.workloads import Workload, generate, parameters
 
@@ -339,20 +340,10 @@ def plots(data: dict, img_dir: Path) -> None:
         rows = [r for r in res if r["axis"] == axis]
         if not rows:
             continue
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for name in MATCHERS:
-            pts = sorted((r["value"], r["match_ms_per_event"]) for r in rows if r["matcher"] == name)
-            if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", label=name)
-        ax.set_xlabel(label)
-        ax.set_ylabel("ms per event")
-        ax.set_yscale("log")
-        ax.set_title(f"{title} [{data['mode']}]")
-        ax.legend()
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(img_dir / f"{_stem(data)}-{axis}.png", dpi=110)
-        plt.close(fig)
+        kit.plot(img_dir / f"{_stem(data)}-{axis}.png",
+                 {name: sorted((r["value"], r["match_ms_per_event"]) for r in rows if r["matcher"] == name)
+                  for name in MATCHERS}, title=f"{title} [{data['mode']}]", xlabel=label, ylabel="ms per event",
+                 logy=True, size=(6, 4))
     for axis in ("n", "sigma", "gamma_max"):
         rows = [r for r in res if r["axis"] == axis]
         if not rows:
@@ -381,12 +372,7 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 def write_markdown(text: str, path: Path) -> None:
     """Replace the results section of ``path`` (between the bench markers)."""
-    doc = path.read_text() if path.exists() else f"# OpIndex\n\n## Results\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in doc:
-        doc += f"\n## Results\n\n{BEGIN}\n{END}\n"
-    head, rest = doc.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1] if END in rest else ""
-    path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    kit.write_section(path, text, BEGIN, END)
 
 
 GOAL_MATCHERS = ("counting", "opindex", "opindex-paper", "kindex")

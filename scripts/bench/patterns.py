@@ -26,11 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from scripts.bench import kit
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = Path("/work/scratch/patsvc/base")
@@ -165,13 +166,9 @@ def run_tree(tree: Path, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--events", str(args.events),
            "--patterns", str(args.patterns), "--symbols", str(args.symbols), "--seed", str(args.seed),
            "--warmup", str(args.warmup)]
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}"}
-    done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=False)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        err = "\n".join(ln for ln in done.stderr.splitlines() if not ln.startswith("%"))  # not librdkafka's retries
-        raise RuntimeError(f"run over {tree} failed:\n{done.stdout[-2000:]}\n{err[-4000:]}")
-    r = json.loads(lines[-1][len("RESULT "):])
+    ran = kit.run(cmd, cwd=tree, env=kit.tree_env(tree, one_thread=False, PYTHONPATH=f"{tree}{os.pathsep}{ROOT}"))
+    ran.stderr = "\n".join(ln for ln in ran.stderr.splitlines() if not ln.startswith("%"))  # not librdkafka's retries
+    r = ran.check().result_line()
     r.update(tree=str(tree), load=os.getloadavg())
     return r
 

@@ -32,7 +32,6 @@ import argparse
 import gc
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from scripts.bench import kit
 from scripts.rules import make_events, make_rules
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -48,10 +48,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 def run_quamina(binary: str, rules_path: str, events_path: str, out_path: str, rounds: int) -> dict:
     """The binary's report (one JSON line) and its ids per event."""
-    env = {**os.environ, "GOMAXPROCS": "1"}
-    done = subprocess.run([binary, rules_path, events_path, out_path, str(rounds)], capture_output=True, text=True,
-                          env=env, check=True)
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    ran = kit.run([binary, rules_path, events_path, out_path, str(rounds)], env={**os.environ, "GOMAXPROCS": "1"})
+    report = json.loads(ran.check().stdout.strip().splitlines()[-1])
     with open(out_path, "rb") as f:
         report["ids"] = [orjson.loads(line)["subscriptions"] for line in f]
     return report
@@ -134,10 +132,9 @@ print(json.dumps(run_project(matcher, records, raws, int(rounds), 1000)))
 
 def run_baseline(tree: str, matcher_name: str, rules_path: str, events_path: str, rounds: int) -> dict:
     """:func:`run_project` of the checkout at ``tree``, in a process of its own."""
-    env = {**os.environ, "PYTHONPATH": tree}
-    done = subprocess.run([sys.executable, "-c", _BASELINE, matcher_name, rules_path, events_path, str(rounds)],
-                          cwd=tree, capture_output=True, text=True, env=env, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    ran = kit.run([sys.executable, "-c", _BASELINE, matcher_name, rules_path, events_path, str(rounds)], cwd=tree,
+                  env=kit.tree_env(tree, one_thread=False))
+    return json.loads(ran.check().stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
