@@ -1,7 +1,7 @@
 """The goal benchmarks of issues 2, 4, 5 and 6 over several code trees in one run.
 
 Each goal is one bench module of this package at its goal size, run by
-:func:`scripts.bench.harness.run_in_trees` over every tree given (``--tree label=PATH``,
+:func:`scripts.bench.kit.in_trees` over every tree given (``--tree label=PATH``,
 checkouts of this project such as git worktrees of two commits), one process per run,
 rounds interleaved.  From each run's JSON the goal's figures are read; per tree the best
 round counts (highest rate, lowest time), next to the ratio of the last tree to the first
