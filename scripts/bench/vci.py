@@ -42,7 +42,7 @@ from matchers.vci import VciRangeEvaluator
 from matchers.vci.baselines import DirectList, IntervalTree
 from matchers.vci.interval_index import IntervalIndex, bitmap_bytes
 from scripts.bench import kit
-from scripts.workloads import _rngs
+from scripts.workloads import rngs
 from scripts.workloads import vci as vci_workload
 
 FIG5_SCHEMES = ("SCI", "SCI-BC", "LCI", "LCI-BC", "LCI-BV", "LCI-BV(DT)")
@@ -69,7 +69,7 @@ def intervals(n: int, R: int, W: int, seed: int = 0) -> tuple[np.ndarray, np.nda
 
     Same draws as :func:`scripts.workloads.vci` with this seed.
     """
-    rng, _ = _rngs(seed)
+    rng, _ = rngs(seed)
     starts = rng.integers(1, R, size=n)
     ends = np.minimum(starts + rng.integers(1, W + 1, size=n), R)
     return starts - 1, ends - 1
@@ -77,7 +77,7 @@ def intervals(n: int, R: int, W: int, seed: int = 0) -> tuple[np.ndarray, np.nda
 
 def queries(n: int, R: int, seed: int = 0) -> np.ndarray:
     """Cells of ``n`` searches uniform over values ``1..R``."""
-    _, rng = _rngs(seed)
+    _, rng = rngs(seed)
     return rng.integers(1, R + 1, size=n) - 1
 
 
