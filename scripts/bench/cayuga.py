@@ -164,11 +164,11 @@ def run_core(pycer_python: str, subs, events, timeout_s: float, pairs: bool = Fa
 
 
 def run_spark(n_events: int, n_subs: int, symbols: int, seed: int) -> dict:
-    """End to end through the embedded broker and the patterns queries (``local[2]``):
-    :func:`scripts.bench.patterns.child` (its docstring says what is timed)."""
-    from scripts.bench.patterns import child
-
-    r = child(n_events, n_subs, symbols, seed)
+    """End to end through the embedded broker and the patterns queries (``local[2]``): one
+    child run of ``scripts.bench.patterns`` (its docstring says what is timed)."""
+    r = kit.run([sys.executable, "-m", "scripts.bench.patterns", "--child", "--events", str(n_events), "--patterns",
+                 str(n_subs), "--symbols", str(symbols), "--seed", str(seed), "--warmup", "0"], cwd=kit.ROOT)
+    r = r.check().result_line()
     return {"config": "spark end-to-end", "subscriptions": n_subs, "events": n_events, "seconds": r["seconds"],
             "events_per_s": r["events_per_s"], "batches": r["batches"]}
 

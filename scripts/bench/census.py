@@ -19,6 +19,7 @@ import time
 import orjson
 import pyarrow as pa
 
+from scripts.bench import kit
 from scripts.tickers import stock_ticks
 from streaming.config import Settings
 from streaming.kafka.client_config import KafkaClientConfig
@@ -70,10 +71,13 @@ def main() -> None:
         for name, w in watches.items():
             got[name].append(run(w))
     print(f"load average {os.getloadavg()}")
+    results = {}
     for name, times in got.items():
         med = statistics.median(times)
+        results[name] = {"median_cpu_s": med, "us_per_event": med / args.events * 1e6, "cpu_s": times}
         print(f"{name}: {med * 1e3:.1f} ms CPU per {args.events:,} events ({med / args.events * 1e6:.2f} µs/event; "
               f"all {[round(t * 1e3, 1) for t in times]})")
+    print(f"wrote {kit.save('census', kit.record(vars(args), results))}")
 
 
 if __name__ == "__main__":

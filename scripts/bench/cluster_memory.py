@@ -94,7 +94,7 @@ def run(n_subs: int, shards: int, n_events: int, bootstrap: str, workdir: Path) 
         workload_events,
         workload_subscriptions,
     )
-    from scripts.bench.shared_index import memory
+    from scripts.bench.kit import process_memory as memory
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.client_config import KafkaClientConfig
     from streaming.standalone import standalone_cluster

@@ -254,6 +254,61 @@ def tree_env(tree: Path | str, one_thread: bool = True, **more: str) -> dict[str
             **more}
 
 
+def tree_cpu_s(by_command: bool = False) -> Any:
+    """CPU seconds (user + system) of this process and every live descendant (JVM, Python
+    workers); with ``by_command``, a dict of them by command name (``java``, ``python``...)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, tuple[str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / tick)
+    mine, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        for child_pid, parent in parents.items():
+            if parent == pid and child_pid not in mine:
+                mine.add(child_pid)
+                frontier.append(child_pid)
+    if not by_command:
+        return sum(cpu[p][1] for p in mine if p in cpu)
+    out: dict[str, float] = {}
+    for p in mine:
+        if p in cpu:
+            name = "java" if cpu[p][0] == "java" else "python"
+            out[name] = out.get(name, 0.0) + cpu[p][1]
+    return out
+
+
+def process_memory(pid: int) -> dict[str, int]:
+    """Bytes of a process from ``/proc/<pid>/smaps``: RSS, PSS, anonymous (the heap and the
+    pages it copied on write) and the PSS of its mappings of shared index files."""
+    out = {"rss": 0, "pss": 0, "anon": 0, "file_pss": 0}
+    in_index = False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if not parts[0].endswith(":"):  # a mapping's header: address range, ..., path
+                in_index = "/pubsub-index-" in line
+            elif parts[0] == "Rss:":
+                out["rss"] += int(parts[1]) * 1024
+            elif parts[0] == "Pss:":
+                out["pss"] += int(parts[1]) * 1024
+                if in_index:
+                    out["file_pss"] += int(parts[1]) * 1024
+            elif parts[0] == "Anonymous:":
+                out["anon"] += int(parts[1]) * 1024
+    return out
+
+
 def interleaved(labels: Sequence[str], rnd: int) -> list[str]:
     """The order of ``labels`` in round ``rnd``: alternating, so that a drift of the load hits all alike."""
     return list(labels) if rnd % 2 == 0 else list(labels)[::-1]

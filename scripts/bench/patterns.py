@@ -31,8 +31,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scripts.bench import kit
-
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = Path("/work/scratch/patsvc/base")
 
@@ -45,7 +43,12 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
     from kafka import KafkaProducer
 
     import streaming.patterns as P
-    from scripts.tickers import cel, make_events, make_subscriptions
+    try:
+        from scripts.bench.kit import tree_cpu_s
+        from scripts.tickers import cel, make_events, make_subscriptions
+    except ImportError:  # a tree from before the kit (its own helpers)
+        from scripts.bench.cayuga import cel, make_events, make_subscriptions  # noqa: I001  # an old tree has them
+        from scripts.bench.patterns import tree_cpu_s  # type: ignore[attr-defined, no-redef]  # an old tree has it
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.broker import EmbeddedBroker
     from streaming.kafka.client_config import KafkaClientConfig
@@ -127,42 +130,10 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
             "batches": len(progress), "progress": progress, "notifications": notes}
 
 
-def tree_cpu_s(by_command: bool = False) -> Any:
-    """CPU seconds (user + system) of this process and every live descendant (JVM, Python
-    workers); with ``by_command``, a dict of them by command name (``java``, ``python``...)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    cpu: dict[int, tuple[str, float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                head, rest = f.read().rsplit(")", 1)
-        except OSError:
-            continue
-        fields = rest.split()
-        parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / tick)
-    mine, frontier = {os.getpid()}, [os.getpid()]
-    while frontier:
-        pid = frontier.pop()
-        for child_pid, parent in parents.items():
-            if parent == pid and child_pid not in mine:
-                mine.add(child_pid)
-                frontier.append(child_pid)
-    if not by_command:
-        return sum(cpu[p][1] for p in mine if p in cpu)
-    out: dict[str, float] = {}
-    for p in mine:
-        if p in cpu:
-            name = "java" if cpu[p][0] == "java" else "python"
-            out[name] = out.get(name, 0.0) + cpu[p][1]
-    return out
-
-
 def run_tree(tree: Path, args: argparse.Namespace) -> dict:
     """One child run over ``tree``'s code; adds the process tree's CPU time and the load."""
+    from scripts.bench import kit
+
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--events", str(args.events),
            "--patterns", str(args.patterns), "--symbols", str(args.symbols), "--seed", str(args.seed),
            "--warmup", str(args.warmup)]

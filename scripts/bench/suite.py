@@ -61,8 +61,8 @@ BENCHES: tuple[Bench, ...] = (
     Bench("trees", None, None, record="trees-<goal>.json -> bench.md"),
     Bench("cayuga_trees", None, None, record="--json PATH"),
     Bench("patterns", None, None, record="patterns.json"),
-    Bench("census", None, None, record="printed"),
-    Bench("keyed_state", None, None, record="printed"),
+    Bench("census", None, None, record="census.json"),
+    Bench("keyed_state", None, None, record="keyed_state.json"),
     Bench("shared_index", None, None, record="printed"),
     Bench("cluster_memory", None, None, record="printed"),
 )
