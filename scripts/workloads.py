@@ -52,7 +52,7 @@ class Workload(NamedTuple):
 
 
 # -- shared helpers -------------------------------------------------------------------
-def _rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+def rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
     """Independent generators for subscriptions and for events."""
     return np.random.default_rng([seed, 0]), np.random.default_rng([seed, 1])
 
@@ -173,7 +173,7 @@ def fabret(workload: str = "W0", n_subs: int = 100_000, n_events: int = 1111, se
     subs = list(fabret_subscriptions(workload, n_subs, seed, **params))
     spec = _fabret_spec(workload, params)
     lo, hi, n_a, offset, skew = spec["lo"], spec["hi"], spec["n_a"], spec["attr_offset"], spec["skew_values"]
-    _, event_rng = _rngs(seed)
+    _, event_rng = rngs(seed)
     values = event_rng.integers(lo, hi + 1, size=(n_events, n_a))
     if skew and spec["fixed"]:
         values[:, offset] = event_rng.integers(lo, lo + skew, size=n_events)
@@ -212,7 +212,7 @@ def fabret_subscriptions(workload: str = "W0", n_subs: int = 100_000, seed: int 
     spec = _fabret_spec(workload, params)
     n_t, offset, fixed, n_free = spec["n_t"], spec["attr_offset"], tuple(spec["fixed"]), spec["n_free"]
     lo, hi, n_a, skew = spec["lo"], spec["hi"], spec["n_a"], spec["skew_values"]
-    sub_rng, _ = _rngs(seed)
+    sub_rng, _ = rngs(seed)
     names = [f"a{i}" for i in range(max(n_a, offset + n_t))]
     ops = [_OPS[o] for o in fixed]
     n_fixed = len(fixed)
@@ -261,7 +261,7 @@ def opindex(n_subs: int = 1_000_000, n_events: int = 1000, d: int = 20_000, gamm
         raise ValueError(f"theta1 must be in [0, 1], got {theta1}")
     if gamma_max < 1 or m < 1 or sigma < 1:
         raise ValueError("gamma_max, m and sigma must be >= 1")
-    sub_rng, event_rng = _rngs(seed)
+    sub_rng, event_rng = rngs(seed)
     attr_p = zipf_probabilities(d, zipf_alpha) if dist == "zipf" else None
     value_p = zipf_probabilities(sigma, zipf_alpha) if dist == "zipf" else None
     names = [f"a{i}" for i in range(d)]
@@ -316,7 +316,7 @@ def vci(n_subs: int = 10_000, n_events: int = 10_000, R: int = 5000, W: int = 20
     """
     if R < 2 or W < 1:
         raise ValueError("VCI needs R >= 2 and W >= 1")
-    sub_rng, event_rng = _rngs(seed)
+    sub_rng, event_rng = rngs(seed)
     starts = sub_rng.integers(1, R, size=n_subs)
     ends = np.minimum(starts + sub_rng.integers(1, W + 1, size=n_subs), R)
     subs = _conjunctions([pred(attr, Op.BETWEEN, (x, y))] for x, y in zip(starts.tolist(), ends.tolist(), strict=True))
@@ -348,7 +348,7 @@ def dense_arrays(n_subs: int = 1_000_000, n_events: int = 500, d: int = 20, k: i
     """
     if not 1 <= k <= d or not 0 < width < 1:
         raise ValueError(f"dense needs 1 <= k <= d and 0 < width < 1, got k={k}, d={d}, width={width}")
-    sub_rng, event_rng = _rngs(seed)
+    sub_rng, event_rng = rngs(seed)
     span = int(width * domain)
     attrs = np.argsort(sub_rng.random((n_subs, d)), axis=1)[:, :k].astype(np.int64)
     probs_lo = zipf_probabilities(domain - span, zipf_alpha) if zipf_alpha > 0 else None
@@ -394,7 +394,7 @@ def amkh(n_subs: int = 100_000, n_events: int = 1000, x: int = 95, n_equality: i
         raise ValueError("AMKH needs at least 2 equality-only and 1 general attribute")
     if x < 6 or event_hi < 6:
         raise ValueError(f"the value ranges [6, x] and [6, event_hi] need x, event_hi >= 6, got {x}, {event_hi}")
-    sub_rng, event_rng = _rngs(seed)
+    sub_rng, event_rng = rngs(seed)
     eq_names = [f"e{i}" for i in range(n_equality)]
     gen_names = [f"g{i}" for i in range(n_general)]
     vals = sub_rng.integers(6, x + 1, size=(n_subs, 3))

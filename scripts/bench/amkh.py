@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from matchers.amkh import AmkhMatcher
 from matchers.base import create
-from scripts.bench.harness import DOCS, _one_thread, environment, write_results
+from scripts.bench import kit
 from scripts.workloads import amkh as amkh_workload
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -136,11 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     prefix = "amkh-quick" if args.quick else "amkh"
     if args.render:
-        _publish(json.loads((DOCS / "bench" / f"{prefix}.json").read_text()), prefix)
+        _publish(json.loads((kit.DOCS / "bench" / f"{prefix}.json").read_text()), prefix)
         return 0
-    _one_thread()
+    kit.one_thread()
     cfg = QUICK if args.quick else FULL
-    res: dict = dict(environment=environment(), quick=args.quick, xs=cfg["xs"], n_subs=cfg["n_subs"],
+    res: dict = dict(environment=kit.environment(), quick=args.quick, xs=cfg["xs"], n_subs=cfg["n_subs"],
                      n_events=cfg["n_events"], rows=[])
     started = time.time()
     todo = [(x, name) for x in cfg["xs"] for name in (*VARIANTS, "counting")]
@@ -156,8 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     res["seconds"] = round(time.time() - started, 1)
     res["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(table(res))
-    (DOCS / "bench").mkdir(parents=True, exist_ok=True)
-    out = DOCS / "bench" / f"{prefix}.json"
+    (kit.DOCS / "bench").mkdir(parents=True, exist_ok=True)
+    out = kit.DOCS / "bench" / f"{prefix}.json"
     out.write_text(json.dumps(res, indent=1))
     _publish(res, prefix)
     print(f"wrote {out} and docs/img/{prefix}-fig1.png")
@@ -166,10 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _publish(res: dict, prefix: str) -> None:
     """The plot, and for a full run the results section of ``docs/amkh.md``."""
-    plot(res, DOCS / "img" / f"{prefix}-fig1.png")
+    plot(res, kit.DOCS / "img" / f"{prefix}-fig1.png")
     if not res["quick"]:
         env = res["environment"]
-        write_results(DOCS / "amkh.md", f"Run of {res.get('date', '?')}; load average at the start {env['load_avg']}.\n\n"
+        kit.write_section(kit.DOCS / "amkh.md", f"Run of {res.get('date', '?')}; load average at the start {env['load_avg']}.\n\n"
                       + table(res) + "\n\n![Fig. 1](img/amkh-fig1.png)\n")
 
 

@@ -17,38 +17,24 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
-import orjson
 
 from matchers.auto import AutoMatcher
 from matchers.base import Matcher, create, names
 from matchers.events import EventBatch
-from scripts.bench.harness import DOCS, _one_thread
+from scripts.bench import kit
+from scripts.rules import eventbridge
 from scripts.workloads import WORKLOADS, Workload, dense, generate, opindex
 
 GOAL = 1.25
 """Issue 14: ``auto`` within this factor of the best single matcher on every workload."""
 MIN_ROUND_S = 0.2
 """A round of a matcher repeats passes over the events for at least this much CPU time."""
-
-
-def eventbridge(n_subs: int, n_events: int, seed: int = 0) -> Workload:
-    """EventBridge-like rules (OR-lists, ``prefix``, ``anything-but``, ``exists``,
-    ``equals-ignore-case``) over nested events: the rules of :mod:`scripts.bench.quamina`."""
-    from matchers.events import flatten
-    from matchers.language import parse_record
-    from scripts.bench.quamina import make_events, make_rules
-
-    subs = [parse_record(dict(r)) for r in make_rules(n_subs, seed)]
-    events: list[Any] = [flatten(orjson.loads(raw)) for raw in make_events(n_events, seed)]  # rows where arrays
-    return Workload(subs, events)
 
 
 VARIANTS: dict[str, Callable[..., Workload]] = {
@@ -162,7 +148,7 @@ def render(record: dict) -> str:
         f"here (baselines are not: `auto` does not pick them). `auto chose`: its index ([auto.md](auto.md)); "
         f"`auto ÷ best`: goal <= {GOAL}, bold when over; worst here {max(ratios):.2f}, median "
         f"{float(np.median(ratios)):.2f}. Count mismatches: events whose match count differs from counting's "
-        f"(all matchers). `load`: 1-minute load average after the workload.", "", *lines, ""])
+        f"(all matchers). `load`: 1-minute load average after the workload.", "", *lines])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true", help="write docs/bench/auto.json and docs/bench.md")
     parser.add_argument("--drift", action="store_true", help="the drifting stream of ranges-sparse/dense events")
     args = parser.parse_args(argv)
-    _one_thread()
+    kit.one_thread()
     if args.drift:
         run = drift(args.n_subs, args.n_events, args.rounds, args.batch, args.seed)
         print(f"drift: {args.n_subs:,} subscriptions, phases sparse/dense/sparse of {args.n_events:,} events, "
@@ -199,10 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         record["workloads"].append(run)
     print(render(record))
     if args.record:
-        (DOCS / "bench" / "auto.json").write_text(json.dumps(record, indent=1) + "\n")
-        from scripts.bench.harness import render_markdown
-
-        (DOCS / "bench.md").write_text(render_markdown())
+        kit.save("auto", record)
+        kit.write_section(kit.DOCS / "bench.md", render(record), "<!-- bench:auto -->", "<!-- /bench:auto -->")
     return 0
 
 

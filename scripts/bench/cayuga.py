@@ -44,68 +44,27 @@ import gc
 import json
 import os
 import platform
-import random
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
-from matchers.cayuga import algebra as A
 from matchers.cayuga.engine import Engine
-from scripts.bench.harness import write_results
+from scripts.bench import kit
+from scripts.tickers import (
+    P_GRID,
+    RISE,
+    WINDOWS,
+    cel,
+    cel_pairs,
+    expr,
+    make_events,
+    make_subscriptions,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PYCER = "/tmp/pycer-venv/bin/python"
-
-P_GRID = (95, 100, 105)
-RISE = (1.02, 1.05)
-WINDOWS = (5000, 20000)
-
-
-def make_events(n: int, symbols: int, seed: int) -> list[A.Event]:
-    """``n`` trades, one per tick, uniform over symbols, random-walk prices around 100."""
-    rng = random.Random(seed)
-    price = [100.0] * symbols
-    out = []
-    for t in range(n):
-        s = rng.randrange(symbols)
-        price[s] = round(min(150.0, max(60.0, price[s] * rng.uniform(0.97, 1.03))), 2)
-        out.append(A.Event(f"e{t}", "Stock", t, t, {"name": f"S{s}", "price": price[s], "vol": rng.randrange(100, 20000)}))
-    return out
-
-
-def make_subscriptions(n: int, symbols: int, seed: int) -> list[tuple[str, float, float, int]]:
-    """``(symbol, P, P2, W)`` of ``n`` subscriptions."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        p = rng.choice(P_GRID)
-        out.append((f"S{rng.randrange(symbols)}", float(p), round(p * rng.choice(RISE), 2), rng.choice(WINDOWS)))
-    return out
-
-
-def cel(sym: str, p: float, p2: float, w: int) -> str:
-    """The subscription in CEL (what a user sends)."""
-    return (f"FILTER{{DUR <= {w}}}(FILTER{{name = '{sym}' AND price > {p}}}(Stock)"
-            f" NEXT{{$2.name = $1.name AND $2.price > {p2}}} Stock)")
-
-
-def cel_pairs(sym: str, p: float, p2: float, w: int) -> str:
-    """Every later matching trade in the window (CORE's ``;``), as a FOLD emitting each one."""
-    return (f"FILTER{{DUR <= {w}}}(FILTER{{name = '{sym}' AND price > {p}}}(Stock)"
-            f" FOLD{{$2.name = $.name AND $2.price > {p2}, TRUE}} Stock)")
-
-
-def expr(sym: str, p: float, p2: float, w: int) -> A.Expr:
-    """The same subscription built directly as algebra (registering 100,000 is faster)."""
-    start = A.Filter(A.And((A.Cmp("=", A.Attr(A.BARE, "name"), A.Const(sym)),
-                            A.Cmp(">", A.Attr(A.BARE, "price"), A.Const(p)))), A.Stream("Stock"))
-    theta = A.And((A.Cmp("=", A.Attr(A.SECOND, "name"), A.Attr(A.LAST, "name")),
-                   A.Cmp(">", A.Attr(A.SECOND, "price"), A.Const(p2))))
-    return A.Filter(A.Cmp("<=", A.Dur(), A.Const(w)), A.Next(start, theta, A.Stream("Stock")))
-
 
 CONFIGS: dict[str, dict] = {
     "indexed+merged": dict(merge=True, indexed=True),
@@ -196,27 +155,20 @@ def run_core(pycer_python: str, subs, events, timeout_s: float, pairs: bool = Fa
             "pairs": pairs}
     workdir = Path("/tmp/pycer-bench")
     workdir.mkdir(exist_ok=True)  # CORE writes logs/ under its working directory
+    ran = kit.run([pycer_python, "-c", CORE_SCRIPT], input=json.dumps(spec), timeout_s=timeout_s, cwd=workdir)
     try:
-        done = subprocess.run([pycer_python, "-c", CORE_SCRIPT], input=json.dumps(spec), capture_output=True,
-                              text=True, timeout=timeout_s, cwd=workdir, check=False)
-    except subprocess.TimeoutExpired:
+        return None if ran.timed_out else ran.check().result_line()
+    except kit.ChildFailed as exc:
+        print(f"CORE: {exc}", file=sys.stderr)
         return None
-    if done.returncode != 0:
-        print(f"CORE failed: {done.stderr[-500:]}", file=sys.stderr)
-        return None
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if not lines:
-        print(f"CORE printed no result: {done.stdout[-300:]} {done.stderr[-300:]}", file=sys.stderr)
-        return None
-    return json.loads(lines[-1][len("RESULT "):])
 
 
 def run_spark(n_events: int, n_subs: int, symbols: int, seed: int) -> dict:
-    """End to end through the embedded broker and the patterns queries (``local[2]``):
-    :func:`scripts.bench.patterns.child` (its docstring says what is timed)."""
-    from scripts.bench.patterns import child
-
-    r = child(n_events, n_subs, symbols, seed)
+    """End to end through the embedded broker and the patterns queries (``local[2]``): one
+    child run of ``scripts.bench.patterns`` (its docstring says what is timed)."""
+    r = kit.run([sys.executable, "-m", "scripts.bench.patterns", "--child", "--events", str(n_events), "--patterns",
+                 str(n_subs), "--symbols", str(symbols), "--seed", str(seed), "--warmup", "0"], cwd=kit.ROOT)
+    r = r.check().result_line()
     return {"config": "spark end-to-end", "subscriptions": n_subs, "events": n_events, "seconds": r["seconds"],
             "events_per_s": r["events_per_s"], "batches": r["batches"]}
 
@@ -382,30 +334,13 @@ def write_table(path: Path, marker: str, params: dict, results: list[dict], name
             last = by.get(("CORE pairs, sparse", n)) or by.get(("engine pairs, sparse", n))
             cells.append(f"{last['load'][0]:.1f}" if last else "-")
             lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
-    write_results(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
+    kit.write_section(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
 
 
 def plot(path: Path, params: dict, results: list[dict], names: list[str]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name in names:
-        pts = sorted((r["subscriptions"], r["events_per_s"]) for r in results if r["config"] == name)
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("stateful subscriptions")
-    ax.set_ylabel("events per CPU second")
-    ax.set_title(f"Cayuga engine, stock ticker ({params['symbols']} symbols)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    kit.plot(path, {name: sorted((r["subscriptions"], r["events_per_s"]) for r in results if r["config"] == name)
+                    for name in names}, title=f"Cayuga engine, stock ticker ({params['symbols']} symbols)",
+             xlabel="stateful subscriptions", ylabel="events per CPU second", logx=True, logy=True)
 
 
 if __name__ == "__main__":

@@ -32,14 +32,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from scripts.bench import kit
+
 CHILD = r"""
 import gc, json, os, sys, time
-from scripts.bench.cayuga import expr, make_events, make_subscriptions
+try:
+    from scripts.tickers import expr, make_events, make_subscriptions
+except ImportError:  # a tree from before the workload moved out of the bench
+    from scripts.bench.cayuga import expr, make_events, make_subscriptions
 from matchers.cayuga.engine import Engine
 
 n, n_events, warmup, symbols, seed, collector, batch, kwargs = json.loads(sys.argv[1])
@@ -76,13 +80,8 @@ print("RESULT " + json.dumps({"events": n_events - warmup, "cpu_s": cpu, "events
 
 def run_tree(tree: Path, spec: list) -> dict:
     """One process over ``tree``'s code; its result with the load average when it ended."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], cwd=tree, env=env, capture_output=True,
-                          text=True, check=False)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"run over {tree} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return {**json.loads(lines[-1][len("RESULT "):]), "load": os.getloadavg()}
+    ran = kit.run([sys.executable, "-c", CHILD, json.dumps(spec)], cwd=tree, env=kit.tree_env(tree, one_thread=False))
+    return {**ran.check().result_line(), "load": os.getloadavg()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load at start {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
     runs = []
     for rnd in range(args.rounds):
-        order = list(trees) if rnd % 2 == 0 else list(trees)[::-1]
-        for label in order:
+        for label in kit.interleaved(list(trees), rnd):
             r = {"round": rnd, "tree": label, "path": str(trees[label]), "engine": kwargs.get(label, {}),
                  **run_tree(trees[label], [*spec, kwargs.get(label, {})])}
             runs.append(r)

@@ -17,14 +17,28 @@ import tempfile
 import time
 
 import orjson
+import pyarrow as pa
 
+from scripts.bench import kit
+from scripts.tickers import stock_ticks
 from streaming.config import Settings
+from streaming.kafka.client_config import KafkaClientConfig
+from streaming.kafka.schema import ARROW_SCHEMA
 from streaming.patterns.census import Watch
 from streaming.patterns.keyed import keyed_rows
 from streaming.patterns.queries import registry_dir
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records
-from tests.unit.cayuga.streams import stock_ticks
-from tests.unit.streaming.helpers import NO_KAFKA, kafka_batch
+
+NO_KAFKA = KafkaClientConfig.create("unused.invalid:9092")
+
+
+def kafka_batch(values: list[bytes | None]) -> pa.RecordBatch:
+    """An Arrow batch with the Kafka source's columns, as the patterns query reads it (topic ``events``)."""
+    n = len(values)
+    return pa.RecordBatch.from_pydict({"key": [None] * n, "value": values, "topic": ["events"] * n,
+                                       "partition": [0] * n, "offset": list(range(n)),
+                                       "timestamp": [1_700_000_000_000_000] * n}, schema=ARROW_SCHEMA)
+
 
 PATTERN = "FILTER{prcie > 3}(Stock) NEXT{$2.name = $1.name AND $2.price > $1.price} Stock"
 
@@ -57,10 +71,13 @@ def main() -> None:
         for name, w in watches.items():
             got[name].append(run(w))
     print(f"load average {os.getloadavg()}")
+    results = {}
     for name, times in got.items():
         med = statistics.median(times)
+        results[name] = {"median_cpu_s": med, "us_per_event": med / args.events * 1e6, "cpu_s": times}
         print(f"{name}: {med * 1e3:.1f} ms CPU per {args.events:,} events ({med / args.events * 1e6:.2f} µs/event; "
               f"all {[round(t * 1e3, 1) for t in times]})")
+    print(f"wrote {kit.save('census', kit.record(vars(args), results))}")
 
 
 if __name__ == "__main__":

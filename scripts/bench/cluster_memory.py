@@ -3,7 +3,7 @@
 ``python -m scripts.bench.cluster_memory [--subs 200000] [--shards 1 2] [--events 40000]``
 
 For each shard count: a standalone master and two 1-core workers on loopback (the cluster
-tests' :mod:`tests.integration.cluster`), the embedded broker, and ``python -m streaming run``
+tests' :mod:`streaming.standalone`), the embedded broker, and ``python -m streaming run``
 on the cluster. The workload's subscriptions (Fabret W1, as ``scripts.bench.e2e``) are
 registered, then ``--events`` events are matched twice (a trigger every 5 s, so that a
 batch holds a whole round: two event partitions of half of them each, two tasks; with one
@@ -94,10 +94,10 @@ def run(n_subs: int, shards: int, n_events: int, bootstrap: str, workdir: Path) 
         workload_events,
         workload_subscriptions,
     )
-    from scripts.bench.shared_index import memory
+    from scripts.bench.kit import process_memory as memory
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.client_config import KafkaClientConfig
-    from tests.integration.cluster import standalone_cluster
+    from streaming.standalone import standalone_cluster
 
     tag = f"s{shards}-{int(time.time())}"
     topics = {name: f"{name}-{tag}" for name in ("events", "subscriptions", "notifications", "errors")}

@@ -21,7 +21,6 @@ bytes per predicate.  Run ``python -m scripts.bench.counting [--quick]``; result
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 from tqdm import tqdm
 
 from matchers.counting import CHUNK_EVENTS, CountingMatcher
+from scripts.bench import kit
 from scripts.workloads import opindex
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,10 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"workload": {"generator": "scripts.workloads.opindex", "seed": 1, **TABLE3}, "events": cfg["events"],
            "goal": GOAL, "before": BEFORE, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
            "rows": rows}
-    name = "counting-quick.json" if args.quick else "counting.json"
-    path = ROOT / "docs" / "bench" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1) + "\n")
+    kit.save("counting-quick" if args.quick else "counting", out)
     if not args.quick:
         write_doc(rows)
     return 0
@@ -180,11 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_doc(rows: list[dict]) -> None:
     """Replace the table between the bench markers of ``docs/counting.md``."""
-    doc = ROOT / "docs" / "counting.md"
-    text = doc.read_text() if doc.exists() else "<!-- bench:start -->\n<!-- bench:end -->\n"
-    start, end = "<!-- bench:start -->", "<!-- bench:end -->"
-    a, b = text.index(start) + len(start), text.index(end)
-    doc.write_text(text[:a] + "\n" + table(rows) + "\n" + text[b:])
+    kit.write_section(ROOT / "docs" / "counting.md", table(rows), "<!-- bench:start -->", "<!-- bench:end -->")
 
 
 if __name__ == "__main__":

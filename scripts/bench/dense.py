@@ -26,11 +26,8 @@ go to ``docs/bench/dense.json`` (with ``--record``) and a section of ``docs/benc
 from __future__ import annotations
 
 import argparse
-import json
-import multiprocessing as mp
 import os
 import resource
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -38,9 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from scripts.bench import kit
 from scripts.workloads import DenseArrays, dense_arrays, dense_events, dense_subscriptions
-
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def write_peer_files(arrays: DenseArrays, directory: Path) -> tuple[Path, Path]:
@@ -62,98 +58,43 @@ def write_peer_files(arrays: DenseArrays, directory: Path) -> tuple[Path, Path]:
 
 
 # -- the project's matchers, one persistent child each ------------------------------------
-def _serve(conn, name: str, arrays: DenseArrays, batch: int, params: dict) -> None:
-    """Build ``name`` once, then answer ``"round"`` with ``(cpu_s, counts)`` and ``"stats"``."""
-    import numba
-
+def serve(name: str, arrays: DenseArrays, batch: int, params: dict):
+    """Build ``name`` once and yield its build CPU seconds; then answer ``"round"`` with
+    ``(cpu_s, counts)`` and ``"stats"`` with its memory (runs in a :class:`~scripts.bench.kit.Child`)."""
     from matchers.base import create
 
-    numba.set_num_threads(1)
-    try:
-        warm = create(name, **params)
-        warm.add(dense_subscriptions(arrays._replace(attrs=arrays.attrs[:20], lo=arrays.lo[:20],
-                                                     hi=arrays.hi[:20])))
-        warm.match(warm.encode(dense_events(arrays)[:4]))
-        del warm
-        matcher = create(name, **params)
-        subscriptions = dense_subscriptions(arrays)
+    warm = create(name, **params)
+    warm.add(dense_subscriptions(arrays._replace(attrs=arrays.attrs[:20], lo=arrays.lo[:20], hi=arrays.hi[:20])))
+    warm.match(warm.encode(dense_events(arrays)[:4]))
+    del warm
+    matcher = create(name, **params)
+    subscriptions = dense_subscriptions(arrays)
+    c0 = time.process_time()
+    matcher.add(subscriptions)
+    build_s = time.process_time() - c0
+    del subscriptions
+    encoded = matcher.encode(dense_events(arrays))
+    c0 = time.process_time()
+    matcher.match(encoded.slice(0, 1))  # lazy packing, where a matcher packs lazily
+    answer: object = build_s + time.process_time() - c0
+    while True:
+        if (yield answer) == "stats":
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            answer = dict(memory_bytes=matcher.memory_bytes(), peak_rss_bytes=peak)
+            continue
+        counts = []
         c0 = time.process_time()
-        matcher.add(subscriptions)
-        build_s = time.process_time() - c0
-        del subscriptions
-        encoded = matcher.encode(dense_events(arrays))
-        c0 = time.process_time()
-        matcher.match(encoded.slice(0, 1))  # lazy packing, where a matcher packs lazily
-        build_s += time.process_time() - c0
-        conn.send(("ready", build_s))
-        while (command := conn.recv()) != "stop":
-            if command == "stats":
-                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-                conn.send(("stats", dict(memory_bytes=matcher.memory_bytes(), peak_rss_bytes=peak)))
-                continue
-            counts = []
-            c0 = time.process_time()
-            for lo in range(0, encoded.n, batch):
-                counts.append(np.diff(matcher.match(encoded.slice(lo, min(encoded.n, lo + batch))).offsets))
-            conn.send(("round", (time.process_time() - c0, np.concatenate(counts).tolist())))
-    except BaseException as exc:  # reported to the parent, which carries on without this matcher
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-    finally:
-        conn.close()
-
-
-class Child:
-    """A project matcher in its own forked process."""
-
-    def __init__(self, name: str, arrays: DenseArrays, batch: int, params: dict, timeout_s: float):
-        ctx = mp.get_context("fork")
-        self.name, self.timeout_s = name, timeout_s
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, name, arrays, batch, params))
-        self.proc.start()
-        child.close()
-        self.build_s = self._recv("ready")
-
-    def _recv(self, kind: str):
-        if not self.conn.poll(self.timeout_s):
-            self.close()
-            raise TimeoutError(f"{self.name}: no answer within {self.timeout_s:.0f} s")
-        got, payload = self.conn.recv()
-        if got != kind:
-            self.close()
-            raise RuntimeError(f"{self.name}: {payload}")
-        return payload
-
-    def round(self) -> tuple[float, list[int]]:
-        self.conn.send("round")
-        return self._recv("round")
-
-    def stats(self) -> dict:
-        self.conn.send("stats")
-        return self._recv("stats")
-
-    def close(self) -> None:
-        if self.proc.is_alive():
-            try:
-                self.conn.send("stop")
-            except OSError:
-                pass
-            self.proc.join(10)
-            if self.proc.is_alive():
-                self.proc.kill()
-                self.proc.join()
+        for lo in range(0, encoded.n, batch):
+            counts.append(np.diff(matcher.match(encoded.slice(lo, min(encoded.n, lo + batch))).offsets))
+        answer = (time.process_time() - c0, np.concatenate(counts).tolist())
 
 
 def run_peer(path: str, args: Sequence[str], subs: Path, events: Path, rounds: int,
              timeout_s: float) -> tuple[float, list[int], float]:
     """One run of a peer binary: ``(ms per event, counts, CPU seconds of the whole process)``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([path, str(subs), str(events), *args, str(rounds)], capture_output=True, text=True,
-                         timeout=timeout_s, check=True).stdout
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    fields = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return float(fields["ms_per_event"][0]), [int(c) for c in fields["counts"]], cpu
+    ran = kit.run([path, str(subs), str(events), *args, str(rounds)], timeout_s=timeout_s).check()
+    fields = {line.split()[0]: line.split()[1:] for line in ran.stdout.splitlines() if line.strip()}
+    return float(fields["ms_per_event"][0]), [int(c) for c in fields["counts"]], ran.cpu_s
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -165,9 +106,9 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
     children = {}
     for name in matchers:
         try:
-            children[name] = Child(name, arrays, batch, params.get(name, {}), timeout_s)
-            results[name] = dict(kind="project", build_cpu_s=children[name].build_s, ms=[])
-        except (TimeoutError, RuntimeError) as exc:
+            children[name] = kit.Child(serve, name, arrays, batch, params.get(name, {}), timeout_s=timeout_s)
+            results[name] = dict(kind="project", build_cpu_s=children[name].first, ms=[])
+        except kit.ChildFailed as exc:
             results[name] = dict(kind="project", note=str(exc), ms=[])
     counts: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory(prefix="dense-") as tmp:
@@ -177,8 +118,8 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
         for _ in range(rounds):
             for name, child in list(children.items()):
                 try:
-                    cpu, got = child.round()
-                except (TimeoutError, RuntimeError) as exc:
+                    cpu, got = child.ask("round")
+                except kit.ChildFailed as exc:
                     results[name]["note"] = str(exc)
                     del children[name]
                     continue
@@ -190,7 +131,7 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
                 results[name]["process_cpu_s"].append(cpu)
                 counts[name] = got
     for name, child in children.items():
-        results[name].update(child.stats())
+        results[name].update(child.ask("stats"))
         child.close()
     reference = next(iter(counts.values()), [])
     for name, r in results.items():
@@ -284,11 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         record = dict(command="`python -m scripts.bench.dense " + " ".join(sys.argv[1:] if argv is None else argv)
                       + "`", date=time.strftime("%Y-%m-%d"), runs=runs)
-        (DOCS / "bench").mkdir(parents=True, exist_ok=True)
-        (DOCS / "bench" / "dense.json").write_text(json.dumps(record, indent=1) + "\n")
-        from scripts.bench.harness import render_markdown
-
-        (DOCS / "bench.md").write_text(render_markdown())
+        kit.save("dense", record)
+        kit.write_section(kit.DOCS / "bench.md", render(record), "<!-- bench:dense -->", "<!-- /bench:dense -->")
     return 0
 
 

@@ -135,7 +135,7 @@ def worker_memory() -> list[dict[str, int]]:
 
     Workers are the processes the ``pyspark.daemon`` of this process's JVM forked.
     """
-    from scripts.bench.shared_index import memory
+    from scripts.bench.kit import process_memory as memory
 
     parent: dict[int, int] = {}
     daemon: set[int] = set()

@@ -42,10 +42,9 @@ from tqdm import tqdm
 
 from matchers.base import create
 from matchers.fabret.dynamic import DynamicMatcher
-from scripts.bench.harness import _one_thread, environment
+from scripts.bench import kit
 from scripts.workloads import FABRET_WORKLOADS, fabret
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 MATCHERS = ("counting", "propagation", "static", "dynamic")
 EVENT_BATCH = 100
 SUB_BATCH = 10_000
@@ -262,22 +261,9 @@ def _plot(results: dict, img: Path, prefix: str) -> list[str]:
         for key, label, fname, logy in (("events_per_s", "events / s", f"{prefix}fig3a.png", True),
                                         ("memory_bytes", "index memory (MiB)", f"{prefix}fig3c.png", False),
                                         ("load_s", "loading time (s)", f"{prefix}fig3d.png", False)):
-            fig, ax = plt.subplots(figsize=(6, 4))
-            for name in MATCHERS:
-                pts = [(r["n_subs"], r[key] / (2**20 if key == "memory_bytes" else 1)) for r in rows
-                       if r["matcher"] == name]
-                if pts:
-                    ax.plot(*zip(*pts, strict=True), marker="o", label=name)
-            ax.set_xscale("log")
-            if logy:
-                ax.set_yscale("log")
-            ax.set_xlabel("subscriptions (W0)")
-            ax.set_ylabel(label)
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend()
-            fig.tight_layout()
-            fig.savefig(img / fname, dpi=110)
-            plt.close(fig)
+            kit.plot(img / fname, {name: [(r["n_subs"], r[key] / (2**20 if key == "memory_bytes" else 1))
+                                          for r in rows if r["matcher"] == name] for name in MATCHERS},
+                     title="", xlabel="subscriptions (W0)", ylabel=label, logx=True, logy=logy, size=(6, 4))
             made.append(fname)
     rows = results.get("fig3b", [])
     if rows:
@@ -317,96 +303,18 @@ def _plot(results: dict, img: Path, prefix: str) -> list[str]:
     return made
 
 
-DESIGN = """## How the matchers are built (`matchers/fabret/`)
-
-* **Phase 1** is the shared `matchers.phase1.PredicateIndex` (hashing for equality, sorted
-  operands for ranges, the string side path): one id per distinct predicate, the
-  satisfied ids of each event.  Phase 2 (`kernels.match_batch`, one numba call per batch)
-  sets a `uint8` predicate bit vector from them, notes the satisfied equality predicate of
-  each attribute, visits the clusters of every satisfied single access predicate (an
-  array indexed by predicate id: no hashing, as the paper notes) and of every
-  multi-attribute hash table whose schema the event covers (one open-addressing hash over
-  `(table, predicate ids)`), runs the cluster loop, clears the bit vector and returns the
-  distinct subscription keys of each event.
-* **Clusters** (`clusters.py`): per access predicate, one cluster per size (predicates left
-  to check); a cluster is one slab of a flat `int32` pool with one column per predicate
-  position and the subscription line, i.e. the paper's column-wise predicates array.  The
-  loop is unrolled for sizes 0-4 and tests column by column with short-circuit, so a
-  failed first test never touches the later columns (early exit).  The columns of a row
-  are ordered by ascending `nu`, so the first test is the most selective one.  A
-  subscription in DNF is one entry per conjunction; an entry knows its `(cluster, row)`,
-  so a deletion is an O(1) swap-remove; a full cluster moves to a slab of twice the size
-  and the pool is compacted when half of it is garbage.
-* **Prefetching**: numba exposes no prefetch instruction.  What stands in for it: every
-  column of a cluster is a contiguous run read strictly sequentially (the hardware
-  prefetcher follows such streams, which is what the paper's `LOOKAHEAD` prefetch did by
-  hand), the bit vector is one byte per predicate id and stays cache-resident (W0 has
-  1,120 equality predicates), and a whole batch of events runs in one kernel call.
-* **Propagation**: single equality predicates as access predicates (the one with the lowest
-  `nu`); a conjunction without an equality predicate is clustered under its most
-  selective predicate of any operator, checked only when that predicate holds, instead of
-  a cluster checked for every event: equally correct, never slower.
-* **Static** (`static.py`): the greedy algorithm of Section 3 over the candidate schemas
-  `GA(S)` (subsets of 2 to `max_schema` = 4 equality attributes of the subscriptions), with
-  the cost model (3.1): `nu` of the best access predicate per subscription, `k_r` per
-  table, `mu(H) (c_h + k_h |H|)` per hashing; `nu` and `mu` measured on a sample of events
-  (the first 500 events here), attributes taken as independent; the space bound stops it
-  (unbounded by default: it stops when no schema has a positive benefit).  Benefits are
-  computed on a sample of at most 200,000 conjunctions.
-* **Dynamic** (`dynamic.py`): the maintenance algorithm of Section 4, run at every
-  statistics refresh (after `refresh_changes` subscription changes or `refresh_events`
-  events; counts decay by half at each refresh): tables below `b_delete` subscriptions are
-  dropped and their subscriptions redistributed, every cluster whose benefit margin
-  `nu(p_c) * (subscriptions with more equality attributes than p_c)` exceeds `bm_max` goes
-  through `cluster_distribute` (move to the best existing table; otherwise credit, once
-  per marked subscription, the potential tables over subsets of its equality attributes
-  wider than `p_c`), and potential tables reaching `b_create` are created and their
-  candidate clusters redistributed.  Insertion picks the best existing table.  "No change"
-  is the same matcher with `adapt=False` after its initial configuration.
-
-### Where the time goes
-
-Phase 1 costs well under 1 us per W0 event (32 equality probes, one numba call per
-batch); the rest is phase 2, and the columns "rows checked/ev" and "phase 2 us/ev" show
-it follows the rows checked: propagation checks `N/35` rows per event (the cluster of one
-satisfied equality predicate), counting increments `5N/35` counters.  The cluster loop
-runs at under 2 ns per row (it first makes room in the output for the whole cluster, so
-the loop only reads, tests and stores: the earlier version, which grew the output inside
-the loop, took 12 ns per row).  A hash-table probe is a few dependent cache misses (hash
-slot, access entry, cluster metadata, first column), some 0.2 us, the price of about a
-hundred rows.  Two things keep probes cheap: the metadata of an access entry (first
-cluster, table, key) and of a cluster (start, capacity, length, size, next) are one row
-each, and the probes of an event run in stages (hash every key, load every slot, verify
-every entry, then scan) so that their misses overlap rather than chain (on W0 at 300,000
-subscriptions with 15 tables: 8.9 to 4.0 us of phase 2 per event).  Hence the defaults:
-dynamic redistributes a cluster when its margin exceeds `bm_max = 2` rows per event, and
-static counts a probe of a table of `k` attributes as `60 + 20k` row checks
-(`CostParams`).  On W0 this keeps the `(a0, a1)` table and stops there up to about 3
-million subscriptions, where the paper, with a much slower scan, went on to 3-attribute
-tables.  Measured at 300,000 subscriptions (CPU time, 1,111 events): one table, 244 rows
-checked, 1.5-2.5 us of phase 2, 340,000-520,000 events/s; 15 tables (`bm_max = 0.1`), 56
-rows, 4.1 us, 220,000 events/s.
-"""
-
-
-def _md_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
-    return "\n".join(lines)
+MARKERS = ("<!-- bench:fabret -->", "<!-- /bench:fabret -->")
+"""The generated part of ``docs/fabret.md`` (the design notes above it are written by hand)."""
 
 
 def markdown(results: dict, prefix: str) -> str:
     out = [
-        "# Fabret et al.: propagation, static and dynamic clustering",
-        "",
         f"Generated by `python -m scripts.bench.fabret{' --quick' if results['quick'] else ''}` on "
         f"{results['date']} ({results['environment']['processor']}, one thread, CPU time of the process; "
         f"load average {results['environment'].get('load_avg')}).  Workloads: "
         "`scripts.workloads.fabret` (Table 1: 32 attribute names, values 1..35, events with all 32 "
         "attributes; W0: 5 equality predicates, 2 on fixed attributes).  Throughput in batches of 100 "
         "events, loading in batches of 10,000 subscriptions; ratios are to counting in the same run.",
-        "",
-        DESIGN,
         "",
     ]
     rows = results.get("fig3", [])
@@ -420,7 +328,7 @@ def markdown(results: dict, prefix: str) -> str:
                           f"{r.get('phase2_us', float('nan')):.1f}", f"{r.get('checks_per_event', float('nan')):,.0f}",
                           f"{r['memory_bytes'] / 2**20:,.1f}", f"{r['load_s']:.1f}", len(r.get("tables", [])),
                           {True: "yes", False: "NO", None: "-"}[r["agrees_with_counting"]]])
-        out += [_md_table(["subs", "matcher", "events/s", "x counting", "phase 1 us/ev", "phase 2 us/ev",
+        out += [kit.table(["subs", "matcher", "events/s", "x counting", "phase 1 us/ev", "phase 2 us/ev",
                            "rows checked/ev", "memory MiB", "load s", "tables", "same ids"], table), ""]
         out += [f"![throughput](img/{prefix}fig3a.png) ![memory](img/{prefix}fig3c.png) "
                 f"![load](img/{prefix}fig3d.png)", ""]
@@ -432,7 +340,7 @@ def markdown(results: dict, prefix: str) -> str:
     rows = results.get("fig3b", [])
     if rows:
         out += ["## Fig. 3(b): W1 vs W2", "",
-                _md_table(["workload", "subs", "matcher", "events/s", "phase 1 us/ev", "phase 2 us/ev",
+                kit.table(["workload", "subs", "matcher", "events/s", "phase 1 us/ev", "phase 2 us/ev",
                            "rows checked/ev", "matches/ev"],
                           [[r["workload"], f"{r['n_subs']:,}", r["matcher"], f"{r['events_per_s']:,.0f}",
                             f"{r.get('phase1_us', float('nan')):.1f}", f"{r.get('phase2_us', float('nan')):.1f}",
@@ -451,7 +359,7 @@ def markdown(results: dict, prefix: str) -> str:
                     "table (or the singletons) scan cheaply, the tables dynamic adds save little, and its "
                     "maintenance costs matching time (see 'Where the time goes').",
                     "",
-                    _md_table(["period", "strategy", "events/s (matching)", "events/s (changes included)",
+                    kit.table(["period", "strategy", "events/s (matching)", "events/s (changes included)",
                                "change s", "tables", "created", "deleted"],
                               [[r["period"], r["strategy"], f"{r['events_per_s']:,.0f}",
                                 f"{r['effective_events_per_s']:,.0f}", f"{r['change_s']:.2f}", r["tables"],
@@ -491,11 +399,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fig3b_subs:
         cfg["fig3b_subs"] = args.fig3b_subs
     only = set(args.only.split(","))
-    _one_thread()
+    kit.one_thread()
     print(f"Fabret et al. benchmark ({'quick' if args.quick else 'full'}), CPU time of one thread; "
           f"parameters: {cfg}; W0 = {FABRET_WORKLOADS['W0']}", flush=True)
     results: dict = dict(quick=args.quick, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                         environment=environment(), config=cfg, seed=args.seed)
+                         environment=kit.environment(), config=cfg, seed=args.seed)
     if "fig3" in only:
         results["fig3"] = fig3(cfg, args.seed, [m for m in MATCHERS if m in args.matchers.split(",")])
     if "fig3b" in only:
@@ -506,10 +414,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in results[f"fig4{kind}"]:
                 print(f"  fig4{kind} {r['strategy']:<9} period {r['period']}: {r['events_per_s']:>9,.0f} ev/s "
                       f"({r['effective_events_per_s']:,.0f} with changes), tables {r['tables']}", flush=True)
-    (DOCS / "bench").mkdir(parents=True, exist_ok=True)
-    (DOCS / "img").mkdir(parents=True, exist_ok=True)
+    (kit.DOCS / "bench").mkdir(parents=True, exist_ok=True)
+    (kit.DOCS / "img").mkdir(parents=True, exist_ok=True)
     name = "fabret-quick.json" if args.quick else "fabret.json"
-    path = DOCS / "bench" / name
+    path = kit.DOCS / "bench" / name
     if path.exists() and set(results) - {"quick", "date", "environment", "config", "seed"} != \
             {"fig3", "goal", "fig3b", "fig4a", "fig4b"}:
         merged = json.loads(path.read_text())  # a partial run updates the experiments it ran
@@ -525,9 +433,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _agree(results.get(key, []))
     path.write_text(json.dumps(results, indent=1, default=float))
     prefix = "fabret-quick-" if args.quick else "fabret-"
-    made = _plot(results, DOCS / "img", prefix)
-    if not args.quick or not (DOCS / "fabret.md").exists():
-        (DOCS / "fabret.md").write_text(markdown(results, prefix))
+    made = _plot(results, kit.DOCS / "img", prefix)
+    if not args.quick:
+        kit.write_section(kit.DOCS / "fabret.md", markdown(results, prefix), *MARKERS)
     print(f"wrote {path}, docs/fabret.md and {', '.join('docs/img/' + m for m in made)}")
     return 0
 

@@ -40,7 +40,6 @@ import argparse
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,10 +48,8 @@ from pathlib import Path
 
 from matchers.cayuga import algebra as A
 from matchers.cayuga.engine import Engine
-from scripts.bench.cayuga import make_events
-from scripts.bench.harness import write_results
-
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+from scripts.bench import kit
+from scripts.tickers import make_events
 
 Key = tuple[int, int, int, int]  # (pattern, tick of A, of B, of C)
 
@@ -167,16 +164,11 @@ def run_flink(flink_python: str, events_csv: Path, ps: list[float], workdir: Pat
     spec = {"events": str(events_csv), "out": str(out_dir), "queries": [sql(i, p) for i, p in enumerate(ps)]}
     env = {**os.environ, "JVM_ARGS": os.environ.get("JVM_ARGS", "-Xmx2g")}
     try:
-        done = subprocess.run([flink_python, "-c", FLINK_JOB], input=json.dumps(spec), capture_output=True, text=True,
-                              timeout=timeout_s, cwd=workdir, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        print(f"Flink: not done within {timeout_s:.0f} s", file=sys.stderr)
+        r = kit.run([flink_python, "-c", FLINK_JOB], input=json.dumps(spec), timeout_s=timeout_s, cwd=workdir,
+                    env=env).check().result_line()
+    except kit.ChildFailed as exc:
+        print(f"Flink: {exc}", file=sys.stderr)
         return None
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        print(f"Flink failed ({done.returncode}): {done.stderr[-1500:]}", file=sys.stderr)
-        return None
-    r = json.loads(lines[-1][len("RESULT "):])
     n = sum(1 for _ in events_csv.open())
     r.update({"events_per_s": n / r["job_cpu_s"] if r["job_cpu_s"] else 0.0, "load": os.getloadavg()})
     return read_matches(out_dir), r
@@ -203,7 +195,7 @@ def write_table(path: Path, params: dict, rows: list[dict]) -> None:
         lines.append(f"| {r['patterns']:,} | {r['engine_events_per_s']:,.0f} | {r['flink_events_per_s']:,.0f} | "
                      f"{ratio:.1f}x | {r['flink_total_cpu_s']:.1f} | {r['check']['engine_matches']:,} "
                      f"({'equal' if r['check']['equal'] else 'NOT equal'}) | {r['load'][0]:.1f} |")
-    write_results(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
+    kit.write_section(path, "\n".join(lines), f"<!-- {marker} -->", f"<!-- /{marker} -->")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per Flink job")
-    ap.add_argument("--out", default=str(DOCS))
+    ap.add_argument("--out", default=str(kit.DOCS))
     args = ap.parse_args(argv)
     if not args.flink_python:
         print("flink: skipped (no --flink-python; see docs/cayuga.md for installing PyFlink in its own venv)")
@@ -224,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.events, args.rounds, args.patterns = min(args.events, 2000), 1, "10"
     sizes = [int(x) for x in args.patterns.split(",")]
-    version = subprocess.run([args.flink_python, "-c", "from importlib.metadata import version; "
-                              "print(version('apache-flink'))"], capture_output=True, text=True, check=False)
+    version = kit.run([args.flink_python, "-c", "from importlib.metadata import version; "
+                       "print(version('apache-flink'))"])
     params = {"events": args.events, "symbols": args.symbols, "patterns": sizes, "rounds": args.rounds,
               "seed": args.seed, "flink": version.stdout.strip() or "?", "load_at_start": os.getloadavg()}
     print("workload:", json.dumps(params), flush=True)

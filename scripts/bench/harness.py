@@ -33,23 +33,21 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import multiprocessing as mp
 import os
-import platform
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from scripts.bench import kit
 
 BASELINES = ("counting", "brute")
 
 MATCH_BUDGET_S = 30.0
 """Matching time after which a run stops and reports on the events matched so far."""
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = kit.DOCS
 
 FULL_SIZES: dict[str, tuple[int, int]] = {
     "fabret-w0": (100_000, 1111),
@@ -80,88 +78,11 @@ GOAL: dict[str, Any] = dict(workload="opindex", n_subs=1_000_000, n_events=20_00
 
 
 # -- one run, in a child process ------------------------------------------------------
-_WORKLOAD = None  # (subscriptions, events), inherited by forked children
-
-
-BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
-
-
-def write_results(doc: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
-    """Replace the generated part of ``doc`` (between the markers ``begin`` and ``end``, added
-    at its end the first time) with ``text``."""
-    old = doc.read_text() if doc.exists() else ""
-    block = f"{begin}\n{text.rstrip()}\n{end}"
-    if begin in old and end in old:
-        new = old[: old.index(begin)] + block + old[old.index(end) + len(end):]
-    else:
-        new = old.rstrip() + "\n\n" + block + "\n"
-    doc.write_text(new)
-
-
-def run_in_trees(module: str, argv: Sequence[str], trees: dict[str, Path], result: str, rounds: int = 1,
-                 timeout_s: float | None = None, first_round: int = 0, parallel: bool = False) -> list[dict]:
-    """Run ``python -m scripts.bench.<module> <argv>`` over each code tree (a checkout of
-    this project, e.g. a git worktree of an older commit: its own bench and matchers), one
-    process per run, ``rounds`` rounds interleaved (the order of the trees alternates, so
-    a drift of the load hits both alike; ``first_round`` continues an earlier series), or
-    with ``parallel`` the trees of a round at the same time (under the same load).
-
-    Each run starts without the tree's ``result`` file (a path relative to the tree, the
-    JSON the bench writes) and returns it parsed, with the run's CPU seconds (the child's,
-    from ``wait4``), wall seconds and the load average when it ended."""
-    import subprocess
-    import tempfile
-
-    runs = []
-    for rnd in range(first_round, first_round + rounds):
-        order = list(trees) if rnd % 2 == 0 else list(trees)[::-1]
-        for group in ([order] if parallel else [[label] for label in order]):
-            started = {}
-            for label in group:
-                tree = trees[label].resolve()
-                (tree / result).unlink(missing_ok=True)
-                env = {**os.environ, "PYTHONPATH": str(tree), "NUMBA_NUM_THREADS": "1"}
-                out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-                proc = subprocess.Popen([sys.executable, "-m", f"scripts.bench.{module}", *argv], cwd=tree, env=env,
-                                        stdout=out, stderr=err, text=True)
-                started[label] = (tree, proc, out, err, time.perf_counter())
-            for label, (tree, proc, out, err, t0) in started.items():
-                _, status, usage = os.wait4(proc.pid, 0)
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                wall = time.perf_counter() - t0
-                out.seek(0)
-                err.seek(0)
-                if proc.returncode != 0 or not (tree / result).exists():
-                    raise RuntimeError(f"{module} over {tree} failed ({proc.returncode}):\n{err.read()[-3000:]}")
-                runs.append({"tree": label, "path": str(tree), "round": rnd, "module": module, "argv": list(argv),
-                             "parallel": parallel, "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall,
-                             "load_avg": os.getloadavg(), "stdout": out.read()[-4000:],
-                             "result": json.loads((tree / result).read_text())})
-                print(f"{module} round {rnd} {label}: {wall:.0f} s wall, {runs[-1]['cpu_s']:.0f} s CPU, "
-                      f"load {runs[-1]['load_avg'][0]:.1f}", file=sys.stderr, flush=True)
-    return runs
-
-
-def _one_thread() -> None:
-    """Limit numba to one thread: a run uses one core at a time.
-
-    The process is not pinned to a CPU: on a machine shared with other jobs pinning
-    stops the scheduler from moving the run to the idler core and inflates wall times.
-    """
-    try:
-        import numba
-
-        numba.set_num_threads(1)
-    except (ImportError, ValueError):
-        pass
-
-
-def _measure(name: str, batch_size: int, match_budget_s: float, sample: int, params: dict) -> dict:
-    """Build and time one matcher on the inherited workload (runs in the child)."""
+def measure(name: str, workload: Any, batch_size: int, match_budget_s: float, sample: int, params: dict) -> dict:
+    """Build and time one matcher on ``workload`` (runs in the child)."""
     from matchers.base import create
 
-    subscriptions, events = _WORKLOAD  # type: ignore[misc]  # set by the parent before the fork
-    _one_thread()
+    subscriptions, events = workload
     t0 = time.perf_counter()
     warm = create(name, **params)  # compile or load the kernels outside the measurements
     warm.add(subscriptions[:20])
@@ -217,44 +138,19 @@ def _measure(name: str, batch_size: int, match_budget_s: float, sample: int, par
     )
 
 
-def _child(conn, *args) -> None:
-    try:
-        conn.send(("ok", _measure(*args)))
-    except BaseException as exc:  # report anything, the parent decides
-        conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"))
-    finally:
-        conn.close()
-
-
 def run_isolated(name: str, workload, timeout_s: float, batch_size: int = 1000, sample: int = 200,
                  params: dict | None = None, match_budget_s: float = MATCH_BUDGET_S) -> dict:
-    """Measure one matcher in a forked child; a timeout or crash becomes a result with a note."""
-    global _WORKLOAD
-    _WORKLOAD = workload
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
+    """Measure one matcher in a :class:`~scripts.bench.kit.Child` (the workload inherited
+    through the fork); a timeout or crash becomes a result with a note."""
     budget = min(timeout_s / 2, match_budget_s)
-    proc = ctx.Process(target=_child, args=(child, name, batch_size, budget, sample, params or {}))
     start = time.perf_counter()
-    proc.start()
-    child.close()
     try:
-        if parent.poll(timeout_s):
-            status, payload = parent.recv()
-        else:
-            status, payload = "timeout", f"skipped: no result within {timeout_s:.0f} s (killed)"
-    except EOFError:
-        status, payload = "error", f"child died (exit code {proc.exitcode})"
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join()
-        _WORKLOAD = None
-    if status == "ok":
-        payload["wall_s"] = time.perf_counter() - start
-        payload["load_avg_1min"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-        return payload
-    return dict(matcher=name, note=str(payload).strip(), failed=True)
+        payload = kit.in_child(measure, name, workload, batch_size, budget, sample, params or {}, timeout_s=timeout_s)
+    except kit.ChildFailed as exc:
+        return dict(matcher=name, note=str(exc).strip(), failed=True)
+    payload["wall_s"] = time.perf_counter() - start
+    payload["load_avg_1min"] = os.getloadavg()[0]
+    return payload
 
 
 # -- agreement ------------------------------------------------------------------------
@@ -357,112 +253,51 @@ def _row(r: dict) -> list[str]:
 
 def table(runs: list[dict]) -> str:
     """Markdown table of a workload's runs."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_row(r)) + " |" for r in runs]
-    return "\n".join(lines)
+    return kit.table(COLUMNS, [_row(r) for r in runs])
 
 
-def environment() -> dict:
-    import numba
-    import numpy
-
-    return dict(python=platform.python_version(), numpy=numpy.__version__, numba=numba.__version__,
-                machine=platform.machine(), processor=platform.processor() or platform.machine(),
-                cpus=os.cpu_count(), one_core=True,
-                load_avg=[round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None)
-
-
-def _newest(pattern: str) -> dict | None:
-    files = sorted((DOCS / "bench").glob(pattern))
-    return json.loads(files[-1].read_text()) if files else None
+def render_goal(goal: dict) -> str:
+    """The goal section of ``docs/bench.md``."""
+    out = ["## Goal of issue 2", "", f"Run {goal['date']} ({goal['environment']['processor']}, "
+           f"numpy {goal['environment']['numpy']}, numba {goal['environment']['numba']}).", "",
+           f"Workload: `{goal['workload']['workload']}` {goal['workload']['parameters']}.", ""]
+    out += [f"* {c['what']}: {c['value']} (goal {c['goal']}): **{'met' if c['met'] else 'NOT met'}**"
+            for c in goal["checks"]]
+    return "\n".join([*out, "", table(goal["workload"]["runs"])])
 
 
-def render_markdown() -> str:
-    """``docs/bench.md`` from the newest harness and goal results."""
-    out = ["# Matcher benchmarks (harness)", "",
-           "Generated by `python -m scripts.bench` (`--quick`, `--goal`); do not edit by hand. Options: "
-           "`--matchers a,b` (counting and brute are always added), `--workloads w1,w2` (names in "
-           "[workloads.md](workloads.md)), `--n-subs N`, `--n-events M`, `--seed K`, `--batch B` (events per "
-           "match call), `--timeout S` (per run, then killed), `--match-budget S` (matching stops early after that many seconds, "
-           "or half the timeout).", "",
-           "Every run is one forked, single-threaded process (numba limited to one thread). Build = `add` + the "
-           "first match of one event (lazy packing, where a matcher packs lazily). Matching time excludes encoding, "
-           "which is reported separately. `× counting` / `× brute`: speed-up of matching over that baseline "
-           "measured in the same run, in CPU time (`events/CPU-s`: events per second of the process's CPU time, "
-           "which excludes waiting for a core on a shared machine). Kernel compilation or loading happens on a throw-away instance before the "
-           "measurements. B/pred: the matcher's `memory_bytes()` over predicate occurrences in the "
-           "subscriptions' DNF. `agrees`: the matched ids of a sample of events equal counting's (brute's when "
-           "counting is absent) and the reference oracle's on a smaller sample (sizes in brackets). `load` is the machine's 1-minute "
-           "load average when the run ended: on this 2-core machine shared with other jobs, a load above 2 means "
-           "the figures are slower than on an idle machine; compare ratios, not absolute times.", ""]
-    goal = _newest("goal-*.json")
-    if goal is not None:
-        out += ["## Goal of issue 2", "", f"Run {goal['date']} ({goal['environment']['processor']}, "
-                f"numpy {goal['environment']['numpy']}, numba {goal['environment']['numba']}).", "",
-                f"Workload: `{goal['workload']['workload']}` {goal['workload']['parameters']}.", ""]
-        out += [f"* {c['what']}: {c['value']} (goal {c['goal']}): **{'met' if c['met'] else 'NOT met'}**"
-                for c in goal["checks"]]
-        out += ["", table(goal["workload"]["runs"]), ""]
-    harness = _newest("harness-*.json")
-    if harness is not None:
-        out += [f"## All matchers ({'quick' if harness['quick'] else 'full'} run, {harness['date']})", "",
-                f"Environment: {harness['environment']}.", ""]
-        out += ["![events/s per workload and matcher](img/harness.png)", ""]
-        for w in harness["workloads"]:
-            out += [f"### {w['workload']}", "", f"Parameters: `{w['parameters']}`; {w['n_subscriptions']:,} "
-                    f"subscriptions, {w['n_predicates']:,} predicates, {w['n_events']:,} events.", "",
-                    table(w["runs"]), ""]
-    if (DOCS / "bench" / "auto.json").exists():
-        from scripts.bench import auto
-
-        out += [auto.render(json.loads((DOCS / "bench" / "auto.json").read_text()))]
-    dense = DOCS / "bench" / "dense.json"
-    if dense.exists():
-        from scripts.bench.dense import render
-
-        out += [render(json.loads(dense.read_text()))]
-    return "\n".join(out) + "\n"
+def render(harness: dict) -> str:
+    """The section of ``docs/bench.md`` of a run over every matcher."""
+    out = [f"## All matchers ({'quick' if harness['quick'] else 'full'} run, {harness['date']})", "",
+           f"Environment: {harness['environment']}.", "", "![events/s per workload and matcher](img/harness.png)"]
+    for w in harness["workloads"]:
+        out += ["", f"### {w['workload']}", "", f"Parameters: `{w['parameters']}`; {w['n_subscriptions']:,} "
+                f"subscriptions, {w['n_predicates']:,} predicates, {w['n_events']:,} events.", "", table(w["runs"])]
+    return "\n".join(out)
 
 
 def plot(workloads: list[dict], path: Path) -> None:
     """Grouped bars of events/s (log scale) per workload and matcher."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     matchers = sorted({r["matcher"] for w in workloads for r in w["runs"]},
                       key=lambda m: (m not in BASELINES, BASELINES.index(m) if m in BASELINES else 0, m))
-    width = 0.8 / max(1, len(matchers))
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(workloads) + 2), 4.5))
-    for j, m in enumerate(matchers):
-        xs, ys = [], []
-        for i, w in enumerate(workloads):
-            run = next((r for r in w["runs"] if r["matcher"] == m and not r.get("failed")), None)
-            if run is not None:
-                xs.append(i + (j - (len(matchers) - 1) / 2) * width)
-                ys.append(run["events_per_s"])
-        ax.bar(xs, ys, width=width, label=m)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(workloads)))
-    ax.set_xticklabels([f"{w['workload']}\n{w['n_subscriptions']:,} subs" for w in workloads], fontsize=8)
-    ax.set_ylabel("events/s (one core, log scale)")
-    ax.set_title("Matching throughput per workload")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    series = {m: [(f"{w['workload']}\n{w['n_subscriptions']:,} subs", r["events_per_s"]) for w in workloads
+                  for r in w["runs"] if r["matcher"] == m and not r.get("failed")] for m in matchers}
+    kit.plot(path, series, bars=True, logy=True, title="Matching throughput per workload", xlabel="",
+             ylabel="events/s (one core, log scale)", size=(max(6.0, 1.6 * len(workloads) + 2), 4.5))
 
 
 def _write(kind: str, record: dict) -> Path:
-    (DOCS / "bench").mkdir(parents=True, exist_ok=True)
-    path = DOCS / "bench" / f"{kind}-{record['date']}.json"
-    path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    path = kit.save(f"{kind}-{record['date']}", record)
     if kind == "harness":
         plot(record["workloads"], DOCS / "img" / "harness.png")
-    (DOCS / "bench.md").write_text(render_markdown())
+        kit.write_section(DOCS / "bench.md", render(record), *MARKERS["harness"])
+    else:
+        kit.write_section(DOCS / "bench.md", render_goal(record), *MARKERS["goal"])
     return path
+
+
+MARKERS = {k: (f"<!-- bench:{k} -->", f"<!-- /bench:{k} -->") for k in ("goal", "harness")}
+"""The sections of ``docs/bench.md`` this module writes (``auto`` and ``dense`` write their own)."""
 
 
 # -- entry point -------------------------------------------------------------------------
@@ -499,7 +334,7 @@ def goal(args) -> int:
         print(f"\nGoal (counting, opindex defaults, N = {n_subs:,}, {n_events:,} events):")
         for c in checks:
             print(f"  {c['what']}: {c['value']} (goal {c['goal']}) -> {'MET' if c['met'] else 'NOT MET'}")
-    out = dict(date=dt.date.today().isoformat(), environment=environment(), workload=record, checks=checks,
+    out = dict(date=dt.date.today().isoformat(), environment=kit.environment(), workload=record, checks=checks,
                met=bool(checks) and all(c["met"] for c in checks if "CPU" not in c["what"]))
     if not args.no_write:
         print(f"wrote {_write('goal', out)} and {DOCS / 'bench.md'}")
@@ -567,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             records.append(bench_workload(w, matchers, args.n_subs or n_subs, args.n_events or n_events,
                                           args.seed, args.timeout, args.batch, bar,
                                           match_budget_s=args.match_budget))
-    out = dict(date=dt.date.today().isoformat(), quick=args.quick, environment=environment(),
+    out = dict(date=dt.date.today().isoformat(), quick=args.quick, environment=kit.environment(),
                arguments=vars(args), workloads=records)
     failures = [(w["workload"], r["matcher"]) for w in records for r in w["runs"]
                 if r.get("disagreements") or r.get("oracle_disagreements")]

@@ -39,6 +39,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from tqdm import tqdm
 
+from scripts.bench import kit
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.fetch import read_range, to_batch
 from streaming.kafka.offsets import OffsetRange
@@ -247,12 +248,7 @@ def _write(params: dict, results: list[dict], table: str) -> None:
     (DOCS / "bench" / "kafka_read.json").write_text(
         json.dumps({"params": params, "results": results}, indent=2) + "\n"
     )
-    doc = DOCS / "kafka.md"
-    text = doc.read_text() if doc.exists() else f"# Kafka I/O\n\n{BEGIN}\n{END}\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        doc.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+    kit.write_section(DOCS / "kafka.md", table, BEGIN, END)
     import matplotlib
 
     matplotlib.use("Agg")

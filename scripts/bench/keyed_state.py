@@ -7,7 +7,7 @@ the key's state (a count and a blob: the JSON list of the payloads of its previo
 as the patterns operator keeps its pending events), replace it with this batch's, and emit
 one row. Figures: the median ``triggerExecution`` of the batches after the first (the
 first one starts the Python workers), and the CPU seconds of the process tree over the
-whole run (``scripts.bench.patterns.tree_cpu_s``), with the load average. The two
+whole run (``scripts.bench.kit.tree_cpu_s``), with the load average. The two
 operators alternate within each round.
 
 Run ``python -m scripts.bench.keyed_state [--rows 20000 --keys 64 1000 --rounds 2]``.
@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 import pandas as pd
 
-from scripts.bench.patterns import tree_cpu_s
+from scripts.bench import kit
 
 OUT_DDL = "key string, n long"
 STATE_DDL = "n long, blob binary"
@@ -78,7 +78,7 @@ def run(spark, operator: str, src: Path, ckpt: Path, schema) -> dict:
         out = df.applyInPandasWithState(apply_fn, OUT_DDL, STATE_DDL, "update", GroupStateTimeout.NoTimeout)
     else:
         out = df.transformWithStateInPandas(make_processor(), OUT_DDL, "Update", "None")
-    cpu0 = tree_cpu_s()
+    cpu0 = kit.tree_cpu_s()
     t0 = time.perf_counter()
     q = out.writeStream.format("noop").outputMode("update").option("checkpointLocation", str(ckpt)).start()
     q.processAllAvailable()
@@ -88,7 +88,7 @@ def run(spark, operator: str, src: Path, ckpt: Path, schema) -> dict:
     later = [p["durationMs"]["triggerExecution"] for p in progress[1:]]
     return {"operator": operator, "batches": len(progress), "first_batch_ms": progress[0]["durationMs"]["triggerExecution"],
             "median_batch_ms": statistics.median(later) if later else None, "wall_s": wall,
-            "cpu_s": tree_cpu_s() - cpu0, "load": os.getloadavg()}
+            "cpu_s": kit.tree_cpu_s() - cpu0, "load": os.getloadavg()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(r)
                     print(json.dumps(r), flush=True)
     spark.stop()
+    print(f"wrote {kit.save('keyed_state', kit.record(vars(args), results))}")
     return 0
 
 

@@ -23,7 +23,6 @@ import argparse
 import gc
 import json
 import platform
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -33,7 +32,8 @@ from typing import Any
 from tqdm import tqdm
 
 from matchers.base import create
-from matchers.expr import And, Pred, Subscription, pred
+from scripts.bench import kit
+from scripts.rules import prefix_workload
 from scripts.workloads import Workload, generate, parameters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,40 +133,6 @@ def table3(n_subs: int, n_events: int, **overrides) -> Workload:
     if zipf > 0:
         return generate("opindex-zipf", zipf_alpha=zipf, **params)
     return generate("opindex", **params)
-
-
-def prefix_workload(n_subs: int, n_events: int, share: float, length: int, seed: int = 0) -> Workload:
-    """Fig. 14: 10,000 numeric and 100 string attributes, operators ``=`` and prefix only.
-
-    A subscription has 1 to 4 predicates; each is a prefix of ``length`` characters of
-    a word on a string attribute with probability ``share``, else ``=`` on a numeric
-    attribute (σ = 50).  An event has 20 attributes, 2 of them strings holding words.
-    Words are drawn from a fixed pseudo-word vocabulary (the paper used Wikipedia's).
-    """
-    rnd = random.Random(seed)
-    syllables = ("ka", "lo", "tri", "vo", "nex", "ar", "mi", "qu", "sol", "ra", "tek", "on", "lu", "fy", "ze",
-                 "bri", "do", "pe", "st", "an")
-    vocab = sorted({"".join(rnd.choice(syllables) for _ in range(rnd.randint(2, 5))) for _ in range(20_000)})
-    nums = [f"n{i}" for i in range(10_000)]
-    strs = [f"w{i}" for i in range(100)]
-    subs = []
-    for i in range(n_subs):
-        chosen: dict[str, Pred] = {}
-        for _ in range(rnd.randint(1, 4)):
-            if rnd.random() < share:
-                attr = rnd.choice(strs)
-                chosen.setdefault(attr, pred(attr, "prefix", rnd.choice(vocab)[:length]))
-            else:
-                attr = rnd.choice(nums)
-                chosen.setdefault(attr, pred(attr, "=", rnd.randint(1, 50)))
-        parts = tuple(chosen.values())
-        subs.append(Subscription.of(f"p{i}", parts[0] if len(parts) == 1 else And(parts)))
-    events = []
-    for _ in range(n_events):
-        event: dict = {nums[a]: float(rnd.randint(1, 50)) for a in rnd.sample(range(10_000), 18)}
-        event.update({strs[a]: rnd.choice(vocab) for a in rnd.sample(range(100), 2)})
-        events.append(event)
-    return Workload(subs, events)
 
 
 AXES = {
@@ -374,20 +340,10 @@ def plots(data: dict, img_dir: Path) -> None:
         rows = [r for r in res if r["axis"] == axis]
         if not rows:
             continue
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for name in MATCHERS:
-            pts = sorted((r["value"], r["match_ms_per_event"]) for r in rows if r["matcher"] == name)
-            if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", label=name)
-        ax.set_xlabel(label)
-        ax.set_ylabel("ms per event")
-        ax.set_yscale("log")
-        ax.set_title(f"{title} [{data['mode']}]")
-        ax.legend()
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(img_dir / f"{_stem(data)}-{axis}.png", dpi=110)
-        plt.close(fig)
+        kit.plot(img_dir / f"{_stem(data)}-{axis}.png",
+                 {name: sorted((r["value"], r["match_ms_per_event"]) for r in rows if r["matcher"] == name)
+                  for name in MATCHERS}, title=f"{title} [{data['mode']}]", xlabel=label, ylabel="ms per event",
+                 logy=True, size=(6, 4))
     for axis in ("n", "sigma", "gamma_max"):
         rows = [r for r in res if r["axis"] == axis]
         if not rows:
@@ -416,12 +372,7 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 def write_markdown(text: str, path: Path) -> None:
     """Replace the results section of ``path`` (between the bench markers)."""
-    doc = path.read_text() if path.exists() else f"# OpIndex\n\n## Results\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in doc:
-        doc += f"\n## Results\n\n{BEGIN}\n{END}\n"
-    head, rest = doc.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1] if END in rest else ""
-    path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    kit.write_section(path, text, BEGIN, END)
 
 
 GOAL_MATCHERS = ("counting", "opindex", "opindex-paper", "kindex")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -44,11 +43,26 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
     from kafka import KafkaProducer
 
     import streaming.patterns as P
-    from scripts.bench.cayuga import cel, make_events, make_subscriptions
+    try:
+        from scripts.bench.kit import tree_cpu_s
+        from scripts.tickers import cel, make_events, make_subscriptions
+    except ImportError:  # a tree from before the kit (its own helpers)
+        from scripts.bench.cayuga import cel, make_events, make_subscriptions  # noqa: I001  # an old tree has them
+        from scripts.bench.patterns import tree_cpu_s  # type: ignore[attr-defined, no-redef]  # an old tree has it
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.broker import EmbeddedBroker
     from streaming.kafka.client_config import KafkaClientConfig
-    from tests.integration.kafka_helpers import consume_all
+    from streaming.kafka.watermarks import Watermarks
+
+    def records_in(topic: str) -> int:
+        """How many records ``topic`` holds (offsets from the earliest to the latest)."""
+        marks = Watermarks(config.kafka_python("consumer"))
+        try:
+            tps = marks.partitions([topic], refresh=True)
+            begin, end = marks.earliest(tps), marks.latest(tps)
+        finally:
+            marks.close()
+        return sum(end[tp] - begin[tp] for tp in tps)
 
     everything = make_events(warmup + n_events, symbols, seed)
     early, events = everything[:warmup], everything[warmup:]
@@ -98,7 +112,7 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
             q = start_q()
             drain(q)
             q.stop()
-        warm_notes = len(consume_all(config, "note", timeout=120)) if early else 0
+        warm_notes = records_in("note") if early else 0
         send_events(events, heartbeat=True)
         prod.close()
         t, cpu0, by0 = time.perf_counter(), tree_cpu_s(), tree_cpu_s(by_command=True)
@@ -110,58 +124,22 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
         by = {k: round(v - by0.get(k, 0.0), 2) for k, v in tree_cpu_s(by_command=True).items()}
         q.stop()
         spark.stop()
-        notes = len(consume_all(config, "note", timeout=120)) - warm_notes
+        notes = records_in("note") - warm_notes
     return {"events": n_events, "warmup": warmup, "patterns": n_patterns, "symbols": symbols, "seconds": elapsed,
             "events_per_s": n_events / elapsed, "cpu_s": cpu, "events_per_cpu_s": n_events / cpu, "cpu_by_process": by,
             "batches": len(progress), "progress": progress, "notifications": notes}
 
 
-def tree_cpu_s(by_command: bool = False) -> Any:
-    """CPU seconds (user + system) of this process and every live descendant (JVM, Python
-    workers); with ``by_command``, a dict of them by command name (``java``, ``python``...)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    cpu: dict[int, tuple[str, float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                head, rest = f.read().rsplit(")", 1)
-        except OSError:
-            continue
-        fields = rest.split()
-        parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / tick)
-    mine, frontier = {os.getpid()}, [os.getpid()]
-    while frontier:
-        pid = frontier.pop()
-        for child_pid, parent in parents.items():
-            if parent == pid and child_pid not in mine:
-                mine.add(child_pid)
-                frontier.append(child_pid)
-    if not by_command:
-        return sum(cpu[p][1] for p in mine if p in cpu)
-    out: dict[str, float] = {}
-    for p in mine:
-        if p in cpu:
-            name = "java" if cpu[p][0] == "java" else "python"
-            out[name] = out.get(name, 0.0) + cpu[p][1]
-    return out
-
-
 def run_tree(tree: Path, args: argparse.Namespace) -> dict:
     """One child run over ``tree``'s code; adds the process tree's CPU time and the load."""
+    from scripts.bench import kit
+
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--events", str(args.events),
            "--patterns", str(args.patterns), "--symbols", str(args.symbols), "--seed", str(args.seed),
            "--warmup", str(args.warmup)]
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}"}
-    done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=False)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        err = "\n".join(ln for ln in done.stderr.splitlines() if not ln.startswith("%"))  # not librdkafka's retries
-        raise RuntimeError(f"run over {tree} failed:\n{done.stdout[-2000:]}\n{err[-4000:]}")
-    r = json.loads(lines[-1][len("RESULT "):])
+    ran = kit.run(cmd, cwd=tree, env=kit.tree_env(tree, one_thread=False, PYTHONPATH=f"{tree}{os.pathsep}{ROOT}"))
+    ran.stderr = "\n".join(ln for ln in ran.stderr.splitlines() if not ln.startswith("%"))  # not librdkafka's retries
+    r = ran.check().result_line()
     r.update(tree=str(tree), load=os.getloadavg())
     return r
 

@@ -32,8 +32,6 @@ import argparse
 import gc
 import json
 import os
-import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,115 +40,16 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from scripts.bench import kit
+from scripts.rules import make_events, make_rules
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-REGIONS = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1",
-           "ap-northeast-1", "sa-east-1", "ca-central-1"]
-SOURCES = ["aws.ec2", "aws.s3", "aws.lambda", "aws.rds", "aws.ecs", "aws.autoscaling", "aws.cloudtrail",
-           "aws.health", "aws.iam", "aws.sns", "custom.orders", "custom.payments"]
-DETAIL_TYPES = ["EC2 Instance State-change Notification", "EC2 Spot Instance Interruption Warning",
-                "Object Created", "Object Deleted", "Lambda Function Invocation Result", "RDS DB Instance Event",
-                "ECS Task State Change", "EC2 Instance Launch Successful", "AWS API Call via CloudTrail",
-                "AWS Health Event", "Order Placed", "Payment Settled"]
-STATES = ["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
-TYPES = ["t3.micro", "t3.small", "t3.large", "m5.large", "m5.xlarge", "c6g.medium", "r6i.2xlarge", "g5.xlarge"]
-ENVS = ["prod", "Prod", "PROD", "staging", "dev", "test"]
-ACCOUNTS = [f"{100000000000 + 7919 * i:012d}" for i in range(40)]
-
-
-def _event(rng: random.Random, i: int) -> dict:
-    region, account, source = rng.choice(REGIONS), rng.choice(ACCOUNTS), rng.choice(SOURCES)
-    instance = f"i-{rng.getrandbits(64):016x}"
-    service = source.split(".")[1]
-    resources = [f"arn:aws:{service}:{region}:{account}:instance/{instance}"]
-    if rng.random() < 0.25:
-        resources.append(f"arn:aws:{service}:{region}:{account}:volume/vol-{rng.getrandbits(48):012x}")
-    return {
-        "version": "0",
-        "id": f"{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-{rng.getrandbits(16):04x}-"
-              f"{rng.getrandbits(16):04x}-{rng.getrandbits(48):012x}",
-        "detail-type": rng.choice(DETAIL_TYPES),
-        "source": source,
-        "account": account,
-        "time": f"2026-11-24T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z",
-        "region": region,
-        "resources": resources,
-        "detail": {
-            "instance-id": instance,
-            "availability-zone": region + rng.choice("abc"),
-            "state": rng.choice(STATES),
-            "instance-type": rng.choice(TYPES),
-            "cpu-utilization": round(rng.uniform(0, 100), 1),
-            "launch-index": rng.randrange(16),
-            "private-ip": f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}",
-            "tags": {"env": rng.choice(ENVS), "team": f"team-{rng.randrange(60)}",
-                     "owner": f"user{rng.randrange(500)}@example.com"},
-            **({"spot": True} if rng.random() < 0.2 else {}),
-        },
-    }
-
-
-def make_events(n: int, seed: int) -> list[bytes]:
-    """``n`` EventBridge-like events as JSON bytes (compact, as a producer writes them)."""
-    rng = random.Random(seed)
-    return [orjson.dumps(_event(rng, i)) for i in range(n)]
-
-
-SELECTIVE = (0, 1, 3, 6, 7, 8, 9)
-"""Kinds of field a pattern starts with (the others, broad, only come after one of these)."""
-
-
-def _field(rng: random.Random, kind: int) -> tuple[tuple[str, ...], list]:
-    """One field of a pattern: its path and its array of values or matchers."""
-    if kind == 0:
-        return ("source",), rng.sample(SOURCES, rng.randint(1, 3))
-    if kind == 1:
-        return ("detail-type",), [{"prefix": rng.choice(DETAIL_TYPES)[:rng.randint(3, 12)]}]
-    if kind == 2:
-        return ("region",), [{"anything-but": rng.sample(REGIONS, rng.randint(1, 4))}]
-    if kind == 3:
-        return ("detail", "state"), rng.sample(STATES, rng.randint(1, 2))
-    if kind == 4:
-        return ("detail", "tags", "env"), [{"equals-ignore-case": rng.choice(["prod", "staging", "DEV"])}]
-    if kind == 5:
-        return ("detail", "spot"), [{"exists": rng.random() < 0.5}]
-    if kind == 6:
-        return ("account",), rng.sample(ACCOUNTS, rng.randint(1, 3))
-    if kind == 7:
-        return ("detail", "tags", "team"), [f"team-{rng.randrange(60)}"]
-    if kind == 8:
-        return ("resources",), [{"prefix": f"arn:aws:{rng.choice(SOURCES).split('.')[1]}:{rng.choice(REGIONS)}"}]
-    return ("detail", "instance-type"), rng.sample(TYPES, rng.randint(1, 3))
-
-
-BROAD = (2, 5)
-"""Kinds of field ``anything-but`` and ``exists`` (left out by ``native_only``)."""
-
-
-def make_rules(n: int, seed: int, native_only: bool = False) -> list[dict]:
-    """``n`` subscription records ``{"id": "r<i>", "rule": pattern}`` of 1 to 4 fields
-    (``native_only``: without ``anything-but`` and ``exists``, the tests of presence states,
-    :mod:`matchers.presence`)."""
-    rng = random.Random(seed + 1)
-    kinds = [k for k in range(10) if not (native_only and k in BROAD)]
-    out = []
-    for i in range(n):
-        rule: dict = {}
-        for j in range(rng.randint(1, 4)):
-            path, values = _field(rng, rng.choice(SELECTIVE) if j == 0 else rng.choice(kinds))
-            node = rule
-            for part in path[:-1]:
-                node = node.setdefault(part, {})
-            node[path[-1]] = values
-        out.append({"id": f"r{i}", "rule": rule})
-    return out
 
 
 def run_quamina(binary: str, rules_path: str, events_path: str, out_path: str, rounds: int) -> dict:
     """The binary's report (one JSON line) and its ids per event."""
-    env = {**os.environ, "GOMAXPROCS": "1"}
-    done = subprocess.run([binary, rules_path, events_path, out_path, str(rounds)], capture_output=True, text=True,
-                          env=env, check=True)
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    ran = kit.run([binary, rules_path, events_path, out_path, str(rounds)], env={**os.environ, "GOMAXPROCS": "1"})
+    report = json.loads(ran.check().stdout.strip().splitlines()[-1])
     with open(out_path, "rb") as f:
         report["ids"] = [orjson.loads(line)["subscriptions"] for line in f]
     return report
@@ -233,10 +132,9 @@ print(json.dumps(run_project(matcher, records, raws, int(rounds), 1000)))
 
 def run_baseline(tree: str, matcher_name: str, rules_path: str, events_path: str, rounds: int) -> dict:
     """:func:`run_project` of the checkout at ``tree``, in a process of its own."""
-    env = {**os.environ, "PYTHONPATH": tree}
-    done = subprocess.run([sys.executable, "-c", _BASELINE, matcher_name, rules_path, events_path, str(rounds)],
-                          cwd=tree, capture_output=True, text=True, env=env, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    ran = kit.run([sys.executable, "-c", _BASELINE, matcher_name, rules_path, events_path, str(rounds)], cwd=tree,
+                  env=kit.tree_env(tree, one_thread=False))
+    return json.loads(ran.check().stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,28 +32,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from types import SimpleNamespace
 
+from scripts.bench import kit
+
 MB = 1 << 20
-
-
-def memory(pid: int) -> dict[str, int]:
-    """Bytes of a process from ``/proc/<pid>/smaps``: RSS, PSS, anonymous (the heap and the
-    pages it copied on write) and the PSS of its mappings of shared index files."""
-    out = {"rss": 0, "pss": 0, "anon": 0, "file_pss": 0}
-    in_index = False
-    with open(f"/proc/{pid}/smaps") as f:
-        for line in f:
-            parts = line.split()
-            if not parts[0].endswith(":"):  # a mapping's header: address range, ..., path
-                in_index = "/pubsub-index-" in line
-            elif parts[0] == "Rss:":
-                out["rss"] += int(parts[1]) * 1024
-            elif parts[0] == "Pss:":
-                out["pss"] += int(parts[1]) * 1024
-                if in_index:
-                    out["file_pss"] += int(parts[1]) * 1024
-            elif parts[0] == "Anonymous:":
-                out["anon"] += int(parts[1]) * 1024
-    return out
 
 
 def _worker(spec, then, warm, events, ready, results, release) -> None:
@@ -65,13 +46,13 @@ def _worker(spec, then, warm, events, ready, results, release) -> None:
     small = create(spec.matcher)
     small.add(warm)
     small.match(small.encode(events[:10]))
-    base = memory(os.getpid())
+    base = kit.process_memory(os.getpid())
     ready.wait()
     t0 = time.perf_counter()
     entry = index_for(spec)
     seconds = time.perf_counter() - t0
     total = entry.matcher.match(entry.matcher.encode(events)).total
-    first, catch_up = memory(os.getpid()), None
+    first, catch_up = kit.process_memory(os.getpid()), None
     if then is not None:
         t0 = time.perf_counter()
         entry = index_for(then)
@@ -94,7 +75,7 @@ def run_workers(spec, n: int, warm, events, then=None) -> list[dict]:
         for _ in procs:
             pid, seconds, rebuilds, maps, total, base, first, catch_up = results.get(timeout=3600)
             rows.append({"pid": pid, "seconds": seconds, "built": rebuilds > 0, "mapped": maps > 0,
-                         "matches": total, "base": base, "first": first, "now": memory(pid),
+                         "matches": total, "base": base, "first": first, "now": kit.process_memory(pid),
                          "catch_up": catch_up})
         return rows
     finally:

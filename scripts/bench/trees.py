@@ -1,7 +1,7 @@
 """The goal benchmarks of issues 2, 4, 5 and 6 over several code trees in one run.
 
 Each goal is one bench module of this package at its goal size, run by
-:func:`scripts.bench.harness.run_in_trees` over every tree given (``--tree label=PATH``,
+:func:`scripts.bench.kit.in_trees` over every tree given (``--tree label=PATH``,
 checkouts of this project such as git worktrees of two commits), one process per run,
 rounds interleaved.  From each run's JSON the goal's figures are read; per tree the best
 round counts (highest rate, lowest time), next to the ratio of the last tree to the first
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scripts.bench.harness import DOCS, run_in_trees, write_results
+from scripts.bench import kit
 
 
 class Figure(NamedTuple):
@@ -208,20 +208,20 @@ def main(argv: list[str] | None = None) -> int:
         g = GOALS[goal]
         if args.args is not None:
             g = g._replace(argv=tuple(args.args.split()))
-        path = DOCS / "bench" / f"trees-{goal}.json"
+        path = kit.DOCS / "bench" / f"trees-{goal}.json"
         kept = json.loads(path.read_text())["runs"] if args.append and path.exists() else []
         first = max((r["round"] for r in kept), default=-1) + 1
-        runs = kept + run_in_trees(g.module, g.argv, trees, g.result, args.rounds, first_round=first,
+        runs = kept + kit.in_trees(g.module, g.argv, trees, g.result, args.rounds, first_round=first,
                                    parallel=args.parallel)
         path.write_text(json.dumps({"runs": runs}, indent=1) + "\n")  # kept if the summary fails
         s = summary(goal, runs)
         path.write_text(json.dumps({"summary": s, "runs": runs}, indent=1) + "\n")
         print(render([s]), flush=True)
     if args.render:
-        saved = [summary(goal, json.loads((DOCS / "bench" / f"trees-{goal}.json").read_text())["runs"])
-                 for goal in GOALS if (DOCS / "bench" / f"trees-{goal}.json").exists()]
+        saved = [summary(goal, json.loads((kit.DOCS / "bench" / f"trees-{goal}.json").read_text())["runs"])
+                 for goal in GOALS if (kit.DOCS / "bench" / f"trees-{goal}.json").exists()]
         print(render(saved))
-        write_results(DOCS / "bench.md", f"{SECTION}\n\n{render(saved)}\n", *MARKERS)
+        kit.write_section(kit.DOCS / "bench.md", f"{SECTION}\n\n{render(saved)}\n", *MARKERS)
     return 0
 
 

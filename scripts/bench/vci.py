@@ -41,8 +41,8 @@ from matchers.counting import CountingMatcher
 from matchers.vci import VciRangeEvaluator
 from matchers.vci.baselines import DirectList, IntervalTree
 from matchers.vci.interval_index import IntervalIndex, bitmap_bytes
-from scripts.bench.harness import DOCS, _one_thread, environment, write_results
-from scripts.workloads import _rngs
+from scripts.bench import kit
+from scripts.workloads import rngs
 from scripts.workloads import vci as vci_workload
 
 FIG5_SCHEMES = ("SCI", "SCI-BC", "LCI", "LCI-BC", "LCI-BV", "LCI-BV(DT)")
@@ -69,7 +69,7 @@ def intervals(n: int, R: int, W: int, seed: int = 0) -> tuple[np.ndarray, np.nda
 
     Same draws as :func:`scripts.workloads.vci` with this seed.
     """
-    rng, _ = _rngs(seed)
+    rng, _ = rngs(seed)
     starts = rng.integers(1, R, size=n)
     ends = np.minimum(starts + rng.integers(1, W + 1, size=n), R)
     return starts - 1, ends - 1
@@ -77,7 +77,7 @@ def intervals(n: int, R: int, W: int, seed: int = 0) -> tuple[np.ndarray, np.nda
 
 def queries(n: int, R: int, seed: int = 0) -> np.ndarray:
     """Cells of ``n`` searches uniform over values ``1..R``."""
-    _, rng = _rngs(seed)
+    _, rng = rngs(seed)
     return rng.integers(1, R + 1, size=n) - 1
 
 
@@ -254,7 +254,7 @@ def plot(results: dict, prefix: str) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    img = DOCS / "img"
+    img = kit.DOCS / "img"
     img.mkdir(parents=True, exist_ok=True)
     if "fig5" in results:
         res = results["fig5"]
@@ -325,17 +325,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     prefix = "vci-quick" if args.quick else "vci"
     if args.render:
-        saved = json.loads((DOCS / "bench" / f"{prefix}.json").read_text())
+        saved = json.loads((kit.DOCS / "bench" / f"{prefix}.json").read_text())
         plot(saved, prefix)
         if not args.quick:
-            write_results(DOCS / "vci.md", render(saved))
+            kit.write_section(kit.DOCS / "vci.md", render(saved))
         return 0
-    _one_thread()
+    kit.one_thread()
     cfg = QUICK if args.quick else FULL
     only = set(args.only.split(","))
-    saved_path = DOCS / "bench" / f"{prefix}.json"
+    saved_path = kit.DOCS / "bench" / f"{prefix}.json"
     results: dict = json.loads(saved_path.read_text()) if saved_path.exists() and only != {"fig5", "fig6", "matchers"} else {}
-    results.update(environment=environment(), quick=args.quick, config=cfg)
+    results.update(environment=kit.environment(), quick=args.quick, config=cfg)
     started = time.time()
     if "fig5" in only:
         results["fig5"] = fig5(cfg)
@@ -353,12 +353,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for line in results["goals"]:
         print(line)
-    (DOCS / "bench").mkdir(parents=True, exist_ok=True)
-    out = DOCS / "bench" / f"{prefix}.json"
+    (kit.DOCS / "bench").mkdir(parents=True, exist_ok=True)
+    out = kit.DOCS / "bench" / f"{prefix}.json"
     out.write_text(json.dumps(results, indent=1))
     paths = plot(results, prefix)
     if not args.quick:
-        write_results(DOCS / "vci.md", render(results))
+        kit.write_section(kit.DOCS / "vci.md", render(results))
     print(f"wrote {out} and {', '.join(str(p) for p in paths)}")
     return 0
 

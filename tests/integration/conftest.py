@@ -113,7 +113,7 @@ def connector(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A standalone Spark cluster on loopback (master, two 1-core workers), stopped at the end."""
-    from tests.integration.cluster import standalone_cluster
+    from streaming.standalone import standalone_cluster
 
     with standalone_cluster(tmp_path_factory.mktemp("spark-cluster")) as cluster:
         yield cluster

@@ -14,7 +14,7 @@ from matchers import auto
 from matchers.auto import CHOICES, DRIFT, AutoMatcher, Events, Shape, choose
 from matchers.base import create
 from matchers.expr import Subscription
-from scripts.bench.auto import eventbridge
+from scripts.rules import eventbridge
 from scripts.workloads import generate, opindex
 from tests.differential import check
 

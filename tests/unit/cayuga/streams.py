@@ -5,25 +5,11 @@ from __future__ import annotations
 import random
 
 from matchers.cayuga.algebra import Event
+from scripts.tickers import SYMBOLS, stock_ticks
 
-SYMBOLS = ("IBM", "MSFT", "ORCL", "SUN")
+__all__ = ["BLOGS", "SITES", "SYMBOLS", "TABLE1", "rss_posts", "stock_ticks"]
+
 SITES = ("military.com", "site1", "site2", "site3")
-
-
-def stock_ticks(n: int, seed: int, symbols=SYMBOLS, spacing: int = 1) -> list[Event]:
-    """``n`` stock ticks (name, price, vol) as point events, random walk prices per symbol."""
-    rng = random.Random(seed)
-    start = {"IBM": 100.0, "MSFT": 25.0, "ORCL": 50.0, "SUN": 10.0}
-    price = {s: start.get(s, rng.choice([20.0, 50.0, 100.0])) for s in symbols}
-    out = []
-    t = 0
-    for i in range(n):
-        t += rng.randint(0, spacing)
-        s = rng.choice(symbols)
-        price[s] = round(max(1.0, price[s] * rng.choice([0.9, 0.97, 1.0, 1.02, 1.06, 1.1])), 2)
-        vol = rng.choice([500, 5000, 15000, 20000])
-        out.append(Event(f"t{i}", "Stock", t, t, {"name": s, "price": price[s], "vol": vol}))
-    return out
 
 
 def rss_posts(n: int, seed: int) -> list[Event]:

@@ -241,7 +241,7 @@ def test_random_events_meet_the_attributes_limit_at_their_names_after_flattening
 
 
 def _eventbridge(seed: int) -> tuple[list, list[bytes]]:
-    from scripts.bench.quamina import make_events, make_rules
+    from scripts.rules import make_events, make_rules
 
     rules = make_rules(300, seed)
     subs = []

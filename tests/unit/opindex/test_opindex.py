@@ -154,7 +154,7 @@ def test_generators_match_oracle(workload):
 def test_string_pivots_are_searched_by_predicate_id():
     """Fig. 14's prefix workload: entries pivoted on a prefix predicate sit in the string
     group keyed by the predicate's id, and the matches agree with the oracle."""
-    from scripts.bench.opindex import prefix_workload
+    from scripts.rules import prefix_workload
 
     w = prefix_workload(n_subs=1500, n_events=150, share=0.7, length=2, seed=5)
     expected = [oracle.match(w.subscriptions, e) for e in w.events]

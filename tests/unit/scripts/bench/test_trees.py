@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from scripts.bench import trees
-from scripts.bench.harness import run_in_trees
+from scripts.bench.kit import in_trees as run_in_trees
 
 TOY = """import json, pathlib, sys
 out = pathlib.Path("docs/bench/toy.json")

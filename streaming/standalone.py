@@ -1,4 +1,5 @@
-"""A Spark standalone cluster on loopback, started from the pip-installed pyspark (one per test run).
+"""A Spark standalone cluster on loopback, started from the pip-installed pyspark (for the cluster
+tests, one per test run, and `scripts.bench.cluster_memory`).
 
 A master and two workers (``--cores 1 --memory 1g``), each worker in its own temporary
 directory (its cwd and ``--work-dir``, never the repository) and with no ``PYTHONPATH``:
