@@ -196,8 +196,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
             _warm_one(job)
         return 0
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for done in pool.map(_warm_one, jobs):
-            del done  # re-raises a worker's exception
+        list(pool.map(_warm_one, jobs))  # re-raises a worker's exception
     return 0
 
 
