@@ -304,10 +304,10 @@ class MatchJob:
 
     def pattern_instances(self) -> dict[str, int]:
         """Each tenant's live pattern instances after the patterns query's last batch (none before one)."""
-        from streaming.patterns.queries import state_dir
-        from streaming.patterns.state import StateStore
+        from streaming.patterns.live import LiveRecord
+        from streaming.patterns.queries import live_dir
 
-        return StateStore(state_dir(self.settings)).latest() if self.settings.patterns.enabled else {}
+        return LiveRecord(live_dir(self.settings)).latest() if self.settings.patterns.enabled else {}
 
     @property
     def subscription_topics(self) -> tuple[str, ...]:

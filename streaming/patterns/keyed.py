@@ -41,7 +41,7 @@ ROWS_SCHEMA = pa.schema([
     ("offset", pa.int64()),
 ])
 """A keyed row: the state key ``gkey`` and its state partition ``part``
-(:func:`~streaming.patterns.state.partition_of`), the event; or a partition's mark
+(:func:`partition_of`), the event; or a partition's mark
 (:func:`partition_marks`)."""
 ROWS_DDL = ("gkey string, part int, t0 long, t1 long, eid string, stream string, attrs binary, "
             "partition int, offset long")
@@ -52,6 +52,11 @@ def group_key(attr: str, value: Any, buckets: int) -> str:
     a stable hash (CRC-32 of the value's JSON, numbers as floats) modulo ``buckets``."""
     v = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
     return f"{attr}#{zlib.crc32(orjson.dumps(v)) % buckets}"
+
+
+def partition_of(gkey: str, partitions: int) -> int:
+    """The partition of state key ``gkey`` (CRC-32 of its UTF-8, modulo ``partitions``)."""
+    return zlib.crc32(gkey.encode("utf-8")) % partitions
 
 
 def event_time_ms(tick: int, unit_ms: int) -> int:
@@ -107,8 +112,6 @@ def _read_rows(rb: pa.RecordBatch, which: np.ndarray, attrs_in_use: list[str], u
                settings: Settings, tally: Tally | None = None) -> tuple[pa.RecordBatch, list[ErrorRecord], int | None]:
     """The keyed rows of events ``which`` of ``rb`` read one by one (:func:`read_row`), their
     error records and their latest event end; their streams and names go to ``tally``."""
-    from streaming.patterns.state import partition_of
-
     p = settings.patterns
     buckets, cap, parts_n = p.key_buckets, p.max_keys_per_event, p.state_partitions
     cols: tuple[list, ...] = ([], [], [], [], [], [], [], [], [])
@@ -207,8 +210,6 @@ def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool, settin
     (:func:`_tally_scanned`).
     """
     from matchers import scan
-    from streaming.patterns.state import partition_of
-
     p, limits = settings.patterns, settings.limits
     n = rb.num_rows
     id_field = settings.match.event_id_field

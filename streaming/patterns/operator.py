@@ -1,9 +1,9 @@
-"""The pattern operator: the automaton instances of the state keys of one state partition.
+"""The pattern operator: the automaton instances of one state key, through its lifecycle.
 
-A state partition (:mod:`streaming.patterns.state`) holds a :class:`KeyState` per state key
-(:mod:`streaming.patterns.keyed`). Per micro-batch, :meth:`PatternOperator.run` visits the
-keys with new events and those whose timer (``wake``) the watermark has reached; for each,
-its lifecycle:
+Spark's keyed state (:mod:`streaming.patterns.processor`) holds a :class:`KeyState` per state
+key (:mod:`streaming.patterns.keyed`). Per micro-batch, the keys with new events and those
+whose timer (``wake``) the watermark has reached go through :meth:`PatternOperator.step`,
+the lifecycle:
 
 1. :meth:`~PatternOperator.restore`: the key's state into the worker's compiled engines (one
    per registry version, partition attribute and tenant, shared by the keys,
@@ -24,15 +24,16 @@ its lifecycle:
    :class:`KeyState`, with its timer at the next pending event or expiry, so a key that
    receives no more events still completes and expires; a key with neither has no state.
 
-:func:`live_instances` counts a partition's live instances per tenant after the batch; the
-driver sums them over the partitions for the next batch's quota decision.
+:func:`key_live` counts a key's live instances per tenant; the processor reports each key's
+change, the driver sums them for the next batch's quota decision. :meth:`PatternOperator.run`
+runs the same lifecycle over keys held in memory (tests, benchmarks).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -76,8 +77,8 @@ class KeyState:
     wake: int | None
 
 
-PartitionState = dict[str, KeyState]
-"""The state of one state partition: its keys' states."""
+KeyStates = dict[str, KeyState]
+"""Keys' states held in memory (:meth:`PatternOperator.run`)."""
 
 
 @dataclass
@@ -92,7 +93,7 @@ class OpenKey:
 
 
 class PatternOperator:
-    """The pattern operator of the state partitions of one task (see the module docstring).
+    """The pattern operator of a task's state keys (see the module docstring).
 
     Parameters
     ----------
@@ -114,36 +115,45 @@ class PatternOperator:
         """``(notifications topic, the subscription id it names)`` of a pattern (its tenant's, with tenants)."""
         return (self.notifications_topic, sub_id) if self.tenants is None else self.tenants.route(sub_id)
 
-    def run(self, state: PartitionState, events: dict[str, Sequence], watermark_ms: int,
-            blocked: Collection[str] = ()) -> tuple[PartitionState, list[Row]]:
-        """One micro-batch of a state partition: its new ``events`` (columns ``gkey`` and
-        :data:`PENDING`; rows of :data:`~streaming.patterns.keyed.NO_KEY` are ignored) at
-        event-time watermark ``watermark_ms``, the tenants ``blocked`` starting no new
-        instances. Returns the partition's new state (``state`` is not changed) and the
-        output records."""
+    def run(self, state: KeyStates, events: dict[str, Sequence], watermark_ms: int,
+            blocked: Collection[str] = ()) -> tuple[KeyStates, list[Row]]:
+        """One micro-batch over the keys of ``state`` held in memory (what the stateful
+        processor does key by key, :mod:`streaming.patterns.processor`): the new ``events``
+        (columns ``gkey`` and :data:`PENDING`; rows of :data:`~streaming.patterns.keyed.NO_KEY`
+        are ignored) at event-time watermark ``watermark_ms``, the tenants ``blocked`` starting
+        no new instances. Visits the keys with events and those whose timer (``wake``) the
+        watermark reached. Returns the new states (``state`` is not changed) and the output records."""
         rows_of: dict[str, list[int]] = {}
         for i, gkey in enumerate(events.get("gkey", ())):
             if gkey != NO_KEY:
                 rows_of.setdefault(gkey, []).append(i)
         due = {k for k, ks in state.items() if ks.wake is not None and ks.wake <= watermark_ms}
-        now = watermark_ms // self.unit - 1  # the last tick the watermark has passed
         new, out = dict(state), []
         for gkey in sorted(rows_of.keys() | due):
-            key = self.restore(gkey, state.get(gkey), blocked)
-            try:
-                if gkey in rows_of:
-                    self.on_events(key, events, rows_of[gkey])
-                out += self.on_watermark(key, now)
-                out += self.advance(key, now)
-                kept = self.snapshot(key, watermark_ms)
-            finally:
-                for eng in key.engines.values():
-                    eng.clear_instances()
+            kept, rows = self.step(gkey, state.get(gkey), events, rows_of.get(gkey, ()), watermark_ms, blocked)
+            out += rows
             if kept is None:
                 new.pop(gkey, None)
             else:
                 new[gkey] = kept
         return new, out
+
+    def step(self, gkey: str, ks: KeyState | None, events: Mapping[str, Sequence], rows: Sequence[int],
+             watermark_ms: int, blocked: Collection[str] = ()) -> tuple[KeyState | None, list[Row]]:
+        """The whole lifecycle of one key in one micro-batch: its state ``ks`` (None: none yet), its
+        new events (``rows`` of the columns ``events``), the event-time watermark. Returns its new
+        state (None: nothing left to keep) and the output records."""
+        now = watermark_ms // self.unit - 1  # the last tick the watermark has passed
+        key = self.restore(gkey, ks, blocked)
+        try:
+            if rows:
+                self.on_events(key, events, rows)
+            out = self.on_watermark(key, now)
+            out += self.advance(key, now)
+            return self.snapshot(key, watermark_ms), out
+        finally:
+            for eng in key.engines.values():
+                eng.clear_instances()
 
     # -- lifecycle -------------------------------------------------------------------------
     def restore(self, gkey: str, ks: KeyState | None, blocked: Collection[str] = ()) -> OpenKey:
@@ -160,7 +170,7 @@ class PatternOperator:
             eng.load_instances(held.get(tenant, ()) if isinstance(held, dict) else held, key.clock)
         return key
 
-    def on_events(self, key: OpenKey, events: dict[str, Sequence], rows: Sequence[int]) -> None:
+    def on_events(self, key: OpenKey, events: Mapping[str, Sequence], rows: Sequence[int]) -> None:
         """Add the key's new events (``rows`` of ``events``) to its pending events."""
         for c in PENDING:
             column = events[c]
@@ -239,10 +249,18 @@ class PatternOperator:
         return KeyState(key.clock, instances, key.pending, min(wake) if wake else None)
 
 
-def live_instances(state: PartitionState) -> Counter[str]:
-    """``{tenant: live instances}`` of a partition's state (the skip marks are not instances)."""
+def live_instances(state: KeyStates) -> Counter[str]:
+    """``{tenant: live instances}`` of keys' states (the skip marks are not instances)."""
     counts: Counter[str] = Counter()
     for ks in state.values():
+        counts.update(key_live(ks))
+    return counts
+
+
+def key_live(ks: KeyState | None) -> Counter[str]:
+    """``{tenant: live instances}`` of one key's state (None: none)."""
+    counts: Counter[str] = Counter()
+    if ks is not None:
         for tenant, rows in (ks.instances.items() if isinstance(ks.instances, dict) else [(OPERATOR, ks.instances)]):
             counts[tenant] += sum(1 for r in rows if r[0] is not None)
     return counts

@@ -3,21 +3,23 @@
 * ``pattern-subscriptions`` reads the subscriptions topic (and every tenant's) and keeps the
   pattern registry (:mod:`streaming.patterns.registry`); its bad pattern records go to the
   errors topic of the record's tenant.
-* ``patterns`` reads the events topic; its foreachBatch function (:class:`PatternJob`) keys
-  the events (:mod:`streaming.patterns.keyed`), computes the event-time watermark (the
-  largest event time seen, minus ``patterns.watermark_delay``), and runs one task per state
-  partition (:func:`run_partitions`): the pattern operator
-  (:class:`~streaming.patterns.operator.PatternOperator`) over the partition's state
-  (:mod:`streaming.patterns.state`), its notifications and error records sent to their
-  topics by the task. Every partition runs every batch, with or without events, so timers
-  fire when the watermark passes them. Each partition reports its live instances per
-  tenant; the driver sums them, records them with the watermark, and the tenants at their
-  ``pattern_instances`` quota start no new instances in the next batch (one error record,
+* ``patterns`` reads the events topic: the events are keyed (:func:`keyed_watched`,
+  :mod:`streaming.patterns.keyed`), watermarked by their end (``withWatermark``, minus
+  ``patterns.watermark_delay``; the keying tasks' marks carry the latest end they read, so
+  events without a key move it too) and grouped by state key into the stateful processor
+  (:mod:`streaming.patterns.processor`, ``transformWithStateInPandas``: the instances in
+  Spark's keyed state, RocksDB with changelog checkpointing, ``patterns.state_partitions``
+  partitions; Spark's event-time timers). Its output goes to the foreachBatch function
+  (:class:`PatternSink`): the tasks send the notifications and error records
+  (:func:`send_records`); the driver adds up the keys' changes of live instances, records
+  them with the watermark (:mod:`streaming.patterns.live`), and the tenants at their
+  ``pattern_instances`` quota start no new instances from the next batch (one error record,
   stage ``pattern-quota``, on the tenant's errors topic when it reaches it). The keying tasks'
-  attribute tallies come back the same way, for the unknown-attribute warning
-  (:class:`AttributeWarnings`, :mod:`streaming.patterns.census`).
+  attribute tallies reach the driver through the processor, for the unknown-attribute
+  warning (:class:`AttributeWarnings`, :mod:`streaming.patterns.census`). A checkpoint holding
+  the older layout (state partitions written by the service) is refused (:func:`refuse_old_layout`).
 
-The collector: the keying and the partition tasks run with the cyclic garbage collector
+The collector: the keying and the processor's tasks run with the cyclic garbage collector
 paused and end with one collection of what the task left and a freeze of what survives
 (:func:`matchers.collector.long_lived`: the compiled patterns, the cached state, the imported
 modules). Spark's reused Python worker runs a full ``gc.collect()`` after every task: in
@@ -33,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -41,23 +42,17 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from matchers.collector import long_lived
-from streaming.config import Settings, interval_ms
+from streaming.config import Settings
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.patterns import census
-from streaming.patterns.census import ATTRIBUTE_WARNING, CENSUS_KEY
-from streaming.patterns.keyed import (
-    NO_KEY,
-    ROWS_DDL,
-    ROWS_SCHEMA,
-    event_time_ms,
-    keyed_rows,
-)
-from streaming.patterns.operator import PatternOperator, live_instances
+from streaming.patterns.census import ATTRIBUTE_WARNING
+from streaming.patterns.keyed import NO_KEY, ROWS_DDL, keyed_rows
+from streaming.patterns.live import LiveRecord, StateError, add_changes
+from streaming.patterns.operator import PENDING
+from streaming.patterns.processor import CENSUS, LIVE, RECORD
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records, load_registry
-from streaming.patterns.state import StateError, StateStore
 from streaming.records import ErrorRecord, Position, error
-from streaming.storage import join
+from streaming.storage import Directory, join
 from streaming.tenants import Tenants, topic_of
 
 if TYPE_CHECKING:
@@ -69,16 +64,30 @@ log = logging.getLogger("streaming.patterns")
 OUT_DDL = "key binary, value binary, topic string"
 PATTERN_QUOTA = "pattern-quota"
 """Stage of the error record of a tenant reaching its ``pattern_instances`` quota."""
-RESULT_SCHEMA = pa.schema([("part", pa.int32()), ("watermark", pa.int64()), ("events", pa.int64()),
-                           ("keys", pa.int64()), ("instances", pa.int64()), ("pending", pa.int64()),
-                           ("sent", pa.int64()), ("live", pa.map_(pa.string(), pa.int64())),
-                           ("census", pa.list_(pa.binary()))])
-"""One row per state partition and batch: the watermark after the batch, the partition's new
-events, keys, live instances and pending events after the batch, the records it sent, its
-live instances per tenant (the operator's under ``""``) and the keying tasks' census tallies
-that reached it (:mod:`streaming.patterns.census`)."""
-RESULT_DDL = ("part int, watermark long, events long, keys long, instances long, pending long, sent long, "
-              "live map<string, long>, census array<binary>")
+SENT_DDL = "kind string, value binary, watermark long, sent long"
+"""What :func:`send_records` passes on to the driver: the processor's rows other than records
+(``live``, ``census``), and one ``sent`` row per task with the count of records it sent."""
+
+
+def send_records(batches: Iterator[pa.RecordBatch], kafka: KafkaClientConfig) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body over the processor's output (:data:`~streaming.patterns.processor.OUT_DDL`):
+    the task sends the ``record`` rows to their topics and passes the others on (:data:`SENT_DDL`)."""
+    from streaming.kafka.sink import produce_batches
+
+    sent = 0
+    for rb in batches:
+        is_record = pc.equal(rb.column("kind"), RECORD)
+        records = rb.filter(is_record)
+        if records.num_rows:
+            produce_batches(kafka, None, iter([records.select(["key", "value", "topic"])]))
+            sent += records.num_rows
+        rest = rb.filter(pc.invert(is_record))
+        if rest.num_rows:
+            yield pa.RecordBatch.from_arrays([rest.column("kind"), rest.column("value"), rest.column("watermark"),
+                                              pa.nulls(rest.num_rows, pa.int64())],
+                                             names=["kind", "value", "watermark", "sent"])
+    yield pa.RecordBatch.from_pydict({"kind": ["sent"], "value": pa.nulls(1, pa.binary()),
+                                      "watermark": pa.nulls(1, pa.int64()), "sent": [sent]})
 
 
 def checkpoint(settings: Settings) -> str:
@@ -90,9 +99,26 @@ def registry_dir(settings: Settings) -> str:
     return join(checkpoint(settings), "pattern-registry")
 
 
-def state_dir(settings: Settings) -> str:
-    """Where the state partitions' snapshots live (:class:`~streaming.patterns.state.StateStore`)."""
-    return join(checkpoint(settings), "pattern-state")
+def live_dir(settings: Settings) -> str:
+    """Where the driver records each batch's watermark and live instances (:mod:`streaming.patterns.live`)."""
+    return join(checkpoint(settings), "pattern-live")
+
+
+OLD_STATE = "pattern-state"
+"""The directory of the state partitions that held the instances before they moved to Spark's keyed state."""
+
+
+def refuse_old_layout(settings: Settings) -> None:
+    """Raise :class:`~streaming.patterns.live.StateError` when the checkpoint holds pattern state
+    of the older layout (state partitions snapshotted by the service itself): it is not read."""
+    old = Directory(join(checkpoint(settings), OLD_STATE))
+    if old.exists():
+        raise StateError(
+            f"the patterns checkpoint holds pattern instances in the older layout ({old.uri}: state partitions "
+            "written by the service), which this version does not read: its instances now live in Spark's keyed "
+            "state. Start over with `python -m streaming run --reset` (moves the checkpoint aside and reads the "
+            "topics again), or move that checkpoint's patterns directory "
+            f"({checkpoint(settings)}) aside by hand to start the patterns queries alone from scratch.")
 
 
 def _starting(settings: Settings) -> str:
@@ -128,50 +154,6 @@ def start_subscriptions_query(spark: SparkSession, settings: Settings, client_co
             .queryName("pattern-subscriptions").trigger(processingTime=_trigger(settings)).start())
 
 
-def run_partitions(batches: Iterator[pa.RecordBatch], batch_id: int, watermark_ms: int, settings: Settings,
-                   kafka: KafkaClientConfig, registry_uri: str, state_uri: str,
-                   blocked: Collection[str] = ()) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body of one task of the ``patterns`` query, after the shuffle by state
-    partition: for each partition among its rows (:data:`~streaming.patterns.keyed.ROWS_SCHEMA`;
-    each partition has the marks of every keying task, :func:`~streaming.patterns.keyed.partition_marks`),
-    the watermark moves from ``watermark_ms`` (the previous batch's) to the latest event time of
-    the batch minus ``patterns.watermark_delay``; the operator runs from the state before
-    ``batch_id`` (under ``state_uri``, with the patterns of the registry at ``registry_uri``:
-    URIs made on the driver; the tenants ``blocked`` start no new instances), the output
-    records are sent, then the state is written. One :data:`RESULT_SCHEMA` row per partition."""
-    from streaming.kafka.sink import produce_batches
-
-    with long_lived():  # the module docstring (the collector)
-        table = pa.Table.from_batches([rb.cast(ROWS_SCHEMA) for rb in batches], schema=ROWS_SCHEMA)
-        is_census = pc.equal(table.column("gkey"), CENSUS_KEY).to_numpy(zero_copy_only=False)
-        census = table.filter(pa.array(is_census)).column("attrs").to_pylist()
-        table = table.filter(pa.array(~is_census))
-        op = PatternOperator(registry_uri, settings)
-        store = StateStore(state_uri)
-        delay = interval_ms(settings.patterns.watermark_delay)
-        parts = table.column("part").to_numpy()
-        results: list[tuple[Any, ...]] = []
-        for part in sorted(set(parts.tolist())):
-            rows = table.filter(pa.array(parts == part))
-            latest = pc.max(rows.column("t1")).as_py()
-            watermark = watermark_ms if latest is None else max(
-                watermark_ms, event_time_ms(latest, settings.patterns.time_unit_ms) - delay)
-            events = {c: rows.column(c).to_pylist() for c in rows.column_names}
-            new, out = op.run(store.load(part, batch_id), events, watermark, blocked)
-            if out:
-                keys, values, topics = zip(*out, strict=True)
-                produce_batches(kafka, None, iter([pa.RecordBatch.from_arrays(
-                    [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
-                    names=["key", "value", "topic"])]))
-            store.save(part, batch_id, new)
-            live = live_instances(new)
-            results.append((part, watermark, sum(g != NO_KEY for g in events["gkey"]), len(new), sum(live.values()),
-                            sum(len(ks.pending["t1"]) for ks in new.values()), len(out), list(live.items()),
-                            census if not results else []))
-    yield pa.RecordBatch.from_pylist([dict(zip(RESULT_SCHEMA.names, r, strict=True)) for r in results],
-                                     schema=RESULT_SCHEMA)
-
-
 def instance_quota_errors(tenants: Tenants, events_topic: str, batch_id: int, blocked: Collection[str],
                           live: Mapping[str, int]) -> list[tuple[str, ErrorRecord]]:
     """``(errors topic, error record)`` of each tenant that reached its ``pattern_instances``
@@ -184,59 +166,36 @@ def instance_quota_errors(tenants: Tenants, events_topic: str, batch_id: int, bl
             for t in sorted(tenants.at_instance_quota(live) - set(blocked))]
 
 
-class PatternJob:
-    """The foreachBatch function of the ``patterns`` query (see the module docstring)."""
+class PatternSink:
+    """The foreachBatch function of the ``patterns`` query, after the stateful processor
+    (see the module docstring)."""
 
     def __init__(self, spark: SparkSession, settings: Settings, client_config: KafkaClientConfig):
         self.spark, self.settings, self.kafka = spark, settings, client_config
-        self.registry_dir = registry_dir(settings)
-        PatternRegistry(self.registry_dir)  # exists before the executors read it
-        self.state_uri = state_dir(settings)
-        self.store = StateStore(self.state_uri)
-        self.partitions = settings.patterns.state_partitions
-        self.store.check(self.partitions)
+        self.live = LiveRecord(live_dir(settings))
         self.tenants = Tenants.of(settings)
-        self.attributes = AttributeWarnings(settings, self.registry_dir, self.tenants) \
+        self.attributes = AttributeWarnings(settings, registry_dir(settings), self.tenants) \
             if settings.patterns.unknown_attribute_events > 0 else None
 
     def process(self, df: DataFrame, batch_id: int) -> None:
-        """One micro-batch: key the events, shuffle them by state partition, run every partition."""
+        """One micro-batch of the processor's output: send its records (from the tasks), add up
+        the keys' changes of live instances, the quota records and the attribute warnings."""
         t0 = time.perf_counter()
-        before, live_before = self.store.before(batch_id)
+        watermark_before, live_before = self.live.before(batch_id)
         blocked = self.tenants.at_instance_quota(live_before) if self.tenants is not None else frozenset()
-        if blocked:
-            log.info("patterns batch %d: tenants %s at their pattern_instances quota start no new instances",
-                     batch_id, sorted(blocked))
-        # the marks of a task with no events, so that every partition runs even when no source task does
-        none = self.spark.range(0, self.partitions, 1, 1).selectExpr(
-            f"'{NO_KEY}' AS gkey", "CAST(id AS INT) AS part", "CAST(NULL AS LONG) AS t0", "CAST(NULL AS LONG) AS t1",
-            "CAST(NULL AS STRING) AS eid", "CAST(NULL AS STRING) AS stream", "CAST(NULL AS BINARY) AS attrs",
-            "CAST(NULL AS INT) AS partition", "CAST(NULL AS LONG) AS offset")
         watch = self.attributes.watch() if self.attributes is not None else None
-        keyed = df.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
-            partial(keyed_rows, registry_dir=self.registry_dir, settings=self.settings, kafka=self.kafka,
-                    watch=watch), ROWS_DDL)
-        results = (keyed.unionByName(none).repartition(self.partitions, "part")
-                   .mapInArrow(partial(run_partitions, batch_id=batch_id, watermark_ms=before,
-                                       settings=self.settings, kafka=self.kafka, registry_uri=self.registry_dir,
-                                       state_uri=self.state_uri, blocked=blocked), RESULT_DDL).collect())
-        if {r["part"] for r in results} != set(range(self.partitions)) or len({r["watermark"] for r in results}) != 1:
-            raise StateError(f"patterns batch {batch_id}: partitions {sorted((r['part'], r['watermark']) for r in results)}"
-                             f" (expected each of {self.partitions} once, with one watermark)")
-        watermark = results[0]["watermark"]
-        live: Counter[str] = Counter()
-        for r in results:
-            live.update(dict(r["live"]))
+        rows = df.mapInArrow(partial(send_records, kafka=self.kafka), SENT_DDL).collect()
+        sent = sum(r["sent"] for r in rows if r["kind"] == "sent")
+        live = add_changes(live_before, [r["value"] for r in rows if r["kind"] == LIVE])
+        watermark = max([watermark_before, *(r["watermark"] for r in rows if r["watermark"] is not None)])
         if self.tenants is not None:
             self.send_errors(instance_quota_errors(self.tenants, self.settings.kafka.events_topic, batch_id,
                                                    blocked, live))
         if self.attributes is not None:
-            self.send_errors(self.attributes.note(batch_id, [b for r in results for b in r["census"] or ()], watch))
-        self.store.write_batch(batch_id, watermark, dict(live))
-        total = [sum(r[i] for r in results) for i in range(2, len(RESULT_SCHEMA) - 2)]
-        log.info("patterns batch %d: %d keyed events, watermark %d ms, %d keys, %d instances, %d pending, "
-                 "%d records sent, %.0f ms", batch_id, total[0], watermark, *total[1:],
-                 (time.perf_counter() - t0) * 1e3)
+            self.send_errors(self.attributes.note(batch_id, [r["value"] for r in rows if r["kind"] == CENSUS], watch))
+        self.live.write(batch_id, watermark, live)
+        log.info("patterns batch %d: watermark %d ms, %d live instances, %d records sent, %.0f ms",
+                 batch_id, watermark, sum(live.values()), sent, (time.perf_counter() - t0) * 1e3)
 
     def send_errors(self, errors: list[tuple[str, ErrorRecord]]) -> None:
         """Send ``(topic, error record)`` pairs (the driver's own, few)."""
@@ -296,18 +255,72 @@ class AttributeWarnings:
         return out
 
 
+STATE_CONF = {
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
+"""The state store of the ``patterns`` query (a setting of the service's ``spark.conf`` wins)."""
+
+
+def keyed_watched(batches: Iterator[pa.RecordBatch], registry_uri: str, checkpoint_uri: str, settings: Settings,
+                  kafka: KafkaClientConfig) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: :func:`~streaming.patterns.keyed.keyed_rows`, tallying the attributes
+    that the census (as the driver left it after the previous batch) watches."""
+    p = settings.patterns
+    watch = None
+    if p.unknown_attribute_events > 0:
+        version, _, patterns = load_registry(registry_uri)
+        watch = census.load(checkpoint_uri, p.unknown_attribute_events, p.stream_attribute_names).watch(version, patterns)
+    yield from keyed_rows(batches, registry_dir=registry_uri, settings=settings, kafka=kafka, watch=watch)
+
+
+def pattern_plan(src: DataFrame, settings: Settings, client_config: KafkaClientConfig) -> DataFrame:
+    """The ``patterns`` query from Kafka records to the processor's output rows
+    (:data:`~streaming.patterns.processor.OUT_DDL`): keyed, watermarked by event end, grouped by state key."""
+    from streaming.patterns.processor import OUT_DDL, PatternProcessor
+
+    p = settings.patterns
+    rdir = registry_dir(settings)
+    keyed = src.select("value", "topic", "partition", "offset", "timestamp").mapInArrow(
+        partial(keyed_watched, registry_uri=rdir, checkpoint_uri=checkpoint(settings), settings=settings,
+                kafka=client_config), ROWS_DDL)
+    return (keyed.selectExpr("*", f"timestamp_millis((t1 + 1) * {p.time_unit_ms}) AS event_end")
+            .withWatermark("event_end", p.watermark_delay)
+            .where(f"gkey != '{NO_KEY}'")  # the marks move the watermark (events without keys too), then go
+            .select("gkey", *PENDING)  # no event-time column: Spark drops no late event, the operator reports it
+            .groupBy("gkey")
+            .transformWithStateInPandas(PatternProcessor(rdir, live_dir(settings), settings), OUT_DDL, "append",
+                                        "EventTime"))
+
+
 def start_patterns_query(spark: SparkSession, settings: Settings, client_config: KafkaClientConfig) -> StreamingQuery:
-    """The stateful query: events keyed by partition value, instances in the state partitions."""
+    """The stateful query: events keyed by partition value, instances in Spark's keyed state
+    (``patterns.state_partitions`` state store partitions, fixed for a checkpoint)."""
     from streaming import kafka
 
     kafka.register(spark)
-    job = PatternJob(spark, settings, client_config)
+    refuse_old_layout(settings)
+    PatternRegistry(registry_dir(settings))  # exists before the executors read it
+    sink = PatternSink(spark, settings, client_config)
     src = kafka.read_stream(spark, client_config, settings.kafka.events_topic, starting=_starting(settings),
                             max_per_trigger=settings.kafka.max_offsets_per_trigger or None,
                             use_java_connector=settings.kafka.use_java_connector)
-    return (src.writeStream.foreachBatch(job.process)
-            .option("checkpointLocation", join(checkpoint(settings), "patterns"))
-            .queryName("patterns").trigger(processingTime=_trigger(settings)).start())
+    conf = {"spark.sql.shuffle.partitions": str(settings.patterns.state_partitions),
+            **{k: v for k, v in STATE_CONF.items() if k not in settings.spark.conf}}
+    saved = {k: spark.conf.get(k, None) for k in conf}
+    try:  # the query's session takes a copy of these at start; the other queries keep theirs
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        return (pattern_plan(src, settings, client_config).writeStream.foreachBatch(sink.process)
+                .option("checkpointLocation", join(checkpoint(settings), "patterns"))
+                .queryName("patterns").trigger(processingTime=_trigger(settings)).start())
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, old)
 
 
 def starters(settings: Settings, spark: SparkSession, client_config: KafkaClientConfig) -> list[Callable[[], StreamingQuery]]:
