@@ -36,8 +36,8 @@ its key processed (``pattern-late``), as it always did.
 from __future__ import annotations
 
 import pickle
-from contextlib import ExitStack
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import orjson

@@ -340,15 +340,15 @@ def test_instance_quota_decision_and_one_error_per_crossing(tmp_path):
 
 
 def test_the_live_instances_are_recorded_with_the_watermark_for_a_replay(tmp_path):
-    from streaming.patterns.state import StateError, StateStore
+    from streaming.patterns.live import LiveRecord, add_changes
 
-    store = StateStore(str(tmp_path / "state"))
+    store = LiveRecord(str(tmp_path / "live"))
     assert store.before(0) == (0, {}) and store.latest() == {}
-    store.write_batch(0, 5000, {"acme": 3, "": 7})
-    store.write_batch(1, 6000, {"acme": 4})
+    store.write(0, 5000, {"acme": 3, "": 7})
+    store.write(1, 6000, add_changes({"acme": 3, "": 7}, [b'{"acme": 2, "": -7}', b'{"acme": -1}']))
     assert store.before(1) == (5000, {"acme": 3, "": 7})  # what batch 1 (first run or replay) decides from
     assert store.before(2) == (6000, {"acme": 4}) and store.latest() == {"acme": 4}
-    store.dir.sub("watermark").write("b000000000002", b"7000")  # a record written before the counts
-    assert store.before(3) == (7000, {})
-    with pytest.raises(StateError):
-        store.before(9)
+    for b in range(2, 6):
+        store.write(b, 7000 + b, {"acme": b})
+    assert sorted(store.dir.names()) == ["b000000000003", "b000000000004", "b000000000005"]  # the newest 3
+    assert store.before(9) == (7005, {"acme": 5})

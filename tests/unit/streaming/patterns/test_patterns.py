@@ -347,58 +347,6 @@ def test_patterns_read_the_single_valued_attributes_of_an_event_with_arrays(tmp_
     assert read_row(value, POS, None, settings) == (4, 4, "a", "Stock", {"name": "IBM", "same": 1, "price": 7})
 
 
-def test_state_partitions_replay_from_the_snapshot_before_the_batch(tmp_path, monkeypatch):
-    """run_partitions over three batches: each partition's state is the previous batch's (from the
-    worker's cache or, after a restart, its snapshot); a replayed batch sends the same records; a lost
-    snapshot or a changed partition count is an error, never an empty state."""
-    import pyarrow as pa
-
-    import streaming.kafka.sink as sink
-    from streaming.patterns import state
-    from streaming.patterns.keyed import ROWS_SCHEMA, partition_marks
-    from streaming.patterns.queries import run_partitions, state_dir
-
-    settings = settings_for(tmp_path, state_partitions=3)
-    subs = {k: TABLE1[k] for k in ("S3", "S4")}
-    register(settings, subs)
-    events = stock_ticks(90, 4)
-    rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
-    assert set(rows["part"]) == {0, 1, 2}
-    sent: list = []
-    monkeypatch.setattr(sink, "produce_batches", lambda kafka, topic, batches: sent.extend(
-        r for rb in batches for r in rb.to_pylist()))
-    every = partition_marks(3, None).to_pandas()
-
-    def batch(b, lo, hi, wm):
-        frame = pd.concat([rows[(rows["offset"] >= lo) & (rows["offset"] < hi)], every])
-        out = list(run_partitions(iter([pa.RecordBatch.from_pandas(frame, ROWS_SCHEMA, preserve_index=False)]),
-                                  b, wm, settings, NO_KAFKA, registry_dir(settings), state_dir(settings)))
-        return pa.Table.from_batches(out).to_pylist()
-
-    store = state.StateStore(state_dir(settings))
-    store.check(3)
-    batch(0, 0, 30, event_time_ms(events[29].t1, 1000) - 5000)
-    first = len(sent)
-    results = batch(1, 30, 60, event_time_ms(events[59].t1, 1000) - 5000)
-    assert sorted(r["part"] for r in results) == [0, 1, 2] and sum(r["events"] for r in results) == 30
-    again = sent[first:]
-    state._cache.clear()  # a restart replays batch 1 from batch 0's snapshot
-    del sent[first:]
-    batch(1, 30, 60, event_time_ms(events[59].t1, 1000) - 5000)
-    assert [(r["key"], orjson.loads(r["value"])["id"]) for r in sent[first:]] == [
-        (r["key"], orjson.loads(r["value"])["id"]) for r in again]
-    batch(2, 60, 90, event_time_ms(events[-1].t1 + 1, 1000))
-    got = {(d["subscription"], tuple(d["witness"]["events"])) for d in map(lambda r: orjson.loads(r["value"]), sent)}
-    assert got == {(k[1], k[5]) for k in reference_matches(subs, events)}
-    state._cache.clear()
-    for name in ("b000000000002",):
-        (tmp_path / "patterns" / "pattern-state" / "p0000" / name).unlink()
-    with pytest.raises(state.StateError, match="lost, not empty"):
-        batch(3, 90, 90, event_time_ms(events[-1].t1 + 1, 1000))
-    with pytest.raises(state.StateError, match="3 partitions"):
-        store.check(4)
-
-
 def _tricky_events(rng) -> list[bytes | None]:
     """Event records at the edges of what the keying's scan takes (seeded)."""
     def pick(choices: list[str]) -> str:  # the plain first choice more often
