@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -306,15 +307,24 @@ def start_patterns_query(spark: SparkSession, settings: Settings, client_config:
     src = kafka.read_stream(spark, client_config, settings.kafka.events_topic, starting=_starting(settings),
                             max_per_trigger=settings.kafka.max_offsets_per_trigger or None,
                             use_java_connector=settings.kafka.use_java_connector)
-    conf = {"spark.sql.shuffle.partitions": str(settings.patterns.state_partitions),
-            **{k: v for k, v in STATE_CONF.items() if k not in settings.spark.conf}}
-    saved = {k: spark.conf.get(k, None) for k in conf}
-    try:  # the query's session takes a copy of these at start; the other queries keep theirs
-        for k, v in conf.items():
-            spark.conf.set(k, v)
+    with query_conf(spark, settings):
         return (pattern_plan(src, settings, client_config).writeStream.foreachBatch(sink.process)
                 .option("checkpointLocation", join(checkpoint(settings), "patterns"))
                 .queryName("patterns").trigger(processingTime=_trigger(settings)).start())
+
+
+@contextmanager
+def query_conf(spark: SparkSession, settings: Settings) -> Iterator[None]:
+    """The session's settings for starting the ``patterns`` query: ``patterns.state_partitions``
+    shuffle partitions and :data:`STATE_CONF`. The query's session takes a copy of them at
+    start (and its checkpoint keeps them); the session's own come back after."""
+    conf = {"spark.sql.shuffle.partitions": str(settings.patterns.state_partitions),
+            **{k: v for k, v in STATE_CONF.items() if k not in settings.spark.conf}}
+    saved = {k: spark.conf.get(k, None) for k in conf}
+    try:
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        yield
     finally:
         for k, old in saved.items():
             if old is None:
