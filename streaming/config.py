@@ -145,8 +145,8 @@ class PatternsSettings:
     watermark_delay : how far (event time) events of one key may arrive out of order
         (``"<number> <unit>"``, unit ``ms``, ``seconds``, ``minutes``, ``hours`` or ``days``).
     key_buckets : state keys per partition attribute (values hashed into this many).
-    state_partitions : partitions of the keyed state (one task each per micro-batch; fixed
-        for a checkpoint).
+    state_partitions : partitions of the keyed state (Spark's state store: the ``patterns``
+        query's shuffle partitions; fixed for a checkpoint).
     max_keys_per_event : bound on the state keys one event goes to.
     state_timeout : ticks after which an instance is dropped whatever its pattern (0: only
         its ``DUR`` bound ends it; a bound on the state of patterns without one).

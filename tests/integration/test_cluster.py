@@ -215,7 +215,8 @@ def test_match_and_patterns_with_a_hadoop_checkpoint(
     assert pattern_witnesses() == want_patterns
     assert load_state(join(checkpoint, "registry")).subscriptions.keys() == {s.id for s in subs}
     files = hadoop_store.files(checkpoint)
-    for kind in ("query/offsets/", "registry/deltas/", "patterns/pattern-registry/", "patterns/pattern-state/",
+    for kind in ("query/offsets/", "registry/deltas/", "patterns/pattern-registry/", "patterns/pattern-live/",
+                 "patterns/patterns/state/",
                  "patterns/patterns/offsets/"):
         assert any(f.startswith(kind) for f in files), (kind, files)
     assert_nothing_in_worker_dirs(spark_cluster)

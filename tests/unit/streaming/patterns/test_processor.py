@@ -12,7 +12,15 @@ from streaming.patterns.census import CENSUS_KEY
 from streaming.patterns.keyed import event_time_ms
 from streaming.patterns.live import LiveRecord, StateError
 from streaming.patterns.operator import PATTERN_LATE, PENDING, key_live
-from streaming.patterns.processor import CENSUS, LIVE, RECORD, STATE_NAME, PatternProcessor, from_row, to_row
+from streaming.patterns.processor import (
+    CENSUS,
+    LIVE,
+    RECORD,
+    STATE_NAME,
+    PatternProcessor,
+    from_row,
+    to_row,
+)
 from streaming.patterns.queries import live_dir, refuse_old_layout, registry_dir
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
