@@ -52,10 +52,6 @@ DEFAULT_CONF: dict[str, str] = {
     # tasks and its first batch's (and the patterns query's) mapInArrow tasks ran in two
     # pools, each building its own indexes. Off, they share one (full tracebacks).
     "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
-    # The patterns query's stateful processor starts a Python process on the driver when it
-    # plans a batch (its state schema): on a loaded machine (2 cores, load 6) it took longer
-    # than the default 15 s to connect back, and the query failed.
-    "spark.python.authenticate.socketTimeout": "120s",
 }
 
 #: Added for local masters only: the driver and its Python workers stay on loopback.
