@@ -322,12 +322,14 @@ def pattern_starters(settings: Settings, spark: Any, client: KafkaClientConfig) 
 
 TRANSIENT = ("Python worker failed to connect back",)
 """Failures of a loaded machine rather than of a query. Spark 4.3 starts the runner of a
-Python streaming source (``kafka-py``) with each query, outside the Python daemon, and gives
-it 10 s to connect back, a limit no setting changes (``PythonStreamingSourceRunner``,
-``PythonWorkerFactory.createSimpleWorker``)."""
+Python streaming source (``kafka-py``) with each query, and the driver-side process of a
+Python stateful processor (the ``patterns`` query's state schema, ``TransformWithStateInPySparkPythonPreInitRunner``)
+with each start of the query, outside the Python daemon, and gives it 10 s to connect back,
+a limit no setting changes (``PythonWorkerFactory.createSimpleWorker``). At load 9 on the
+2 cores, that process's imports alone took 10 to 11 s of wall clock (2.5 s of CPU)."""
 
-RESTARTS = 3
-"""How many times one query is restarted after a transient failure."""
+RESTARTS = 5
+"""How many times one query is restarted after a transient failure (the n-th after ``5 n`` polls)."""
 
 
 class Supervised:
@@ -348,8 +350,9 @@ class Supervised:
 
 def supervise(queries: list[Supervised], stop: threading.Event, poll_s: float = 1.0) -> list[Supervised]:
     """Wait until ``stop`` is set or a query ends; a query that failed transiently (:data:`TRANSIENT`)
-    is restarted from its checkpoint, up to :data:`RESTARTS` times. Returns the queries that
-    failed for good (empty when stopped)."""
+    is restarted from its checkpoint, up to :data:`RESTARTS` times, each later than the one
+    before (the load that made it fail may pass). Returns the queries that failed for good
+    (empty when stopped)."""
     while not stop.wait(poll_s):
         ended = [q for q in queries if not q.query.isActive]
         for q in ended:
@@ -359,6 +362,8 @@ def supervise(queries: list[Supervised], stop: threading.Event, poll_s: float = 
             q.restarts += 1
             log.warning("query %s failed (%s); restarting it from its checkpoint (%d of %d)",
                         q.name, first_line(exc), q.restarts, RESTARTS)
+            if stop.wait(5 * poll_s * q.restarts):
+                return []
             q.query = q.start()
     return []
 
