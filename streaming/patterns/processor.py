@@ -35,9 +35,11 @@ its key processed (``pattern-late``), as it always did.
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -71,6 +73,9 @@ OUT_DDL = "kind string, key binary, value binary, topic string, watermark long"
 ``watermark``: the watermark (ms) the row was made at."""
 RECORD, LIVE, CENSUS = "record", "live", "census"
 _COLUMNS = ["kind", "key", "value", "topic", "watermark"]
+_INTS = ("t0", "t1", "partition", "offset")
+"""Never null in an event's row, but a nullable column reaches pandas as floats when it has any
+null in the Arrow batch: back to ints (times, timers, notification ids)."""
 
 
 def to_row(ks: KeyState) -> tuple[Any, ...]:
@@ -123,7 +128,8 @@ class PatternProcessor(StatefulProcessor):
                 yield pd.DataFrame({"kind": CENSUS, "key": None, "value": frame["attrs"].tolist(), "topic": None,
                                     "watermark": wm}, columns=_COLUMNS)
             return
-        events = {} if frame is None else {c: frame[c].tolist() for c in PENDING}
+        events = {} if frame is None else {c: (frame[c].astype("int64") if c in _INTS else frame[c]).tolist()
+                                           for c in PENDING}
         out = self._step(gkey, events, range(len(frame)) if frame is not None else range(0), wm)
         if len(out):
             yield out
@@ -138,6 +144,8 @@ class PatternProcessor(StatefulProcessor):
         """One key's lifecycle: its state in, the step, its state and timer out; the output rows."""
         old = from_row(self.state.get()) if self.state.exists() else None
         new, out = self.op.step(gkey, old, events, rows, wm, self.blocked)
+        if new is not None and new.wake is not None:  # a timer is whole ms (an engine deadline may be a float)
+            new = replace(new, wake=math.ceil(new.wake) if math.isfinite(new.wake) else None)
         if old is not None and old.wake is not None and (new is None or new.wake != old.wake):
             self.handle.deleteTimer(old.wake)
         if new is None:
