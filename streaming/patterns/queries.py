@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.config import Settings
+from streaming.config import Settings, interval_ms
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.patterns import census
 from streaming.patterns.census import ATTRIBUTE_WARNING
@@ -287,7 +287,7 @@ def pattern_plan(src: DataFrame, settings: Settings, client_config: KafkaClientC
         partial(keyed_watched, registry_uri=rdir, checkpoint_uri=checkpoint(settings), settings=settings,
                 kafka=client_config), ROWS_DDL)
     return (keyed.selectExpr("*", f"timestamp_millis((t1 + 1) * {p.time_unit_ms}) AS event_end")
-            .withWatermark("event_end", p.watermark_delay)
+            .withWatermark("event_end", f"{interval_ms(p.watermark_delay)} milliseconds")
             .where(f"gkey != '{NO_KEY}'")  # the marks move the watermark (events without keys too), then go
             .select("gkey", *PENDING)  # no event-time column: Spark drops no late event, the operator reports it
             .groupBy("gkey")
