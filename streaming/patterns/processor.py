@@ -136,17 +136,19 @@ class PatternProcessor(StatefulProcessor):
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[pd.DataFrame]:
-        out = self._step(key[0], {}, range(0), max(0, timerValues.getCurrentWatermarkInMs()))
+        out = self._step(key[0], {}, range(0), max(0, timerValues.getCurrentWatermarkInMs()),
+                         fired=expiredTimerInfo.getExpiryTimeInMs())
         if len(out):
             yield out
 
-    def _step(self, gkey: str, events: dict[str, list], rows: range, wm: int) -> pd.DataFrame:
-        """One key's lifecycle: its state in, the step, its state and timer out; the output rows."""
+    def _step(self, gkey: str, events: dict[str, list], rows: range, wm: int, fired: int | None = None) -> pd.DataFrame:
+        """One key's lifecycle: its state in, the step, its state and timer out (Spark has
+        removed the timer that ``fired``); the output rows."""
         old = from_row(self.state.get()) if self.state.exists() else None
         new, out = self.op.step(gkey, old, events, rows, wm, self.blocked)
         if new is not None and new.wake is not None:  # a timer is whole ms (an engine deadline may be a float)
             new = replace(new, wake=math.ceil(new.wake) if math.isfinite(new.wake) else None)
-        if old is not None and old.wake is not None and (new is None or new.wake != old.wake):
+        if old is not None and old.wake is not None and old.wake != fired and (new is None or new.wake != old.wake):
             self.handle.deleteTimer(old.wake)
         if new is None:
             if old is not None:
