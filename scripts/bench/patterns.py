@@ -119,7 +119,7 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
         q = start_q()
         drain(q)
         elapsed = time.perf_counter() - t
-        progress = [{"rows": p["numInputRows"], **p["durationMs"]} for p in q.recentProgress]
+        progress = [{"rows": p["numInputRows"], **p["durationMs"], **state_progress(p)} for p in q.recentProgress]
         cpu = tree_cpu_s() - cpu0
         by = {k: round(v - by0.get(k, 0.0), 2) for k, v in tree_cpu_s(by_command=True).items()}
         q.stop()
@@ -128,6 +128,18 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
     return {"events": n_events, "warmup": warmup, "patterns": n_patterns, "symbols": symbols, "seconds": elapsed,
             "events_per_s": n_events / elapsed, "cpu_s": cpu, "events_per_cpu_s": n_events / cpu, "cpu_by_process": by,
             "batches": len(progress), "progress": progress, "notifications": notes}
+
+
+def state_progress(p: dict) -> dict:
+    """A batch's keyed-state figures from its progress (none without Spark's state store): keys
+    held and written, and the bytes RocksDB wrote."""
+    ops = p.get("stateOperators") or []
+    if not ops:
+        return {}
+    metrics = ops[0].get("customMetrics", {})
+    return {"state_keys": ops[0].get("numRowsTotal"), "state_updated": ops[0].get("numRowsUpdated"),
+            "state_removed": ops[0].get("numRowsRemoved"), "rocksdb_bytes_written": metrics.get("rocksdbTotalBytesWritten"),
+            "state_commit_ms": ops[0].get("commitTimeMs")}
 
 
 def run_tree(tree: Path, args: argparse.Namespace) -> dict:
