@@ -69,8 +69,8 @@ def keyed_rows(batches: Iterator[pa.RecordBatch], registry_dir: str, settings: S
                kafka: KafkaClientConfig, watch: Watch | None = None) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: Kafka event records (``value, topic, partition, offset, timestamp``)
     to :data:`ROWS_SCHEMA` rows, then one :data:`NO_KEY` row per state partition whose ``t1``
-    is the latest event end this task read (null: none), so that every partition's task
-    learns the batch's latest event time (the watermark) and runs even without events;
+    is the latest event end this task read (null: none), so that events without a key move
+    Spark's event-time watermark too (the stateful processor drops the marks);
     ``pattern-event`` error records are produced to the errors topic here (at least once: a
     retried task sends the same record, with the same id). With a ``watch``, one
     :data:`~streaming.patterns.census.CENSUS_KEY` row (partition 0) holds the task's tally of

@@ -19,7 +19,8 @@ Lifecycle, in :class:`PatternProcessor`:
 * :meth:`~PatternProcessor.init`: the state and the operator; the tenants at their
   ``pattern_instances`` quota after the last recorded batch (:mod:`streaming.patterns.live`)
   start no new instances;
-* :meth:`~PatternProcessor.handleInputRows`: the key's new events through
+* :meth:`~PatternProcessor.handleInputRows`: the keying tasks' marks (:data:`~streaming.patterns.keyed.NO_KEY`,
+  one group per batch) are dropped, having moved the watermark on their way; the key's new events through
   :meth:`PatternOperator.step <streaming.patterns.operator.PatternOperator.step>` at the
   current watermark; the :data:`~streaming.patterns.census.CENSUS_KEY` rows (the keying tasks'
   attribute tallies) are passed on to the driver, stateless;
@@ -55,6 +56,7 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 from matchers.collector import long_lived
 from streaming.config import Settings
 from streaming.patterns.census import CENSUS_KEY
+from streaming.patterns.keyed import NO_KEY
 from streaming.patterns.operator import PENDING, KeyState, PatternOperator, key_live
 
 if TYPE_CHECKING:
@@ -120,6 +122,10 @@ class PatternProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         gkey = key[0]
+        if gkey == NO_KEY:  # the keying tasks' marks: they moved the watermark on their way here
+            for _ in rows:
+                pass
+            return
         frames = [f for f in rows if len(f)]
         frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else (frames[0] if frames else None)
         wm = max(0, timerValues.getCurrentWatermarkInMs())

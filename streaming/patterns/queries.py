@@ -6,7 +6,7 @@
 * ``patterns`` reads the events topic: the events are keyed (:func:`keyed_watched`,
   :mod:`streaming.patterns.keyed`), watermarked by their end (``withWatermark``, minus
   ``patterns.watermark_delay``; the keying tasks' marks carry the latest end they read, so
-  events without a key move it too) and grouped by state key into the stateful processor
+  events without a key move it too; the processor drops the marks) and grouped by state key into the stateful processor
   (:mod:`streaming.patterns.processor`, ``transformWithStateInPandas``: the instances in
   Spark's keyed state, RocksDB with changelog checkpointing, ``patterns.state_partitions``
   partitions; Spark's event-time timers). Its output goes to the foreachBatch function
@@ -47,7 +47,7 @@ from streaming.config import Settings, interval_ms
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.patterns import census
 from streaming.patterns.census import ATTRIBUTE_WARNING
-from streaming.patterns.keyed import NO_KEY, ROWS_DDL, keyed_rows
+from streaming.patterns.keyed import ROWS_DDL, keyed_rows
 from streaming.patterns.live import LiveRecord, StateError, add_changes
 from streaming.patterns.operator import PENDING
 from streaming.patterns.processor import CENSUS, LIVE, RECORD
@@ -288,7 +288,9 @@ def pattern_plan(src: DataFrame, settings: Settings, client_config: KafkaClientC
                 kafka=client_config), ROWS_DDL)
     return (keyed.selectExpr("*", f"timestamp_millis((t1 + 1) * {p.time_unit_ms}) AS event_end")
             .withWatermark("event_end", f"{interval_ms(p.watermark_delay)} milliseconds")
-            .where(f"gkey != '{NO_KEY}'")  # the marks move the watermark (events without keys too), then go
+            # no filter of the marks here: Spark's optimizer pushes a filter that does not read the
+            # event-time column below the watermark, and events without a key would move it no more
+            # (a heartbeat would not fire the last events' timers); the processor drops them
             .select("gkey", *PENDING)  # no event-time column: Spark drops no late event, the operator reports it
             .groupBy("gkey")
             .transformWithStateInPandas(PatternProcessor(rdir, live_dir(settings), settings), OUT_DDL, "append",

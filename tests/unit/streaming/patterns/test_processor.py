@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streaming.patterns.census import CENSUS_KEY
-from streaming.patterns.keyed import event_time_ms
+from streaming.patterns.keyed import NO_KEY, event_time_ms
 from streaming.patterns.live import LiveRecord, StateError
 from streaming.patterns.operator import PATTERN_LATE, PENDING, key_live
 from streaming.patterns.processor import (
@@ -124,6 +124,19 @@ def test_late_event_is_an_error_record_and_the_state_round_trips(tmp_path, monke
     for g in set(rows["gkey"]):
         row = t.peekValueState(STATE_NAME, g)
         assert row is None or to_row(from_row(row)) == row
+
+
+def test_the_keying_marks_reach_the_processor_and_are_dropped(tmp_path, monkeypatch):
+    """The marks go through the grouping unfiltered (a filter before it would be pushed below the
+    watermark by Spark's optimizer, and events without a key would not move it): no output, no state."""
+    settings = settings_for(tmp_path)
+    register(settings, {"S3": TABLE1["S3"]})
+    rows, _ = _keyed([event_bytes(e) for e in stock_ticks(5, 1)], settings, monkeypatch, marks=True)
+    marks = rows[rows["gkey"] == NO_KEY]
+    assert len(marks) and marks["t1"].notna().all()
+    t = new_tester(settings)
+    assert len(run_batch(t, marks, 0)) == 0
+    assert t.peekValueState(STATE_NAME, NO_KEY) is None and not list(t.handle._timers.listTimers(NO_KEY))
 
 
 def test_census_rows_pass_through_and_quota_comes_from_the_last_record(tmp_path):
