@@ -86,34 +86,50 @@ def _prepare_environment(local: bool) -> None:
 
 
 SPARK_HOME_DIR = PROJECT_ROOT / "var" / "spark-home"
+_HOME_ENTRIES = ("bin", "sbin", "jars", "conf", "data", "licenses", "examples")
 
 
 def local_spark_home() -> Path | None:
-    """``SPARK_HOME`` for a local master: the installed pyspark's own directories (``bin``,
-    ``jars``...) linked from :data:`SPARK_HOME_DIR`, all but ``python/``, so that the Python
-    processes Spark starts import ``pyspark`` from the interpreter's ``site-packages``, where
-    its bytecode is cached, and not from ``$SPARK_HOME/python/lib/pyspark.zip``, which Spark
-    puts first on their path and where nothing is cached: importing what the patterns
-    processor's driver-side process needs took 5.5 s from the zip against 0.2 s at load 11,
-    and Spark gives that process 10 s to connect back (docs/cayuga.md). None when pyspark's
-    directory is not a Spark home (no ``jars``)."""
+    """``SPARK_HOME`` for a local master (set only when the environment sets none): the
+    installed pyspark's own directories (``bin``, ``jars``...) linked from a directory of
+    :data:`SPARK_HOME_DIR` named after that installation, all but ``python/``.
+
+    Why: Spark starts each Python process with ``$SPARK_HOME/python/lib/pyspark.zip`` (and
+    py4j's zip) first on its ``PYTHONPATH``, before anything the environment or
+    ``spark.executorEnv.PYTHONPATH`` adds (``PythonUtils.sparkPythonPath``; no setting changes
+    the order), and a zip import compiles every module each time (no bytecode cache). The
+    patterns processor's driver-side process (``transform_with_state_driver_worker``) has
+    10 s to connect back; its imports took 2.1 s of CPU from the zip against 0.45 s from
+    ``site-packages`` (6.4-7.5 s against 1.7 s of wall clock at load 6.5; 5.5 s against
+    0.2 s at load 11). Without ``python/`` Spark's entries name nothing and the interpreter
+    (``PYSPARK_PYTHON``, the same installation) imports its own pyspark with cached bytecode.
+
+    A standalone cluster is not affected: its executors take their worker's ``SPARK_HOME``.
+    None (pyspark's own home, as without this) when pyspark's directory is not a Spark home
+    or the links cannot be made (a read-only project directory)."""
+    import zlib
+
     import pyspark
 
     src = Path(pyspark.__file__).resolve().parent
     if not (src / "jars").is_dir() or not (src / "bin").is_dir():
         return None
-    SPARK_HOME_DIR.mkdir(parents=True, exist_ok=True)
-    for entry in src.iterdir():
-        if entry.is_dir() and entry.name in {"bin", "sbin", "jars", "conf", "data", "licenses", "examples"}:
-            link = SPARK_HOME_DIR / entry.name
-            if not link.is_symlink() or link.resolve() != entry:
-                try:  # another process may be making it too
-                    if link.is_symlink():
-                        link.unlink()
-                    link.symlink_to(entry, target_is_directory=True)
-                except FileExistsError:
+    # one directory per installation: sessions of two interpreters never rewrite each other's links
+    home = SPARK_HOME_DIR / f"{pyspark.__version__}-{zlib.crc32(str(src).encode('utf-8')):08x}"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        for name in _HOME_ENTRIES:
+            link = home / name
+            if (src / name).is_dir() and not link.is_symlink():
+                try:
+                    link.symlink_to(src / name, target_is_directory=True)
+                except FileExistsError:  # another process made it meanwhile
                     pass
-    return SPARK_HOME_DIR
+    except OSError as exc:
+        log.warning("SPARK_HOME left to pyspark (%s): its Python processes import pyspark from its zip, "
+                    "more slowly", exc)
+        return None
+    return home
 
 
 #: The driver's JVM compiles with C1 only: it plans micro-batches and schedules jobs, no record

@@ -14,6 +14,14 @@ from streaming import jars
 from streaming import spark as session
 
 
+def _unset(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Unset ``names`` for the test: what ``_prepare_environment`` sets then goes at its end too
+    (``delenv`` of an unset variable would restore nothing)."""
+    for name in names:
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+
 def test_missing_java_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))
     with pytest.raises(jars.JavaNotFoundError, match="JAVA_HOME"):
@@ -23,8 +31,7 @@ def test_missing_java_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 def test_environment_points_workers_at_this_interpreter_and_project(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP"):
-        monkeypatch.delenv(name, raising=False)
+    _unset(monkeypatch, "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP", "SPARK_HOME")
     monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
     session._prepare_environment(local=True)
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
@@ -38,7 +45,34 @@ def test_environment_points_workers_at_this_interpreter_and_project(
     assert os.environ["PYTHONPATH"].count(str(session.PROJECT_ROOT)) == 1
 
 
+def test_a_local_spark_home_links_pyspark_but_not_its_python_zip(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    import pyspark
+
+    src = Path(pyspark.__file__).resolve().parent
+    monkeypatch.setattr(session, "SPARK_HOME_DIR", tmp_path / "var" / "spark-home")  # made if missing
+    home = session.local_spark_home()
+    assert home is not None and home.parent == tmp_path / "var" / "spark-home"
+    assert (home / "bin").resolve() == src / "bin" and (home / "jars").resolve() == src / "jars"
+    assert not (home / "python").exists()  # Spark's python/lib/pyspark.zip is not found there
+    assert session.local_spark_home() == home  # idempotent (and concurrent starts keep the links)
+    _unset(monkeypatch, "SPARK_HOME")
+    session._prepare_environment(local=True)
+    assert os.environ["SPARK_HOME"] == str(home)
+    monkeypatch.setenv("SPARK_HOME", "/opt/spark")  # the environment's wins
+    session._prepare_environment(local=True)
+    assert os.environ["SPARK_HOME"] == "/opt/spark"
+
+
+def test_a_read_only_project_leaves_spark_home_to_pyspark(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    blocker = tmp_path / "var"
+    blocker.write_text("a file where the directory should be")
+    monkeypatch.setattr(session, "SPARK_HOME_DIR", blocker / "spark-home")
+    assert session.local_spark_home() is None
+
+
 def test_explicit_settings_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    _unset(monkeypatch, "SPARK_HOME")
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python")
     session._prepare_environment(local=True)
     assert os.environ["PYSPARK_PYTHON"] == "/opt/python"
