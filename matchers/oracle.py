@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from matchers.events import Rows
-from matchers.expr import And, Expr, Kind, Not, Op, Pred, Subscription, Value, kind_of, like_parse
+from matchers.expr import And, Expr, Kind, Not, Op, Pred, Subscription, Value, kind_of
+from matchers.operands import like_parse
 
 
 def holds(p: Pred, event: Mapping[str, Value]) -> bool:

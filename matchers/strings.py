@@ -20,7 +20,8 @@ from collections.abc import Callable
 import numpy as np
 
 from matchers.events import STR, EventBatch
-from matchers.expr import COMPLEMENT, NEGATIVE_OPS, Kind, Op, Pred, like_parse
+from matchers.expr import COMPLEMENT, NEGATIVE_OPS, Kind, Op, Pred
+from matchers.operands import like_parse
 
 STRING_SIDE_OPS = frozenset({
     Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN, Op.NOT_BETWEEN,

@@ -38,7 +38,8 @@ from __future__ import annotations
 import numpy as np
 
 from matchers.events import BOOL, NULL, NUM, STR, Dictionary, EventBatch
-from matchers.expr import COMPLEMENT, Kind, Op, Pred, like_escape, pred
+from matchers.expr import COMPLEMENT, Kind, Op, Pred, pred
+from matchers.operands import like_escape
 
 VIEW_PREFIX = "\x00view:"
 """Start of a view attribute's name (then ``^`` for a head view or ``$`` for a tail view, and the attribute)."""

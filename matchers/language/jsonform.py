@@ -40,8 +40,8 @@ from matchers.expr import (
     anything_but,
     kind_of,
     pred,
-    wildcard_to_like,
 )
+from matchers.operands import wildcard_to_like
 
 from .limits import MAX_DEPTH
 

@@ -34,8 +34,8 @@ from matchers.expr import (
     anything_but,
     like_ignore_case,
     pred,
-    wildcard_to_like,
 )
+from matchers.operands import wildcard_to_like
 
 from .limits import MAX_DEPTH
 

@@ -9,8 +9,9 @@ import pytest
 from matchers import oracle
 from matchers.base import create, names
 from matchers.errors import SubscriptionError
-from matchers.expr import ICASE_OPS, INDEXED_OPS, Op, Subscription, pred, wildcard_to_like
+from matchers.expr import ICASE_OPS, INDEXED_OPS, Op, Subscription, pred
 from matchers.language import parse_json, parse_text, to_json
+from matchers.operands import wildcard_to_like
 from tests.strategies import random_event, random_subscriptions
 
 
