@@ -27,7 +27,8 @@ import orjson
 from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 
 from streaming.cli import exit_with
-from streaming.config import ConfigError, add_arguments, from_arguments
+from streaming.config import ConfigError
+from streaming.config_sources import add_arguments, from_arguments
 from streaming.notifications import Deduplicator
 from streaming.tenants import topic_of
 

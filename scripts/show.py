@@ -14,7 +14,8 @@ import time
 from collections.abc import Sequence
 
 from streaming.cli import exit_with
-from streaming.config import ConfigError, Settings, add_arguments, bootstrap_servers, load
+from streaming.config import ConfigError, Settings
+from streaming.config_sources import add_arguments, bootstrap_servers, load
 from streaming.kafka.client_config import KafkaClientConfig
 
 

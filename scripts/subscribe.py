@@ -27,7 +27,8 @@ from tqdm import tqdm
 from matchers.errors import PubSubError
 from scripts.workloads import WORKLOADS
 from streaming.cli import exit_with
-from streaming.config import ConfigError, add_arguments, from_arguments
+from streaming.config import ConfigError
+from streaming.config_sources import add_arguments, from_arguments
 from streaming.kafka.refusals import kafka_python_refusals
 from streaming.tenants import topic_of
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from streaming.cli import exit_with
-from streaming.config import ConfigError, Settings, load
+from streaming.config import ConfigError, Settings
+from streaming.config_sources import load
 from streaming.instance import DirLock, InUseError
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import StatusFile, checked, read_status

@@ -1,7 +1,8 @@
 """Settings of the service: one frozen, typed object loaded from ``conf/pubsub.toml``.
 
 Precedence, lowest first: the defaults of the dataclasses below, the TOML file,
-environment variables ``PUBSUB_<SECTION>_<KEY>`` and ``--set section.key=value`` flags.
+environment variables ``PUBSUB_<SECTION>_<KEY>`` and ``--set section.key=value`` flags
+(read by :func:`streaming.config_sources.load`).
 Kafka client options (``[kafka.client]``, ``PUBSUB_KAFKA_CLIENT_<OPTION>``,
 ``--set kafka.client.<option>=...``) and Spark settings (``[spark.conf]``,
 ``--set spark.conf.<key>=...``) pass through unchanged; secrets among the Kafka options
@@ -16,10 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -349,21 +349,22 @@ class Settings:
 
     def replace(self, **sections: Mapping[str, Any]) -> Settings:
         """A copy with some settings changed: ``replace(kafka={"events_topic": "e2"})``."""
-        settings = _build(self, {name: dict(values) for name, values in sections.items()}, "replace()")
-        _check_tenants(settings)
+        settings = overlay(self, {name: dict(values) for name, values in sections.items()}, "replace()")
+        check_tenants(settings)
         return settings
 
 
 CHECKPOINT_SCHEMES = frozenset({"file", "hdfs", "viewfs", "s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss"})
 """File systems a checkpoint location may name (those of ``pyarrow.fs`` and Hadoop's S3 aliases)."""
 
-_PASS_THROUGH = {("kafka", "client"), ("spark", "conf"), ("tenants", "quotas"), ("tenants", "targets"),
+PASS_THROUGH = {("kafka", "client"), ("spark", "conf"), ("tenants", "quotas"), ("tenants", "targets"),
                  ("match", "params")}
-_PATHS = (("spark", "checkpoint_dir"), ("status", "status_file"), ("status", "log_dir"), ("kafka", "embedded_data_dir"))
-"""Settings holding a local path, made absolute against :data:`PROJECT_ROOT` by :func:`load`."""
+PATH_SETTINGS = (("spark", "checkpoint_dir"), ("status", "status_file"), ("status", "log_dir"), ("kafka", "embedded_data_dir"))
+"""Settings holding a local path, made absolute against :data:`PROJECT_ROOT` by :func:`streaming.config_sources.load`."""
 
 
-def _sections() -> dict[str, type]:
+def section_types() -> dict[str, type]:
+    """The settings' sections by name (their dataclasses)."""
     return {f.name: get_type_hints(Settings)[f.name] for f in dataclasses.fields(Settings)}
 
 
@@ -407,8 +408,9 @@ def _literal(value: Any) -> Any:
         return value
 
 
-def _build(base: Settings, overrides: Mapping[str, Mapping[str, Any]], source: str) -> Settings:
-    sections = _sections()
+def overlay(base: Settings, overrides: Mapping[str, Mapping[str, Any]], source: str) -> Settings:
+    """``base`` with ``overrides`` (``{section: {key: value}}``, from ``source``) applied, coerced and validated."""
+    sections = section_types()
     new: dict[str, Any] = {}
     for name in overrides:
         if name not in sections:
@@ -426,7 +428,7 @@ def _build(base: Settings, overrides: Mapping[str, Mapping[str, Any]], source: s
                 raise ConfigError(
                     f"{source}: unknown setting {name}.{key}; known: {', '.join(sorted(hints))}"
                 )
-            if (name, key) in _PASS_THROUGH:
+            if (name, key) in PASS_THROUGH:
                 if not isinstance(value, Mapping):
                     raise ConfigError(f"{source}: {name}.{key} must be a table of options")
                 if (name, key) == ("match", "params"):  # typed values, also from the environment and --set
@@ -531,117 +533,7 @@ def _validate(s: Settings) -> None:
                           f"size ({producer_max}): raise kafka.client.max_request_size too")
 
 
-def _from_env(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """Overrides from ``PUBSUB_<SECTION>_<KEY>`` variables (an unknown key of a known section is an error)."""
-    sections = _sections()
-    out: dict[str, dict[str, Any]] = {}
-    for var, value in environ.items():
-        if not var.startswith(ENV_PREFIX):
-            continue
-        rest = var[len(ENV_PREFIX):].lower()
-        section = next((s for s in sections if rest.startswith(s + "_")), None)
-        if section is None:
-            continue  # not a setting (e.g. PUBSUB_BOOTSTRAP_SERVERS of the test fixtures)
-        key = rest[len(section) + 1:]
-        passed = next((p for (s, p) in _PASS_THROUGH if s == section and key.startswith(p + "_")), None)
-        if passed is not None:
-            out.setdefault(section, {}).setdefault(passed, {})[key[len(passed) + 1:]] = value
-        else:
-            out.setdefault(section, {})[key] = value
-    return out
-
-
-def parse_set(items: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """Overrides from ``section.key=value`` strings (``kafka.client.sasl.mechanism=PLAIN``)."""
-    out: dict[str, dict[str, Any]] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        parts = name.strip().split(".")
-        if not sep or len(parts) < 2 or not all(parts):
-            raise ConfigError(f"--set {item!r}: expected section.key=value")
-        section, key = parts[0], parts[1]
-        if (section, key) in _PASS_THROUGH and len(parts) > 2:
-            out.setdefault(section, {}).setdefault(key, {})[".".join(parts[2:])] = value
-        elif len(parts) == 2:
-            out.setdefault(section, {})[key] = value
-        else:
-            raise ConfigError(f"--set {item!r}: only kafka.client.*, spark.conf.*, tenants.quotas.*, tenants.targets.* and match.params.* take dotted keys")
-    return out
-
-
-def load(
-    path: str | Path | None = None,
-    overrides: Iterable[str] = (),
-    environ: Mapping[str, str] | None = None,
-) -> Settings:
-    """Load the settings.
-
-    Parameters
-    ----------
-    path : TOML file; ``None`` reads ``conf/pubsub.toml`` of the project when it exists (else
-        the defaults).
-    overrides : ``section.key=value`` strings from ``--set`` flags.
-    environ : environment to read ``PUBSUB_*`` from (``os.environ`` by default).
-
-    Raises
-    ------
-    ConfigError
-        On an unreadable file, an unknown setting or a value of the wrong type.
-
-    Notes
-    -----
-    A relative ``spark.checkpoint_dir``, ``status.status_file``, ``status.log_dir`` or
-    ``kafka.embedded_data_dir`` is made absolute
-    against :data:`PROJECT_ROOT` (a URI such as ``hdfs://...`` is kept as it is).
-    """
-    settings = Settings()
-    file = Path(path) if path is not None else DEFAULT_PATH
-    if path is not None or file.exists():
-        try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read configuration {file}: {exc}") from None
-        settings = _build(settings, data, str(file))
-    settings = _build(settings, _from_env(os.environ if environ is None else environ), "environment")
-    settings = _build(settings, parse_set(overrides), "--set")
-    _check_tenants(settings)
-    return _build(settings, _absolute_paths(settings), "load()")
-
-
-def _check_tenants(settings: Settings) -> None:
+def check_tenants(settings: Settings) -> None:
     """Check the per-tenant tables once the settings are complete (tenants.names may come from a later source)."""
     settings.tenants.quota_table()
     settings.tenants.target_prefixes(settings.kafka.notifications_topic)
-
-
-def _absolute_paths(settings: Settings) -> dict[str, dict[str, str]]:
-    """The local paths among the settings that are relative, made absolute against :data:`PROJECT_ROOT`."""
-    out: dict[str, dict[str, str]] = {}
-    for section, key in _PATHS:
-        value = getattr(getattr(settings, section), key)
-        if value and "://" not in value:
-            path = PROJECT_ROOT / Path(value).expanduser()  # an absolute path stays as it is
-            if str(path) != value:
-                out.setdefault(section, {})[key] = str(path)
-    return out
-
-
-def add_arguments(parser: Any) -> None:
-    """Add ``--config``, ``--set`` and ``--bootstrap`` to an ``argparse`` parser (scripts share them)."""
-    parser.add_argument("--config", type=Path, default=None, help="TOML settings (default conf/pubsub.toml)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override a setting (repeatable)")
-    parser.add_argument("--bootstrap", default=None,
-                        help="Kafka bootstrap servers (default kafka.bootstrap_servers of the settings, "
-                             "else the embedded broker's address)")
-
-
-def bootstrap_servers(args: Any, settings: Settings) -> str:
-    """``--bootstrap``, else ``kafka.bootstrap_servers``, else the embedded broker's address file."""
-    return args.bootstrap or settings.kafka.bootstrap_servers or settings.kafka.embedded_address()
-
-
-def from_arguments(args: Any) -> tuple[Settings, KafkaClientConfig]:
-    """Settings and the Kafka client configuration from the arguments of :func:`add_arguments`."""
-    settings = load(args.config, args.overrides)
-    return settings, settings.kafka.client_config(bootstrap_servers(args, settings))

@@ -87,7 +87,7 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
         from streaming.spark import get_session
 
         spark = get_session(app_name="bench-patterns", master="local[2]")
-        from streaming.config import load
+        from streaming.config_sources import load
 
         settings = load().replace(  # conf/pubsub.toml and PUBSUB_* (e.g. PUBSUB_PATTERNS_KEY_BUCKETS)
             kafka={"events_topic": "ev", "subscriptions_topic": "sub", "notifications_topic": "note",

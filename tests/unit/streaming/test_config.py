@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.config import ConfigError, Settings, load, parse_set
+from streaming.config import ConfigError, Settings
+from streaming.config_sources import load, parse_set
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -112,7 +113,7 @@ def test_limits_section():
 def test_scripts_find_the_embedded_broker_address(tmp_path):
     from argparse import Namespace
 
-    from streaming.config import bootstrap_servers
+    from streaming.config_sources import bootstrap_servers
 
     settings = load(None, [f"kafka.embedded_data_dir={tmp_path}"], environ={})
     assert bootstrap_servers(Namespace(bootstrap=None), settings) == ""  # no broker has run there

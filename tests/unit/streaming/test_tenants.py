@@ -6,7 +6,8 @@ import orjson
 import pytest
 
 from streaming import executor_cache
-from streaming.config import ConfigError, Settings, load
+from streaming.config import ConfigError, Settings
+from streaming.config_sources import load
 from streaming.match import (
     BatchContext,
     RegistryBroadcast,

@@ -8,7 +8,8 @@ import numpy as np
 import orjson
 import pytest
 
-from streaming.config import ConfigError, Settings, load
+from streaming.config import ConfigError, Settings
+from streaming.config_sources import load
 from streaming.patterns.census import (
     ATTRIBUTE_WARNING,
     CENSUS_KEY,

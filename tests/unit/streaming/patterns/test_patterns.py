@@ -9,7 +9,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from streaming.config import Settings, load
+from streaming.config import Settings
+from streaming.config_sources import load
 from streaming.match import BatchContext, RegistryBroadcast, match_partition
 from streaming.patterns.keyed import (
     NO_KEY,
