@@ -17,7 +17,7 @@ import orjson
 from matchers.events import flatten
 from matchers.expr import And, Pred, Subscription, pred
 from matchers.language import parse_record
-from scripts.workloads import Workload
+from scripts.draws import Workload
 
 REGIONS = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1",
            "ap-northeast-1", "sa-east-1", "ca-central-1"]

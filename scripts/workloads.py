@@ -15,7 +15,7 @@ Generators (see ``docs/workloads.md`` for the figures they reproduce):
 * :func:`vci` -- Wu et al., VCI, Section 5.2 (single-attribute intervals);
 * :func:`amkh` -- Wu & Yu, AMKH, Section 3 (Fig. 1);
 * :func:`dense` -- the dense interval workload of REIN, TAMA and HEM;
-* :func:`stock_ticker` and :func:`ecommerce` -- realistic workloads with strings that
+* :func:`~scripts.domains.stock_ticker` and :func:`~scripts.domains.ecommerce` -- realistic workloads with strings that
   between them use every operator of the language.
 
 CLI::
@@ -28,113 +28,28 @@ from __future__ import annotations
 
 import argparse
 import ast
-import bisect
 import functools
 import inspect
-import itertools
-import math
-import random
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from matchers.expr import And, Expr, Not, Op, Or, Pred, Subscription, pred, to_text
+from matchers.expr import Op, Pred, Subscription, pred, to_text
+from scripts.domains import ecommerce, stock_ticker
+from scripts.draws import (
+    BLOCK,
+    OPS,
+    Workload,
+    conjunctions,
+    distinct_rows,
+    lazy_conjunctions,
+    rngs,
+    sampler,
+    zipf_probabilities,
+)
 from streaming.cli import exit_with
-
-
-class Workload(NamedTuple):
-    """Subscriptions and flat events of a generated workload."""
-
-    subscriptions: list[Subscription]
-    events: list[dict]
-
-
-# -- shared helpers -------------------------------------------------------------------
-def rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
-    """Independent generators for subscriptions and for events."""
-    return np.random.default_rng([seed, 0]), np.random.default_rng([seed, 1])
-
-
-def zipf_probabilities(n: int, alpha: float) -> np.ndarray:
-    """Probabilities of ranks ``1..n`` under a finite Zipf law ``p(k) ~ 1 / k**alpha``.
-
-    ``alpha = 0`` is the uniform distribution.
-    """
-    if n < 1:
-        raise ValueError(f"Zipf support must be non-empty, got n={n}")
-    if alpha < 0:
-        raise ValueError(f"Zipf exponent must be >= 0, got {alpha}")
-    weights = np.arange(1, n + 1, dtype=np.float64) ** -float(alpha)
-    return weights / weights.sum()
-
-
-def _sampler(rng: np.random.Generator, n: int, probs: np.ndarray | None) -> Callable[[tuple], np.ndarray]:
-    """A function drawing int64 arrays of a shape from ``0..n-1`` (uniform, or by ``probs``)."""
-    if probs is None:
-        return lambda shape: rng.integers(0, n, size=shape, dtype=np.int64)
-    cumulative = np.cumsum(probs)
-    cumulative[-1] = 1.0
-
-    def draw(shape: tuple) -> np.ndarray:
-        u = rng.random(size=shape)
-        return np.minimum(np.searchsorted(cumulative, u, side="right"), n - 1).astype(np.int64)
-
-    return draw
-
-
-def distinct_rows(rng: np.random.Generator, draw: Callable[[tuple], np.ndarray], n_rows: int, k: int,
-                  support: int) -> np.ndarray:
-    """``(n_rows, k)`` draws with distinct values within each row, in random order.
-
-    A repeated value is redrawn until the row is distinct (for a skewed ``draw`` this is
-    sampling without replacement by rejection).  ``k`` must not exceed ``support``.
-    """
-    if k > support:
-        raise ValueError(f"cannot draw {k} distinct values out of {support}")
-    out = np.sort(draw((n_rows, k)), axis=1)
-    rows = np.arange(n_rows)
-    while len(rows):
-        block = out[rows]
-        dup = np.zeros(block.shape, dtype=bool)
-        dup[:, 1:] = block[:, 1:] == block[:, :-1]
-        bad = dup.any(axis=1)
-        rows, block, dup = rows[bad], block[bad], dup[bad]
-        if not len(rows):
-            break
-        block[dup] = draw((int(dup.sum()),))
-        out[rows] = np.sort(block, axis=1)
-    return rng.permuted(out, axis=1)
-
-
-def _subscriptions(exprs: Iterator[Expr], prefix: str = "s") -> list[Subscription]:
-    return [Subscription.of(f"{prefix}{i}", e) for i, e in enumerate(exprs)]
-
-
-def _conjunctions(rows: Iterator[list[Pred]], prefix: str = "s") -> list[Subscription]:
-    """Subscriptions that are plain conjunctions of predicates on distinct attributes.
-
-    Their DNF is the one conjunction of the sorted predicates, so it is built directly
-    (what :meth:`Subscription.of` would compute, several times faster; the tests check
-    that both agree).
-    """
-    return list(_lazy_conjunctions(rows, prefix))
-
-
-def _lazy_conjunctions(rows: Iterator[list[Pred]], prefix: str = "s") -> Iterator[Subscription]:
-    """:func:`_conjunctions` one subscription at a time."""
-    key = Pred.sort_key
-    for i, preds in enumerate(rows):
-        expr = preds[0] if len(preds) == 1 else And(tuple(preds))
-        yield Subscription(f"{prefix}{i}", expr, (tuple(sorted(preds, key=key)),))
-
-
-_BLOCK = 100_000
-"""Rows turned into Python objects at a time by the large generators."""
-
-_OPS = {"=": Op.EQ, "!=": Op.NE, "<": Op.LT, "<=": Op.LE, ">": Op.GT, ">=": Op.GE}
-
 
 # -- Fabret et al. ------------------------------------------------------------------------
 FABRET_WORKLOADS: dict[str, dict] = {
@@ -214,28 +129,28 @@ def fabret_subscriptions(workload: str = "W0", n_subs: int = 100_000, seed: int 
     lo, hi, n_a, skew = spec["lo"], spec["hi"], spec["n_a"], spec["skew_values"]
     sub_rng, _ = rngs(seed)
     names = [f"a{i}" for i in range(max(n_a, offset + n_t))]
-    ops = [_OPS[o] for o in fixed]
+    ops = [OPS[o] for o in fixed]
     n_fixed = len(fixed)
 
     fixed_vals = sub_rng.integers(lo, hi + 1, size=(n_subs, n_fixed))
     if skew and n_fixed:
         fixed_vals[:, 0] = sub_rng.integers(lo, lo + skew, size=n_subs)
     free_pool = n_t - n_fixed
-    free_attrs = (distinct_rows(sub_rng, _sampler(sub_rng, free_pool, None), n_subs, n_free, free_pool)
+    free_attrs = (distinct_rows(sub_rng, sampler(sub_rng, free_pool, None), n_subs, n_free, free_pool)
                   + offset + n_fixed)
     free_vals = sub_rng.integers(lo, hi + 1, size=(n_subs, n_free))
     fixed_names = names[offset:offset + n_fixed]
 
     def rows() -> Iterator[list[Pred]]:
-        for i in range(0, n_subs, _BLOCK):  # Python lists of one block at a time
-            block = zip(fixed_vals[i:i + _BLOCK].tolist(), free_attrs[i:i + _BLOCK].tolist(),
-                        free_vals[i:i + _BLOCK].tolist(), strict=True)
+        for i in range(0, n_subs, BLOCK):  # Python lists of one block at a time
+            block = zip(fixed_vals[i:i + BLOCK].tolist(), free_attrs[i:i + BLOCK].tolist(),
+                        free_vals[i:i + BLOCK].tolist(), strict=True)
             for fv, fa, fr in block:
                 preds = [pred(fixed_names[j], ops[j], fv[j]) for j in range(n_fixed)]
                 preds += [pred(names[a], Op.EQ, v) for a, v in zip(fa, fr, strict=True)]
                 yield preds
 
-    return _lazy_conjunctions(rows())
+    return lazy_conjunctions(rows())
 
 
 # -- OpIndex ------------------------------------------------------------------------------
@@ -267,8 +182,8 @@ def opindex(n_subs: int = 1_000_000, n_events: int = 1000, d: int = 20_000, gamm
     names = [f"a{i}" for i in range(d)]
 
     sizes = sub_rng.integers(1, gamma_max + 1, size=n_subs)
-    attrs = distinct_rows(sub_rng, _sampler(sub_rng, d, attr_p), n_subs, gamma_max, d)
-    operands = _sampler(sub_rng, sigma, value_p)((n_subs, gamma_max)) + 1
+    attrs = distinct_rows(sub_rng, sampler(sub_rng, d, attr_p), n_subs, gamma_max, d)
+    operands = sampler(sub_rng, sigma, value_p)((n_subs, gamma_max)) + 1
     u = sub_rng.random(size=(n_subs, gamma_max))
     op_codes = np.where(u < theta1, 0, np.where(u < theta1 + (1.0 - theta1) / 2.0, 1, 2))
     op_table = (Op.EQ, Op.LE, Op.GE)
@@ -278,8 +193,8 @@ def opindex(n_subs: int = 1_000_000, n_events: int = 1000, d: int = 20_000, gamm
     def rows() -> Iterator[list[Pred]]:
         # Equal predicates are one (immutable) object and the arrays become Python lists a
         # block at a time: 10M subscriptions fit in memory (about 350 bytes each).
-        for lo in range(0, n_subs, _BLOCK):
-            hi = lo + _BLOCK
+        for lo in range(0, n_subs, BLOCK):
+            hi = lo + BLOCK
             for k, row_a, row_v, row_o in zip(sizes[lo:hi].tolist(), attrs[lo:hi].tolist(),
                                               operands[lo:hi].tolist(), op_codes[lo:hi].tolist(), strict=True):
                 row = []
@@ -291,15 +206,15 @@ def opindex(n_subs: int = 1_000_000, n_events: int = 1000, d: int = 20_000, gamm
                     row.append(p)
                 yield row
 
-    event_attrs = distinct_rows(event_rng, _sampler(event_rng, d, attr_p), n_events, m, d)
-    event_vals = _sampler(event_rng, sigma, value_p)((n_events, m)) + 1
+    event_attrs = distinct_rows(event_rng, sampler(event_rng, d, attr_p), n_events, m, d)
+    event_vals = sampler(event_rng, sigma, value_p)((n_events, m)) + 1
     if event_size == "fixed":
         event_sizes = [m] * n_events
     else:
         event_sizes = event_rng.integers(1, m + 1, size=n_events).tolist()
     events = [{names[a]: v for a, v in zip(ra[:k], rv[:k], strict=True)}
               for k, ra, rv in zip(event_sizes, event_attrs.tolist(), event_vals.tolist(), strict=True)]
-    return Workload(_conjunctions(rows()), events)
+    return Workload(conjunctions(rows()), events)
 
 
 # -- VCI ----------------------------------------------------------------------------------
@@ -319,7 +234,7 @@ def vci(n_subs: int = 10_000, n_events: int = 10_000, R: int = 5000, W: int = 20
     sub_rng, event_rng = rngs(seed)
     starts = sub_rng.integers(1, R, size=n_subs)
     ends = np.minimum(starts + sub_rng.integers(1, W + 1, size=n_subs), R)
-    subs = _conjunctions([pred(attr, Op.BETWEEN, (x, y))] for x, y in zip(starts.tolist(), ends.tolist(), strict=True))
+    subs = conjunctions([pred(attr, Op.BETWEEN, (x, y))] for x, y in zip(starts.tolist(), ends.tolist(), strict=True))
     events = [{attr: v} for v in event_rng.integers(1, R + 1, size=n_events).tolist()]
     return Workload(subs, events)
 
@@ -353,8 +268,8 @@ def dense_arrays(n_subs: int = 1_000_000, n_events: int = 500, d: int = 20, k: i
     attrs = np.argsort(sub_rng.random((n_subs, d)), axis=1)[:, :k].astype(np.int64)
     probs_lo = zipf_probabilities(domain - span, zipf_alpha) if zipf_alpha > 0 else None
     probs_ev = zipf_probabilities(domain, zipf_alpha) if zipf_alpha > 0 else None
-    lo = _sampler(sub_rng, domain - span, probs_lo)((n_subs, k))
-    events = _sampler(event_rng, domain, probs_ev)((n_events, d))
+    lo = sampler(sub_rng, domain - span, probs_lo)((n_subs, k))
+    events = sampler(event_rng, domain, probs_ev)((n_events, d))
     return DenseArrays(attrs, lo, lo + span, events, domain)
 
 
@@ -369,7 +284,7 @@ def dense_subscriptions(arrays: DenseArrays) -> list[Subscription]:
     """The subscriptions of a dense workload (ids ``s<i>``)."""
     names = [f"a{j}" for j in range(arrays.events.shape[1])]
     rows = zip(arrays.attrs.tolist(), arrays.lo.tolist(), arrays.hi.tolist(), strict=True)
-    return _conjunctions([pred(names[a], Op.BETWEEN, (x, y)) for a, x, y in zip(*row, strict=True)] for row in rows)
+    return conjunctions([pred(names[a], Op.BETWEEN, (x, y)) for a, x, y in zip(*row, strict=True)] for row in rows)
 
 
 def dense_events(arrays: DenseArrays) -> list[dict]:
@@ -402,254 +317,13 @@ def amkh(n_subs: int = 100_000, n_events: int = 1000, x: int = 95, n_equality: i
     u = sub_rng.random(size=n_subs)
     ops = np.where(u < p_equal, 0, np.where(u < p_equal + (1.0 - p_equal) / 2.0, 1, 2))
     op_table = (Op.EQ, Op.GT, Op.LT)
-    subs = _conjunctions(
+    subs = conjunctions(
         [pred(eq_names[0], Op.EQ, v[0]), pred(eq_names[j], Op.EQ, v[1]), pred(gen_names[0], op_table[o], v[2])]
         for v, j, o in zip(vals.tolist(), second.tolist(), ops.tolist(), strict=True)
     )
     names = eq_names + gen_names
     values = event_rng.integers(6, event_hi + 1, size=(n_events, len(names)))
     events = [dict(zip(names, row, strict=True)) for row in values.tolist()]
-    return Workload(subs, events)
-
-
-# -- stock ticker -------------------------------------------------------------------------
-EXCHANGES = ("NYSE", "NASDAQ", "LSE", "XETRA", "TSE", "HKEX")
-SECTORS = ("Technology", "Financials", "Health Care", "Energy", "Utilities", "Industrials",
-           "Consumer Staples", "Consumer Discretionary", "Materials", "Real Estate", "Communication")
-CURRENCIES = {"NYSE": "USD", "NASDAQ": "USD", "LSE": "GBP", "XETRA": "EUR", "TSE": "JPY", "HKEX": "HKD"}
-
-
-def _tickers(rnd: random.Random, n: int) -> list[str]:
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    out: dict[str, None] = {}
-    while len(out) < n:
-        size = rnd.choice((1, 2, 3, 3, 3, 4, 4, 4, 4))
-        out.setdefault("".join(rnd.choice(letters) for _ in range(size)))
-    return list(out)
-
-
-def stock_ticker(n_subs: int = 10_000, n_events: int = 10_000, n_symbols: int = 500,
-                 zipf_alpha: float = 1.0, seed: int = 0) -> Workload:
-    """Stock quotes and alert subscriptions.
-
-    ``n_symbols`` tickers with Zipf(``zipf_alpha``) popularity (for events and for the
-    symbols subscriptions name), each with a fixed exchange, sector, currency and base
-    price.  Events: ``symbol``, ``price``, ``volume``, ``exchange``, ``sector``,
-    ``currency``, ``change_pct``, ``halted`` (boolean) and, for 60% of them,
-    ``dividend_yield``.  Subscriptions mix ``=``, ``!=``, ``IN``, ``NOT IN``, ``<``,
-    ``<=``, ``>``, ``>=``, ``BETWEEN``, ``NOT BETWEEN``, ``LIKE`` prefixes and patterns
-    with ``_``, their negations, booleans and ``OR``.
-    """
-    srnd = random.Random(f"stock-subs-{seed}")
-    ernd = random.Random(f"stock-events-{seed}")
-    meta = random.Random(f"stock-meta-{seed}")
-    symbols = _tickers(meta, n_symbols)
-    info = {}
-    for s in symbols:
-        exchange = meta.choice(EXCHANGES)
-        info[s] = (exchange, meta.choice(SECTORS), CURRENCIES[exchange], round(math.exp(meta.uniform(1.5, 6.5)), 2))
-    cum = list(itertools.accumulate(zipf_probabilities(n_symbols, zipf_alpha).tolist()))
-
-    def pick(rnd: random.Random) -> str:
-        return symbols[min(bisect.bisect_right(cum, rnd.random() * cum[-1]), n_symbols - 1)]
-
-    def price_near(rnd: random.Random, s: str, spread: float = 0.05) -> float:
-        return round(info[s][3] * (1.0 + rnd.uniform(-spread, spread)), 2)
-
-    def template(rnd: random.Random) -> Expr:
-        s = pick(rnd)
-        exchange, sector, currency, base = info[s]
-        t = rnd.randrange(15)
-        if t == 0:
-            return And((pred("symbol", "=", s), pred("price", "<", price_near(rnd, s))))
-        if t == 1:
-            group = sorted({s, pick(rnd), pick(rnd)})
-            return And((pred("symbol", "in", group), pred("volume", ">", int(math.exp(rnd.uniform(6, 10))))))
-        if t == 2:
-            a, b = sorted((price_near(rnd, s, 0.08), price_near(rnd, s, 0.08)))
-            return And((pred("symbol", "=", s), pred("price", "between", (a, b))))
-        if t == 3:
-            return And((pred("sector", "=", sector), pred("change_pct", "<=", -round(rnd.uniform(0.5, 6), 1))))
-        if t == 4:
-            return And((pred("symbol", "like", s[: rnd.randint(1, 2)] + "%"), pred("exchange", "=", exchange)))
-        if t == 5:
-            a, b = sorted((price_near(rnd, s, 0.04), price_near(rnd, s, 0.04)))
-            return And((pred("symbol", "=", s), Not(pred("price", "between", (a, b)))))
-        if t == 6:
-            s2 = pick(rnd)
-            return Or((And((pred("symbol", "=", s), pred("price", ">=", price_near(rnd, s)))),
-                       And((pred("symbol", "=", s2), pred("price", "<=", price_near(rnd, s2))))))
-        if t == 7:
-            others = sorted({sector, rnd.choice(SECTORS), rnd.choice(SECTORS)})
-            return And((pred("exchange", "=", exchange), Not(pred("sector", "in", others)),
-                        pred("volume", ">=", int(math.exp(rnd.uniform(5, 9))))))
-        if t == 8:
-            return And((pred("symbol", "=", s), pred("halted", "=", True)))
-        if t == 9:
-            return And((pred("sector", "=", sector), Not(pred("symbol", "like", s[0] + "%")),
-                        pred("change_pct", ">", round(rnd.uniform(0.5, 5), 1))))
-        if t == 10:
-            pattern = "_" + s[1] + "%" if len(s) > 1 else s + "_%"
-            return And((pred("symbol", "like", pattern), pred("price", "<", price_near(rnd, s, 0.5))))
-        if t == 11:
-            return And((pred("symbol", "=", s), pred("exchange", "!=", rnd.choice(EXCHANGES))))
-        if t == 12:
-            return And((pred("sector", "=", sector), Not(pred("symbol", "like", s[0] + "_%"))))
-        if t == 13:
-            return And((pred("dividend_yield", ">=", round(rnd.uniform(0.5, 6), 2)),
-                        pred("sector", "in", sorted({sector, rnd.choice(SECTORS)}))))
-        return And((pred("symbol", "=", s), Not(pred("halted", "=", True)),
-                    pred("currency", "=", currency)))
-
-    subs = _subscriptions(template(srnd) for _ in range(n_subs))
-    events = []
-    for _ in range(n_events):
-        s = pick(ernd)
-        exchange, sector, currency, base = info[s]
-        price = round(base * math.exp(ernd.gauss(0.0, 0.03)), 2)
-        event = {
-            "symbol": s, "price": price, "volume": int(math.exp(ernd.uniform(4, 11))),
-            "exchange": exchange, "sector": sector, "currency": currency,
-            "change_pct": round((price / base - 1.0) * 100.0, 3), "halted": ernd.random() < 0.05,
-        }
-        if ernd.random() < 0.6:
-            event["dividend_yield"] = round(ernd.uniform(0.0, 7.0), 2)
-        events.append(event)
-    return Workload(subs, events)
-
-
-# -- e-commerce catalogue ---------------------------------------------------------------
-CATEGORIES = (
-    "Electronics > Phones > Smartphones", "Electronics > Phones > Cases", "Electronics > Audio > Headphones",
-    "Electronics > Audio > Speakers", "Electronics > Computers > Laptops", "Electronics > Computers > Monitors",
-    "Home > Kitchen > Coffee Makers", "Home > Kitchen > Blenders", "Home > Furniture > Chairs",
-    "Books > Fiction", "Books > Science", "Sports > Cycling > Bikes", "Sports > Running > Shoes",
-    "Toys > Building Sets", "Fashion > Women > Dresses", "Fashion > Men > Jackets",
-)
-NOUNS = {
-    "Smartphones": ("Smartphone", "Phone"), "Cases": ("Case", "Case Cover", "Folio Case"),
-    "Headphones": ("Headphones", "Earbuds"), "Speakers": ("Speaker", "Soundbar"),
-    "Laptops": ("Laptop", "Notebook", "Ultrabook"), "Monitors": ("Monitor", "Display"),
-    "Coffee Makers": ("Coffee Maker", "Espresso Machine"), "Blenders": ("Blender",),
-    "Chairs": ("Office Chair", "Gaming Chair"), "Fiction": ("Novel", "Paperback"),
-    "Science": ("Textbook", "Guide"), "Bikes": ("Road Bike", "Mountain Bike"),
-    "Shoes": ("Running Shoes", "Trail Shoes"), "Building Sets": ("Building Set", "Brick Kit"),
-    "Dresses": ("Dress", "Maxi Dress"), "Jackets": ("Jacket", "Rain Jacket"),
-}
-ADJECTIVES = ("Wireless", "Pro", "Ultra", "Compact", "Portable", "Smart", "Classic", "Premium", "Lightweight",
-              "Noise-Cancelling", "Waterproof", "Ergonomic", "Max", "Mini", "Deluxe")
-COLORS = ("Black", "White", "Silver", "Red", "Blue", "Green", "Gold", "Grey")
-SYLLABLES = ("ze", "ka", "lo", "tri", "vo", "nex", "ar", "mi", "qu", "sol", "ra", "tek", "on", "lu", "fy")
-REGEXES = (r"(?i)wireless.*(headphones|earbuds)", r"\b[A-Z]-[0-9]{3}\b", r"(?i)\bpro\b.*\bmax\b",
-           r"[0-9]{2,}(GB|TB)", r"^(Ultra|Premium) ", r"(?i)refurbished|renewed")
-
-
-def _brands(rnd: random.Random, n: int) -> list[str]:
-    out: dict[str, None] = {}
-    while len(out) < n:
-        out.setdefault("".join(rnd.choice(SYLLABLES) for _ in range(rnd.randint(2, 3))).capitalize())
-    return list(out)
-
-
-def ecommerce(n_subs: int = 10_000, n_events: int = 10_000, n_brands: int = 200, zipf_alpha: float = 0.8,
-              seed: int = 0) -> Workload:
-    """Product catalogue events and shopper subscriptions with strings.
-
-    Events are products: ``title`` (brand, adjectives, product noun, model code such as
-    ``X-200``, sometimes a storage size, ``(Refurbished)``), ``brand`` (Zipf popularity),
-    ``category`` (``"Electronics > Audio > Headphones"``), ``sku`` (``SKU-000123-EL``),
-    ``price``, ``rating`` (absent for new products), ``reviews``, ``in_stock`` and
-    ``prime`` (booleans), ``color`` (absent for some).  Subscriptions use ``CONTAINS``,
-    ``LIKE`` prefixes and suffixes, general ``LIKE``, ``MATCHES`` (RE2), their negations,
-    ``IN``, ``NOT IN``, ranges, ``BETWEEN``, ``NOT BETWEEN``, string ordering, ``OR``.
-    """
-    srnd = random.Random(f"shop-subs-{seed}")
-    ernd = random.Random(f"shop-events-{seed}")
-    meta = random.Random(f"shop-meta-{seed}")
-    brands = _brands(meta, n_brands)
-    cum = list(itertools.accumulate(zipf_probabilities(n_brands, zipf_alpha).tolist()))
-
-    def brand(rnd: random.Random) -> str:
-        return brands[min(bisect.bisect_right(cum, rnd.random() * cum[-1]), n_brands - 1)]
-
-    def words(rnd: random.Random) -> str:
-        return rnd.choice(ADJECTIVES + tuple(n for ns in NOUNS.values() for n in ns) + ("Edition", "Case"))
-
-    def template(rnd: random.Random) -> Expr:
-        t = rnd.randrange(16)
-        category = rnd.choice(CATEGORIES)
-        price = round(math.exp(rnd.uniform(2.5, 7.5)), 2)
-        if t == 0:
-            return And((pred("title", "contains", rnd.choice(ADJECTIVES)), pred("price", "<=", price)))
-        if t == 1:
-            return And((pred("category", "like", category.split(" > ")[0] + "%"),
-                        pred("rating", ">=", round(rnd.uniform(3.0, 4.8), 1))))
-        if t == 2:
-            return And((pred("sku", "like", "%-" + category[:2].upper()), pred("in_stock", "=", True)))
-        if t == 3:
-            return And((pred("title", "matches", rnd.choice(REGEXES)),
-                        pred("brand", "in", sorted({brand(rnd) for _ in range(3)} | {brand(rnd)}))))
-        if t == 4:
-            lo = round(price / 2, 2)
-            return And((pred("brand", "not in", sorted({brand(rnd), brand(rnd), brand(rnd)})),
-                        pred("category", "=", category), pred("price", "between", (lo, price))))
-        if t == 5:
-            return And((pred("title", "not like", "%Refurbished%"), pred("brand", "=", brand(rnd)),
-                        pred("price", "<", price)))
-        if t == 6:
-            return And((pred("category", "=", category), Not(pred("title", "matches", rnd.choice(REGEXES)))))
-        if t == 7:
-            return And((Not(pred("sku", "like", "%-" + rnd.choice(CATEGORIES)[:2].upper())),
-                        pred("title", "contains", words(rnd))))
-        if t == 8:
-            return And((pred("title", "not like", "%Case%Cover%"),
-                        pred("category", "like", "Electronics > Phones%")))
-        if t == 9:
-            return And((pred("color", "!=", rnd.choice(COLORS)), pred("rating", ">", round(rnd.uniform(2, 4.5), 1)),
-                        pred("price", "<", price)))
-        if t == 10:
-            return And((Not(pred("category", "like", "Books%")), pred("price", ">=", price),
-                        pred("prime", "=", True)))
-        if t == 11:
-            return And((pred("title", "like", "%Pro_Max%"), pred("in_stock", "!=", False)))
-        if t == 12:
-            return And((pred("reviews", ">", int(math.exp(rnd.uniform(1, 8)))),
-                        Not(pred("rating", "between", (2.0, round(rnd.uniform(2.5, 4.0), 1))))))
-        if t == 13:
-            b = brand(rnd)
-            return Or((pred("brand", "like", b[:2] + "%"), And((pred("title", "contains", words(rnd)),
-                                                                   pred("price", "<", price)))))
-        if t == 14:
-            return And((pred("color", "in", sorted({rnd.choice(COLORS), rnd.choice(COLORS), "Red"})),
-                        pred("title", "like", "%" + rnd.choice(("Edition", "Case", "Max", "Kit")))))
-        return And((pred("brand", ">=", rnd.choice("ABCDEFGHKLMNQRSTVZ")), pred("category", "=", category),
-                    Not(pred("title", "contains", "Refurbished"))))
-
-    subs = _subscriptions(template(srnd) for _ in range(n_subs))
-    events = []
-    for i in range(n_events):
-        category = ernd.choice(CATEGORIES)
-        leaf = category.split(" > ")[-1]
-        b = brand(ernd)
-        parts = [b] + ernd.sample(ADJECTIVES, ernd.randint(0, 3)) + [ernd.choice(NOUNS[leaf])]
-        parts.append(f"{ernd.choice('ABCDEFGHKLMNPRSTXZ')}-{ernd.randint(1, 999):03d}")
-        if category.startswith("Electronics") and ernd.random() < 0.4:
-            parts.append(f"{ernd.choice((32, 64, 128, 256, 512, 1))}{ernd.choice(('GB', 'TB'))}")
-        if ernd.random() < 0.1:
-            parts.append("Edition")
-        if ernd.random() < 0.08:
-            parts.append("(Refurbished)")
-        event = {
-            "title": " ".join(parts), "brand": b, "category": category,
-            "sku": f"SKU-{i:06d}-{category[:2].upper()}", "price": round(math.exp(ernd.uniform(2.5, 7.5)), 2),
-            "reviews": int(math.exp(ernd.uniform(0, 9))), "in_stock": ernd.random() < 0.85,
-            "prime": ernd.random() < 0.5,
-        }
-        if ernd.random() < 0.8:
-            event["rating"] = round(ernd.uniform(1.0, 5.0), 1)
-        if ernd.random() < 0.7:
-            event["color"] = ernd.choice(COLORS)
-        events.append(event)
     return Workload(subs, events)
 
 

@@ -33,8 +33,9 @@ from tqdm import tqdm
 
 from matchers.base import create
 from scripts.bench import kit
+from scripts.draws import Workload
 from scripts.rules import prefix_workload
-from scripts.workloads import Workload, generate, parameters
+from scripts.workloads import generate, parameters
 
 ROOT = Path(__file__).resolve().parents[2]
 MATCHERS = ("opindex", "opindex-paper", "opindex-bs", "counting", "kindex")

@@ -42,7 +42,7 @@ from matchers.vci import VciRangeEvaluator
 from matchers.vci.baselines import DirectList, IntervalTree
 from matchers.vci.interval_index import IntervalIndex, bitmap_bytes
 from scripts.bench import kit
-from scripts.workloads import rngs
+from scripts.draws import rngs
 from scripts.workloads import vci as vci_workload
 
 FIG5_SCHEMES = ("SCI", "SCI-BC", "LCI", "LCI-BC", "LCI-BV", "LCI-BV(DT)")

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from matchers import base
 from matchers.brute import BruteForceMatcher
 from matchers.expr import AFFIX_ICASE_OPS, ICASE_OPS, PRESENCE_OPS, Kind, Op, Subscription, to_text
+from scripts import domains, draws
 from scripts import workloads as wl
 from scripts.bench import harness
 from scripts.workloads import FABRET_WORKLOADS, WORKLOADS, generate
@@ -24,7 +25,7 @@ def preds_of(sub: Subscription):
     return sub.conjunctions[0]
 
 
-def texts(w: wl.Workload) -> tuple[list[tuple[str, str]], list[dict]]:
+def texts(w: draws.Workload) -> tuple[list[tuple[str, str]], list[dict]]:
     return [(s.id, to_text(s.expr)) for s in w.subscriptions], w.events
 
 
@@ -50,7 +51,7 @@ def test_fabret_respects_its_specification(workload):
     n_fixed = len(spec["fixed"])
     pool = {f"a{i}" for i in range(spec["attr_offset"], spec["attr_offset"] + spec["n_t"])}
     fixed_names = [f"a{spec['attr_offset'] + j}" for j in range(n_fixed)]
-    fixed_ops = [wl._OPS[o] for o in spec["fixed"]]
+    fixed_ops = [draws.OPS[o] for o in spec["fixed"]]
     free_used = Counter()
     for sub in w.subscriptions:
         conj = preds_of(sub)
@@ -89,7 +90,7 @@ def test_fabret_overrides_and_errors():
 
 @pytest.mark.parametrize("workload", ["W1", "W6"])
 def test_fabret_subscriptions_one_at_a_time_are_fabrets(workload, monkeypatch):
-    monkeypatch.setattr(wl, "_BLOCK", 7)  # several blocks of rows
+    monkeypatch.setattr(wl, "BLOCK", 7)  # several blocks of rows
     lazy = wl.fabret_subscriptions(workload, n_subs=30, seed=3)
     assert not isinstance(lazy, list)
     got = [(s.id, s.expr, s.conjunctions) for s in lazy]
@@ -219,14 +220,14 @@ def test_text_form_parses_back():
 
 def test_distinct_rows_and_zipf():
     rng = np.random.default_rng(0)
-    p = wl.zipf_probabilities(50, 1.0)
+    p = draws.zipf_probabilities(50, 1.0)
     assert p.sum() == pytest.approx(1.0) and p[0] > p[1] > p[-1]
-    assert np.allclose(wl.zipf_probabilities(4, 0.0), 0.25)
-    rows = wl.distinct_rows(rng, wl._sampler(rng, 50, p), 2000, 30, 50)
+    assert np.allclose(draws.zipf_probabilities(4, 0.0), 0.25)
+    rows = draws.distinct_rows(rng, draws.sampler(rng, 50, p), 2000, 30, 50)
     assert rows.shape == (2000, 30)
     assert all(len(set(r)) == 30 for r in rows.tolist())
     with pytest.raises(ValueError):
-        wl.distinct_rows(rng, wl._sampler(rng, 5, None), 1, 6, 5)
+        draws.distinct_rows(rng, draws.sampler(rng, 5, None), 1, 6, 5)
 
 
 def test_cli_writes_jsonl(tmp_path):
@@ -236,7 +237,7 @@ def test_cli_writes_jsonl(tmp_path):
     assert code == 0
     sub_lines = [json.loads(line) for line in subs.read_text().splitlines()]
     event_lines = [json.loads(line) for line in events.read_text().splitlines()]
-    expected = wl.stock_ticker(n_subs=40, n_events=25, n_symbols=20, seed=3)
+    expected = domains.stock_ticker(n_subs=40, n_events=25, n_symbols=20, seed=3)
     assert sub_lines == [{"id": s.id, "expr": to_text(s.expr)} for s in expected.subscriptions]
     assert event_lines == [{"id": i, **e} for i, e in enumerate(expected.events)]
     with pytest.raises(SystemExit):
@@ -258,7 +259,7 @@ def test_harness_measures_and_checks_agreement(capsys):
     assert not run.get("failed"), run
     assert run["events_matched"] == 60 and run["match_us"] > 0 and run["memory_bytes"] > 0
     assert run["oracle_checked"] == 20 and run["oracle_disagreements"] == 0
-    assert record["n_predicates"] == sum(len(c) for s in wl.stock_ticker(n_subs=300, n_events=1, n_symbols=20,
+    assert record["n_predicates"] == sum(len(c) for s in domains.stock_ticker(n_subs=300, n_events=1, n_symbols=20,
                                                                            seed=1).subscriptions
                                          for c in s.conjunctions)
     assert "| brute |" in capsys.readouterr().out
