@@ -28,49 +28,14 @@ from typing import Any
 
 import orjson
 
+from scripts.bench import kit
+
 MB = 1 << 20
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def log(msg: str) -> None:
     print(f"[cluster-memory {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid``."""
-    children: dict[int, list[int]] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def parent_of(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2:].split()[1])
-
-
-def python_workers(executor_pid: int) -> list[int]:
-    """The Python worker processes of an executor JVM (forked by its ``pyspark.daemon``)."""
-    out = []
-    for pid in descendants(executor_pid):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat[stat.rindex(")") + 2:].split()[1])
-        if b"pyspark.daemon" in cmd and parent != executor_pid:  # a worker: the daemon's fork
-            out.append(pid)
-    return out
 
 
 def status(path: Path) -> dict[str, Any]:
@@ -94,7 +59,6 @@ def run(n_subs: int, shards: int, n_events: int, bootstrap: str, workdir: Path) 
         workload_events,
         workload_subscriptions,
     )
-    from scripts.bench.kit import process_memory as memory
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.client_config import KafkaClientConfig
     from streaming.standalone import standalone_cluster
@@ -137,9 +101,9 @@ def run(n_subs: int, shards: int, n_events: int, bootstrap: str, workdir: Path) 
             executors = []
             for w in range(2):
                 for jvm in cluster.executors(w):
-                    pids = python_workers(jvm)
-                    log(f"executor {jvm}: Python workers {[(pid, parent_of(pid)) for pid in pids]}")
-                    mem = [memory(pid) for pid in pids]
+                    pids = kit.python_workers(jvm)
+                    log(f"executor {jvm}: Python workers {[(pid, kit.processes()[pid].ppid) for pid in pids]}")
+                    mem = [kit.process_memory(pid) for pid in pids]
                     executors.append({"worker": w, "python_workers": len(mem),
                                       "each_mb": [{k: round(v / MB) for k, v in m.items()} for m in mem],
                                       "rss_mb": sum(m["rss"] for m in mem) / MB,

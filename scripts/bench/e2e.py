@@ -57,6 +57,7 @@ import numpy as np
 import orjson
 from tqdm import tqdm
 
+from scripts.bench import kit
 from streaming.kafka.client_config import KafkaClientConfig
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -96,77 +97,20 @@ def produce_all(bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, 
 
 
 # -- the pieces ------------------------------------------------------------------------------
-def cpu_by_kind() -> dict[str, float]:
-    """CPU seconds (user + system, with reaped children) of this process and its descendants, by kind.
-
-    Kinds: ``driver`` (this process), ``jvm`` (Spark), ``python workers`` (Spark's Python
-    daemon and workers), ``broker`` (the embedded broker), ``other``.
-    """
-    tick = os.sysconf("SC_CLK_TCK")
-    procs: dict[int, tuple[int, str, float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        procs[int(entry)] = (int(fields[1]), cmd, sum(int(x) for x in fields[11:15]) / tick)
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in procs.items():
-        children.setdefault(ppid, []).append(pid)
-    out = {"driver": 0.0, "jvm": 0.0, "python workers": 0.0, "broker": 0.0, "other": 0.0}
-    todo = [(os.getpid(), "driver")]
-    while todo:
-        pid, parent_kind = todo.pop()
-        _, cmd, cpu = procs.get(pid, (0, "", 0.0))
-        kind = ("driver" if pid == os.getpid() else parent_kind if not cmd  # a zombie: its parent's kind
-                else "broker" if " kafka.Kafka " in cmd else "jvm" if "java" in cmd.split(" ")[0]
-                else "python workers" if "pyspark" in cmd else "other")
-        out[kind] += cpu
-        todo += [(child, kind) for child in children.get(pid, [])]
-    return out
-
-
 def worker_memory() -> list[dict[str, int]]:
-    """Memory (``scripts.bench.shared_index.memory``) of each Spark Python worker of this process.
-
-    Workers are the processes the ``pyspark.daemon`` of this process's JVM forked.
-    """
-    from scripts.bench.kit import process_memory as memory
-
-    parent: dict[int, int] = {}
-    daemon: set[int] = set()
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        parent[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
-        if b"pyspark.daemon\0pyspark.worker" in cmd:
-            daemon.add(int(entry))
-
-    def mine(pid: int) -> bool:
-        while pid not in (0, 1, os.getpid()):
-            pid = parent.get(pid, 0)
-        return pid == os.getpid()
-
+    """Memory (:func:`scripts.bench.kit.process_memory`) of each Spark Python worker of this process."""
     out = []
-    for pid in sorted(daemon):
-        if parent[pid] in daemon and mine(pid):
-            try:
-                out.append(memory(pid))
-            except OSError:
-                pass  # ended meanwhile
+    for pid in kit.python_workers(os.getpid()):
+        try:
+            out.append(kit.process_memory(pid))
+        except OSError:
+            pass  # ended meanwhile
     return out
 
 
 def cpu_delta(before: dict[str, float], n: int) -> dict[str, float]:
     """Microseconds of CPU per event of each kind since ``before`` (and their total)."""
-    after = cpu_by_kind()
+    after = kit.cpu_by_kind()
     out = {k: 1e6 * (after[k] - before[k]) / max(1, n) for k in before}
     out["total"] = sum(out.values())
     return out
@@ -247,7 +191,7 @@ def spark_job_overhead(spark, jobs: int = 20) -> dict[str, float]:
     sc = spark.sparkContext
     for _ in range(3):
         sc.parallelize(range(2), 2).mapPartitions(_empty_task).collect()
-    cpu0 = cpu_by_kind()
+    cpu0 = kit.cpu_by_kind()
     t = time.perf_counter()
     for _ in range(jobs):
         sc.parallelize(range(2), 2).mapPartitions(_empty_task).collect()
@@ -391,7 +335,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": i, **e})) for i, e in enumerate(backlog)],
                 "backlog")
     before = len(job.history)
-    cpu0 = cpu_by_kind()
+    cpu0 = kit.cpu_by_kind()
     t = time.perf_counter()
     query = job.start()
     query.processAllAvailable()
@@ -425,7 +369,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     query.processAllAvailable()
     time.sleep(2)
     before = len(job.history)
-    cpu0 = cpu_by_kind()
+    cpu0 = kit.cpu_by_kind()
     t = time.perf_counter()
     produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": f"s{i}", **e})) for i, e in enumerate(backlog)],
                 "steady backlog")
@@ -449,7 +393,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     time.sleep(3)
     values = [orjson.dumps({"id": f"l{i}", **e}) for i, e in enumerate(backlog[: int(args.rate * 10)])]
     before = len(job.history)
-    cpu0 = cpu_by_kind()
+    cpu0 = kit.cpu_by_kind()
     offered = offered_load(bootstrap, topics["events"], values, args.rate, args.duration)
     query.processAllAvailable()
     time.sleep(2)

@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -254,37 +254,87 @@ def tree_env(tree: Path | str, one_thread: bool = True, **more: str) -> dict[str
             **more}
 
 
+class Proc(NamedTuple):
+    """A live process, from ``/proc``."""
+
+    ppid: int
+    cmd: str
+    """Its command line, arguments separated by spaces (empty for a zombie)."""
+    cpu_s: float
+    """User + system CPU seconds."""
+    reaped_s: float
+    """User + system CPU seconds of its children that ended and were waited for."""
+
+
+def processes() -> dict[int, Proc]:
+    """Every live process by pid."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, Proc] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # ended meanwhile
+        f = stat[stat.rindex(")") + 2:].split()
+        out[int(entry)] = Proc(int(f[1]), cmd.strip(), (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick)
+    return out
+
+
+def descendants(pid: int, procs: Mapping[int, Proc] | None = None) -> list[int]:
+    """Every process below ``pid``."""
+    children: dict[int, list[int]] = {}
+    for child, p in (processes() if procs is None else procs).items():
+        children.setdefault(p.ppid, []).append(child)
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def python_workers(pid: int) -> list[int]:
+    """The Spark Python workers below ``pid`` (a driver or an executor JVM): the processes a
+    ``pyspark.daemon`` forked."""
+    procs = processes()
+    daemon = {p for p, proc in procs.items() if "pyspark.daemon" in proc.cmd}
+    return sorted(p for p in descendants(pid, procs) if p in daemon and procs[p].ppid in daemon)
+
+
 def tree_cpu_s(by_command: bool = False) -> Any:
     """CPU seconds (user + system) of this process and every live descendant (JVM, Python
-    workers); with ``by_command``, a dict of them by command name (``java``, ``python``...)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    cpu: dict[int, tuple[str, float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                head, rest = f.read().rsplit(")", 1)
-        except OSError:
-            continue
-        fields = rest.split()
-        parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / tick)
-    mine, frontier = {os.getpid()}, [os.getpid()]
-    while frontier:
-        pid = frontier.pop()
-        for child_pid, parent in parents.items():
-            if parent == pid and child_pid not in mine:
-                mine.add(child_pid)
-                frontier.append(child_pid)
+    workers); with ``by_command``, a dict of them by kind (``java``, ``python``)."""
+    procs = processes()
+    mine = [os.getpid(), *descendants(os.getpid(), procs)]
     if not by_command:
-        return sum(cpu[p][1] for p in mine if p in cpu)
+        return sum(procs[p].cpu_s for p in mine if p in procs)
     out: dict[str, float] = {}
     for p in mine:
-        if p in cpu:
-            name = "java" if cpu[p][0] == "java" else "python"
-            out[name] = out.get(name, 0.0) + cpu[p][1]
+        if p in procs:
+            name = "java" if procs[p].cmd.split(" ")[0].endswith("java") else "python"
+            out[name] = out.get(name, 0.0) + procs[p].cpu_s
+    return out
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds (user + system, with reaped children) of this process and its descendants, by kind:
+    ``driver`` (this process), ``jvm`` (Spark), ``python workers`` (Spark's Python daemon and
+    workers), ``broker`` (the embedded broker), ``other``."""
+    procs = processes()
+    children: dict[int, list[int]] = {}
+    for pid, p in procs.items():
+        children.setdefault(p.ppid, []).append(pid)
+    out = {"driver": 0.0, "jvm": 0.0, "python workers": 0.0, "broker": 0.0, "other": 0.0}
+    todo = [(os.getpid(), "driver")]
+    while todo:
+        pid, parent_kind = todo.pop()
+        p = procs.get(pid, Proc(0, "", 0.0, 0.0))
+        kind = ("driver" if pid == os.getpid() else parent_kind if not p.cmd  # a zombie: its parent's kind
+                else "broker" if " kafka.Kafka " in f" {p.cmd} " else "jvm" if "java" in p.cmd.split(" ")[0]
+                else "python workers" if "pyspark" in p.cmd else "other")
+        out[kind] += p.cpu_s + p.reaped_s
+        todo += [(child, kind) for child in children.get(pid, [])]
     return out
 
 

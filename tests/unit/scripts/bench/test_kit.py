@@ -79,6 +79,29 @@ def test_a_command_reports_its_own_cpu_time_and_its_result_line(tmp_path: Path) 
         slow.check()
 
 
+def test_the_process_table_sees_a_child_its_command_and_its_cpu() -> None:
+    import subprocess
+
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            procs = kit.processes()
+            if child.pid in procs and procs[child.pid].cpu_s >= 0.2:
+                break
+            time.sleep(0.1)
+        assert procs[child.pid].ppid == os.getpid() and "time.sleep(30)" in procs[child.pid].cmd
+        assert child.pid in kit.descendants(os.getpid())
+        assert kit.tree_cpu_s() >= procs[child.pid].cpu_s
+        assert set(kit.tree_cpu_s(by_command=True)) == {"python"}
+        assert kit.cpu_by_kind()["other"] >= 0.2  # a Python child that is not Spark's
+        assert kit.python_workers(os.getpid()) == []
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_interleaved_rounds_alternate_the_order() -> None:
     assert [kit.interleaved(["a", "b", "c"], r) for r in range(3)] == [["a", "b", "c"], ["c", "b", "a"],
                                                                         ["a", "b", "c"]]
