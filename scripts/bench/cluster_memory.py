@@ -53,7 +53,7 @@ def wait(what: str, predicate, job: subprocess.Popen, log_path: Path, timeout: f
 
 
 def run(n_subs: int, shards: int, n_events: int, bootstrap: str, workdir: Path) -> dict[str, Any]:
-    from scripts.bench.e2e import (
+    from scripts.bench.feed import (
         produce_all,
         subscription_records,
         workload_events,

@@ -49,7 +49,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +58,17 @@ import orjson
 from tqdm import tqdm
 
 from scripts.bench import kit
+from scripts.bench.feed import (
+    WORKLOAD,
+    produce_all,
+    producer,
+    subscription_records,
+    workload_events,
+    workload_subscriptions,
+)
 from streaming.kafka.client_config import KafkaClientConfig
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-WORKLOAD = "W1"
 GOAL_EVENTS_PER_S = 20_000
 GOAL_P99_S = 3.0
 
@@ -70,33 +77,6 @@ def log(msg: str) -> None:
     print(f"[e2e {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-# -- Kafka helpers (confluent-kafka for speed: the benchmark's producer must not be the bottleneck)
-def producer(bootstrap: str):
-    from confluent_kafka import Producer
-
-    return Producer({**KafkaClientConfig.create(bootstrap).rdkafka("producer"), "linger.ms": 20, "batch.num.messages": 10000,
-                     "queue.buffering.max.messages": 1_000_000, "acks": "all"})
-
-
-def produce_all(bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, bytes]], desc: str,
-                total: int | None = None) -> None:
-    p = producer(bootstrap)
-    bar = tqdm(items, desc=desc, unit="rec", mininterval=2.0, file=sys.stderr, total=total)
-    for i, (key, value) in enumerate(bar):
-        while True:
-            try:
-                p.produce(topic, value=value, key=key)
-                break
-            except BufferError:
-                p.poll(0.05)
-        if i % 10000 == 0:
-            p.poll(0)
-    left = p.flush(120)
-    if left:
-        raise RuntimeError(f"{left} records to {topic} were not delivered")
-
-
-# -- the pieces ------------------------------------------------------------------------------
 def worker_memory() -> list[dict[str, int]]:
     """Memory (:func:`scripts.bench.kit.process_memory`) of each Spark Python worker of this process."""
     out = []
@@ -114,26 +94,6 @@ def cpu_delta(before: dict[str, float], n: int) -> dict[str, float]:
     out = {k: 1e6 * (after[k] - before[k]) / max(1, n) for k in before}
     out["total"] = sum(out.values())
     return out
-
-
-def workload_events(n_events: int, seed: int) -> list[dict]:
-    from scripts.workloads import fabret
-
-    return fabret(WORKLOAD, n_subs=0, n_events=n_events, seed=seed).events
-
-
-def workload_subscriptions(n_subs: int, seed: int) -> Iterator:
-    """The workload's subscriptions one at a time (10,000,000 as objects would not fit in memory)."""
-    from scripts.workloads import fabret_subscriptions
-
-    return fabret_subscriptions(WORKLOAD, n_subs=n_subs, seed=seed)
-
-
-def subscription_records(subs: Iterable) -> Iterator[tuple[bytes, bytes]]:
-    from matchers.language import to_json
-
-    for s in subs:
-        yield s.id.encode(), orjson.dumps({"op": "upsert", "id": s.id, "json": to_json(s.expr)})
 
 
 def step_costs(subs, events: list[dict], matcher_name: str):
