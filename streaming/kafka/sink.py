@@ -248,8 +248,8 @@ class KafkaCommitMessage(WriterCommitMessage):
     records: int
 
 
-class KafkaBatchWriter(DataSourceArrowWriter):
-    """Batch writer of ``df.write.format("kafka-py")``."""
+class _TopicWriter:
+    """What both writers do: check the rows' schema against the ``topic`` option, deliver a task's rows."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self._topic = options.get("topic")
@@ -258,24 +258,15 @@ class KafkaBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Deliver one task's rows."""
-        return KafkaCommitMessage(
-            produce_batches(self._config, self._topic, iterator)
-        )
+        return KafkaCommitMessage(produce_batches(self._config, self._topic, iterator))
 
 
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
+class KafkaBatchWriter(_TopicWriter, DataSourceArrowWriter):
+    """Batch writer of ``df.write.format("kafka-py")``."""
+
+
+class KafkaStreamWriter(_TopicWriter, DataSourceStreamArrowWriter):
     """Streaming writer of ``df.writeStream.format("kafka-py")`` (at-least-once)."""
-
-    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self._topic = options.get("topic")
-        check_schema(schema, self._topic)
-        self._config = KafkaClientConfig.from_spark_options(options)
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        """Deliver one task's rows of a micro-batch."""
-        return KafkaCommitMessage(
-            produce_batches(self._config, self._topic, iterator)
-        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Nothing to do: every task flushed and checked its records before returning."""
