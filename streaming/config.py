@@ -75,12 +75,6 @@ class KafkaSettings:
         except KafkaOptionError as exc:
             raise ConfigError(f"kafka.client: {exc}") from None
 
-    def embedded_address(self) -> str:
-        """``host:port`` of the embedded broker last started on ``embedded_data_dir`` ("" if none)."""
-        from streaming.kafka.broker import recorded_address
-
-        return recorded_address(self.embedded_data_dir) if self.embedded_data_dir else ""
-
     def topic_partitions(self) -> dict[str, int]:
         """The service's topics and the partition counts to create them with."""
         return {

@@ -23,6 +23,7 @@ from streaming.config import (
     overlay,
     section_types,
 )
+from streaming.kafka.broker import recorded_address
 from streaming.kafka.client_config import KafkaClientConfig
 
 
@@ -128,7 +129,9 @@ def add_arguments(parser: Any) -> None:
 
 def bootstrap_servers(args: Any, settings: Settings) -> str:
     """``--bootstrap``, else ``kafka.bootstrap_servers``, else the embedded broker's address file."""
-    return args.bootstrap or settings.kafka.bootstrap_servers or settings.kafka.embedded_address()
+    if args.bootstrap or settings.kafka.bootstrap_servers:
+        return args.bootstrap or settings.kafka.bootstrap_servers
+    return recorded_address(settings.kafka.embedded_data_dir) if settings.kafka.embedded_data_dir else ""
 
 
 def from_arguments(args: Any) -> tuple[Settings, KafkaClientConfig]:
