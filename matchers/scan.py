@@ -46,9 +46,10 @@ def _slot_hash(h, tag):
 
 
 @njit(cache=True, nogil=True)
-def _find(table, h, tag, data, lo, hi):
-    """Slot of ``(tag, data[lo:hi])`` in the :class:`ScanTable`, or of the empty slot where it would go."""
-    t_hash, t_tag, t_start, t_len, blob = table.hashes, table.tags, table.starts, table.lengths, table.blob
+def _find(t_hash, t_tag, t_start, t_len, blob, h, tag, data, lo, hi):
+    """Slot of ``(tag, data[lo:hi])`` in the table, or of the empty slot where it would go.
+    The kernels unpack their :class:`ScanTable` once: passing it whole on each lookup made
+    the scan 1.2x slower (1.7x inlined)."""
     mask = len(t_hash) - 1
     s = np.int64(_slot_hash(h, tag) & np.uint64(mask))
     n = hi - lo
@@ -70,21 +71,21 @@ def _find(table, h, tag, data, lo, hi):
 @njit(cache=True, nogil=True)
 def table_insert(table, tags, starts, ends, values):
     """Insert ``(tags[i], table.blob[starts[i]:ends[i]]) -> values[i]`` (the table has room)."""
-    blob = table.blob
+    t_hash, t_tag, t_start, t_len, t_val, blob = table
     for i in range(len(tags)):
         h = fnv(FNV_OFFSET, blob, starts[i], ends[i])
-        s = _find(table, h, tags[i], blob, starts[i], ends[i])
-        table.hashes[s] = h
-        table.tags[s] = tags[i]
-        table.starts[s] = starts[i]
-        table.lengths[s] = ends[i] - starts[i]
-        table.values[s] = values[i]
+        s = _find(t_hash, t_tag, t_start, t_len, blob, h, tags[i], blob, starts[i], ends[i])
+        t_hash[s] = h
+        t_tag[s] = tags[i]
+        t_start[s] = starts[i]
+        t_len[s] = ends[i] - starts[i]
+        t_val[s] = values[i]
 
 
 @njit(cache=True, nogil=True)
-def _lookup(table, h, tag, data, lo, hi):
-    s = _find(table, h, tag, data, lo, hi)
-    return table.values[s] if table.lengths[s] >= 0 else -1
+def _lookup(t_hash, t_tag, t_start, t_len, t_val, blob, h, tag, data, lo, hi):
+    s = _find(t_hash, t_tag, t_start, t_len, blob, h, tag, data, lo, hi)
+    return t_val[s] if t_len[s] >= 0 else -1
 
 
 @njit(cache=True, nogil=True)
@@ -209,6 +210,7 @@ def scan(buf, starts, ends, table, limits, key0, key1, drop0):
     :class:`ScanLimits` whose ``string_length`` is at most the longest event."""
     max_bytes, max_depth, max_attrs = limits.event_bytes, limits.depth, limits.attributes
     max_string, max_rows = limits.string_length, limits.array_rows
+    t_hash, t_tag, t_start, t_len, t_val, blob = table
     n = len(starts)
     status = np.zeros(n, np.int8)
     key_spans = np.full((n, 4), -1, np.int64)
@@ -385,7 +387,7 @@ def scan(buf, starts, ends, table, limits, key0, key1, drop0):
                 key_spans[ev, 2 * top_key + 1] = p - lo
                 if top_key == 0 and drop0:
                     continue
-            aid = _lookup(table, h, ATTR_TAG, path, 0, plen)
+            aid = _lookup(t_hash, t_tag, t_start, t_len, t_val, blob, h, ATTR_TAG, path, 0, plen)
             e_leaf[n_e] = h
             e_elem[n_e] = cur_elem
             e_arr[n_e] = cur_arr
@@ -395,7 +397,7 @@ def scan(buf, starts, ends, table, limits, key0, key1, drop0):
             e_code[n_e] = -1
             e_text[n_e] = -1
             if aid >= 0 and v_kind == STR:
-                e_code[n_e] = _lookup(table, sh, aid, buf, s_lo, s_hi)
+                e_code[n_e] = _lookup(t_hash, t_tag, t_start, t_len, t_val, blob, sh, aid, buf, s_lo, s_hi)
                 s = np.int64(sh & np.uint64(s_mask))
                 while True:
                     t = s_slot[s]
