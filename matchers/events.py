@@ -170,6 +170,18 @@ class Dictionary:
         return total
 
 
+class EventArrays(NamedTuple):
+    """The arrays of an :class:`EventBatch` (fields alike), without its strings and rows:
+    what a numba kernel takes whole (:attr:`EventBatch.arrays`)."""
+
+    offsets: np.ndarray
+    attrs: np.ndarray
+    kinds: np.ndarray
+    nums: np.ndarray
+    codes: np.ndarray
+    texts: np.ndarray
+
+
 class EventBatch(NamedTuple):
     """A batch of events as CSR arrays; entries of an event are sorted by attribute id.
 
@@ -195,6 +207,11 @@ class EventBatch(NamedTuple):
     texts: np.ndarray
     strings: list[str]
     rows: np.ndarray | None = None
+
+    @property
+    def arrays(self) -> EventArrays:
+        """The batch's arrays as one numba-passable struct (``strings`` and ``rows`` aside)."""
+        return EventArrays(self.offsets, self.attrs, self.kinds, self.nums, self.codes, self.texts)
 
     @property
     def n(self) -> int:
