@@ -515,6 +515,9 @@ def scan_records(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, table: S
     bounded = ScanLimits(int(limits.depth), int(min(limits.attributes, NO_BOUND)),
                          int(min(limits.string_length, longest)), int(min(limits.array_rows, NO_BOUND)),
                          int(limits.event_bytes))
+    if buf.flags.writeable:  # one type of buffer whoever calls (bytes are read-only): one compilation
+        buf = buf.view()
+        buf.flags.writeable = False
     return scan(buf, starts, ends, table, bounded, np.frombuffer(keys[0].encode("utf-8"), np.uint8),
                 np.frombuffer(keys[1].encode("utf-8"), np.uint8), bool(drop_first))
 

@@ -198,7 +198,7 @@ def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool, settin
     if values.buffers()[2] is None or offsets[-1] == offsets[0]:
         return None, np.arange(n), None
     buf = np.frombuffer(values.buffers()[2], np.uint8)
-    starts, ends = offsets[:-1].copy(), offsets[1:].copy()  # writable, as encode_json's: one compilation
+    starts, ends = offsets[:-1].copy(), offsets[1:].copy()  # writable, as encode_json's (one compilation)
     if values.null_count:
         null = values.is_null().to_numpy(zero_copy_only=False)
         ends[null] = starts[null]  # empty: not taken by the scan
