@@ -25,12 +25,9 @@ import numpy as np
 
 from matchers.errors import TooManyRows
 from matchers.expr import Kind, Value
+from matchers.scan_types import ARRAY_ROWS, NO_LIMITS, ScanLimits, ScanTable
 
 NUM, STR, BOOL, NULL = int(Kind.NUM), int(Kind.STR), int(Kind.BOOL), int(Kind.NULL)
-
-
-ARRAY_ROWS = 1_000
-"""Default bound on the rows of one event with arrays (``limits.array_rows`` of the service)."""
 
 
 class Rows(tuple[dict[str, Value], ...]):
@@ -173,6 +170,18 @@ class Dictionary:
         return total
 
 
+class EventArrays(NamedTuple):
+    """The arrays of an :class:`EventBatch` (fields alike), without its strings and rows:
+    what a numba kernel takes whole (:attr:`EventBatch.arrays`)."""
+
+    offsets: np.ndarray
+    attrs: np.ndarray
+    kinds: np.ndarray
+    nums: np.ndarray
+    codes: np.ndarray
+    texts: np.ndarray
+
+
 class EventBatch(NamedTuple):
     """A batch of events as CSR arrays; entries of an event are sorted by attribute id.
 
@@ -198,6 +207,11 @@ class EventBatch(NamedTuple):
     texts: np.ndarray
     strings: list[str]
     rows: np.ndarray | None = None
+
+    @property
+    def arrays(self) -> EventArrays:
+        """The batch's arrays as one numba-passable struct (``strings`` and ``rows`` aside)."""
+        return EventArrays(self.offsets, self.attrs, self.kinds, self.nums, self.codes, self.texts)
 
     @property
     def n(self) -> int:
@@ -299,20 +313,6 @@ def decode(batch: EventBatch, dictionary: Dictionary, i: int) -> dict[str, Value
     return out
 
 
-class ScanLimits(NamedTuple):
-    """What :func:`encode_json` takes on its fast path (an event past one goes the general way)."""
-
-    depth: int = 1023
-    attributes: int = 1 << 62
-    string_length: int | None = None  # None: no bound (the longest event of the batch)
-    array_rows: int | None = ARRAY_ROWS
-    event_bytes: int = 1 << 62
-
-
-NO_LIMITS = ScanLimits()
-"""The command line's: only the array rows are bounded."""
-
-
 class JsonBatch(NamedTuple):
     """:func:`encode_json`'s result.
 
@@ -332,8 +332,9 @@ class JsonBatch(NamedTuple):
 
 
 class _ScanTable:
-    """The dictionary as :func:`matchers.scan.scan` reads it: one open-addressing table of
-    attribute names and of each attribute's strings, grown as the dictionary grows."""
+    """The dictionary as :func:`matchers.scan.scan_records` reads it: one
+    :class:`~matchers.scan_types.ScanTable` of attribute names and of each attribute's
+    strings, grown as the dictionary grows."""
 
     def __init__(self) -> None:
         self.seen = [0]  # names seen, then strings seen per attribute
@@ -341,14 +342,7 @@ class _ScanTable:
         self.blob = np.zeros(1 << 12, np.uint8)
         self.used = 0
         self.count = 0
-        self.slots(1 << 10)
-
-    def slots(self, size: int) -> None:
-        self.hash = np.zeros(size, np.uint64)
-        self.tag = np.zeros(size, np.int64)
-        self.start = np.zeros(size, np.int64)
-        self.length = np.full(size, -1, np.int64)
-        self.value = np.zeros(size, np.int32)
+        self.table = ScanTable.empty(1 << 10, self.blob)
 
     def update(self, dictionary: Dictionary) -> None:
         """Add what the dictionary gained since the last call (it only grows)."""
@@ -386,22 +380,21 @@ class _ScanTable:
             grown = np.zeros(max(need, 2 * len(self.blob)), np.uint8)
             grown[:self.used] = self.blob[:self.used]
             self.blob = grown
+            self.table = self.table._replace(blob=grown)
         self.blob[self.used:need] = np.frombuffer(b"".join(chunks), np.uint8)
         self.used = need
         self.count += len(tags)
         new: list[np.ndarray] = [np.asarray(tags, np.int64), starts, starts + lengths, np.asarray(values, np.int32)]
-        if 2 * self.count > len(self.hash):  # rebuild at most half full, with everything so far
-            size = len(self.hash)
+        t = self.table
+        if 2 * self.count > len(t.hashes):  # rebuild at most half full, with everything so far
+            size = len(t.hashes)
             while 2 * self.count > size:
                 size *= 2
-            live = self.length >= 0
-            old = [self.tag[live], self.start[live], self.start[live] + self.length[live], self.value[live]]
-            self.slots(size)
+            live = t.lengths >= 0
+            old = [t.tags[live], t.starts[live], t.starts[live] + t.lengths[live], t.values[live]]
+            t = self.table = ScanTable.empty(size, self.blob)
             new = [np.concatenate((a, b)) for a, b in zip(old, new, strict=True)]
-        scan.table_insert(self.hash, self.tag, self.start, self.length, self.value, self.blob, *new)
-
-    def arrays(self) -> tuple:
-        return self.hash, self.tag, self.start, self.length, self.value, self.blob
+        scan.table_insert(t, *new)
 
 
 def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[int], FlatEvent | None],
@@ -430,15 +423,11 @@ def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[i
     ends = np.cumsum(lengths)
     starts = ends - lengths
     buf = np.frombuffer(b"".join(raws), np.uint8)
-    longest = int(lengths.max()) if n else 0
-    max_string = longest if limits.string_length is None else min(limits.string_length, longest)
-    status, row_event, row_offsets, attrs, kinds, nums, codes, texts, text_spans, spans = scan.scan(  # type: ignore[call-arg]  # mypy cannot count the unpacked table against the kernel's parameters
-        buf, starts, ends, *table.arrays(), np.frombuffer(keys[0].encode(), np.uint8),
-        np.frombuffer(keys[1].encode(), np.uint8), drop_first, limits.event_bytes, limits.depth, min(limits.attributes, 1 << 62),
-        max_string, limits.array_rows if limits.array_rows is not None else 1 << 62)
-    data = buf.tobytes() if len(text_spans) else b""
-    strings = [data[a:b].decode() for a, b in text_spans.tolist()]
-    fast = status == scan.OK
+    out = scan.scan_records(buf, starts, ends, table.table, limits, keys, drop_first)
+    row_event = out.row_event
+    data = buf.tobytes() if len(out.text_spans) else b""
+    strings = [data[a:b].decode() for a, b in out.text_spans.tolist()]
+    fast = out.status == scan.OK
     slow_at = np.flatnonzero(~fast).tolist()
     flats: list[FlatEvent] = []
     slow_events: list[int] = []
@@ -447,7 +436,7 @@ def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[i
         if flat is not None:
             flats.append(flat)
             slow_events.append(i)
-    batch = EventBatch(row_offsets, attrs, kinds, nums, codes, texts, strings)
+    batch = EventBatch(out.offsets, out.attrs, out.kinds, out.nums, out.codes, out.texts, strings)
     if flats:
         other = encode_flat(flats) if encode_flat is not None else encode(flats, dictionary)
         other_rows = other.rows if other.rows is not None else np.arange(len(flats) + 1, dtype=np.int64)
@@ -458,7 +447,7 @@ def encode_json(raws: Sequence[bytes], dictionary: Dictionary, slow: Callable[[i
         rows = np.zeros(len(events) + 1, np.int64)
         np.cumsum(per_event, out=rows[1:])
         batch = batch._replace(rows=rows)
-    return JsonBatch(batch, events, fast, spans)
+    return JsonBatch(batch, events, fast, out.key_spans)
 
 
 def _splice(fast: EventBatch, fast_event: np.ndarray, other: EventBatch,

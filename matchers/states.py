@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from matchers.events import EventBatch
+from matchers.events import EventArrays, EventBatch
 from matchers.expr import Kind
 from matchers.presence import ABSENT, NULL, PRESENT
 
@@ -16,15 +16,16 @@ _NUM = int(Kind.NUM)
 def with_states(batch: EventBatch, slot: np.ndarray, states: np.ndarray, drop_nulls: bool) -> EventBatch:
     """The batch (without rows) with one state value per row for each of ``states``,
     kept sorted by attribute id; its ``null`` values left out if ``drop_nulls``."""
-    offsets, attrs, kinds, nums, codes, texts = _with_states(
-        batch.offsets, batch.attrs, batch.kinds, batch.nums, batch.codes, batch.texts, slot, states, drop_nulls)
-    return EventBatch(offsets, attrs, kinds, nums, codes, texts, batch.strings)
+    out = _with_states(batch.arrays, slot, states, drop_nulls)
+    return EventBatch(out.offsets, out.attrs, out.kinds, out.nums, out.codes, out.texts, batch.strings)
 
 
 @njit(cache=True, nogil=True)
-def _with_states(offsets, attrs, kinds, nums, codes, texts, slot, states, drop_nulls):
-    """``slot[a]``: the index in ``states`` of attribute ``a``'s state, ``-2`` for a state
-    attribute (a row's own value under that id is dropped), ``-1`` otherwise."""
+def _with_states(events, slot, states, drop_nulls):
+    """The :class:`~matchers.events.EventArrays` ``events`` with the states; ``slot[a]``: the
+    index in ``states`` of attribute ``a``'s state, ``-2`` for a state attribute (a row's
+    own value under that id is dropped), ``-1`` otherwise."""
+    offsets, attrs, kinds, nums, codes, texts = events
     n, k, top = len(offsets) - 1, len(states), len(slot)
     size = len(attrs) + n * k
     o_offsets = np.zeros(n + 1, np.int64)
@@ -57,4 +58,4 @@ def _with_states(offsets, attrs, kinds, nums, codes, texts, slot, states, drop_n
             pos += 1
             j += 1
         o_offsets[e + 1] = pos
-    return o_offsets, o_attrs[:pos], o_kinds[:pos], o_nums[:pos], o_codes[:pos], o_texts[:pos]
+    return EventArrays(o_offsets, o_attrs[:pos], o_kinds[:pos], o_nums[:pos], o_codes[:pos], o_texts[:pos])

@@ -13,10 +13,11 @@ import logging
 import time
 from typing import Any
 
+import orjson
 from numba.core import event
 
 from matchers.base import create
-from matchers.events import flatten
+from matchers.events import encode_json, flatten
 from matchers.language import parse_record
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ class _CompileWatch(event.Listener):
 
 def warm(name: str) -> tuple[float, int]:
     """Build matcher ``name`` on a tiny workload, match, remove a subscription, match again
-    (for ``auto``, each index it may choose: :data:`matchers.auto.CHOICES`).
+    (for ``auto``, each index it may choose: :data:`matchers.auto.CHOICES`); the events are
+    also encoded from JSON (the scan, :func:`matchers.scan.scan_records`).
 
     Returns
     -------
@@ -78,6 +80,8 @@ def warm(name: str) -> tuple[float, int]:
             matcher.match(matcher.encode(events))
             matcher.remove(["warm-0"])
             matcher.match(matcher.encode(events))
+            encode_json([orjson.dumps(e) for e in EVENTS], matcher.dictionary, lambda i: None, keys=("id", ""),
+                        drop_first=True)
     seconds = time.perf_counter() - started
     if watch.compiled:
         log.info("compiled %d numba kernels of %s in %.1f s", watch.compiled, name, seconds)

@@ -26,6 +26,7 @@ from typing import Any, get_type_hints
 
 from matchers.errors import PubSubError
 from matchers.events import ARRAY_ROWS
+from matchers.scan_types import ScanLimits
 from streaming.kafka.client_config import CLIENTS, KafkaClientConfig, redact
 from streaming.kafka.errors import KafkaOptionError
 from streaming.storage import join, to_uri
@@ -195,6 +196,11 @@ class LimitsSettings:
     predicates: int = 1_000
     array_rows: int = ARRAY_ROWS
     message_bytes: int = 1_000_000
+
+    def scan(self) -> ScanLimits:
+        """These limits as the JSON scan (:func:`matchers.scan.scan_records`) takes them."""
+        return ScanLimits(depth=self.depth, attributes=self.attributes, string_length=self.string_length,
+                          array_rows=self.array_rows, event_bytes=self.event_bytes)
 
 
 MAX_DEPTH = 256

@@ -206,10 +206,8 @@ class BitMarkMatcher(Matcher):
         slots = self._slots()
         live = np.flatnonzero(slots.key >= 0)
         n_cols = max(self._n_cols, 1)
-        col_min, col_span, count = K.column_ranges(slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi, live,
-                                                   n_cols)
-        p, lo_p, q, lo_q = (a[live] for a in K.order_keys(slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi,
-                                                          col_min, col_span))
+        col_min, col_span, count = K.column_ranges(slots, live, n_cols)
+        p, lo_p, q, lo_q = (a[live] for a in K.order_keys(slots, col_min, col_span))
         p = np.where(p >= 0, p, n_cols)
         first = np.lexsort((lo_p, p))
         group = p[first]
@@ -246,9 +244,10 @@ class BitMarkMatcher(Matcher):
         occurrences = int(count[idx_col].sum())
         budget_rows = max(1 << 17, BITS_PER_PREDICATE * occurrences // 8) // (8 * words)
         nb = int(min(self.buckets, max(1, budget_rows // max(len(idx_col), 1) - 1)))
+        slots = self._slots()
         edges = []
         for c in idx_col.tolist():
-            values = K.column_bounds(self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, n, c)
+            values = K.column_bounds(slots, n, c)
             cut = np.quantile(values, np.arange(1, nb) / nb) if len(values) and nb > 1 else np.zeros(0)
             edges.append(np.unique(cut))
         edge_off = np.zeros(len(idx_col) + 1, dtype=np.int64)
@@ -258,13 +257,12 @@ class BitMarkMatcher(Matcher):
         edges_flat = np.concatenate(edges) if edges else np.zeros(0)
         idx_of_col = np.full(len(col_min), -1, dtype=np.int64)
         idx_of_col[idx_col] = np.arange(len(idx_col))
-        args = (self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, n)
-        bits, check = K.build_bits(*args[:4], self._res_off, n, idx_of_col, row_start, edge_off, edges_flat)
-        end_off, end_val, end_slot = K.build_ends(*args, idx_of_col, row_start, edge_off, edges_flat, self.tile_words)
+        bits, check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges_flat)
+        end_off, end_val, end_slot = K.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat, self.tile_words)
         live = np.full(words, K.ALL, dtype=np.uint64)
         if n % 64:
             live[-1] = np.uint64((1 << (n % 64)) - 1)
-        env_col, env_lo, env_hi = K.envelopes(*args, col_min, col_span)
+        env_col, env_lo, env_hi = K.envelopes(slots, n, col_min, col_span)
         return K.Layout(bits, end_off, end_val, end_slot, check, live, env_col, env_lo, env_hi, idx_col, row_start,
                         edge_off, edges_flat)
 
@@ -283,7 +281,7 @@ class BitMarkMatcher(Matcher):
         out_key = np.empty(4096, dtype=np.int32)
         for lo in range(0, batch.n, chunk):
             part = batch.slice(lo, min(batch.n, lo + chunk))
-            vals = K.event_values(part.offsets, part.attrs, part.kinds, part.nums, self._col_of_attr, self._n_cols)
+            vals = K.event_values(part.arrays, self._col_of_attr, self._n_cols)
             rows = K.event_rows(vals, layout)
             sat_off, sat_pid = self._satisfied(part)
             out_ev, out_key, k = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, self._n_main,

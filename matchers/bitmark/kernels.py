@@ -87,12 +87,14 @@ def _bucket(edges, lo, hi, v):
 
 # -- building --------------------------------------------------------------------------
 @numba.njit(cache=True, nogil=True)
-def order_keys(iv_off, iv_col, iv_lo, iv_hi, col_min, col_span):
-    """Per slot, its two most selective columns and their low bounds: ``p, lo_p, q, lo_q``.
+def order_keys(slots, col_min, col_span):
+    """Per slot (of :class:`Slots`), its two most selective columns and their low bounds:
+    ``p, lo_p, q, lo_q``.
 
     Selectivity is the interval's width within the column's span; ``-1`` when a slot has
     fewer intervals.
     """
+    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     n = len(iv_off) - 1
     p = np.full(n, -1, dtype=np.int64)
     q = np.full(n, -1, dtype=np.int64)
@@ -150,8 +152,10 @@ def _ends_inside(edges, e0, e1, b, hi):
 
 
 @numba.njit(cache=True, nogil=True)
-def build_bits(iv_off, iv_col, iv_lo, iv_hi, res_off, n_main, idx_of_col, row_start, edge_off, edges):
+def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges):
     """The marking rows and the check mask of :class:`Layout` over slots ``0..n_main-1``."""
+    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
+    res_off = slots.res_off
     W = (n_main + 63) // 64
     n_rows = row_start[-1]
     bits = np.zeros((n_rows, W), dtype=np.uint64)
@@ -193,9 +197,10 @@ def build_bits(iv_off, iv_col, iv_lo, iv_hi, res_off, n_main, idx_of_col, row_st
 
 
 @numba.njit(cache=True, nogil=True)
-def build_ends(iv_off, iv_col, iv_lo, iv_hi, n_main, idx_of_col, row_start, edge_off, edges, tile):
+def build_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
     """The ends of :class:`Layout`: per row and tile, the slots whose interval starts inside
     the row's bucket, sorted by low bound, then those ending inside it, by high bound."""
+    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     tiles = max(1, (n_main + 64 * tile - 1) // (64 * tile))
     off = np.zeros(2 * row_start[-1] * tiles + 1, dtype=np.int64)
     for s in range(n_main):  # count
@@ -248,8 +253,9 @@ def _interval_on(iv_off, iv_col, s, c):
 
 
 @numba.njit(cache=True, nogil=True)
-def envelopes(iv_off, iv_col, iv_lo, iv_hi, n_main, col_min, col_span):
+def envelopes(slots, n_main, col_min, col_span):
     """Per word, the two columns (among its first slot's) whose hull over the word is narrowest."""
+    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     W = (n_main + 63) // 64
     env_col = np.full((W, 2), -1, dtype=np.int32)
     env_lo = np.zeros((W, 2))
@@ -287,8 +293,10 @@ def envelopes(iv_off, iv_col, iv_lo, iv_hi, n_main, col_min, col_span):
 
 # -- matching ----------------------------------------------------------------------------
 @numba.njit(cache=True, nogil=True)
-def event_values(offsets, attrs, kinds, nums, col_of_attr, n_cols):
-    """The ``(events x columns)`` numeric values of a batch, NaN where absent or not a number."""
+def event_values(events, col_of_attr, n_cols):
+    """The ``(events x columns)`` numeric values of a batch (:class:`~matchers.events.EventArrays`),
+    NaN where absent or not a number."""
+    offsets, attrs, kinds, nums = events.offsets, events.attrs, events.kinds, events.nums
     n = len(offsets) - 1
     vals = np.full((n, max(n_cols, 1)), np.nan)
     limit = len(col_of_attr)
@@ -520,13 +528,14 @@ def to_csr(n, ev, key, n_keys):
 
 
 @numba.njit(cache=True, nogil=True)
-def column_ranges(iv_off, iv_col, iv_lo, iv_hi, slots, n_cols):
+def column_ranges(slots, which, n_cols):
     """Per column, the least finite bound and the span of the finite bounds (1 when empty)
-    over the intervals of ``slots``; and how many of those slots constrain it."""
+    over the intervals of the slots ``which`` of ``slots``; and how many of them constrain it."""
+    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     lo = np.full(n_cols, np.inf)
     hi = np.full(n_cols, -np.inf)
     count = np.zeros(n_cols, dtype=np.int64)
-    for s in slots:
+    for s in which:
         for t in range(iv_off[s], iv_off[s + 1]):
             c = iv_col[t]
             count[c] += 1
@@ -544,8 +553,9 @@ def column_ranges(iv_off, iv_col, iv_lo, iv_hi, slots, n_cols):
 
 
 @numba.njit(cache=True, nogil=True)
-def column_bounds(iv_off, iv_col, iv_lo, iv_hi, n_main, c):
+def column_bounds(slots, n_main, c):
     """The finite bounds of the intervals on column ``c`` among slots ``0..n_main-1``."""
+    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     out = np.empty(2 * (iv_off[n_main] - iv_off[0]), dtype=np.float64)
     k = 0
     for t in range(iv_off[0], iv_off[n_main]):

@@ -155,7 +155,7 @@ class EqualityEvaluator:
         if self._dirty:
             self._build()
         vbits = K.value_bits(batch.kinds, batch.nums, batch.codes)
-        args = (batch.offsets, batch.attrs, batch.kinds, vbits, self._table, self._veto, self._stamp)
+        args = (batch.arrays, vbits, self._table, self._veto, self._stamp)
         cap = int(self._expect * len(batch.attrs)) + 64
         ev = np.empty(cap, dtype=np.int32)
         pid = np.empty(cap, dtype=np.int32)

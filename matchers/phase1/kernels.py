@@ -59,13 +59,14 @@ def value_bits(kinds, nums, codes):
 
 
 @numba.njit(cache=True, nogil=True)
-def equality_pairs(offsets, attrs, kinds, vbits, table, veto, stamp, out_ev, out_pid):
+def equality_pairs(events, vbits, table, veto, stamp, out_ev, out_pid):
     """Satisfied EQ/IN/NE/NOT_IN predicates as (event, pid) pairs.
 
     Group ``g`` lists positive pids (``>= 0``) and vetoed negated pids (``-pid - 1``).
     ``neg_off`` over ``attr * 3 + kind`` lists the negated pids of an attribute and type:
     each holds unless the value vetoed it (``table``: :class:`~matchers.phase1.layout.EqualityTable`).
     """
+    offsets, attrs, kinds = events.offsets, events.attrs, events.kinds  # EventArrays
     t1, t2, tg, g_off, g_pids, neg_off, neg_pids = table
     cap = len(out_ev)
     k = 0
@@ -107,7 +108,7 @@ def _emit_range(lo, hi, pids, e, out_ev, out_pid, k, cap):
 
 
 @numba.njit(cache=True, nogil=True)
-def range_pairs(offsets, attrs, kinds, nums, ranges, out_ev, out_pid):
+def range_pairs(events, ranges, out_ev, out_pid):
     """Satisfied numeric range predicates as (event, pid) pairs.
 
     ``ranges`` is a :class:`~matchers.phase1.layout.Ranges`: per operator a CSR over
@@ -115,6 +116,7 @@ def range_pairs(offsets, attrs, kinds, nums, ranges, out_ev, out_pid):
     bound with the maximum high bound of each block of 32 entries, so blocks that cannot
     contain the value are skipped.
     """
+    offsets, attrs, kinds, nums = events.offsets, events.attrs, events.kinds, events.nums  # EventArrays
     lt_off, lt_val, lt_pid = ranges.lt
     le_off, le_val, le_pid = ranges.le
     gt_off, gt_val, gt_pid = ranges.gt

@@ -125,7 +125,7 @@ class RangeEvaluator:
             return _EMPTY, _EMPTY
         if self._dirty:
             self._build()
-        args = (batch.offsets, batch.attrs, batch.kinds, batch.nums, self._ranges)
+        args = (batch.arrays, self._ranges)
         cap = int(self._expect * len(batch.attrs)) + 64
         ev = np.empty(cap, dtype=np.int32)
         pid = np.empty(cap, dtype=np.int32)

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from matchers.events import FlatEvent, ScanLimits, encode_json
+from matchers.events import FlatEvent, encode_json
 from streaming import notifications
 from streaming.config import LimitsSettings
 from streaming.executor_cache import index_for
@@ -275,7 +275,7 @@ def _read_batch(matcher: Any, p: PreparedBatch, ctx: BatchContext,
         return flat
 
     raws = [b"" if v is None else v for v in p.values]
-    scan_limits = ScanLimits(limits.depth, limits.attributes, limits.string_length, limits.array_rows, limits.event_bytes)
+    scan_limits = limits.scan()
     try:
         jb = encode_json(raws, matcher.dictionary, slow, scan_limits, (id_field, until_field), encode_flat=matcher.encode)
     except _ENCODE_ERRORS:  # some event cannot be encoded: again, finding which

@@ -153,9 +153,6 @@ def _read_rows(rb: pa.RecordBatch, which: np.ndarray, attrs_in_use: list[str], u
                                        schema=ROWS_SCHEMA), errors, latest)
 
 
-_tables: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
-
-
 def event_attributes(value: bytes, settings: Settings) -> dict[str, Any]:
     """The attributes patterns read of an event record that :func:`keyed_rows` keyed (its
     ``attrs`` column); the attributes of a pending event in a state written when that column
@@ -166,32 +163,10 @@ def event_attributes(value: bytes, settings: Settings) -> dict[str, Any]:
     return row[4]
 
 
-def _name_table(names: tuple[str, ...]) -> tuple[np.ndarray, ...]:
-    """:func:`matchers.scan.scan`'s lookup table of the attribute ``names`` (ids 0, 1, ...; no strings)."""
-    table = _tables.get(names)
-    if table is None:
-        from matchers import scan
-
-        chunks = [n.encode("utf-8") for n in names]
-        lengths = np.array([len(c) for c in chunks], np.int64)
-        ends = np.cumsum(lengths)
-        size = 16
-        while size < 2 * len(names):
-            size *= 2
-        table = (np.zeros(size, np.uint64), np.zeros(size, np.int64), np.zeros(size, np.int64),
-                 np.full(size, -1, np.int64), np.zeros(size, np.int32), np.frombuffer(b"".join(chunks) + b"\0", np.uint8))
-        scan.table_insert(*table, np.full(len(names), scan.ATTR_TAG, np.int64), ends - lengths, ends,
-                          np.arange(len(names), dtype=np.int32))
-        if len(_tables) >= 32:  # the watched names change as patterns come and reads resolve
-            _tables.clear()
-        _tables[names] = table
-    return table
-
-
 def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool, settings: Settings,
               tally: Tally | None = None) -> tuple[pa.RecordBatch | None, np.ndarray, int | None]:
     """The keyed rows of the events of ``rb`` that one scan of the batch's bytes reads
-    (:func:`matchers.scan.scan`, with the limits of ``settings.limits``), the indexes of the
+    (:func:`matchers.scan.scan_records`, with the limits of ``settings.limits``), the indexes of the
     others, and the latest event end of those read.
 
     Read here: an event the scan takes as one row whose reserved fields are plain (the stream
@@ -210,7 +185,7 @@ def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool, settin
     (:func:`_tally_scanned`).
     """
     from matchers import scan
-    p, limits = settings.patterns, settings.limits
+    p = settings.patterns
     n = rb.num_rows
     id_field = settings.match.event_id_field
     names = (p.time_field, p.start_field, p.stream_field, *attrs_in_use)
@@ -223,15 +198,13 @@ def scan_rows(rb: pa.RecordBatch, attrs_in_use: list[str], unkeyed: bool, settin
     if values.buffers()[2] is None or offsets[-1] == offsets[0]:
         return None, np.arange(n), None
     buf = np.frombuffer(values.buffers()[2], np.uint8)
-    starts, ends = offsets[:-1], offsets[1:].copy()
+    starts, ends = offsets[:-1].copy(), offsets[1:].copy()  # writable, as encode_json's (one compilation)
     if values.null_count:
         null = values.is_null().to_numpy(zero_copy_only=False)
         ends[null] = starts[null]  # empty: not taken by the scan
-    longest = int((ends - starts).max())
-    status, row_event, row_offsets, attrs, kinds, nums, _, texts, text_spans, spans = scan.scan(  # type: ignore[call-arg]  # mypy cannot count the unpacked table against the kernel's parameters
-        buf, starts, ends, *_name_table(names), np.frombuffer(id_field.encode("utf-8"), np.uint8),
-        np.zeros(0, np.uint8), False, limits.event_bytes, limits.depth, limits.attributes,
-        min(limits.string_length, longest), limits.array_rows)
+    out = scan.scan_records(buf, starts, ends, scan.name_table(names), settings.limits.scan(), (id_field, ""))
+    status, row_event, row_offsets, attrs, kinds, nums, texts, text_spans, spans = (
+        out.status, out.row_event, out.offsets, out.attrs, out.kinds, out.nums, out.texts, out.text_spans, out.key_spans)
     k = len(names)
     entry_event = np.repeat(row_event, np.diff(row_offsets))
     kind = np.full((n, k), -1, np.int8)

@@ -183,7 +183,7 @@ LIMITS = st.builds(LimitsSettings, depth=st.integers(1, 4), attributes=st.intege
 def test_fast_events_are_within_the_service_limits(events, limits, style):
     """An event the scanner takes is one read_event admits, without problems, with the same rows."""
     raws = [_text(e, style) for e in events]
-    scan_limits = ScanLimits(limits.depth, limits.attributes, limits.string_length, limits.array_rows, limits.event_bytes)
+    scan_limits = limits.scan()
     d = _dictionary(KEYS + ["a.a", "a.b", "b.a"], [])
     jb = encode_json(raws, d, lambda i: None, scan_limits)
     for i in np.flatnonzero(jb.fast).tolist():
@@ -202,7 +202,7 @@ LOOSE = LimitsSettings(attributes=10_000, array_rows=10_000)
 
 
 def _fast(raw: bytes, attributes: int, drop_id: bool = False) -> bool:
-    limits = ScanLimits(LOOSE.depth, attributes, LOOSE.string_length, LOOSE.array_rows, LOOSE.event_bytes)
+    limits = LOOSE.scan()._replace(attributes=attributes)
     keys = ("id", "") if drop_id else ("", "")
     return bool(encode_json([raw], Dictionary(), lambda i: None, limits, keys=keys, drop_first=drop_id).fast[0])
 
