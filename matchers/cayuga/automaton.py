@@ -238,7 +238,7 @@ class Inst:
 
 
 def _uncompiled(*_args: Any) -> Any:
-    raise RuntimeError("a node made without closures (the flat engine's) was stepped by the Python engine")
+    raise RuntimeError("a node made without closures (the flat engine's) was stepped by the Python store")
 
 
 class Node:

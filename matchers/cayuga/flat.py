@@ -1,4 +1,4 @@
-"""The flat engine: the subscriptions whose instances live as rows of arrays.
+"""The flat store (the "flat engine"): the subscriptions whose instances live as rows of arrays.
 
 A subscription is *flat* (:func:`flat_chain`) when it is one chain whose start edge is the
 stream itself or a conjunction of static atoms on it, whose operators are ``NEXT`` or (at
