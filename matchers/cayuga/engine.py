@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from matchers.collector import no_cyclic_gc
 from matchers.errors import SubscriptionError
@@ -38,6 +38,13 @@ from .static import MatcherFilters, StaticFilters
 from .store import Row
 
 __all__ = ["Engine", "Match"]
+
+if TYPE_CHECKING:  # both stores implement the protocol (checked by mypy; no import at run time)
+    from .flat import FlatStore
+    from .store import InstanceStore
+
+    def _stores(py: PythonStore, flat: FlatStore) -> tuple[InstanceStore, InstanceStore]:
+        return py, flat
 
 
 def _order_error(event: A.Event, clock: int | None) -> ValueError:

@@ -548,7 +548,7 @@ class FlatStore:
             out.append((FLAT_PREFIX + nid[1:], recs[first][1], attrs, t0, t1, wit, born, seq))
         return out
 
-    def load_rows(self, rows: list[tuple]) -> int:
+    def load_rows(self, rows: Iterable[tuple]) -> int:
         """Insert exported instance rows ``(node id, first, cur, t0, t1, witness, born, seq)``
         of this engine's nodes (plain node ids); how many were inserted."""
         self._new_keys = []
