@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from . import algebra as A
 from .automaton import Automaton, Bucket, Inst, Match, Node, Out, Start, new
 from .compiler import Chain, view_is_static, view_static_atoms
-from .rules import durs_hold
+from .rules import compare
 from .static import MatcherFilters, StaticFilters, tag
 from .store import Row
 
@@ -472,10 +472,14 @@ class PythonStore:
                 rec = out.fn(attrs, t0, t1)
                 if rec is None:
                     continue
-            elif durs_hold(durs, dur):  # DUR tests only (see dur_tests)
+            else:  # DUR tests only (see dur_tests)
                 rec = attrs
-            else:
-                continue
+                for op, k in durs:
+                    if not compare(op, dur, k):
+                        rec = None
+                        break
+                if rec is None:
+                    continue
             for node in out.targets:
                 pending.append((node, rec, rec, t0, t1, wit, born, seq))
             if not out.accept:

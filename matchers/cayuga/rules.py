@@ -24,11 +24,3 @@ def compare(op: int, x, k) -> bool:
         return x > k
     return x >= k
 
-
-def durs_hold(durs: tuple, dur: int) -> bool:
-    """Whether duration ``dur`` passes every ``(operator index, constant)`` test of a forward
-    edge (:func:`.automaton.dur_tests`)."""
-    for op, k in durs:
-        if not compare(op, dur, k):
-            return False
-    return True
