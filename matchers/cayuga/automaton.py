@@ -1,8 +1,11 @@
-"""Layout of the merged automaton: start edges, nodes, forward edges, instance buckets.
+"""The merged automaton: start edges, nodes, forward edges, instance buckets, and
+:class:`Automaton`, the subscriptions' chains linked into them.
 
-Plain Python objects holding compiled closures; they are rebuilt from the subscription
-texts (never pickled). Instances are the only state that moves (see
-:meth:`matchers.cayuga.engine.Engine.export_instances`).
+Both instance stores (:mod:`.store`) hold one :class:`Automaton` and are told by it when a
+start edge or a node comes or goes; the Python store's nodes hold compiled closures and
+buckets of :class:`Inst`, the flat store's only their atoms (its instances are rows).
+Plain Python objects, rebuilt from the subscription texts (never pickled). Instances are
+the only state that moves (see :meth:`matchers.cayuga.engine.Engine.export_instances`).
 """
 
 from __future__ import annotations
@@ -10,12 +13,36 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from . import algebra as A
 from .closures import items_fn, pred_fn, value_fn
-from .compiler import OpSpec, Step, View, dur_bound, leading_filters, node_preds
+from .compiler import (
+    Chain,
+    OpSpec,
+    Step,
+    View,
+    dur_bound,
+    leading_filters,
+    node_key,
+    node_preds,
+    start_key,
+)
+from .rules import OPS
 from .static import conj_fn
+
+
+class Match(NamedTuple):
+    """A completed pattern: the subscription, the output record and its witness."""
+
+    sub_id: str
+    attrs: dict[str, Any]
+    t0: int
+    t1: int
+    witness: tuple[str, ...]
+
+
+new = tuple.__new__  # ``new(Match, (...))`` builds a Match without its keyword handling
 
 StepsFn = Callable[[dict, int, int], "dict | None"]
 
@@ -51,11 +78,11 @@ def steps_fn(steps: tuple[Step, ...]) -> StepsFn:
     return apply
 
 
-DurTest = tuple[str, Any]
+DurTest = tuple[int, Any]  # (index in :data:`.rules.OPS`, constant)
 
 
 def dur_tests(steps: tuple[Step, ...]) -> tuple[DurTest, ...] | None:
-    """``steps`` as ``(operator, constant)`` tests on the duration when they are only
+    """``steps`` as ``(operator index, constant)`` tests on the duration when they are only
     filters comparing ``DUR`` with a number (``()``: no steps); ``None`` otherwise.
 
     ``DUR`` is an integer, so each test is the plain comparison the compiled predicate
@@ -74,7 +101,7 @@ def dur_tests(steps: tuple[Step, ...]) -> tuple[DurTest, ...] | None:
                 left, right, op = right, left, A.FLIP[op]
             if not (isinstance(left, A.Dur) and isinstance(right, A.Const) and type(right.value) in (int, float)):
                 return None
-            out.append((op, right.value))
+            out.append((OPS.index(op), right.value))
     return tuple(out)
 
 
@@ -211,7 +238,7 @@ class Inst:
 
 
 def _uncompiled(*_args: Any) -> Any:
-    raise RuntimeError("a node made without closures (the flat engine's) was stepped by the Python engine")
+    raise RuntimeError("a node made without closures (the flat engine's) was stepped by the Python store")
 
 
 class Node:
@@ -288,3 +315,124 @@ class Node:
             self.deadline = None
         else:
             self.deadline = max(bounds)  # type: ignore[type-var]  # no bound is None (checked above)
+
+
+class Builder(Protocol):
+    """What an instance store does when its :class:`Automaton` gains or loses an edge or node."""
+
+    def new_start(self, sid: str, c: Chain) -> Start: ...
+
+    def new_node(self, nid: str, spec: OpSpec) -> Node: ...
+
+    def delete_start(self, start: Start) -> None: ...
+
+    def delete_node(self, node: Node) -> None: ...
+
+
+class Automaton:
+    """Subscriptions' chains linked into start edges, nodes and forward edges (shared by
+    chains with equivalent prefixes when ``merge``); ``builder`` makes and drops them."""
+
+    def __init__(self, merge: bool, builder: Builder):
+        self.merge = merge
+        self.builder = builder
+        self.starts: dict[str, Start] = {}
+        self.nodes: dict[str, Node] = {}
+        self.subs: dict[str, tuple[tuple, ...]] = {}  # sub -> links of its chains (see _link)
+
+    def link(self, sub: str, chs: list[Chain], since: int) -> tuple[tuple, ...]:
+        """Link the chains of ``sub`` (seeing the instances born at epoch ``since`` or later)."""
+        owner = None if self.merge else sub
+        links = self.subs[sub] = tuple(self._link(sub, c, owner, since) for c in chs)
+        return links
+
+    def unlink(self, sub: str) -> tuple[tuple, ...] | None:
+        """Unlink ``sub``; edges and nodes no other subscription uses are dropped. Its links
+        (``None``: unknown)."""
+        links = self.subs.pop(sub, None)
+        for link in links or ():
+            self._unlink_chain(sub, *link)
+        return links
+
+    def chain_of(self, sub: str) -> tuple[Chain, int]:
+        """The chain of a one-chain subscription with operators, rebuilt from its edges and
+        nodes, and the epoch from which it sees instances."""
+        ((sid, path),) = self.subs[sub]
+        chain = Chain(self.starts[sid].view, tuple((self.nodes[nid].spec, post) for nid, post in path))
+        return chain, self.nodes[path[-1][0]].outs[path[-1][1]].accept[sub]
+
+    def _link(self, sub: str, c: Chain, owner: str | None, since: int) -> tuple:
+        """Link one chain of ``sub``; what unlinking it needs: ``(start id, ((node id, post), ...))``."""
+        sid = start_key(c.start, owner)
+        start = self.starts.get(sid)
+        if start is None:
+            start = self.starts[sid] = self.builder.new_start(sid, c)
+        start.subs.add(sub)
+        if not c.ops:
+            start.out.accept[sub] = since
+            return sid, ()
+        ids = [node_key(c, k, owner) for k in range(len(c.ops))]
+        start.out.dests.setdefault(ids[0], set()).add(sub)
+        path = []
+        changed = [start.out]
+        for k, (spec, post) in enumerate(c.ops):
+            node = self.nodes.get(ids[k])
+            if node is None:
+                node = self.nodes[ids[k]] = self.builder.new_node(ids[k], spec)
+            node.subs.add(sub)
+            out = node.outs.get(post)
+            if out is None:
+                out = node.outs[post] = Out(post)
+            if k + 1 < len(ids):
+                out.dests.setdefault(ids[k + 1], set()).add(sub)
+                changed.append(out)
+            else:
+                out.accept[sub] = since
+            node.update_deadline()
+            path.append((ids[k], out.post))  # the node's own post: subscriptions keep no expressions
+        for out in changed:  # every destination exists now
+            self._retarget(out)
+        return sid, tuple(path)
+
+    def _retarget(self, out: Out) -> None:
+        """Set ``out.targets`` from ``out.dests`` (after a change of it)."""
+        nodes = self.nodes
+        out.targets = tuple(nodes[nid] for nid in out.dests)
+
+    def _unlink_chain(self, sub: str, sid: str, path: tuple) -> None:
+        ids = [nid for nid, _ in path]
+        start = self.starts.get(sid)  # None: another chain of ``sub`` shared it and removed it
+        if start is not None:
+            _drop(start.out, ids[0] if ids else None, sub)
+            self._retarget(start.out)
+            start.subs.discard(sub)
+            if not start.subs:
+                self.builder.delete_start(start)
+                del self.starts[sid]
+        for k, (_nid, post) in enumerate(path):
+            node = self.nodes.get(ids[k])
+            if node is None:
+                continue
+            out = node.outs.get(post)
+            if out is not None:
+                _drop(out, ids[k + 1] if k + 1 < len(ids) else None, sub)
+                self._retarget(out)
+                if out.empty():
+                    del node.outs[post]
+            node.subs.discard(sub)
+            if not node.subs:
+                self.builder.delete_node(node)
+                del self.nodes[node.id]
+            else:
+                node.update_deadline()
+
+
+def _drop(out: Out, dest: str | None, sub: str) -> None:
+    if dest is None:
+        out.accept.pop(sub, None)
+        return
+    subs = out.dests.get(dest)
+    if subs is not None:
+        subs.discard(sub)
+        if not subs:
+            del out.dests[dest]

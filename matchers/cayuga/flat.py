@@ -1,4 +1,4 @@
-"""The flat engine: the subscriptions whose instances live as rows of arrays.
+"""The flat store (the "flat engine"): the subscriptions whose instances live as rows of arrays.
 
 A subscription is *flat* (:func:`flat_chain`) when it is one chain whose start edge is the
 stream itself or a conjunction of static atoms on it, whose operators are ``NEXT`` or (at
@@ -15,10 +15,12 @@ equality atom), the affected instances, moves them, creates the new ones and lis
 matches; only the matched records are built as dicts, here. An integer too large for a
 float has its static atoms checked here (exactly) instead.
 
-:class:`FlatEngine` is an :class:`~.engine.Engine` (the same linking of subscriptions to
-start edges, nodes and forward edges, the same state merging) whose instance storage
-and step are the kernels'. :class:`~.engine.Engine` routes its flat subscriptions to
-one. The semantics are the engine's; the tests check both against the reference.
+:class:`FlatStore` is an instance store (:class:`~.store.InstanceStore`): its
+:class:`~.automaton.Automaton` links subscriptions to start edges, nodes and forward edges
+as the Python store's does (the same state merging), and tells it of each edge and node,
+which it writes as rows for the kernels. :class:`~.engine.Engine` routes its flat
+subscriptions to one. The semantics are the Python store's (the comparisons are
+:mod:`.rules`' in both); the tests check both against the reference.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from numba.typed import List
 
 from . import algebra as A
 from . import flat_kernels as K
-from .automaton import Node, Out, Start, dur_tests
+from .automaton import Automaton, Match, Node, Out, Start, dur_tests, new
 from .compiler import Chain, node_preds, view_is_static, view_static_atoms
-from .engine import Engine, Match, _new
 from .static import holds, tag
+from .store import Row
 
 _ZEROS = np.zeros(1024, dtype=np.int64)
 _COLUMN = 16  # events from which a column's values are first checked for one common type (then done at once)
@@ -76,17 +78,38 @@ def _kernel_atom(atom: tuple[str, str, Any]) -> bool:
     return type(c) in (str, bool) and op in ("=", "!=")
 
 
+def plain_rows(rows: Iterable[tuple]) -> list[tuple]:
+    """Exported rows of flat nodes with their node ids as the Python store's."""
+    return [("n" + r[0][len(FLAT_PREFIX):], *r[1:]) for r in rows]
+
+
+def flat_rows(rows: list[tuple], nodes: dict[str, Node]) -> list[tuple]:
+    """The rows of an engine's export for the flat store holding ``nodes``, as
+    :meth:`FlatStore.load_rows` takes them: those of flat nodes, or when there are none (an
+    engine without a flat store exported them) those of the node ids it holds."""
+    old = not any(r[0] is not None and r[0].startswith(FLAT_PREFIX) for r in rows)
+    out = []
+    for r in rows:
+        nid = r[0]
+        if nid is None:
+            continue
+        if nid.startswith(FLAT_PREFIX):
+            out.append(("n" + nid[len(FLAT_PREFIX):], *r[1:7], r[7] if len(r) > 7 else 0))
+        elif old and nid in nodes:
+            out.append((*r[:7], r[7] if len(r) > 7 else 0))
+    return out
+
+
 def _rows(n: int, cols: int, fill: int = -1) -> np.ndarray:
     return np.full((n, cols), fill, dtype=np.int64)
 
 
-class FlatEngine(Engine):
-    """Flat subscriptions (:func:`flat_chain`) over instance rows; driven by an :class:`Engine`."""
+class FlatStore:
+    """Flat subscriptions (:func:`flat_chain`) over instance rows; driven by an :class:`~.engine.Engine`."""
 
-    closures = False  # the kernels check the nodes' atoms
-
-    def __init__(self, merge: bool, tick_ms: int):
-        super().__init__(merge=merge, indexed=True, tick_ms=tick_ms, flat=False)
+    def __init__(self, merge: bool):
+        self.graph = Automaton(merge, self)
+        self.starts, self.nodes, self._subs = self.graph.starts, self.graph.nodes, self.graph.subs
         ints, flts = K.empty_layout()
         self._tints, self._tflts = List(ints), List(flts)  # what the kernels take
         self.ints, self.flts = ints, flts  # the same arrays, read from Python (a typed list's item costs a call)
@@ -121,15 +144,14 @@ class FlatEngine(Engine):
         """Live instances (rows)."""
         return int(self.ints[K.META][0, K.M_LIVE])
 
-    def add(self, sub_id: str, text: str | A.Expr, since: int | None = None) -> None:
-        super().add(sub_id, text, since)
-        self._sync(self._subs[sub_id])
+    def add(self, sub_id: str, chs: list[Chain], since: int) -> None:
+        self._sync(self.graph.link(sub_id, chs, since))
 
     def remove(self, sub_id: str) -> bool:
-        links = self._subs.get(sub_id)
-        if not super().remove(sub_id):
+        links = self.graph.unlink(sub_id)
+        if links is None:
             return False
-        self._sync(links or ())
+        self._sync(links)
         return True
 
     def _put(self, slot: int, arr: np.ndarray) -> None:
@@ -179,8 +201,8 @@ class FlatEngine(Engine):
             self._put(K.REC, np.ascontiguousarray(np.concatenate([rec, col], axis=1)))
         return s
 
-    def _new_node(self, nid: str, spec) -> Node:
-        node = super()._new_node(nid, spec)
+    def new_node(self, nid: str, spec) -> Node:
+        node = Node(nid, spec, True, closures=False)  # the kernels check the node's atoms
         row = self._new_row(K.NODE)
         self._node_row[nid] = row
         self._row_node[row] = node
@@ -208,7 +230,7 @@ class FlatEngine(Engine):
         self._node_outs[nid] = []
         return node
 
-    def _delete_node(self, node: Node) -> None:
+    def delete_node(self, node: Node) -> None:
         row = self._node_row.pop(node.id)
         K.drop_node(self._tints, row)
         self._refresh()
@@ -221,7 +243,6 @@ class FlatEngine(Engine):
         self.ints[K.NODE][row] = -1
         self.flts[K.NDEAD][row, 0] = math.inf
         self._free_rows[K.NODE].append(row)
-        del self.nodes[node.id]
 
     def _atoms(self, atoms: Sequence[tuple[str, str, Any]]) -> tuple[int, list[int]]:
         """Rows for static atoms (:func:`_kernel_atom`): the first one's (-1: none) and all."""
@@ -242,11 +263,11 @@ class FlatEngine(Engine):
             rows.append(a)
         return head, rows
 
-    def _new_start(self, sid: str, c: Chain) -> Start:
+    def new_start(self, sid: str, c: Chain) -> Start:
         """A start edge indexed by its first equality atom (else listed for its stream); the
         kernel checks its other atoms (an event found through the index passes that one:
         equal constant ids are equal values of the same kind)."""
-        start = self.starts[sid] = Start(sid, c.start, closures=self.closures)
+        start = Start(sid, c.start, closures=False)
         atoms = view_static_atoms(c.start)
         eq = next((a for a in atoms if a[1] == "="), None)
         row = self._start_row[sid] = self._new_row(K.START)
@@ -265,8 +286,7 @@ class FlatEngine(Engine):
         self._stream_starts.setdefault(c.start.stream, {})[row] = tuple(atoms)
         return start
 
-    def _delete_start(self, start: Start) -> None:
-        del self.starts[start.id]
+    def delete_start(self, start: Start) -> None:
         row = self._start_row.pop(start.id)
         K.unindex_start(self._tints, *self._start_key.pop(row), row)
         self._refresh()
@@ -281,7 +301,7 @@ class FlatEngine(Engine):
 
     def _sync(self, links: Iterable[tuple]) -> None:
         """Write the rows of the start edges, nodes and forward edges of ``links`` (chains
-        of one subscription, see :meth:`Engine._link`)."""
+        of one subscription, see :meth:`.automaton.Automaton.link`)."""
         for sid, path in links:
             start = self.starts.get(sid)
             if start is not None:
@@ -315,7 +335,7 @@ class FlatEngine(Engine):
             self.ints[K.OUT][row] = -1
             self.ints[K.OUT][row, K.O_ND] = 0
             for j, (op, k) in enumerate(out.durs or ()):
-                self.ints[K.OUT][row, K.O_OP0 + j] = K.OPS.index(op)
+                self.ints[K.OUT][row, K.O_OP0 + j] = op
                 self.flts[K.OUTK][row, j] = float(k)
             self.ints[K.OUT][row, K.O_ND] = len(out.durs or ())
         orow = self.ints[K.OUT][row]
@@ -381,7 +401,7 @@ class FlatEngine(Engine):
 
     def _collect(self, attrs: Sequence[dict] = (), wits: Sequence[tuple] = ()) -> list[tuple[int, Match]]:
         """Build the records a kernel call made (from the attributes and witnesses of the
-        events of :meth:`run_events`) and its matches, forget the records it freed, free the
+        events of :meth:`run`) and its matches, forget the records it freed, free the
         key ids no record holds; the matches as ``(index of the event, match)``."""
         ints, recs = self.ints, self._recs
         meta = ints[K.META][0]
@@ -402,11 +422,11 @@ class FlatEngine(Engine):
                 subs, last = accepts[o]
                 if born >= last:  # every subscription of the edge sees the instance
                     for sub in subs:
-                        add((ei, _new(Match, (sub, attrs, t0, t1, wit))))
+                        add((ei, new(Match, (sub, attrs, t0, t1, wit))))
                 else:
                     for sub, since in self._out_of_row[o].accept.items():
                         if born >= since:
-                            add((ei, _new(Match, (sub, attrs, t0, t1, wit))))
+                            add((ei, new(Match, (sub, attrs, t0, t1, wit))))
         for r in ints[K.FREEREC][: int(meta[K.M_FREEREC]), 0].tolist():
             recs[r] = None
         kref = ints[K.KREF]
@@ -419,7 +439,7 @@ class FlatEngine(Engine):
         return out
 
     # ------------------------------------------------------------ matching
-    def run_events(self, events: Sequence[tuple[str, dict, int, int, tuple, int]]) -> list[tuple[int, Match]]:
+    def run(self, events: Sequence[Row], epoch: int, starting: bool) -> list[tuple[int, Match]]:
         """Events ``(stream, attributes, t0, t1, witness, seq)`` in order (their clock and
         sequence numbers checked and given by the caller); ``(index, match)`` pairs."""
         n = len(events)
@@ -451,10 +471,10 @@ class FlatEngine(Engine):
                 soff.append(len(sout))
                 noff.append(len(snode))
             K.step(self._tints, self._tflts, ev, evn, np.array(sout, dtype=np.int64), np.array(soff, dtype=np.int64),
-                   np.array(snode, dtype=np.int64), np.array(noff, dtype=np.int64), self.epoch, self.starting)
+                   np.array(snode, dtype=np.int64), np.array(noff, dtype=np.int64), epoch, starting)
         else:  # no exact event: no lists from here
             zeros = _ZEROS if n < len(_ZEROS) else np.zeros(n + 1, dtype=np.int64)
-            K.step(self._tints, self._tflts, ev, evn, zeros, zeros, zeros, zeros, self.epoch, self.starting)
+            K.step(self._tints, self._tflts, ev, evn, zeros, zeros, zeros, zeros, epoch, starting)
         self._refresh()
         return self._collect(attrs, wits)
 
@@ -528,7 +548,7 @@ class FlatEngine(Engine):
             out.append((FLAT_PREFIX + nid[1:], recs[first][1], attrs, t0, t1, wit, born, seq))
         return out
 
-    def load_rows(self, rows: list[tuple]) -> int:
+    def load_rows(self, rows: Iterable[tuple]) -> int:
         """Insert exported instance rows ``(node id, first, cur, t0, t1, witness, born, seq)``
         of this engine's nodes (plain node ids); how many were inserted."""
         self._new_keys = []
@@ -577,5 +597,3 @@ class FlatEngine(Engine):
         self._key_free.clear()
         self._new_keys = []
         self._recs = [None] * len(self._recs)
-        self.clock = None
-        self.seq = -1

@@ -1,4 +1,4 @@
-"""numba kernels of the flat engine (:mod:`.flat`): instances, records and buckets as rows.
+"""numba kernels of the flat store (:mod:`.flat`): instances, records and buckets as rows.
 
 The layout is two typed lists of 2-D arrays, ``ints`` (int64) and ``flts`` (float64),
 indexed by the slot constants below. An entry point reads them once into tuples ``T``
@@ -39,6 +39,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+from . import rules
+
 # ints slots
 (INST, IFREE, REC, RFREE, BKT, BFREE, HEAP, META, NODE, OUT, TGT, GROUP, KREF, MATCH, NEWREC, FREEREC,
  FREEKEY, AFF, PEND, NEWR, NOK, ATOM, HB, HA, START, HS, FIRE) = range(27)
@@ -76,7 +78,7 @@ ABSENT = -3  # event slot code: the event has no such attribute (a combined reco
 NO_KEY = -1  # no key id: missing, None or NaN (an equality with it cannot hold)
 UNUSED = -2  # key part of a node with fewer than MAX_KEY equalities
 EMPTY = -1  # hash table slot
-OPS = ("=", "!=", "<", "<=", ">", ">=")
+OPS = rules.OPS
 MATCH_COLS = 6  # event index, forward edge, record, t0, t1, born
 NEWREC_COLS = 3  # record, parent record (-1: the event's own), event index
 PEND_COLS = 6  # node, first record, current record, t0, born, seq
@@ -543,20 +545,7 @@ def _expire(T, F, now):
 # ---------------------------------------------------------------- the step
 
 
-@njit(cache=True, inline="always")
-def _cmp(op, x, k):
-    """``x OPS[op] k``."""
-    if op == 0:
-        return x == k
-    if op == 1:
-        return x != k
-    if op == 2:
-        return x < k
-    if op == 3:
-        return x <= k
-    if op == 4:
-        return x > k
-    return x >= k
+_cmp = njit(cache=True, inline="always")(rules.compare)  # ``x OPS[op] k``: the Python store's own function
 
 
 @njit(cache=True, inline="always")
@@ -604,7 +593,7 @@ def _pend(T, n, first, cur, t0, born, seq):
 
 @njit(cache=True, inline="always")
 def _event(T, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
-    """One event through the automaton (see :meth:`.engine.Engine._step`); False when the
+    """One event through the automaton (see :meth:`.pystore.PythonStore._step`); False when the
     tables lack the room for its transitions (``META`` holds what it needs; nothing of
     the transitions is done)."""
     stream, t0, t1, seq = ev[E_STREAM, ei], ev[E_T0, ei], ev[E_T1, ei], ev[E_SEQ, ei]
