@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 from tqdm import tqdm
 
-from matchers import base
+from matchers import base, catalog
 from matchers.base import Matches
 from matchers.errors import PubSubError, TooManyRows
 from matchers.events import Rows, encode_json, flatten
@@ -135,7 +135,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     err = sys.stderr
     started = time.perf_counter()
     subs, bad = read_subscriptions(args.subscriptions, args.max_terms, err)
-    matcher = base.create(args.matcher)
+    matcher = catalog.create(args.matcher)
     matcher.add(subs)
     built = time.perf_counter()
     rank, id_json, id_offsets = id_table([(s.id, matcher.key_of(s.id)) for s in subs], matcher.capacity)
@@ -168,7 +168,7 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    for name in base.names():
+    for name in catalog.names():
         print(name)
     return 0
 
@@ -189,7 +189,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     # the patterns' engine first: the longest job (62 kernels), the matchers share the other core
-    jobs: list[str | None] = [*([] if args.names else [None]), *(args.names or base.names())]
+    jobs: list[str | None] = [*([] if args.names else [None]), *(args.names or catalog.names())]
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers <= 1:
         for job in jobs:
@@ -218,9 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     w.set_defaults(func=cmd_warm)
     args = parser.parse_args(argv)
     wanted = [args.matcher] if args.command == "match" else args.names if args.command == "warm" else []
-    unknown = [n for n in wanted if n not in base.names()]
+    unknown = [n for n in wanted if n not in catalog.names()]
     if unknown:
-        parser.error(f"unknown matcher {unknown[0]!r}; known: {', '.join(base.names())}")
+        parser.error(f"unknown matcher {unknown[0]!r}; known: {', '.join(catalog.names())}")
     return args.func(args)
 
 

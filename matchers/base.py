@@ -1,4 +1,4 @@
-"""The matcher interface and the registry of matchers by name.
+"""The matcher interface (the registry of matchers by name is :mod:`matchers.catalog`).
 
 Every index implements :class:`Matcher`: subscriptions are added and removed
 incrementally (an ``add`` of a known id replaces it), a batch of encoded events is
@@ -37,10 +37,8 @@ insert in bulk; rebuild from :meth:`Matcher.indexed` (not ``subscriptions``).
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import operator
 import pickle
-import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
@@ -352,7 +350,7 @@ class Matcher(ABC):
     def _add_residual(self, subs: list[Subscription]) -> None:
         """Insert new subscriptions into the residual matcher, under keys of this one."""
         if self._residual is None:
-            self._residual = create("brute", self.dictionary)
+            self._residual = _registered("brute")(self.dictionary)
             self._residual_keys = set()
         self._residual.add(subs)
         for sub in subs:
@@ -542,11 +540,8 @@ class Matcher(ABC):
                 self.dictionary.code(aid, v)
 
 
-_REGISTRY: dict[str, type[Matcher]] = {}
-
-ENTRY_POINT_GROUP = "pubsub.matchers"
-"""Entry-point group through which an index outside this package registers itself."""
-
+REGISTERED: dict[str, type[Matcher]] = {}
+"""The matcher classes by name (filled by :func:`register`; read through :mod:`matchers.catalog`)."""
 
 def register(name: str, *, baseline: bool = False):
     """Class decorator registering a :class:`Matcher` under ``name``.
@@ -556,59 +551,18 @@ def register(name: str, *, baseline: bool = False):
     """
 
     def wrap(cls: type[Matcher]) -> type[Matcher]:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
+        if name in REGISTERED and REGISTERED[name] is not cls:
             raise ValueError(f"matcher name {name!r} is registered twice")
         cls.name = name
         cls.baseline = baseline
-        _REGISTRY[name] = cls
+        REGISTERED[name] = cls
         return cls
 
     return wrap
 
 
-_discovered = False
-
-
-def discover(again: bool = False) -> None:
-    """Import every subpackage of :mod:`matchers` and every ``pubsub.matchers`` entry point.
-
-    Indexes register themselves on import (:func:`register`), so a new index is its
-    package alone. Runs once per process unless ``again``.
-    """
-    global _discovered
-    if _discovered and not again:
-        return
-    import matchers
-
-    for info in pkgutil.iter_modules(matchers.__path__, "matchers."):
-        if info.ispkg:
-            importlib.import_module(info.name)
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        entry.load()
-    _discovered = True
-
-
-def names(baselines: bool = True) -> list[str]:
-    """Sorted names of the registered matchers (``baselines=False``: those the service may use)."""
-    discover()
-    return sorted(n for n, cls in _REGISTRY.items() if baselines or not cls.baseline)
-
-
-def servable(name: str) -> str:
-    """``name`` if the service may use it; else a :class:`ValueError` that says what to choose."""
-    discover()
-    cls = _REGISTRY.get(name)
-    if cls is not None and not cls.baseline:
-        return name
-    what = "is a baseline for tests and benchmarks" if cls is not None else "is not a registered matcher"
-    raise ValueError(f"matcher {name!r} {what}; the service takes one of {', '.join(names(baselines=False))}")
-
-
-def create(name: str, dictionary: Dictionary | None = None, **params: Any) -> Matcher:
-    """A new, empty matcher by registered name."""
-    discover()
-    try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown matcher {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
-    return cls(dictionary, **params)
+def _registered(name: str) -> type[Matcher]:
+    """The matcher class registered as ``name``, importing its package (``matchers.<name>``) first."""
+    if name not in REGISTERED:
+        importlib.import_module(f"matchers.{name}")
+    return REGISTERED[name]

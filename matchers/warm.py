@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from numba.core import event
 
-from matchers.base import create
+from matchers.catalog import create
 from matchers.events import encode_json, flatten
 from matchers.language import parse_record
 

@@ -480,7 +480,7 @@ def _validate(s: Settings) -> None:
     if scheme not in CHECKPOINT_SCHEMES:
         raise ConfigError(f"spark.checkpoint_dir: no file system for {scheme}:// in {s.spark.checkpoint_dir!r}; "
                           f"use a path or a URI of {', '.join(s + '://' for s in sorted(CHECKPOINT_SCHEMES))}")
-    from matchers.base import create, servable
+    from matchers.catalog import create, servable
 
     try:
         servable(s.match.matcher)

@@ -30,7 +30,8 @@ import zlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from matchers.base import Matcher, create
+from matchers.base import Matcher
+from matchers.catalog import create
 from matchers.collector import long_lived
 from streaming import shared_index
 from streaming.registry import Delta, RegistryError, Snapshot, apply_deltas, net_changes

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from matchers.auto import kernels as K
-from matchers.base import Matcher, Matches, create, register
+from matchers.base import Matcher, Matches, register
+from matchers.catalog import create
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op, Subscription
 

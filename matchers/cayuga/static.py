@@ -221,10 +221,10 @@ class MatcherFilters:
     """
 
     def __init__(self, name: str):
-        from matchers import base
+        from matchers import catalog
 
         self.name = name
-        self._matcher = base.create(name)
+        self._matcher = catalog.create(name)
         self._never: set[int] = set()
 
     def __len__(self) -> int:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from matchers.arrays import grown
-from matchers.base import Matcher, Matches, create, register
+from matchers.base import Matcher, Matches, register
+from matchers.catalog import create
 from matchers.events import EventBatch
 from matchers.expr import Subscription
 from matchers.vci import kernels

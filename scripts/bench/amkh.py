@@ -38,7 +38,7 @@ from typing import Any
 from tqdm import tqdm
 
 from matchers.amkh import AmkhMatcher
-from matchers.base import create
+from matchers.catalog import create
 from scripts.bench import kit
 from scripts.workloads import amkh as amkh_workload
 

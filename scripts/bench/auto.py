@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from matchers.auto import AutoMatcher
-from matchers.base import Matcher, create, names
+from matchers.base import Matcher
+from matchers.catalog import create, names
 from matchers.events import EventBatch
 from scripts.bench import kit
 from scripts.draws import Workload

@@ -61,7 +61,7 @@ def write_peer_files(arrays: DenseArrays, directory: Path) -> tuple[Path, Path]:
 def serve(name: str, arrays: DenseArrays, batch: int, params: dict):
     """Build ``name`` once and yield its build CPU seconds; then answer ``"round"`` with
     ``(cpu_s, counts)`` and ``"stats"`` with its memory (runs in a :class:`~scripts.bench.kit.Child`)."""
-    from matchers.base import create
+    from matchers.catalog import create
 
     warm = create(name, **params)
     warm.add(dense_subscriptions(arrays._replace(attrs=arrays.attrs[:20], lo=arrays.lo[:20], hi=arrays.hi[:20])))

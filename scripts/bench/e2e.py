@@ -98,7 +98,7 @@ def cpu_delta(before: dict[str, float], n: int) -> dict[str, float]:
 
 def step_costs(subs, events: list[dict], matcher_name: str):
     """Per-event microseconds of each executor step, in this process, and the matcher built for it."""
-    from matchers.base import create
+    from matchers.catalog import create
     from matchers.events import flatten
     from streaming import notifications
     from streaming.records import flat_event, load_json

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from matchers.base import create
+from matchers.catalog import create
 from matchers.fabret.dynamic import DynamicMatcher
 from scripts.bench import kit
 from scripts.workloads import FABRET_WORKLOADS, fabret

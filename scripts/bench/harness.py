@@ -80,7 +80,7 @@ GOAL: dict[str, Any] = dict(workload="opindex", n_subs=1_000_000, n_events=20_00
 # -- one run, in a child process ------------------------------------------------------
 def measure(name: str, workload: Any, batch_size: int, match_budget_s: float, sample: int, params: dict) -> dict:
     """Build and time one matcher on ``workload`` (runs in the child)."""
-    from matchers.base import create
+    from matchers.catalog import create
 
     subscriptions, events = workload
     t0 = time.perf_counter()
@@ -345,7 +345,7 @@ def goal(args) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from tqdm import tqdm
 
-    from matchers.base import names
+    from matchers.catalog import names
     from scripts.workloads import WORKLOADS
 
     parser = argparse.ArgumentParser(prog="python -m scripts.bench",

@@ -31,7 +31,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from matchers.base import create
+from matchers.catalog import create
 from scripts.bench import kit
 from scripts.draws import Workload
 from scripts.rules import prefix_workload

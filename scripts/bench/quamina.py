@@ -58,7 +58,7 @@ def run_quamina(binary: str, rules_path: str, events_path: str, out_path: str, r
 def run_project(matcher_name: str, records: list[dict], raws: list[bytes], rounds: int, batch: int) -> dict:
     """Both of the project's paths over the events, ``rounds`` times each, in CPU seconds."""
     from matchers.__main__ import match_chunk
-    from matchers.base import create
+    from matchers.catalog import create
     from matchers.collector import no_cyclic_gc
     from matchers.events import encode, encode_json, flatten
     from matchers.language import parse_record

@@ -40,7 +40,7 @@ MB = 1 << 20
 def _worker(spec, then, warm, events, ready, results, release) -> None:
     """One Python worker: baseline, the index for ``spec``, one batch matched; then, if given,
     the index for ``then`` (a catch-up by its deltas) and the batch again."""
-    from matchers.base import create
+    from matchers.catalog import create
     from streaming.executor_cache import index_for
 
     small = create(spec.matcher)

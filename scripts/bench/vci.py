@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from matchers.base import create
+from matchers.catalog import create
 from matchers.counting import CountingMatcher
 from matchers.vci import VciRangeEvaluator
 from matchers.vci.baselines import DirectList, IntervalTree

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from matchers.base import create
+from matchers.catalog import create
 from matchers.expr import Subscription
 from streaming import notifications
 from streaming.config import LimitsSettings

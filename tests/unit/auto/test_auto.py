@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from matchers import auto
 from matchers.auto import CHOICES, DRIFT, AutoMatcher, Events, Shape, choose
-from matchers.base import create
+from matchers.catalog import create
 from matchers.expr import Subscription
 from scripts.rules import eventbridge
 from scripts.workloads import generate, opindex

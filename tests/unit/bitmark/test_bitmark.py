@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matchers.base import create
 from matchers.bitmark import BitMarkMatcher
+from matchers.catalog import create
 from matchers.expr import And, Subscription, pred
 from scripts.workloads import dense
 from tests.differential import check, insert_delete, subscriptions_of
@@ -136,7 +136,7 @@ def test_batch_memory_is_bounded():
     within a fixed budget: events are matched in chunks."""
     code = textwrap.dedent("""
         import resource, numpy as np
-        from matchers.base import create
+        from matchers.catalog import create
         from matchers.expr import And, Subscription, pred
         from scripts.workloads import dense
         work = dense(n_subs=2000, n_events=20000, d=20, k=10, seed=3)

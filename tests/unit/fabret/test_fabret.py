@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matchers.base import create
+from matchers.catalog import create
 from matchers.events import Dictionary
 from matchers.expr import And, Subscription, pred
 from matchers.fabret.clusters import SINGLE, ClusterStore

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matchers import oracle
-from matchers.base import create, names
+from matchers.catalog import create, names
 from matchers.errors import SubscriptionError
 from matchers.language import parse_record
 from matchers.language.eventbridge import parse_pattern

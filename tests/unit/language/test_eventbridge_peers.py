@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from matchers import oracle
-from matchers.base import create, names
+from matchers.catalog import create, names
 from matchers.events import flatten
 from matchers.expr import Subscription
 from matchers.language import parse_record

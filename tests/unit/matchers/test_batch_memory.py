@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from matchers import base
-from matchers.base import create, names
+from matchers.catalog import create, names
 from scripts.workloads import dense
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CODE = textwrap.dedent("""
     import sys
     import matchers.base
-    from matchers.base import create
+    from matchers.catalog import create
     from scripts.workloads import dense
     matchers.base.BATCH_BUDGET = 16 << 20
     work = dense(n_subs=2000, n_events=10000, d=20, k=10, seed=3)

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matchers import oracle
-from matchers.base import create, names
+from matchers.catalog import create, names
 from matchers.events import Dictionary, flatten
 from matchers.expr import Subscription
 from matchers.language import parse_subscription

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matchers import oracle
-from matchers.base import create
+from matchers.catalog import create
 from matchers.errors import PubSubError, TooManyRows
 from matchers.events import (
     NO_LIMITS,

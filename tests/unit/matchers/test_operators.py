@@ -7,7 +7,7 @@ import random
 import pytest
 
 from matchers import oracle
-from matchers.base import create, names
+from matchers.catalog import create, names
 from matchers.errors import SubscriptionError
 from matchers.expr import ICASE_OPS, INDEXED_OPS, Op, Subscription, pred
 from matchers.language import parse_json, parse_text, to_json

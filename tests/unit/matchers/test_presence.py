@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matchers import oracle
-from matchers.base import create, names
+from matchers.catalog import create, names
 from matchers.errors import SubscriptionError
 from matchers.expr import Kind, Op, Subscription, pred
 from matchers.language import parse_json, parse_text

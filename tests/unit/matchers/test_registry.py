@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from matchers import base, oracle
-from matchers.base import create, discover, names, servable
+from matchers.catalog import create, discover, names, servable
 from matchers.expr import Subscription
 from matchers.language import parse_text
 from streaming.config import ConfigError, Settings
@@ -63,7 +63,7 @@ def toy_distribution(tmp_path, monkeypatch):
     (info / "entry_points.txt").write_text("[pubsub.matchers]\ntoy = toyindex\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
-    base._REGISTRY.pop("toy", None)
+    base.REGISTERED.pop("toy", None)
     sys.modules.pop("toyindex", None)
 
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matchers import oracle
-from matchers.base import create, names
+from matchers.catalog import create, names
 from matchers.errors import SubscriptionError
 from matchers.expr import And, Kind, Op, Subscription, anything_but, pred
 from matchers.views import tag, view_name, view_pred

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matchers import oracle
-from matchers.base import create
+from matchers.catalog import create
 from matchers.events import Dictionary
 from matchers.expr import And, Or, Subscription, pred
 from matchers.opindex import KIndex, OpIndex, PaperOpIndex, kernels, paper_kernels

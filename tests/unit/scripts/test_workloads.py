@@ -266,7 +266,7 @@ def test_harness_measures_and_checks_agreement(capsys):
 
 
 def test_harness_kills_a_run_over_its_time_limit(monkeypatch):
-    monkeypatch.setitem(base._REGISTRY, "test-sleepy", _Sleepy)
+    monkeypatch.setitem(base.REGISTERED, "test-sleepy", _Sleepy)
     w = wl.vci(n_subs=50, n_events=10, seed=0)
     start = time.perf_counter()
     run = harness.run_isolated("test-sleepy", w, timeout_s=2)

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matchers.base import SubscriptionTable, create, names
+from matchers.base import SubscriptionTable
+from matchers.catalog import create, names
 from matchers.events import flatten
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, shared_index

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matchers.base import create
+from matchers.catalog import create
 from matchers.counting import CountingMatcher
 from matchers.events import Dictionary
 from matchers.expr import And, Not, Or, Subscription, pred
