@@ -143,6 +143,13 @@ class PatternOperator:
         """The whole lifecycle of one key in one micro-batch: its state ``ks`` (None: none yet), its
         new events (``rows`` of the columns ``events``), the event-time watermark. Returns its new
         state (None: nothing left to keep) and the output records."""
+        new, out, _ = self.visit(gkey, ks, events, rows, watermark_ms, blocked)
+        return new, out
+
+    def visit(self, gkey: str, ks: KeyState | None, events: Mapping[str, Sequence], rows: Sequence[int],
+              watermark_ms: int, blocked: Collection[str] = ()) -> tuple[KeyState | None, list[Row], int | None]:
+        """:meth:`step`, and the end of the last event processed (``ks.clock`` when none), kept
+        when nothing else is (the processor holds it per state key, the instances per partition value)."""
         now = watermark_ms // self.unit - 1  # the last tick the watermark has passed
         key = self.restore(gkey, ks, blocked)
         try:
@@ -150,7 +157,7 @@ class PatternOperator:
                 self.on_events(key, events, rows)
             out = self.on_watermark(key, now)
             out += self.advance(key, now)
-            return self.snapshot(key, watermark_ms), out
+            return self.snapshot(key, watermark_ms), out, key.clock
         finally:
             for eng in key.engines.values():
                 eng.clear_instances()
