@@ -2,17 +2,29 @@
 
 The grouping key is the state key ``gkey`` (:mod:`streaming.patterns.keyed`: ``attr#bucket``,
 a bounded number per partition attribute, or :data:`~streaming.patterns.registry.ALL_KEY`),
-so a batch makes one Python call per key it touches, and Spark's state store (RocksDB with
-changelog checkpointing, :func:`streaming.patterns.queries.start_patterns_query`) writes only
-the keys that changed. Each key's state is one value of :data:`STATE_SCHEMA` (declared once):
-the :class:`~streaming.patterns.operator.KeyState` with its instances and pending events
-pickled (a NaN or an infinity in a record stays one).
+so a batch makes one Python call per key it touches. Under a key, each partition value (the
+value of ``attr`` the events carry, :func:`~streaming.patterns.keyed.value_key`; one value
+under ``ALL_KEY``) has its own :class:`~streaming.patterns.operator.KeyState` in the MapState
+``values`` (:data:`STATE_SCHEMA`, declared once: instances and pending events pickled, a NaN
+or an infinity in a record stays one), so a batch reads and writes only the values its
+events or due timers touch, and Spark's state store (RocksDB with changelog checkpointing,
+:func:`streaming.patterns.queries.start_patterns_query`) writes only those. A partitioned
+pattern runs on each value's events separately (:func:`matchers.cayuga.compiler.partition_attribute`):
+its instances never meet another value's events, so a value's engine sees what it saw when
+the key held all its values in one engine, except the after-match skips, now per partition
+value (as docs/cayuga.md has them; one engine per key made them per key).
+
+Per key, the ValueState ``bucket`` (:data:`BUCKET_SCHEMA`) holds the end of the last event
+processed for any of its values (``clock``: an event ending before it is late, as before)
+and the count of values with state; the MapState ``wakes`` lists the values per wake time,
+with one event-time timer per distinct wake (next pending event, ``UNLESS`` deadline,
+``DUR`` or ``patterns.state_timeout`` expiry), so a value that receives no more events still
+completes, fires and expires when the watermark passes its timer, across restarts.
 
 Time is Spark's: the event-time watermark (``withWatermark`` on the end of each event, minus
-``patterns.watermark_delay``) and one event-time timer per key at its ``wake`` (next pending
-event, ``UNLESS`` deadline, ``DUR`` or ``patterns.state_timeout`` expiry), so a key that
-receives no more events still completes, fires and expires when the watermark passes its
-timer, across restarts (timers live in the state store too).
+``patterns.watermark_delay``). A key's visit (:meth:`PatternProcessor._step`) takes the
+values with new events and all those whose timer the watermark passed, so that their
+pending events go through together, in order, against the key's clock.
 
 Lifecycle, in :class:`PatternProcessor`:
 
@@ -20,18 +32,19 @@ Lifecycle, in :class:`PatternProcessor`:
   ``pattern_instances`` quota after the last recorded batch (:mod:`streaming.patterns.live`)
   start no new instances;
 * :meth:`~PatternProcessor.handleInputRows`: the keying tasks' marks (:data:`~streaming.patterns.keyed.NO_KEY`,
-  one group per batch) are dropped, having moved the watermark on their way; the key's new events through
-  :meth:`PatternOperator.step <streaming.patterns.operator.PatternOperator.step>` at the
-  current watermark; the :data:`~streaming.patterns.census.CENSUS_KEY` rows (the keying tasks'
+  one group per batch) are dropped, having moved the watermark on their way; each value's new
+  events through :meth:`PatternOperator.visit <streaming.patterns.operator.PatternOperator.visit>`
+  at the current watermark; the :data:`~streaming.patterns.census.CENSUS_KEY` rows (the keying tasks'
   attribute tallies) are passed on to the driver, stateless;
-* :meth:`~PatternProcessor.handleExpiredTimer`: the same step without events;
-* after either, the new state is written (or cleared: nothing left), the timer moved, and
-  the output rows returned (:data:`OUT_DDL`): the records to send (``kind`` = ``record``) and
-  the key's change of live instances per tenant (``live``, JSON).
+* :meth:`~PatternProcessor.handleExpiredTimer`: the same visit without events;
+* after either, each visited value's new state is written (or removed: nothing left), the
+  timers moved, and the output rows returned (:data:`OUT_DDL`): the records to send
+  (``kind`` = ``record``) and the key's change of live instances per tenant (``live``, JSON).
 
-Events are not dropped by Spark for being behind the watermark (the event-time column is
-not an input of the operator): the operator reports an event ending before the last one
-its key processed (``pattern-late``), as it always did.
+A checkpoint of the layout before (one state row ``key`` per state key) is refused
+(:func:`refuse_key_state`). Events are not dropped by Spark for being behind the watermark
+(the event-time column is not an input of the operator): the operator reports an event
+ending before the last one its key processed (``pattern-late``), as it always did.
 """
 
 from __future__ import annotations
@@ -59,7 +72,7 @@ from streaming.config import Settings
 from streaming.patterns.census import CENSUS_KEY
 from streaming.patterns.keyed import NO_KEY, value_key
 from streaming.patterns.operator import PENDING, KeyState, PatternOperator, key_live
-from streaming.patterns.registry import ALL_KEY
+from streaming.patterns.registry import ALL_KEY, engines_for
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.stateful_processor import MapState, ValueState
@@ -176,6 +189,7 @@ class PatternProcessor(StatefulProcessor):
         for i, blob in enumerate(events.get("attrs", ())):
             rows_of.setdefault(self._value(attr, blob), []).append(i)
         out = self._step(gkey, events, rows_of, wm)
+        self.op.parsed.clear()  # an event still pending is read again when the watermark passes it
         if len(out):
             yield out
 
@@ -190,7 +204,7 @@ class PatternProcessor(StatefulProcessor):
         """The partition value of an event (its record ``blob``) under state key attribute ``attr``."""
         if attr is None:
             return ""
-        attrs = self.op.attributes(blob)
+        attrs = self.op.parsed[blob] = self.op.attributes(blob)  # read once: the operator takes them
         return value_key(attrs[attr]).decode("utf-8") if attr in attrs else ""
 
     def _step(self, gkey: str, events: dict[str, list], rows_of: dict[str, list[int]], wm: int,
@@ -216,6 +230,7 @@ class PatternProcessor(StatefulProcessor):
         row = self.bucket.get() if self.bucket.exists() else None
         clock, count = (None, 0) if row is None else (None if row[0] is None else int(row[0]), int(row[1]))
         latest = clock
+        engines = engines_for(self.registry_dir, gkey, self.op.unit)  # once per visit: it lists the registry
         before: Counter[str] = Counter()
         after: Counter[str] = Counter()
         moved: dict[int, tuple[set[str], set[str]]] = {}  # wake -> (values in, values out)
@@ -223,7 +238,7 @@ class PatternProcessor(StatefulProcessor):
         for v in visit:
             old = from_row(self.values.getValue((v,)), clock)
             ks = old if old is not None or clock is None else KeyState(clock, {}, {c: [] for c in PENDING}, None)
-            new, rows, ended = self.op.visit(gkey, ks, events, rows_of.get(v, ()), wm, self.blocked)
+            new, rows, ended = self.op.visit(gkey, ks, events, rows_of.get(v, ()), wm, self.blocked, engines)
             out += rows
             if ended is not None and (latest is None or ended > latest):
                 latest = ended
