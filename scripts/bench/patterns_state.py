@@ -134,6 +134,89 @@ def child(values: int, per_value: int, touched: int, batches: int, buckets: int,
             "fill_cpu_s": round(fill_s, 1), "batches": out}
 
 
+def spark_child(values: int, per_value: int, touched: int, batches: int, buckets: int, fill_batch: int) -> dict:
+    """The same workload through the ``patterns`` query's plan in Spark (``local[2]``, a JSON file
+    source, one file a batch, a memory sink): per data batch and the no-data batch after it,
+    Spark's state figures (rows updated and removed, RocksDB bytes written) and the CPU seconds of
+    the process tree (driver, JVM, Python workers)."""
+    import shutil
+    import tempfile
+
+    import orjson
+
+    from scripts.bench.kit import tree_cpu_s
+    from streaming.config import Settings
+    from streaming.patterns.queries import pattern_plan, query_conf, registry_dir
+    from streaming.patterns.registry import PatternRegistry, apply_pattern_records
+    from streaming.spark import get_session
+    from tests.unit.streaming.helpers import NO_KAFKA
+
+    tmp = Path(tempfile.mkdtemp(prefix="patterns-state-spark-"))
+    settings = Settings().replace(spark={"checkpoint_dir": str(tmp / "ck")}, patterns={"key_buckets": buckets})
+    reg = PatternRegistry(registry_dir(settings))
+    apply_pattern_records(reg, 0, [(b"up", orjson.dumps({"op": "upsert", "id": "up", "pattern": PATTERN}), "s", 0, 0)])
+    spark = get_session(app_name="bench-patterns-state", master="local[2]")
+    src_dir = tmp / "in"
+    src_dir.mkdir()
+    src = (spark.readStream.schema("value string, topic string, partition int, offset long, timestamp timestamp")
+           .option("maxFilesPerTrigger", 1).json(str(src_dir))
+           .selectExpr("CAST(value AS BINARY) AS value", "topic", "partition", "offset", "timestamp"))
+    with query_conf(spark, settings):
+        q = (pattern_plan(src, settings, NO_KAFKA).writeStream.format("noop")
+             .option("checkpointLocation", str(tmp / "query")).trigger(processingTime="0 seconds").start())
+    offset, n_file = 0, 0
+
+    def batch(symbols: list[int], tick: int, each: int = 1) -> tuple[float, list[dict]]:
+        nonlocal offset, n_file
+        lines = []
+        for s, at in [(s, tick + k) for k in range(each) for s in symbols]:
+            v = orjson.dumps({"id": f"e{offset}", "stream": "Stock", "ts": at, "symbol": f"S{s:07d}", "price": 1.0})
+            lines.append(orjson.dumps({"value": v.decode(), "topic": "events", "partition": 0, "offset": offset,
+                                       "timestamp": "2026-11-29T00:00:00Z"}))
+            offset += 1
+        seen = len(q.recentProgress)
+        c0 = tree_cpu_s()
+        (src_dir / f"{n_file:06d}.json").write_bytes(b"\n".join(lines) + b"\n")
+        n_file += 1
+        q.processAllAvailable()
+        deadline = time.time() + 60  # the no-data batch of the watermark Spark runs after it
+        while time.time() < deadline and not any(p["numInputRows"] == 0 for p in q.recentProgress[seen:]):
+            time.sleep(0.2)
+        cpu = tree_cpu_s() - c0
+        out = []
+        for p in q.recentProgress[seen:]:
+            op = (p.get("stateOperators") or [{}])[0]
+            m = op.get("customMetrics", {})
+            out.append({"rows": p["numInputRows"], "state_rows": op.get("numRowsTotal"),
+                        "updated": op.get("numRowsUpdated"), "removed": op.get("numRowsRemoved"),
+                        "rocksdb_bytes_written": m.get("rocksdbTotalBytesWritten"),
+                        "rocksdb_put_ms": m.get("rocksdbPutLatency"), "commit_ms": op.get("commitTimeMs"),
+                        "ms": p["durationMs"].get("triggerExecution")})
+        return cpu, out
+
+    tick = 0
+    try:
+        fill_s = time.process_time()
+        for lo in range(0, values, fill_batch):
+            batch(list(range(lo, min(values, lo + fill_batch))), tick, per_value)
+            tick += per_value
+        fill_s = time.process_time() - fill_s
+        step = max(1, values // touched)
+        res = []
+        for b in range(batches):
+            cpu, prog = batch(list(range(values))[b % step::step][:touched], tick)
+            tick += 1
+            res.append({"batch": b, "cpu_s": round(cpu, 3), "bytes": sum(p["rocksdb_bytes_written"] or 0 for p in prog),
+                        "rows": sum(p["updated"] or 0 for p in prog), "progress": prog, "load_1m": os.getloadavg()[0]})
+            print(json.dumps(res[-1]), file=sys.stderr, flush=True)
+    finally:
+        q.stop()
+        spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"values": values, "per_value": per_value, "touched": touched, "buckets": buckets, "spark": True,
+            "fill_cpu_s": round(fill_s, 1), "batches": res}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trees", nargs="+", default=["new=."], help="label=path of each code tree")
@@ -145,10 +228,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fill-batch", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--out", default="docs/bench/patterns_state.json")
+    ap.add_argument("--spark", action="store_true", help="through Spark's state store (RocksDB) instead of TwsTester")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
-        res = child(a.values[0], a.per_value, a.touched, a.batches, a.buckets, a.fill_batch)
+        res = (spark_child if a.spark else child)(a.values[0], a.per_value, a.touched, a.batches, a.buckets,
+                                                  a.fill_batch)
         print(json.dumps(res))
         return
     from scripts.bench import kit
@@ -162,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
                 load = os.getloadavg()
                 cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--values", str(n),
                        "--per-value", str(a.per_value), "--touched", str(a.touched), "--batches", str(a.batches),
-                       "--buckets", str(a.buckets), "--fill-batch", str(a.fill_batch)]
+                       "--buckets", str(a.buckets), "--fill-batch", str(a.fill_batch), *(["--spark"] if a.spark else [])]
                 env = {**os.environ, "PYTHONPATH": str(tree), "NUMBA_NUM_THREADS": "1"}
                 t0 = time.time()
                 p = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
@@ -178,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
                       f"written {sorted(b['bytes'] for b in bs)[len(bs) // 2]:,} B in "
                       f"{sorted(b['rows'] for b in bs)[len(bs) // 2]:,} rows (median, first batch left out); "
                       f"{uptime}", flush=True)
-    params = {"pattern": PATTERN, "values": a.values, "per_value": a.per_value, "touched": a.touched,
+    params = {"spark": a.spark, "pattern": PATTERN, "values": a.values, "per_value": a.per_value, "touched": a.touched,
               "batches": a.batches, "buckets": a.buckets, "fill_batch": a.fill_batch, "trees": trees}
     path = kit.save(Path(a.out).stem, kit.record(params, runs))
     print(path)
