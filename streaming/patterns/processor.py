@@ -227,7 +227,7 @@ class PatternProcessor(StatefulProcessor):
         visit = sorted(rows_of.keys() | due)
         if not visit:
             return pd.DataFrame(columns=_COLUMNS)
-        row = self.bucket.get() if self.bucket.exists() else None
+        row = self.bucket.get()  # None: none
         clock, count = (None, 0) if row is None else (None if row[0] is None else int(row[0]), int(row[1]))
         latest = clock
         engines = engines_for(self.registry_dir, gkey, self.op.unit)  # once per visit: it lists the registry
