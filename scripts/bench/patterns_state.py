@@ -145,7 +145,7 @@ def spark_child(values: int, per_value: int, touched: int, batches: int, buckets
     import orjson
 
     from scripts.bench.kit import tree_cpu_s
-    from streaming.config import Settings
+    from streaming.config import Settings, interval_ms
     from streaming.patterns.queries import pattern_plan, query_conf, registry_dir
     from streaming.patterns.registry import PatternRegistry, apply_pattern_records
     from streaming.spark import get_session
@@ -201,6 +201,10 @@ def spark_child(values: int, per_value: int, touched: int, batches: int, buckets
             batch(list(range(lo, min(values, lo + fill_batch))), tick, per_value)
             tick += per_value
         fill_s = time.process_time() - fill_s
+        # one event far enough on for the watermark to pass the whole fill (settings' watermark_delay):
+        # the batches timed then each process the events of a batch before, as in the steady state
+        batch([0], tick + 2 * interval_ms(settings.patterns.watermark_delay) // 1000)
+        tick += 2 * interval_ms(settings.patterns.watermark_delay) // 1000 + 1
         step = max(1, values // touched)
         res = []
         for b in range(batches):
