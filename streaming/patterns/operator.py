@@ -1,8 +1,10 @@
 """The pattern operator: the automaton instances of one state key, through its lifecycle.
 
-Spark's keyed state (:mod:`streaming.patterns.processor`) holds a :class:`KeyState` per state
-key (:mod:`streaming.patterns.keyed`). Per micro-batch, the keys with new events and those
-whose timer (``wake``) the watermark has reached go through :meth:`PatternOperator.step`,
+Spark's keyed state (:mod:`streaming.patterns.processor`) holds a :class:`KeyState` per
+partition value of each state key (:mod:`streaming.patterns.keyed`); :meth:`PatternOperator.run`
+holds one per state key (in memory: tests, benchmarks; its after-match skips are then per
+key). Per micro-batch, the states with new events and those whose timer (``wake``) the
+watermark has reached go through :meth:`PatternOperator.step` (:meth:`~PatternOperator.visit`),
 the lifecycle:
 
 1. :meth:`~PatternOperator.restore`: the key's state into the worker's compiled engines (one
