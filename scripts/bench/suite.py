@@ -61,6 +61,7 @@ BENCHES: tuple[Bench, ...] = (
     Bench("trees", None, None, record="trees-<goal>.json -> bench.md"),
     Bench("cayuga_trees", None, None, record="--json PATH"),
     Bench("patterns", None, None, record="patterns.json"),
+    Bench("patterns_state", None, None, record="patterns_state.json -> cayuga.md"),
     Bench("census", None, None, record="census.json"),
     Bench("keyed_state", None, None, record="keyed_state.json"),
     Bench("shared_index", None, None, record="printed"),

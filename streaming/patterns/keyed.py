@@ -47,11 +47,17 @@ ROWS_DDL = ("gkey string, part int, t0 long, t1 long, eid string, stream string,
             "partition int, offset long")
 
 
+def value_key(value: Any) -> bytes:
+    """A partition value as the state knows it: its JSON, numbers as floats (``1`` and ``1.0``
+    are one value, as the engine's equality has them)."""
+    v = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    return orjson.dumps(v)
+
+
 def group_key(attr: str, value: Any, buckets: int) -> str:
     """The state key of the events whose ``attr`` is ``value``: ``attr#bucket``, the bucket
-    a stable hash (CRC-32 of the value's JSON, numbers as floats) modulo ``buckets``."""
-    v = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-    return f"{attr}#{zlib.crc32(orjson.dumps(v)) % buckets}"
+    a stable hash (CRC-32 of :func:`value_key`) modulo ``buckets``."""
+    return f"{attr}#{zlib.crc32(value_key(value)) % buckets}"
 
 
 def partition_of(gkey: str, partitions: int) -> int:

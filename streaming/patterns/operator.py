@@ -1,8 +1,10 @@
 """The pattern operator: the automaton instances of one state key, through its lifecycle.
 
-Spark's keyed state (:mod:`streaming.patterns.processor`) holds a :class:`KeyState` per state
-key (:mod:`streaming.patterns.keyed`). Per micro-batch, the keys with new events and those
-whose timer (``wake``) the watermark has reached go through :meth:`PatternOperator.step`,
+Spark's keyed state (:mod:`streaming.patterns.processor`) holds a :class:`KeyState` per
+partition value of each state key (:mod:`streaming.patterns.keyed`); :meth:`PatternOperator.run`
+holds one per state key (in memory: tests, benchmarks; its after-match skips are then per
+key). Per micro-batch, the states with new events and those whose timer (``wake``) the
+watermark has reached go through :meth:`PatternOperator.step` (:meth:`~PatternOperator.visit`),
 the lifecycle:
 
 1. :meth:`~PatternOperator.restore`: the key's state into the worker's compiled engines (one
@@ -52,6 +54,7 @@ from streaming.tenants import OPERATOR, Tenants
 PATTERN_LATE = "pattern-late"
 """Stage of an event that arrived after a later one of its key was processed."""
 
+_FEW = 32
 PENDING = ("t1", "partition", "offset", "t0", "eid", "stream", "attrs")
 """The columns of a key's pending events (``attrs`` the event record's value)."""
 Row = tuple[bytes | None, bytes, str]
@@ -110,6 +113,8 @@ class PatternOperator:
         self.errors_topic = settings.kafka.errors_topic
         self.tenants = Tenants.of(settings)
         self.attributes = partial(event_attributes, settings=settings)
+        self.parsed: dict[bytes, dict[str, Any]] = {}
+        """Events' attributes a caller already read (:meth:`attributes`), by record: each taken once."""
 
     def route(self, sub_id: str) -> tuple[str, str]:
         """``(notifications topic, the subscription id it names)`` of a pattern (its tenant's, with tenants)."""
@@ -143,23 +148,34 @@ class PatternOperator:
         """The whole lifecycle of one key in one micro-batch: its state ``ks`` (None: none yet), its
         new events (``rows`` of the columns ``events``), the event-time watermark. Returns its new
         state (None: nothing left to keep) and the output records."""
+        new, out, _ = self.visit(gkey, ks, events, rows, watermark_ms, blocked)
+        return new, out
+
+    def visit(self, gkey: str, ks: KeyState | None, events: Mapping[str, Sequence], rows: Sequence[int],
+              watermark_ms: int, blocked: Collection[str] = (),
+              engines: dict[str, Engine] | None = None) -> tuple[KeyState | None, list[Row], int | None]:
+        """:meth:`step`, and the end of the last event processed (``ks.clock`` when none), kept
+        when nothing else is (the processor holds it per state key, the instances per partition
+        value); ``engines``: the key's (:func:`~streaming.patterns.registry.engines_for`), when
+        the caller visits several states of one key."""
         now = watermark_ms // self.unit - 1  # the last tick the watermark has passed
-        key = self.restore(gkey, ks, blocked)
+        key = self.restore(gkey, ks, blocked, engines)
         try:
             if rows:
                 self.on_events(key, events, rows)
             out = self.on_watermark(key, now)
             out += self.advance(key, now)
-            return self.snapshot(key, watermark_ms), out
+            return self.snapshot(key, watermark_ms), out, key.clock
         finally:
             for eng in key.engines.values():
                 eng.clear_instances()
 
     # -- lifecycle -------------------------------------------------------------------------
-    def restore(self, gkey: str, ks: KeyState | None, blocked: Collection[str] = ()) -> OpenKey:
-        """The key's engines holding their tenants' instances (those of ``blocked`` tenants
-        starting none), and its pending events."""
-        key = OpenKey(gkey, engines_for(self.registry_dir, gkey, self.unit))
+    def restore(self, gkey: str, ks: KeyState | None, blocked: Collection[str] = (),
+                engines: dict[str, Engine] | None = None) -> OpenKey:
+        """The key's engines (``engines``, else the registry's) holding their tenants' instances
+        (those of ``blocked`` tenants starting none), and its pending events."""
+        key = OpenKey(gkey, engines if engines is not None else engines_for(self.registry_dir, gkey, self.unit))
         held: dict[str, list] = {} if ks is None else ks.instances
         if ks is not None:
             key.clock = ks.clock
@@ -181,16 +197,23 @@ class PatternOperator:
         p = ks.pending
         if not p["t1"]:
             return []
-        t1s = np.asarray(p["t1"], dtype=np.int64)
-        order = np.lexsort((np.asarray(p["offset"], dtype=np.int64), np.asarray(p["partition"], dtype=np.int64), t1s))
-        ready = int(np.searchsorted(t1s[order], now, side="right"))
+        if len(p["t1"]) <= _FEW:  # a partition value's few events: numpy costs more than it saves
+            t1, part, off = p["t1"], p["partition"], p["offset"]
+            order_list = sorted(range(len(t1)), key=lambda i: (t1[i], part[i], off[i]))
+            ready = sum(1 for i in order_list if t1[i] <= now)
+        else:
+            t1s = np.asarray(p["t1"], dtype=np.int64)
+            order = np.lexsort((np.asarray(p["offset"], dtype=np.int64), np.asarray(p["partition"], dtype=np.int64), t1s))
+            ready = int(np.searchsorted(t1s[order], now, side="right"))
+            order_list = order.tolist()
         if ready == 0:
             return []
         engines, gkey, unit = ks.engines.values(), ks.key, self.unit
         rows: list[Row] = []
         matched_ms = int(time.time() * 1000)
         t0s, eids, streams, attrs, parts, offs = (p[c] for c in ("t0", "eid", "stream", "attrs", "partition", "offset"))
-        for i in order[:ready].tolist():
+        parsed = self.parsed
+        for i in order_list[:ready]:
             t1 = p["t1"][i]
             if ks.clock is not None and t1 < ks.clock:
                 err = error(PATTERN_LATE, attrs[i], Position(self.events_topic, parts[i], offs[i]),
@@ -198,7 +221,8 @@ class PatternOperator:
                 rows.append((None, err.to_json(), self.errors_topic))
                 continue
             ks.clock = t1
-            event = Event(eids[i], streams[i], t0s[i], t1, self.attributes(attrs[i]))
+            a = parsed.pop(attrs[i], None) if parsed else None
+            event = Event(eids[i], streams[i], t0s[i], t1, self.attributes(attrs[i]) if a is None else a)
             for eng in engines:
                 for m in eng.process(event):
                     if m.t1 < t1:  # an UNLESS deadline this event's time passed: no event completed it
@@ -208,7 +232,7 @@ class PatternOperator:
                     value = notifications.pattern(sub_id, m.witness, m.attrs, m.t0, m.t1, gkey, self.events_topic,
                                                   parts[i], offs[i], t1 * unit, matched_ms)
                     rows.append((sub_id.encode("utf-8"), value, topic))
-        rest = order[ready:].tolist()
+        rest = order_list[ready:]
         ks.pending = {c: [v[i] for i in rest] for c, v in p.items()}
         return rows
 

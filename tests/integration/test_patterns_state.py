@@ -1,12 +1,13 @@
 """The ``patterns`` query's keyed state read back with Spark's state data source
 (``spark.read.format("statestore")``) and checked against the engine's own view: the
 operator run in memory over the same events at the same watermarks holds the same keys'
-states (clock, instances, pending events, timer), and the keys' reported changes of live
-instances add up to the instances in the store."""
+states (clock, instances, pending events, timer) as the partition values' states of each key
+together, and the keys' reported changes of live instances add up to the instances in the store."""
 
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import orjson
@@ -14,7 +15,8 @@ import pytest
 
 from streaming.patterns.keyed import event_time_ms
 from streaming.patterns.operator import PatternOperator, live_instances
-from streaming.patterns.processor import LIVE, STATE_NAME, from_row
+from streaming.patterns.operator import KeyState
+from streaming.patterns.processor import BUCKET_NAME, LIVE, VALUES_NAME, WAKES_NAME, from_row
 from streaming.patterns.queries import pattern_plan, query_conf, registry_dir
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
 from tests.unit.streaming.helpers import NO_KAFKA
@@ -62,18 +64,48 @@ def test_state_store_holds_what_the_engine_holds(spark, tmp_path, monkeypatch):
     for wm in sorted(set(watermarks) - {0}):  # the batches after the first: no new events, timers
         state, _ = op.run(state, {}, wm)
     assert max(watermarks) >= event_time_ms(events[79].t1, 1000) - 5000 - 1000
-    stored = spark.read.format("statestore").option("path", query_dir).option("stateVarName", STATE_NAME).load()
-    got = {}
-    for r in stored.collect():
-        v = r["value"]
-        got[r["key"][0]] = from_row((v["clock"], v["instances"], v["pending"], v["wake"]))
-    assert got.keys() == state.keys() and got == state
-    assert sum(live_instances(got).values()) > 0
+    def read(name: str) -> list:
+        return spark.read.format("statestore").option("path", query_dir).option("stateVarName", name).load().collect()
+
+    clocks = {r["key"][0]: r["value"]["clock"] for r in read(BUCKET_NAME)}
+    values: dict[str, dict[str, KeyState]] = {}
+    for r in read(VALUES_NAME):
+        v = r["user_map_value"]
+        values.setdefault(r["key"][0], {})[r["user_map_key"]["value"]] = from_row(
+            (v["instances"], v["pending"], v["wake"]), clocks[r["key"][0]])
+    listed = {(r["key"][0], r["user_map_key"]["wake"], x) for r in read(WAKES_NAME)
+              for x in pickle.loads(r["user_map_value"]["values"])}
+    assert listed == {(g, ks.wake, x) for g, vs in values.items() for x, ks in vs.items() if ks.wake is not None}
+    got = {g: _merged(vs) for g, vs in values.items()}
+    assert got.keys() == state.keys() and got == {g: _merged({"": ks}) for g, ks in state.items()}
+    assert sum(live_instances({f"{g}/{x}": ks for g, vs in values.items() for x, ks in vs.items()}).values()) > 0
     reported = sum(n for r in out if r["kind"] == LIVE for n in orjson.loads(r["value"]).values())
-    assert reported == sum(live_instances(got).values())
+    assert reported == sum(live_instances({f"{g}/{x}": ks for g, vs in values.items() for x, ks in vs.items()}).values())
+
+
+def _merged(states: dict) -> tuple:
+    """A state key's partition values' states as one: its clock, instances (without their start sequence
+    numbers, which each value's engine counts on its own), pending events, its earliest timer."""
+    clock = {ks.clock for ks in states.values()}
+    assert len(clock) == 1
+    rows = sorted(repr(_plain((t, r[:7]))) for ks in states.values() for t, rs in ks.instances.items() for r in rs)
+    pending = sorted(repr(_plain(e)) for ks in states.values() for e in zip(*ks.pending.values()))
+    wakes = [ks.wake for ks in states.values() if ks.wake is not None]
+    return clock.pop(), rows, pending, min(wakes, default=None)
 
 
 def _ms(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+
+
+def _plain(x):
+    """``x`` with integral floats as ints (the in-memory run's times come through pandas as floats)."""
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    if isinstance(x, (tuple, list)):
+        return tuple(_plain(v) for v in x)
+    if isinstance(x, dict):
+        return tuple(sorted((k, _plain(v)) for k, v in x.items()))
+    return x

@@ -13,10 +13,13 @@ from streaming.patterns.keyed import NO_KEY, event_time_ms
 from streaming.patterns.live import LiveRecord, StateError
 from streaming.patterns.operator import PATTERN_LATE, PENDING, key_live
 from streaming.patterns.processor import (
+    OLD_STATE_NAME,
     CENSUS,
     LIVE,
     RECORD,
-    STATE_NAME,
+    VALUES_NAME,
+    WAKES_NAME,
+    BUCKET_NAME,
     PatternProcessor,
     from_row,
     to_row,
@@ -69,7 +72,7 @@ def test_processor_equals_reference_with_spark_timers(tmp_path, monkeypatch, ste
         out = run_batch(t, rows[(rows["offset"] >= lo) & (rows["offset"] < lo + step)], wm)
         got |= notifications(out)
         live += sum(sum(orjson.loads(v).values()) for k, v in zip(out["kind"], out["value"], strict=True) if k == LIVE)
-        held = sum(sum(key_live(from_row(t.peekValueState(STATE_NAME, g))).values()) for g in set(rows["gkey"]))
+        held = sum(sum(key_live(from_row(r)).values()) for g in set(rows["gkey"]) for r in t.peekMapState(VALUES_NAME, g).values())
         assert live == held
         timers = [w for g in set(rows["gkey"]) for w in t.handle._timers.listTimers(g)]
         assert all(type(w) is int for w in timers)  # Spark takes whole ms only
@@ -89,15 +92,19 @@ def test_absence_fires_from_a_spark_timer_without_later_events_and_after_a_resta
     assert notifications(run_batch(first, rows, 0)) == set()
     assert notifications(run_batch(first, rows.iloc[:0], event_time_ms(200, 1000))) == set()
     keys = sorted(set(rows["gkey"]))
-    states = {g: first.peekValueState(STATE_NAME, g) for g in keys}
+    states = {g: (first.peekValueState(BUCKET_NAME, g), first.peekMapState(VALUES_NAME, g),
+                  first.peekMapState(WAKES_NAME, g)) for g in keys}
     timers = {g: list(first.handle._timers.listTimers(g)) for g in keys}
     assert min(w for ws in timers.values() for w in ws) <= event_time_ms(311, 1000)  # at bob's deadline
-    assert all([from_row(states[g]).wake] == timers[g] for g in keys if states[g] is not None)
+    assert all(sorted({from_row(r).wake for r in states[g][1].values()} - {None}) == timers[g] == sorted(w for (w,) in states[g][2])
+               for g in keys)  # a timer per distinct wake of the key's partition values
     later = new_tester(settings)  # a restart: the state store's values and timers, nothing else
     later._usingPandas = True  # (its output as one frame: no input was given to it yet)
     for g in keys:
-        if states[g] is not None:
-            later.updateValueState(STATE_NAME, g, states[g])
+        if states[g][0] is not None:
+            later.updateValueState(BUCKET_NAME, g, states[g][0])
+            later.updateMapState(VALUES_NAME, g, states[g][1])
+            later.updateMapState(WAKES_NAME, g, states[g][2])
             later.handle.setGroupingKey(g)
             for w in timers[g]:
                 later.handle.registerTimer(w)
@@ -106,7 +113,8 @@ def test_absence_fires_from_a_spark_timer_without_later_events_and_after_a_resta
     assert [(d["subscription"], d["witness"]["events"], d["partition"]) for d in docs if "subscription" in d] == [
         ("nologin", ["b1"], None)]
     assert len(later.setWatermark(event_time_ms(900, 1000))) == 0
-    assert all(later.peekValueState(STATE_NAME, g) is None for g in keys)  # nothing left: state cleared
+    assert all(later.peekValueState(BUCKET_NAME, g) is None and not later.peekMapState(VALUES_NAME, g)
+               for g in keys)  # nothing left: state cleared
 
 
 def test_late_event_is_an_error_record_and_the_state_round_trips(tmp_path, monkeypatch):
@@ -122,8 +130,8 @@ def test_late_event_is_an_error_record_and_the_state_round_trips(tmp_path, monke
             if k == RECORD and topic == "errors"]
     assert [e["stage"] for e in errs] == [PATTERN_LATE]
     for g in set(rows["gkey"]):
-        row = t.peekValueState(STATE_NAME, g)
-        assert row is None or to_row(from_row(row)) == row
+        for row in t.peekMapState(VALUES_NAME, g).values():
+            assert to_row(from_row(row)) == row
 
 
 def test_the_keying_marks_reach_the_processor_and_are_dropped(tmp_path, monkeypatch):
@@ -136,7 +144,7 @@ def test_the_keying_marks_reach_the_processor_and_are_dropped(tmp_path, monkeypa
     assert len(marks) and marks["t1"].notna().all()
     t = new_tester(settings)
     assert len(run_batch(t, marks, 0)) == 0
-    assert t.peekValueState(STATE_NAME, NO_KEY) is None and not list(t.handle._timers.listTimers(NO_KEY))
+    assert t.peekValueState(BUCKET_NAME, NO_KEY) is None and not list(t.handle._timers.listTimers(NO_KEY))
 
 
 def test_census_rows_pass_through_and_quota_comes_from_the_last_record(tmp_path):
@@ -156,3 +164,31 @@ def test_a_checkpoint_of_the_old_layout_is_refused_with_the_way_on(tmp_path):
     (tmp_path / "patterns" / "pattern-state" / "p0000").mkdir(parents=True)
     with pytest.raises(StateError, match=r"older layout.*--reset"):
         refuse_old_layout(settings)
+
+
+def test_a_checkpoint_of_one_state_row_per_key_is_refused_with_the_way_on(tmp_path, monkeypatch):
+    settings = settings_for(tmp_path)
+    register(settings, {"S3": TABLE1["S3"]})
+    rows, _ = _keyed([event_bytes(e) for e in stock_ticks(5, 1)], settings, monkeypatch)
+    t = new_tester(settings)
+    g = sorted(set(rows["gkey"]))[0]
+    t.updateValueState(OLD_STATE_NAME, g, (3, b"", b"", None))
+    with pytest.raises(StateError, match=r"older layout.*--reset"):
+        run_batch(t, rows[rows["gkey"] == g], 0)
+
+
+def test_partition_values_of_one_state_key_keep_their_own_state_and_skips(tmp_path, monkeypatch):
+    """Two symbols in one state key (one bucket): each has its own state row, a batch touching one
+    writes that one alone, and a SKIP PAST LAST of one symbol does not silence the other (the
+    partition value's skip, as docs/cayuga.md has it); the late-event clock stays the key's."""
+    settings = settings_for(tmp_path, key_buckets=1)
+    register(settings, {"up": "Stock NEXT{$2.symbol = $1.symbol AND $2.price > $1.price} Stock SKIP PAST LAST"})
+    ticks = [("a1", "A", 1, 0), ("b1", "B", 1, 1), ("a2", "A", 2, 2), ("b2", "B", 2, 3)]
+    values = [orjson.dumps({"id": i, "stream": "Stock", "ts": ts, "symbol": s, "price": p}) for i, s, p, ts in ticks]
+    rows, _ = _keyed(values, settings, monkeypatch)
+    (g,) = set(rows["gkey"])
+    t = new_tester(settings)
+    got = notifications(run_batch(t, rows, event_time_ms(10, 1000)))
+    assert got == {("up", ("a1", "a2")), ("up", ("b1", "b2"))}
+    assert set(t.peekMapState(VALUES_NAME, g)) == {('"A"',), ('"B"',)}
+    assert t.peekValueState(BUCKET_NAME, g)[0] == 3
