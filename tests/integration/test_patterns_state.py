@@ -14,8 +14,7 @@ import orjson
 import pytest
 
 from streaming.patterns.keyed import event_time_ms
-from streaming.patterns.operator import PatternOperator, live_instances
-from streaming.patterns.operator import KeyState
+from streaming.patterns.operator import KeyState, PatternOperator, live_instances
 from streaming.patterns.processor import BUCKET_NAME, LIVE, VALUES_NAME, WAKES_NAME, from_row
 from streaming.patterns.queries import pattern_plan, query_conf, registry_dir
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
@@ -89,7 +88,7 @@ def _merged(states: dict) -> tuple:
     clock = {ks.clock for ks in states.values()}
     assert len(clock) == 1
     rows = sorted(repr(_plain((t, r[:7]))) for ks in states.values() for t, rs in ks.instances.items() for r in rs)
-    pending = sorted(repr(_plain(e)) for ks in states.values() for e in zip(*ks.pending.values()))
+    pending = sorted(repr(_plain(e)) for ks in states.values() for e in zip(*ks.pending.values(), strict=True))
     wakes = [ks.wake for ks in states.values() if ks.wake is not None]
     return clock.pop(), rows, pending, min(wakes, default=None)
 

@@ -13,13 +13,13 @@ from streaming.patterns.keyed import NO_KEY, event_time_ms
 from streaming.patterns.live import LiveRecord, StateError
 from streaming.patterns.operator import PATTERN_LATE, PENDING, key_live
 from streaming.patterns.processor import (
-    OLD_STATE_NAME,
+    BUCKET_NAME,
     CENSUS,
     LIVE,
+    OLD_STATE_NAME,
     RECORD,
     VALUES_NAME,
     WAKES_NAME,
-    BUCKET_NAME,
     PatternProcessor,
     from_row,
     to_row,
