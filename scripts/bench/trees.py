@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -174,22 +175,32 @@ def render(summaries: list[dict]) -> str:
             rounds = f"{s['rounds']}{' (parallel)' if s.get('parallel') else ''}" if first else ""
             lines.append(f"| {goal} | {name} | {cells} | {ratio:.2f} | {met} | {equal} | {rounds} | {load} |")
             first = False
-    return "\n".join([*lines, "", *(f"* issue {s['issue']}: `{s['command']}`" for s in summaries)])
+    def code(s: dict) -> str:
+        commits = s.get("commits") or {}
+        return f" ({', '.join(f'{t} = {commits[t]}' for t in trees if t in commits)})" if commits else ""
+
+    return "\n".join([*lines, "", *(f"* issue {s['issue']}{code(s)}: `{s['command']}`" for s in summaries)])
+
+
+def commit_of(tree: Path) -> str:
+    """The short commit a checkout is at ("" when it is not a git checkout)."""
+    out = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 MARKERS = ("<!-- trees:begin -->", "<!-- trees:end -->")
-SECTION = """## Index layouts: before and after (issue 17)
+SECTION = """## Goal benchmarks before and after a change
 
 The goal benchmarks of issues 2, 4, 5 and 6 (sizes in the commands below) over two checkouts in one run
 (`python -m scripts.bench.trees --tree before=PATH --tree after=PATH --goal G --rounds R`, each
 bench in its own process per tree and round, rounds interleaved, or with `--parallel` both trees
-at the same time, under the same load; CPU time of one thread): *before*
-is a789c83 (main before the layouts), *after* is 49fd2c0 (the layouts of issue 17: NamedTuples
-passed whole to the kernels). Each figure is the tree's best round; `after / before` above 1 is
-faster for a rate (ev/s, x), slower for a time. `goal met`: the bench's own verdict, per tree
-(every round). `matches equal`: the runs' match counts (and, for Fabret, the ids of 50 events)
-are the same in every run of both trees. `load`: 1-minute load average at the end of each run
-(2 cores shared with other jobs). Raw runs: `docs/bench/trees-<goal>.json`."""
+at the same time, under the same load; CPU time of one thread). The commits compared are named
+per goal under the table (each goal keeps its last run). Each figure is the tree's best round;
+`after / before` above 1 is faster for a rate (ev/s, x), slower for a time. `goal met`: the
+bench's own verdict, per tree (every round). `matches equal`: the runs' match counts (and, for
+Fabret, the ids of 50 events) are the same in every run of both trees. `load`: 1-minute load
+average at the end of each run (2 cores shared with other jobs). Raw runs:
+`docs/bench/trees-<goal>.json`."""
 """The head of the section of ``docs/bench.md`` (written by ``--render``)."""
 
 
@@ -213,13 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         first = max((r["round"] for r in kept), default=-1) + 1
         runs = kept + kit.in_trees(g.module, g.argv, trees, g.result, args.rounds, first_round=first,
                                    parallel=args.parallel)
-        path.write_text(json.dumps({"runs": runs}, indent=1) + "\n")  # kept if the summary fails
-        s = summary(goal, runs)
-        path.write_text(json.dumps({"summary": s, "runs": runs}, indent=1) + "\n")
+        commits = {label: commit_of(tree) for label, tree in trees.items()}
+        path.write_text(json.dumps({"commits": commits, "runs": runs}, indent=1) + "\n")  # kept if the summary fails
+        s = summary(goal, runs) | {"commits": commits}
+        path.write_text(json.dumps({"summary": s, "commits": commits, "runs": runs}, indent=1) + "\n")
         print(render([s]), flush=True)
     if args.render:
-        saved = [summary(goal, json.loads((kit.DOCS / "bench" / f"trees-{goal}.json").read_text())["runs"])
-                 for goal in GOALS if (kit.DOCS / "bench" / f"trees-{goal}.json").exists()]
+        files = {goal: json.loads((kit.DOCS / "bench" / f"trees-{goal}.json").read_text())
+                 for goal in GOALS if (kit.DOCS / "bench" / f"trees-{goal}.json").exists()}
+        saved = [summary(goal, f["runs"]) | {"commits": f.get("commits", {})} for goal, f in files.items()]
         print(render(saved))
         kit.write_section(kit.DOCS / "bench.md", f"{SECTION}\n\n{render(saved)}\n", *MARKERS)
     return 0

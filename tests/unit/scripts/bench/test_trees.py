@@ -68,5 +68,9 @@ def test_summary_takes_each_trees_best_round_and_checks_the_matches() -> None:
     assert (f"| 2: {s['target']} | events/CPU-s | 32,000 ev/s | 33,000 ev/s | 1.03 | 1 of 2 rounds, yes | yes | 2 "
             "| 2.0-3.0 |") in table
     assert "|  | build CPU s | 9 s | 8.5 s | 0.94 |  |  |  |  |" in table
+    assert "* issue 2: `python -m" in table  # no commits recorded: none named
+    named = trees.render([s | {"commits": {"before": "abc1234", "after": "def5678"}}])
+    assert "* issue 2 (before = abc1234, after = def5678): `python -m scripts.bench.counting" in named
+    assert trees.commit_of(Path(__file__).parent) != "" and trees.commit_of(Path("/")) == ""
     runs[2]["result"]["rows"][0]["matches_per_event"] = 78.6
     assert not trees.summary("counting", runs)["matches_equal"]
