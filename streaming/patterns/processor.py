@@ -41,8 +41,7 @@ Lifecycle, in :class:`PatternProcessor`:
   timers moved, and the output rows returned (:data:`OUT_DDL`): the records to send
   (``kind`` = ``record``) and the key's change of live instances per tenant (``live``, JSON).
 
-A checkpoint of the layout before (one state row ``key`` per state key) is refused
-(:func:`refuse_key_state`). Events are not dropped by Spark for being behind the watermark
+Events are not dropped by Spark for being behind the watermark
 (the event-time column is not an input of the operator): the operator reports an event
 ending before the last one its key processed (``pattern-late``), as it always did.
 """
@@ -78,13 +77,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.stateful_processor import MapState, ValueState
 
 BUCKET_NAME, VALUES_NAME, WAKES_NAME = "bucket", "values", "wakes"
-OLD_STATE_NAME = "key"
-OLD_STATE_SCHEMA = StructType([
-    StructField("clock", LongType(), True), StructField("instances", BinaryType(), False),
-    StructField("pending", BinaryType(), False), StructField("wake", LongType(), True),
-])
-"""The state of the layout before the partition values had their own (one value per state key
-holding all its instances): declared only to refuse a checkpoint that holds it (:func:`refuse_key_state`)."""
 BUCKET_SCHEMA = StructType([StructField("clock", LongType(), True), StructField("values", LongType(), False)])
 """A state key's own (``bucket``, a ValueState): ``clock``, the end of the last event processed
 for any of its partition values (an event ending before it is late, as when the key held them
@@ -111,18 +103,6 @@ _COLUMNS = ["kind", "key", "value", "topic", "watermark"]
 _INTS = ("t0", "t1", "partition", "offset")
 """Never null in an event's row, but a nullable column reaches pandas as floats when it has any
 null in the Arrow batch: back to ints (times, timers, notification ids)."""
-
-
-def refuse_key_state(gkey: str) -> None:
-    """Raise :class:`~streaming.patterns.live.StateError`: state key ``gkey`` holds state of the older layout."""
-    from streaming.patterns.live import StateError
-
-    raise StateError(
-        f"the patterns checkpoint holds pattern instances in the older layout (state key {gkey!r}: one state row "
-        f"{OLD_STATE_NAME!r} per state key), which this version does not read: each partition value now has its own "
-        "state. Start over with `python -m streaming run --reset` (moves the checkpoint aside and reads the topics "
-        "again), or move the checkpoint's patterns directory aside by hand to start the patterns queries alone "
-        "from scratch.")
 
 
 def to_row(ks: KeyState) -> tuple[Any, ...]:
@@ -163,7 +143,6 @@ class PatternProcessor(StatefulProcessor):
         self.bucket: ValueState = handle.getValueState(BUCKET_NAME, BUCKET_SCHEMA)
         self.values: MapState = handle.getMapState(VALUES_NAME, VALUE_KEY, STATE_SCHEMA)
         self.wakes: MapState = handle.getMapState(WAKES_NAME, WAKE_KEY, WAKE_SCHEMA)
-        self.old: ValueState = handle.getValueState(OLD_STATE_NAME, OLD_STATE_SCHEMA)
         self.op = PatternOperator(self.registry_dir, self.settings)
         tenants = Tenants.of(self.settings)
         self.blocked = frozenset() if tenants is None else tenants.at_instance_quota(LiveRecord(self.live_dir).latest())
@@ -214,8 +193,6 @@ class PatternProcessor(StatefulProcessor):
         the timer Spark has removed: their pending events then go through in the same step
         as the new ones, as when the key held them as one); their state and timers out. The
         output rows."""
-        if self.old.exists():
-            refuse_key_state(gkey)
         due: set[str] = set()
         for w in sorted({*(w for w in self.handle.listTimers() if w <= wm), *([] if fired is None else [fired])}):
             held = self.wakes.getValue((w,))

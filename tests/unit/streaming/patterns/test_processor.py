@@ -16,7 +16,6 @@ from streaming.patterns.processor import (
     BUCKET_NAME,
     CENSUS,
     LIVE,
-    OLD_STATE_NAME,
     RECORD,
     VALUES_NAME,
     WAKES_NAME,
@@ -164,17 +163,6 @@ def test_a_checkpoint_of_the_old_layout_is_refused_with_the_way_on(tmp_path):
     (tmp_path / "patterns" / "pattern-state" / "p0000").mkdir(parents=True)
     with pytest.raises(StateError, match=r"older layout.*--reset"):
         refuse_old_layout(settings)
-
-
-def test_a_checkpoint_of_one_state_row_per_key_is_refused_with_the_way_on(tmp_path, monkeypatch):
-    settings = settings_for(tmp_path)
-    register(settings, {"S3": TABLE1["S3"]})
-    rows, _ = _keyed([event_bytes(e) for e in stock_ticks(5, 1)], settings, monkeypatch)
-    t = new_tester(settings)
-    g = sorted(set(rows["gkey"]))[0]
-    t.updateValueState(OLD_STATE_NAME, g, (3, b"", b"", None))
-    with pytest.raises(StateError, match=r"older layout.*--reset"):
-        run_batch(t, rows[rows["gkey"] == g], 0)
 
 
 def test_partition_values_of_one_state_key_keep_their_own_state_and_skips(tmp_path, monkeypatch):
