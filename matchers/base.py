@@ -543,6 +543,7 @@ class Matcher(ABC):
 REGISTERED: dict[str, type[Matcher]] = {}
 """The matcher classes by name (filled by :func:`register`; read through :mod:`matchers.catalog`)."""
 
+
 def register(name: str, *, baseline: bool = False):
     """Class decorator registering a :class:`Matcher` under ``name``.
 

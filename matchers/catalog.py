@@ -1,6 +1,6 @@
-"""The registry of matchers by name: :func:`matchers.base.register` (a class decorator each index's
-package applies) fills it; :func:`discover` (imports every index, and the ``pubsub.matchers`` entry points),
-:func:`names`, :func:`servable` and :func:`create`."""
+"""The matchers by name (:data:`matchers.base.REGISTERED`, filled by the class decorator
+:func:`matchers.base.register` each index's package applies): :func:`discover` (imports every
+index and the ``pubsub.matchers`` entry points), :func:`names`, :func:`servable`, :func:`create`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ _discovered = False
 def discover(again: bool = False) -> None:
     """Import every subpackage of :mod:`matchers` and every ``pubsub.matchers`` entry point.
 
-    Indexes register themselves on import (:func:`register`), so a new index is its
+    Indexes register themselves on import (:func:`matchers.base.register`), so a new index is its
     package alone. Runs once per process unless ``again``.
     """
     global _discovered
