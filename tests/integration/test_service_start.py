@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from streaming.__main__ import RESTARTS
 from streaming.config import PROJECT_ROOT
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
@@ -106,7 +107,8 @@ def test_a_python_worker_connecting_back_late_restarts_the_query(kafka_config: K
 
         wait(running, 600)
         text = console.read_text(errors="replace")
-        assert "query match failed (Python worker failed to connect back.); restarting it from its checkpoint (1 of 3)" in text
+        assert ("query match failed (Python worker failed to connect back.); restarting it from its checkpoint "
+                f"(1 of {RESTARTS})") in text
         produce(kafka_config, topics["events"], [b'{"price": 1}', b'{"price": 2}', b'{"price": 3}'])
         wait(lambda: running() and (read_status(status_file) or {})["totals"].get("events") == 3, 300)
         service.send_signal(signal.SIGTERM)
