@@ -52,6 +52,10 @@ CHUNK_EVENTS = 1024
 """Most events matched in one pass over the index."""
 VALUE_BUDGET = 16 << 20
 """Bytes of a chunk's value matrix and selected rows (fewer events per chunk when wide)."""
+SURVIVOR_BUDGET = 64 << 20
+"""Bytes of a chunk's bitmap of matching slots (``events x slots / 8``: fewer events per chunk
+at millions of slots); at wide intervals it is smaller than the ``(event, key)`` pairs it
+replaced (27,888 matches per event at n = 1,000,000, width 0.7, are 223 KB of pairs)."""
 SAT_BUDGET = 4 << 20
 """Satisfied residual predicate ids a chunk may produce, at worst (fewer events per chunk)."""
 BITS_PER_PREDICATE = 256
@@ -272,21 +276,22 @@ class BitMarkMatcher(Matcher):
             self._rebuild()
         layout, slots = self._layout, self._slots()
         n_idx = len(layout.idx_col)
-        chunk = max(1, min(CHUNK_EVENTS, VALUE_BUDGET // (8 * (self._n_cols + n_idx + 1))))
+        slot_words = (self._n_slots + 63) // 64
+        chunk = max(1, min(CHUNK_EVENTS, VALUE_BUDGET // (8 * (self._n_cols + n_idx + 1)),
+                           SURVIVOR_BUDGET // (8 * max(slot_words, 1))))
         if len(self.phase1):
             chunk = max(1, min(chunk, SAT_BUDGET // len(self.phase1)))
         offsets, keys = [np.zeros(1, dtype=np.int64)], []
         done = 0
-        out_ev = np.empty(4096, dtype=np.int32)
-        out_key = np.empty(4096, dtype=np.int32)
+        surv = np.empty((min(chunk, batch.n), slot_words), dtype=np.uint64)
         for lo in range(0, batch.n, chunk):
             part = batch.slice(lo, min(batch.n, lo + chunk))
             vals = K.event_values(part.arrays, self._col_of_attr, self._n_cols)
             rows = K.event_rows(vals, layout)
             sat_off, sat_pid = self._satisfied(part)
-            out_ev, out_key, k = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, self._n_main,
-                                               self._n_slots, self.tile_words, out_ev, out_key)
-            off, found = K.to_csr(part.n, out_ev[:k], out_key[:k], self.capacity)
+            counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, self._n_main, self._n_slots,
+                                   self.tile_words, surv[:part.n])
+            off, found = K.emit_keys(surv[:part.n], counts, slots.key, self.capacity)
             offsets.append(off[1:] + done)
             keys.append(found)
             done += len(found)
