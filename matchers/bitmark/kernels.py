@@ -19,6 +19,10 @@ from numba.extending import intrinsic
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 CHECK_STEPS = 32
 """Steps of a walk over the ends that cost about one exact check of a survivor."""
+DENSE_TILE = 2
+"""A tile is marked row by row (whole rows ORed, vectorised) for an event whose envelopes
+left at least ``1 / DENSE_TILE`` of the words of its previous tile open, word by word
+otherwise (the first tile word by word)."""
 
 
 class Slots(NamedTuple):
@@ -411,18 +415,22 @@ def _fail_ends(layout, vals, rows, e, g, tiles, w0, fail):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, surv):
-    """The matching slots of a chunk of events, as a bitmap ``surv[event, word]`` over all
-    slots (the indexed ones by marking, then the tail); returns the matches per event.
+def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, surv, hit):
+    """The matching slots of a chunk of events, set in a bitmap ``surv[event, word]`` over
+    all slots (the indexed ones by marking, then the tail), which must be all zero; the
+    tiles of words where an event has matches are flagged in ``hit[event, tile]``.  Returns
+    the matches per event.
 
     The indexed slots are visited a tile of words at a time (the layout's ``tile``) for
     every event of the chunk, so that the marking rows of a tile, read by many events, stay
-    in cache.  Per word, the envelopes first (an event outside one fails the word), then
-    the event's rows ORed until every slot is marked.  At the first survivor of a tile, the
-    event's ends in the tile are walked once (:func:`_fail_ends`); the survivors they do not
-    fail match, but for those of the check mask, which are checked exactly.  Every word of
-    ``surv`` is written (no need to clear it first); no pair is emitted here: the keys come
-    out of ``surv`` in one pass per event (:func:`emit_keys`).
+    in cache.  The envelopes first (an event outside one fails the word); then, if they
+    left most words of the event's previous tile open (wide intervals), the event's rows
+    are ORed whole over the tile (vectorised), else per open word until all its slots are
+    marked.  At the first survivor
+    of a tile, the event's ends in the tile are walked once (:func:`_fail_ends`); the
+    survivors they do not fail match, but for those of the check mask, which are checked
+    exactly.  No pair is emitted here: the keys come out of ``surv`` in one pass per event
+    (:func:`emit_keys`), which also clears it.
     """
     n = vals.shape[0]
     n_idx = rows.shape[1]
@@ -431,46 +439,81 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
     bits, check, live = layout.bits, layout.check, layout.live
     env_col, env_lo, env_hi = layout.env_col, layout.env_lo, layout.env_hi
     fail = np.zeros(tile, dtype=np.uint64)
+    acc = np.empty(tile, dtype=np.uint64)  # the event's marks over the tile
     found_w = np.empty(tile, dtype=np.int64)  # the words of the tile with survivors
+    found = np.empty(tile, dtype=np.uint64)  # and their survivors
+    dense = np.zeros(n, dtype=np.bool_)  # per event, whether to mark the tile row by row
     counts = np.zeros(n, dtype=np.int64)
     for w0 in range(0, W, tile):
         w1 = min(W, w0 + tile)
         g = w0 // tile
         for e in range(n):
             out = surv[e]
+            n_open = 0
             n_found = 0
             n_left = 0
-            for w in range(w0, w1):
-                out[w] = 0
-                c0 = env_col[w, 0]
-                if c0 >= 0:
-                    v = vals[e, c0]
-                    if not (v >= env_lo[w, 0] and v <= env_hi[w, 0]):
-                        continue
-                    c1 = env_col[w, 1]
-                    if c1 >= 0:
-                        v = vals[e, c1]
-                        if not (v >= env_lo[w, 1] and v <= env_hi[w, 1]):
+            if dense[e]:  # wide: the envelopes, then whole rows ORed over the tile (vectorised)
+                for w in range(w0, w1):
+                    c0 = env_col[w, 0]
+                    ok = True
+                    if c0 >= 0:
+                        v = vals[e, c0]
+                        ok = v >= env_lo[w, 0] and v <= env_hi[w, 0]
+                        c1 = env_col[w, 1]
+                        if ok and c1 >= 0:
+                            v = vals[e, c1]
+                            ok = v >= env_lo[w, 1] and v <= env_hi[w, 1]
+                    if ok:
+                        acc[w - w0] = ~live[w]
+                        n_open += 1
+                    else:
+                        acc[w - w0] = ALL
+                if n_open:
+                    for j in range(n_idx):
+                        row = bits[rows[e, j], w0:w1]
+                        for i in range(w1 - w0):
+                            acc[i] |= row[i]
+                    for i in range(w1 - w0):
+                        left = ~acc[i]
+                        if left:
+                            found_w[n_found] = w0 + i
+                            found[n_found] = left
+                            n_found += 1
+                            n_left += _popcount(left)
+            else:  # narrow: per word, the envelopes, then its rows until all its slots are marked
+                for w in range(w0, w1):
+                    c0 = env_col[w, 0]
+                    if c0 >= 0:
+                        v = vals[e, c0]
+                        if not (v >= env_lo[w, 0] and v <= env_hi[w, 0]):
                             continue
-                acc = ~live[w]
-                for j in range(n_idx):
-                    acc |= bits[rows[e, j], w]
-                    if acc == ALL:
-                        break
-                left = ~acc
-                if left:
-                    out[w] = left
-                    found_w[n_found] = w
-                    n_found += 1
-                    n_left += _popcount(left)
+                        c1 = env_col[w, 1]
+                        if c1 >= 0:
+                            v = vals[e, c1]
+                            if not (v >= env_lo[w, 1] and v <= env_hi[w, 1]):
+                                continue
+                    n_open += 1
+                    a = ~live[w]
+                    for j in range(n_idx):
+                        a |= bits[rows[e, j], w]
+                        if a == ALL:
+                            break
+                    left = ~a
+                    if left:
+                        found_w[n_found] = w
+                        found[n_found] = left
+                        n_found += 1
+                        n_left += _popcount(left)
+            dense[e] = n_open * DENSE_TILE >= w1 - w0  # the next tile's way, from this one's
             if n_found == 0:
                 continue
             walk = n_left * CHECK_STEPS > _ends_at(layout, rows, e, g, tiles)
             if walk:
                 _fail_ends(layout, vals, rows, e, g, tiles, w0, fail)
+            c = 0
             for i in range(n_found):
                 w = found_w[i]
-                left = out[w]
+                left = found[i]
                 sure = np.uint64(0)
                 if walk:
                     left &= ~fail[w - w0]
@@ -482,14 +525,17 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
                     if _holds(slots, w * 64 + b, vals, e, sat_off, sat_pid):
                         sure |= np.uint64(1) << np.uint64(b)
                 out[w] = sure
-                counts[e] += _popcount(sure)
+                c += _popcount(sure)
+            if c:
+                counts[e] += c
+                hit[e, g] = True
             if walk:
                 fail[:w1 - w0] = 0
     for e in range(n):
-        surv[e, W:] = 0
         for s in range(n_main, n_slots):
             if slots.key[s] >= 0 and _holds(slots, s, vals, e, sat_off, sat_pid):
                 surv[e, s >> 6] |= np.uint64(1) << np.uint64(s & 63)
+                hit[e, (s >> 6) // tile] = True
                 counts[e] += 1
     return counts
 
@@ -500,14 +546,15 @@ def _popcount(x):
 
 
 @numba.njit(cache=True, nogil=True)
-def emit_keys(surv, counts, key, n_keys):
-    """The keys of the slots set in each event's row of ``surv`` (``counts`` of them), as
-    CSR, sorted and distinct per event (a key may hold several slots).
+def emit_keys(surv, hit, counts, key, n_keys, tile):
+    """The keys of the slots set in each event's row of ``surv`` (``counts`` of them, in
+    the tiles of words flagged in ``hit``), as CSR, sorted and distinct per event (a key may
+    hold several slots).  Clears ``surv`` and ``hit`` for the next chunk.
 
     An event with more matches than a bitmap of the ``n_keys`` keys has words sets them in
     that bitmap and reads them back in order (no sort); the others are sorted.
     """
-    n = surv.shape[0]
+    n, n_words = surv.shape
     words = (n_keys + 63) >> 6
     total = 0
     for e in range(n):
@@ -519,13 +566,24 @@ def emit_keys(surv, counts, key, n_keys):
     for e in range(n):
         row = surv[e]
         a = k
-        if counts[e] > words:
-            for w in range(surv.shape[1]):
+        many = counts[e] > words
+        for g in range(hit.shape[1]):
+            if not hit[e, g]:
+                continue
+            hit[e, g] = False
+            for w in range(g * tile, min(n_words, (g + 1) * tile)):
                 m = row[w]
-                while m:
-                    x = key[w * 64 + _low_bit(m)]
-                    m &= m - np.uint64(1)
-                    seen[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+                if m:
+                    row[w] = 0
+                    while m:
+                        x = key[w * 64 + _low_bit(m)]
+                        m &= m - np.uint64(1)
+                        if many:
+                            seen[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+                        else:
+                            out[k] = x
+                            k += 1
+        if many:
             for w in range(words):
                 m = seen[w]
                 if m:
@@ -534,13 +592,7 @@ def emit_keys(surv, counts, key, n_keys):
                         out[k] = (w << 6) + _low_bit(m)
                         k += 1
                         m &= m - np.uint64(1)
-        elif counts[e]:
-            for w in range(surv.shape[1]):
-                m = row[w]
-                while m:
-                    out[k] = key[w * 64 + _low_bit(m)]
-                    k += 1
-                    m &= m - np.uint64(1)
+        elif k > a:
             out[a:k].sort()
             last = -1
             b = k
