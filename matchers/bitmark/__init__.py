@@ -17,7 +17,8 @@ constrain it at all (an event lacking the attribute fails them).  An event
 
 1. skips every word whose envelope (the hull of its slots' intervals on two
    attributes) does not hold the event's value: ordering makes most words skippable;
-2. ORs, per remaining word, the rows its values select until all 64 slots are marked;
+2. ORs the rows its values select: per remaining word until all 64 slots are marked, or,
+   when the envelopes leave most words open (wide intervals), whole rows over a tile;
 3. decides the survivors: the bucket rows are conservative (an interval that only
    partly covers the event's bucket is not marked), so either the interval ends stored
    per bucket and tile, sorted, are walked from beyond the event's value (HEM's patching
@@ -25,9 +26,11 @@ constrain it at all (an event lacking the attribute fails them).  An event
    interval, and the residual predicates through phase 1's satisfied ids).
 
 A chunk of events shares one pass over the words, a tile at a time, so that a tile's
-rows come from memory once for the whole chunk.  Matching holds per chunk only its
-values, rows and satisfied residual ids, within fixed budgets (``VALUE_BUDGET``,
-``SAT_BUDGET``), beyond the matches returned.
+rows come from memory once for the whole chunk.  The matching slots go to a bitmap of
+the chunk's events by slots, read once per event to write its sorted keys.  Matching
+holds per chunk only its values, rows, satisfied residual ids and that bitmap, within
+fixed budgets (``VALUE_BUDGET``, ``SAT_BUDGET``, ``SURVIVOR_BUDGET``), beyond the
+matches returned.
 
 Inserted slots go to an unindexed tail checked exactly per event; deleted ones are
 cleared from the ``live`` mask.  The index is rebuilt (at the next match) when the
