@@ -99,6 +99,9 @@ class BitMarkMatcher(Matcher):
 
     tail_min = 2048
     """Tail slots (or deleted indexed slots) tolerated before a rebuild, whatever the size."""
+    dense_share = 0.5
+    """An event ORs whole rows over a tile (vectorised) when its envelopes left at least this
+    share of the words of its previous tile open, else word by word until they are marked."""
 
     def __init__(self, dictionary: Dictionary | None = None, buckets: int = 64, tile_words: int = 256, **params):
         super().__init__(dictionary, **params)
@@ -294,7 +297,7 @@ class BitMarkMatcher(Matcher):
             rows = K.event_rows(vals, layout)
             sat_off, sat_pid = self._satisfied(part)
             counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, self._n_main, self._n_slots,
-                                   self.tile_words, surv[:part.n], hit[:part.n])
+                                   self.tile_words, self.dense_share, surv[:part.n], hit[:part.n])
             off, found = K.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, self.tile_words)
             offsets.append(off[1:] + done)
             keys.append(found)

@@ -19,10 +19,6 @@ from numba.extending import intrinsic
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 CHECK_STEPS = 32
 """Steps of a walk over the ends that cost about one exact check of a survivor."""
-DENSE_TILE = 2
-"""A tile is marked row by row (whole rows ORed, vectorised) for an event whose envelopes
-left at least ``1 / DENSE_TILE`` of the words of its previous tile open, word by word
-otherwise (the first tile word by word)."""
 
 
 class Slots(NamedTuple):
@@ -415,7 +411,7 @@ def _fail_ends(layout, vals, rows, e, g, tiles, w0, fail):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, surv, hit):
+def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, dense_share, surv, hit):
     """The matching slots of a chunk of events, set in a bitmap ``surv[event, word]`` over
     all slots (the indexed ones by marking, then the tail), which must be all zero; the
     tiles of words where an event has matches are flagged in ``hit[event, tile]``.  Returns
@@ -424,9 +420,9 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
     The indexed slots are visited a tile of words at a time (the layout's ``tile``) for
     every event of the chunk, so that the marking rows of a tile, read by many events, stay
     in cache.  The envelopes first (an event outside one fails the word); then, if they
-    left most words of the event's previous tile open (wide intervals), the event's rows
-    are ORed whole over the tile (vectorised), else per open word until all its slots are
-    marked.  At the first survivor
+    left at least ``dense_share`` of the words of the event's previous tile open (wide
+    intervals), the event's rows are ORed whole over the tile (vectorised), else per open
+    word until all its slots are marked (so the first tile).  At the first survivor
     of a tile, the event's ends in the tile are walked once (:func:`_fail_ends`); the
     survivors they do not fail match, but for those of the check mask, which are checked
     exactly.  No pair is emitted here: the keys come out of ``surv`` in one pass per event
@@ -504,7 +500,7 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
                         found[n_found] = left
                         n_found += 1
                         n_left += _popcount(left)
-            dense[e] = n_open * DENSE_TILE >= w1 - w0  # the next tile's way, from this one's
+            dense[e] = n_open >= dense_share * (w1 - w0)  # the next tile's way, from this one's
             if n_found == 0:
                 continue
             walk = n_left * CHECK_STEPS > _ends_at(layout, rows, e, g, tiles)
