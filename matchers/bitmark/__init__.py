@@ -99,7 +99,7 @@ class BitMarkMatcher(Matcher):
 
     tail_min = 2048
     """Tail slots (or deleted indexed slots) tolerated before a rebuild, whatever the size."""
-    dense_share = 0.5
+    dense_share = 0.25
     """An event ORs whole rows over a tile (vectorised) when its envelopes left at least this
     share of the words of its previous tile open, else word by word until they are marked."""
 
