@@ -17,7 +17,8 @@ constrain it at all (an event lacking the attribute fails them).  An event
 
 1. skips every word whose envelope (the hull of its slots' intervals on two
    attributes) does not hold the event's value: ordering makes most words skippable;
-2. ORs, per remaining word, the rows its values select until all 64 slots are marked;
+2. ORs the rows its values select: per remaining word until all 64 slots are marked, or,
+   when the envelopes leave most words open (wide intervals), whole rows over a tile;
 3. decides the survivors: the bucket rows are conservative (an interval that only
    partly covers the event's bucket is not marked), so either the interval ends stored
    per bucket and tile, sorted, are walked from beyond the event's value (HEM's patching
@@ -25,9 +26,11 @@ constrain it at all (an event lacking the attribute fails them).  An event
    interval, and the residual predicates through phase 1's satisfied ids).
 
 A chunk of events shares one pass over the words, a tile at a time, so that a tile's
-rows come from memory once for the whole chunk.  Matching holds per chunk only its
-values, rows and satisfied residual ids, within fixed budgets (``VALUE_BUDGET``,
-``SAT_BUDGET``), beyond the matches returned.
+rows come from memory once for the whole chunk.  The matching slots go to a bitmap of
+the chunk's events by slots, read once per event to write its sorted keys.  Matching
+holds per chunk only its values, rows, satisfied residual ids and that bitmap, within
+fixed budgets (``VALUE_BUDGET``, ``SAT_BUDGET``, ``SURVIVOR_BUDGET``), beyond the
+matches returned.
 
 Inserted slots go to an unindexed tail checked exactly per event; deleted ones are
 cleared from the ``live`` mask.  The index is rebuilt (at the next match) when the
@@ -52,6 +55,10 @@ CHUNK_EVENTS = 1024
 """Most events matched in one pass over the index."""
 VALUE_BUDGET = 16 << 20
 """Bytes of a chunk's value matrix and selected rows (fewer events per chunk when wide)."""
+SURVIVOR_BUDGET = 64 << 20
+"""Bytes of a chunk's bitmap of matching slots (``events x slots / 8``: fewer events per chunk
+at millions of slots); at wide intervals it is smaller than the ``(event, key)`` pairs it
+replaced (27,888 matches per event at n = 1,000,000, width 0.7, are 223 KB of pairs)."""
 SAT_BUDGET = 4 << 20
 """Satisfied residual predicate ids a chunk may produce, at worst (fewer events per chunk)."""
 BITS_PER_PREDICATE = 256
@@ -92,6 +99,9 @@ class BitMarkMatcher(Matcher):
 
     tail_min = 2048
     """Tail slots (or deleted indexed slots) tolerated before a rebuild, whatever the size."""
+    dense_share = 0.25
+    """An event ORs whole rows over a tile (vectorised) when its envelopes left at least this
+    share of the words of its previous tile open, else word by word until they are marked."""
 
     def __init__(self, dictionary: Dictionary | None = None, buckets: int = 64, tile_words: int = 256, **params):
         super().__init__(dictionary, **params)
@@ -115,6 +125,7 @@ class BitMarkMatcher(Matcher):
         self._tail_of_key: dict[int, list[int]] = {}
         self._layout = _empty_layout()
         self._built = False
+        self._scratch: list[tuple[np.ndarray, np.ndarray]] = []  # a zero slot bitmap, for the next match
 
     # -- updates -----------------------------------------------------------------------
     def _column(self, attr: str) -> int:
@@ -272,25 +283,45 @@ class BitMarkMatcher(Matcher):
             self._rebuild()
         layout, slots = self._layout, self._slots()
         n_idx = len(layout.idx_col)
-        chunk = max(1, min(CHUNK_EVENTS, VALUE_BUDGET // (8 * (self._n_cols + n_idx + 1))))
+        slot_words = (self._n_slots + 63) // 64
+        chunk = max(1, min(CHUNK_EVENTS, VALUE_BUDGET // (8 * (self._n_cols + n_idx + 1)),
+                           SURVIVOR_BUDGET // (8 * max(slot_words, 1))))
         if len(self.phase1):
             chunk = max(1, min(chunk, SAT_BUDGET // len(self.phase1)))
         offsets, keys = [np.zeros(1, dtype=np.int64)], []
         done = 0
-        out_ev = np.empty(4096, dtype=np.int32)
-        out_key = np.empty(4096, dtype=np.int32)
+        surv, hit = self._scratch_for(min(chunk, batch.n), slot_words)
         for lo in range(0, batch.n, chunk):
             part = batch.slice(lo, min(batch.n, lo + chunk))
             vals = K.event_values(part.arrays, self._col_of_attr, self._n_cols)
             rows = K.event_rows(vals, layout)
             sat_off, sat_pid = self._satisfied(part)
-            out_ev, out_key, k = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, self._n_main,
-                                               self._n_slots, self.tile_words, out_ev, out_key)
-            off, found = K.to_csr(part.n, out_ev[:k], out_key[:k], self.capacity)
+            counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, self._n_main, self._n_slots,
+                                   self.tile_words, self.dense_share, surv[:part.n], hit[:part.n])
+            off, found = K.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, self.tile_words)
             offsets.append(off[1:] + done)
             keys.append(found)
             done += len(found)
+        self._scratch.append((surv, hit))
         return Matches(np.concatenate(offsets), np.concatenate(keys))
+
+    def _scratch_for(self, n: int, words: int) -> tuple[np.ndarray, np.ndarray]:
+        """A zero bitmap of matching slots for ``n`` events over ``words`` words, and its tile
+        flags: the last match's when large enough (:func:`~matchers.bitmark.kernels.emit_keys`
+        leaves them zero; allocating and zeroing megabytes per call cost 5% at width 0.3).
+        Taken out of ``_scratch`` (``list.pop`` is atomic), so concurrent matches never share one."""
+        try:
+            surv, hit = self.__dict__.setdefault("_scratch", []).pop()  # (older pickles lack it)
+        except IndexError:
+            surv = hit = None
+        tiles = (words + self.tile_words - 1) // self.tile_words
+        if surv is None or surv.shape[0] < n or surv.shape[1] != words or hit.shape[1] != tiles:
+            surv = np.zeros((n, words), dtype=np.uint64)
+            hit = np.zeros((n, tiles), dtype=np.bool_)
+        return surv, hit
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "_scratch": []}
 
     def _satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
         """Satisfied residual predicate ids per event, sorted (CSR)."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import llvmlite.ir as ir
 import numba
 import numpy as np
+from numba import types
+from numba.extending import intrinsic
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_BITPOS = np.zeros(64, dtype=np.int64)
-_BITPOS[[((1 << i) * int(_DEBRUIJN) % 2**64) >> 58 for i in range(64)]] = np.arange(64)
 CHECK_STEPS = 32
 """Steps of a walk over the ends that cost about one exact check of a survivor."""
 
@@ -66,10 +66,34 @@ class Layout(NamedTuple):
     edges: np.ndarray  # float64, sorted bucket edges per indexed attribute
 
 
+@intrinsic
+def _cttz(typingctx, x):
+    """Trailing zeros of a uint64 (``llvm.cttz``: one ``tzcnt``)."""
+    if x != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return types.uint64(types.uint64), codegen
+
+
+@intrinsic
+def _ctpop(typingctx, x):
+    """Set bits of a uint64 (``llvm.ctpop``: one ``popcnt``)."""
+    if x != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return types.uint64(types.uint64), codegen
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _low_bit(x):
     """Position of the lowest set bit of a non-zero uint64."""
-    return _BITPOS[((x & (~x + np.uint64(1))) * _DEBRUIJN) >> np.uint64(58)]
+    return np.int64(_cttz(x))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -357,19 +381,6 @@ def _holds(slots, s, vals, e, sat_off, sat_pid):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _emit(e, key, out_ev, out_key, k):
-    if k == len(out_ev):
-        ev2 = np.empty(2 * k, dtype=np.int32)
-        key2 = np.empty(2 * k, dtype=np.int32)
-        ev2[:k] = out_ev
-        key2[:k] = out_key
-        out_ev, out_key = ev2, key2
-    out_ev[k] = e
-    out_key[k] = key
-    return out_ev, out_key, k + 1
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
 def _ends_at(layout, rows, e, g, tiles):
     """The ends of tile ``g`` in the buckets of event ``e``."""
     total = 0
@@ -400,15 +411,22 @@ def _fail_ends(layout, vals, rows, e, g, tiles, w0, fail):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, out_ev, out_key):
-    """``(event, key)`` pairs of a chunk of events: marking over the indexed slots, then the tail.
+def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, dense_share, surv, hit):
+    """The matching slots of a chunk of events, set in a bitmap ``surv[event, word]`` over
+    all slots (the indexed ones by marking, then the tail), which must be all zero; the
+    tiles of words where an event has matches are flagged in ``hit[event, tile]``.  Returns
+    the matches per event.
 
     The indexed slots are visited a tile of words at a time (the layout's ``tile``) for
     every event of the chunk, so that the marking rows of a tile, read by many events, stay
-    in cache.  Per word, the envelopes first (an event outside one fails the word), then
-    the event's rows ORed until every slot is marked.  At the first survivor of a tile, the
-    event's ends in the tile are walked once (:func:`_fail_ends`); the survivors they do not
-    fail match, but for those of the check mask, which are checked exactly.
+    in cache.  The envelopes first (an event outside one fails the word); then, if they
+    left at least ``dense_share`` of the words of the event's previous tile open (wide
+    intervals), the event's rows are ORed whole over the tile (vectorised), else per open
+    word until all its slots are marked (so the first tile).  At the first survivor
+    of a tile, the event's ends in the tile are walked once (:func:`_fail_ends`); the
+    survivors they do not fail match, but for those of the check mask, which are checked
+    exactly.  No pair is emitted here: the keys come out of ``surv`` in one pass per event
+    (:func:`emit_keys`), which also clears it.
     """
     n = vals.shape[0]
     n_idx = rows.shape[1]
@@ -417,44 +435,78 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
     bits, check, live = layout.bits, layout.check, layout.live
     env_col, env_lo, env_hi = layout.env_col, layout.env_lo, layout.env_hi
     fail = np.zeros(tile, dtype=np.uint64)
+    acc = np.empty(tile, dtype=np.uint64)  # the event's marks over the tile
     found_w = np.empty(tile, dtype=np.int64)  # the words of the tile with survivors
     found = np.empty(tile, dtype=np.uint64)  # and their survivors
-    k = 0
+    dense = np.zeros(n, dtype=np.bool_)  # per event, whether to mark the tile row by row
+    counts = np.zeros(n, dtype=np.int64)
     for w0 in range(0, W, tile):
         w1 = min(W, w0 + tile)
         g = w0 // tile
         for e in range(n):
+            out = surv[e]
+            n_open = 0
             n_found = 0
             n_left = 0
-            for w in range(w0, w1):
-                c0 = env_col[w, 0]
-                if c0 >= 0:
-                    v = vals[e, c0]
-                    if not (v >= env_lo[w, 0] and v <= env_hi[w, 0]):
-                        continue
-                    c1 = env_col[w, 1]
-                    if c1 >= 0:
-                        v = vals[e, c1]
-                        if not (v >= env_lo[w, 1] and v <= env_hi[w, 1]):
+            if dense[e]:  # wide: the envelopes, then whole rows ORed over the tile (vectorised)
+                for w in range(w0, w1):
+                    c0 = env_col[w, 0]
+                    ok = True
+                    if c0 >= 0:
+                        v = vals[e, c0]
+                        ok = v >= env_lo[w, 0] and v <= env_hi[w, 0]
+                        c1 = env_col[w, 1]
+                        if ok and c1 >= 0:
+                            v = vals[e, c1]
+                            ok = v >= env_lo[w, 1] and v <= env_hi[w, 1]
+                    if ok:
+                        acc[w - w0] = ~live[w]
+                        n_open += 1
+                    else:
+                        acc[w - w0] = ALL
+                if n_open:
+                    for j in range(n_idx):
+                        row = bits[rows[e, j], w0:w1]
+                        for i in range(w1 - w0):
+                            acc[i] |= row[i]
+                    for i in range(w1 - w0):
+                        left = ~acc[i]
+                        if left:
+                            found_w[n_found] = w0 + i
+                            found[n_found] = left
+                            n_found += 1
+                            n_left += _popcount(left)
+            else:  # narrow: per word, the envelopes, then its rows until all its slots are marked
+                for w in range(w0, w1):
+                    c0 = env_col[w, 0]
+                    if c0 >= 0:
+                        v = vals[e, c0]
+                        if not (v >= env_lo[w, 0] and v <= env_hi[w, 0]):
                             continue
-                acc = ~live[w]
-                for j in range(n_idx):
-                    acc |= bits[rows[e, j], w]
-                    if acc == ALL:
-                        break
-                left = ~acc
-                if left:
-                    found_w[n_found] = w
-                    found[n_found] = left
-                    n_found += 1
-                    while left:
-                        left &= left - np.uint64(1)
-                        n_left += 1
+                        c1 = env_col[w, 1]
+                        if c1 >= 0:
+                            v = vals[e, c1]
+                            if not (v >= env_lo[w, 1] and v <= env_hi[w, 1]):
+                                continue
+                    n_open += 1
+                    a = ~live[w]
+                    for j in range(n_idx):
+                        a |= bits[rows[e, j], w]
+                        if a == ALL:
+                            break
+                    left = ~a
+                    if left:
+                        found_w[n_found] = w
+                        found[n_found] = left
+                        n_found += 1
+                        n_left += _popcount(left)
+            dense[e] = n_open >= dense_share * (w1 - w0)  # the next tile's way, from this one's
             if n_found == 0:
                 continue
             walk = n_left * CHECK_STEPS > _ends_at(layout, rows, e, g, tiles)
             if walk:
                 _fail_ends(layout, vals, rows, e, g, tiles, w0, fail)
+            c = 0
             for i in range(n_found):
                 w = found_w[i]
                 left = found[i]
@@ -463,68 +515,92 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
                     left &= ~fail[w - w0]
                     sure = left & ~check[w]
                     left &= check[w]
-                while sure:
-                    s = w * 64 + _low_bit(sure)
-                    sure &= sure - np.uint64(1)
-                    out_ev, out_key, k = _emit(e, slots.key[s], out_ev, out_key, k)
                 while left:
-                    s = w * 64 + _low_bit(left)
+                    b = _low_bit(left)
                     left &= left - np.uint64(1)
-                    if _holds(slots, s, vals, e, sat_off, sat_pid):
-                        out_ev, out_key, k = _emit(e, slots.key[s], out_ev, out_key, k)
+                    if _holds(slots, w * 64 + b, vals, e, sat_off, sat_pid):
+                        sure |= np.uint64(1) << np.uint64(b)
+                out[w] = sure
+                c += _popcount(sure)
+            if c:
+                counts[e] += c
+                hit[e, g] = True
             if walk:
                 fail[:w1 - w0] = 0
     for e in range(n):
         for s in range(n_main, n_slots):
             if slots.key[s] >= 0 and _holds(slots, s, vals, e, sat_off, sat_pid):
-                out_ev, out_key, k = _emit(e, slots.key[s], out_ev, out_key, k)
-    return out_ev, out_key, k
+                surv[e, s >> 6] |= np.uint64(1) << np.uint64(s & 63)
+                hit[e, (s >> 6) // tile] = True
+                counts[e] += 1
+    return counts
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _popcount(x):
+    return np.int64(_ctpop(x))
 
 
 @numba.njit(cache=True, nogil=True)
-def to_csr(n, ev, key, n_keys):
-    """Pairs as CSR by event, keys (below ``n_keys``) sorted and distinct per event.
+def emit_keys(surv, hit, counts, key, n_keys, tile):
+    """The keys of the slots set in each event's row of ``surv`` (``counts`` of them, in
+    the tiles of words flagged in ``hit``), as CSR, sorted and distinct per event (a key may
+    hold several slots).  Clears ``surv`` and ``hit`` for the next chunk.
 
-    An event with more keys than a bitmap of ``n_keys`` bits has words sets them in the
-    bitmap and reads them back in order (no sort); the others are sorted.
+    An event with more matches than a bitmap of the ``n_keys`` keys has words sets them in
+    that bitmap and reads them back in order (no sort); the others are sorted.
     """
-    counts = np.zeros(n + 1, dtype=np.int64)
-    for i in range(len(ev)):
-        counts[ev[i] + 1] += 1
-    for e in range(n):
-        counts[e + 1] += counts[e]
-    fill = counts[:-1].copy()
-    out = np.empty(len(ev), dtype=np.int32)
-    for i in range(len(ev)):
-        out[fill[ev[i]]] = key[i]
-        fill[ev[i]] += 1
-    offsets = np.zeros(n + 1, dtype=np.int64)
+    n, n_words = surv.shape
     words = (n_keys + 63) >> 6
+    total = 0
+    for e in range(n):
+        total += counts[e]
+    out = np.empty(total, dtype=np.int32)
+    offsets = np.zeros(n + 1, dtype=np.int64)
     seen = np.zeros(words, dtype=np.uint64)
     k = 0
     for e in range(n):
-        a, b = counts[e], counts[e + 1]
-        if b - a > words:
-            for i in range(a, b):
-                x = out[i]
-                seen[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+        row = surv[e]
+        a = k
+        many = counts[e] > words
+        for g in range(hit.shape[1]):
+            if not hit[e, g]:
+                continue
+            hit[e, g] = False
+            for w in range(g * tile, min(n_words, (g + 1) * tile)):
+                m = row[w]
+                if m:
+                    row[w] = 0
+                    while m:
+                        x = key[w * 64 + _low_bit(m)]
+                        m &= m - np.uint64(1)
+                        if many:
+                            seen[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+                        else:
+                            out[k] = x
+                            k += 1
+        if many:
             for w in range(words):
                 m = seen[w]
-                seen[w] = 0
-                while m:
-                    out[k] = (w << 6) + _low_bit(m)
-                    k += 1
-                    m &= m - np.uint64(1)
-        else:
-            seg = np.sort(out[a:b])
+                if m:
+                    seen[w] = 0
+                    while m:
+                        out[k] = (w << 6) + _low_bit(m)
+                        k += 1
+                        m &= m - np.uint64(1)
+        elif k > a:
+            out[a:k].sort()
             last = -1
-            for x in seg:
+            b = k
+            k = a
+            for i in range(a, b):
+                x = out[i]
                 if x != last:
                     out[k] = x
                     k += 1
                     last = x
         offsets[e + 1] = k
-    return offsets, out[:k].copy()
+    return offsets, out[:k]
 
 
 @numba.njit(cache=True, nogil=True)

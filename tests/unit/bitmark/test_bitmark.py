@@ -10,11 +10,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matchers.bitmark import BitMarkMatcher
+from matchers.bitmark import kernels as K
 from matchers.catalog import create
 from matchers.expr import And, Subscription, pred
 from scripts.workloads import dense
@@ -129,6 +131,36 @@ def test_hypothesis_wide_intervals_and_values_on_bucket_edges(seed, n_subs, tile
         del live[sub_id]
     check(matcher, live, evs)  # the tail, the deleted slots, then a rebuild
     check(matcher, live, evs)
+
+
+def test_wide_dense_tiles_match_oracle_and_reuse_the_slot_bitmap():
+    """Width 0.7 over many small tiles: the envelopes leave most words open, so after its
+    first tile an event ORs whole rows (the dense path); events match thousands of keys
+    (the key bitmap of :func:`~matchers.bitmark.kernels.emit_keys`).  Batches of several
+    sizes, a pickled copy and a tail reuse (or replace) the zero slot bitmap of the last match."""
+    import pickle
+
+    work = dense(n_subs=4000, n_events=60, d=8, k=4, width=0.7, seed=5)
+    matcher = create("bitmark", tile_words=4)
+    assert isinstance(matcher, BitMarkMatcher)
+    matcher.tail_min = 64
+    matcher.add(work.subscriptions)
+    live = {s.id: s for s in work.subscriptions}
+    total = check(matcher, live, work.events[:40])
+    assert total / 40 > 64 * 4  # more matches than the key bitmap has words
+    layout = matcher._layout
+    vals = K.event_values(matcher.encode(work.events[:40]).arrays, matcher._col_of_attr, matcher._n_cols)
+    is_open = np.ones((40, len(layout.live)), dtype=bool)
+    for i in range(2):
+        c = layout.env_col[:, i]
+        v = vals[:, np.where(c >= 0, c, 0)]
+        is_open &= (c < 0) | ((v >= layout.env_lo[:, i]) & (v <= layout.env_hi[:, i]))
+    assert is_open.mean() > 0.5  # the dense path is taken
+    check(matcher, live, work.events[40:41])
+    check(matcher, live, work.events[:60])
+    check(pickle.loads(pickle.dumps(matcher)), live, work.events[:20])
+    matcher.add(work.subscriptions[:100])  # upserts: dead slots and a tail, then the same batch
+    check(matcher, live, work.events[:40])
 
 
 def test_batch_memory_is_bounded():
