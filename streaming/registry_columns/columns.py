@@ -143,7 +143,7 @@ class IdColumns:
         self.version = np.zeros(0, np.int64)
         self.tenant = np.zeros(0, np.int32)
         self.expires = np.zeros(0, np.float64)
-        self.slots = np.full(kernels.table_size(0), kernels.EMPTY, np.int64)
+        self.slots = np.full(kernels.table_size(0), kernels.EMPTY, np.int32)
         self.tenant_names: list[str] = []
         self._tenant_codes: dict[str, int] = {}
 
@@ -174,7 +174,7 @@ class IdColumns:
             self._rehash(kernels.table_size(int(need * _GROWTH)))
 
     def _rehash(self, size: int) -> None:
-        self.slots = np.full(size, kernels.EMPTY, np.int64)
+        self.slots = np.full(size, kernels.EMPTY, np.int32)
         kernels.fill_slots(self.slots, self.hash, self.n)
 
     def tenant_codes(self, names: pa.Array) -> np.ndarray:

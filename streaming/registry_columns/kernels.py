@@ -1,7 +1,7 @@
 """Numba kernels over Arrow string buffers (``offsets``, ``data``): id hashes, last occurrences,
 and the open-addressing id table of :mod:`streaming.registry_columns.columns`.
 
-An id table is ``slots`` (``int64``, a power of two long, ``-1`` empty) of row numbers into
+An id table is ``slots`` (``int32``, a power of two long, ``-1`` empty) of row numbers into
 columns ``row_hash`` (``uint64``) and the rows' id bytes (``row_off``, ``row_data``); probing is
 linear from ``hash & (len(slots) - 1)``, and two ids are the same when their hashes and bytes
 are. Kernels assume valid input (callers check) and never allocate the caller's columns.

@@ -47,7 +47,7 @@ def apply_model(model: Model, changes: list[tuple]) -> Model:
 
 
 def batch_of(changes: list[tuple]) -> ChangeBatch:
-    cols = list(zip(*changes, strict=True)) if changes else [[]] * 6
+    cols: list[tuple] = list(zip(*changes, strict=True)) if changes else [()] * 6
     return ChangeBatch.of(list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), list(cols[5]))
 
 
@@ -99,7 +99,7 @@ def check_driver(reg: ColumnRegistry, model: Model) -> None:
 
 
 def random_changes(rng: random.Random, pool: list[str], n: int) -> list[tuple]:
-    out = []
+    out: list[tuple] = []
     for _ in range(n):
         sub_id = rng.choice(pool)
         if rng.random() < 0.35:
