@@ -13,9 +13,11 @@ deltas, one shard in memory at a time) and old files are pruned.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +27,25 @@ from streaming.registry_columns import files, kernels
 from streaming.registry_columns.columns import DELETE, UPSERT, ChangeBatch, IdColumns, as_array
 from streaming.registry_columns.files import Stamp
 from streaming.storage import Directory
+
+
+def _malloc_trim() -> Any:
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    """Give memory freed by a batch back to the system: Arrow's pool and, on glibc, the C heap
+    (NumPy's; glibc keeps freed arrays of a few MB once its mmap threshold grew). A few ms."""
+    pa.default_memory_pool().release_unused()
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 class Applied(NamedTuple):
@@ -82,6 +103,7 @@ class ColumnRegistry:
             table, stamp = files.read_delta(self.directory, v)
             self._apply_table(table, v)
             self.stamps.append(stamp)
+        release_memory()
 
     @property
     def version(self) -> int:
@@ -175,6 +197,7 @@ class ColumnRegistry:
         self.stamps.append(stamp)
         if version - self.snapshot_version >= self.snapshot_every:
             self.snapshot()
+        release_memory()
         up = net.ops == UPSERT
         return Applied(version, stamp.time, False, int(np.count_nonzero(up & (before == 0))),
                        int(np.count_nonzero(up & (before != 0))), int(np.count_nonzero(~up)))
