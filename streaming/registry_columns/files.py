@@ -45,6 +45,10 @@ _MANIFEST = re.compile(r"^(\d{12})\.json$")
 _PART = re.compile(r"^(\d{12})-(\d{5})-of-(\d{5})\.arrow$")
 
 
+class MissingFile(RegistryError):
+    """A registry file that is not there (never written, or pruned after it was listed)."""
+
+
 class Stamp(NamedTuple):
     """What a file records about its version."""
 
@@ -84,7 +88,7 @@ def _from_ipc(directory: Directory, name: str, schema: pa.Schema, version: int) 
     try:
         data = directory.read(name)
     except FileNotFoundError:
-        raise RegistryError(f"registry file {where} is missing") from None
+        raise MissingFile(f"registry file {where} is missing") from None
     try:
         table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
         table.validate(full=True)
@@ -153,7 +157,7 @@ def read_manifest(directory: Directory, version: int) -> Manifest:
                             int(obj["shards"]), [int(r) for r in obj["rows"]])
         fmt = int(obj["format"])
     except FileNotFoundError:
-        raise RegistryError(f"registry file {where} is missing") from None
+        raise MissingFile(f"registry file {where} is missing") from None
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RegistryError(f"cannot read registry file {where}: {type(exc).__name__}: {exc}") from None
     if fmt != FORMAT or manifest.stamp.version != version or len(manifest.rows) != manifest.shards:

@@ -276,5 +276,9 @@ def read_shard(directory: str | Path | Directory, version: int, shard: int = 0, 
         If the version is not stored, or a file it needs is missing or unreadable.
     """
     location = directory if isinstance(directory, Directory) else Directory(directory)
-    table, _ = files.shard_table(location, version, shard, shards)
-    return table
+    for _attempt in range(2):  # the driver may prune a file between listing and reading
+        try:
+            return files.shard_table(location, version, shard, shards)[0]
+        except files.MissingFile:
+            continue
+    return files.shard_table(location, version, shard, shards)[0]
