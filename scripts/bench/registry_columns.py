@@ -136,22 +136,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kinds", nargs="+", default=["columns", "objects"], choices=["columns", "objects"])
     args = parser.parse_args(argv)
     for kind in args.kinds:
-        plain = _child(kind, args.subs, args.batch, trace=False)
-        traced = _child(kind, args.subs, args.batch, trace=True)
-        n = args.subs
-        line = {
-            "registry": kind, "subs": n, "batch": args.batch,
-            "apply_subs_per_cpu_s": round(n / plain["apply_cpu_s"]),
-            "apply_subs_per_wall_s": round(n / plain["apply_wall_s"]),
-            "traced_B_per_sub": round(traced["traced"] / n, 1),
-            "rss_B_per_sub": round(plain["rss_growth"] / n, 1),
-            "peak_rss_B_per_sub": round(plain["peak_rss_growth"] / n, 1),
-        }
-        for key in ("columns_nbytes", "snapshot_cpu_s", "snapshot_wall_s", "read_shard_cpu_s", "shard_rows"):
-            if key in plain:
-                line[key] = round(plain[key], 3) if isinstance(plain[key], float) else plain[key]
-        print(json.dumps(line), flush=True)
-
+        for trace in (False, True):
+            r = _child(kind, args.subs, args.batch, trace)
+            n = r["subs"]
+            line: dict = {"registry": kind, "subs": n, "batch": args.batch, "tracemalloc": trace}
+            if trace:
+                line["traced_B_per_sub"] = round(r["traced"] / n, 1)
+            else:
+                line.update(apply_subs_per_cpu_s=round(n / r["apply_cpu_s"]),
+                            apply_subs_per_wall_s=round(n / r["apply_wall_s"]),
+                            rss_B_per_sub=round(r["rss_growth"] / n, 1),
+                            peak_rss_B_per_sub=round(r["peak_rss_growth"] / n, 1))
+            for key in ("columns_nbytes", "snapshot_cpu_s", "snapshot_wall_s", "read_shard_cpu_s", "shard_rows"):
+                if key in r:
+                    line[key] = round(r[key], 3) if isinstance(r[key], float) else r[key]
+            print(json.dumps(line), flush=True)
 
 if __name__ == "__main__":
     main()
