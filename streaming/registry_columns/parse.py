@@ -26,6 +26,7 @@ from streaming.records import (
     ErrorRecord,
     Position,
     SubscriptionParser,
+    count_predicates,
     default_parser,
     expression_change,
     read_envelope,
@@ -39,12 +40,14 @@ ERROR = -1
 
 PARSED_SCHEMA = pa.schema([
     ("id", pa.string()), ("op", pa.int8()), ("kind", pa.int8()), ("record", pa.binary()),
-    ("expires", pa.float64()), ("target", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("expires", pa.float64()), ("target", pa.string()), ("predicates", pa.int32()), ("topic", pa.string()),
+    ("partition", pa.int32()),
     ("offset", pa.int64()), ("error", pa.binary()),
 ])
 """One row per subscription record: its change (``op`` :data:`UPSERT_CODE` or
 :data:`DELETE_CODE`, ``kind`` :data:`EXPRESSION` or :data:`PATTERN` for an upsert, ``0``
-otherwise) or its error record (``op`` :data:`ERROR`), and its position."""
+otherwise; ``predicates``: an expression's count, for the tenants' quota) or its error record
+(``op`` :data:`ERROR`), and its position."""
 
 
 def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, max_terms: int = DEFAULT_MAX_TERMS,
@@ -59,7 +62,8 @@ def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, m
     for key, value, topic, partition, offset in zip(keys, values, topics, parts, offsets, strict=True):
         position = Position(topic, int(partition), int(offset))
         row = _row(key, value, position, parse, max_terms, limits, targets)
-        for name, item in zip(("id", "op", "kind", "record", "expires", "target", "error"), row, strict=True):
+        for name, item in zip(("id", "op", "kind", "record", "expires", "target", "predicates", "error"), row,
+                              strict=True):
             cols[name].append(item)
         cols["topic"].append(topic)
         cols["partition"].append(partition)
@@ -69,25 +73,26 @@ def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, m
 
 def _row(key: bytes | None, value: bytes | None, position: Position, parse: SubscriptionParser, max_terms: int,
          limits: LimitsSettings, targets: bool) -> tuple:
-    """``(id, op, kind, record, expires, target, error)`` of one record."""
+    """``(id, op, kind, record, expires, target, predicates, error)`` of one record."""
     envelope = read_envelope(key, value, position, limits)
     if isinstance(envelope, ErrorRecord):
         return _error(envelope)
     op, sub_id, obj = envelope
     if op == DELETE or obj is None:
-        return sub_id, DELETE_CODE, 0, None, None, None, None
+        return sub_id, DELETE_CODE, 0, None, None, None, 0, None
     if "pattern" in obj:
         problem = pattern_error(sub_id, obj, key, value, position)
-        return _error(problem) if problem is not None else (sub_id, UPSERT_CODE, PATTERN, value, None, None, None)
+        return _error(problem) if problem is not None else (sub_id, UPSERT_CODE, PATTERN, value, None, None, 0, None)
     change = expression_change(sub_id, obj, key, value, position, parse, max_terms, limits, targets)
     if isinstance(change, ErrorRecord):
         return _error(change)
-    expires = change.subscription.expires if change.subscription is not None else None
-    return change.id, UPSERT_CODE, EXPRESSION, value, expires, change.target, None
+    sub = change.subscription
+    assert sub is not None  # an upsert carries its subscription
+    return change.id, UPSERT_CODE, EXPRESSION, value, sub.expires, change.target, count_predicates(sub), None
 
 
 def _error(record: ErrorRecord) -> tuple:
-    return None, ERROR, 0, None, None, None, record.to_json()
+    return None, ERROR, 0, None, None, None, 0, record.to_json()
 
 
 def parse_partition(batches: Iterator[pa.RecordBatch], max_terms: int = DEFAULT_MAX_TERMS,

@@ -16,6 +16,7 @@ from streaming.records import (
     Change,
     ErrorRecord,
     Position,
+    count_predicates,
     default_parser,
     parse_change,
 )
@@ -49,16 +50,17 @@ def _expected(key, value, position, targets):
     """What today's parsers make of one record, as a row of PARSED_SCHEMA's change columns."""
     out = parse_change(key, value, position, PARSE, targets=targets)
     if isinstance(out, ErrorRecord):
-        return None, ERROR, 0, None, None, None, out.to_json()
+        return None, ERROR, 0, None, None, None, 0, out.to_json()
     assert isinstance(out, Change)
     if out.op == UPSERT:
-        return out.id, columns.UPSERT, columns.EXPRESSION, value, out.subscription.expires, out.target, None
+        return (out.id, columns.UPSERT, columns.EXPRESSION, value, out.subscription.expires, out.target,
+                count_predicates(out.subscription), None)
     pattern = parse_pattern_change(key, value, position, {out.id}, DEFAULT_LIMITS)
     if isinstance(pattern, ErrorRecord):
-        return None, ERROR, 0, None, None, None, pattern.to_json()
+        return None, ERROR, 0, None, None, None, 0, pattern.to_json()
     if pattern is None or pattern[0] == DELETE:
-        return out.id, columns.DELETE, 0, None, None, None, None
-    return out.id, columns.UPSERT, columns.PATTERN, value, None, None, None
+        return out.id, columns.DELETE, 0, None, None, None, 0, None
+    return out.id, columns.UPSERT, columns.PATTERN, value, None, None, 0, None
 
 
 @settings(max_examples=40, deadline=None)
@@ -72,7 +74,8 @@ def test_each_record_is_judged_as_by_both_parsers(records, targets):
     rows = got.to_pylist()
     for i, ((key, value), row) in enumerate(zip(records, rows, strict=True)):
         want = _expected(key, value, Position("subs", 0, i), targets)
-        assert tuple(row[c] for c in ("id", "op", "kind", "record", "expires", "target", "error")) == want
+        assert tuple(row[c] for c in ("id", "op", "kind", "record", "expires", "target", "predicates",
+                                                     "error")) == want
         assert (row["topic"], row["partition"], row["offset"]) == ("subs", 0, i)
 
 
