@@ -15,6 +15,7 @@ subscriptions the matcher takes, under their internal ids (a tenant's ``t:x``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+
 import numpy as np
 import orjson
 import pyarrow as pa

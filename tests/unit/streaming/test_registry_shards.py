@@ -16,7 +16,14 @@ from matchers.catalog import create
 from matchers.expr import Subscription
 from streaming.records import default_parser
 from streaming.registry import RegistryError
-from streaming.registry_columns import DELETE, EXPRESSION, PATTERN, UPSERT, ColumnRegistry, read_shard
+from streaming.registry_columns import (
+    DELETE,
+    EXPRESSION,
+    PATTERN,
+    UPSERT,
+    ColumnRegistry,
+    read_shard,
+)
 from streaming.registry_columns import files as rfiles
 from streaming.registry_columns.shards import build_shard, catch_up, subscriptions
 from tests.unit.streaming.test_registry_columns import batch_of
