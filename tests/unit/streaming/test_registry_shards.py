@@ -45,7 +45,7 @@ def _history(seed: int, batches: int = 12) -> list[list[tuple]]:
     rnd = random.Random(seed)
     out = []
     for _ in range(batches):
-        batch = []
+        batch: list[tuple] = []
         for _ in range(rnd.randrange(1, 9)):
             sub_id = rnd.choice(IDS)
             roll = rnd.random()
