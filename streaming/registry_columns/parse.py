@@ -47,7 +47,8 @@ PARSED_SCHEMA = pa.schema([
 """One row per subscription record: its change (``op`` :data:`UPSERT_CODE` or
 :data:`DELETE_CODE`, ``kind`` :data:`EXPRESSION` or :data:`PATTERN` for an upsert, ``0``
 otherwise; ``predicates``: an expression's count, for the tenants' quota) or its error record
-(``op`` :data:`ERROR`), and its position."""
+(``op`` :data:`ERROR`; a refused pattern keeps its id and kind :data:`PATTERN`, the others
+have neither), and its position."""
 
 
 def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, max_terms: int = DEFAULT_MAX_TERMS,
@@ -82,7 +83,9 @@ def _row(key: bytes | None, value: bytes | None, position: Position, parse: Subs
         return sub_id, DELETE_CODE, 0, None, None, None, 0, None
     if "pattern" in obj:
         problem = pattern_error(sub_id, obj, key, value, position)
-        return _error(problem) if problem is not None else (sub_id, UPSERT_CODE, PATTERN, value, None, None, 0, None)
+        if problem is not None:  # whose id it is is known: the match query drops the id's expression
+            return sub_id, ERROR, PATTERN, None, None, None, 0, problem.to_json()
+        return sub_id, UPSERT_CODE, PATTERN, value, None, None, 0, None
     change = expression_change(sub_id, obj, key, value, position, parse, max_terms, limits, targets)
     if isinstance(change, ErrorRecord):
         return _error(change)

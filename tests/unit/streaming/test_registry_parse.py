@@ -56,8 +56,8 @@ def _expected(key, value, position, targets):
         return (out.id, columns.UPSERT, columns.EXPRESSION, value, out.subscription.expires, out.target,
                 count_predicates(out.subscription), None)
     pattern = parse_pattern_change(key, value, position, {out.id}, DEFAULT_LIMITS)
-    if isinstance(pattern, ErrorRecord):
-        return None, ERROR, 0, None, None, None, 0, pattern.to_json()
+    if isinstance(pattern, ErrorRecord):  # a refused pattern keeps its id (the match query drops the id)
+        return out.id, ERROR, columns.PATTERN, None, None, None, 0, pattern.to_json()
     if pattern is None or pattern[0] == DELETE:
         return out.id, columns.DELETE, 0, None, None, None, 0, None
     return out.id, columns.UPSERT, columns.PATTERN, value, None, None, 0, None
