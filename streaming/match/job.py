@@ -62,6 +62,7 @@ from streaming.placement import ShardAnchors, pinned_bins
 from streaming.records import default_parser
 from streaming.registry import RegistryError
 from streaming.registry_columns import ColumnRegistry
+from streaming.registry_columns.migrate import convert_pickled
 from streaming.storage import Directory, join
 from streaming.tenants import Tenants
 from streaming.validity import ValidityStore
@@ -136,6 +137,7 @@ class MatchJob:
         self.parse = default_parser()
         m = settings.match
         self.registry = ColumnRegistry(settings.registry_columns_dir, m.shards, m.snapshot_every, m.snapshots_kept)
+        convert_pickled(settings.registry_dir, self.registry)  # a checkpoint of an earlier release, once
         self.validity = ValidityStore(settings.validity_dir)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.tenants = Tenants.of(settings)
