@@ -190,10 +190,9 @@ def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterab
             continue
         op, sub_id, _ = out
         if op == UPSERT and sub_id not in known and tenants is not None:
-            reason = tenants.over_quota(tenant, "patterns", held[tenant] + 1)
+            reason = tenants.refusal(tenant, Tenants.split(sub_id)[1], "patterns", held[tenant] + 1)
             if reason is not None:
-                errors.append(error(PATTERN, value, Position(topic, partition, offset),
-                                    f"subscription {Tenants.split(sub_id)[1]!r} refused: {reason}", key))
+                errors.append(error(PATTERN, value, Position(topic, partition, offset), reason, key))
                 continue
         changes.append(out)
         if op == DELETE:

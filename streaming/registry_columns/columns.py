@@ -2,8 +2,9 @@
 
 Per id the driver keeps its 64-bit hash, its bytes, CRC-32 (its shard is ``crc % shards``, as
 :func:`streaming.executor_cache.shard_of`), kind (``0`` once deleted), version of its last
-change, tenant code and expiry time: about 45 bytes plus the id's own, never a Python
-object. The record bytes live in the registry's files only. A deleted id keeps its row
+change, owner code (its tenant and the target topic its id names), expiry time and predicate
+count: about 49 bytes plus the id's own, never a Python object. What each owner holds (live
+subscriptions and predicates per kind) is kept up to date as ids change, for the quotas. The record bytes live in the registry's files only. A deleted id keeps its row
 until :meth:`IdColumns.compact` (run when a quarter of the rows are dead).
 """
 
@@ -14,9 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from matchers.errors import PubSubError
 from streaming.registry_columns import kernels
+from streaming.tenants import targets_of
 
 UPSERT, DELETE = 0, 1
 """Op codes of a change."""
@@ -40,12 +43,13 @@ class ChangeBatch(NamedTuple):
     records: pa.Array
     expires: np.ndarray
     tenants: pa.Array
+    predicates: np.ndarray
 
     def __len__(self) -> int:
         return len(self.ids)
 
     @classmethod
-    def of(cls, ids, ops, kinds=None, records=None, expires=None, tenants=None) -> ChangeBatch:
+    def of(cls, ids, ops, kinds=None, records=None, expires=None, tenants=None, predicates=None) -> ChangeBatch:
         """Checked columns of changes.
 
         Parameters
@@ -56,6 +60,7 @@ class ChangeBatch(NamedTuple):
         records : the canonical record's bytes of each upsert (ignored for a delete).
         expires : expiry time (seconds) or NaN for none; all NaN when omitted.
         tenants : tenant names (the operator's, ``""``, when omitted).
+        predicates : each expression upsert's predicate count (the tenants' quota; 0 when omitted).
 
         Raises
         ------
@@ -87,13 +92,23 @@ class ChangeBatch(NamedTuple):
         ten = pa.array([""] * n, pa.string()) if tenants is None else _strings(tenants, "tenants", pa.string())
         if ten.null_count:
             raise ChangeBatchError("tenants must not be null (the operator's is \"\")")
-        return cls(ids, op_codes, kind_codes, recs, exp, ten)
+        preds = np.zeros(n, np.int32) if predicates is None else np.asarray(predicates, np.int64)
+        if preds.shape != (n,) or (preds < 0).any() or (preds > np.iinfo(np.int32).max).any():
+            raise ChangeBatchError(f"predicates: {n} counts of at least 0 needed")
+        return cls(ids, op_codes, kind_codes, recs, exp, ten, np.where(upsert, preds, 0).astype(np.int32))
 
     def take(self, rows: np.ndarray) -> ChangeBatch:
         """The changes at ``rows``."""
         idx = pa.array(rows, pa.int64())
         return ChangeBatch(self.ids.take(idx), self.ops[rows], self.kinds[rows], self.records.take(idx),
-                           self.expires[rows], self.tenants.take(idx))
+                           self.expires[rows], self.tenants.take(idx), self.predicates[rows])
+
+    @classmethod
+    def concat(cls, parts: Sequence[ChangeBatch]) -> ChangeBatch:
+        """The changes of ``parts``, one after the other."""
+        arrays = [pa.concat_arrays([getattr(p, f) for p in parts]) if isinstance(getattr(parts[0], f), pa.Array)
+                  else np.concatenate([getattr(p, f) for p in parts]) for f in cls._fields]
+        return cls(*arrays)
 
 
 def _strings(values, name: str, kind: pa.DataType) -> pa.Array:
@@ -124,13 +139,19 @@ def _codes(ops, n: int) -> np.ndarray:
 def _where_null(arr: pa.Array, null: np.ndarray) -> pa.Array:
     if not null.any():
         return arr
-    import pyarrow.compute as pc
-
     return pc.if_else(pa.array(null), pa.scalar(None, arr.type), arr)
 
 
+_COLUMNS = ("hash", "crc", "kind", "version", "tenant", "expires", "predicates")
+
+
 class IdColumns:
-    """Rows of ids with their columns, grown in place (by a quarter) and compacted."""
+    """Rows of ids with their columns, grown in place (by a quarter) and compacted.
+
+    ``tenant`` holds owner codes: ``tenant_names[code]`` and ``target_names[code]`` (``""``:
+    none) are the owner's tenant and the target topic its ids name; ``held[code, kind]`` its
+    live subscriptions and their predicates.
+    """
 
     def __init__(self) -> None:
         self.n = 0
@@ -143,21 +164,22 @@ class IdColumns:
         self.version = np.zeros(0, np.int64)
         self.tenant = np.zeros(0, np.int32)
         self.expires = np.zeros(0, np.float64)
+        self.predicates = np.zeros(0, np.int32)
         self.slots = np.full(kernels.table_size(0), kernels.EMPTY, np.int32)
         self.tenant_names: list[str] = []
-        self._tenant_codes: dict[str, int] = {}
+        self.target_names: list[str] = []
+        self.held = np.zeros((0, len(KINDS) + 1, 2), np.int64)
+        self._owner_codes: dict[tuple[str, str], int] = {}
 
     def nbytes(self) -> int:
         """Bytes of the arrays held (capacity included)."""
-        arrays = (self.hash, self.off, self.data, self.crc, self.kind, self.version, self.tenant, self.expires,
-                  self.slots)
-        return sum(a.nbytes for a in arrays)
+        return sum(getattr(self, name).nbytes for name in (*_COLUMNS, "off", "data", "slots"))
 
     def _reserve(self, rows: int, nbytes: int) -> None:
         need = self.n + rows
         if need > len(self.hash):
             cap = max(need, int(len(self.hash) * _GROWTH), 1024)
-            for name in ("hash", "crc", "kind", "version", "tenant", "expires"):
+            for name in _COLUMNS:
                 old = getattr(self, name)
                 new = np.zeros(cap, old.dtype)
                 new[: self.n] = old[: self.n]
@@ -177,17 +199,28 @@ class IdColumns:
         self.slots = np.full(size, kernels.EMPTY, np.int32)
         kernels.fill_slots(self.slots, self.hash, self.n)
 
-    def tenant_codes(self, names: pa.Array) -> np.ndarray:
-        """Codes of tenant names (new names get new codes)."""
-        enc = names.dictionary_encode()
-        lookup = np.empty(len(enc.dictionary), np.int32)
-        for i, name in enumerate(enc.dictionary.to_pylist()):  # one per distinct tenant
-            code = self._tenant_codes.get(name)
+    def owner_codes(self, tenants: pa.Array, ids: pa.Array) -> np.ndarray:
+        """Owner codes of ids of ``tenants`` (the target topic read from a tenant's id; new owners
+        get new codes)."""
+        if not len(ids):
+            return np.zeros(0, np.int32)
+        targets = pc.if_else(pc.equal(tenants, ""), "", targets_of(ids))
+        t_enc, g_enc = tenants.dictionary_encode(), targets.dictionary_encode()
+        t_idx = t_enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        g_idx = g_enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        pairs, inverse = np.unique(t_idx * len(g_enc.dictionary) + g_idx, return_inverse=True)
+        t_names, g_names = t_enc.dictionary.to_pylist(), g_enc.dictionary.to_pylist()
+        lookup = np.empty(len(pairs), np.int32)
+        for i, pair in enumerate(pairs.tolist()):  # one per distinct owner
+            owner = (t_names[pair // len(g_names)], g_names[pair % len(g_names)])
+            code = self._owner_codes.get(owner)
             if code is None:
-                code = self._tenant_codes[name] = len(self.tenant_names)
-                self.tenant_names.append(name)
+                code = self._owner_codes[owner] = len(self.tenant_names)
+                self.tenant_names.append(owner[0])
+                self.target_names.append(owner[1])
+                self.held = np.concatenate([self.held, np.zeros((1, *self.held.shape[1:]), np.int64)])
             lookup[i] = code
-        return lookup[enc.indices.to_numpy(zero_copy_only=False)] if len(enc) else np.zeros(0, np.int32)
+        return lookup[inverse.reshape(-1)]
 
     def find(self, ids: pa.Array) -> np.ndarray:
         """Rows of ``ids`` (``-1`` when never seen since the last compaction)."""
@@ -197,8 +230,8 @@ class IdColumns:
                                       np.zeros(len(h), np.bool_))
         return rows
 
-    def put(self, ids: pa.Array, kinds: np.ndarray, versions: np.ndarray, tenants: np.ndarray,
-            expires: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def put(self, ids: pa.Array, kinds: np.ndarray, versions: np.ndarray, owners: np.ndarray,
+            expires: np.ndarray, predicates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Set distinct ids' columns (kind ``0`` deletes); ``(rows, kinds before, CRC-32s)``.
 
         A delete of an absent id adds no row (its row is ``-1``).
@@ -212,13 +245,42 @@ class IdColumns:
         r = rows[present]
         before = np.zeros(len(rows), np.int8)
         before[present] = self.kind[r]
-        self.kind[r] = kinds[present]
+        was = before[present] != 0
+        self._count(self.tenant[r][was], self.kind[r][was], self.predicates[r][was], -1)
+        new_kinds = kinds[present]
+        self.kind[r] = new_kinds
         self.version[r] = versions[present]
-        self.tenant[r] = tenants[present]
+        self.tenant[r] = owners[present]
         self.expires[r] = expires[present]
+        self.predicates[r] = np.where(new_kinds != 0, predicates[present], 0)
         self.crc[r] = crcs[present]
-        self.live += int(np.count_nonzero(kinds[present])) - int(np.count_nonzero(before[present]))
+        now = new_kinds != 0
+        self._count(owners[present][now], new_kinds[now], predicates[present][now], 1)
+        self.live += int(np.count_nonzero(new_kinds)) - int(np.count_nonzero(before[present]))
         return rows, before, crcs
+
+    def _count(self, owners: np.ndarray, kinds: np.ndarray, predicates: np.ndarray, sign: int) -> None:
+        flat = self.held.reshape(-1)  # a view: [owner, kind, (subscriptions, predicates)]
+        at = (owners.astype(np.int64) * self.held.shape[1] + kinds) * 2
+        np.add.at(flat, at, sign)
+        np.add.at(flat, at + 1, sign * predicates.astype(np.int64))
+
+    def held_by_tenant(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """``{(tenant, kind): (live subscriptions, their predicates)}`` (none held: left out)."""
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for code, kind in zip(*np.nonzero(self.held[:, :, 0]), strict=True):  # one per owner and kind
+            key = (self.tenant_names[code], int(kind))
+            n, p = out.get(key, (0, 0))
+            out[key] = (n + int(self.held[code, kind, 0]), p + int(self.held[code, kind, 1]))
+        return out
+
+    def live_targets(self) -> dict[str, list[str]]:
+        """``{tenant: target topics some live id of it names}``."""
+        out: dict[str, list[str]] = {}
+        for code in np.flatnonzero(self.held[:, :, 0].sum(axis=1)).tolist():
+            if self.target_names[code]:
+                out.setdefault(self.tenant_names[code], []).append(self.target_names[code])
+        return out
 
     def ids_at(self, rows: np.ndarray) -> pa.Array:
         """The ids of ``rows`` as a string array."""
@@ -229,11 +291,15 @@ class IdColumns:
     def live_rows(self) -> np.ndarray:
         return np.flatnonzero(self.kind[: self.n])
 
+    def expired(self, now: float) -> pa.Array:
+        """Ids of live rows whose expiry time is at or before ``now``."""
+        return self.ids_at(np.flatnonzero((self.kind[: self.n] != 0) & (self.expires[: self.n] <= now)))
+
     def compact(self) -> None:
         """Drop the rows of deleted ids (a new id table; row numbers change)."""
         keep = self.live_rows()
         off, data = kernels.gather_strings(self.off, self.data, keep)
-        for name in ("hash", "crc", "kind", "version", "tenant", "expires"):
+        for name in _COLUMNS:
             setattr(self, name, np.ascontiguousarray(getattr(self, name)[keep]))
         self.off, self.data, self.n = off, data, len(keep)
         self._rehash(kernels.table_size(self.n))

@@ -27,16 +27,17 @@ from streaming.storage import Directory
 
 DELTAS = "deltas"
 SNAPSHOTS = "snapshots"
-FORMAT = 1
+FORMAT = 2
 
 DELTA_SCHEMA = pa.schema([
     ("id", pa.string()), ("op", pa.int8()), ("kind", pa.int8()), ("record", pa.binary()),
-    ("expires", pa.float64()), ("tenant", pa.string()), ("crc", pa.uint32()),
+    ("expires", pa.float64()), ("tenant", pa.string()), ("crc", pa.uint32()), ("predicates", pa.int32()),
 ])
-"""A delta's rows: one per id the version changed (a delete has kind 0 and no record)."""
+"""A delta's rows: one per id the version changed (a delete has kind 0 and no record; ``predicates``:
+an expression's count, for the tenants' quota)."""
 SNAPSHOT_SCHEMA = pa.schema([
     ("id", pa.string()), ("kind", pa.int8()), ("version", pa.int64()), ("record", pa.binary()),
-    ("expires", pa.float64()), ("tenant", pa.string()), ("crc", pa.uint32()),
+    ("expires", pa.float64()), ("tenant", pa.string()), ("crc", pa.uint32()), ("predicates", pa.int32()),
 ])
 """A shard's live subscriptions: the version column is that of each one's last upsert."""
 

@@ -42,13 +42,13 @@ PARSED_SCHEMA = pa.schema([
     ("id", pa.string()), ("op", pa.int8()), ("kind", pa.int8()), ("record", pa.binary()),
     ("expires", pa.float64()), ("target", pa.string()), ("predicates", pa.int32()), ("topic", pa.string()),
     ("partition", pa.int32()),
-    ("offset", pa.int64()), ("error", pa.binary()),
+    ("offset", pa.int64()), ("error", pa.binary()), ("key", pa.binary()),
 ])
 """One row per subscription record: its change (``op`` :data:`UPSERT_CODE` or
 :data:`DELETE_CODE`, ``kind`` :data:`EXPRESSION` or :data:`PATTERN` for an upsert, ``0``
 otherwise; ``predicates``: an expression's count, for the tenants' quota) or its error record
 (``op`` :data:`ERROR`; a refused pattern keeps its id and kind :data:`PATTERN`, the others
-have neither), and its position."""
+have neither), and its position and key (a refusal's error record names it)."""
 
 
 def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, max_terms: int = DEFAULT_MAX_TERMS,
@@ -69,6 +69,7 @@ def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, m
         cols["topic"].append(topic)
         cols["partition"].append(partition)
         cols["offset"].append(offset)
+        cols["key"].append(key)
     return pa.RecordBatch.from_pydict(cols, schema=PARSED_SCHEMA)
 
 

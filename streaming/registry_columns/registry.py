@@ -95,9 +95,7 @@ class ColumnRegistry:
             base = manifest.stamp
             for shard in range(manifest.shards):
                 part = files.read_part(self.directory, manifest, shard)
-                self._put(part.column("id").combine_chunks(), part.column("kind").to_numpy(),
-                          part.column("version").to_numpy(), part.column("tenant").combine_chunks(),
-                          part.column("expires").to_numpy())
+                self._put(part, part.column("kind").to_numpy(), part.column("version").to_numpy())
         self.stamps = [base]
         for v in range(base.version + 1, (deltas[-1] if deltas else 0) + 1):
             table, stamp = files.read_delta(self.directory, v)
@@ -129,22 +127,24 @@ class ColumnRegistry:
         return out
 
     def live(self) -> pa.Table:
-        """The live subscriptions' columns (id, kind, version, tenant, expires, crc), rows in no order."""
+        """The live subscriptions' columns (id, kind, version, tenant, expires, crc, predicates), rows in no order."""
         c = self.columns
         rows = c.live_rows()
         names = pa.array(c.tenant_names, pa.string())
         return pa.table({
             "id": c.ids_at(rows), "kind": c.kind[rows], "version": c.version[rows],
             "tenant": names.take(pa.array(c.tenant[rows])), "expires": c.expires[rows], "crc": c.crc[rows],
+            "predicates": c.predicates[rows],
         })
 
     def counts(self) -> dict[tuple[str, int], int]:
-        """Live subscriptions per ``(tenant, kind)`` (the quota checks' figures)."""
-        c = self.columns
-        rows = c.live_rows()
-        keys = c.tenant[rows].astype(np.int64) * 4 + c.kind[rows]
-        uniq, n = np.unique(keys, return_counts=True)
-        return {(c.tenant_names[k // 4], int(k % 4)): int(m) for k, m in zip(uniq.tolist(), n.tolist(), strict=True)}
+        """Live subscriptions per ``(tenant, kind)``."""
+        return {key: n for key, (n, _) in self.held().items()}
+
+    def held(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """``{(tenant, kind): (live subscriptions, their predicates)}``: what the quotas bound
+        (kept as ids change, not counted per call)."""
+        return self.columns.held_by_tenant()
 
     def expired(self, now: float) -> pa.Array:
         """Ids of live subscriptions whose expiry time is at or before ``now``."""
@@ -153,10 +153,22 @@ class ColumnRegistry:
         c = self.columns
         exp = c.expires[: c.n]
         live = c.kind[: c.n] != 0
-        due = np.flatnonzero(live & (exp <= now))
         later = exp[live & (exp > now)]
         self._next_expiry = float(later.min()) if later.size else np.inf
-        return c.ids_at(due)
+        return c.expired(now)
+
+    def columns_at(self, version: int) -> IdColumns:
+        """The driver's columns at ``version`` (the live ones at the latest; else read from the
+        files, as a replay of an older batch needs them)."""
+        if version == self.version:
+            return self.columns
+        table, _ = files.shard_table(self.directory, version, 0, 1)
+        out = IdColumns()
+        out.put(table.column("id").combine_chunks(), table.column("kind").to_numpy(),
+                table.column("version").to_numpy(), out.owner_codes(table.column("tenant").combine_chunks(),
+                                                                    table.column("id").combine_chunks()),
+                table.column("expires").to_numpy(), table.column("predicates").to_numpy())
+        return out
 
     def version_of_batch(self, batch_id: int) -> Stamp:
         """The stamp of the version batch ``batch_id`` matched against (a replay's)."""
@@ -190,7 +202,8 @@ class ColumnRegistry:
             net, before, crcs = net.take(np.flatnonzero(effective)), before[effective], crcs[effective]
         version = self.version + 1
         table = pa.table([net.ids, pa.array(net.ops), pa.array(net.kinds), net.records, pa.array(net.expires),
-                          net.tenants, pa.array(crcs, pa.uint32())], schema=files.DELTA_SCHEMA)
+                          net.tenants, pa.array(crcs, pa.uint32()), pa.array(net.predicates, pa.int32())],
+                         schema=files.DELTA_SCHEMA)
         stamp = Stamp(version, batch_id, float(time))
         files.write_delta(self.directory, stamp, table)
         self._apply_table(table, version)
@@ -202,10 +215,13 @@ class ColumnRegistry:
         return Applied(version, stamp.time, False, int(np.count_nonzero(up & (before == 0))),
                        int(np.count_nonzero(up & (before != 0))), int(np.count_nonzero(~up)))
 
-    def _put(self, ids: pa.Array, kinds: np.ndarray, versions: np.ndarray, tenants: pa.Array,
-             expires: np.ndarray) -> None:
+    def _put(self, table: pa.Table, kinds: np.ndarray, versions: np.ndarray) -> None:
+        """Set the columns of a delta's or snapshot part's ids (``kinds``: ``0`` deletes)."""
         c = self.columns
-        c.put(ids, np.asarray(kinds, np.int8), versions, c.tenant_codes(tenants), expires)
+        ids = table.column("id").combine_chunks()
+        expires = table.column("expires").to_numpy()
+        c.put(ids, np.asarray(kinds, np.int8), versions, c.owner_codes(table.column("tenant").combine_chunks(), ids),
+              expires, table.column("predicates").to_numpy())
         new_min = np.nanmin(expires, initial=np.inf) if len(expires) else np.inf
         self._next_expiry = min(self._next_expiry, float(new_min))
         if c.should_compact():
@@ -213,8 +229,7 @@ class ColumnRegistry:
 
     def _apply_table(self, table: pa.Table, version: int) -> None:
         kinds = np.where(table.column("op").to_numpy() == DELETE, 0, table.column("kind").to_numpy())
-        self._put(table.column("id").combine_chunks(), kinds, np.full(table.num_rows, version, np.int64),
-                  table.column("tenant").combine_chunks(), table.column("expires").to_numpy())
+        self._put(table, kinds, np.full(table.num_rows, version, np.int64))
 
     def snapshot(self) -> None:
         """Write the current version per shard (from the files, one shard at a time), then prune."""

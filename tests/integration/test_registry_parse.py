@@ -17,7 +17,7 @@ from tests.integration.kafka_helpers import produce
 pytestmark = pytest.mark.integration
 
 SPARK_SCHEMA = ("id string, op tinyint, kind tinyint, record binary, expires double, target string, predicates int, "
-                "topic string, partition int, offset bigint, error binary")
+                "topic string, partition int, offset bigint, error binary, key binary")
 
 
 def _at(row: dict) -> tuple[int, int]:

@@ -76,7 +76,7 @@ def test_each_record_is_judged_as_by_both_parsers(records, targets):
         want = _expected(key, value, Position("subs", 0, i), targets)
         assert tuple(row[c] for c in ("id", "op", "kind", "record", "expires", "target", "predicates",
                                                      "error")) == want
-        assert (row["topic"], row["partition"], row["offset"]) == ("subs", 0, i)
+        assert (row["topic"], row["partition"], row["offset"], row["key"]) == ("subs", 0, i, key)
 
 
 def test_a_partition_of_batches_comes_back_parsed_batch_by_batch():
