@@ -142,7 +142,8 @@ def admit_untenanted(parsed: pa.Table, registry: ColumnRegistry, now: float) -> 
         np.concatenate([ops, np.full(n, DELETE, np.int8)]),
         np.concatenate([ok.column("kind").to_numpy(), np.zeros(n, np.int8)]),
         pa.concat_arrays([ok.column("record").combine_chunks(), pa.nulls(n, pa.binary())]),
-        np.concatenate([expires, np.full(n, np.nan)]))
+        np.concatenate([expires, np.full(n, np.nan)]),
+        predicates=np.concatenate([ok.column("predicates").to_numpy(), np.zeros(n, np.int32)]))
     return Admitted(changes, error_rows(parsed), len(ids), n)
 
 

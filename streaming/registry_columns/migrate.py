@@ -20,6 +20,7 @@ import orjson
 
 from matchers.expr import Subscription
 from matchers.language import to_record
+from streaming.records import count_predicates
 from streaming.registry import load_state
 from streaming.registry_columns.columns import EXPRESSION, UPSERT, ChangeBatch
 from streaming.registry_columns.registry import Applied, ColumnRegistry
@@ -45,7 +46,7 @@ def upserts_of(subscriptions: Mapping[str, Subscription]) -> ChangeBatch:
     return ChangeBatch.of(
         ids, [UPSERT] * len(ids), [EXPRESSION] * len(ids), [record_of(i, s) for i, s in subscriptions.items()],
         [float("nan") if s.expires is None else s.expires for s in subscriptions.values()],
-        [parts(i)[0] for i in ids])
+        [parts(i)[0] for i in ids], [count_predicates(s) for s in subscriptions.values()])
 
 
 def convert_pickled(old: str | Path | Directory, registry: ColumnRegistry) -> Applied | None:

@@ -18,6 +18,7 @@ import pyarrow as pa
 from matchers.expr import Subscription
 from streaming.executor_cache import IndexSpec
 from streaming.kafka.client_config import KafkaClientConfig
+from streaming.records import count_predicates
 from streaming.registry_columns import (
     DELETE,
     EXPRESSION,
@@ -89,7 +90,8 @@ def changes_of(changes: Iterable[Change]) -> ChangeBatch:
         [0 if s is None else EXPRESSION for s in subs],
         [None if s is None else record_of(s.id, s) for s in subs],
         [math.nan if s is None or s.expires is None else s.expires for s in subs],
-        ["" if s is None else parts(s.id)[0] for s in subs])
+        ["" if s is None else parts(s.id)[0] for s in subs],
+        [0 if s is None else count_predicates(s) for s in subs])
 
 
 class ModelRegistry:

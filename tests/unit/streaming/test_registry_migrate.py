@@ -65,6 +65,7 @@ def test_the_pickled_registry_converts_once_into_the_same_subscriptions(tmp_path
         record = orjson.loads(row["record"])
         assert record["id"] == public and record.get("target") == target  # as the tenant's topic held it
     assert rows["acme>notifications.acme.alerts:y"]["tenant"] == "acme"
+    assert registry.held()[("acme", EXPRESSION)] == (2, 2)  # the tenants' quotas count what was converted
     # converted once: neither this registry nor one loaded from its files converts again
     assert convert_pickled(old.directory.uri, registry) is None
     again = ColumnRegistry(tmp_path / "registry-columns", shards=2)
