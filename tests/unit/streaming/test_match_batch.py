@@ -469,3 +469,16 @@ def test_scanned_and_general_events_alike(tmp_path):
     docs = [orjson.loads(r["value"]) for r in rows if r["topic"] == "notifications"]
     assert [(d["offset"], d["event_id"]) for d in docs] == [(0, "e-1"), (1, "e-2"), (2, 7.5), (3, "events/0/3")]
     assert m.valid == 2 and m.events == 5 and m.errors == 0
+
+
+def test_show_lists_the_columnar_registry(tmp_path, capsys):
+    from scripts.show import show_registry
+
+    settings = settings_for(tmp_path)
+    show_registry(settings, 2)
+    assert "registry: none at" in capsys.readouterr().out
+    ModelRegistry(settings.registry_columns_dir).apply(3, [Subscription.of(f"s{i}", pred("price", "<", i)) for i in range(4)])
+    show_registry(settings, 2)
+    out = capsys.readouterr().out
+    assert "version=1 subscriptions=4 expressions=4 last batch=3" in out
+    assert "  s0: price < 0\n  s1: price < 1\n" in out and "s2" not in out
