@@ -56,8 +56,7 @@ def show_registry(settings, n_subs: int) -> None:
         print(f"registry: none at {directory.uri}")
         return
     try:
-        latest = max([0, *files.delta_versions(directory), *files.snapshot_versions(directory)])
-        table, stamp = files.shard_table(directory, latest, 0, 1)
+        table, stamp = files.shard_table(directory, files.latest_version(directory), 0, 1)
     except RegistryError as exc:
         print(f"registry: unreadable: {exc}")
         return

@@ -254,3 +254,8 @@ def shard_table(directory: Directory, version: int, shard: int, shards: int) -> 
         table, stamp = read_delta(directory, v)
         tables.append((v, in_shard(table, shard, shards)))
     return merge(base, net_deltas(tables)), stamp
+
+
+def latest_version(directory: Directory) -> int:
+    """The newest version stored (``0``: none)."""
+    return max([0, *delta_versions(directory), *snapshot_versions(directory)])
