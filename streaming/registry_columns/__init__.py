@@ -2,7 +2,9 @@
 
 :class:`ColumnRegistry` is the driver's side (:mod:`.registry`), :func:`read_shard` an
 executor's (a shard's live subscriptions as an Arrow table), :class:`ChangeBatch` the
-changes of a micro-batch as columns (:mod:`.columns`), :mod:`.files` the Arrow IPC layout.
+changes of a micro-batch as columns (:mod:`.columns`), :mod:`.files` the Arrow IPC layout;
+:func:`.parse.parse_records` turns subscription records into rows (in tasks) and
+:func:`.admit.admit` those rows into a batch's changes and error records (on the driver).
 """
 
 from streaming.registry_columns.columns import (

@@ -239,7 +239,7 @@ def shard_table(directory: Directory, version: int, shard: int, shards: int) -> 
     if not 0 <= version <= latest:
         raise RegistryError(f"registry version {version} is not stored (latest is {latest}) in {directory.uri}")
     below = [v for v in snaps if v <= version]
-    oldest = snaps[0] if snaps else (deltas[0] - 1 if deltas else 0)
+    oldest = 0 if deltas and deltas[0] == 1 else snaps[0] if snaps else (deltas[0] - 1 if deltas else 0)
     if version == 0:  # the empty registry, always
         return SNAPSHOT_SCHEMA.empty_table(), Stamp(0, -1, 0.0)
     if version < oldest or (not below and deltas and deltas[0] != 1):

@@ -8,7 +8,9 @@ Python object per subscription). A batch whose id is at or below the last record
 replay: it gets the version it recorded (or saw) the first time and changes nothing. Every
 ``snapshot_every`` versions the live set is written per shard
 (:func:`~streaming.registry_columns.files.shard_table` of the previous snapshot and the
-deltas, one shard in memory at a time) and old files are pruned.
+deltas, one shard in memory at a time); old files are pruned when the next batch comes (Spark
+runs it once the batch before is committed), so that a replay of the batch that wrote the
+snapshot still finds the version before it (:meth:`columns_at`).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class ColumnRegistry:
         self.stamps: list[Stamp] = []
         """Stamps from the newest snapshot's on (or version 0's), one per version, in order."""
         self._next_expiry = np.inf
+        self._prune_due = True
         self._load()
 
     # -- reading -------------------------------------------------------------------------
@@ -187,6 +190,8 @@ class ColumnRegistry:
         if batch_id <= self.batch_id:
             stamp = self.version_of_batch(batch_id)
             return Applied(stamp.version, stamp.time, True)
+        if self._prune_due:  # no batch before this one runs again
+            self.prune()
         if not len(changes):
             return Applied(self.version, time, False)
         off, data = kernels.string_buffers(changes.ids)
@@ -232,7 +237,8 @@ class ColumnRegistry:
         self._put(table, kinds, np.full(table.num_rows, version, np.int64))
 
     def snapshot(self) -> None:
-        """Write the current version per shard (from the files, one shard at a time), then prune."""
+        """Write the current version per shard (from the files, one shard at a time); the next
+        batch prunes."""
         stamp = self.stamps[-1]
         c = self.columns
         live = c.live_rows()
@@ -247,7 +253,7 @@ class ColumnRegistry:
             rows.append(table.num_rows)
         files.write_manifest(self.directory, files.Manifest(stamp, self.shards, rows))
         self.stamps = [stamp]
-        self.prune()
+        self._prune_due = True
 
     def prune(self) -> None:
         """Remove snapshots beyond ``snapshots_kept`` (and incomplete ones below the newest) and the
@@ -265,6 +271,7 @@ class ColumnRegistry:
             for v in files.delta_versions(self.directory):
                 if v <= keep[0]:
                     deltas.remove(files.delta_name(v))
+        self._prune_due = False
 
     def describe(self) -> Mapping[str, object]:
         """Version, size, files and the driver's bytes, for ``status``."""

@@ -76,12 +76,19 @@ def read_all(directory, version: int, shards: int) -> Model:
     return out
 
 
+def stored(directory, version: int) -> bool:
+    """Whether the files still make ``version``: a snapshot at or below it, or every delta from 1
+    (the next batch after a snapshot prunes the deltas at or below the oldest one kept)."""
+    snaps = rfiles.snapshot_versions(rfiles.Directory(directory))
+    deltas = rfiles.delta_versions(rfiles.Directory(directory))
+    return version == 0 or not snaps or version >= snaps[0] or (bool(deltas) and deltas[0] == 1)
+
+
 def check_versions(directory, models: dict[int, Model], shards: int) -> None:
     """Every version still stored reads back as its model (per shard, and in another shard
-    count); one whose files were pruned (below the oldest snapshot kept) is an error."""
-    snaps = rfiles.snapshot_versions(rfiles.Directory(directory))
+    count); one whose files were pruned is an error."""
     for version, expected in models.items():
-        if snaps and 0 < version < snaps[0]:
+        if not stored(directory, version):
             with pytest.raises(RegistryError, match="pruned"):
                 read_shard(directory, version)
             continue
@@ -149,8 +156,7 @@ def run_interleaving(tmp, rng: random.Random, batches: int, pool: list[str], sha
             reg = ColumnRegistry(tmp, shards=shards, snapshot_every=snapshot_every, snapshots_kept=10_000)
         check_driver(reg, model)
         if rng.random() < 0.2:  # the columns at an older version, as a replay of an old batch reads them
-            snaps = rfiles.snapshot_versions(reg.directory)
-            v = rng.choice([v for v in sorted(models) if not snaps or v == 0 or v >= snaps[0]])
+            v = rng.choice([v for v in sorted(models) if stored(tmp, v)])
             assert reg.columns_at(v).held_by_tenant() == columns_held(models[v])
     check_versions(tmp, models, shards)
     check_driver(ColumnRegistry(tmp, shards=shards), model)
@@ -353,3 +359,18 @@ def test_many_deletes_compact_the_driver_columns(tmp_path):
 def test_bad_batches_give_one_clear_error(kwargs, match):
     with pytest.raises(ChangeBatchError, match=match):
         ChangeBatch.of(**kwargs)
+
+
+def test_the_version_before_a_snapshot_stays_until_the_next_batch(tmp_path):
+    """A replay of the batch that wrote a snapshot judges against the version before it; the
+    files of that version go when the next batch comes (the batch is committed by then)."""
+    reg = ColumnRegistry(tmp_path, snapshot_every=2, snapshots_kept=1)
+    reg.apply(0, batch_of([("a", UPSERT, EXPRESSION, b"aa", math.nan, "t")]), 1.0)
+    reg.apply(1, batch_of([("b", UPSERT, EXPRESSION, b"b", math.nan, "t")]), 2.0)  # a snapshot at 2
+    crashed = ColumnRegistry(tmp_path, snapshot_every=2, snapshots_kept=1)
+    assert crashed.apply(1, batch_of([]), 9.0)[:3] == (2, 2.0, True)
+    assert crashed.columns_at(1).held_by_tenant() == {("t", EXPRESSION): (1, 2)}
+    crashed.apply(2, batch_of([("a", DELETE, 0, None, math.nan, "")]), 3.0)
+    with pytest.raises(RegistryError, match="pruned"):
+        crashed.columns_at(1)
+    assert crashed.held() == {("t", EXPRESSION): (1, 1)}
