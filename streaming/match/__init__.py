@@ -11,8 +11,6 @@ Where a micro-batch goes, module by module:
 """
 
 from streaming.match.changes import (
-    Admitted,
-    admit_untenanted,
     new_subscriptions,
     parse_subscription_records,
     read_records,
@@ -39,13 +37,11 @@ __all__ = [
     "TASK_DDL",
     "TASK_EVENTS",
     "TASK_SCHEMA",
-    "Admitted",
     "BatchContext",
     "MatchJob",
     "Task",
     "TaskMetrics",
     "TaskResult",
-    "admit_untenanted",
     "logged_ranges",
     "match_all_shards",
     "match_partition",

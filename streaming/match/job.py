@@ -25,11 +25,12 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from streaming.config import ConfigError, Settings
+from streaming.config import Settings
 from streaming.executor_cache import IndexSpec
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
@@ -38,8 +39,6 @@ from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches
 from streaming.match.changes import (
     RECORD_SCHEMA,
-    admit_untenanted,
-    batch_time,
     new_subscriptions,
     parse_subscription_records,
     read_records,
@@ -61,7 +60,8 @@ from streaming.metrics import BatchMetrics, StatusFile
 from streaming.placement import ShardAnchors, pinned_bins
 from streaming.records import default_parser
 from streaming.registry import RegistryError
-from streaming.registry_columns import ColumnRegistry
+from streaming.registry_columns import EXPRESSION, ColumnRegistry
+from streaming.registry_columns.admit import admit
 from streaming.registry_columns.migrate import convert_pickled
 from streaming.storage import Directory, join
 from streaming.tenants import Tenants
@@ -116,6 +116,21 @@ def _topic_exists(client_config: KafkaClientConfig) -> Callable[[str], bool]:
     return exists
 
 
+def tenant_usage(tenants: Tenants, held: Mapping[tuple[str, int], tuple[int, int]], patterns: Iterable[str] = (),
+                 instances: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Each tenant's usage and quotas, for the status file: its expressions and their predicates
+    (``held``: :meth:`ColumnRegistry.held`), its patterns (the pattern registry's ids
+    ``patterns``) and its live pattern instances after the last patterns batch (``instances``)."""
+    count = Counter(Tenants.split(p)[0] for p in patterns)
+    live = instances or {}
+    out = {}
+    for t in tenants.names:
+        n, predicates = held.get((t, EXPRESSION), (0, 0))
+        out[t] = {"subscriptions": n, "predicates": predicates, "patterns": count[t],
+                  "pattern_instances": live.get(t, 0), "quotas": dict(tenants.quotas.get(t, {}))}
+    return out
+
+
 # -- the query -----------------------------------------------------------------------------
 class MatchJob:
     """The foreachBatch function of the match query and the state it keeps on the driver.
@@ -141,9 +156,7 @@ class MatchJob:
         self.validity = ValidityStore(settings.validity_dir)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.tenants = Tenants.of(settings)
-        if self.tenants is not None:
-            raise ConfigError("tenants: the match query's admission on the columnar registry (quotas, targets) "
-                              "is not wired in yet on this branch (issue 29)")
+        self.topic_exists = _topic_exists(client_config)
         master = spark.sparkContext.master or ""
         local = master == "local" or master.startswith("local[")
         self.anchors = ShardAnchors(m.shards) if m.shards > 1 and not local else None
@@ -176,12 +189,11 @@ class MatchJob:
                                     .select(*RECORD_SCHEMA.names).toArrow())
         else:
             records = read_records(self.client_config, [r for r in ranges if r.topic in sub_topics])
-        now = time.time()
         parsed = parse_subscription_records(records, self.parse, m.max_terms, self.settings.limits,
                                             targets=self.tenants is not None)
-        admitted = admit_untenanted(parsed, self.registry, now)
+        admitted = admit(parsed, self.registry, batch_id, self.tenants, self.topic_exists, time.time(), k.errors_topic)
+        now = admitted.now  # a replay's: the time it recorded
         applied = self.registry.apply(batch_id, admitted.changes, now)
-        now = batch_time(self.registry, batch_id, applied.replay, now)
         t1 = time.perf_counter()
         new = new_subscriptions(self.registry.directory, applied.version, self.parse, m.max_terms) \
             if applied.added or applied.replaced else []  # a replay's are none: it notified them the first time
@@ -195,8 +207,8 @@ class MatchJob:
         ctx = BatchContext.of(self.settings, batch_id, now, index, self.client_config)
         driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
         errors = admitted.errors
-        driver_rows += [(None, value, self.errors_topic_of(topic)) for value, topic in
-                        zip(errors.column("error").to_pylist(), errors.column("topic").to_pylist(), strict=True)]
+        driver_rows += [(None, value, topic) for value, topic in
+                        zip(errors.column("value").to_pylist(), errors.column("topic").to_pylist(), strict=True)]
         for sid, value in retro:
             topic, public = (k.notifications_topic, sid) if self.tenants is None else self.tenants.route(sid)
             driver_rows.append((public.encode("utf-8"), value, topic))
@@ -235,6 +247,8 @@ class MatchJob:
         self.batches += 1
         log.info(metrics.log_line())
         extra: dict[str, Any] = {}
+        if self.tenants is not None:
+            extra["tenants"] = self.describe_tenants()
         if m.shards > 1:
             extra["shards"] = self.describe_shards()
         if self.settings.patterns.enabled:
@@ -292,6 +306,11 @@ class MatchJob:
             log.info("index: %s", "; ".join(f"{name} ({reason})" if reason else name for name, reason in chosen))
         self.index = index
 
+    def describe_tenants(self) -> dict[str, Any]:
+        """:func:`tenant_usage` now (the tenants layout only)."""
+        assert self.tenants is not None
+        return tenant_usage(self.tenants, self.registry.held(), self.pattern_ids(), self.pattern_instances())
+
     def pattern_ids(self) -> list[str]:
         """The ids in the pattern registry (none while the patterns query has not made it)."""
         from streaming.patterns.queries import registry_dir
@@ -328,12 +347,6 @@ class MatchJob:
         if self.tenants is None:
             return (self.settings.kafka.subscriptions_topic,)
         return self.tenants.subscription_topics
-
-    def errors_topic_of(self, record_topic: str) -> str:
-        """The errors topic of a rejected subscription record read from ``record_topic``."""
-        if self.tenants is None:
-            return self.settings.kafka.errors_topic
-        return self.tenants.errors_topic_of(record_topic)
 
     @property
     def query_checkpoint(self) -> str:

@@ -1,5 +1,6 @@
-"""Helpers of the service's unit tests: Kafka rows, a local broadcast, a batch context without
-Kafka, a columnar registry with the subscriptions of each of its versions.
+"""Helpers of the service's unit tests: Kafka rows, a batch context without Kafka, a columnar
+registry with the subscriptions of each of its versions, the driver's handling of a batch's
+subscription records.
 
 Random subscriptions and events come from :mod:`tests.strategies`.
 """
@@ -7,7 +8,6 @@ Random subscriptions and events come from :mod:`tests.strategies`.
 from __future__ import annotations
 
 import math
-import pickle
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import pyarrow as pa
 from matchers.expr import Subscription
 from streaming.executor_cache import IndexSpec
 from streaming.kafka.client_config import KafkaClientConfig
+from streaming.match.changes import parse_subscription_records
 from streaming.records import count_predicates
 from streaming.registry_columns import (
     DELETE,
@@ -27,8 +28,9 @@ from streaming.registry_columns import (
     ChangeBatch,
     ColumnRegistry,
 )
+from streaming.registry_columns.admit import admit
 from streaming.registry_columns.migrate import record_of
-from streaming.tenants import parts
+from streaming.tenants import Tenants, parts
 
 NO_KAFKA = KafkaClientConfig.create("unused.invalid:9092")
 """The client configuration of a batch context whose tests pass their own ``produce``."""
@@ -53,27 +55,6 @@ def kafka_batch(values: list[bytes | None], topic: str = "events", partition: in
 
 def dumps(obj) -> bytes:
     return orjson.dumps(obj)
-
-
-class LocalBroadcast:
-    """A stand-in for a pyspark ``Broadcast``: pickled once, loaded on first use into ``_value``."""
-
-    made: list[LocalBroadcast] = []
-
-    def __init__(self, value) -> None:
-        self.data = pickle.dumps(value)
-        self.destroyed = False
-        LocalBroadcast.made.append(self)
-
-    @property
-    def value(self):
-        assert not self.destroyed, "a destroyed broadcast was used"
-        if not hasattr(self, "_value"):
-            self._value = pickle.loads(self.data)
-        return self._value
-
-    def destroy(self) -> None:
-        self.destroyed = True
 
 
 Change = Subscription | str
@@ -136,3 +117,12 @@ class ModelRegistry:
              **fields: Any) -> IndexSpec:
         """The index spec of a batch at ``version`` (the latest by default)."""
         return IndexSpec(self.uri, matcher, self.version if version is None else version, max_catchup, **fields)
+
+
+def record_batch(registry: ColumnRegistry, batch_id: int, records: pa.Table, now: float,
+                 tenants: Tenants | None = None, topic_exists: Any = lambda topic: True) -> tuple:
+    """What the driver does with a batch's subscription records (:meth:`MatchJob._process`):
+    ``(applied, the batch's time, admitted)``."""
+    parsed = parse_subscription_records(records, targets=tenants is not None)
+    admitted = admit(parsed, registry, batch_id, tenants, topic_exists, now)
+    return registry.apply(batch_id, admitted.changes, admitted.now), admitted.now, admitted

@@ -18,26 +18,24 @@ from streaming.kafka.offsets import OffsetRange
 from streaming.match import (
     TASK_SCHEMA,
     BatchContext,
-    admit_untenanted,
     logged_ranges,
     match_all_shards,
     match_partition,
     match_pinned,
     match_ranges,
     new_subscriptions,
-    parse_subscription_records,
     pinned_tasks,
     plan_tasks,
     retro_notifications,
     shard_groups,
 )
-from streaming.match.changes import batch_time, records_table
+from streaming.match.changes import records_table
 from streaming.match.tasks import TaskMetrics, TaskResult
 from streaming.registry_columns import ColumnRegistry
 from streaming.validity import ValidEvent, ValidityStore, decode
 from tests.strategies import random_event, random_subscriptions
 
-from .helpers import NO_KAFKA, ModelRegistry, kafka_batch
+from .helpers import NO_KAFKA, ModelRegistry, kafka_batch, record_batch
 
 
 @pytest.fixture(autouse=True)
@@ -56,12 +54,6 @@ def sub_rows(records, topic="subscriptions"):
     return records_table(kafka_batch([orjson.dumps(r) if isinstance(r, dict) else r for r in records], topic))
 
 
-def record_batch(registry, batch_id, records, now):
-    """What the driver does with a batch's subscription records (:meth:`MatchJob._process`):
-    ``(applied, the batch's time, admitted)``."""
-    admitted = admit_untenanted(parse_subscription_records(records), registry, now)
-    applied = registry.apply(batch_id, admitted.changes, now)
-    return applied, batch_time(registry, batch_id, applied.replay, now), admitted
 
 
 def run_partition(settings, registry, batch_id, now, batches, payload="event"):
@@ -147,8 +139,8 @@ def test_changes_then_replay_then_expiry(tmp_path):
     ])
     applied, now, out = record_batch(reg, 0, rows, 10.0)
     assert not applied.replay and now == 10.0 and out.accepted == 3 and out.expired == 1
-    assert [orjson.loads(e)["offset"] for e in out.errors.column("error").to_pylist()] == [2]
-    assert out.errors.column("topic").to_pylist() == ["subscriptions"]
+    assert [orjson.loads(e)["offset"] for e in out.errors.column("value").to_pylist()] == [2]
+    assert out.errors.column("topic").to_pylist() == ["errors"]
     assert live_ids(reg) == {"s1", "s2"} and reg.version == applied.version == 1
     assert [s.id for s in new_subscriptions(reg.directory, applied.version)] == ["s1", "s2"]
     again, now, out = record_batch(ColumnRegistry(tmp_path / "registry"), 0, rows, 99.0)  # a restart's replay
@@ -162,8 +154,7 @@ def test_changes_then_replay_then_expiry(tmp_path):
 
 def test_records_apply_in_offset_order_and_an_expired_upsert_is_deleted_in_its_batch(tmp_path):
     reg = ColumnRegistry(tmp_path / "registry")
-    reg.apply(0, admit_untenanted(parse_subscription_records(sub_rows([
-        {"id": "gone", "expr": "price > 1", "expires": 100}])), reg, 1.0).changes, 1.0)
+    record_batch(reg, 0, sub_rows([{"id": "gone", "expr": "price > 1", "expires": 100}]), 1.0)
     first = sub_rows([{"id": "x", "op": "delete"}, {"id": "y", "expr": "price > 1", "expires": 5},
                       {"id": "gone", "expr": "price > 2"}])
     second = sub_rows([{"id": "x", "expr": "price > 1"}, {"id": "y", "expr": "price > 1"}], "subscriptions")
@@ -189,7 +180,7 @@ def test_pattern_records_drop_their_ids_expression_and_are_neither_stored_nor_re
         {"id": "q", "pattern": "SELECT * FROM FILTER{price > 10}(Stock)"},
         {"id": "c", "expr": "price <"}]), 2.0)
     assert live_ids(reg) == {"c"} and applied.deleted == 2 and len(reg) == 1
-    assert [orjson.loads(e)["offset"] for e in out.errors.column("error").to_pylist()] == [4]  # c's, not b's or p's
+    assert [orjson.loads(e)["offset"] for e in out.errors.column("value").to_pylist()] == [4]  # c's, not b's or p's
     assert list(reg.lookup(["p", "q"])) == [0, 0]
 
 
