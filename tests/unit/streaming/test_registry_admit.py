@@ -23,7 +23,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matchers.expr import DEFAULT_MAX_TERMS
-from streaming.match.changes import apply_changes
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records
 from streaming.records import DEFAULT_LIMITS, default_parser
 from streaming.registry import Registry
@@ -31,6 +30,7 @@ from streaming.registry_columns import EXPRESSION, PATTERN, ColumnRegistry
 from streaming.registry_columns.admit import admit
 from streaming.registry_columns.parse import parse_records
 from streaming.tenants import Admission, Tenants
+from tests.unit.streaming.legacy_changes import apply_changes
 
 PARSE = default_parser()
 TENANTS = Tenants(("t1", "t2"), "subs", "notes", "errs",
