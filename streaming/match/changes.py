@@ -51,6 +51,7 @@ RECORD_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic
                            ("partition", pa.int32()), ("offset", pa.int64())])
 """Subscription records as the driver reads them (the Kafka source's columns it needs)."""
 
+
 def records_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
     """The :data:`RECORD_SCHEMA` columns of Kafka source rows (a collected micro-batch, a fetch)."""
     table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
