@@ -152,8 +152,8 @@ def _judged(rows: pa.Table, state: IdColumns, tenants: Tenants | None,
     preds = rows.column("predicates").to_numpy()
     out_id, moved, refusal, would_hold = _judge(idx[0], t_idx, op, kind, preds, idx[1], bad_target, idx[2], kind0,
                                                 preds0, usage, bounds, len(codes.dictionary))
-    reasons = [_refusal(rows, i, names[t_idx[i]], int(refusal[i]), int(would_hold[i]), tenants, topic_exists)
-               for i in np.flatnonzero(refusal).tolist()]  # one per refused record
+    reasons = _refusals(rows, np.flatnonzero(refusal), [names[t] for t in t_idx[refusal != 0].tolist()],
+                        refusal[refusal != 0].tolist(), would_hold[refusal != 0].tolist(), tenants, topic_exists)
     took = np.flatnonzero(out_id >= 0)
     pairs_out = 1 + (moved[took] >= 0)
     src = np.repeat(took, pairs_out)
@@ -190,19 +190,26 @@ def _held(state: IdColumns, ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return kinds, preds
 
 
-def _refusal(rows: pa.Table, i: int, tenant: str, code: int, held: int, tenants: Tenants | None,
-             topic_exists: Callable[[str], bool]) -> bytes:
-    """The error record of refused row ``i`` (as :class:`Admission` or the pattern registry words it)."""
+def _refusals(rows: pa.Table, at: np.ndarray, owners: list[str], codes: list[int], held: list[int],
+              tenants: Tenants | None, topic_exists: Callable[[str], bool]) -> list[bytes]:
+    """The error records of refused rows ``at`` (as :class:`Admission` or the pattern registry
+    words them), in order: one Python step per refused record."""
+    if not len(at):
+        return []
     assert tenants is not None  # only tenants' records are refused
-    row = {c: rows.column(c)[i].as_py() for c in ("id", "record", "key", "target", "topic", "partition", "offset")}
-    if code == _TARGET:
-        reason = tenants.refuse_target(tenant, row["id"], row["target"], topic_exists)
-    else:
-        reason = tenants.refusal(tenant, row["id"], QUOTAS[code - 1], held)
-    assert reason is not None
-    stage = PATTERN_STAGE if code == QUOTAS.index("patterns") + 1 else SUBSCRIPTION
-    return error(stage, row["record"], Position(row["topic"], row["partition"], row["offset"]), reason,
-                 row["key"]).to_json()
+    cols = rows.select(["id", "record", "key", "target", "topic", "partition", "offset"]).take(pa.array(at)).to_pydict()
+    out = []
+    for i, (owner, code) in enumerate(zip(owners, codes, strict=True)):
+        sub_id = cols["id"][i]
+        if code == _TARGET:
+            reason = tenants.refuse_target(owner, sub_id, cols["target"][i], topic_exists)
+        else:
+            reason = tenants.refusal(owner, sub_id, QUOTAS[code - 1], held[i])
+        assert reason is not None
+        stage = PATTERN_STAGE if code == QUOTAS.index("patterns") + 1 else SUBSCRIPTION
+        position = Position(cols["topic"][i], cols["partition"][i], cols["offset"][i])
+        out.append(error(stage, cols["record"][i], position, reason, cols["key"][i]).to_json())
+    return out
 
 
 def _expiring(changes: ChangeBatch, due: pa.Array, now: float) -> pa.Array:
