@@ -15,7 +15,8 @@ from matchers import auto
 from matchers.auto import CHOICES, DRIFT, AutoMatcher, Events, Shape, choose
 from matchers.catalog import create
 from matchers.expr import Subscription
-from scripts.rules import eventbridge
+from matchers.language import parse_record
+from scripts.rules import eventbridge, make_rules
 from scripts.workloads import generate, opindex
 from tests.differential import check
 
@@ -77,6 +78,16 @@ def test_rules_workload_gets_counting_at_every_size(n_subs):
     assert shape.subscriptions == n_subs
     assert choose(shape)[0] == "counting"
     assert choose(shape, Events(1000, 12, 0.5, 1.2, 40))[0] == "counting"
+
+
+def test_rules_without_presence_tests_get_counting():
+    """The rules without ``anything-but`` and ``exists`` (``native_only``) still get counting,
+    from their prefixes and case-folded tests alone (fastest there too, docs/auto.md)."""
+    tally = auto._Tally()
+    tally.update([parse_record(dict(r)) for r in make_rules(1_000, 0, native_only=True)], +1)
+    shape = tally.shape()
+    assert shape.residual == 0 and shape.patterns >= auto.PLAIN
+    assert choose(shape)[0] == "counting"
 
 
 def test_rules_shape_at_100000_gets_counting():
