@@ -63,8 +63,7 @@ class KafkaSettings:
     client: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "client"}
-        return f"KafkaSettings({fields}, client={redact(self.client)})"
+        return _repr_redacting(self, "client")
 
     def client_config(self, bootstrap_servers: str | None = None) -> KafkaClientConfig:
         """The one Kafka client configuration: ``bootstrap_servers`` (else the setting) and ``client``."""
@@ -95,8 +94,7 @@ class SparkSettings:
     conf: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "conf"}
-        return f"SparkSettings({fields}, conf={redact(self.conf)})"
+        return _repr_redacting(self, "conf")
 
 
 @dataclass(frozen=True)
@@ -361,6 +359,12 @@ PASS_THROUGH = {("kafka", "client"), ("spark", "conf"), ("tenants", "quotas"), (
                  ("match", "params")}
 PATH_SETTINGS = (("spark", "checkpoint_dir"), ("status", "status_file"), ("status", "log_dir"), ("kafka", "embedded_data_dir"))
 """Settings holding a local path, made absolute against :data:`PROJECT_ROOT` by :func:`streaming.config_sources.load`."""
+
+
+def _repr_redacting(settings: Any, name: str) -> str:
+    """The repr of a settings dataclass, its options mapping ``name`` redacted."""
+    fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != name}
+    return f"{type(settings).__name__}({fields}, {name}={redact(getattr(settings, name))})"
 
 
 def section_types() -> dict[str, type]:
