@@ -380,20 +380,14 @@ def _coerce(value: Any, kind: Any, where: str) -> Any:
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
             return value.strip().lower() in ("true", "1", "yes")
         raise ConfigError(f"{where} must be true or false, not {value!r}")
-    if kind is int:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ConfigError(f"{where} must be an integer, not {value!r}")
+    if kind is int or kind is float:
+        wrong = ConfigError(f"{where} must be {'an integer' if kind is int else 'a number'}, not {value!r}")
+        if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
+            raise wrong
         try:
-            return int(value)
+            return kind(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{where} must be an integer, not {value!r}") from None
-    if kind is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where} must be a number, not {value!r}")
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where} must be a number, not {value!r}") from None
+            raise wrong from None
     if kind is str:
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{where} must be a string, not {value!r}")
