@@ -149,13 +149,6 @@ def items_fn(items: tuple[A.SelectItem, ...], overlay: bool = False) -> Callable
     named = tuple((i.name, value_fn(i.expr)) for i in items if i.expr is not None)
 
     def apply(f, c, s, d, base):
-        values = [(name, fn(f, c, s, d)) for name, fn in named]
-        out = dict(base) if star else {}
-        for name, v in values:
-            if v is None:
-                out.pop(name, None)
-            else:
-                out[name] = v
-        return out
+        return A.assign(dict(base) if star else {}, [(name, fn(f, c, s, d)) for name, fn in named])
 
     return apply

@@ -107,6 +107,29 @@ def to_batch(
     )
 
 
+class _Rows:
+    """The columns of the next batch of a range's records."""
+
+    def __init__(self, rng: OffsetRange) -> None:
+        self.rng = rng
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.stamps: list[int] = []
+
+    def add(self, key: bytes | None, value: bytes | None, offset: int, stamp_ms: int) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+        self.offsets.append(offset)
+        self.stamps.append(stamp_ms)
+
+    def take(self) -> pa.RecordBatch:
+        """The records added since the last take, as one batch; the next batch begins empty."""
+        batch = to_batch(self.rng.topic, self.rng.partition, self.keys, self.values, self.offsets, self.stamps)
+        self.keys, self.values, self.offsets, self.stamps = [], [], [], []
+        return batch
+
+
 def read_range(
     config: KafkaClientConfig,
     rng: OffsetRange,
@@ -200,10 +223,7 @@ def _read_confluent(
     key, consumer = _consumer(conf, "confluent")
     try:
         consumer.assign([CTopicPartition(rng.topic, rng.partition, rng.start)])
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        offsets: list[int] = []
-        stamps: list[int] = []
+        rows = _Rows(rng)
         position = rng.start
         progress_at = time.monotonic()
         while position < rng.end:
@@ -219,10 +239,7 @@ def _read_confluent(
                     if offset >= rng.end:
                         position = rng.end
                         break
-                    keys.append(msg.key())
-                    values.append(msg.value())
-                    offsets.append(offset)
-                    stamps.append(msg.timestamp()[1])
+                    rows.add(msg.key(), msg.value(), offset, msg.timestamp()[1])
                     position = offset + 1
                     progress_at = time.monotonic()
                 elif err.code() == KafkaError._PARTITION_EOF:
@@ -249,11 +266,10 @@ def _read_confluent(
                 # recovers by itself and the no-progress timeout bounds the wait.
             if position < rng.end and time.monotonic() - progress_at > timeout_s:
                 raise _no_progress(rng, position, timeout_s)
-            if len(offsets) >= batch_rows:
-                yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
-                keys, values, offsets, stamps = [], [], [], []
-        if offsets:
-            yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
+            if len(rows.offsets) >= batch_rows:
+                yield rows.take()
+        if rows.offsets:
+            yield rows.take()
         consumer.unassign()
     except BaseException:
         _drop(key)
@@ -273,10 +289,7 @@ def _read_kafka_python(
     try:
         consumer.assign([kp])
         consumer.seek(kp, rng.start)
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        offsets: list[int] = []
-        stamps: list[int] = []
+        rows = _Rows(rng)
         position = rng.start
         progress_at = time.monotonic()
         while position < rng.end:
@@ -294,21 +307,17 @@ def _read_kafka_python(
             for rec in polled:
                 if rec.offset >= rng.end:
                     break
-                keys.append(rec.key)
-                values.append(rec.value)
-                offsets.append(rec.offset)
-                stamps.append(rec.timestamp)
+                rows.add(rec.key, rec.value, rec.offset, rec.timestamp)
             moved = consumer.position(kp)
             if moved is not None and moved > position:
                 position = moved
                 progress_at = time.monotonic()
             elif time.monotonic() - progress_at > timeout_s:
                 raise _no_progress(rng, position, timeout_s)
-            if len(offsets) >= batch_rows:
-                yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
-                keys, values, offsets, stamps = [], [], [], []
-        if offsets:
-            yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
+            if len(rows.offsets) >= batch_rows:
+                yield rows.take()
+        if rows.offsets:
+            yield rows.take()
         consumer.assign([])
     except BaseException:
         _drop(key)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from streaming import executor_cache
 from streaming.config import ConfigError, Settings
 from streaming.config_sources import load
 from streaming.match import (
@@ -27,11 +26,7 @@ EXISTS = {"notifications.acme.orders", "notifications.acme.audit", "notification
 """The topics the broker of these tests has (besides the tenants' own)."""
 
 
-@pytest.fixture(autouse=True)
-def empty_cache():
-    executor_cache.clear()
-    yield
-    executor_cache.clear()
+pytestmark = pytest.mark.usefixtures("empty_cache")
 
 
 def settings_for(tmp_path, **tenants):
