@@ -79,22 +79,6 @@ def _bare_consume(bootstrap: str, topic: str, n: int) -> int:
     return got
 
 
-def _bare_produce(bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> int:
-    from scripts.bench.feed import producer
-
-    p = producer(bootstrap)
-    for key, value in records:
-        while True:
-            try:
-                p.produce(topic, value=value, key=key)
-                break
-            except BufferError:
-                p.poll(0.05)
-    if p.flush(120):
-        raise RuntimeError("records not delivered")
-    return len(records)
-
-
 def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int = 7) -> dict[str, Any]:
     """µs per event of each stage and limit, best of ``rounds``."""
     from matchers.catalog import create
@@ -155,7 +139,7 @@ def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int =
         records = [(k, v) for o in sent_batches
                    for k, v in zip(o.column("key").to_pylist(), o.column("value").to_pylist(), strict=True)]
         with clock("limit produce"):
-            _bare_produce(bootstrap, "bare", records)
+            produce_all(bootstrap, "bare", records, "bare", progress=False)
         print(f"round {r}/{rounds}{' (warm-up)' if r == 0 else ''}: {sent} records, load {kit.load_avg()}", flush=True)
     best = clock.best
     return {"us_per_event": best, "matches_per_event": matches / n_events, "slow_path": len(slow) / (rounds + 1),
