@@ -116,6 +116,15 @@ class Lists(NamedTuple):
     used: np.ndarray  # int64[1]: used length of the pool (holes included)
 
 
+class Pool(NamedTuple):
+    """The item pool of :class:`Lists`, as the list searches read it."""
+
+    ta: np.ndarray  # int32[pool]
+    val: np.ndarray  # float64[pool]
+    slot: np.ndarray  # int32[pool]
+    weight: np.ndarray  # int8[pool]
+
+
 class Slots(NamedTuple):
     """Counters of ``opindex-paper``: a slot per clause, stamped with the event's epoch."""
 
