@@ -8,8 +8,6 @@ event lacks the attribute or holds a non-number there (which fails every interva
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import llvmlite.ir as ir
 import numba
 import numpy as np
@@ -19,51 +17,6 @@ from numba.extending import intrinsic
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 CHECK_STEPS = 32
 """Steps of a walk over the ends that cost about one exact check of a survivor."""
-
-
-class Slots(NamedTuple):
-    """Conjunctions by slot, as CSR: intervals on value columns and residual predicate ids."""
-
-    key: np.ndarray  # int32[S], subscription key, -1 for a deleted slot
-    iv_off: np.ndarray  # int64[S + 1]
-    iv_col: np.ndarray  # int32[nnz], value column of each interval
-    iv_lo: np.ndarray  # float64[nnz]
-    iv_hi: np.ndarray  # float64[nnz]
-    res_off: np.ndarray  # int64[S + 1]
-    res_pid: np.ndarray  # int32[nr], phase-1 ids of the slot's other predicates
-
-
-class Layout(NamedTuple):
-    """The marking index over the first ``64 * W`` slots (the indexed ones).
-
-    Indexed attribute ``j`` (value column ``idx_col[j]``) has ``nb = len(edges_j) + 1``
-    buckets; its rows ``row_start[j] + b`` (``b < nb``) mark the slots whose interval on
-    it misses bucket ``b`` entirely, row ``row_start[j] + nb`` the slots constraining it
-    (they fail an event that lacks it).  These rows are conservative: an interval that
-    overlaps bucket ``b`` without covering it is not marked in row ``b``.  Those *partial*
-    intervals are the *ends*: per row and tile of ``tile`` words, the slots whose interval
-    starts inside the bucket (sorted by low bound, ``end_off[2 * (row * tiles + tile)]``)
-    and those whose interval ends inside it (sorted by high bound, the next segment).  An
-    event fails exactly the ends beyond its value: a short walk from one end of each list
-    decides the bucket.  ``check`` marks the slots with predicates neither decides
-    (residual ones, intervals on attributes not indexed).  A word's envelope ``(env_col,
-    env_lo, env_hi)`` holds, for up to two columns every slot of the word constrains, the
-    hull of their intervals: an event outside it fails the whole word.
-    """
-
-    bits: np.ndarray  # uint64[rows, W]
-    end_off: np.ndarray  # int64[2 * rows * tiles + 1]
-    end_val: np.ndarray  # float64, the bound of each end
-    end_slot: np.ndarray  # int32, its slot
-    check: np.ndarray  # uint64[W]
-    live: np.ndarray  # uint64[W], indexed slots not deleted
-    env_col: np.ndarray  # int32[W, 2], -1: none
-    env_lo: np.ndarray  # float64[W, 2]
-    env_hi: np.ndarray  # float64[W, 2]
-    idx_col: np.ndarray  # int32[n_idx]
-    row_start: np.ndarray  # int64[n_idx + 1]
-    edge_off: np.ndarray  # int64[n_idx + 1]
-    edges: np.ndarray  # float64, sorted bucket edges per indexed attribute
 
 
 @intrinsic
@@ -112,7 +65,7 @@ def _bucket(edges, lo, hi, v):
 # -- building --------------------------------------------------------------------------
 @numba.njit(cache=True, nogil=True)
 def order_keys(slots, col_min, col_span):
-    """Per slot (of :class:`Slots`), its two most selective columns and their low bounds:
+    """Per slot (of :class:`~matchers.bitmark.layout.Slots`), its two most selective columns and their low bounds:
     ``p, lo_p, q, lo_q``.
 
     Selectivity is the interval's width within the column's span; ``-1`` when a slot has
@@ -177,7 +130,7 @@ def _ends_inside(edges, e0, e1, b, hi):
 
 @numba.njit(cache=True, nogil=True)
 def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges):
-    """The marking rows and the check mask of :class:`Layout` over slots ``0..n_main-1``."""
+    """The marking rows and the check mask of :class:`~matchers.bitmark.layout.Layout` over slots ``0..n_main-1``."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     res_off = slots.res_off
     W = (n_main + 63) // 64
@@ -222,7 +175,7 @@ def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges):
 
 @numba.njit(cache=True, nogil=True)
 def build_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
-    """The ends of :class:`Layout`: per row and tile, the slots whose interval starts inside
+    """The ends of :class:`~matchers.bitmark.layout.Layout`: per row and tile, the slots whose interval starts inside
     the row's bucket, sorted by low bound, then those ending inside it, by high bound."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     tiles = max(1, (n_main + 64 * tile - 1) // (64 * tile))
@@ -411,11 +364,11 @@ def _fail_ends(layout, vals, rows, e, g, tiles, w0, fail):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, dense_share, surv, hit):
-    """The matching slots of a chunk of events, set in a bitmap ``surv[event, word]`` over
-    all slots (the indexed ones by marking, then the tail), which must be all zero; the
-    tiles of words where an event has matches are flagged in ``hit[event, tile]``.  Returns
-    the matches per event.
+def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, dense_share, found_in):
+    """The matching slots of a chunk of events, set in a bitmap ``found_in.surv[event, word]``
+    over all slots (the indexed ones by marking, then the tail), which must be all zero; the
+    tiles of words where an event has matches are flagged in ``found_in.hit[event, tile]``.
+    Returns the matches per event.
 
     The indexed slots are visited a tile of words at a time (the layout's ``tile``) for
     every event of the chunk, so that the marking rows of a tile, read by many events, stay
@@ -428,6 +381,7 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
     exactly.  No pair is emitted here: the keys come out of ``surv`` in one pass per event
     (:func:`emit_keys`), which also clears it.
     """
+    surv, hit = found_in
     n = vals.shape[0]
     n_idx = rows.shape[1]
     W = len(layout.live)

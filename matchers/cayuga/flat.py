@@ -28,6 +28,7 @@ from numba.typed import List
 from . import flat_kernels as K
 from .automaton import Automaton, Match, Node, Out, Start, new
 from .compiler import Chain, view_static_atoms
+from .flat_layout import Steps
 from .flat_rules import FLAT_PREFIX
 from .static import holds, tag
 from .store import Row
@@ -406,11 +407,10 @@ class FlatStore:
                              if all(holds(atom, a) for atom in atoms)]
                 soff.append(len(sout))
                 noff.append(len(snode))
-            K.step(self._tints, self._tflts, ev, evn, np.array(sout, dtype=np.int64), np.array(soff, dtype=np.int64),
-                   np.array(snode, dtype=np.int64), np.array(noff, dtype=np.int64), epoch, starting)
+            lists = [np.array(a, dtype=np.int64) for a in (sout, soff, snode, noff)]
         else:  # no exact event: no lists from here
-            zeros = _ZEROS if n < len(_ZEROS) else np.zeros(n + 1, dtype=np.int64)
-            K.step(self._tints, self._tflts, ev, evn, zeros, zeros, zeros, zeros, epoch, starting)
+            lists = [_ZEROS if n < len(_ZEROS) else np.zeros(n + 1, dtype=np.int64)] * 4
+        K.step(self._tints, self._tflts, Steps(ev, evn, *lists), epoch, starting)
         self._refresh()
         return self._collect(attrs, wits)
 

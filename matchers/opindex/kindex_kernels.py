@@ -59,13 +59,16 @@ def kindex_tokens(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, tok_cells,
 
 
 @numba.njit(cache=True, nogil=True)
-def kindex_match(ev_off, ev_tok_off, ev_tok, post_off, post_entry, post_in, post_size, e_need, e_key,
-                 acc, e_stamp, e_bad, epoch, touched, out_keys):
+def kindex_match(ev_off, ev_tok_off, ev_tok, postings, entries, epoch, touched, out_keys):
     """Match a batch on the k-index: each event token's posting list raises (``∈``) or
     rejects (``∉``) its conjunctions, skipping the size partitions larger than the
     event; a conjunction of K predicates matches when K of its ``∈`` postings are hit
-    and none of its ``∉`` ones.  Returns ``(offsets, keys, epoch)``.
+    and none of its ``∉`` ones.  ``postings`` and ``entries`` are
+    :class:`~matchers.opindex.layout.Postings` and :class:`~matchers.opindex.layout.KEntries`.
+    Returns ``(offsets, keys, epoch)``.
     """
+    post_off, post_entry, post_in, post_size = postings
+    e_need, e_key, acc, e_stamp, e_bad = entries
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
     n_out = 0

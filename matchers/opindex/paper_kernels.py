@@ -228,8 +228,10 @@ def _touch(c, w, s_word, epoch, touched, nt):
 
 
 @numba.njit(cache=True, nogil=True)
-def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, s_word, epoch, touched, nt):
-    """Range-scan the segment ``[s, e)`` for the items that fire on the event value ``(ta, val)``."""
+def _probe(s, e, family, ta, val, items, s_word, epoch, touched, nt):
+    """Range-scan the segment ``[s, e)`` of ``items`` (:class:`~matchers.opindex.layout.Pool`)
+    for the items that fire on the event value ``(ta, val)``."""
+    it_ta, it_val, it_slot, it_w = items
     if family == 0 or family == 4:  # equality on the value (or on the string-predicate id)
         p = _lower(it_ta, it_val, s, e, ta, val)
         while p < e and it_ta[p] == ta and it_val[p] == val:
@@ -256,9 +258,11 @@ def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, s_word, epoch, t
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slot, it_w,
-           s_word, epoch, touched, nt):
-    """Walk a whole (short) list ``[s, e)`` and fire the items whose event value satisfies them."""
+def _sweep(s, e, family, ev_pos, ev, items, s_word, epoch, touched, nt):
+    """Walk a whole (short) list ``[s, e)`` of ``items`` and fire the items whose value in the
+    events ``ev`` satisfies them."""
+    ev_val, ev_soff, ev_spid = ev.val, ev.soff, ev.spid
+    it_ta, it_val, it_slot, it_w = items
     n_ta = len(ev_pos)
     for p in range(s, e):
         ta = it_ta[p]
@@ -273,8 +277,7 @@ def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slo
 
 
 @numba.njit(cache=True, nogil=True)
-def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width, value_signed, sweep_factor,
-                L, S, epoch, ev_pos, touched, touched_e, out_keys):
+def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, P, L, items, S, epoch, scratch, out_keys):
     """Match a batch (Algorithm 2).
 
     For each pivot attribute of an event, each of its predicate lists is searched: the
@@ -288,14 +291,17 @@ def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width,
     still to hold, under the epoch stamp).
 
     ``ev_val`` holds numbers, booleans as 1/0 and string codes; ``ev_soff``/``ev_spid``
-    list the satisfied string-predicate ids of each string value; ``ev_pos`` is a
-    scratch array over typed attributes filled with -1.  Returns ``(offsets, keys,
-    epoch)``; keys are sorted and distinct per event.
+    list the satisfied string-predicate ids of each string value; ``items`` is the
+    :class:`~matchers.opindex.layout.Pool` of ``L``; ``P`` is a
+    :class:`~matchers.opindex.layout.Search`, ``scratch`` a
+    :class:`~matchers.opindex.layout.Scratch` (its ``ev_pos`` filled with -1).  Returns
+    ``(offsets, keys, epoch)``; keys are sorted and distinct per event.
     """
+    n_families, segments, width, sweep_factor = P
+    ev_pos, touched, touched_e = scratch
     ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid = ev.off, ev.attr, ev.kind, ev.val, ev.soff, ev.spid
     list_of = L.list_of
     l_start, l_len, l_sig, seg_off, s_sig = L.start, L.length, L.sig, L.seg_off, L.seg_sig
-    it_ta, it_val, it_slot, it_w = L.ta, L.val, L.slot, L.weight
     s_meta, e_nslots, e_key, s_word, e_word = S.meta, S.e_nslots, S.e_key, S.word, S.e_word
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -341,8 +347,7 @@ def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width,
                     continue
                 base = l_start[k]
                 if n_items <= sweep_factor * m:
-                    nt = _sweep(base, base + n_items, f, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val,
-                                it_slot, it_w, s_word, epoch, touched, nt)
+                    nt = _sweep(base, base + n_items, f, ev_pos, ev, items, s_word, epoch, touched, nt)
                     continue
                 lsig = l_sig[k]
                 so = k * (segments + 1)
@@ -359,8 +364,7 @@ def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width,
                                 if lsig & mask == 0 or s_sig[k * segments + sg] & mask == 0:
                                     continue
                             nt = _probe(base + seg_off[so + sg], base + seg_off[so + sg + 1], 4, ta,
-                                        np.float64(ev_spid[q]), it_ta, it_val, it_slot, it_w,
-                                        s_word, epoch, touched, nt)
+                                        np.float64(ev_spid[q]), items, s_word, epoch, touched, nt)
                         continue
                     if (f == 1 or f == 2) and kind != 0:
                         continue
@@ -371,7 +375,7 @@ def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width,
                         if lsig & mask == 0 or s_sig[k * segments + sg] & mask == 0:
                             continue
                     nt = _probe(base + seg_off[so + sg], base + seg_off[so + sg + 1], f, ev_attr[j] * 3 + kind,
-                                ev_val[j], it_ta, it_val, it_slot, it_w, s_word, epoch, touched, nt)
+                                ev_val[j], items, s_word, epoch, touched, nt)
         for j in range(s, e):
             ta = ev_attr[j] * 3 + ev_kind[j]
             if ta < n_ta:

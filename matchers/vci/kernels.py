@@ -190,8 +190,10 @@ def vci_delete(g, lens, ids, xs, ys, lists, bitmap, scratch_a, scratch_t):
 
 
 @numba.njit(cache=True, nogil=True)
-def _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, pos, emit):
+def _vci_cell(g, lens, dt, lists, bitmap, table, j, out, pos, emit):
     """Matches of cell ``j``: written to ``out[pos:]`` when ``emit``; returns how many."""
+    mode, L, K = g.mode, g.L, g.K
+    start, count, pool = lists.start, lists.length, lists.pool
     n = 0
     cmin = j * K + K - 1
     if mode <= CLIPPED:
@@ -237,26 +239,24 @@ def _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, p
 @numba.njit(cache=True, nogil=True)
 def vci_count(g, lens, dt, lists, bitmap, table, cells):
     """int64[len(cells)]: number of intervals covering each cell (0 outside the domain)."""
-    mode, L, K, R = g.mode, g.L, g.K, g.R
-    start, count, pool = lists.start, lists.length, lists.pool
+    R = g.R
     out = np.zeros(cells.shape[0], dtype=np.int64)
-    dummy = np.zeros(0, dtype=pool.dtype)
+    dummy = np.zeros(0, dtype=lists.pool.dtype)
     for i in range(cells.shape[0]):
         j = cells[i]
         if 0 <= j < R:
-            out[i] = _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, dummy, 0, False)
+            out[i] = _vci_cell(g, lens, dt, lists, bitmap, table, j, dummy, 0, False)
     return out
 
 
 @numba.njit(cache=True, nogil=True)
 def vci_emit(g, lens, dt, lists, bitmap, table, cells, offsets, out):
     """Write the ids covering ``cells[i]`` to ``out[offsets[i]:offsets[i+1]]``."""
-    mode, L, K, R = g.mode, g.L, g.K, g.R
-    start, count, pool = lists.start, lists.length, lists.pool
+    R = g.R
     for i in range(cells.shape[0]):
         j = cells[i]
         if 0 <= j < R:
-            _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, offsets[i], True)
+            _vci_cell(g, lens, dt, lists, bitmap, table, j, out, offsets[i], True)
 
 
 # -- centered interval tree (baseline) --------------------------------------------------
@@ -512,14 +512,17 @@ def _holds(v, lo, hi, lo_closed, hi_closed):
 
 
 @numba.njit(cache=True, nogil=True)
-def grid_merge(values, cells, n_cells, core_off, core_ids, edge_off, edge_ids, below, above, bounds,
-               offsets, out, emit):
+def grid_merge(values, cells, n_cells, hits, sides, bounds, offsets, out, emit):
     """Exact matches per value from the full-cell index, the checked edge cells and side lists.
 
-    ``edge_ids`` hold ``2 * id + side``; ``below`` / ``above`` the ids of intervals reaching
-    past either end of the domain, checked against values outside it.  With ``emit`` the ids
-    go to ``out[offsets[i]:]``; returns the number of matches of each value.
+    ``hits`` (:class:`~matchers.vci.layout.CellHits`): the ids of the full-cell index per
+    value and the edge-cell ones, ``2 * id + side``; ``sides``
+    (:class:`~matchers.vci.layout.Sides`) the ids of intervals reaching past either end of
+    the domain, checked against values outside it.  With ``emit`` the ids go to
+    ``out[offsets[i]:]``; returns the number of matches of each value.
     """
+    core_off, core_ids, edge_off, edge_ids = hits
+    below, above = sides
     lo, hi, lo_closed, hi_closed = bounds
     counts = np.zeros(values.shape[0], dtype=np.int64)
     for i in range(values.shape[0]):
