@@ -32,7 +32,6 @@ from matchers.opindex.layout import (
     Events,
     Items,
     Lists,
-    Pool,
     Scratch,
     Search,
     Slots,
@@ -203,12 +202,11 @@ class PaperOpIndex(PivotedIndex):
 
     # -- matching ---------------------------------------------------------------------------
     def _match_events(self, ev: Events, ev_pos: np.ndarray, out: np.ndarray) -> Matches:
-        L = self.lists
         scratch = Scratch(ev_pos, np.empty(max(1, self._n_cslots), np.int32),
                           np.empty(max(1, self._n_entries), np.int32))
         offsets, keys, self._epoch = K.match_batch(
-            ev, bits(ev.val), bits(ev.spid.astype(np.float64)), self._pivot_slot, self._search, L,
-            Pool(L.ta, L.val, L.slot, L.weight), self.slots, self._epoch, scratch, out)
+            ev, bits(ev.val), bits(ev.spid.astype(np.float64)), self._pivot_slot, self._search, self.lists,
+            self.slots, self._epoch, scratch, out)
         return Matches(offsets, keys[: offsets[-1]].copy())
 
     # -- introspection ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ import numba
 import numpy as np
 
 from matchers.opindex.kernels import GOLD, RADIX_BITS, fires, mix, push, sort_unique
+from matchers.opindex.layout import Pool
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -277,7 +278,7 @@ def _sweep(s, e, family, ev_pos, ev, items, s_word, epoch, touched, nt):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, P, L, items, S, epoch, scratch, out_keys):
+def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, P, L, S, epoch, scratch, out_keys):
     """Match a batch (Algorithm 2).
 
     For each pivot attribute of an event, each of its predicate lists is searched: the
@@ -291,14 +292,14 @@ def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, P, L, items, S, epoch, scrat
     still to hold, under the epoch stamp).
 
     ``ev_val`` holds numbers, booleans as 1/0 and string codes; ``ev_soff``/``ev_spid``
-    list the satisfied string-predicate ids of each string value; ``items`` is the
-    :class:`~matchers.opindex.layout.Pool` of ``L``; ``P`` is a
+    list the satisfied string-predicate ids of each string value; ``P`` is a
     :class:`~matchers.opindex.layout.Search`, ``scratch`` a
     :class:`~matchers.opindex.layout.Scratch` (its ``ev_pos`` filled with -1).  Returns
     ``(offsets, keys, epoch)``; keys are sorted and distinct per event.
     """
     n_families, segments, width, sweep_factor = P
     ev_pos, touched, touched_e = scratch
+    items = Pool(L.ta, L.val, L.slot, L.weight)  # what the list searches read of L
     ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid = ev.off, ev.attr, ev.kind, ev.val, ev.soff, ev.spid
     list_of = L.list_of
     l_start, l_len, l_sig, seg_off, s_sig = L.start, L.length, L.sig, L.seg_off, L.seg_sig
