@@ -180,20 +180,12 @@ def shard_records(p: PreparedBatch, matcher: Any, ctx: BatchContext, m: TaskMetr
     rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
     batch, kept = read_batch(matcher, p, ctx, rejected)
     n_events = len(kept)
-    if report:
-        m.errors += len(p.values) - n_events
-    else:
-        rejected.clear()  # shard 0 reports them
     if kept:
         result = matcher.match(batch)
-        dropped = notify(p, kept, result, matcher, ctx, out, rejected, valid)
-        n_events -= dropped
-        if report:
-            m.errors += dropped
-        else:
-            rejected.clear()
+        n_events -= notify(p, kept, result, matcher, ctx, out, rejected, valid)
         m.matches += result.total
-    if report:
+    if report:  # shard 0 reports what belongs to the events
+        m.errors += len(p.values) - n_events
         m.events += n_events
         values, topics, parts, offsets = p.values, p.topics, p.parts, p.offsets
         for stage, i, reason in rejected:
@@ -267,7 +259,7 @@ _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, 
 
 
 def read_batch(matcher: Any, p: PreparedBatch, ctx: BatchContext,
-                rejected: list[tuple[str, int, str]]) -> tuple[Any, list[tuple[int, Any, dict]]]:
+               rejected: list[tuple[str, int, str]]) -> tuple[Any, list[tuple[int, Any, dict]]]:
     """The matcher's encoding of the event records and ``(row, event id or None, object)``
     per encoded event; a refused record is added to ``rejected``.
 
