@@ -375,7 +375,7 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
     in cache.  The envelopes first (an event outside one fails the word); then, if they
     left at least ``dense_share`` of the words of the event's previous tile open (wide
     intervals), the event's rows are ORed whole over the tile (vectorised), else per open
-    word until all its slots are marked (so the first tile).  At the first survivor
+    word until all its slots are marked (the first tile always so).  At the first survivor
     of a tile, the event's ends in the tile are walked once (:func:`_fail_ends`); the
     survivors they do not fail match, but for those of the check mask, which are checked
     exactly.  No pair is emitted here: the keys come out of ``surv`` in one pass per event

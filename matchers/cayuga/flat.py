@@ -1,7 +1,8 @@
 """The flat store (the "flat engine"): the subscriptions whose instances live as rows of arrays.
 
-A subscription is *flat* when :func:`.flat_rules.flat_chain` admits it. Such a subscription
-never looks at a record's attributes beyond the key values of its equalities, so the step runs over rows
+A subscription is *flat* when :func:`.flat_rules.flat_chain` admits it. Such a
+subscription never looks at a record's attributes beyond the key values of its equalities,
+so the step runs over rows
 (:mod:`.flat_kernels`): the event's key values become ids, its values for static atoms a
 type, a constant id and a number; one kernel call finds the start edges (indexed by an
 equality atom), the affected instances, moves them, creates the new ones and lists the

@@ -1,9 +1,9 @@
 """Which subscriptions the flat store runs, and its exported rows as the Python store's.
 
 A subscription is *flat* (:func:`flat_chain`), and runs in :class:`.flat.FlatStore`, when it
-is one chain whose start edge is the stream itself or a conjunction of static atoms on it, whose operators are ``NEXT`` or (at
-most one) ``FOLD`` without aggregates and with a ``TRUE`` iteration condition, over the
-right stream itself, with input predicates made of at most three equalities between the
+is one chain whose start edge is the stream itself or a conjunction of static atoms on it,
+whose operators are ``NEXT`` or (at most one) ``FOLD`` without aggregates and with a
+``TRUE`` iteration condition, over the right stream itself, with input predicates made of at most three equalities between the
 event and the instance's current record and of static atoms, and with only ``DUR`` tests
 after each operator; it has no after-match skip, publishes nothing and reads no stream a
 subscription publishes. Static atoms compare with a number constant, or test a string or
