@@ -1,4 +1,5 @@
-"""Growable arrays: the one way an index enlarges a column, in Python and in a kernel.
+"""Growable arrays: the one way an index enlarges a column, in Python and in a kernel;
+and the binary searches kernels run over sorted columns.
 
 Columns are allocated with spare capacity and grown geometrically (at least doubled), so
 that appending ``n`` rows one batch at a time costs O(n) copies in total.
@@ -27,3 +28,30 @@ def enlarged(arr, keep, n):
     out = np.empty(max(n, 2 * len(arr)), dtype=arr.dtype)
     out[:keep] = arr[:keep]
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def lower_bound(keys, lo, hi, key):
+    """Inside a kernel: the first position in ``[lo, hi)`` of the sorted ``keys`` whose key
+    is not less than ``key`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
+def lower_bound2(major, minor, lo, hi, key, sub):
+    """:func:`lower_bound` over rows sorted by ``(major, minor)``: the first position in
+    ``[lo, hi)`` whose pair is not less than ``(key, sub)``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        k = major[mid]
+        if k < key or (k == key and minor[mid] < sub):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

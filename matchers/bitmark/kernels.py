@@ -14,6 +14,8 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
+from matchers.arrays import lower_bound
+
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 CHECK_STEPS = 32
 """Steps of a walk over the ends that cost about one exact check of a survivor."""
@@ -321,13 +323,7 @@ def _holds(slots, s, vals, e, sat_off, sat_pid):
     lo0, hi0 = sat_off[e], sat_off[e + 1]
     for t in range(slots.res_off[s], slots.res_off[s + 1]):
         pid = slots.res_pid[t]
-        a, b = lo0, hi0
-        while a < b:
-            m = (a + b) >> 1
-            if sat_pid[m] < pid:
-                a = m + 1
-            else:
-                b = m
+        a = lower_bound(sat_pid, lo0, hi0, pid)
         if a == hi0 or sat_pid[a] != pid:
             return False
     return True
