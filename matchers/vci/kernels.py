@@ -88,19 +88,11 @@ def slab_compact(start, count, cap, pool, new_pool, top):
 
 @numba.njit(cache=True, nogil=True)
 def slab_compact_keyed(start, count, cap, keys, vals, new_keys, new_vals, top):
-    """:func:`slab_compact` for lists of ``(key, value)`` pairs."""
-    t = 0
+    """:func:`slab_compact` for lists of ``(key, value)`` pairs: the values move with their keys."""
+    old = start.copy()
+    slab_compact(start, count, cap, keys, new_keys, top)
     for lst in range(start.shape[0]):
-        n = count[lst]
-        s = start[lst]
-        for i in range(n):
-            new_keys[t + i] = keys[s + i]
-            new_vals[t + i] = vals[s + i]
-        start[lst] = t
-        cap[lst] = n
-        t += n
-    top[0] = t
-    top[1] = 0
+        new_vals[start[lst]:start[lst] + count[lst]] = vals[old[lst]:old[lst] + count[lst]]
 
 
 # -- VCI ------------------------------------------------------------------------------
