@@ -156,6 +156,26 @@ def in_child(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None)
 
 # -- a command in a child process ------------------------------------------------------------------
 @dataclass
+class MatchClock:
+    """Matching timed batch by batch: the CPU and wall seconds, events and matches so far."""
+
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    events: int = 0
+    matches: int = 0
+
+    def match(self, matcher: Any, batch: Any) -> Any:
+        """``matcher.match(batch)``, timed and counted."""
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = matcher.match(batch)
+        self.cpu_s += time.process_time() - c0
+        self.wall_s += time.perf_counter() - t0
+        self.events += batch.n
+        self.matches += result.total
+        return result
+
+
+@dataclass
 class Ran:
     """How a command ended."""
 
