@@ -155,14 +155,12 @@ def in_child(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None)
 
 
 # -- a command in a child process ------------------------------------------------------------------
-@dataclass
 class MatchClock:
     """Matching timed batch by batch: the CPU and wall seconds, events and matches so far."""
 
-    cpu_s: float = 0.0
-    wall_s: float = 0.0
-    events: int = 0
-    matches: int = 0
+    def __init__(self) -> None:
+        self.cpu_s = self.wall_s = 0.0
+        self.events = self.matches = 0
 
     def match(self, matcher: Any, batch: Any) -> Any:
         """``matcher.match(batch)``, timed and counted."""
