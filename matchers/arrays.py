@@ -1,11 +1,13 @@
 """Growable arrays: the one way an index enlarges a column, in Python and in a kernel;
-and the binary searches kernels run over sorted columns.
+the reuse of freed rows; and the binary searches kernels run over sorted columns.
 
 Columns are allocated with spare capacity and grown geometrically (at least doubled), so
 that appending ``n`` rows one batch at a time costs O(n) copies in total.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numba
 import numpy as np
@@ -19,6 +21,22 @@ def grown(arr: np.ndarray, n: int, fill: float = 0) -> np.ndarray:
     out = np.full((max(n, 2 * len(arr), 64), *arr.shape[1:]), fill, dtype=arr.dtype)
     out[: len(arr)] = arr
     return out
+
+
+def new_row(free: list[int], top: int) -> tuple[int, int]:
+    """The row of a new record: the last one freed, else ``top``; and the top after it."""
+    return (free.pop(), top) if free else (top, top + 1)
+
+
+def stored(items: Any, free: list[int], item: Any) -> int:
+    """Put ``item`` into ``items`` (a list, or anything with ``append`` and item assignment)
+    at the last index freed, else at the end; its index."""
+    if free:
+        i = free.pop()
+        items[i] = item
+        return i
+    items.append(item)
+    return len(items) - 1
 
 
 @numba.njit(cache=True, nogil=True)
