@@ -14,6 +14,8 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
+from matchers.arrays import lower_bound
+
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 CHECK_STEPS = 32
 """Steps of a walk over the ends that cost about one exact check of a survivor."""
@@ -179,8 +181,12 @@ def build_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
     the row's bucket, sorted by low bound, then those ending inside it, by high bound."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     tiles = max(1, (n_main + 64 * tile - 1) // (64 * tile))
-    off = np.zeros(2 * row_start[-1] * tiles + 1, dtype=np.int64)
-    for s in range(n_main):  # count
+    n_iv = iv_off[n_main]
+    seg_of = np.empty(2 * n_iv, dtype=np.int64)  # the ends inside a bucket, in slot order
+    val_of = np.empty(2 * n_iv)
+    slot_of = np.empty(2 * n_iv, dtype=np.int32)
+    m = 0
+    for s in range(n_main):
         g = s // (64 * tile)
         for t in range(iv_off[s], iv_off[s + 1]):
             j = idx_of_col[iv_col[t]]
@@ -188,31 +194,24 @@ def build_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
                 e0, e1 = edge_off[j], edge_off[j + 1]
                 lb = _bucket(edges, e0, e1, iv_lo[t])
                 if _starts_inside(edges, e0, lb, iv_lo[t]):
-                    off[2 * ((row_start[j] + lb) * tiles + g) + 1] += 1
+                    seg_of[m], val_of[m], slot_of[m] = 2 * ((row_start[j] + lb) * tiles + g), iv_lo[t], s
+                    m += 1
                 hb = _bucket(edges, e0, e1, iv_hi[t])
                 if _ends_inside(edges, e0, e1, hb, iv_hi[t]):
-                    off[2 * ((row_start[j] + hb) * tiles + g) + 2] += 1
+                    seg_of[m], val_of[m], slot_of[m] = 2 * ((row_start[j] + hb) * tiles + g) + 1, iv_hi[t], s
+                    m += 1
+    off = np.zeros(2 * row_start[-1] * tiles + 1, dtype=np.int64)
+    for i in range(m):
+        off[seg_of[i] + 1] += 1
     for i in range(len(off) - 1):
         off[i + 1] += off[i]
     fill = off[:-1].copy()
     end_val = np.empty(off[-1])
     end_slot = np.empty(off[-1], dtype=np.int32)
-    for s in range(n_main):  # fill
-        g = s // (64 * tile)
-        for t in range(iv_off[s], iv_off[s + 1]):
-            j = idx_of_col[iv_col[t]]
-            if j >= 0:
-                e0, e1 = edge_off[j], edge_off[j + 1]
-                lb = _bucket(edges, e0, e1, iv_lo[t])
-                if _starts_inside(edges, e0, lb, iv_lo[t]):
-                    seg = 2 * ((row_start[j] + lb) * tiles + g)
-                    end_val[fill[seg]], end_slot[fill[seg]] = iv_lo[t], s
-                    fill[seg] += 1
-                hb = _bucket(edges, e0, e1, iv_hi[t])
-                if _ends_inside(edges, e0, e1, hb, iv_hi[t]):
-                    seg = 2 * ((row_start[j] + hb) * tiles + g) + 1
-                    end_val[fill[seg]], end_slot[fill[seg]] = iv_hi[t], s
-                    fill[seg] += 1
+    for i in range(m):  # a stable counting sort by segment
+        seg = seg_of[i]
+        end_val[fill[seg]], end_slot[fill[seg]] = val_of[i], slot_of[i]
+        fill[seg] += 1
     for seg in range(len(off) - 1):
         a, b = off[seg], off[seg + 1]
         order = np.argsort(end_val[a:b], kind="mergesort")
@@ -321,13 +320,7 @@ def _holds(slots, s, vals, e, sat_off, sat_pid):
     lo0, hi0 = sat_off[e], sat_off[e + 1]
     for t in range(slots.res_off[s], slots.res_off[s + 1]):
         pid = slots.res_pid[t]
-        a, b = lo0, hi0
-        while a < b:
-            m = (a + b) >> 1
-            if sat_pid[m] < pid:
-                a = m + 1
-            else:
-                b = m
+        a = lower_bound(sat_pid, lo0, hi0, pid)
         if a == hi0 or sat_pid[a] != pid:
             return False
     return True

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 from numba.typed import List
 
+from matchers.arrays import stored
+
 from . import flat_kernels as K
 from .automaton import Automaton, Match, Node, Out, Start, new
 from .compiler import Chain, view_static_atoms
@@ -323,15 +325,10 @@ class FlatStore:
         except TypeError:  # unhashable (a list): equal to no bound value
             return K.NO_KEY
         if k is None:
-            if self._key_free:
-                k = self._key_free.pop()
-                self._key_val[k] = t
-            else:
-                k = len(self._key_val)
-                self._key_val.append(t)
-                kref = self.ints[K.KREF]
-                if k >= kref.shape[0]:
-                    self._put(K.KREF, np.concatenate([kref, np.zeros((max(16, kref.shape[0]), 2), np.int64)]))
+            k = stored(self._key_val, self._key_free, t)
+            kref = self.ints[K.KREF]
+            if k >= kref.shape[0]:
+                self._put(K.KREF, np.concatenate([kref, np.zeros((max(16, kref.shape[0]), 2), np.int64)]))
             self.ints[K.KREF][k] = 0
             self._key_id[t] = k
             self._new_keys.append(k)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from matchers.arrays import lower_bound
 from matchers.opindex.kernels import RADIX_BITS, push, sort_unique
 
 # -- k-index (Whang et al., VLDB 2009), counting variant ------------------------------
@@ -33,14 +34,7 @@ def kindex_tokens(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, tok_cells,
                     lo = bp_off[ta]
                     hi = bp_off[ta + 1]
                     v = ev_val[j]
-                    a = lo
-                    b = hi
-                    while a < b:
-                        mid = (a + b) >> 1
-                        if bp[mid] < v:
-                            a = mid + 1
-                        else:
-                            b = mid
+                    a = lower_bound(bp, lo, hi, v)
                     cell = 2 * (a - lo)
                     if a < hi and bp[a] == v:
                         cell += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from matchers.arrays import lower_bound, lower_bound2
 from matchers.opindex.kernels import GOLD, RADIX_BITS, fires, mix, push, sort_unique
 from matchers.opindex.layout import Pool
 
@@ -50,31 +51,6 @@ def _upper(it_ta, it_val, lo, hi, ta, val):
         mid = (lo + hi) >> 1
         t = it_ta[mid]
         if t < ta or (t == ta and it_val[mid] <= val):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@numba.njit(cache=True, nogil=True)
-def _lower(it_ta, it_val, lo, hi, ta, val):
-    """First position in ``[lo, hi)`` whose key is not less than ``(ta, val)``."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        t = it_ta[mid]
-        if t < ta or (t == ta and it_val[mid] < val):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@numba.njit(cache=True, nogil=True)
-def _lower_ta(it_ta, lo, hi, ta):
-    """First position in ``[lo, hi)`` whose typed attribute is not less than ``ta``."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if it_ta[mid] < ta:
             lo = mid + 1
         else:
             hi = mid
@@ -149,7 +125,7 @@ def delete_items(items, segments, L):
         so = k * stride
         sg = seg[i]
         e = base + seg_off[so + sg + 1]
-        pos = _lower(it_ta, it_val, base + seg_off[so + sg], e, ta[i], val[i])
+        pos = lower_bound2(it_ta, it_val, base + seg_off[so + sg], e, ta[i], val[i])
         found = -1
         while pos < e and it_ta[pos] == ta[i] and it_val[pos] == val[i]:
             if it_slot[pos] == slot[i] and it_w[pos] == weight[i]:
@@ -234,22 +210,22 @@ def _probe(s, e, family, ta, val, items, s_word, epoch, touched, nt):
     for the items that fire on the event value ``(ta, val)``."""
     it_ta, it_val, it_slot, it_w = items
     if family == 0 or family == 4:  # equality on the value (or on the string-predicate id)
-        p = _lower(it_ta, it_val, s, e, ta, val)
+        p = lower_bound2(it_ta, it_val, s, e, ta, val)
         while p < e and it_ta[p] == ta and it_val[p] == val:
             nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     elif family == 1:  # operand >= value
-        p = _lower(it_ta, it_val, s, e, ta, val)
+        p = lower_bound2(it_ta, it_val, s, e, ta, val)
         while p < e and it_ta[p] == ta:
             nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     elif family == 2:  # operand <= value
-        p = _lower_ta(it_ta, s, e, ta)
+        p = lower_bound(it_ta, s, e, ta)
         while p < e and it_ta[p] == ta and it_val[p] <= val:
             nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     else:  # presence
-        p = _lower_ta(it_ta, s, e, ta)
+        p = lower_bound(it_ta, s, e, ta)
         while p < e and it_ta[p] == ta:
             nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1

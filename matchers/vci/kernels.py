@@ -37,19 +37,25 @@ def slab_room(count, cap, lst):
 
 
 @numba.njit(cache=True, nogil=True)
+def _new_slab(start, cap, top, lst, n):
+    """Move full list ``lst`` (``n`` entries) to a new slab of twice the room at the pool's
+    top; returns ``(old start, new start)`` (the caller copies the entries)."""
+    new_cap = max(4, 2 * n)
+    s, t = start[lst], top[0]
+    top[1] += cap[lst]
+    start[lst] = t
+    cap[lst] = new_cap
+    top[0] = t + new_cap
+    return s, t
+
+
+@numba.njit(cache=True, nogil=True)
 def slab_append(start, count, cap, pool, top, lst, value):
     """Append ``value`` to list ``lst`` (the caller made sure the pool has room)."""
     n = count[lst]
     if n == cap[lst]:
-        new_cap = max(4, 2 * n)
-        t = top[0]
-        s = start[lst]
-        for i in range(n):
-            pool[t + i] = pool[s + i]
-        top[1] += cap[lst]
-        start[lst] = t
-        cap[lst] = new_cap
-        top[0] = t + new_cap
+        s, t = _new_slab(start, cap, top, lst, n)
+        pool[t:t + n] = pool[s:s + n]
     pool[start[lst] + n] = value
     count[lst] = n + 1
 
@@ -88,19 +94,11 @@ def slab_compact(start, count, cap, pool, new_pool, top):
 
 @numba.njit(cache=True, nogil=True)
 def slab_compact_keyed(start, count, cap, keys, vals, new_keys, new_vals, top):
-    """:func:`slab_compact` for lists of ``(key, value)`` pairs."""
-    t = 0
+    """:func:`slab_compact` for lists of ``(key, value)`` pairs: the values move with their keys."""
+    old = start.copy()
+    slab_compact(start, count, cap, keys, new_keys, top)
     for lst in range(start.shape[0]):
-        n = count[lst]
-        s = start[lst]
-        for i in range(n):
-            new_keys[t + i] = keys[s + i]
-            new_vals[t + i] = vals[s + i]
-        start[lst] = t
-        cap[lst] = n
-        t += n
-    top[0] = t
-    top[1] = 0
+        new_vals[start[lst]:start[lst] + count[lst]] = vals[old[lst]:old[lst] + count[lst]]
 
 
 # -- VCI ------------------------------------------------------------------------------
@@ -294,25 +292,12 @@ def _lower_bound(keys, s, n, key):
 
 
 @numba.njit(cache=True, nogil=True)
-def _keyed_room(count, cap, lst):
-    n = count[lst]
-    return 0 if n < cap[lst] else max(4, 2 * n)
-
-
-@numba.njit(cache=True, nogil=True)
 def _keyed_insert_sorted(start, count, cap, keys, vals, top, lst, key, value):
     n = count[lst]
     if n == cap[lst]:
-        new_cap = max(4, 2 * n)
-        t = top[0]
-        s = start[lst]
-        for i in range(n):
-            keys[t + i] = keys[s + i]
-            vals[t + i] = vals[s + i]
-        top[1] += cap[lst]
-        start[lst] = t
-        cap[lst] = new_cap
-        top[0] = t + new_cap
+        s, t = _new_slab(start, cap, top, lst, n)
+        keys[t:t + n] = keys[s:s + n]
+        vals[t:t + n] = vals[s:s + n]
     s = start[lst]
     i = n
     while i > 0 and keys[s + i - 1] > key:
@@ -351,7 +336,7 @@ def tree_insert(R, ids, xs, ys, first, start, count, cap, keys, vals, top):
     """
     for i in range(first, ids.shape[0]):
         node = _tree_node(R, xs[i], ys[i])
-        need = _keyed_room(count, cap, 2 * node) + _keyed_room(count, cap, 2 * node + 1)
+        need = slab_room(count, cap, 2 * node) + slab_room(count, cap, 2 * node + 1)
         if top[0] + need > keys.shape[0]:
             return i
         _keyed_insert_sorted(start, count, cap, keys, vals, top, 2 * node, xs[i], ids[i])

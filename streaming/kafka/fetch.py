@@ -11,8 +11,6 @@ about 3x faster here; the default) or kafka-python. Both build the same Arrow ba
 
 from __future__ import annotations
 
-import atexit
-import json
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -23,6 +21,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
 from streaming.kafka.client_config import KafkaClientConfig
+from streaming.kafka.clients import ClientCache
 from streaming.kafka.errors import DataLossError, FetchTimeoutError, KafkaConnectorError
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.schema import ARROW_SCHEMA
@@ -40,8 +39,6 @@ _READ_SETTINGS = {
     "fetch_max_wait_ms": FETCH_WAIT_MS,
     "max_partition_fetch_bytes": 8 * 1024 * 1024,
 }
-_CONSUMERS: dict[str, Any] = {}
-
 _RDKAFKA_READ_SETTINGS = {
     "group.id": "kafka-py-reader-unused",  # required by librdkafka; never joined
     "enable.auto.commit": False,
@@ -52,35 +49,20 @@ _RDKAFKA_READ_SETTINGS = {
 }
 
 
-def _consumer(kwargs: Mapping[str, Any], client: str) -> tuple[str, Any]:
-    """The cached consumer of this process for ``kwargs`` (created on first use)."""
-    key = json.dumps([client, sorted((k, repr(v)) for k, v in kwargs.items())])
-    consumer = _CONSUMERS.get(key)
-    if consumer is None:
-        if client == "confluent":
-            from confluent_kafka import Consumer
+def _new_consumer(_key: str, client: str, kwargs: Mapping[str, Any]) -> Any:
+    if client == "confluent":
+        from confluent_kafka import Consumer
 
-            consumer = Consumer(dict(kwargs))
-        else:
-            consumer = KafkaConsumer(**{**kwargs, **_READ_SETTINGS})
-        _CONSUMERS[key] = consumer
-    return key, consumer
+        return Consumer(dict(kwargs))
+    return KafkaConsumer(**{**kwargs, **_READ_SETTINGS})
 
 
-def _drop(key: str) -> None:
-    consumer = _CONSUMERS.pop(key, None)
-    if consumer is not None:
-        try:
-            consumer.close()
-        except Exception:  # noqa: BLE001 - closing a broken consumer must not mask the error
-            pass
+_CONSUMERS = ClientCache(_new_consumer, lambda _key, consumer: consumer.close())
 
 
-@atexit.register
 def close_consumers() -> None:
     """Close every cached consumer of this process."""
-    for key in list(_CONSUMERS):
-        _drop(key)
+    _CONSUMERS.close_all()
 
 
 def to_batch(
@@ -220,7 +202,7 @@ def _read_confluent(
     from confluent_kafka import KafkaError
     from confluent_kafka import TopicPartition as CTopicPartition
 
-    key, consumer = _consumer(conf, "confluent")
+    key, consumer = _CONSUMERS.get(conf, "confluent")
     try:
         consumer.assign([CTopicPartition(rng.topic, rng.partition, rng.start)])
         rows = _Rows(rng)
@@ -272,7 +254,7 @@ def _read_confluent(
             yield rows.take()
         consumer.unassign()
     except BaseException:
-        _drop(key)
+        _CONSUMERS.drop(key)
         raise
 
 
@@ -284,7 +266,7 @@ def _read_kafka_python(
     batch_rows: int,
 ) -> Iterator[pa.RecordBatch]:
     """kafka-python loop; the consumer's position moves past offsets without records."""
-    key, consumer = _consumer(consumer_kwargs, "kafka-python")
+    key, consumer = _CONSUMERS.get(consumer_kwargs, "kafka-python")
     kp = TopicPartition(rng.topic, rng.partition)
     try:
         consumer.assign([kp])
@@ -320,5 +302,5 @@ def _read_kafka_python(
             yield rows.take()
         consumer.assign([])
     except BaseException:
-        _drop(key)
+        _CONSUMERS.drop(key)
         raise
