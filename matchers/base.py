@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import numpy as np
 
 from matchers import rows as rows_kernels
+from matchers.arrays import stored
 from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch, FlatEvent, encode
 from matchers.expr import INDEXED_OPS, PRESENCE_OPS, Kind, Op, Pred, Subscription, Value
@@ -286,11 +287,7 @@ class Matcher(ABC):
 
     def _assign(self, sub: Subscription) -> int:
         """Give ``sub`` a key (a free one first) and record it."""
-        key = self._free.pop() if self._free else len(self._subs)
-        if key == len(self._subs):
-            self._subs.append(sub)
-        else:
-            self._subs[key] = sub
+        key = stored(self._subs, self._free, sub)
         self._key_of[sub.id] = key
         return key
 

@@ -63,8 +63,7 @@ class KafkaSettings:
     client: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "client"}
-        return f"KafkaSettings({fields}, client={redact(self.client)})"
+        return _repr_redacting(self, "client")
 
     def client_config(self, bootstrap_servers: str | None = None) -> KafkaClientConfig:
         """The one Kafka client configuration: ``bootstrap_servers`` (else the setting) and ``client``."""
@@ -95,8 +94,7 @@ class SparkSettings:
     conf: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "conf"}
-        return f"SparkSettings({fields}, conf={redact(self.conf)})"
+        return _repr_redacting(self, "conf")
 
 
 @dataclass(frozen=True)
@@ -369,6 +367,12 @@ PATH_SETTINGS = (("spark", "checkpoint_dir"), ("status", "status_file"), ("statu
 """Settings holding a local path, made absolute against :data:`PROJECT_ROOT` by :func:`streaming.config_sources.load`."""
 
 
+def _repr_redacting(settings: Any, name: str) -> str:
+    """The repr of a settings dataclass, its options mapping ``name`` redacted."""
+    fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != name}
+    return f"{type(settings).__name__}({fields}, {name}={redact(getattr(settings, name))})"
+
+
 def section_types() -> dict[str, type]:
     """The settings' sections by name (their dataclasses)."""
     return {f.name: get_type_hints(Settings)[f.name] for f in dataclasses.fields(Settings)}
@@ -382,20 +386,14 @@ def _coerce(value: Any, kind: Any, where: str) -> Any:
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
             return value.strip().lower() in ("true", "1", "yes")
         raise ConfigError(f"{where} must be true or false, not {value!r}")
-    if kind is int:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ConfigError(f"{where} must be an integer, not {value!r}")
+    if kind is int or kind is float:
+        wrong = ConfigError(f"{where} must be {'an integer' if kind is int else 'a number'}, not {value!r}")
+        if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
+            raise wrong
         try:
-            return int(value)
+            return kind(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{where} must be an integer, not {value!r}") from None
-    if kind is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where} must be a number, not {value!r}")
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where} must be a number, not {value!r}") from None
+            raise wrong from None
     if kind is str:
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{where} must be a string, not {value!r}")

@@ -10,6 +10,8 @@
   times, so that the next owner of the lock ends any that outlived their owner (a child
   whose parent died before it could ask for the signal), and never a process that merely
   reuses a recorded pid.
+* :class:`ChildServer`: what a helper server run as a child (the embedded broker, the
+  tests' storage servers) shares: its log file, and ``with`` starting and stopping it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from matchers.errors import PubSubError
 
@@ -87,6 +89,35 @@ class DirLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class ChildServer:
+    """A server run as a child process that writes to a log file of its own, opened by
+    :meth:`start` into ``_log``; a context manager (``with`` starts it, and stops it after).
+
+    A subclass implements :meth:`start` (it returns the server) and :meth:`stop`
+    (idempotent; it closes the log with :meth:`_close_log`).
+    """
+
+    _log: IO[bytes] | None = None
+
+    def start(self) -> ChildServer:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def _close_log(self) -> None:
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def _die_with(parent: int, prctl: Any) -> None:

@@ -2,18 +2,20 @@
 
 :func:`check` compares every event's matches with the oracle's; :func:`subscriptions_of`
 turns generated expression trees into subscriptions; :func:`insert_delete` is the add /
-remove loop with a check after each change. Random workloads: :mod:`tests.strategies`.
+remove loop with a check after each change; :func:`check_trees` and :func:`check_pickled`
+add subscriptions and check. Random workloads: :mod:`tests.strategies`.
 """
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from matchers import oracle
 from matchers.errors import SubscriptionError
-from matchers.expr import Expr, Subscription
+from matchers.expr import STRING_OPS, Expr, Subscription, predicates
 
 Live = Mapping[str, Subscription] | Iterable[Subscription]
 
@@ -44,6 +46,29 @@ def subscriptions_of(trees: Iterable[Expr], max_terms: int = 64) -> list[Subscri
         except SubscriptionError:
             continue
     return subs
+
+
+def check_trees(matcher: Any, trees: Iterable[Expr], evs: Sequence[dict]) -> None:
+    """Add the subscriptions of generated ``trees`` to ``matcher`` and check it on ``evs``."""
+    subs = subscriptions_of(trees)
+    matcher.add(subs)
+    check(matcher, subs, evs)
+
+
+def check_pickled(matcher: Any, subs: Sequence[Subscription], evs: Sequence[dict], gone: int) -> None:
+    """Add ``subs`` to ``matcher``: a pickled copy matches ``evs`` as it does, and as the
+    oracle does once the first ``gone`` subscriptions are removed from it."""
+    matcher.add(subs)
+    before = matcher.match_events(evs)
+    clone = pickle.loads(pickle.dumps(matcher))
+    assert clone.match_events(evs) == before
+    clone.remove([s.id for s in subs[:gone]])
+    check(clone, subs[gone:], evs)
+
+
+def no_regex(subs: Iterable[Subscription]) -> list[Subscription]:
+    """The subscriptions without string operators (the phase-1 string evaluator's RE2 sets do not pickle)."""
+    return [s for s in subs if all(p.op not in STRING_OPS for p in predicates(s.expr))]
 
 
 def insert_delete(

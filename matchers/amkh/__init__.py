@@ -26,7 +26,7 @@ import numpy as np
 
 from matchers.amkh import kernels as K
 from matchers.amkh.hash_choice import Config, Stats, choose
-from matchers.amkh.layout import Buckets, Conjunctions, Predicates
+from matchers.amkh.layout import Buckets, Conjunctions, Marks, Predicates, Satisfied
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.events import EventBatch
@@ -276,17 +276,19 @@ class AmkhMatcher(Matcher):
         out_keys = np.empty(max(1024, batch.n), dtype=np.int32)
         k = 0
         b = self.buckets
-        preds, conj, buckets = self._predicates(), self._conjunctions(), Buckets(b.start, b.count, b.pool)
+        preds, conj = self._predicates(), self._conjunctions()
+        buckets = Buckets(b.start, b.count, b.pool, self._shift)
+        marks = Marks(self._pid_mark, self._key_mark, self._stamp)
         for lo in range(0, batch.n, CHUNK_EVENTS):
             hi = min(lo + CHUNK_EVENTS, batch.n)
             chunk = batch.slice(lo, hi)
-            sat_off, sat_pid = self.phase1.satisfied(chunk)
-            self._measure(chunk, sat_pid)
+            sat = Satisfied(*self.phase1.satisfied(chunk))
+            self._measure(chunk, sat.pid)
             off = np.empty(hi - lo + 1, dtype=np.int64)
             off[0] = k
             out_keys, k = K.match_events(
-                sat_off, sat_pid, preds, conj, buckets, self._schema_array, len(self.config.hashed), self._shift,
-                self._pid_mark, self._key_mark, self._stamp, off, out_keys, k, self.counters,
+                sat, preds, conj, buckets, self._schema_array, len(self.config.hashed), marks, off, out_keys, k,
+                self.counters,
             )
             out_off[lo + 1:hi + 1] = off[1:]
         self._events_since_choice += batch.n

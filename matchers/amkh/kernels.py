@@ -30,8 +30,7 @@ def buckets_of(hashes, shift):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_events(sat_off, sat_pid, preds, conj, buckets, schemas, n_hashed, shift,
-                 pid_mark, key_mark, stamp, out_off, out_keys, k, stats):
+def match_events(sat, preds, conj, buckets, schemas, n_hashed, marks, out_off, out_keys, k, stats):
     """Match events from their satisfied predicates; returns ``(out_keys, k)``.
 
     For each event: the hash contributions ``h_i(C_i)`` of the satisfied clauses of
@@ -39,12 +38,14 @@ def match_events(sat_off, sat_pid, preds, conj, buckets, schemas, n_hashed, shif
     of hashed attributes) every candidate coordinate (one contribution per attribute of
     the schema) is hashed and its bucket's conjunctions are examined: a conjunction
     matches when all its predicates are satisfied.  ``stats`` accumulates
-    ``[candidate coordinates, conjunctions examined, of which unmatched]``.  ``preds``,
-    ``conj`` and ``buckets`` are :mod:`matchers.amkh.layout` tuples.
+    ``[candidate coordinates, conjunctions examined, of which unmatched]``.  ``sat``,
+    ``preds``, ``conj``, ``buckets`` and ``marks`` are :mod:`matchers.amkh.layout` tuples.
     """
+    sat_off, sat_pid = sat
     pid_attr, pid_hash = preds.attr, preds.hash
     slot_key, slot_size, slot_pids, slot_hash = conj
-    b_start, b_count, b_pool = buckets
+    b_start, b_count, b_pool, shift = buckets
+    pid_mark, key_mark, stamp = marks
     n_events = sat_off.shape[0] - 1
     n_attr = n_hashed
     cand = np.zeros((max(n_attr, 1), 8), dtype=np.int64)

@@ -30,3 +30,19 @@ class Buckets(NamedTuple):
     start: np.ndarray  # int32[2 ** (64 - shift)]: first pool position of each bucket's list
     length: np.ndarray  # int32[buckets]: slots in each list
     pool: np.ndarray  # int32[pool]: conjunction slots
+    shift: int  # 64 - log2 of the number of buckets (see kernels.bucket_of)
+
+
+class Satisfied(NamedTuple):
+    """Satisfied phase-1 predicate ids of each event of a chunk, as CSR."""
+
+    off: np.ndarray  # int64[events + 1]
+    pid: np.ndarray  # int32: the ids of event e are pid[off[e]:off[e + 1]]
+
+
+class Marks(NamedTuple):
+    """Per-event stamps: a predicate or key holds the stamp of the last event that hit it."""
+
+    pid: np.ndarray  # int64[pids]: stamp of the last event satisfying each predicate
+    key: np.ndarray  # int64[keys]: stamp of the last event that matched each key
+    stamp: np.ndarray  # int64[1]: the current event's stamp

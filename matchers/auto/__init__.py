@@ -50,7 +50,8 @@ index (``dynamic``, ``propagation``): past it, ``counting``.  EventBridge-like r
 prefixes and case-folded tests, 26% of the rules with ``exists`` or ``anything-but``, 2.3
 predicates per rule), CPU us/event (``python -m scripts.bench.auto --workloads eventbridge``):
 1,000 rules counting 53.5, vci 53.7, static 64.1, propagation 71.8, dynamic 75.5; 10,000
-counting 93.8, vci 105, static 134, dynamic 169, propagation 170 (docs/auto.md)."""
+counting 93.8, vci 105, static 134, dynamic 169, propagation 170; 100,000 (2026-11-29)
+counting 1,107, static 1,450, vci 1,536, propagation 1,700, dynamic 1,803 (docs/auto.md)."""
 FEW_ATTRIBUTES = 64
 """Attributes up to which a set with some equalities gets ``static``: every event holds most
 of them, so OpIndex's per-attribute lists are long (stock at 100,000 subscriptions: static

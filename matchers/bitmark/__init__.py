@@ -7,7 +7,7 @@ predicates are *residual* and go to the shared phase-1 index
 (:class:`~matchers.phase1.PredicateIndex`: equality, sets, ``NOT BETWEEN``, strings,
 booleans).
 
-The indexed slots (:class:`~matchers.bitmark.kernels.Layout`) are ordered by their two
+The indexed slots (:class:`~matchers.bitmark.layout.Layout`) are ordered by their two
 most selective intervals (attribute, then coarse cells of its low bound, then the
 second attribute and its low bound), 64 to a ``uint64`` word.  An attribute
 constrained by enough slots is *indexed*: its values are cut into up to ``buckets``
@@ -46,6 +46,7 @@ import numpy as np
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.bitmark import kernels as K
+from matchers.bitmark.layout import Found, Layout, Slots
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred, Subscription
 from matchers.phase1 import PredicateIndex
@@ -201,10 +202,10 @@ class BitMarkMatcher(Matcher):
                         self.phase1.release(p)
 
     # -- building ----------------------------------------------------------------------
-    def _slots(self) -> K.Slots:
+    def _slots(self) -> Slots:
         n = self._n_slots
         i, r = int(self._iv_off[n]), int(self._res_off[n])
-        return K.Slots(self._key[:n], self._iv_off[:n + 1], self._iv_col[:i], self._iv_lo[:i], self._iv_hi[:i],
+        return Slots(self._key[:n], self._iv_off[:n + 1], self._iv_col[:i], self._iv_lo[:i], self._iv_hi[:i],
                        self._res_off[:n + 1], self._res_pid[:r])
 
     def _stale(self) -> bool:
@@ -246,7 +247,7 @@ class BitMarkMatcher(Matcher):
         self._layout = self._pack(n, col_min, col_span, count)
         self._built = True
 
-    def _pack(self, n: int, col_min: np.ndarray, col_span: np.ndarray, count: np.ndarray) -> K.Layout:
+    def _pack(self, n: int, col_min: np.ndarray, col_span: np.ndarray, count: np.ndarray) -> Layout:
         """The marking layout over the ``n`` (ordered) slots."""
         if n == 0:
             return _empty_layout()
@@ -274,7 +275,7 @@ class BitMarkMatcher(Matcher):
         if n % 64:
             live[-1] = np.uint64((1 << (n % 64)) - 1)
         env_col, env_lo, env_hi = K.envelopes(slots, n, col_min, col_span)
-        return K.Layout(bits, end_off, end_val, end_slot, check, live, env_col, env_lo, env_hi, idx_col, row_start,
+        return Layout(bits, end_off, end_val, end_slot, check, live, env_col, env_lo, env_hi, idx_col, row_start,
                         edge_off, edges_flat)
 
     # -- matching ----------------------------------------------------------------------
@@ -297,7 +298,7 @@ class BitMarkMatcher(Matcher):
             rows = K.event_rows(vals, layout)
             sat_off, sat_pid = self._satisfied(part)
             counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, self._n_main, self._n_slots,
-                                   self.tile_words, self.dense_share, surv[:part.n], hit[:part.n])
+                                   self.tile_words, self.dense_share, Found(surv[:part.n], hit[:part.n]))
             off, found = K.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, self.tile_words)
             offsets.append(off[1:] + done)
             keys.append(found)
@@ -340,8 +341,8 @@ class BitMarkMatcher(Matcher):
         return sum(a.nbytes for a in arrays) + tail + self.phase1.memory_bytes()
 
 
-def _empty_layout() -> K.Layout:
-    return K.Layout(np.zeros((0, 0), dtype=np.uint64), np.zeros(1, dtype=np.int64), np.zeros(0),
+def _empty_layout() -> Layout:
+    return Layout(np.zeros((0, 0), dtype=np.uint64), np.zeros(1, dtype=np.int64), np.zeros(0),
                     np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64),
                     np.zeros((0, 2), dtype=np.int32), np.zeros((0, 2)), np.zeros((0, 2)),
                     np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),

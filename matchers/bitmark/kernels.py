@@ -8,62 +8,17 @@ event lacks the attribute or holds a non-number there (which fails every interva
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import llvmlite.ir as ir
 import numba
 import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
+from matchers.arrays import lower_bound
+
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 CHECK_STEPS = 32
 """Steps of a walk over the ends that cost about one exact check of a survivor."""
-
-
-class Slots(NamedTuple):
-    """Conjunctions by slot, as CSR: intervals on value columns and residual predicate ids."""
-
-    key: np.ndarray  # int32[S], subscription key, -1 for a deleted slot
-    iv_off: np.ndarray  # int64[S + 1]
-    iv_col: np.ndarray  # int32[nnz], value column of each interval
-    iv_lo: np.ndarray  # float64[nnz]
-    iv_hi: np.ndarray  # float64[nnz]
-    res_off: np.ndarray  # int64[S + 1]
-    res_pid: np.ndarray  # int32[nr], phase-1 ids of the slot's other predicates
-
-
-class Layout(NamedTuple):
-    """The marking index over the first ``64 * W`` slots (the indexed ones).
-
-    Indexed attribute ``j`` (value column ``idx_col[j]``) has ``nb = len(edges_j) + 1``
-    buckets; its rows ``row_start[j] + b`` (``b < nb``) mark the slots whose interval on
-    it misses bucket ``b`` entirely, row ``row_start[j] + nb`` the slots constraining it
-    (they fail an event that lacks it).  These rows are conservative: an interval that
-    overlaps bucket ``b`` without covering it is not marked in row ``b``.  Those *partial*
-    intervals are the *ends*: per row and tile of ``tile`` words, the slots whose interval
-    starts inside the bucket (sorted by low bound, ``end_off[2 * (row * tiles + tile)]``)
-    and those whose interval ends inside it (sorted by high bound, the next segment).  An
-    event fails exactly the ends beyond its value: a short walk from one end of each list
-    decides the bucket.  ``check`` marks the slots with predicates neither decides
-    (residual ones, intervals on attributes not indexed).  A word's envelope ``(env_col,
-    env_lo, env_hi)`` holds, for up to two columns every slot of the word constrains, the
-    hull of their intervals: an event outside it fails the whole word.
-    """
-
-    bits: np.ndarray  # uint64[rows, W]
-    end_off: np.ndarray  # int64[2 * rows * tiles + 1]
-    end_val: np.ndarray  # float64, the bound of each end
-    end_slot: np.ndarray  # int32, its slot
-    check: np.ndarray  # uint64[W]
-    live: np.ndarray  # uint64[W], indexed slots not deleted
-    env_col: np.ndarray  # int32[W, 2], -1: none
-    env_lo: np.ndarray  # float64[W, 2]
-    env_hi: np.ndarray  # float64[W, 2]
-    idx_col: np.ndarray  # int32[n_idx]
-    row_start: np.ndarray  # int64[n_idx + 1]
-    edge_off: np.ndarray  # int64[n_idx + 1]
-    edges: np.ndarray  # float64, sorted bucket edges per indexed attribute
 
 
 @intrinsic
@@ -112,7 +67,7 @@ def _bucket(edges, lo, hi, v):
 # -- building --------------------------------------------------------------------------
 @numba.njit(cache=True, nogil=True)
 def order_keys(slots, col_min, col_span):
-    """Per slot (of :class:`Slots`), its two most selective columns and their low bounds:
+    """Per slot (of :class:`~matchers.bitmark.layout.Slots`), its two most selective columns and their low bounds:
     ``p, lo_p, q, lo_q``.
 
     Selectivity is the interval's width within the column's span; ``-1`` when a slot has
@@ -177,7 +132,7 @@ def _ends_inside(edges, e0, e1, b, hi):
 
 @numba.njit(cache=True, nogil=True)
 def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges):
-    """The marking rows and the check mask of :class:`Layout` over slots ``0..n_main-1``."""
+    """The marking rows and the check mask of :class:`~matchers.bitmark.layout.Layout` over slots ``0..n_main-1``."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     res_off = slots.res_off
     W = (n_main + 63) // 64
@@ -222,12 +177,16 @@ def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges):
 
 @numba.njit(cache=True, nogil=True)
 def build_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
-    """The ends of :class:`Layout`: per row and tile, the slots whose interval starts inside
+    """The ends of :class:`~matchers.bitmark.layout.Layout`: per row and tile, the slots whose interval starts inside
     the row's bucket, sorted by low bound, then those ending inside it, by high bound."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     tiles = max(1, (n_main + 64 * tile - 1) // (64 * tile))
-    off = np.zeros(2 * row_start[-1] * tiles + 1, dtype=np.int64)
-    for s in range(n_main):  # count
+    n_iv = iv_off[n_main]
+    seg_of = np.empty(2 * n_iv, dtype=np.int64)  # the ends inside a bucket, in slot order
+    val_of = np.empty(2 * n_iv)
+    slot_of = np.empty(2 * n_iv, dtype=np.int32)
+    m = 0
+    for s in range(n_main):
         g = s // (64 * tile)
         for t in range(iv_off[s], iv_off[s + 1]):
             j = idx_of_col[iv_col[t]]
@@ -235,31 +194,24 @@ def build_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
                 e0, e1 = edge_off[j], edge_off[j + 1]
                 lb = _bucket(edges, e0, e1, iv_lo[t])
                 if _starts_inside(edges, e0, lb, iv_lo[t]):
-                    off[2 * ((row_start[j] + lb) * tiles + g) + 1] += 1
+                    seg_of[m], val_of[m], slot_of[m] = 2 * ((row_start[j] + lb) * tiles + g), iv_lo[t], s
+                    m += 1
                 hb = _bucket(edges, e0, e1, iv_hi[t])
                 if _ends_inside(edges, e0, e1, hb, iv_hi[t]):
-                    off[2 * ((row_start[j] + hb) * tiles + g) + 2] += 1
+                    seg_of[m], val_of[m], slot_of[m] = 2 * ((row_start[j] + hb) * tiles + g) + 1, iv_hi[t], s
+                    m += 1
+    off = np.zeros(2 * row_start[-1] * tiles + 1, dtype=np.int64)
+    for i in range(m):
+        off[seg_of[i] + 1] += 1
     for i in range(len(off) - 1):
         off[i + 1] += off[i]
     fill = off[:-1].copy()
     end_val = np.empty(off[-1])
     end_slot = np.empty(off[-1], dtype=np.int32)
-    for s in range(n_main):  # fill
-        g = s // (64 * tile)
-        for t in range(iv_off[s], iv_off[s + 1]):
-            j = idx_of_col[iv_col[t]]
-            if j >= 0:
-                e0, e1 = edge_off[j], edge_off[j + 1]
-                lb = _bucket(edges, e0, e1, iv_lo[t])
-                if _starts_inside(edges, e0, lb, iv_lo[t]):
-                    seg = 2 * ((row_start[j] + lb) * tiles + g)
-                    end_val[fill[seg]], end_slot[fill[seg]] = iv_lo[t], s
-                    fill[seg] += 1
-                hb = _bucket(edges, e0, e1, iv_hi[t])
-                if _ends_inside(edges, e0, e1, hb, iv_hi[t]):
-                    seg = 2 * ((row_start[j] + hb) * tiles + g) + 1
-                    end_val[fill[seg]], end_slot[fill[seg]] = iv_hi[t], s
-                    fill[seg] += 1
+    for i in range(m):  # a stable counting sort by segment
+        seg = seg_of[i]
+        end_val[fill[seg]], end_slot[fill[seg]] = val_of[i], slot_of[i]
+        fill[seg] += 1
     for seg in range(len(off) - 1):
         a, b = off[seg], off[seg + 1]
         order = np.argsort(end_val[a:b], kind="mergesort")
@@ -368,13 +320,7 @@ def _holds(slots, s, vals, e, sat_off, sat_pid):
     lo0, hi0 = sat_off[e], sat_off[e + 1]
     for t in range(slots.res_off[s], slots.res_off[s + 1]):
         pid = slots.res_pid[t]
-        a, b = lo0, hi0
-        while a < b:
-            m = (a + b) >> 1
-            if sat_pid[m] < pid:
-                a = m + 1
-            else:
-                b = m
+        a = lower_bound(sat_pid, lo0, hi0, pid)
         if a == hi0 or sat_pid[a] != pid:
             return False
     return True
@@ -411,23 +357,24 @@ def _fail_ends(layout, vals, rows, e, g, tiles, w0, fail):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, dense_share, surv, hit):
-    """The matching slots of a chunk of events, set in a bitmap ``surv[event, word]`` over
-    all slots (the indexed ones by marking, then the tail), which must be all zero; the
-    tiles of words where an event has matches are flagged in ``hit[event, tile]``.  Returns
-    the matches per event.
+def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, dense_share, found_in):
+    """The matching slots of a chunk of events, set in a bitmap ``found_in.surv[event, word]``
+    over all slots (the indexed ones by marking, then the tail), which must be all zero; the
+    tiles of words where an event has matches are flagged in ``found_in.hit[event, tile]``.
+    Returns the matches per event.
 
     The indexed slots are visited a tile of words at a time (the layout's ``tile``) for
     every event of the chunk, so that the marking rows of a tile, read by many events, stay
     in cache.  The envelopes first (an event outside one fails the word); then, if they
     left at least ``dense_share`` of the words of the event's previous tile open (wide
     intervals), the event's rows are ORed whole over the tile (vectorised), else per open
-    word until all its slots are marked (so the first tile).  At the first survivor
+    word until all its slots are marked (the first tile always so).  At the first survivor
     of a tile, the event's ends in the tile are walked once (:func:`_fail_ends`); the
     survivors they do not fail match, but for those of the check mask, which are checked
     exactly.  No pair is emitted here: the keys come out of ``surv`` in one pass per event
     (:func:`emit_keys`), which also clears it.
     """
+    surv, hit = found_in
     n = vals.shape[0]
     n_idx = rows.shape[1]
     W = len(layout.live)

@@ -430,12 +430,17 @@ def select_attrs(items: tuple[SelectItem, ...], ctx: dict[str, dict[str, Any]], 
             out.update(base)
         else:
             values.append((str(item.name), eval_value(item.expr, ctx, dur)))
+    return assign(out, values)
+
+
+def assign(attrs: dict[str, Any], values: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Set each name of ``values`` in ``attrs`` (an unknown value, None, removes it); ``attrs``."""
     for name, v in values:
         if v is None:
-            out.pop(name, None)
+            attrs.pop(name, None)
         else:
-            out[name] = v
-    return out
+            attrs[name] = v
+    return attrs
 
 
 def duration(t0: int, t1: int) -> int:

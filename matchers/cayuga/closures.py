@@ -111,35 +111,27 @@ def pred_fn(pred: A.Pred) -> PredFn:
             return None if v is None else not v
 
         return not_
-    if isinstance(pred, A.And):
-        parts = tuple(pred_fn(p) for p in pred.parts)
-
-        def and_(f, c, s, d):
-            out = True
-            for p in parts:
-                v = p(f, c, s, d)
-                if v is False:
-                    return False
-                if v is None:
-                    out = None
-            return out
-
-        return and_
-    if isinstance(pred, A.Or):
-        parts = tuple(pred_fn(p) for p in pred.parts)
-
-        def or_(f, c, s, d):
-            out = False
-            for p in parts:
-                v = p(f, c, s, d)
-                if v is True:
-                    return True
-                if v is None:
-                    out = None
-            return out
-
-        return or_
+    if isinstance(pred, (A.And, A.Or)):
+        return _junction(tuple(pred_fn(p) for p in pred.parts), isinstance(pred, A.Or))
     raise TypeError(f"not a predicate: {pred!r}")
+
+
+def _junction(parts: tuple[PredFn, ...], decisive: bool) -> PredFn:
+    """Closure of an AND (``decisive`` false: a false part decides) or an OR (true: a true
+    part does) of the closures ``parts``, in three-valued logic: undecided with an unknown
+    (``None``) part, it is unknown."""
+
+    def junction(f, c, s, d):
+        out: bool | None = not decisive
+        for p in parts:
+            v = p(f, c, s, d)
+            if v is decisive:
+                return decisive
+            if v is None:
+                out = None
+        return out
+
+    return junction
 
 
 def items_fn(items: tuple[A.SelectItem, ...], overlay: bool = False) -> Callable[[dict, dict, dict, Any, dict], dict]:
@@ -149,13 +141,6 @@ def items_fn(items: tuple[A.SelectItem, ...], overlay: bool = False) -> Callable
     named = tuple((i.name, value_fn(i.expr)) for i in items if i.expr is not None)
 
     def apply(f, c, s, d, base):
-        values = [(name, fn(f, c, s, d)) for name, fn in named]
-        out = dict(base) if star else {}
-        for name, v in values:
-            if v is None:
-                out.pop(name, None)
-            else:
-                out[name] = v
-        return out
+        return A.assign(dict(base) if star else {}, [(name, fn(f, c, s, d)) for name, fn in named])
 
     return apply

@@ -6,7 +6,7 @@ merged automaton (:class:`.automaton.Automaton`) and the instances of its nodes:
 * :class:`.pystore.PythonStore`: instances as Python objects; every kind of subscription
   (its module's docstring describes the step);
 * :class:`.flat.FlatStore` (``flat=True``): instances as rows, the step in numba kernels;
-  the subscriptions :func:`.flat.flat_chain` admits.
+  the subscriptions :func:`.flat_rules.flat_chain` admits.
 
 The engine parses subscriptions, routes each to a store, keeps the clock, the sequence
 numbers of events and the epoch, feeds every event to both stores and merges what they
@@ -66,7 +66,7 @@ class Engine:
         the static predicates of a batch of events in one call (:meth:`process_batch`);
         ``None`` uses the engine's own access-predicate index, event by event.
     tick_ms : milliseconds per tick, for the durations with a unit in subscriptions' texts.
-    flat : run the subscriptions that allow it (:func:`.flat.flat_chain`) in a
+    flat : run the subscriptions that allow it (:func:`.flat_rules.flat_chain`) in a
         :class:`.flat.FlatStore` (instances as rows, the step compiled; only with the
         indexes and the engine's own static index). It pays with many subscriptions and
         events in batches (:meth:`process_batch`): a call costs it 10-15 µs before any
@@ -138,7 +138,8 @@ class Engine:
         self._reads[sub_id] = reads
         if (self._flat_on and mode is None and publish is None and len(chs) == 1
                 and not reads & set(self.py._publishes.values())):
-            from .flat import FlatStore, flat_chain
+            from .flat import FlatStore
+            from .flat_rules import flat_chain
 
             if flat_chain(chs[0]):
                 if self.flat is None:
@@ -156,7 +157,7 @@ class Engine:
         movers = [s for s in self._flat_subs if stream in self._reads[s]]
         if not movers:
             return
-        from .flat import plain_rows
+        from .flat_rules import plain_rows
 
         flat = self.flat
         rows = plain_rows(flat.export_instances())
@@ -328,7 +329,7 @@ class Engine:
         n = 0
         rows = instances if isinstance(instances, list) else list(instances)
         if self._flat_subs:
-            from .flat import flat_rows
+            from .flat_rules import flat_rows
 
             mine = flat_rows(rows, self.flat.nodes)
             if mine:

@@ -1,14 +1,8 @@
 """The flat store (the "flat engine"): the subscriptions whose instances live as rows of arrays.
 
-A subscription is *flat* (:func:`flat_chain`) when it is one chain whose start edge is the
-stream itself or a conjunction of static atoms on it, whose operators are ``NEXT`` or (at
-most one) ``FOLD`` without aggregates and with a ``TRUE`` iteration condition, over the
-right stream itself, with input predicates made of at most three equalities between the
-event and the instance's current record and of static atoms, and with only ``DUR`` tests
-after each operator; it has no after-match skip, publishes nothing and reads no stream a
-subscription publishes. Static atoms compare with a number constant, or test a string or
-boolean constant with ``=`` or ``!=``. Such a subscription never looks at a record's
-attributes beyond the key values of its equalities, so the step runs over rows
+A subscription is *flat* when :func:`.flat_rules.flat_chain` admits it. Such a
+subscription never looks at a record's attributes beyond the key values of its equalities,
+so the step runs over rows
 (:mod:`.flat_kernels`): the event's key values become ids, its values for static atoms a
 type, a constant id and a number; one kernel call finds the start edges (indexed by an
 equality atom), the affected instances, moves them, creates the new ones and lists the
@@ -32,80 +26,26 @@ from typing import Any
 import numpy as np
 from numba.typed import List
 
-from . import algebra as A
+from matchers.arrays import stored
+
 from . import flat_kernels as K
-from .automaton import Automaton, Match, Node, Out, Start, dur_tests, new
-from .compiler import Chain, node_preds, view_is_static, view_static_atoms
+from .automaton import Automaton, Match, Node, Out, Start, new
+from .compiler import Chain, view_static_atoms
+from .flat_layout import Steps
+from .flat_rules import FLAT_PREFIX
 from .static import holds, tag
 from .store import Row
 
 _ZEROS = np.zeros(1024, dtype=np.int64)
 _COLUMN = 16  # events from which a column's values are first checked for one common type (then done at once)
 _PLAIN_KEYS = {str, int, float, type(None)}  # key values looked up as they are (a bool is tagged, a list unhashable)
-FLAT_PREFIX = "f"  # exported instance rows of flat nodes: "f" + the node id without its "n"
-
-
-def flat_chain(c: Chain) -> bool:
-    """Whether chain ``c`` can run in the flat engine (see the module's docstring)."""
-    if not c.ops or sum(spec.kind == "fold" for spec, _ in c.ops) > 1:
-        return False  # two FOLDs: two derivations may give one witness (the engine reports it once)
-    if c.start.steps and not (view_is_static(c.start) and view_static_atoms(c.start)):
-        return False
-    if not all(map(_kernel_atom, view_static_atoms(c.start))):
-        return False
-    for spec, post in c.ops:
-        if spec.kind not in ("next", "fold") or spec.right.steps:
-            return False
-        if spec.kind == "fold" and (spec.cont != A.TRUE or spec.aggs):
-            return False
-        preds = node_preds(spec)
-        if preds.rest or len(preds.eq) > K.MAX_KEY or not all(map(_kernel_atom, preds.static)):
-            return False
-        if not all(isinstance(t, A.Attr) and t.scope == A.LAST for _, t in preds.eq):
-            return False
-        durs = dur_tests(post)
-        if durs is None or len(durs) > K.MAX_DUR_TESTS:
-            return False
-    return True
-
-
-def _kernel_atom(atom: tuple[str, str, Any]) -> bool:
-    """Whether the kernels check static atom ``(attribute, operator, constant)``: a number
-    constant with any comparison, a string or boolean one with ``=`` or ``!=``."""
-    _, op, c = atom
-    if type(c) in (int, float):
-        return op in K.OPS
-    return type(c) in (str, bool) and op in ("=", "!=")
-
-
-def plain_rows(rows: Iterable[tuple]) -> list[tuple]:
-    """Exported rows of flat nodes with their node ids as the Python store's."""
-    return [("n" + r[0][len(FLAT_PREFIX):], *r[1:]) for r in rows]
-
-
-def flat_rows(rows: list[tuple], nodes: dict[str, Node]) -> list[tuple]:
-    """The rows of an engine's export for the flat store holding ``nodes``, as
-    :meth:`FlatStore.load_rows` takes them: those of flat nodes, or when there are none (an
-    engine without a flat store exported them) those of the node ids it holds."""
-    old = not any(r[0] is not None and r[0].startswith(FLAT_PREFIX) for r in rows)
-    out = []
-    for r in rows:
-        nid = r[0]
-        if nid is None:
-            continue
-        if nid.startswith(FLAT_PREFIX):
-            out.append(("n" + nid[len(FLAT_PREFIX):], *r[1:7], r[7] if len(r) > 7 else 0))
-        elif old and nid in nodes:
-            out.append((*r[:7], r[7] if len(r) > 7 else 0))
-    return out
-
 
 def _rows(n: int, cols: int, fill: int = -1) -> np.ndarray:
     return np.full((n, cols), fill, dtype=np.int64)
 
 
 class FlatStore:
-    """Flat subscriptions (:func:`flat_chain`) over instance rows; driven by an :class:`~.engine.Engine`."""
+    """Flat subscriptions (:func:`.flat_rules.flat_chain`) over instance rows; driven by an :class:`~.engine.Engine`."""
 
     def __init__(self, merge: bool):
         self.graph = Automaton(merge, self)
@@ -245,7 +185,7 @@ class FlatStore:
         self._free_rows[K.NODE].append(row)
 
     def _atoms(self, atoms: Sequence[tuple[str, str, Any]]) -> tuple[int, list[int]]:
-        """Rows for static atoms (:func:`_kernel_atom`): the first one's (-1: none) and all."""
+        """Rows for static atoms (:func:`.flat_rules.kernel_atom`): the first one's (-1: none) and all."""
         head, rows = -1, []
         for attr, op, c in reversed(atoms):
             a = self._new_row(K.ATOM)
@@ -385,15 +325,10 @@ class FlatStore:
         except TypeError:  # unhashable (a list): equal to no bound value
             return K.NO_KEY
         if k is None:
-            if self._key_free:
-                k = self._key_free.pop()
-                self._key_val[k] = t
-            else:
-                k = len(self._key_val)
-                self._key_val.append(t)
-                kref = self.ints[K.KREF]
-                if k >= kref.shape[0]:
-                    self._put(K.KREF, np.concatenate([kref, np.zeros((max(16, kref.shape[0]), 2), np.int64)]))
+            k = stored(self._key_val, self._key_free, t)
+            kref = self.ints[K.KREF]
+            if k >= kref.shape[0]:
+                self._put(K.KREF, np.concatenate([kref, np.zeros((max(16, kref.shape[0]), 2), np.int64)]))
             self.ints[K.KREF][k] = 0
             self._key_id[t] = k
             self._new_keys.append(k)
@@ -470,11 +405,10 @@ class FlatStore:
                              if all(holds(atom, a) for atom in atoms)]
                 soff.append(len(sout))
                 noff.append(len(snode))
-            K.step(self._tints, self._tflts, ev, evn, np.array(sout, dtype=np.int64), np.array(soff, dtype=np.int64),
-                   np.array(snode, dtype=np.int64), np.array(noff, dtype=np.int64), epoch, starting)
+            lists = [np.array(a, dtype=np.int64) for a in (sout, soff, snode, noff)]
         else:  # no exact event: no lists from here
-            zeros = _ZEROS if n < len(_ZEROS) else np.zeros(n + 1, dtype=np.int64)
-            K.step(self._tints, self._tflts, ev, evn, zeros, zeros, zeros, zeros, epoch, starting)
+            lists = [_ZEROS if n < len(_ZEROS) else np.zeros(n + 1, dtype=np.int64)] * 4
+        K.step(self._tints, self._tflts, Steps(ev, evn, *lists), epoch, starting)
         self._refresh()
         return self._collect(attrs, wits)
 

@@ -592,10 +592,12 @@ def _pend(T, n, first, cur, t0, born, seq):
 
 
 @njit(cache=True, inline="always")
-def _event(T, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
-    """One event through the automaton (see :meth:`.pystore.PythonStore._step`); False when the
-    tables lack the room for its transitions (``META`` holds what it needs; nothing of
-    the transitions is done)."""
+def _event(T, F, B, ei, epoch, starting):
+    """Event ``ei`` of the :class:`~.flat_layout.Steps` ``B`` through the automaton (see
+    :meth:`.pystore.PythonStore._step`); False when the tables lack the room for its
+    transitions (``META`` holds what it needs; nothing of the transitions is done)."""
+    ev, evn, sout, snode = B.ev, B.evn, B.sout, B.snode
+    s0, s1, n0, n1 = B.soff[ei], B.soff[ei + 1], B.noff[ei], B.noff[ei + 1]
     stream, t0, t1, seq = ev[E_STREAM, ei], ev[E_T0, ei], ev[E_T1, ei], ev[E_SEQ, ei]
     meta = T[META]
     if meta[0, M_HEAP] > 0 and F[HEAPT][0, 0] < t1:
@@ -739,11 +741,10 @@ def _event(T, F, ev, evn, ei, sout, s0, s1, snode, n0, n1, epoch, starting):
 
 
 @njit(cache=True)
-def _run(T, F, ev, evn, sout, soff, snode, noff, epoch, starting, ei):
+def _run(T, F, B, epoch, starting, ei):
     """Events from ``ei`` on; the index of the first one that found no room (or their number)."""
-    while ei < ev.shape[1]:
-        if not _event(T, F, ev, evn, ei, sout, soff[ei], soff[ei + 1], snode, noff[ei], noff[ei + 1], epoch,
-                      starting):
+    while ei < B.ev.shape[1]:
+        if not _event(T, F, B, ei, epoch, starting):
             return ei
         ei += 1
     return ei
@@ -777,19 +778,14 @@ def _end(T):
 
 
 @njit(cache=True)
-def step(ints, flts, ev, evn, sout, soff, snode, noff, epoch, starting):
-    """Events in order, one per column of ``ev`` (rows: stream, t0, t1, seq, exact flag, a key
-    code per slot, a value type and constant id per static slot) and of ``evn`` (the static
-    slots' values as numbers);
-    ``sout[soff[i]:soff[i+1]]`` are the forward edges of the start edges event ``i`` fires;
-    for an event with the exact flag, ``snode[noff[i]:noff[i+1]]`` are the nodes whose static
-    atoms it passes (checked by the caller: an integer too large for a float)."""
+def step(ints, flts, B, epoch, starting):
+    """The events of ``B`` (:class:`~.flat_layout.Steps`) in order."""
     _begin(ints)
     ei = 0
     T, F = _fetch(ints), _fetchf(flts)
     while True:
-        ei = _run(T, F, ev, evn, sout, soff, snode, noff, epoch, starting, ei)
-        if ei == ev.shape[1]:
+        ei = _run(T, F, B, epoch, starting, ei)
+        if ei == B.ev.shape[1]:
             break
         meta = T[META]
         _reserve(ints, flts, meta[0, M_NI], meta[0, M_NA], meta[0, M_NM])

@@ -280,13 +280,7 @@ class PythonStore:
                     self._unlink(inst)
                     self._forward(inst.node.outs.values(), inst.cur, inst.t0, deadline, inst.wit, inst.born, inst.seq,
                                   pending, outputs)
-            for args in pending:
-                self._insert(*args)
-            if self._hits:
-                self._mark(self.seq)
-            if self._feed:
-                self._publish(outputs)
-            out += [m for same in outputs.values() for ms in same.values() for m in ms]
+            out += self._finish(pending, outputs)
 
     def _schedule(self, inst: Inst, last: float) -> None:
         """Have :meth:`expire` look at ``inst`` after time ``last`` (a NaN never passes:
@@ -429,13 +423,19 @@ class PythonStore:
                 else:  # the same without the call
                     for node in out.targets:
                         pending.append((node, rec, rec, t0, t1, ewit, epoch, seq))
+        return self._finish(pending, outputs, root)
+
+    def _finish(self, pending: list, outputs: dict, flat: bool = True) -> list[Match]:
+        """End a step: insert the ``pending`` instances, leave the skip marks, feed back what
+        was published, and return the matches in ``outputs`` (none unless ``flat``: a fed-back
+        step leaves them to the step that published)."""
         for args in pending:
             self._insert(*args)
         if self._hits:
             self._mark(self.seq)
         if self._feed:
             self._publish(outputs)
-        return [m for same in outputs.values() for ms in same.values() for m in ms] if root else []
+        return [m for same in outputs.values() for ms in same.values() for m in ms] if flat else []
 
     def _publish(self, outputs: dict) -> None:
         """Feed the records just published back as events of their streams, in order of

@@ -237,10 +237,4 @@ def _combine(left: A.Record, right: A.Record, attrs: dict[str, Any]) -> A.Record
 
 
 def _accumulate(aggs, ctx, attrs: dict[str, Any], dur: int) -> dict[str, Any]:
-    values = [(item.name, A.eval_value(item.expr, ctx, dur)) for item in aggs]
-    for name, v in values:
-        if v is None:
-            attrs.pop(name, None)
-        else:
-            attrs[name] = v
-    return attrs
+    return A.assign(attrs, [(item.name, A.eval_value(item.expr, ctx, dur)) for item in aggs])

@@ -3,7 +3,7 @@ of its nodes, stepped over events.
 
 Two stores implement it: :class:`.pystore.PythonStore` (instances as Python objects, every
 subscription) and :class:`.flat.FlatStore` (instances as rows, the step in numba kernels,
-the subscriptions :func:`.flat.flat_chain` admits). :class:`.engine.Engine` routes each
+the subscriptions :func:`.flat_rules.flat_chain` admits). :class:`.engine.Engine` routes each
 subscription to one of them and merges their outputs.
 """
 

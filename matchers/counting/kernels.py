@@ -30,6 +30,16 @@ def encode_single(keys: np.ndarray, multi: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
+def _visit(left, visited, nv, v, one):
+    """A visit of slot ``v``: one predicate fewer left, the slot recorded at ``visited[nv]``
+    (to be undone after the event); whether the slot now matches (none left)."""
+    r = left[v] - one
+    left[v] = r
+    visited[nv] = v
+    return r == 0
+
+
+@numba.njit(cache=True, nogil=True)
 def count_matches(sat_off, sat_pid, conj, key_seen, stamp, visited, out_off, out_keys, base):
     """Count satisfied predicates per conjunction; emit each event's matched keys.
 
@@ -70,11 +80,9 @@ def count_matches(sat_off, sat_pid, conj, key_seen, stamp, visited, out_off, out
                 for j in range(main_off[pid], main_off[pid + 1]):
                     v = main_val[j]
                     if v >= 0:
-                        r = left[v] - one
-                        left[v] = r
-                        visited[nv] = v
+                        done = _visit(left, visited, nv, v, one)
                         nv += 1
-                        if r != 0:
+                        if not done:
                             continue
                         key = slot_key[v]
                         multi = key < 0
@@ -95,11 +103,9 @@ def count_matches(sat_off, sat_pid, conj, key_seen, stamp, visited, out_off, out
             if pid < n_pend:
                 for j in range(pend_off[pid], pend_off[pid + 1]):
                     v = pend_slot[j]
-                    r = left[v] - one
-                    left[v] = r
-                    visited[nv] = v
+                    done = _visit(left, visited, nv, v, one)
                     nv += 1
-                    if r != 0:
+                    if not done:
                         continue
                     key = slot_key[v]
                     if key < 0:

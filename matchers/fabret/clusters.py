@@ -29,7 +29,7 @@ from itertools import combinations
 
 import numpy as np
 
-from matchers.arrays import grown
+from matchers.arrays import grown, new_row
 from matchers.fabret import kernels
 from matchers.fabret.kernels import (
     CAP,
@@ -206,13 +206,11 @@ class ClusterStore:
             raise ValueError(f"a hash table schema has 2 to {MAX_SCHEMA} attributes, not {schema}")
         if schema in self.table_of:
             return self.table_of[schema]
-        t = self.t_free.pop() if self.t_free else self.t_top
-        if t == self.t_top:
-            self.t_top += 1
-            self.t_attrs = grown(self.t_attrs, self.t_top, -1)
-            self.t_k = grown(self.t_k, self.t_top, 0)
-            self.t_size = grown(self.t_size, self.t_top, 0)
-            self.t_hits = grown(self.t_hits, self.t_top, 0.0)
+        t, self.t_top = new_row(self.t_free, self.t_top)
+        self.t_attrs = grown(self.t_attrs, self.t_top, -1)
+        self.t_k = grown(self.t_k, self.t_top, 0)
+        self.t_size = grown(self.t_size, self.t_top, 0)
+        self.t_hits = grown(self.t_hits, self.t_top, 0.0)
         self.t_attrs[t] = -1
         self.t_attrs[t, : len(schema)] = schema
         self.t_k[t] = len(schema)
@@ -411,12 +409,10 @@ class ClusterStore:
 
     # -- access entries and clusters ----------------------------------------------------
     def _new_access(self, key: tuple[int, ...]) -> int:
-        a = self.a_free.pop() if self.a_free else self.a_top
-        if a == self.a_top:
-            self.a_top += 1
-            self.acc = grown(self.acc, self.a_top, -1)
-            self.a_width = grown(self.a_width, self.a_top, 0)
-            self.a_count = grown(self.a_count, self.a_top, 0)
+        a, self.a_top = new_row(self.a_free, self.a_top)
+        self.acc = grown(self.acc, self.a_top, -1)
+        self.a_width = grown(self.a_width, self.a_top, 0)
+        self.a_count = grown(self.a_count, self.a_top, 0)
         t = key[0]
         self.a_first[a] = -1
         self.a_table[a] = t
@@ -442,12 +438,10 @@ class ClusterStore:
         self.a_free.append(a)
 
     def _new_cluster(self, a: int, n: int) -> int:
-        c = self.c_free.pop() if self.c_free else self.c_top
-        if c == self.c_top:
-            self.c_top += 1
-            self.cl = grown(self.cl, self.c_top, 0)
-            self.c_access = grown(self.c_access, self.c_top, -1)
-            self.c_movable = grown(self.c_movable, self.c_top, 0)
+        c, self.c_top = new_row(self.c_free, self.c_top)
+        self.cl = grown(self.cl, self.c_top, 0)
+        self.c_access = grown(self.c_access, self.c_top, -1)
+        self.c_movable = grown(self.c_movable, self.c_top, 0)
         self.c_start[c] = 0
         self.c_cap[c] = 0
         self.c_len[c] = 0

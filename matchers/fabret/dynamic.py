@@ -41,8 +41,7 @@ from matchers.arrays import grown
 from matchers.base import register
 from matchers.events import Dictionary
 from matchers.fabret.clusters import subsets
-from matchers.fabret.kernels import MAX_SCHEMA
-from matchers.fabret.twophase import TwoPhaseMatcher
+from matchers.fabret.twophase import TwoPhaseMatcher, schema_bound
 
 
 @register("dynamic")
@@ -67,13 +66,11 @@ class DynamicMatcher(TwoPhaseMatcher):
                  b_create: float = 200, b_delete: float = 100, max_schema: int = 4,
                  refresh_changes: int = 20_000, refresh_events: int = 20_000, adapt: bool = True,
                  decay: float = 0.5, **params: Any):
-        if not 2 <= max_schema <= MAX_SCHEMA:
-            raise ValueError(f"max_schema must be 2..{MAX_SCHEMA}, not {max_schema}")
         super().__init__(dictionary, decay=decay, **params)
         self.bm_max = bm_max
         self.b_create = b_create
         self.b_delete = b_delete
-        self.max_schema = max_schema
+        self.max_schema = schema_bound(max_schema)
         self.refresh_changes = refresh_changes
         self.refresh_events = refresh_events
         self.adapt = adapt

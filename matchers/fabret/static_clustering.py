@@ -27,8 +27,7 @@ from matchers.base import Matches, register
 from matchers.events import Dictionary, EventBatch
 from matchers.fabret.clusters import subsets
 from matchers.fabret.cost import CostParams, EventStats
-from matchers.fabret.kernels import MAX_SCHEMA
-from matchers.fabret.twophase import TwoPhaseMatcher
+from matchers.fabret.twophase import TwoPhaseMatcher, schema_bound
 
 
 @register("static")
@@ -51,11 +50,9 @@ class StaticMatcher(TwoPhaseMatcher):
                  max_schema: int = 4, max_tables: int = 64, sample_entries: int = 200_000,
                  min_changes: int = 10_000, rebuild_fraction: float = 0.5,
                  cost: CostParams | None = None, seed: int = 0, **params: Any):
-        if not 2 <= max_schema <= MAX_SCHEMA:
-            raise ValueError(f"max_schema must be 2..{MAX_SCHEMA}, not {max_schema}")
         super().__init__(dictionary, **params)
         self.space_bound = space_bound
-        self.max_schema = max_schema
+        self.max_schema = schema_bound(max_schema)
         self.max_tables = max_tables
         self.sample_entries = sample_entries
         self.min_changes = min_changes

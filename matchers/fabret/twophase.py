@@ -26,12 +26,21 @@ from matchers.events import Dictionary, EventBatch
 from matchers.expr import Op, Subscription
 from matchers.fabret.clusters import ClusterStore
 from matchers.fabret.cost import EventStats
+from matchers.fabret.kernels import MAX_SCHEMA
 
 
 def _default_phase1(dictionary: Dictionary):
     from matchers.phase1 import PredicateIndex
 
     return PredicateIndex(dictionary)
+
+
+def schema_bound(max_schema: int) -> int:
+    """``max_schema`` (the most attributes in a hash table's schema), checked: 2 to
+    :data:`~matchers.fabret.kernels.MAX_SCHEMA`."""
+    if not 2 <= max_schema <= MAX_SCHEMA:
+        raise ValueError(f"max_schema must be 2..{MAX_SCHEMA}, not {max_schema}")
+    return max_schema
 
 
 class TwoPhaseMatcher(Matcher):

@@ -18,7 +18,7 @@ from matchers.errors import SubscriptionError
 from matchers.expr import DEFAULT_MAX_TERMS, Subscription, to_text
 
 from .eventbridge import parse_pattern
-from .jsonform import parse_json, to_json
+from .jsonform import describe, parse_json, to_json
 from .limits import MAX_ID_LENGTH
 from .text import parse_text
 
@@ -133,10 +133,6 @@ def to_record(sub: Subscription, form: str = "text") -> dict[str, Any]:
 
 
 def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__ + " " + (repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "...")
+    """:func:`.jsonform.describe`, a scalar with its type."""
+    text = describe(value)
+    return text if value is None or isinstance(value, Mapping | list) else f"{type(value).__name__} {text}"

@@ -29,7 +29,7 @@ from matchers.base import Matcher, Matches, register
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred, Subscription
 from matchers.opindex import kindex_kernels as K
-from matchers.opindex.layout import event_values
+from matchers.opindex.layout import KEntries, Postings, event_values
 from matchers.strings import StringEvaluator
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -127,10 +127,10 @@ class KIndex(Matcher):
         np.cumsum(np.bincount(tok, minlength=n_tokens), out=post_off[1:])
         self._built = dict(
             tok_cells=tok_cells, n_cells=n_cells, pres_tok=pres_tok, bp_off=bp_off, bp=bp,
-            spid_base=np.int64(spid_base), post_off=post_off, post_entry=owner[order],
-            post_in=flag[order], post_size=e_size[owner][order], e_need=e_need, e_key=e_key,
-            acc=np.zeros(len(conjs), np.int32), e_stamp=np.full(len(conjs), -1, np.int64),
-            e_bad=np.zeros(len(conjs), np.bool_))
+            spid_base=np.int64(spid_base),
+            postings=Postings(post_off, owner[order], flag[order], e_size[owner][order]),
+            entries=KEntries(e_need, e_key, np.zeros(len(conjs), np.int32), np.full(len(conjs), -1, np.int64),
+                             np.zeros(len(conjs), np.bool_)))
         self.postings = len(tok)
         self._stale = False
 
@@ -191,13 +191,13 @@ class KIndex(Matcher):
         tok_off, tok = K.kindex_tokens(batch.offsets, batch.attrs, batch.kinds, ev_val, soff, spid,
                                        b["tok_cells"], b["n_cells"], b["bp_off"], b["bp"], b["spid_base"])
         offsets, keys, self._epoch = K.kindex_match(
-            batch.offsets, tok_off, tok, b["post_off"], b["post_entry"], b["post_in"], b["post_size"],
-            b["e_need"], b["e_key"], b["acc"], b["e_stamp"], b["e_bad"], self._epoch,
-            np.empty(max(1, len(b["e_need"])), np.int32), np.empty(max(16, batch.n), np.int32))
+            batch.offsets, tok_off, tok, b["postings"], b["entries"], self._epoch,
+            np.empty(max(1, len(b["entries"].need)), np.int32), np.empty(max(16, batch.n), np.int32))
         return Matches(offsets, keys[: offsets[-1]].copy())
 
     def memory_bytes(self) -> int:
         if self._stale and len(self):
             self.build()
-        return int(sum(v.nbytes for v in self._built.values() if isinstance(v, np.ndarray))
+        arrays = [a for v in self._built.values() for a in (v if isinstance(v, tuple) else (v,))]
+        return int(sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
                    + self.strings.memory_bytes())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from matchers.arrays import lower_bound
 from matchers.opindex.kernels import RADIX_BITS, push, sort_unique
 
 # -- k-index (Whang et al., VLDB 2009), counting variant ------------------------------
@@ -33,14 +34,7 @@ def kindex_tokens(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, tok_cells,
                     lo = bp_off[ta]
                     hi = bp_off[ta + 1]
                     v = ev_val[j]
-                    a = lo
-                    b = hi
-                    while a < b:
-                        mid = (a + b) >> 1
-                        if bp[mid] < v:
-                            a = mid + 1
-                        else:
-                            b = mid
+                    a = lower_bound(bp, lo, hi, v)
                     cell = 2 * (a - lo)
                     if a < hi and bp[a] == v:
                         cell += 1
@@ -59,13 +53,16 @@ def kindex_tokens(ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid, tok_cells,
 
 
 @numba.njit(cache=True, nogil=True)
-def kindex_match(ev_off, ev_tok_off, ev_tok, post_off, post_entry, post_in, post_size, e_need, e_key,
-                 acc, e_stamp, e_bad, epoch, touched, out_keys):
+def kindex_match(ev_off, ev_tok_off, ev_tok, postings, entries, epoch, touched, out_keys):
     """Match a batch on the k-index: each event token's posting list raises (``∈``) or
     rejects (``∉``) its conjunctions, skipping the size partitions larger than the
     event; a conjunction of K predicates matches when K of its ``∈`` postings are hit
-    and none of its ``∉`` ones.  Returns ``(offsets, keys, epoch)``.
+    and none of its ``∉`` ones.  ``postings`` and ``entries`` are
+    :class:`~matchers.opindex.layout.Postings` and :class:`~matchers.opindex.layout.KEntries`.
+    Returns ``(offsets, keys, epoch)``.
     """
+    post_off, post_entry, post_in, post_size = postings
+    e_need, e_key, acc, e_stamp, e_bad = entries
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
     n_out = 0

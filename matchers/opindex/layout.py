@@ -116,6 +116,15 @@ class Lists(NamedTuple):
     used: np.ndarray  # int64[1]: used length of the pool (holes included)
 
 
+class Pool(NamedTuple):
+    """The item pool of :class:`Lists`, as the list searches read it."""
+
+    ta: np.ndarray  # int32[pool]
+    val: np.ndarray  # float64[pool]
+    slot: np.ndarray  # int32[pool]
+    weight: np.ndarray  # int8[pool]
+
+
 class Slots(NamedTuple):
     """Counters of ``opindex-paper``: a slot per clause, stamped with the event's epoch."""
 
@@ -136,3 +145,40 @@ class Items(NamedTuple):
     slot: np.ndarray  # int32: clause slot
     weight: np.ndarray  # int8: +1 or -1
     bit: np.ndarray  # int64: its bit in a segment signature
+
+
+class Search(NamedTuple):
+    """How ``opindex-paper`` searches its lists (fixed at construction)."""
+
+    n_families: int  # lists per pivot slot (N_FAMILIES)
+    segments: int  # b, segments per list
+    width: int  # w, bits per segment signature (0: none)
+    sweep_factor: float  # a list of at most this many items per event value is walked once
+
+
+class Scratch(NamedTuple):
+    """Per-batch scratch arrays of the ``opindex-paper`` kernel."""
+
+    ev_pos: np.ndarray  # int32[typed attributes]: position of the event's value, -1 when absent
+    touched: np.ndarray  # int32[clause slots]: slots counted for the current event
+    touched_e: np.ndarray  # int32[entries]: entries reached by the current event
+
+
+class Postings(NamedTuple):
+    """The k-index's posting lists (``kindex``): per token, its (conjunction, ∈/∉) postings,
+    sorted by conjunction size."""
+
+    off: np.ndarray  # int64[tokens + 1]: the postings of token t are off[t]:off[t + 1]
+    entry: np.ndarray  # int32[postings]: the conjunction of each posting
+    is_in: np.ndarray  # bool[postings]: ∈ (True) or ∉ (False)
+    size: np.ndarray  # int32[postings]: the size (distinct attributes) of its conjunction
+
+
+class KEntries(NamedTuple):
+    """The k-index's conjunctions and their per-event counters."""
+
+    need: np.ndarray  # int32[entries]: ∈ postings to hit (its predicates)
+    key: np.ndarray  # int32[entries]: subscription key
+    acc: np.ndarray  # int32[entries]: ∈ postings hit by the current event
+    stamp: np.ndarray  # int64[entries]: epoch of the last event that reached it
+    bad: np.ndarray  # bool[entries]: a ∉ posting was hit by the current event

@@ -32,6 +32,8 @@ from matchers.opindex.layout import (
     Events,
     Items,
     Lists,
+    Scratch,
+    Search,
     Slots,
 )
 from matchers.opindex.pivoted import PivotedIndex, Rows, bits
@@ -68,6 +70,7 @@ class PaperOpIndex(PivotedIndex):
             raise ValueError("segments must be at least 1")
         self.segments = int(segments)
         self.sweep_factor = float(sweep_factor)
+        self._search = Search(N_FAMILIES, self.segments, self.signature_bits, self.sweep_factor)
         self._n_lists = 0
         self.lists = _empty_lists()
         self._n_cslots = 0
@@ -199,10 +202,11 @@ class PaperOpIndex(PivotedIndex):
 
     # -- matching ---------------------------------------------------------------------------
     def _match_events(self, ev: Events, ev_pos: np.ndarray, out: np.ndarray) -> Matches:
+        scratch = Scratch(ev_pos, np.empty(max(1, self._n_cslots), np.int32),
+                          np.empty(max(1, self._n_entries), np.int32))
         offsets, keys, self._epoch = K.match_batch(
-            ev, bits(ev.val), bits(ev.spid.astype(np.float64)), self._pivot_slot, N_FAMILIES, self.segments,
-            self.signature_bits, _VALUE_SIGNED, self.sweep_factor, self.lists, self.slots, self._epoch, ev_pos,
-            np.empty(max(1, self._n_cslots), np.int32), np.empty(max(1, self._n_entries), np.int32), out)
+            ev, bits(ev.val), bits(ev.spid.astype(np.float64)), self._pivot_slot, self._search, self.lists,
+            self.slots, self._epoch, scratch, out)
         return Matches(offsets, keys[: offsets[-1]].copy())
 
     # -- introspection ----------------------------------------------------------------------

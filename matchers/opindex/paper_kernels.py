@@ -12,7 +12,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from matchers.arrays import lower_bound, lower_bound2
 from matchers.opindex.kernels import GOLD, RADIX_BITS, fires, mix, push, sort_unique
+from matchers.opindex.layout import Pool
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -49,31 +51,6 @@ def _upper(it_ta, it_val, lo, hi, ta, val):
         mid = (lo + hi) >> 1
         t = it_ta[mid]
         if t < ta or (t == ta and it_val[mid] <= val):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@numba.njit(cache=True, nogil=True)
-def _lower(it_ta, it_val, lo, hi, ta, val):
-    """First position in ``[lo, hi)`` whose key is not less than ``(ta, val)``."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        t = it_ta[mid]
-        if t < ta or (t == ta and it_val[mid] < val):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@numba.njit(cache=True, nogil=True)
-def _lower_ta(it_ta, lo, hi, ta):
-    """First position in ``[lo, hi)`` whose typed attribute is not less than ``ta``."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if it_ta[mid] < ta:
             lo = mid + 1
         else:
             hi = mid
@@ -148,7 +125,7 @@ def delete_items(items, segments, L):
         so = k * stride
         sg = seg[i]
         e = base + seg_off[so + sg + 1]
-        pos = _lower(it_ta, it_val, base + seg_off[so + sg], e, ta[i], val[i])
+        pos = lower_bound2(it_ta, it_val, base + seg_off[so + sg], e, ta[i], val[i])
         found = -1
         while pos < e and it_ta[pos] == ta[i] and it_val[pos] == val[i]:
             if it_slot[pos] == slot[i] and it_w[pos] == weight[i]:
@@ -228,25 +205,27 @@ def _touch(c, w, s_word, epoch, touched, nt):
 
 
 @numba.njit(cache=True, nogil=True)
-def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, s_word, epoch, touched, nt):
-    """Range-scan the segment ``[s, e)`` for the items that fire on the event value ``(ta, val)``."""
+def _probe(s, e, family, ta, val, items, s_word, epoch, touched, nt):
+    """Range-scan the segment ``[s, e)`` of ``items`` (:class:`~matchers.opindex.layout.Pool`)
+    for the items that fire on the event value ``(ta, val)``."""
+    it_ta, it_val, it_slot, it_w = items
     if family == 0 or family == 4:  # equality on the value (or on the string-predicate id)
-        p = _lower(it_ta, it_val, s, e, ta, val)
+        p = lower_bound2(it_ta, it_val, s, e, ta, val)
         while p < e and it_ta[p] == ta and it_val[p] == val:
             nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     elif family == 1:  # operand >= value
-        p = _lower(it_ta, it_val, s, e, ta, val)
+        p = lower_bound2(it_ta, it_val, s, e, ta, val)
         while p < e and it_ta[p] == ta:
             nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     elif family == 2:  # operand <= value
-        p = _lower_ta(it_ta, s, e, ta)
+        p = lower_bound(it_ta, s, e, ta)
         while p < e and it_ta[p] == ta and it_val[p] <= val:
             nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
     else:  # presence
-        p = _lower_ta(it_ta, s, e, ta)
+        p = lower_bound(it_ta, s, e, ta)
         while p < e and it_ta[p] == ta:
             nt = _touch(it_slot[p], it_w[p], s_word, epoch, touched, nt)
             p += 1
@@ -256,9 +235,11 @@ def _probe(s, e, family, ta, val, it_ta, it_val, it_slot, it_w, s_word, epoch, t
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slot, it_w,
-           s_word, epoch, touched, nt):
-    """Walk a whole (short) list ``[s, e)`` and fire the items whose event value satisfies them."""
+def _sweep(s, e, family, ev_pos, ev, items, s_word, epoch, touched, nt):
+    """Walk a whole (short) list ``[s, e)`` of ``items`` and fire the items whose value in the
+    events ``ev`` satisfies them."""
+    ev_val, ev_soff, ev_spid = ev.val, ev.soff, ev.spid
+    it_ta, it_val, it_slot, it_w = items
     n_ta = len(ev_pos)
     for p in range(s, e):
         ta = it_ta[p]
@@ -273,8 +254,7 @@ def _sweep(s, e, family, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val, it_slo
 
 
 @numba.njit(cache=True, nogil=True)
-def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width, value_signed, sweep_factor,
-                L, S, epoch, ev_pos, touched, touched_e, out_keys):
+def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, P, L, S, epoch, scratch, out_keys):
     """Match a batch (Algorithm 2).
 
     For each pivot attribute of an event, each of its predicate lists is searched: the
@@ -288,14 +268,17 @@ def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width,
     still to hold, under the epoch stamp).
 
     ``ev_val`` holds numbers, booleans as 1/0 and string codes; ``ev_soff``/``ev_spid``
-    list the satisfied string-predicate ids of each string value; ``ev_pos`` is a
-    scratch array over typed attributes filled with -1.  Returns ``(offsets, keys,
-    epoch)``; keys are sorted and distinct per event.
+    list the satisfied string-predicate ids of each string value; ``P`` is a
+    :class:`~matchers.opindex.layout.Search`, ``scratch`` a
+    :class:`~matchers.opindex.layout.Scratch` (its ``ev_pos`` filled with -1).  Returns
+    ``(offsets, keys, epoch)``; keys are sorted and distinct per event.
     """
+    n_families, segments, width, sweep_factor = P
+    ev_pos, touched, touched_e = scratch
+    items = Pool(L.ta, L.val, L.slot, L.weight)  # what the list searches read of L
     ev_off, ev_attr, ev_kind, ev_val, ev_soff, ev_spid = ev.off, ev.attr, ev.kind, ev.val, ev.soff, ev.spid
     list_of = L.list_of
     l_start, l_len, l_sig, seg_off, s_sig = L.start, L.length, L.sig, L.seg_off, L.seg_sig
-    it_ta, it_val, it_slot, it_w = L.ta, L.val, L.slot, L.weight
     s_meta, e_nslots, e_key, s_word, e_word = S.meta, S.e_nslots, S.e_key, S.word, S.e_word
     n = len(ev_off) - 1
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -341,8 +324,7 @@ def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width,
                     continue
                 base = l_start[k]
                 if n_items <= sweep_factor * m:
-                    nt = _sweep(base, base + n_items, f, ev_pos, ev_val, ev_soff, ev_spid, it_ta, it_val,
-                                it_slot, it_w, s_word, epoch, touched, nt)
+                    nt = _sweep(base, base + n_items, f, ev_pos, ev, items, s_word, epoch, touched, nt)
                     continue
                 lsig = l_sig[k]
                 so = k * (segments + 1)
@@ -359,8 +341,7 @@ def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width,
                                 if lsig & mask == 0 or s_sig[k * segments + sg] & mask == 0:
                                     continue
                             nt = _probe(base + seg_off[so + sg], base + seg_off[so + sg + 1], 4, ta,
-                                        np.float64(ev_spid[q]), it_ta, it_val, it_slot, it_w,
-                                        s_word, epoch, touched, nt)
+                                        np.float64(ev_spid[q]), items, s_word, epoch, touched, nt)
                         continue
                     if (f == 1 or f == 2) and kind != 0:
                         continue
@@ -371,7 +352,7 @@ def match_batch(ev, ev_vbits, ev_sbits, pivot_slot, n_families, segments, width,
                         if lsig & mask == 0 or s_sig[k * segments + sg] & mask == 0:
                             continue
                     nt = _probe(base + seg_off[so + sg], base + seg_off[so + sg + 1], f, ev_attr[j] * 3 + kind,
-                                ev_val[j], it_ta, it_val, it_slot, it_w, s_word, epoch, touched, nt)
+                                ev_val[j], items, s_word, epoch, touched, nt)
         for j in range(s, e):
             ta = ev_attr[j] * 3 + ev_kind[j]
             if ta < n_ta:

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
-from matchers.arrays import enlarged
+from matchers.arrays import enlarged, lower_bound2
 from matchers.opindex.kernels import GOLD, RADIX_BITS, fires, mix, push, sort_unique
 from matchers.opindex.layout import F_STR
 from matchers.prefetch import prefetch
@@ -144,19 +144,6 @@ def entry_keys(first, q_meta, q_val, width, group, key, sig, kind, second):
         group[i], key[i], sig[i], kind[i], second[i] = _entry_keys(first[i], q_meta, q_val, width)
 
 
-@numba.njit(cache=True, nogil=True)
-def _record_pos(r_key, r_y, lo, hi, key, entry):
-    """First record in ``[lo, hi)`` whose ``(key, entry)`` is not less than the given."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        k = r_key[mid]
-        if k < key or (k == key and r_y[mid] < entry):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 LINEAR_SCAN = 128
 """Ranges of at most this many records are searched linearly: sequential lines are
 prefetched, where a binary search waits for each of its misses (at N = 1M, Table 3,
@@ -215,7 +202,7 @@ def insert_records(start, slot, entry, width, st):
             state[0] += cap
         en = entry[i]
         group, key, sig, kind, second = _entry_keys(e_item[en], q_meta, q_val, width)
-        pos = _record_pos(r_key, r_y, hdr[h + group], hdr[h + group + 1], key, en)
+        pos = lower_bound2(r_key, r_y, hdr[h + group], hdr[h + group + 1], key, en)
         for j in range(hdr[h + N_GROUPS], pos, -1):
             _move_record(j - 1, j, r_key, r_x, r_y)
         r_key[pos] = key
@@ -236,7 +223,7 @@ def delete_records(slot, entry, width, st):
         h = slot[i] * HS
         group, key, _, _, _ = _entry_keys(e_item[entry[i]], q_meta, q_val, width)
         end = hdr[h + group + 1]
-        pos = _record_pos(r_key, r_y, hdr[h + group], end, key, entry[i])
+        pos = lower_bound2(r_key, r_y, hdr[h + group], end, key, entry[i])
         if pos == end or r_y[pos] != entry[i]:
             missing += 1
             continue

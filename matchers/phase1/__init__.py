@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from matchers.arrays import grown
+from matchers.arrays import grown, stored
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Pred
 from matchers.phase1 import kernels
@@ -105,13 +105,8 @@ class PredicateIndex:
             self._refs[pid] += 1
             return pid
         owner = self._owner(p)
-        if self._free:
-            pid = self._free.pop()
-            self._preds[pid] = p
-        else:
-            pid = len(self._preds)
-            self._preds.append(p)
-            self._refs = grown(self._refs, pid + 1)
+        pid = stored(self._preds, self._free, p)
+        self._refs = grown(self._refs, pid + 1)
         self._refs[pid] = 1
         h = self._new_handles(1)
         self._pid_of[h] = pid

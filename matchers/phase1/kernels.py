@@ -179,13 +179,20 @@ def block_max(values, block):
 
 
 @numba.njit(cache=True, nogil=True)
-def pairs_to_csr(n_events, ev, pid):
-    """Group (event, pid) pairs by event (stable counting sort) into CSR."""
+def _event_offsets(n_events, ev):
+    """CSR offsets of (event, pid) pairs by event: ``offsets[e]`` pairs are of events before ``e``."""
     offsets = np.zeros(n_events + 1, dtype=np.int64)
     for e in ev:
         offsets[e + 1] += 1
     for e in range(n_events):
         offsets[e + 1] += offsets[e]
+    return offsets
+
+
+@numba.njit(cache=True, nogil=True)
+def pairs_to_csr(n_events, ev, pid):
+    """Group (event, pid) pairs by event (stable counting sort) into CSR."""
+    offsets = _event_offsets(n_events, ev)
     pos = offsets[:-1].copy()
     out = np.empty(len(pid), dtype=np.int32)
     for i in range(len(ev)):
@@ -197,9 +204,4 @@ def pairs_to_csr(n_events, ev, pid):
 @numba.njit(cache=True, nogil=True)
 def grouped_to_csr(n_events, ev, pid):
     """CSR of (event, pid) pairs already grouped by ascending event (the pids are kept)."""
-    offsets = np.zeros(n_events + 1, dtype=np.int64)
-    for e in ev:
-        offsets[e + 1] += 1
-    for e in range(n_events):
-        offsets[e + 1] += offsets[e]
-    return offsets, pid
+    return _event_offsets(n_events, ev), pid

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from matchers.vci import kernels
+from matchers.vci.interval_index import query_csr
 from matchers.vci.slabs import Slabs
 
 
@@ -69,13 +70,7 @@ class _CellIntervals:
 
     def query_many(self, cells) -> tuple[np.ndarray, np.ndarray]:
         """Ids covering each cell as CSR ``(offsets, ids)``."""
-        cells = np.ascontiguousarray(cells, dtype=np.int64)
-        counts = self.count_many(cells)
-        offsets = np.zeros(len(cells) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        out = np.empty(int(offsets[-1]), dtype=np.int32)
-        self._emit(cells, offsets, out)
-        return offsets, out
+        return query_csr(cells, self.count_many, self._emit)
 
     def count_many(self, cells) -> np.ndarray:
         raise NotImplementedError

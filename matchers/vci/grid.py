@@ -29,7 +29,7 @@ import numpy as np
 from matchers.arrays import grown
 from matchers.vci import kernels
 from matchers.vci.interval_index import IntervalIndex
-from matchers.vci.layout import LCI, SCHEMES, Bounds
+from matchers.vci.layout import LCI, SCHEMES, Bounds, CellHits, Sides
 
 _EMPTY_I32 = np.zeros(0, dtype=np.int32)
 _ONE_OFFSET = np.zeros(1, dtype=np.int64)
@@ -202,9 +202,10 @@ class GridIntervalIndex:
         if offsets is None:
             offsets = np.zeros(len(values) + 1, dtype=np.int64)
             out = _EMPTY_I32
+        hits = CellHits(core_off, core_ids, edge_off, edge_ids)
         bounds = Bounds(self.lo, self.hi, self.lo_closed, self.hi_closed)
-        return kernels.grid_merge(values, cells, 2 * self.units, core_off, core_ids, edge_off, edge_ids,
-                                  below, above, bounds, offsets, out, emit)
+        return kernels.grid_merge(values, cells, 2 * self.units, hits, Sides(below, above), bounds, offsets, out,
+                                  emit)
 
     def _cells(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.cells(self.lo[ids]), self.cells(self.hi[ids])

@@ -9,11 +9,25 @@ by :class:`matchers.vci.grid.GridIntervalIndex`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from matchers.vci import kernels
 from matchers.vci.layout import BITMAP, CLIPPED, SCHEMES, distance_table, geometry, lengths
 from matchers.vci.slabs import Slabs
+
+
+def query_csr(cells, count_many: Callable, emit: Callable) -> tuple[np.ndarray, np.ndarray]:
+    """The ids covering each of ``cells`` as CSR ``(offsets int64[n+1], ids int32)``, from an
+    index's ``count_many(cells)`` (the sizes) and ``emit(cells, offsets, out)`` (the ids)."""
+    cells = np.ascontiguousarray(cells, dtype=np.int64)
+    counts = count_many(cells)
+    offsets = np.zeros(len(cells) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.int32)
+    emit(cells, offsets, out)
+    return offsets, out
 
 
 class IntervalIndex:
@@ -99,14 +113,11 @@ class IntervalIndex:
 
     def query_many(self, cells) -> tuple[np.ndarray, np.ndarray]:
         """Ids covering each cell as CSR ``(offsets int64[n+1], ids int32)`` (unsorted within a cell)."""
-        cells = np.ascontiguousarray(cells, dtype=np.int64)
-        counts = self.count_many(cells)
-        offsets = np.zeros(len(cells) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        out = np.empty(int(offsets[-1]), dtype=np.int32)
+        return query_csr(cells, self.count_many, self._emit)
+
+    def _emit(self, cells, offsets, out) -> None:
         kernels.vci_emit(self.geom, self.lens, self.dt, self.lists.arrays, self.bitmap, kernels.DEBRUIJN_TABLE,
                          cells, offsets, out)
-        return offsets, out
 
     def query(self, cell: int) -> np.ndarray:
         """Ids of the intervals covering ``cell`` (int32, unsorted)."""

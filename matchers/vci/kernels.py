@@ -37,19 +37,25 @@ def slab_room(count, cap, lst):
 
 
 @numba.njit(cache=True, nogil=True)
+def _new_slab(start, cap, top, lst, n):
+    """Move full list ``lst`` (``n`` entries) to a new slab of twice the room at the pool's
+    top; returns ``(old start, new start)`` (the caller copies the entries)."""
+    new_cap = max(4, 2 * n)
+    s, t = start[lst], top[0]
+    top[1] += cap[lst]
+    start[lst] = t
+    cap[lst] = new_cap
+    top[0] = t + new_cap
+    return s, t
+
+
+@numba.njit(cache=True, nogil=True)
 def slab_append(start, count, cap, pool, top, lst, value):
     """Append ``value`` to list ``lst`` (the caller made sure the pool has room)."""
     n = count[lst]
     if n == cap[lst]:
-        new_cap = max(4, 2 * n)
-        t = top[0]
-        s = start[lst]
-        for i in range(n):
-            pool[t + i] = pool[s + i]
-        top[1] += cap[lst]
-        start[lst] = t
-        cap[lst] = new_cap
-        top[0] = t + new_cap
+        s, t = _new_slab(start, cap, top, lst, n)
+        pool[t:t + n] = pool[s:s + n]
     pool[start[lst] + n] = value
     count[lst] = n + 1
 
@@ -88,19 +94,11 @@ def slab_compact(start, count, cap, pool, new_pool, top):
 
 @numba.njit(cache=True, nogil=True)
 def slab_compact_keyed(start, count, cap, keys, vals, new_keys, new_vals, top):
-    """:func:`slab_compact` for lists of ``(key, value)`` pairs."""
-    t = 0
+    """:func:`slab_compact` for lists of ``(key, value)`` pairs: the values move with their keys."""
+    old = start.copy()
+    slab_compact(start, count, cap, keys, new_keys, top)
     for lst in range(start.shape[0]):
-        n = count[lst]
-        s = start[lst]
-        for i in range(n):
-            new_keys[t + i] = keys[s + i]
-            new_vals[t + i] = vals[s + i]
-        start[lst] = t
-        cap[lst] = n
-        t += n
-    top[0] = t
-    top[1] = 0
+        new_vals[start[lst]:start[lst] + count[lst]] = vals[old[lst]:old[lst] + count[lst]]
 
 
 # -- VCI ------------------------------------------------------------------------------
@@ -190,8 +188,10 @@ def vci_delete(g, lens, ids, xs, ys, lists, bitmap, scratch_a, scratch_t):
 
 
 @numba.njit(cache=True, nogil=True)
-def _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, pos, emit):
+def _vci_cell(g, lens, dt, lists, bitmap, table, j, out, pos, emit):
     """Matches of cell ``j``: written to ``out[pos:]`` when ``emit``; returns how many."""
+    mode, L, K = g.mode, g.L, g.K
+    start, count, pool = lists.start, lists.length, lists.pool
     n = 0
     cmin = j * K + K - 1
     if mode <= CLIPPED:
@@ -237,26 +237,24 @@ def _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, p
 @numba.njit(cache=True, nogil=True)
 def vci_count(g, lens, dt, lists, bitmap, table, cells):
     """int64[len(cells)]: number of intervals covering each cell (0 outside the domain)."""
-    mode, L, K, R = g.mode, g.L, g.K, g.R
-    start, count, pool = lists.start, lists.length, lists.pool
+    R = g.R
     out = np.zeros(cells.shape[0], dtype=np.int64)
-    dummy = np.zeros(0, dtype=pool.dtype)
+    dummy = np.zeros(0, dtype=lists.pool.dtype)
     for i in range(cells.shape[0]):
         j = cells[i]
         if 0 <= j < R:
-            out[i] = _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, dummy, 0, False)
+            out[i] = _vci_cell(g, lens, dt, lists, bitmap, table, j, dummy, 0, False)
     return out
 
 
 @numba.njit(cache=True, nogil=True)
 def vci_emit(g, lens, dt, lists, bitmap, table, cells, offsets, out):
     """Write the ids covering ``cells[i]`` to ``out[offsets[i]:offsets[i+1]]``."""
-    mode, L, K, R = g.mode, g.L, g.K, g.R
-    start, count, pool = lists.start, lists.length, lists.pool
+    R = g.R
     for i in range(cells.shape[0]):
         j = cells[i]
         if 0 <= j < R:
-            _vci_cell(mode, L, K, lens, dt, start, count, pool, bitmap, table, j, out, offsets[i], True)
+            _vci_cell(g, lens, dt, lists, bitmap, table, j, out, offsets[i], True)
 
 
 # -- centered interval tree (baseline) --------------------------------------------------
@@ -294,25 +292,12 @@ def _lower_bound(keys, s, n, key):
 
 
 @numba.njit(cache=True, nogil=True)
-def _keyed_room(count, cap, lst):
-    n = count[lst]
-    return 0 if n < cap[lst] else max(4, 2 * n)
-
-
-@numba.njit(cache=True, nogil=True)
 def _keyed_insert_sorted(start, count, cap, keys, vals, top, lst, key, value):
     n = count[lst]
     if n == cap[lst]:
-        new_cap = max(4, 2 * n)
-        t = top[0]
-        s = start[lst]
-        for i in range(n):
-            keys[t + i] = keys[s + i]
-            vals[t + i] = vals[s + i]
-        top[1] += cap[lst]
-        start[lst] = t
-        cap[lst] = new_cap
-        top[0] = t + new_cap
+        s, t = _new_slab(start, cap, top, lst, n)
+        keys[t:t + n] = keys[s:s + n]
+        vals[t:t + n] = vals[s:s + n]
     s = start[lst]
     i = n
     while i > 0 and keys[s + i - 1] > key:
@@ -351,7 +336,7 @@ def tree_insert(R, ids, xs, ys, first, start, count, cap, keys, vals, top):
     """
     for i in range(first, ids.shape[0]):
         node = _tree_node(R, xs[i], ys[i])
-        need = _keyed_room(count, cap, 2 * node) + _keyed_room(count, cap, 2 * node + 1)
+        need = slab_room(count, cap, 2 * node) + slab_room(count, cap, 2 * node + 1)
         if top[0] + need > keys.shape[0]:
             return i
         _keyed_insert_sorted(start, count, cap, keys, vals, top, 2 * node, xs[i], ids[i])
@@ -512,14 +497,17 @@ def _holds(v, lo, hi, lo_closed, hi_closed):
 
 
 @numba.njit(cache=True, nogil=True)
-def grid_merge(values, cells, n_cells, core_off, core_ids, edge_off, edge_ids, below, above, bounds,
-               offsets, out, emit):
+def grid_merge(values, cells, n_cells, hits, sides, bounds, offsets, out, emit):
     """Exact matches per value from the full-cell index, the checked edge cells and side lists.
 
-    ``edge_ids`` hold ``2 * id + side``; ``below`` / ``above`` the ids of intervals reaching
-    past either end of the domain, checked against values outside it.  With ``emit`` the ids
-    go to ``out[offsets[i]:]``; returns the number of matches of each value.
+    ``hits`` (:class:`~matchers.vci.layout.CellHits`): the ids of the full-cell index per
+    value and the edge-cell ones, ``2 * id + side``; ``sides``
+    (:class:`~matchers.vci.layout.Sides`) the ids of intervals reaching past either end of
+    the domain, checked against values outside it.  With ``emit`` the ids go to
+    ``out[offsets[i]:]``; returns the number of matches of each value.
     """
+    core_off, core_ids, edge_off, edge_ids = hits
+    below, above = sides
     lo, hi, lo_closed, hi_closed = bounds
     counts = np.zeros(values.shape[0], dtype=np.int64)
     for i in range(values.shape[0]):

@@ -131,3 +131,20 @@ class Bounds(NamedTuple):
     hi: np.ndarray  # float64[ids]: high bound
     lo_closed: np.ndarray  # bool[ids]: whether lo is included
     hi_closed: np.ndarray  # bool[ids]: whether hi is included
+
+
+class CellHits(NamedTuple):
+    """Candidates of a grid index per queried value, as CSR: the full-cell index's ids and the
+    edge-cell index's entries (``2 * id + side``, checked against the bounds)."""
+
+    core_off: np.ndarray  # int64[values + 1]
+    core_ids: np.ndarray  # int32
+    edge_off: np.ndarray  # int64[values + 1], or [0] without edge cells
+    edge_ids: np.ndarray  # int32
+
+
+class Sides(NamedTuple):
+    """Ids of the intervals reaching past the low (``below``) and high (``above``) end of the domain."""
+
+    below: np.ndarray  # int32
+    above: np.ndarray  # int32

@@ -96,21 +96,14 @@ def throughput(matcher, batch, budget_s: float) -> dict:
     n = batch.n
     matcher.match(batch.slice(0, min(n, EVENT_BATCH)))
     checks0 = getattr(matcher, "checks", 0)
-    total = wall = phase1 = 0.0
-    done = matches = 0
+    clock = kit.MatchClock()
     for lo in range(0, n, EVENT_BATCH):
-        part = batch.slice(lo, min(n, lo + EVENT_BATCH))
-        c0, t0 = time.process_time(), time.perf_counter()
-        result = matcher.match(part)
-        total += time.process_time() - c0
-        wall += time.perf_counter() - t0
-        done += part.n
-        matches += result.total
-        if total > budget_s:
+        clock.match(matcher, batch.slice(lo, min(n, lo + EVENT_BATCH)))
+        if clock.cpu_s > budget_s:
             break
-    total = max(total, 1e-9)
-    out = dict(events=done, events_per_s=done / total, events_per_wall_s=done / max(wall, 1e-9),
-               matches_per_event=matches / done)
+    done, total, phase1 = clock.events, max(clock.cpu_s, 1e-9), 0.0
+    out = dict(events=done, events_per_s=done / total, events_per_wall_s=done / max(clock.wall_s, 1e-9),
+               matches_per_event=clock.matches / done)
     if hasattr(matcher, "phase1"):
         for lo in range(0, done, EVENT_BATCH):
             part = batch.slice(lo, min(done, lo + EVENT_BATCH))

@@ -1,7 +1,7 @@
 """A benchmark's workload fed to Kafka: Fabret's W1 subscriptions as subscription records and
 its events, produced with confluent-kafka (the benchmark's producer must not be the
-bottleneck) behind a progress bar. Used by :mod:`scripts.bench.e2e` and
-:mod:`scripts.bench.cluster_memory`."""
+bottleneck) behind a progress bar. Used by :mod:`scripts.bench.e2e`,
+:mod:`scripts.bench.cluster_memory` and :mod:`scripts.bench.stages`."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def producer(bootstrap: str):
 
 
 def produce_all(bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, bytes]], desc: str,
-                total: int | None = None) -> None:
+                total: int | None = None, progress: bool = True) -> None:
     p = producer(bootstrap)
-    bar = tqdm(items, desc=desc, unit="rec", mininterval=2.0, file=sys.stderr, total=total)
+    bar = tqdm(items, desc=desc, unit="rec", mininterval=2.0, file=sys.stderr, total=total, disable=not progress)
     for i, (key, value) in enumerate(bar):
         while True:
             try:

@@ -101,28 +101,19 @@ def measure(name: str, workload: Any, batch_size: int, match_budget_s: float, sa
     matcher.match(first)
     prepare_s, prepare_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     n = len(events)
-    matched = 0
-    total_matches = 0
-    match_s = match_cpu_s = 0.0
+    clock = kit.MatchClock()
     note = ""
     size = min(batch_size, 10)  # a first small batch tells whether full batches fit the time budget
-    lo = 0
-    while lo < n:
-        part = batch.slice(lo, min(n, lo + size))
-        t0, c0 = time.perf_counter(), time.process_time()
-        result = matcher.match(part)
-        match_s += time.perf_counter() - t0
-        match_cpu_s += time.process_time() - c0
-        matched += part.n
-        lo += part.n
-        total_matches += result.total
-        if match_s > match_budget_s and matched < n:
-            note += f"matched {matched} of {n} events (time limit)"
+    while clock.events < n:
+        clock.match(matcher, batch.slice(clock.events, min(n, clock.events + size)))
+        if clock.wall_s > match_budget_s and clock.events < n:
+            note += f"matched {clock.events} of {n} events (time limit)"
             break
-        per_event = match_s / matched
+        per_event = clock.wall_s / clock.events
         size = int(max(1, min(batch_size, match_budget_s / 4 / per_event if per_event > 0 else batch_size)))
         if size < batch_size // 2 and "batches" not in note:
             note = f"batches of {size} events (slow) "
+    match_s, match_cpu_s, matched, total_matches = clock.wall_s, clock.cpu_s, clock.events, clock.matches
     memory = matcher.memory_bytes()
     per_event = match_s / max(matched, 1)
     sample = min(sample, n, max(20, int(match_budget_s / 2 / per_event) if per_event > 0 else sample))

@@ -155,6 +155,24 @@ def in_child(fn: Callable[..., Any], *args: Any, timeout_s: float | None = None)
 
 
 # -- a command in a child process ------------------------------------------------------------------
+class MatchClock:
+    """Matching timed batch by batch: the CPU and wall seconds, events and matches so far."""
+
+    def __init__(self) -> None:
+        self.cpu_s = self.wall_s = 0.0
+        self.events = self.matches = 0
+
+    def match(self, matcher: Any, batch: Any) -> Any:
+        """``matcher.match(batch)``, timed and counted."""
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = matcher.match(batch)
+        self.cpu_s += time.process_time() - c0
+        self.wall_s += time.perf_counter() - t0
+        self.events += batch.n
+        self.matches += result.total
+        return result
+
+
 @dataclass
 class Ran:
     """How a command ended."""

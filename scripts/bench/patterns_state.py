@@ -146,10 +146,10 @@ def spark_child(values: int, per_value: int, touched: int, batches: int, buckets
 
     from scripts.bench.kit import tree_cpu_s
     from streaming.config import Settings, interval_ms
+    from streaming.kafka.client_config import KafkaClientConfig
     from streaming.patterns.queries import pattern_plan, query_conf, registry_dir
     from streaming.patterns.registry import PatternRegistry, apply_pattern_records
     from streaming.spark import get_session
-    from tests.unit.streaming.helpers import NO_KAFKA
 
     tmp = Path(tempfile.mkdtemp(prefix="patterns-state-spark-"))
     settings = Settings().replace(spark={"checkpoint_dir": str(tmp / "ck")}, patterns={"key_buckets": buckets})
@@ -162,7 +162,7 @@ def spark_child(values: int, per_value: int, touched: int, batches: int, buckets
            .option("maxFilesPerTrigger", 1).json(str(src_dir))
            .selectExpr("CAST(value AS BINARY) AS value", "topic", "partition", "offset", "timestamp"))
     with query_conf(spark, settings):
-        q = (pattern_plan(src, settings, NO_KAFKA).writeStream.format("noop")
+        q = (pattern_plan(src, settings, KafkaClientConfig.create("unused.invalid:9092")).writeStream.format("noop")
              .option("checkpointLocation", str(tmp / "query")).trigger(processingTime="0 seconds").start())
     offset, n_file = 0, 0
 

@@ -53,6 +53,7 @@ BENCHES: tuple[Bench, ...] = (
     Bench("cayuga", record="cayuga.json -> cayuga.md"),
     Bench("kafka_read", record="kafka_read.json -> kafka.md"),
     Bench("e2e", record="e2e.json -> bench/e2e.md"),
+    Bench("stages", record="stages.json -> e2e.md"),
     Bench("dense", ("--n-subs", "100000", "--n-subs", "1000000", "--matchers", "bitmark,counting,vci,brute,opindex",
                     "--matchers-for", "1000000:bitmark"), quick=None, record="dense.json (--record) -> bench.md"),
     Bench("quamina", quick=None, record="quamina.json -> rules-bench.md"),  # needs --with 'quamina=--quamina PATH'

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO
 
 from streaming.config import PROJECT_ROOT
-from streaming.instance import DirLock, PidRecord, spawn
+from streaming.instance import ChildServer, DirLock, PidRecord, spawn
 from streaming.jars import JarsError, JavaNotFoundError, classpath, java_binary
 from streaming.kafka.errors import BrokerError
 
@@ -111,7 +111,7 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(ChildServer):
     """An Apache Kafka broker process listening on ``127.0.0.1`` (context manager).
 
     Parameters
@@ -157,7 +157,7 @@ class EmbeddedBroker:
         self._properties = dict(properties or {})
         self._ports: dict[str, int] = {}
         self._process: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
+        self._log: IO[bytes] | None = None
         self._lock: DirLock | None = None
         self._tmp_dir: Path | None = None
 
@@ -224,8 +224,8 @@ class EmbeddedBroker:
                 config = self._write_config(home, reuse=attempt == 0)
                 if not (home / "kraft" / "meta.properties").exists():
                     self._format(command, config)
-                self._log_file = open(self._log_path, "ab")  # noqa: SIM115 - closed in stop()
-                self._process = spawn([*command, "kafka.Kafka", str(config)], self._log_file)
+                self._log = open(self._log_path, "ab")  # noqa: SIM115 - closed in stop()
+                self._process = spawn([*command, "kafka.Kafka", str(config)], self._log)
                 if self._data_dir is not None:
                     PidRecord(self._data_dir / "pids").add("kafka", self._process.pid)
                 try:
@@ -365,15 +365,7 @@ class EmbeddedBroker:
                 log.warning("the broker did not stop within %.0f s of SIGTERM: killed", timeout_s)
                 process.kill()
                 process.wait(timeout=timeout_s)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-
-    def __enter__(self) -> EmbeddedBroker:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._close_log()
 
     def __repr__(self) -> str:
         where = self.bootstrap_servers if self._port is not None else "not started"

@@ -11,8 +11,6 @@ about 3x faster here; the default) or kafka-python. Both build the same Arrow ba
 
 from __future__ import annotations
 
-import atexit
-import json
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -23,6 +21,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
 from streaming.kafka.client_config import KafkaClientConfig
+from streaming.kafka.clients import ClientCache
 from streaming.kafka.errors import DataLossError, FetchTimeoutError, KafkaConnectorError
 from streaming.kafka.offsets import OffsetRange
 from streaming.kafka.schema import ARROW_SCHEMA
@@ -40,8 +39,6 @@ _READ_SETTINGS = {
     "fetch_max_wait_ms": FETCH_WAIT_MS,
     "max_partition_fetch_bytes": 8 * 1024 * 1024,
 }
-_CONSUMERS: dict[str, Any] = {}
-
 _RDKAFKA_READ_SETTINGS = {
     "group.id": "kafka-py-reader-unused",  # required by librdkafka; never joined
     "enable.auto.commit": False,
@@ -52,35 +49,20 @@ _RDKAFKA_READ_SETTINGS = {
 }
 
 
-def _consumer(kwargs: Mapping[str, Any], client: str) -> tuple[str, Any]:
-    """The cached consumer of this process for ``kwargs`` (created on first use)."""
-    key = json.dumps([client, sorted((k, repr(v)) for k, v in kwargs.items())])
-    consumer = _CONSUMERS.get(key)
-    if consumer is None:
-        if client == "confluent":
-            from confluent_kafka import Consumer
+def _new_consumer(_key: str, client: str, kwargs: Mapping[str, Any]) -> Any:
+    if client == "confluent":
+        from confluent_kafka import Consumer
 
-            consumer = Consumer(dict(kwargs))
-        else:
-            consumer = KafkaConsumer(**{**kwargs, **_READ_SETTINGS})
-        _CONSUMERS[key] = consumer
-    return key, consumer
+        return Consumer(dict(kwargs))
+    return KafkaConsumer(**{**kwargs, **_READ_SETTINGS})
 
 
-def _drop(key: str) -> None:
-    consumer = _CONSUMERS.pop(key, None)
-    if consumer is not None:
-        try:
-            consumer.close()
-        except Exception:  # noqa: BLE001 - closing a broken consumer must not mask the error
-            pass
+_CONSUMERS = ClientCache(_new_consumer, lambda _key, consumer: consumer.close())
 
 
-@atexit.register
 def close_consumers() -> None:
     """Close every cached consumer of this process."""
-    for key in list(_CONSUMERS):
-        _drop(key)
+    _CONSUMERS.close_all()
 
 
 def to_batch(
@@ -105,6 +87,29 @@ def to_batch(
         ],
         schema=ARROW_SCHEMA,
     )
+
+
+class _Rows:
+    """The columns of the next batch of a range's records."""
+
+    def __init__(self, rng: OffsetRange) -> None:
+        self.rng = rng
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.stamps: list[int] = []
+
+    def add(self, key: bytes | None, value: bytes | None, offset: int, stamp_ms: int) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+        self.offsets.append(offset)
+        self.stamps.append(stamp_ms)
+
+    def take(self) -> pa.RecordBatch:
+        """The records added since the last take, as one batch; the next batch begins empty."""
+        batch = to_batch(self.rng.topic, self.rng.partition, self.keys, self.values, self.offsets, self.stamps)
+        self.keys, self.values, self.offsets, self.stamps = [], [], [], []
+        return batch
 
 
 def read_range(
@@ -197,13 +202,10 @@ def _read_confluent(
     from confluent_kafka import KafkaError
     from confluent_kafka import TopicPartition as CTopicPartition
 
-    key, consumer = _consumer(conf, "confluent")
+    key, consumer = _CONSUMERS.get(conf, "confluent")
     try:
         consumer.assign([CTopicPartition(rng.topic, rng.partition, rng.start)])
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        offsets: list[int] = []
-        stamps: list[int] = []
+        rows = _Rows(rng)
         position = rng.start
         progress_at = time.monotonic()
         while position < rng.end:
@@ -219,10 +221,7 @@ def _read_confluent(
                     if offset >= rng.end:
                         position = rng.end
                         break
-                    keys.append(msg.key())
-                    values.append(msg.value())
-                    offsets.append(offset)
-                    stamps.append(msg.timestamp()[1])
+                    rows.add(msg.key(), msg.value(), offset, msg.timestamp()[1])
                     position = offset + 1
                     progress_at = time.monotonic()
                 elif err.code() == KafkaError._PARTITION_EOF:
@@ -249,14 +248,13 @@ def _read_confluent(
                 # recovers by itself and the no-progress timeout bounds the wait.
             if position < rng.end and time.monotonic() - progress_at > timeout_s:
                 raise _no_progress(rng, position, timeout_s)
-            if len(offsets) >= batch_rows:
-                yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
-                keys, values, offsets, stamps = [], [], [], []
-        if offsets:
-            yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
+            if len(rows.offsets) >= batch_rows:
+                yield rows.take()
+        if rows.offsets:
+            yield rows.take()
         consumer.unassign()
     except BaseException:
-        _drop(key)
+        _CONSUMERS.drop(key)
         raise
 
 
@@ -268,15 +266,12 @@ def _read_kafka_python(
     batch_rows: int,
 ) -> Iterator[pa.RecordBatch]:
     """kafka-python loop; the consumer's position moves past offsets without records."""
-    key, consumer = _consumer(consumer_kwargs, "kafka-python")
+    key, consumer = _CONSUMERS.get(consumer_kwargs, "kafka-python")
     kp = TopicPartition(rng.topic, rng.partition)
     try:
         consumer.assign([kp])
         consumer.seek(kp, rng.start)
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        offsets: list[int] = []
-        stamps: list[int] = []
+        rows = _Rows(rng)
         position = rng.start
         progress_at = time.monotonic()
         while position < rng.end:
@@ -294,22 +289,18 @@ def _read_kafka_python(
             for rec in polled:
                 if rec.offset >= rng.end:
                     break
-                keys.append(rec.key)
-                values.append(rec.value)
-                offsets.append(rec.offset)
-                stamps.append(rec.timestamp)
+                rows.add(rec.key, rec.value, rec.offset, rec.timestamp)
             moved = consumer.position(kp)
             if moved is not None and moved > position:
                 position = moved
                 progress_at = time.monotonic()
             elif time.monotonic() - progress_at > timeout_s:
                 raise _no_progress(rng, position, timeout_s)
-            if len(offsets) >= batch_rows:
-                yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
-                keys, values, offsets, stamps = [], [], [], []
-        if offsets:
-            yield to_batch(rng.topic, rng.partition, keys, values, offsets, stamps)
+            if len(rows.offsets) >= batch_rows:
+                yield rows.take()
+        if rows.offsets:
+            yield rows.take()
         consumer.assign([])
     except BaseException:
-        _drop(key)
+        _CONSUMERS.drop(key)
         raise

@@ -10,8 +10,6 @@ dropping records. Delivery is at-least-once: a retried task may write a record t
 
 from __future__ import annotations
 
-import atexit
-import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from streaming.kafka.client_config import KafkaClientConfig
+from streaming.kafka.clients import ClientCache
 from streaming.kafka.errors import DeliveryError, KafkaOptionError
 from streaming.kafka.refusals import kafka_python_refusals, rdkafka_refusals, refusal
 
@@ -35,45 +34,36 @@ _PRODUCER_SETTINGS = {"acks": "all", "retries": 5, "linger_ms": 5}
 # what flush() waits for), and a Python callback per delivered record is most of the
 # producer's CPU for small records.
 _RDKAFKA_WRITE_SETTINGS = {"acks": "all", "retries": 5, "linger.ms": 5, "delivery.report.only.error": True}
-_PRODUCERS: dict[str, Any] = {}
 #: Refused logins and TLS handshakes reported to each cached confluent producer during its current write.
 _REFUSED: dict[str, list[str]] = {}
 _FLUSH_TIMEOUT_S = 120.0
 
 
-def _producer(conf: Mapping[str, Any], client: str) -> tuple[str, Any]:
-    """The cached producer of this process for ``conf`` (created on first use)."""
-    key = json.dumps([client, sorted((k, repr(v)) for k, v in conf.items())])
-    producer = _PRODUCERS.get(key)
-    if producer is None:
-        if client == "confluent":
-            from confluent_kafka import Producer
+def _new_producer(key: str, client: str, conf: Mapping[str, Any]) -> Any:
+    if client == "confluent":
+        from confluent_kafka import Producer
 
-            _REFUSED[key] = []
-            producer = Producer({**conf, "error_cb": rdkafka_refusals(_REFUSED[key])})
-        else:
-            producer = KafkaProducer(**{**_PRODUCER_SETTINGS, **conf})
-        _PRODUCERS[key] = producer
-    return key, producer
+        refused: list[str] = []
+        producer = Producer({**conf, "error_cb": rdkafka_refusals(refused)})
+        _REFUSED[key] = refused
+        return producer
+    return KafkaProducer(**{**_PRODUCER_SETTINGS, **conf})
 
 
-def _drop(key: str) -> None:
-    producer = _PRODUCERS.pop(key, None)
+def _close_producer(key: str, producer: Any) -> None:
     _REFUSED.pop(key, None)
-    try:
-        if isinstance(producer, KafkaProducer):
-            producer.close(timeout=5)
-        elif producer is not None:
-            producer.flush(5)
-    except Exception:  # noqa: BLE001 - closing a broken producer must not mask the error
-        pass
+    if isinstance(producer, KafkaProducer):
+        producer.close(timeout=5)
+    else:
+        producer.flush(5)
 
 
-@atexit.register
+_PRODUCERS = ClientCache(_new_producer, _close_producer)
+
+
 def close_producers() -> None:
     """Flush and close every cached producer of this process."""
-    for key in list(_PRODUCERS):
-        _drop(key)
+    _PRODUCERS.close_all()
 
 
 def check_schema(schema: StructType, topic: str | None) -> None:
@@ -172,7 +162,7 @@ def _flush_confluent(producer: Any, refused: list[str]) -> int:
 def _produce_confluent(
     config: KafkaClientConfig, topic: str | None, batches: Iterator[pa.RecordBatch]
 ) -> int:
-    key, producer = _producer({**_RDKAFKA_WRITE_SETTINGS, **config.rdkafka("producer")}, "confluent")
+    key, producer = _PRODUCERS.get({**_RDKAFKA_WRITE_SETTINGS, **config.rdkafka("producer")}, "confluent")
     refused = _REFUSED[key]
     refused.clear()  # this write's refusals only
     failures: list[Any] = []
@@ -201,14 +191,14 @@ def _produce_confluent(
             producer.poll(0)
         remaining = _flush_confluent(producer, refused)
     except BaseException:
-        _drop(key)
+        _PRODUCERS.drop(key)
         raise
     if remaining and refused:
         producer.purge()  # nothing gets through: do not wait for the records on closing
-        _drop(key)
+        _PRODUCERS.drop(key)
         raise refusal(config, refused[-1])
     if remaining or failures:
-        _drop(key)
+        _PRODUCERS.drop(key)
         first = f"; first error: {failures[0]}" if failures else ""
         raise DeliveryError(
             f"{len(failures) + remaining} of {sent} records were not delivered "
@@ -220,7 +210,7 @@ def _produce_confluent(
 def _produce_kafka_python(
     producer_kwargs: Mapping[str, Any], topic: str | None, batches: Iterator[pa.RecordBatch]
 ) -> int:
-    key, producer = _producer(producer_kwargs, "kafka-python")
+    key, producer = _PRODUCERS.get(producer_kwargs, "kafka-python")
     failures: list[BaseException] = []
     sent = 0
     try:
@@ -231,10 +221,10 @@ def _produce_kafka_python(
             sent += batch.num_rows
         producer.flush(timeout=_FLUSH_TIMEOUT_S)
     except BaseException:
-        _drop(key)
+        _PRODUCERS.drop(key)
         raise
     if failures:
-        _drop(key)
+        _PRODUCERS.drop(key)
         raise DeliveryError(
             f"{len(failures)} of {sent} records were not delivered; first error: {failures[0]!r}"
         )

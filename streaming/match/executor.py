@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -116,7 +116,7 @@ class PreparedBatch:
     """An Arrow batch of event records as every shard's matching needs it, read once.
 
     Its columns as Python lists; each shard scans the bytes against its own dictionary
-    (:func:`_read_batch`), and the records the scan does not take are read once for all
+    (:func:`read_batch`), and the records the scan does not take are read once for all
     shards (:meth:`read`, kept).
     """
 
@@ -144,7 +144,7 @@ def _records(batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple
     """Notification and error records of the event batches against ``shards``; fills ``result``.
 
     Each batch is prepared once (:class:`PreparedBatch`), then read, matched and notified per
-    shard (:func:`_shard_records`). A record that cannot be handled (refused by
+    shard (:func:`shard_records`). A record that cannot be handled (refused by
     :func:`~streaming.records.read_event`, not encodable for the matcher, no notification
     possible) becomes one error record, with shard 0 only.
     """
@@ -165,87 +165,101 @@ def _records(batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple
                 m.index_bytes += matcher.memory_bytes()
                 result.index.update(matcher.describe())
                 result.shards.append(shard)
-            out = _shard_records(prepared, matcher, ctx, m, result.valid_events if shard == 0 else None)
+            out = shard_records(prepared, matcher, ctx, m, result.valid_events if shard == 0 else None)
             if out is not None:
                 yield out
         m.match_ns += time.perf_counter_ns() - t1
 
 
-def _shard_records(p: PreparedBatch, matcher: Any, ctx: BatchContext, m: TaskMetrics,
-                   valid: list[ValidEvent] | None) -> pa.RecordBatch | None:
+def shard_records(p: PreparedBatch, matcher: Any, ctx: BatchContext, m: TaskMetrics,
+                  valid: list[ValidEvent] | None) -> pa.RecordBatch | None:
     """Records of one prepared batch matched by one shard's ``matcher``: its notifications,
     and with ``valid`` (shard 0) the batch's error records, event counts and valid events."""
     report = valid is not None
+    out = Out([], [], [])
+    rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
+    batch, kept = read_batch(matcher, p, ctx, rejected)
+    n_events = len(kept)
+    if kept:
+        result = matcher.match(batch)
+        n_events -= notify(p, kept, result, matcher, ctx, out, rejected, valid)
+        m.matches += result.total
+    if report:  # shard 0 reports what belongs to the events
+        m.errors += len(p.values) - n_events
+        m.events += n_events
+        values, topics, parts, offsets = p.values, p.topics, p.parts, p.offsets
+        for stage, i, reason in rejected:
+            out.keys.append(None)
+            out.values.append(error(stage, values[i], Position(topics[i], parts[i], offsets[i]), reason).to_json())
+            out.topics.append(ctx.errors_topic)
+    return out_batch(*out) if out.values else None
+
+
+class Out(NamedTuple):
+    """The columns of a task's outgoing records (:func:`~streaming.match.tasks.out_batch`)."""
+
+    keys: list[bytes | None]
+    values: list[bytes]
+    topics: list[str]
+
+
+def notify(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], result: Any, matcher: Any, ctx: BatchContext,
+           out: Out, rejected: list[tuple[str, int, str]], valid: list[ValidEvent] | None) -> int:
+    """Append the notification records of ``result`` (the matches of the ``kept`` events,
+    :func:`read_batch`) to ``out``, and with ``valid`` the events still valid to it; returns
+    how many events got no notification because none could be built (each added to
+    ``rejected`` with its reason)."""
     with_event = ctx.payload == notifications.PAYLOAD_EVENT
     notes_topic, tenants = ctx.notifications_topic, ctx.tenants
     values, topics, parts, offsets, stamps = p.values, p.topics, p.parts, p.offsets, p.stamps
-    out_keys: list[bytes | None] = []
-    out_values: list[bytes] = []
-    out_topics: list[str] = []
-    rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
-    batch, kept = _read_batch(matcher, p, ctx, rejected)
-    n_events = len(kept)
-    if report:
-        m.errors += len(values) - n_events
-    else:
-        rejected.clear()  # shard 0 reports them
-    if kept:
-        result = matcher.match(batch)
-        now_ms = int(time.time() * 1000)
-        res_off, res_keys = result.offsets.tolist(), result.keys
-        room = ctx.limits.message_bytes - notifications.RECORD_OVERHEAD
-        id_of = matcher.id_of
-        for j, (i, event_id, obj) in enumerate(kept):
-            if event_id is None:
-                event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
-            stamp = stamps[i]
-            ms = stamp // 1000 if stamp is not None else None
-            lo, hi = res_off[j], res_off[j + 1]
-            if lo < hi:
-                reason = None
+    out_keys, out_values, out_topics = out
+    now_ms = int(time.time() * 1000)
+    res_off, res_keys = result.offsets.tolist(), result.keys
+    room = ctx.limits.message_bytes - notifications.RECORD_OVERHEAD
+    id_of = matcher.id_of
+    dropped = 0
+    for j, (i, event_id, obj) in enumerate(kept):
+        if event_id is None:
+            event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
+        stamp = stamps[i]
+        ms = stamp // 1000 if stamp is not None else None
+        lo, hi = res_off[j], res_off[j + 1]
+        if lo < hi:
+            reason = None
+            try:
+                notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
+                                                 values[i] if with_event else None, ms, now_ms, ctx.batch_id)
+            except (TypeError, ValueError, OverflowError, UnicodeError, RecursionError) as exc:
+                reason = f"cannot build its notification: {type(exc).__name__}: {exc}"
+            else:
                 try:
-                    notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
-                                                     values[i] if with_event else None, ms, now_ms, ctx.batch_id)
-                except (TypeError, ValueError, OverflowError, UnicodeError, RecursionError) as exc:
-                    reason = f"cannot build its notification: {type(exc).__name__}: {exc}"
-                else:
-                    try:
-                        if tenants is None:
-                            n = notes.add_records(map(id_of, res_keys[lo:hi].tolist()), room, out_keys, out_values)
-                            out_topics += [notes_topic] * n
-                        else:
-                            routed = [tenants.route(id_of(key)) for key in res_keys[lo:hi].tolist()]
-                            notes.add_records([sid for _, sid in routed], room, out_keys, out_values)
-                            out_topics += [topic for topic, _ in routed]
-                    except notifications.NotificationTooLarge as exc:
-                        reason = str(exc)
-                if reason is not None:
-                    if report:
-                        rejected.append((EVENT, i, reason))
-                        m.errors += 1
-                    n_events -= 1
-                    continue
-            if valid is not None and ctx.valid_until_field in obj:
-                until = validity_end(obj, ctx.valid_until_field, ctx.now, ctx.max_validity_s)
-                if until is not None:
-                    raw = values[i]
-                    assert raw is not None  # a record without a value is never kept
-                    valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, raw.strip()))
-        m.matches += result.total
-    if report:
-        m.events += n_events
-        for stage, i, reason in rejected:
-            out_keys.append(None)
-            out_values.append(error(stage, values[i], Position(topics[i], parts[i], offsets[i]), reason).to_json())
-            out_topics.append(ctx.errors_topic)
-    return out_batch(out_keys, out_values, out_topics) if out_values else None
+                    if tenants is None:
+                        n = notes.add_records(map(id_of, res_keys[lo:hi].tolist()), room, out_keys, out_values)
+                        out_topics += [notes_topic] * n
+                    else:
+                        routed = [tenants.route(id_of(key)) for key in res_keys[lo:hi].tolist()]
+                        notes.add_records([sid for _, sid in routed], room, out_keys, out_values)
+                        out_topics += [topic for topic, _ in routed]
+                except notifications.NotificationTooLarge as exc:
+                    reason = str(exc)
+            if reason is not None:
+                rejected.append((EVENT, i, reason))
+                dropped += 1
+                continue
+        if valid is not None and ctx.valid_until_field in obj:
+            until = validity_end(obj, ctx.valid_until_field, ctx.now, ctx.max_validity_s)
+            if until is not None:
+                raw = values[i]
+                assert raw is not None  # a record without a value is never kept
+                valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, raw.strip()))
+    return dropped
 
 
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, RecursionError)
 
 
-def _read_batch(matcher: Any, p: PreparedBatch, ctx: BatchContext,
-                rejected: list[tuple[str, int, str]]) -> tuple[Any, list[tuple[int, Any, dict]]]:
+def read_batch(matcher: Any, p: PreparedBatch, ctx: BatchContext,
+               rejected: list[tuple[str, int, str]]) -> tuple[Any, list[tuple[int, Any, dict]]]:
     """The matcher's encoding of the event records and ``(row, event id or None, object)``
     per encoded event; a refused record is added to ``rejected``.
 

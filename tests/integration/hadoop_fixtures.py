@@ -25,6 +25,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from streaming import storage
+from streaming.instance import ChildServer
 from streaming.jars import classpath
 from tests.integration.s3_server import SeaweedS3, end_group, free_port, spawn_tied
 
@@ -76,7 +77,7 @@ def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         yield Store("s3a", f"s3a://{server.bucket}", server.hadoop_conf(), server.client())
 
 
-class MiniHdfs:
+class MiniHdfs(ChildServer):
     """``java MiniHdfs.java``: a name node and a data node on 127.0.0.1 in one JVM (context manager).
 
     Ends when its standard input closes (:meth:`stop`), or is killed with the test process."""
@@ -128,15 +129,7 @@ class MiniHdfs:
             except subprocess.TimeoutExpired:
                 pass
             end_group(process)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> MiniHdfs:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._close_log()
 
 
 @pytest.fixture(scope="session")

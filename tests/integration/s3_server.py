@@ -24,6 +24,8 @@ from typing import IO
 
 import pyarrow.fs as pafs
 
+from streaming.instance import ChildServer
+
 _PR_SET_PDEATHSIG = 1
 HOST = "127.0.0.1"
 ACCESS_KEY, SECRET_KEY, REGION = "pubsub-tests", "pubsub-tests-secret", "us-east-1"
@@ -77,7 +79,7 @@ def weed_binary() -> str:
     return found
 
 
-class SeaweedS3:
+class SeaweedS3(ChildServer):
     """``weed server -s3`` keeping bucket :attr:`bucket` under ``root`` (context manager)."""
 
     bucket = "pubsub"
@@ -171,12 +173,4 @@ class SeaweedS3:
         process, self.process = self.process, None
         if process is not None:
             end_group(process)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> SeaweedS3:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._close_log()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from matchers.cayuga import algebra as A
 from matchers.cayuga.compiler import chains
 from matchers.cayuga.engine import Engine
-from matchers.cayuga.flat import FLAT_PREFIX, flat_chain
+from matchers.cayuga.flat_rules import FLAT_PREFIX, flat_chain
 from matchers.cayuga.language import parse
 
 from .helpers import engine_matches, match_key, reference_matches, restarted_matches, same

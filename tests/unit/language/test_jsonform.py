@@ -9,6 +9,7 @@ import pytest
 from matchers.errors import SubscriptionError
 from matchers.expr import OP_BY_NAME, PRESENCE_OPS, SET_OPS, And, Not, Op, Or, pred
 from matchers.language import MAX_DEPTH, parse_json, parse_text, to_json
+from tests.unit.language.errors import check_error
 
 
 def error_of(obj, sub_id=None, path="$") -> SubscriptionError:
@@ -107,12 +108,7 @@ def test_numbers_booleans_and_canonical_forms():
     ({"not": {"all": [["a", "=", 1], ["b", "in", []]]}}, "$.not.all[1][2]", "the list is empty", None),
 ])
 def test_error(obj, position, message, expected):
-    err = error_of(obj, "j-1")
-    assert err.position == position
-    assert message in err.reason
-    if expected is not None:
-        assert err.expected is not None and err.expected.startswith(expected)
-    assert err.sub_id == "j-1" and str(err).startswith(f"subscription 'j-1' at {position}: ")
+    check_error(error_of(obj, "j-1"), "j-1", position, message, expected)
 
 
 def test_error_paths_start_at_the_given_root():

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from matchers.errors import SubscriptionError
 from matchers.expr import And, Not, Or, Pred
 from matchers.language import MAX_DEPTH, parse_text
+from tests.unit.language.errors import check_error
 
 OPERATORS = "an operator (=, !=, <, <=, >, >=, IN, BETWEEN, LIKE, MATCHES, IN CIDR, WILDCARD, IS)"
 AFTER_PREDICATE = "AND, OR or the end of the expression"
@@ -99,13 +100,7 @@ def error_of(text: str, sub_id: str | None = None) -> SubscriptionError:
     ("a = 1\nAND\n\n  b = 'x\\z'", "4:9", "unknown escape", "one of"),
 ])
 def test_error(text, position, message, expected):
-    err = error_of(text, "sub-7")
-    assert err.position == position
-    assert message in err.reason
-    if expected is not None:
-        assert err.expected is not None and err.expected.startswith(expected)
-    assert err.sub_id == "sub-7"
-    assert str(err).startswith(f"subscription 'sub-7' at {position}: ")
+    check_error(error_of(text, "sub-7"), "sub-7", position, message, expected)
 
 
 def test_nesting_is_bounded():

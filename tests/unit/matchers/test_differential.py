@@ -20,7 +20,7 @@ from matchers.catalog import create, names
 from matchers.events import Dictionary, flatten
 from matchers.expr import Subscription
 from matchers.language import parse_subscription
-from tests.differential import check, insert_delete, subscriptions_of
+from tests.differential import check, check_trees, insert_delete
 from tests.strategies import (
     array_events,
     events,
@@ -64,10 +64,7 @@ def test_delta_sequence_matches_oracle(name, seed, extended, arrays):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trees=st.lists(exprs, min_size=1, max_size=12), evs=st.lists(events, min_size=1, max_size=8))
 def test_hypothesis_matches_oracle(name, trees, evs):
-    subs = subscriptions_of(trees)
-    matcher = create(name, Dictionary())
-    matcher.add(subs)
-    check(matcher, {s.id: s for s in subs}, evs)
+    check_trees(create(name, Dictionary()), trees, evs)
 
 
 @pytest.mark.parametrize("name", MATCHERS)

@@ -27,7 +27,7 @@ from matchers.opindex.layout import VALUE_SIGNED
 from matchers.opindex.pivoted import PivotedIndex
 from scripts import workloads
 from tests import differential
-from tests.differential import insert_delete, subscriptions_of
+from tests.differential import insert_delete
 from tests.strategies import events, exprs, random_event, random_subscriptions
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -173,10 +173,7 @@ def test_string_pivots_are_searched_by_predicate_id():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trees=st.lists(exprs, min_size=1, max_size=10), evs=st.lists(events, min_size=1, max_size=6))
 def test_every_operator_matches_oracle(variant, trees, evs):
-    subs = subscriptions_of(trees)
-    matcher = make(variant, Dictionary())
-    matcher.add(subs)
-    check(matcher, {s.id: s for s in subs}, evs)
+    differential.check_trees(make(variant, Dictionary()), trees, evs)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

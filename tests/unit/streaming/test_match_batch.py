@@ -12,7 +12,7 @@ import pytest
 from matchers.events import flatten
 from matchers.expr import Subscription, pred
 from matchers.oracle import match as oracle_match
-from streaming import executor_cache, notifications
+from streaming import notifications
 from streaming.config import Settings
 from streaming.kafka.offsets import OffsetRange
 from streaming.match import (
@@ -37,12 +37,7 @@ from tests.strategies import random_event, random_subscriptions
 
 from .helpers import NO_KAFKA, ModelRegistry, kafka_batch, record_batch
 
-
-@pytest.fixture(autouse=True)
-def empty_cache():
-    executor_cache.clear()
-    yield
-    executor_cache.clear()
+pytestmark = pytest.mark.usefixtures("empty_cache")
 
 
 def settings_for(tmp_path, **match):

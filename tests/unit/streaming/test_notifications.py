@@ -49,3 +49,22 @@ def test_event_notes_give_the_same_record_for_every_subscription(sub, topic, par
         assert doc["id"] == notification_id(sid, topic, partition, offset) and doc["subscription"] == sid
         assert doc["event_id"] == event_id and doc["offset"] == offset and ("event" in doc) == with_event
         assert list(doc)[:2] == ["id", "subscription"]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+                     | st.text(), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                     max_leaves=6)
+
+
+@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=10), st.integers(0, 50), st.integers(0, 2**40),
+       _JSON, st.none() | st.integers(0, 2**50), st.integers(0, 2**50), st.integers(0, 2**31), st.booleans(),
+       st.none() | st.dictionaries(st.text(max_size=5), _JSON, max_size=4), st.text(max_size=30))
+def test_records_are_the_documented_fields_as_orjson_writes_them(sub, topic, partition, offset, event_id, event_ms,
+                                                                 matched_ms, batch, retro, event, note):
+    raw = None if event is None else b" " + orjson.dumps(event) + b"\n"
+    notes = EventNotes(topic, partition, offset, event_id, raw, event_ms, matched_ms, batch, retro)
+    fields = {"kind": "match", "event_id": event_id, "topic": topic, "partition": partition, "offset": offset,
+              "event_time_ms": event_ms, "matched_ms": matched_ms, "batch": batch, "retro": retro}
+    head = {"id": notification_id(sub, topic, partition, offset), "subscription": sub}
+    assert notes.encode(sub) == orjson.dumps({**head, **fields, **({} if event is None else {"event": event})})
+    assert notes.without_event(note).encode(sub) == orjson.dumps({**head, **fields, "note": note})

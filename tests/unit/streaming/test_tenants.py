@@ -6,7 +6,6 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from streaming import executor_cache
 from streaming.config import ConfigError, Settings
 from streaming.config_sources import load
 from streaming.executor_cache import IndexSpec
@@ -26,11 +25,7 @@ EXISTS = {"notifications.acme.orders", "notifications.acme.audit", "notification
 """The topics the broker of these tests has (besides the tenants' own)."""
 
 
-@pytest.fixture(autouse=True)
-def empty_cache():
-    executor_cache.clear()
-    yield
-    executor_cache.clear()
+pytestmark = pytest.mark.usefixtures("empty_cache")
 
 
 def settings_for(tmp_path, **tenants):

@@ -7,20 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matchers.vci.baselines import DirectList, IntervalTree
 from matchers.vci.interval_index import IntervalIndex, bitmap_bytes
 from matchers.vci.layout import SCHEMES, distance_table, geometry, lengths
+from scripts.bench.vci import make
 from tests.unit.vci.naive import stab_cells
 
 ALL = sorted(SCHEMES)
-
-
-def _make(kind: str, R: int, L: int):
-    if kind == "Dlist":
-        return DirectList(R)
-    if kind == "tree":
-        return IntervalTree(R)
-    return IntervalIndex(R, L, kind)
 
 
 def _check(index, live: dict[int, tuple[int, int]], R: int) -> None:
@@ -45,7 +37,7 @@ def _random_intervals(rng, n, R, W, first_id=0):
 @pytest.mark.parametrize("R,L,W", [(1, 1, 0), (7, 4, 6), (97, 8, 40), (300, 16, 300)])
 def test_insert_delete_reinsert_matches_brute_force(kind, R, L, W):
     rng = np.random.default_rng(R * 31 + L)
-    index = _make(kind, R, L)
+    index = make(kind, R, L)
     live: dict[int, tuple[int, int]] = {}
     next_id = 0
     for _ in range(4):

@@ -15,7 +15,7 @@ from matchers.events import Dictionary
 from matchers.expr import And, Not, Or, Subscription, pred
 from matchers.phase1 import PredicateIndex, RangeEvaluator
 from matchers.vci import VciMatcher, VciRangeEvaluator, interval_form
-from tests.differential import check, insert_delete
+from tests.differential import check_pickled, insert_delete, no_regex
 from tests.strategies import random_event, random_subscriptions
 
 NUMS = (-1e9, -3, -1, 0, 0.5, 1, 2, 2.5, 3, 7, 10, 1e3)
@@ -131,24 +131,7 @@ def test_phase1_vci_equals_sorted_ranges(seed):
 
 
 def test_matcher_pickles_and_keeps_answering():
-    import pickle
-
     rng = random.Random(9)
-    subs = [_interval_sub(rng, i) for i in range(100)] + _no_regex(random_subscriptions(rng, 50))
+    subs = [_interval_sub(rng, i) for i in range(100)] + no_regex(random_subscriptions(rng, 50))
     subs = list({s.id: s for s in subs}.values())
-    events = [_event(rng) | random_event(rng) for _ in range(40)]
-    matcher = create("vci", L=8)
-    matcher.add(subs)
-    before = matcher.match_events(events)
-    clone = pickle.loads(pickle.dumps(matcher))
-    assert clone.match_events(events) == before
-    clone.remove([s.id for s in subs[:30]])
-    live = {s.id: s for s in subs[30:]}
-    check(clone, live, events)
-
-
-def _no_regex(subs):
-    """Subscriptions without string operators: the phase-1 string evaluator's RE2 sets do not pickle (yet)."""
-    from matchers.expr import STRING_OPS, predicates
-
-    return [s for s in subs if all(p.op not in STRING_OPS for p in predicates(s.expr))]
+    check_pickled(create("vci", L=8), subs, [_event(rng) | random_event(rng) for _ in range(40)], 30)

@@ -24,6 +24,29 @@ SECURE = {
     "kafka.acks": "all",
     "subscribe": "events",
 }
+# the consumer settings of SECURE in the Java client's and in librdkafka's names
+JAVA_CONSUMER = {
+    "kafka.bootstrap.servers": "b1:9093,b2:9093",
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "PLAIN",
+    "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                              'username="alice" password="s3cret";',
+    "kafka.ssl.truststore.location": "/etc/ca.pem",
+    "kafka.ssl.truststore.type": "PEM",
+    "kafka.ssl.endpoint.identification.algorithm": "",
+    "kafka.request.timeout.ms": "40000",
+    "kafka.fetch.max.wait.ms": "200",
+}
+RDKAFKA_CONSUMER = {
+    "bootstrap.servers": "b1:9093,b2:9093",
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "alice",
+    "sasl.password": "s3cret",
+    "ssl.ca.location": "/etc/ca.pem",
+    "ssl.endpoint.identification.algorithm": "none",
+    "socket.timeout.ms": 40000,
+}
 
 
 def test_options_map_to_typed_kafka_python_arguments() -> None:
@@ -94,20 +117,18 @@ def test_spark_options_round_trip() -> None:
     assert pickle.loads(pickle.dumps(config)) == config  # travels to the executors
 
 
-def test_rdkafka_properties_from_the_one_table() -> None:
-    config = KafkaClientConfig.from_spark_options(SECURE)
-    assert config.rdkafka("consumer") == {
-        "bootstrap.servers": "b1:9093,b2:9093",
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "alice",
-        "sasl.password": "s3cret",
-        "ssl.ca.location": "/etc/ca.pem",
-        "ssl.endpoint.identification.algorithm": "none",
-        "socket.timeout.ms": 40000,
-    }
-    producer = config.rdkafka("producer")
-    assert producer["acks"] == "all" and "fetch.wait.max.ms" not in producer
+@pytest.mark.parametrize(
+    ("spelling", "consumer", "acks", "fetch_wait"),
+    [("rdkafka", RDKAFKA_CONSUMER, "acks", "fetch.wait.max.ms"),
+     ("java_options", JAVA_CONSUMER, "kafka.acks", "kafka.fetch.max.wait.ms")],
+)
+def test_client_properties_from_the_one_table(spelling: str, consumer: dict, acks: str, fetch_wait: str) -> None:
+    """librdkafka's and the Java client's names: the consumer's settings, and the producer's acks
+    (the consumer's fetch wait left out)."""
+    options = getattr(KafkaClientConfig.from_spark_options(SECURE), spelling)
+    assert options("consumer") == consumer
+    producer = options("producer")
+    assert producer[acks] == "all" and fetch_wait not in producer
 
 
 def test_every_librdkafka_name_of_the_table_is_one_librdkafka_knows() -> None:
@@ -152,22 +173,8 @@ def test_redact_hides_every_secret_and_nothing_else() -> None:
     assert "s3cret" not in repr(shown)
 
 
-def test_java_options_use_the_java_client_names() -> None:
-    config = KafkaClientConfig.from_spark_options(SECURE)
-    assert config.java_options("consumer") == {
-        "kafka.bootstrap.servers": "b1:9093,b2:9093",
-        "kafka.security.protocol": "SASL_SSL",
-        "kafka.sasl.mechanism": "PLAIN",
-        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                                  'username="alice" password="s3cret";',
-        "kafka.ssl.truststore.location": "/etc/ca.pem",
-        "kafka.ssl.truststore.type": "PEM",
-        "kafka.ssl.endpoint.identification.algorithm": "",
-        "kafka.request.timeout.ms": "40000",
-        "kafka.fetch.max.wait.ms": "200",
-    }
-    producer = config.java_options("producer")
-    assert producer["kafka.acks"] == "all" and "kafka.fetch.max.wait.ms" not in producer
+def test_java_options_leave_the_client_choice_out_and_redact_the_login() -> None:
+    producer = KafkaClientConfig.from_spark_options(SECURE).java_options("producer")
     assert "kafkaClient" not in producer and REDACTED in redact(producer).values()
 
 

@@ -1,0 +1,197 @@
+"""Where an event's microseconds go in a match task, stage by stage, next to each stage's limit.
+
+On the embedded Apache Kafka broker, one process runs a match task's stages in turn over
+the same ``--events`` Fabret W1 event records (100,000 subscriptions, matcher ``dynamic``,
+the notifications carrying the whole event, as :mod:`scripts.bench.e2e`), and times each
+in CPU seconds of this process (librdkafka's threads included, the broker's CPU not):
+
+* **read**: :func:`streaming.kafka.fetch.read_range`, the task's read of its offset range into
+  Arrow batches; its limit: a bare confluent-kafka consumer taking the same records;
+* **prepare**: :class:`~streaming.match.executor.PreparedBatch` (the batch's columns as lists);
+* **scan**: the one pass over the JSON bytes into the matcher's encoding
+  (:func:`matchers.events.encode_json`); its limit: ``orjson.loads`` of the same bytes alone
+  (a parse, without the encoding);
+* **event ids**: the rest of :func:`~streaming.match.executor.read_batch`, each event's id
+  and validity read from its span;
+* **match**: the matcher's kernels on the encoded batch (this stage is its own limit);
+* **notify**: :func:`~streaming.match.executor.notify`, the notification records of the matches;
+* **produce**: :func:`streaming.kafka.sink.produce_batches` of those records, every one
+  acknowledged; its limit: a bare confluent-kafka producer sending the same records.
+
+Each figure is the best of ``--rounds`` rounds (after one round of warm-up) in µs per event; the per-micro-batch costs
+(the Spark job, the trigger's steps) are :mod:`scripts.bench.e2e`'s. Results:
+``docs/bench/stages.json`` and a section of ``docs/e2e.md``.
+
+Run ``python -m scripts.bench.stages [--events 20000] [--subs 100000] [--rounds 3] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+
+from scripts.bench import kit
+from scripts.bench.feed import produce_all, workload_events, workload_subscriptions
+
+STAGES = ("read", "prepare", "scan", "event ids", "match", "notify", "produce")
+LIMITS = {"read": "bare consumer", "scan": "orjson.loads alone", "match": "the kernels (this stage)",
+          "produce": "bare producer"}
+
+
+class _Clock:
+    """Best µs of CPU per event of each named stage over the rounds (``with clock("read"): ...``)."""
+
+    def __init__(self, n_events: int):
+        self.n = n_events
+        self.best: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t = time.process_time()
+        yield
+        self.note(name, 1e6 * (time.process_time() - t) / self.n)
+
+    def note(self, name: str, us: float) -> None:
+        self.last[name] = us
+        self.best[name] = min(us, self.best.get(name, float("inf")))
+
+
+def _bare_consume(bootstrap: str, topic: str, n: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streaming.kafka.client_config import KafkaClientConfig
+
+    c = Consumer({**KafkaClientConfig.create(bootstrap).rdkafka("consumer"), "group.id": "stages",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    while got < n:
+        for msg in c.consume(10_000, timeout=5.0):
+            if msg.error() is None:
+                got += 1
+    c.close()
+    return got
+
+
+def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int = 7) -> dict[str, Any]:
+    """µs per event of each stage and limit, best of ``rounds``; also the events the scan left to
+    the general path (``slow_path``, in one round)."""
+    from matchers.catalog import create
+    from matchers.events import encode_json
+    from streaming.kafka.admin import ensure_topics
+    from streaming.kafka.client_config import KafkaClientConfig
+    from streaming.kafka.fetch import read_range
+    from streaming.kafka.offsets import OffsetRange
+    from streaming.kafka.sink import produce_batches
+    from streaming.match import executor
+    from streaming.match.tasks import BatchContext, out_batch
+    from streaming.notifications import PAYLOAD_EVENT
+    from streaming.records import DEFAULT_LIMITS
+
+    kafka = KafkaClientConfig.create(bootstrap)
+    ensure_topics(kafka, {"events": 1, "notifications": 1, "bare": 1})
+    events = workload_events(n_events, seed)
+    produce_all(bootstrap, "events", [(None, orjson.dumps({"id": f"e{i}", **e})) for i, e in enumerate(events)],
+                "events", total=n_events)
+    matcher = create("dynamic")
+    matcher.add(list(workload_subscriptions(n_subs, seed)))
+    ctx = BatchContext(0, time.time(), None, "notifications", "errors", PAYLOAD_EVENT, "id",  # type: ignore[arg-type]  # no index spec: the matcher is given
+                       "valid_until", 3600.0, kafka, DEFAULT_LIMITS)
+    rng = OffsetRange("events", 0, 0, n_events)
+    clock = _Clock(n_events)
+    matches = 0
+    for r in range(rounds + 1):  # round 0 warms up: clients connected, kernels compiled
+        if r == 1:
+            clock.best.clear()
+        with clock("read"):
+            batches = list(read_range(kafka, rng))
+        with clock("limit read"):
+            _bare_consume(bootstrap, "events", n_events)
+        with clock("prepare"):
+            prepared = [executor.PreparedBatch(rb, DEFAULT_LIMITS) for rb in batches]
+        values = [v or b"" for p in prepared for v in p.values]
+        with clock("limit scan"):
+            for v in values:
+                orjson.loads(v)
+        slow: list[int] = []
+        with clock("scan"):
+            for p in prepared:
+                encode_json([v or b"" for v in p.values], matcher.dictionary, slow.append, DEFAULT_LIMITS.scan(),
+                            ("id", "valid_until"), encode_flat=matcher.encode)
+        with clock("read events"):
+            read = [executor.read_batch(matcher, p, ctx, []) for p in prepared]
+        clock.note("event ids", clock.last["read events"] - clock.last["scan"])
+        with clock("match"):
+            results = [matcher.match(b) for b, _ in read]
+        matches = sum(res.total for res in results)
+        outs = [executor.Out([], [], []) for _ in prepared]
+        with clock("notify"):
+            for p, (_, kept), res, out in zip(prepared, read, results, outs, strict=True):
+                executor.notify(p, kept, res, matcher, ctx, out, [], [])
+        sent_batches = [out_batch(*o) for o in outs if o.values]
+        with clock("produce"):
+            sent = produce_batches(kafka, None, iter(sent_batches))
+        records = [(k, v) for o in sent_batches
+                   for k, v in zip(o.column("key").to_pylist(), o.column("value").to_pylist(), strict=True)]
+        with clock("limit produce"):
+            produce_all(bootstrap, "bare", records, "bare", progress=False)
+        print(f"round {r}/{rounds}{' (warm-up)' if r == 0 else ''}: {sent} records, load {kit.load_avg()}", flush=True)
+    best = clock.best
+    return {"us_per_event": best, "matches_per_event": matches / n_events, "slow_path": len(slow),
+            "record_bytes": sum(len(v) for v in values) / n_events}
+
+
+def render(rec: dict[str, Any]) -> str:
+    """The stages' table of one record."""
+    best = rec["results"]["us_per_event"]
+    rows = []
+    for s in STAGES:
+        limit = best.get(f"limit {s}", best[s] if s == "match" else None)
+        rows.append((s, f"{best[s]:.2f}", LIMITS.get(s, "-"), "-" if limit is None else f"{limit:.2f}",
+                     "-" if limit is None or limit <= 0 else f"{best[s] / limit:.1f}x"))
+    rows.append(("**all stages**", f"**{sum(best[s] for s in STAGES):.2f}**", "", "", ""))
+    p = rec["params"]
+    head = (f"{p['events']:,} events of {rec['results']['record_bytes']:.0f} bytes, {p['subs']:,} W1 subscriptions "
+            f"(`dynamic`), {rec['results']['matches_per_event']:.2f} notifications per event, best of "
+            f"{p['rounds']} rounds, {rec['date']} {rec['time_utc']} UTC, load {rec['load_avg']}; command "
+            f"`{rec['command']}`.\n\n")
+    return head + kit.table(("stage", "µs of CPU per event", "its limit", "limit µs", "stage / limit"), rows, "lrlrr")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=20_000)
+    ap.add_argument("--subs", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="5,000 events, 20,000 subscriptions, one round")
+    ap.add_argument("--bootstrap", help="a running broker (default: an embedded one for this run)")
+    ap.add_argument("--no-record", action="store_true", help="print only; docs/ unchanged")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.events, args.subs, args.rounds = 5_000, 20_000, 1
+    kit.one_thread()
+    params = {"events": args.events, "subs": args.subs, "rounds": args.rounds}
+    if args.bootstrap:
+        results = measure(args.bootstrap, args.events, args.subs, args.rounds)
+    else:
+        from streaming.kafka.broker import EmbeddedBroker
+
+        with EmbeddedBroker() as broker:
+            results = measure(broker.bootstrap_servers, args.events, args.subs, args.rounds)
+    rec = kit.record(params, results)
+    text = render(rec)
+    print(text)
+    if not args.no_record:
+        kit.save("stages", rec)
+        kit.write_section(kit.DOCS / "e2e.md", text, "<!-- stages:begin -->", "<!-- stages:end -->")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
