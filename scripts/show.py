@@ -1,4 +1,5 @@
-"""Show the service's topics (partitions, records) and the state of both registries (boolean subscriptions and patterns).
+"""Show the service's topics (partitions, records) and the state of both registries (the columnar one of the
+match query, and the patterns').
 
 Examples::
 
@@ -40,26 +41,33 @@ def show_topics(settings: Settings, client: KafkaClientConfig) -> None:
 
 
 def show_registry(settings, n_subs: int) -> None:
+    """The columnar registry's latest version (read from its files, changing nothing) and its first
+    ``n_subs`` expressions by id."""
+    import pyarrow.compute as pc
+
     from matchers.expr import to_text
-    from streaming.registry import RegistryError, load_state
+    from streaming.registry import RegistryError
+    from streaming.registry_columns import EXPRESSION, files
+    from streaming.registry_columns.shards import subscriptions
     from streaming.storage import Directory
 
-    directory = settings.registry_dir
-    if not Directory(directory).exists():
-        print(f"registry: none at {directory}")
+    directory = Directory(settings.registry_columns_dir)
+    if not directory.exists():
+        print(f"registry: none at {directory.uri}")
         return
     try:
-        state = load_state(directory)
+        table, stamp = files.shard_table(directory, files.latest_version(directory), 0, 1)
     except RegistryError as exc:
         print(f"registry: unreadable: {exc}")
         return
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state.time)) if state.time else "-"
-    print(f"registry: {directory} version={state.version} subscriptions={len(state.subscriptions)} "
-          f"last batch={state.batch_id} at {stamp}")
-    for sub_id in sorted(state.subscriptions)[:n_subs]:
-        sub = state.subscriptions[sub_id]
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp.time)) if stamp.time else "-"
+    expressions = table.filter(pc.equal(table.column("kind"), EXPRESSION))
+    print(f"registry: {directory.uri} version={stamp.version} subscriptions={table.num_rows} "
+          f"expressions={expressions.num_rows} last batch={stamp.batch_id} at {when}")
+    first = expressions.take(pc.sort_indices(expressions.column("id"))[:n_subs])
+    for sub in subscriptions(first):
         expires = f" expires={sub.expires}" if sub.expires is not None else ""
-        print(f"  {sub_id}: {to_text(sub.expr)}{expires}")
+        print(f"  {sub.id}: {to_text(sub.expr)}{expires}")
 
 
 def show_patterns(settings, n_subs: int) -> None:

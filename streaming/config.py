@@ -327,7 +327,13 @@ class Settings:
 
     @property
     def registry_dir(self) -> str:
+        """The pickled registry of earlier releases (read once, to convert it: :attr:`registry_columns_dir`)."""
         return join(self.checkpoint, "registry")
+
+    @property
+    def registry_columns_dir(self) -> str:
+        """The subscription registry (:class:`streaming.registry_columns.ColumnRegistry`)."""
+        return join(self.checkpoint, "registry-columns")
 
     @property
     def validity_dir(self) -> str:

@@ -1,13 +1,14 @@
 """The index each Python worker keeps between micro-batches, keyed by registry version.
 
 Spark reuses its Python worker processes across batches, so a module-level cache
-survives: a worker brings its matcher from the version it holds to the version a
-batch needs with the deltas shipped along with the batch or, when it has no index (a
-new worker, a restart), holds a newer version than the batch (a replayed batch), or is
-further behind than the shipped deltas reach, rebuilds from the snapshot the driver
-broadcast (``IndexSpec.base``: one broadcast per shard) plus the shipped deltas after it. Executors never read
-the registry's files: everything comes through Spark, so nothing an executor needs
-lives on the driver's disk.
+survives: a worker brings its matcher from the version it holds to the version a batch
+needs by reading the registry's deltas after its own (:func:`~streaming.registry_columns.shards.catch_up`)
+or, when it has no index (a new worker, a restart), holds a newer version than the batch
+(a replayed batch), or is further behind than ``max_catchup`` versions, builds it from its
+shard of the registry's files (:func:`~streaming.registry_columns.shards.build_shard`). The
+driver sends only the registry's location and the version: its memory does not grow with
+the subscriptions, and the location is one every executor reaches (a shared disk, HDFS, S3),
+as the checkpoint is.
 
 With ``IndexSpec.app_id`` set the index is shared by the Python workers of the machine
 (:mod:`streaming.shared_index`): a worker first maps the newest version another one
@@ -33,8 +34,10 @@ from typing import Any
 from matchers.base import Matcher
 from matchers.catalog import create
 from matchers.collector import long_lived
+from matchers.expr import DEFAULT_MAX_TERMS
 from streaming import shared_index
-from streaming.registry import Delta, RegistryError, Snapshot, apply_deltas, net_changes
+from streaming.registry_columns import shards as registry_shards
+from streaming.registry_columns.files import MissingFile
 
 IndexKey = tuple[str, str, int, int, tuple[tuple[str, Any], ...]]
 """What a cached index is kept under: registry, matcher, shard, shards, parameters."""
@@ -42,62 +45,45 @@ IndexKey = tuple[str, str, int, int, tuple[tuple[str, Any], ...]]
 
 @dataclass(frozen=True)
 class IndexSpec:
-    """What a batch needs: which index, at which version, and the state to reach it.
+    """What a batch needs: which index, and at which version of the registry.
 
-    Checked as it is made (by :func:`dataclasses.replace` too), on the driver: a wrong ``base``, ``shard`` or
-    ``shards`` is an error there, not on a worker.
+    Checked as it is made (by :func:`dataclasses.replace` too), on the driver: a wrong
+    ``shard`` or ``shards`` is an error there, not on a worker.
 
     Parameters
     ----------
-    registry : the registry's URI (with ``matcher``, the key of the cached index).
+    registry : the columnar registry's location (a URI every executor reaches; with
+        ``matcher``, the key of the cached index).
     matcher : matcher name.
     version : the registry version the batch matches against.
-    deltas : consecutive deltas up to ``version``, reaching back at least to ``base``, each a
-        :class:`Delta` or a Spark broadcast of one (:attr:`shipped` gives the deltas).
     max_catchup : a cached index further behind is rebuilt rather than caught up.
-    base : one Spark broadcast (anything with ``.value``) per shard, ``shards`` in all (a
-        1-tuple for one shard), each of the :class:`Snapshot` of that shard's subscriptions at
-        one version at or below ``version`` whose later deltas are all in ``deltas`` (a worker
-        building a shard loads that shard only); ``()`` when none is shipped (a worker that
-        must build then fails with :class:`RegistryError`).
     shard, shards : the index holds the subscriptions of shard ``shard`` of ``shards``
         (:func:`shard_of`).
     app_id : the Spark application whose workers share the index on each machine
         (``None``: not shared).
     params : the matcher's parameters (``[match.params]``), sorted ``(name, value)`` pairs.
+    max_terms : the bound the driver accepted the expressions under (``match.max_terms``): the
+        worker parses the stored records under it again.
 
     Raises
     ------
-    TypeError
-        If ``base`` is not a tuple, or holds something without ``.value`` (a bare :class:`Snapshot`).
     ValueError
-        If ``shard`` is not one of ``0 .. shards - 1``, or ``base`` holds other than ``shards`` broadcasts.
+        If ``shard`` is not one of ``0 .. shards - 1``.
     """
 
     registry: str
     matcher: str
     version: int
-    deltas: tuple[Any, ...] = ()
     max_catchup: int = 20
-    base: tuple[Any, ...] = ()
     shard: int = 0
     shards: int = 1
     app_id: str | None = None
     params: tuple[tuple[str, Any], ...] = ()
+    max_terms: int = DEFAULT_MAX_TERMS
 
     def __post_init__(self) -> None:
         if not 0 <= self.shard < self.shards:
             raise ValueError(f"index spec: shard {self.shard} of {self.shards} (shards are 0 .. shards - 1)")
-        if not isinstance(self.base, tuple):
-            raise TypeError(f"index spec: base is a tuple of one snapshot broadcast per shard (a 1-tuple for "
-                            f"one shard), not a {type(self.base).__name__}")
-        if self.base and len(self.base) != self.shards:
-            raise ValueError(f"index spec: base holds {len(self.base)} snapshot broadcasts for {self.shards} "
-                             "shards (one per shard)")
-        for part in self.base:  # .value itself is not read: on the driver it may load the snapshot
-            if not (hasattr(type(part), "value") or "value" in getattr(part, "__dict__", ())):
-                raise TypeError(f"index spec: base holds a {type(part).__name__}, not a broadcast (with .value) "
-                                "of a shard's snapshot")
 
     @property
     def key(self) -> IndexKey:
@@ -106,16 +92,6 @@ class IndexSpec:
     def holds(self, sub_id: str) -> bool:
         """Whether subscription ``sub_id`` belongs to this index's shard."""
         return self.shards == 1 or shard_of(sub_id, self.shards) == self.shard
-
-    @property
-    def shipped(self) -> list[Delta]:
-        """The shipped deltas (a broadcast one is loaded once per Python worker, by Spark)."""
-        return [d if isinstance(d, Delta) else d.value for d in self.deltas]
-
-    def deltas_after(self, version: int) -> list[Delta] | None:
-        """The shipped deltas ``version + 1 .. self.version``, or ``None`` if some are not shipped."""
-        out = [d for d in self.shipped if version < d.version <= self.version]
-        return out if [d.version for d in out] == list(range(version + 1, self.version + 1)) else None
 
 
 @dataclass
@@ -148,46 +124,29 @@ def shard_of(sub_id: str, shards: int) -> int:
     return zlib.crc32(sub_id.encode("utf-8")) % shards
 
 
-def apply(matcher: Matcher, deltas: list[Delta], spec: IndexSpec) -> None:
-    """Bring ``matcher`` (of ``spec``'s shard) forward by consecutive ``deltas``."""
-    deletes, upserts = net_changes(deltas)
-    matcher.remove(i for i in deletes if spec.holds(i))
-    matcher.add(s for s in upserts if spec.holds(s.id))
-
-
 def build(spec: IndexSpec) -> Matcher:
-    """A new matcher holding the registry at ``spec.version`` (broadcast snapshot plus shipped deltas).
+    """A new matcher holding ``spec``'s shard of the registry at ``spec.version``, from its files.
 
     Raises
     ------
     RegistryError
-        If the spec has no snapshot, or its snapshot and deltas do not make ``spec.version``.
+        If that version is not stored (pruned, or never written) or a file is unreadable.
     """
-    if not spec.base:
-        raise RegistryError(f"no registry snapshot shipped for version {spec.version} of {spec.registry}")
-    base = spec.base[spec.shard]
-    snap: Snapshot = base.value
-    later = spec.deltas_after(snap.version) if snap.version <= spec.version else None
-    if later is None:
-        raise RegistryError(f"the shipped snapshot (version {snap.version}) and deltas "
-                            f"{[d.version for d in spec.shipped]} do not make version {spec.version} of {spec.registry}")
-    subscriptions = apply_deltas(dict(snap.subscriptions), later)
-    vars(base).pop("_value", None)  # a pyspark Broadcast keeps its value: the worker needs only the index
-    matcher = create(spec.matcher, **dict(spec.params))
-    matcher.add(s for s in subscriptions.values() if spec.holds(s.id))
-    return matcher
+    return registry_shards.build_shard(spec.registry, spec.version, spec.shard, spec.shards,
+                                       lambda: create(spec.matcher, **dict(spec.params)), max_terms=spec.max_terms)
 
 
 def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
-    """Try to move ``entry`` forward to ``spec.version``; False if it must be rebuilt."""
+    """Try to move ``entry`` forward to ``spec.version``; False if it must be rebuilt (too far
+    behind, ahead, or the deltas it needs were pruned)."""
     if entry.version > spec.version or spec.version - entry.version > spec.max_catchup:
-        return False
-    shipped = spec.deltas_after(entry.version)
-    if shipped is None:
         return False
     try:
         with long_lived():
-            apply(entry.matcher, shipped, spec)
+            registry_shards.catch_up(entry.matcher, spec.registry, entry.version, spec.version, spec.shard,
+                                     spec.shards, max_terms=spec.max_terms)
+    except MissingFile:  # a delta it needs was pruned (read before anything is applied)
+        return False
     except BaseException:
         _CACHE.pop(spec.key, None)  # half-applied: never serve it again
         raise

@@ -268,6 +268,14 @@ def parse_change(
         # a pattern is a stateful (Cayuga) subscription: the patterns query owns it; an id
         # names one kind of subscription at a time, so a boolean subscription of that id goes away
         return Change(DELETE, sub_id, None, position)
+    return expression_change(sub_id, obj, key, value, position, parse, max_terms, limits, targets)
+
+
+def expression_change(sub_id: str, obj: dict[str, Any], key: bytes | None, value: bytes | None, position: Position,
+                      parse: SubscriptionParser, max_terms: int = DEFAULT_MAX_TERMS,
+                      limits: LimitsSettings = DEFAULT_LIMITS, targets: bool = False) -> Change | ErrorRecord:
+    """The upsert of an expression subscription whose envelope is read (:func:`read_envelope`),
+    or its error record (``targets`` as in :func:`parse_change`)."""
     record = {k: v for k, v in obj.items() if k != "op" and not (targets and k == "target")}
     record["id"] = sub_id
     target = obj.get("target") if targets else None

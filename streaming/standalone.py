@@ -4,7 +4,7 @@ tests, one per test run, and `scripts.bench.cluster_memory`).
 A master and two workers (``--cores 1 --memory 1g``), each worker in its own temporary
 directory (its cwd and ``--work-dir``, never the repository) and with no ``PYTHONPATH``:
 what the executors need must come through Spark (``spark.executorEnv.PYTHONPATH``, the
-registry broadcast, the task results) or the checkpoint location.
+tasks' functions) or the checkpoint location (the registry's files).
 """
 
 from __future__ import annotations

@@ -32,6 +32,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from matchers.expr import Subscription
 from streaming.config import TOPIC_NAME
 from streaming.records import (
@@ -69,6 +72,12 @@ def parts(internal: str) -> tuple[str, str | None, str]:
         return OPERATOR, None, internal
     tenant, _, target = head.partition(TARGET)
     return tenant, target or None, sub_id
+
+
+def targets_of(internal: pa.Array) -> pa.Array:
+    """The target topic of each internal id (``""``: none), as :func:`parts` finds it, vectorised."""
+    found = pc.extract_regex(internal, r"^[^:>]*>(?P<target>[^:]*):")
+    return pc.fill_null(pc.struct_field(found, [0]), "")
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,20 @@ class Tenants:
             return (f"subscription {sub_id!r}: target topic {target!r} is not allowed to tenant {tenant!r}: a "
                     f"target is a topic name starting with {prefix!r} (tenants.targets), none of the service's own")
         return None
+
+    def refuse_target(self, tenant: str, sub_id: str, target: str, topic_exists: Callable[[str], bool]) -> str | None:
+        """Why ``tenant``'s upsert of ``sub_id`` naming ``target`` is refused (not allowed, or a
+        missing topic), or ``None``."""
+        reason = self.target_refusal(tenant, sub_id, target)
+        if reason is None and not topic_exists(target):
+            reason = f"subscription {sub_id!r}: target topic {target!r} does not exist (the operator creates it)"
+        return reason
+
+    def refusal(self, tenant: str, sub_id: str, quota: str, held: int) -> str | None:
+        """The reason refusing ``tenant``'s upsert of ``sub_id`` that makes it hold ``held`` of
+        ``quota`` (``None``: within it)."""
+        reason = self.over_quota(tenant, quota, held)
+        return None if reason is None else f"subscription {sub_id!r} refused: {reason}"
 
     def at_instance_quota(self, live: Mapping[str, int]) -> frozenset[str]:
         """The tenants whose live pattern instances (``live``, summed over the state partitions
@@ -305,10 +328,7 @@ class Admission:
     def _refusal(self, tenant: str, change: Change, books: Books, old: str, new: str) -> str | None:
         """Why a change is refused (a target, a quota), or ``None``."""
         if change.target is not None:
-            reason = self.tenants.target_refusal(tenant, change.id, change.target)
-            if reason is None and not self.topic_exists(change.target):
-                reason = (f"subscription {change.id!r}: target topic {change.target!r} does not exist "
-                          "(the operator creates it)")
+            reason = self.tenants.refuse_target(tenant, change.id, change.target, self.topic_exists)
             if reason is not None:
                 return reason
         if not tenant or change.op == DELETE:
@@ -316,9 +336,9 @@ class Admission:
         used = books.usage.get(tenant, [0, 0])
         (old_n, old_p), (new_n, new_p) = _cost(books.held(old)), _cost(change.subscription)
         for quota, held in (("subscriptions", used[0] - old_n + new_n), ("predicates", used[1] - old_p + new_p)):
-            reason = self.tenants.over_quota(tenant, quota, held)
+            reason = self.tenants.refusal(tenant, change.id, quota, held)
             if reason is not None:
-                return f"subscription {change.id!r} refused: {reason}"
+                return reason
         return None
 
     def _books(self, registry: Registry) -> Books:

@@ -3,7 +3,8 @@
 ``python -m scripts.bench.shared_index [--quick] [--matchers counting kindex] [--n-subs 100000]
 [--workers 1 2 4] [--workload fabret-w0]``
 
-A registry with the workload's subscriptions is written to a temporary directory. For
+A columnar registry with the workload's subscriptions (version 1, snapshotted) and a delta
+(version 2) is written to a temporary directory. For
 each matcher, mode (``own``: ``match.shared_index = false``, each worker builds its
 index; ``shared``: one index per machine) and number of workers N, N spawned processes
 stand in for the Python workers of one executor: each loads the kernels on a few
@@ -30,7 +31,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
-from types import SimpleNamespace
 
 from scripts.bench import kit
 
@@ -106,8 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scripts.workloads import generate
     from streaming import shared_index
     from streaming.executor_cache import IndexSpec
-    from streaming.records import DELETE, UPSERT, Change
-    from streaming.registry import Registry, load_state
+    from streaming.registry_columns import ChangeBatch, ColumnRegistry
+    from streaming.registry_columns.migrate import upserts_of
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="10,000 subscriptions, 1 and 2 workers, counting")
@@ -127,22 +127,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|")
     catch_ups = []
     with tempfile.TemporaryDirectory() as registry_dir:
-        reg = Registry(registry_dir)
+        reg = ColumnRegistry(registry_dir)
         subs = workload.subscriptions
-        reg.append(0, [Change(UPSERT, s.id, s) for s in subs], time.time())
+        reg.apply(0, upserts_of({s.id: s for s in subs}), time.time())
         reg.snapshot()
         n_change = min(500, len(subs) // 4)  # deletes, and as many new subscriptions (copies under new ids)
-        changes = [Change(DELETE, s.id, None) for s in subs[:n_change]]
-        changes += [Change(UPSERT, f"new-{s.id}", replace(s, id=f"new-{s.id}")) for s in subs[-n_change:]]
-        delta = reg.append(1, changes, time.time())
-        assert delta is not None
-        base = (SimpleNamespace(value=load_state(registry_dir, 1)),)  # as the driver's broadcast of version 1 (one shard)
+        changes = ChangeBatch.concat([ChangeBatch.of([s.id for s in subs[:n_change]], ["delete"] * n_change),
+                                      upserts_of({f"new-{s.id}": replace(s, id=f"new-{s.id}") for s in subs[-n_change:]})])
+        assert reg.apply(1, changes, time.time()).version == 2
         for matcher in args.matchers:
             for mode in ("own", "shared"):
                 for n in args.workers:
                     app_id = f"bench-{uuid.uuid4().hex[:8]}" if mode == "shared" else None
-                    spec = IndexSpec(registry_dir, matcher, 1, base=base, app_id=app_id)
-                    then = replace(spec, version=2, deltas=(delta,))
+                    spec = IndexSpec(registry_dir, matcher, 1, app_id=app_id)
+                    then = replace(spec, version=2)  # a catch-up by delta 2, read from the files
                     try:
                         print(summary(matcher, mode, n, run_workers(spec, n, warm, events)), flush=True)
                         if n == args.workers[-1]:

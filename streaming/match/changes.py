@@ -1,23 +1,31 @@
-"""A batch's subscription changes, on the driver: read, validated, recorded, and matched retroactively.
+"""A batch's subscription records, on the driver: read and parsed as columns, and the new
+subscriptions matched retroactively.
 
-* :func:`read_records`: the subscription records of the batch's offset ranges;
-* :func:`apply_changes`: parse them, append the accepted ones plus the deletes of expired
-  subscriptions to the registry as the next version (idempotent per batch id), and reject
-  bad ones as error records;
-* :func:`retro_notifications`: match new or changed subscriptions (:func:`new_subscriptions`)
-  against the still-valid events of earlier batches (:mod:`streaming.validity`).
+Everything here is columns (Arrow), never a Python object per subscription kept past the batch:
+
+* :func:`read_records`: the subscription records of the batch's offset ranges (:data:`RECORD_SCHEMA`);
+* :func:`parse_subscription_records`: one row per record
+  (:func:`~streaming.registry_columns.parse.parse_records`), with the interim rule for
+  patterns applied (:func:`without_patterns`); the rows go to
+  :func:`streaming.registry_columns.admit.admit` (tenants' ids, targets, quotas, expiry), whose
+  changes the registry applies;
+* :func:`new_subscriptions` and :func:`retro_notifications`: the expressions a version adds or
+  changes (read back from its delta) matched against the still-valid events of earlier
+  batches (:mod:`streaming.validity`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from matchers.catalog import create
-from matchers.expr import Subscription
+from matchers.expr import DEFAULT_MAX_TERMS, Subscription
 from streaming import notifications
 from streaming.config import LimitsSettings
 from streaming.kafka.client_config import KafkaClientConfig
@@ -25,94 +33,76 @@ from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetRange
 from streaming.records import (
     DEFAULT_LIMITS,
-    DELETE,
     EVENT,
-    UPSERT,
-    Change,
     ErrorRecord,
     Position,
     SubscriptionParser,
     error,
     flat_event,
-    parse_changes,
 )
-from streaming.registry import Delta, Registry
-from streaming.tenants import Admission, Tenants
+from streaming.registry_columns import DELETE, PATTERN, UPSERT, files
+from streaming.registry_columns.parse import PARSED_SCHEMA, parse_records
+from streaming.registry_columns.shards import subscriptions
+from streaming.storage import Directory
+from streaming.tenants import Tenants
 from streaming.validity import ValidEvent
 
-Row = tuple[bytes | None, bytes | None, str, int, int]
-"""A subscription record: ``(key, value, topic, partition, offset)``."""
+RECORD_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+                           ("partition", pa.int32()), ("offset", pa.int64())])
+"""Subscription records as the driver reads them (the Kafka source's columns it needs)."""
 
 
-class ChangeOutcome(NamedTuple):
-    """What a batch's subscription records did to the registry."""
-
-    delta: Delta | None
-    errors: list[ErrorRecord]
-    now: float
-    replay: bool
-    accepted: int
-    expired: int
+def records_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
+    """The :data:`RECORD_SCHEMA` columns of Kafka source rows (a collected micro-batch, a fetch)."""
+    table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+    return table.select(RECORD_SCHEMA.names).cast(RECORD_SCHEMA)
 
 
-def read_records(kafka: KafkaClientConfig, ranges: Iterable[OffsetRange]) -> list[Row]:
-    """``(key, value, topic, partition, offset)`` of the records in ``ranges``."""
-    rows: list[Row] = []
-    for rng in ranges:
-        for rb in read_range(kafka, rng):
-            cols = [rb.column(name).to_pylist() for name in ("key", "value", "topic", "partition", "offset")]
-            rows.extend(zip(*cols, strict=True))
-    return rows
+def read_records(kafka: KafkaClientConfig, ranges: Iterable[OffsetRange]) -> pa.Table:
+    """The records in ``ranges`` (:data:`RECORD_SCHEMA`)."""
+    parts = [records_table(rb) for rng in ranges for rb in read_range(kafka, rng)]
+    return pa.concat_tables(parts) if parts else RECORD_SCHEMA.empty_table()
 
 
-def apply_changes(
-    registry: Registry,
-    batch_id: int,
-    rows: Iterable[Row],
-    parse: SubscriptionParser,
-    max_terms: int,
-    now: float,
-    limits: LimitsSettings = DEFAULT_LIMITS,
-    admission: Admission | None = None,
-) -> ChangeOutcome:
-    """Validate a batch's subscription records and record them as the next registry version.
-
-    With tenants, ``admission`` gives the changes their tenant's ids and refuses those past
-    a quota (:mod:`streaming.tenants`). A replayed batch (its id at or below the last one
-    recorded) gets the version and the time it recorded the first time, so the same
-    subscriptions match its events. Subscriptions whose expiry time is at or before ``now``
-    are deleted in the same version.
-    """
-    ordered = sorted(rows, key=lambda r: (r[2], r[3], r[4]))
-    changes, errors = parse_changes(ordered, parse, max_terms, limits, targets=admission is not None)
-    if admission is not None:
-        changes, refused = admission.admit(registry, batch_id, changes, ordered)
-        errors += refused
-    if registry.is_replay(batch_id):
-        delta = registry.delta_of_batch(batch_id)
-        return ChangeOutcome(delta, errors, delta.time if delta else now, True, len(changes), 0)
-    final: dict[str, Change] = {}
-    for c in changes:
-        final.pop(c.id, None)
-        final[c.id] = c
-    expired = [Change(DELETE, i, None) for i in registry.expired(now) if i not in final]
-    expired += [Change(DELETE, c.id, None) for c in final.values()
-                if c.op == UPSERT and c.subscription.expires is not None and c.subscription.expires <= now]  # type: ignore[union-attr]  # an upsert carries its subscription
-    if admission is not None:
-        admission.account(registry, [*changes, *expired])
-    delta = registry.append(batch_id, [*changes, *expired], now)
-    return ChangeOutcome(delta, errors, now, False, len(changes), len(expired))
+def parse_subscription_records(records: pa.Table, parse: SubscriptionParser | None = None,
+                               max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
+                               targets: bool = False) -> pa.Table:
+    """The :data:`~streaming.registry_columns.parse.PARSED_SCHEMA` rows of a batch's records (in
+    their order: :func:`~streaming.registry_columns.admit.admit` judges them in offset order),
+    patterns turned into deletes (:func:`without_patterns`)."""
+    parsed = [parse_records(rb, parse, max_terms, limits, targets) for rb in records.to_batches() if rb.num_rows]
+    return without_patterns(pa.Table.from_batches(parsed, schema=PARSED_SCHEMA))
 
 
-def new_subscriptions(delta: Delta | None) -> list[Subscription]:
-    """Subscriptions a delta adds or changes (and does not delete again)."""
-    if delta is None:
+def without_patterns(parsed: pa.Table) -> pa.Table:
+    """The interim rule for patterns (until the patterns query reads this registry): the match
+    query stores none and reports none of their errors (the patterns query does); a pattern
+    record, accepted or not, deletes the expression of its id, as one id names one kind of
+    subscription at a time (what :func:`streaming.records.parse_change` does)."""
+    pattern = pc.equal(parsed.column("kind"), PATTERN)
+    if not pc.any(pattern).as_py():
+        return parsed
+    columns = []
+    for field in PARSED_SCHEMA:
+        column = parsed.column(field.name)
+        if field.name == "op":
+            column = pc.if_else(pattern, pa.scalar(DELETE, pa.int8()), column)
+        elif field.name in ("kind", "predicates"):
+            column = pc.if_else(pattern, pa.scalar(0, field.type), column)
+        elif field.name in ("record", "expires", "target", "error"):
+            column = pc.if_else(pattern, pa.scalar(None, field.type), column)
+        columns.append(column)
+    return pa.table(columns, schema=PARSED_SCHEMA)
+
+
+def new_subscriptions(directory: str | Directory, version: int, parse: SubscriptionParser | None = None,
+                      max_terms: int = DEFAULT_MAX_TERMS) -> list[Subscription]:
+    """The expressions registry ``version`` adds or changes (its delta's upserts, parsed again)."""
+    if version <= 0:
         return []
-    last: dict[str, Change] = {}
-    for c in delta.changes:
-        last.pop(c.id, None)
-        last[c.id] = c
-    return [c.subscription for c in last.values() if c.op == UPSERT]  # type: ignore[misc]  # an upsert carries its subscription
+    location = directory if isinstance(directory, Directory) else Directory(directory)
+    table, _ = files.read_delta(location, version)
+    return list(subscriptions(table.filter(pc.equal(table.column("op"), UPSERT)), parse, max_terms))
 
 
 def retro_notifications(

@@ -1,9 +1,8 @@
 """The "match" query: its foreachBatch function (:meth:`MatchJob.process`) and the driver's state.
 
 Each micro-batch hands off to the package's other modules: :mod:`~streaming.match.changes`
-(the subscription records become the registry's next version; new subscriptions meet the
-still-valid events of earlier batches), :mod:`~streaming.match.broadcast` (the registry as
-the tasks receive it), :mod:`~streaming.match.tasks` (the batch's tasks: event ranges times
+(the subscription records, as columns, become the columnar registry's next version; new
+subscriptions meet the still-valid events of earlier batches), :mod:`~streaming.match.tasks` (the batch's tasks: event ranges times
 groups of shards, pinned to executors on a cluster with shards, :mod:`streaming.placement`)
 and :mod:`~streaming.match.executor` (one RDD job: each task reads its event ranges from
 Kafka, matches them, produces its records itself and returns one row to the driver).
@@ -13,7 +12,11 @@ through :mod:`streaming.storage` from any Hadoop-compatible checkpoint location)
 driver reads the subscription records itself and never reads events, so a micro-batch
 runs one Spark job (none without events) and no record passes through the JVM. The first
 batch of a new checkpoint, whose start offsets Spark does not log, takes the records of
-the micro-batch DataFrame instead. Nothing an executor needs lives on the driver's disk.
+the micro-batch DataFrame instead. The driver keeps the registry as columns
+(:class:`~streaming.registry_columns.ColumnRegistry` under ``<checkpoint>/registry-columns``:
+no Python object per subscription) and sends the tasks its location and the batch's
+version; each executor builds or catches up its index from the registry's files, so the
+checkpoint location must be one every executor reaches (as it is for Spark's own state).
 """
 
 from __future__ import annotations
@@ -22,24 +25,24 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
-from dataclasses import replace
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from matchers.collector import long_lived
 from streaming.config import Settings
+from streaming.executor_cache import IndexSpec
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches
-from streaming.match.broadcast import RegistryBroadcast
 from streaming.match.changes import (
-    apply_changes,
+    RECORD_SCHEMA,
     new_subscriptions,
+    parse_subscription_records,
     read_records,
+    records_table,
     retro_notifications,
 )
 from streaming.match.executor import match_all_shards, match_pinned, match_ranges
@@ -55,10 +58,13 @@ from streaming.match.tasks import (
 )
 from streaming.metrics import BatchMetrics, StatusFile
 from streaming.placement import ShardAnchors, pinned_bins
-from streaming.records import SubscriptionParser, default_parser
-from streaming.registry import Registry, RegistryError
+from streaming.records import default_parser
+from streaming.registry import RegistryError
+from streaming.registry_columns import EXPRESSION, ColumnRegistry
+from streaming.registry_columns.admit import admit
+from streaming.registry_columns.migrate import convert_pickled
 from streaming.storage import Directory, join
-from streaming.tenants import Admission, Tenants
+from streaming.tenants import Tenants
 from streaming.validity import ValidityStore
 
 if TYPE_CHECKING:
@@ -110,6 +116,21 @@ def _topic_exists(client_config: KafkaClientConfig) -> Callable[[str], bool]:
     return exists
 
 
+def tenant_usage(tenants: Tenants, held: Mapping[tuple[str, int], tuple[int, int]], patterns: Iterable[str] = (),
+                 instances: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Each tenant's usage and quotas, for the status file: its expressions and their predicates
+    (``held``: :meth:`ColumnRegistry.held`), its patterns (the pattern registry's ids
+    ``patterns``) and its live pattern instances after the last patterns batch (``instances``)."""
+    count = Counter(Tenants.split(p)[0] for p in patterns)
+    live = instances or {}
+    out = {}
+    for t in tenants.names:
+        n, predicates = held.get((t, EXPRESSION), (0, 0))
+        out[t] = {"subscriptions": n, "predicates": predicates, "patterns": count[t],
+                  "pattern_instances": live.get(t, 0), "quotas": dict(tenants.quotas.get(t, {}))}
+    return out
+
+
 # -- the query -----------------------------------------------------------------------------
 class MatchJob:
     """The foreachBatch function of the match query and the state it keeps on the driver.
@@ -119,23 +140,23 @@ class MatchJob:
     settings : the service's settings.
     spark : the session.
     client_config : the Kafka client configuration (bootstrap servers resolved).
-    parse : subscription record parser (the language's by default).
+
+    Subscription records are parsed by the language's parser (:func:`~streaming.records.default_parser`),
+    as the executors parse the stored records again.
     """
 
-    def __init__(self, settings: Settings, spark: SparkSession, client_config: KafkaClientConfig,
-                 parse: SubscriptionParser | None = None):
+    def __init__(self, settings: Settings, spark: SparkSession, client_config: KafkaClientConfig):
         self.settings = settings
         self.spark = spark
         self.client_config = client_config
-        self.parse = parse or default_parser()
+        self.parse = default_parser()
         m = settings.match
-        with long_lived():
-            self.registry = Registry(settings.registry_dir, m.snapshot_every, m.snapshots_kept, m.max_catchup_versions)
+        self.registry = ColumnRegistry(settings.registry_columns_dir, m.shards, m.snapshot_every, m.snapshots_kept)
+        convert_pickled(settings.registry_dir, self.registry)  # a checkpoint of an earlier release, once
         self.validity = ValidityStore(settings.validity_dir)
-        self.shipping = RegistryBroadcast(spark.sparkContext.broadcast)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.tenants = Tenants.of(settings)
-        self.admission = Admission(self.tenants, _topic_exists(client_config)) if self.tenants is not None else None
+        self.topic_exists = _topic_exists(client_config)
         master = spark.sparkContext.master or ""
         local = master == "local" or master.startswith("local[")
         self.anchors = ShardAnchors(m.shards) if m.shards > 1 and not local else None
@@ -164,25 +185,30 @@ class MatchJob:
         ranges = logged_ranges(self.query_checkpoint, batch_id)
         sub_topics = self.subscription_topics
         if ranges is None:
-            rows = [tuple(r) for r in df.filter(F.col("topic").isin(*sub_topics))
-                    .select("key", "value", "topic", "partition", "offset").collect()]
+            records = records_table(df.filter(F.col("topic").isin(*sub_topics))
+                                    .select(*RECORD_SCHEMA.names).toArrow())
         else:
-            rows = read_records(self.client_config, [r for r in ranges if r.topic in sub_topics])
-        with long_lived() if rows else nullcontext():  # the registry's new subscriptions live on
-            outcome = apply_changes(self.registry, batch_id, rows, self.parse, m.max_terms, time.time(),
-                                    self.settings.limits, self.admission)
+            records = read_records(self.client_config, [r for r in ranges if r.topic in sub_topics])
+        parsed = parse_subscription_records(records, self.parse, m.max_terms, self.settings.limits,
+                                            targets=self.tenants is not None)
+        admitted = admit(parsed, self.registry, batch_id, self.tenants, self.topic_exists, time.time(), k.errors_topic)
+        now = admitted.now  # a replay's: the time it recorded
+        applied = self.registry.apply(batch_id, admitted.changes, now)
         t1 = time.perf_counter()
-        version = outcome.delta.version if outcome.delta is not None and outcome.replay else self.registry.version
-        new = new_subscriptions(outcome.delta)
+        new = new_subscriptions(self.registry.directory, applied.version, self.parse, m.max_terms) \
+            if applied.added or applied.replaced else []  # a replay's are none: it notified them the first time
         retro, retro_errors = retro_notifications(  # the stored valid events are read only for new subscriptions
-            m.matcher, new, self.validity.valid_events(batch_id, outcome.now) if new else [], batch_id,
+            m.matcher, new, self.validity.valid_events(batch_id, now) if new else [], batch_id,
             self.settings.notifications.payload,
             self.settings.limits.message_bytes, self.tenants, m.matcher_params())
-        index = replace(self.shipping.spec(self.registry, m.matcher, version, m.max_catchup_versions, m.shards),
-            app_id=self.spark.sparkContext.applicationId if m.shared_index else None, params=m.matcher_params())
-        ctx = BatchContext.of(self.settings, batch_id, outcome.now, index, self.client_config)
+        index = IndexSpec(self.registry.directory.uri, m.matcher, applied.version, m.max_catchup_versions, 0, m.shards,
+                          self.spark.sparkContext.applicationId if m.shared_index else None, m.matcher_params(),
+                          m.max_terms)
+        ctx = BatchContext.of(self.settings, batch_id, now, index, self.client_config)
         driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
-        driver_rows += [(None, e.to_json(), self.errors_topic_of(e.position.topic)) for e in outcome.errors]
+        errors = admitted.errors
+        driver_rows += [(None, value, topic) for value, topic in
+                        zip(errors.column("value").to_pylist(), errors.column("topic").to_pylist(), strict=True)]
         for sid, value in retro:
             topic, public = (k.notifications_topic, sid) if self.tenants is None else self.tenants.route(sid)
             driver_rows.append((public.encode("utf-8"), value, topic))
@@ -203,25 +229,26 @@ class MatchJob:
         self._note_placement(results)
         self.validity.write(batch_id, [e for r in results for e in r.valid_events])
         t3 = time.perf_counter()
-        input_rows = len(rows) + v.events + v.errors
-        self.validity.prune(outcome.now)
+        input_rows = records.num_rows + v.events + v.errors
+        self.validity.prune(now)
         metrics = BatchMetrics(
-            batch_id=batch_id, input_rows=input_rows, events=v.events, subscription_records=len(rows),
-            subscription_changes=outcome.accepted, expired=outcome.expired, rejected=len(outcome.errors),
+            batch_id=batch_id, input_rows=input_rows, events=v.events, subscription_records=records.num_rows,
+            subscription_changes=admitted.accepted, expired=0 if applied.replay else admitted.expired,
+            rejected=errors.num_rows,
             event_errors=v.errors, matches=v.matches, retro_matches=len(retro), valid_events_kept=v.valid,
             match_ms=v.match_ns / 1e6, index_ms=v.index_ns / 1e6, read_ms=v.read_ns / 1e6,
             task_ms=v.task_ns / 1e6, batch_ms=(time.perf_counter() - t0) * 1e3,
             changes_ms=(t1 - t0) * 1e3, retro_ms=(t2 - t1) * 1e3, write_ms=(t3 - t2) * 1e3,
-            registry_version=version, subscriptions=len(self.registry), index_bytes=v.index_bytes,
-            replay=outcome.replay,
+            registry_version=applied.version, subscriptions=len(self.registry), index_bytes=v.index_bytes,
+            replay=applied.replay,
         )
         self.last = metrics
         self.history = (self.history + [metrics])[-1000:]
         self.batches += 1
         log.info(metrics.log_line())
         extra: dict[str, Any] = {}
-        if self.admission:
-            extra["tenants"] = self.admission.describe(self.registry, self.pattern_ids(), self.pattern_instances())
+        if self.tenants is not None:
+            extra["tenants"] = self.describe_tenants()
         if m.shards > 1:
             extra["shards"] = self.describe_shards()
         if self.settings.patterns.enabled:
@@ -279,6 +306,11 @@ class MatchJob:
             log.info("index: %s", "; ".join(f"{name} ({reason})" if reason else name for name, reason in chosen))
         self.index = index
 
+    def describe_tenants(self) -> dict[str, Any]:
+        """:func:`tenant_usage` now (the tenants layout only)."""
+        assert self.tenants is not None
+        return tenant_usage(self.tenants, self.registry.held(), self.pattern_ids(), self.pattern_instances())
+
     def pattern_ids(self) -> list[str]:
         """The ids in the pattern registry (none while the patterns query has not made it)."""
         from streaming.patterns.queries import registry_dir
@@ -315,12 +347,6 @@ class MatchJob:
         if self.tenants is None:
             return (self.settings.kafka.subscriptions_topic,)
         return self.tenants.subscription_topics
-
-    def errors_topic_of(self, record_topic: str) -> str:
-        """The errors topic of a rejected subscription record read from ``record_topic``."""
-        if self.tenants is None:
-            return self.settings.kafka.errors_topic
-        return self.tenants.errors_topic_of(record_topic)
 
     @property
     def query_checkpoint(self) -> str:

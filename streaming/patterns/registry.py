@@ -143,6 +143,14 @@ def parse_pattern_change(
     if op == DELETE or obj is None or "pattern" not in obj:
         # a delete, or a boolean subscription (the match job's) replacing a pattern of that id
         return (DELETE, sub_id, None) if sub_id in known else None
+    problem = pattern_error(public, obj, key, value, position)
+    return problem if problem is not None else (UPSERT, sub_id, obj["pattern"])
+
+
+def pattern_error(public: str, obj: dict, key: bytes | None, value: bytes | None,
+                  position: Position) -> ErrorRecord | None:
+    """Why the pattern subscription ``public`` (a record ``obj`` holding ``"pattern"``) is
+    refused, or ``None``: a CEL pattern the compiler takes, and no target topic."""
     text = obj["pattern"]
     if not isinstance(text, str):
         return error(PATTERN, value, position, '"pattern" must be a string (a CEL expression)', key)
@@ -155,7 +163,7 @@ def parse_pattern_change(
         return error(PATTERN, value, position, f"subscription {public!r}: {exc}", key)
     except (ValueError, TypeError, RecursionError, OverflowError, UnicodeError) as exc:
         return error(PATTERN, value, position, f"subscription {public!r}: {type(exc).__name__}: {exc}", key)
-    return (UPSERT, sub_id, text)
+    return None
 
 
 def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterable[tuple],
@@ -182,10 +190,9 @@ def apply_pattern_records(registry: PatternRegistry, batch_id: int, rows: Iterab
             continue
         op, sub_id, _ = out
         if op == UPSERT and sub_id not in known and tenants is not None:
-            reason = tenants.over_quota(tenant, "patterns", held[tenant] + 1)
+            reason = tenants.refusal(tenant, Tenants.split(sub_id)[1], "patterns", held[tenant] + 1)
             if reason is not None:
-                errors.append(error(PATTERN, value, Position(topic, partition, offset),
-                                    f"subscription {Tenants.split(sub_id)[1]!r} refused: {reason}", key))
+                errors.append(error(PATTERN, value, Position(topic, partition, offset), reason, key))
                 continue
         changes.append(out)
         if op == DELETE:

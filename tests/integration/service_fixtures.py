@@ -14,6 +14,8 @@ from matchers.expr import Subscription
 from matchers.oracle import match as oracle_match
 from streaming.config import Settings
 from streaming.kafka.client_config import KafkaClientConfig
+from streaming.registry_columns import files
+from streaming.storage import Directory
 from tests.integration.kafka_helpers import Record, consume_all
 
 #: Spark's own Kafka connector and the project's ``kafka-py`` source: the tests that take the
@@ -107,3 +109,22 @@ def pairs(docs: Iterable[dict]) -> set[tuple[str, int, int]]:
 
 def event_positions(config: KafkaClientConfig, topic: str) -> list[Record]:
     return consume_all(config, topic)
+
+
+class RegistryState(NamedTuple):
+    """The match query's columnar registry as its files hold it."""
+
+    version: int
+    ids: set[str]
+    """The live subscriptions' ids at ``version``."""
+    batch_ids: list[int]
+    """The batch id of each stored delta, in version order."""
+
+
+def registry_state(location: str | Path) -> RegistryState:
+    """The columnar registry at ``location`` (``<checkpoint>/registry-columns``) at its latest version."""
+    directory = Directory(location)
+    version = files.latest_version(directory)
+    table, _ = files.shard_table(directory, version, 0, 1)
+    batch_ids = [files.read_delta(directory, v)[1].batch_id for v in files.delta_versions(directory)]
+    return RegistryState(version, set(table.column("id").to_pylist()), batch_ids)

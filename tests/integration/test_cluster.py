@@ -31,11 +31,10 @@ from matchers.expr import to_text
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
-from streaming.registry import load_state
 from streaming.storage import HADOOP_ENV, join
 from tests.integration.hadoop_fixtures import Store
 from tests.integration.kafka_helpers import consume_all, produce
-from tests.integration.service_fixtures import expected_pairs, make_topics
+from tests.integration.service_fixtures import expected_pairs, make_topics, registry_state
 from tests.integration.service_fixtures import job_env as service_env
 from tests.strategies import random_event, random_subscriptions
 from tests.unit.cayuga.helpers import reference_matches
@@ -162,7 +161,7 @@ def test_match_retro_and_patterns_with_a_relative_checkpoint(
     docs = notes(kafka_config, topics.notifications)
     assert match_pairs(d for d in docs if not d.get("retro")) == want and retro() == want_retro
     assert pattern_witnesses() == want_patterns
-    assert load_state(tmp_path / "ckpt" / "registry").subscriptions.keys() == {s.id for s in subs + late}
+    assert registry_state(tmp_path / "ckpt" / "registry-columns").ids == {s.id for s in subs + late}
     assert_nothing_in_worker_dirs(spark_cluster)
 
 
@@ -213,9 +212,9 @@ def test_match_and_patterns_with_a_hadoop_checkpoint(
         stop_job(job)
     assert match_pairs(notes(kafka_config, topics.notifications)) == want
     assert pattern_witnesses() == want_patterns
-    assert load_state(join(checkpoint, "registry")).subscriptions.keys() == {s.id for s in subs}
+    assert registry_state(join(checkpoint, "registry-columns")).ids == {s.id for s in subs}
     files = hadoop_store.files(checkpoint)
-    for kind in ("query/offsets/", "registry/deltas/", "patterns/pattern-registry/", "patterns/pattern-live/",
+    for kind in ("query/offsets/", "registry-columns/deltas/", "patterns/pattern-registry/", "patterns/pattern-live/",
                  "patterns/patterns/state/",
                  "patterns/patterns/offsets/"):
         assert any(f.startswith(kind) for f in files), (kind, files)
@@ -330,7 +329,6 @@ def test_an_executor_killed_mid_stream_with_a_file_uri_checkpoint(
     for d in docs:
         ids.setdefault((d["subscription"], d["partition"], d["offset"]), set()).add(d["id"])
     assert all(v == {notification_id(s, topics.events, p, o)} for (s, p, o), v in ids.items())
-    state = load_state(checkpoint + "/registry")
-    assert state.subscriptions.keys() == {s.id for s in subs} | {f"z{r}" for r in range(rounds)}
+    assert registry_state(checkpoint + "/registry-columns").ids == {s.id for s in subs} | {f"z{r}" for r in range(rounds)}
     assert_nothing_in_worker_dirs(spark_cluster)
     print(f"duplicates after killing {len(killed)} executor(s): {len(docs) - len(match_pairs(docs))}")

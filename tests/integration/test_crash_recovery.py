@@ -24,11 +24,10 @@ from matchers.expr import to_text
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
-from streaming.registry import load_state, read_deltas
 from streaming.storage import HADOOP_ENV, join
 from tests.integration.hadoop_fixtures import Store
 from tests.integration.kafka_helpers import consume_all, produce
-from tests.integration.service_fixtures import expected_pairs, job_env, make_topics
+from tests.integration.service_fixtures import expected_pairs, job_env, make_topics, registry_state
 from tests.strategies import random_event, random_subscriptions
 
 pytestmark = pytest.mark.integration
@@ -78,7 +77,7 @@ def test_sigkill_mid_stream_then_restart_on_hadoop(kafka_config: KafkaClientConf
     checkpoint = hadoop_store.location("sigkill")
     sigkill_then_restart(kafka_config, topic_factory, tmp_path, None, checkpoint, hadoop_store.job_env())
     files = hadoop_store.files(checkpoint)
-    for kind in ("query/offsets/", "query/commits/", "query/metadata", "registry/deltas/", "registry/snapshots/"):
+    for kind in ("query/offsets/", "query/commits/", "query/metadata", "registry-columns/deltas/"):
         assert any(f.startswith(kind) for f in files), (kind, files)
 
 
@@ -88,7 +87,7 @@ def sigkill_then_restart(kafka_config: KafkaClientConfig, topic_factory: Any, tm
     expected notification is out; ``variables``: more of the job's environment."""
     rng = random.Random(99)
     topics = make_topics(topic_factory)
-    registry = join(checkpoint, "registry")
+    registry = join(checkpoint, "registry-columns")
     status_file = tmp_path / "status.json"
     env = job_env(kafka_config, topics, checkpoint, status_file, connector,
                   # this test is about the match query (patterns: test_patterns_restart)
@@ -124,7 +123,7 @@ def sigkill_then_restart(kafka_config: KafkaClientConfig, topic_factory: Any, tm
         wait_for(lambda: totals(status_file).get("events", 0) >= N_EVENTS // 4, WAIT_S, "a quarter of the events", job)
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(30)
-        version_before = load_state(registry).version
+        version_before = registry_state(registry).version
         feeder.join(120)
         assert not producer_error, producer_error
         status_file.unlink()
@@ -154,9 +153,7 @@ def sigkill_then_restart(kafka_config: KafkaClientConfig, topic_factory: Any, tm
     for d in docs:
         ids.setdefault((d["subscription"], d["partition"], d["offset"]), set()).add(d["id"])
     assert all(v == {notification_id(s, topics.events, p, o)} for (s, p, o), v in ids.items())
-    state = load_state(registry)
-    assert set(state.subscriptions) == {s.id for s in subs} | {f"z{r}" for r in range(1, ROUNDS, 2)}
-    first = max(0, state.version - 3)
-    batch_ids = [d.batch_id for d in read_deltas(registry, first, state.version)]
-    assert batch_ids == sorted(set(batch_ids))  # one version per batch, never two
+    state = registry_state(registry)
+    assert state.ids == {s.id for s in subs} | {f"z{r}" for r in range(1, ROUNDS, 2)}
+    assert state.batch_ids == sorted(set(state.batch_ids))  # one version per batch, never two
     print(f"duplicates after the crash: {len(docs) - len(got)}; registry version {version_before} -> {state.version}")

@@ -30,11 +30,10 @@ from streaming.kafka.broker import recorded_address
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.metrics import read_status
 from streaming.notifications import notification_id
-from streaming.registry import load_state
 from streaming.storage import join
 from tests.integration.hadoop_fixtures import Store
 from tests.integration.kafka_helpers import consume_all, produce
-from tests.integration.service_fixtures import expected_pairs
+from tests.integration.service_fixtures import expected_pairs, registry_state
 from tests.integration.test_crash_recovery import WAIT_S, start_job, totals, wait_for
 from tests.strategies import random_event, random_subscriptions
 
@@ -246,7 +245,7 @@ def test_restarts_from_a_hadoop_checkpoint(tmp_path: Path, hadoop_store: Store, 
         publish(config, [random_event(rng) for _ in range(EVENTS_PER_RUN)])
         wait_matched(service, 1)
         assert service.stop(signal.SIGINT) == 0
-        version = load_state(join(checkpoint, "registry")).version
+        version = registry_state(join(checkpoint, "registry-columns")).version
         assert version >= 1
         service.start()
         config = service.started()
@@ -263,9 +262,9 @@ def test_restarts_from_a_hadoop_checkpoint(tmp_path: Path, hadoop_store: Store, 
     assert {(d["subscription"], d["partition"], d["offset"]) for d in docs} == want
     assert all(d["id"] == notification_id(d["subscription"], "events", d["partition"], d["offset"]) for d in docs)
     assert orphans == []
-    assert load_state(join(checkpoint, "registry")).subscriptions.keys() == {s.id for s in subs}
+    assert registry_state(join(checkpoint, "registry-columns")).ids == {s.id for s in subs}
     files = hadoop_store.files(checkpoint)
-    for kind in ("query/offsets/", "query/commits/", "registry/deltas/"):
+    for kind in ("query/offsets/", "query/commits/", "registry-columns/deltas/"):
         assert any(f.startswith(kind) for f in files), (kind, files)
     assert not (service.var / "checkpoint").exists()  # nothing on the local disk instead
 

@@ -107,7 +107,7 @@ def test_known_workload_bad_records_and_tail(
     assert {e["encoding"] for e in event_errors} == {"utf-8", "base64"}
     assert job.registry.version >= 1 and len(job.registry) == 100
     assert any(d["partition"] == last.partition for d in docs)
-    shared = SharedKey(spark.sparkContext.applicationId, str(settings.registry_dir), settings.match.matcher)
+    shared = SharedKey(spark.sparkContext.applicationId, settings.registry_columns_dir, settings.match.matcher)
     assert shared.path(job.registry.version).exists()  # the match tasks' workers shared one index
 
 
@@ -176,7 +176,7 @@ def test_deletes_expiry_and_valid_events(
             ("late2", "e2", True),
         ]
     )
-    assert set(job.registry.subscriptions) == {"keep", "late", "late2"}
+    assert set(job.registry.live().column("id").to_pylist()) == {"keep", "late", "late2"}
 
 
 def test_event_patterns_existence_and_nulls(spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path):

@@ -19,10 +19,10 @@ from streaming.kafka.broker import EmbeddedBroker
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.watermarks import Watermarks
 from streaming.match import MatchJob
+from streaming.match.job import tenant_usage
 from streaming.metrics import read_status
 from streaming.patterns import start_patterns_query, start_subscriptions_query
-from streaming.registry import Registry
-from streaming.tenants import Admission, Tenants, topic_of
+from streaming.tenants import Tenants, topic_of
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.kafka_security import Acl, SecuredKafka, reader_group
 from tests.integration.service_fixtures import make_topics, notification_docs, service_settings
@@ -225,7 +225,7 @@ def test_tenants_are_kept_apart_and_held_to_their_quotas(
     assert errors[0]["topic"] == acme
     assert consume_all(as_beta, f"{topics.errors}.beta") == []
     assert consume_all(kafka_config, topics.errors) == []
-    assert sorted(job.registry.subscriptions) == ["acme:a2", "beta:x"]  # nothing "planted"
+    assert sorted(job.registry.live().column("id").to_pylist()) == ["acme:a2", "beta:x"]  # nothing "planted"
     usage = (read_status(settings.status.status_file) or {})["tenants"]
     assert usage["acme"]["subscriptions"] == 1 and usage["beta"] == {
         "subscriptions": 1, "predicates": 1, "patterns": 0, "pattern_instances": 0,
@@ -313,8 +313,7 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     errors = notification_docs(kafka_config, f"{topics.errors}.acme", 1)
     assert len(errors) == 1 and "subscription 'q' refused: tenant 'acme' would hold 2 patterns" in errors[0]["reason"]
     assert consume_all(kafka_config, f"{topics.errors}.beta") == []
-    usage = Admission(tenants, lambda topic: True).describe(Registry(settings.registry_dir),
-                                                            MatchJob(settings, spark, who.service).pattern_ids())
+    usage = tenant_usage(tenants, {}, MatchJob(settings, spark, who.service).pattern_ids())
     assert usage["acme"]["patterns"] == 1 and usage["beta"]["patterns"] == 1
     assert who.service_refusals(security) == []  # the patterns queries need no more ACLs either
 
@@ -399,5 +398,5 @@ def test_a_subscription_notifies_the_target_topic_it_names_within_its_tenants_pr
     reasons = {d["key"]: d["reason"] for d in notification_docs(kafka_config, f"{topics.errors}.acme", 2)}
     assert set(reasons) == {"y", "z"}
     assert "not allowed to tenant 'acme'" in reasons["y"] and "does not exist" in reasons["z"]
-    assert sorted(job.registry.subscriptions) == ["acme:w", f"acme>{orders}:x"]
+    assert sorted(job.registry.live().column("id").to_pylist()) == ["acme:w", f"acme>{orders}:x"]
     assert who.service_refusals(security) == []  # it saw the target topic, and wrote to it

@@ -1,16 +1,36 @@
-"""Helpers of the service's unit tests: Kafka rows, a local broadcast, a batch context without Kafka.
+"""Helpers of the service's unit tests: Kafka rows, a batch context without Kafka, a columnar
+registry with the subscriptions of each of its versions, the driver's handling of a batch's
+subscription records.
 
 Random subscriptions and events come from :mod:`tests.strategies`.
 """
 
 from __future__ import annotations
 
-import pickle
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 import orjson
 import pyarrow as pa
 
+from matchers.expr import Subscription
+from streaming.executor_cache import IndexSpec
 from streaming.kafka.client_config import KafkaClientConfig
+from streaming.match.changes import parse_subscription_records
+from streaming.records import count_predicates
+from streaming.registry_columns import (
+    DELETE,
+    EXPRESSION,
+    UPSERT,
+    Applied,
+    ChangeBatch,
+    ColumnRegistry,
+)
+from streaming.registry_columns.admit import admit
+from streaming.registry_columns.migrate import record_of
+from streaming.tenants import Tenants, parts
 
 NO_KAFKA = KafkaClientConfig.create("unused.invalid:9092")
 """The client configuration of a batch context whose tests pass their own ``produce``."""
@@ -37,22 +57,72 @@ def dumps(obj) -> bytes:
     return orjson.dumps(obj)
 
 
-class LocalBroadcast:
-    """A stand-in for a pyspark ``Broadcast``: pickled once, loaded on first use into ``_value``."""
+Change = Subscription | str
+"""A change of a test: an upsert of a parsed subscription, or the delete of an id."""
 
-    made: list[LocalBroadcast] = []
 
-    def __init__(self, value) -> None:
-        self.data = pickle.dumps(value)
-        self.destroyed = False
-        LocalBroadcast.made.append(self)
+def changes_of(changes: Iterable[Change]) -> ChangeBatch:
+    """The columns of upserts (their records written back, :func:`record_of`) and deletes, in order."""
+    items = list(changes)
+    subs = [c if isinstance(c, Subscription) else None for c in items]
+    return ChangeBatch.of(
+        [c if isinstance(c, str) else c.id for c in items],
+        [DELETE if s is None else UPSERT for s in subs],
+        [0 if s is None else EXPRESSION for s in subs],
+        [None if s is None else record_of(s.id, s) for s in subs],
+        [math.nan if s is None or s.expires is None else s.expires for s in subs],
+        ["" if s is None else parts(s.id)[0] for s in subs],
+        [0 if s is None else count_predicates(s) for s in subs])
+
+
+class ModelRegistry:
+    """A columnar registry and the subscriptions of each version it recorded (the oracle's side).
+
+    Parameters
+    ----------
+    directory : the registry's location.
+    options : :class:`ColumnRegistry`'s (``shards``, ``snapshot_every``, ``snapshots_kept``).
+    """
+
+    def __init__(self, directory: str | Path, **options: Any):
+        self.registry = ColumnRegistry(directory, **options)
+        self.uri = str(directory)
+        self.versions: dict[int, dict[str, Subscription]] = {0: {}}
 
     @property
-    def value(self):
-        assert not self.destroyed, "a destroyed broadcast was used"
-        if not hasattr(self, "_value"):
-            self._value = pickle.loads(self.data)
-        return self._value
+    def version(self) -> int:
+        return self.registry.version
 
-    def destroy(self) -> None:
-        self.destroyed = True
+    @property
+    def subscriptions(self) -> dict[str, Subscription]:
+        """The subscriptions at the latest version."""
+        return self.versions[self.version]
+
+    def apply(self, batch_id: int, changes: Iterable[Change], time: float = 0.0) -> Applied:
+        """Record ``changes`` as batch ``batch_id``."""
+        items = list(changes)
+        before = self.version
+        applied = self.registry.apply(batch_id, changes_of(items), time)
+        if applied.version != before:
+            subs = dict(self.versions[before])
+            for c in items:
+                if isinstance(c, str):
+                    subs.pop(c, None)
+                else:
+                    subs[c.id] = c
+            self.versions[applied.version] = subs
+        return applied
+
+    def spec(self, matcher: str = "counting", version: int | None = None, max_catchup: int = 20,
+             **fields: Any) -> IndexSpec:
+        """The index spec of a batch at ``version`` (the latest by default)."""
+        return IndexSpec(self.uri, matcher, self.version if version is None else version, max_catchup, **fields)
+
+
+def record_batch(registry: ColumnRegistry, batch_id: int, records: pa.Table, now: float,
+                 tenants: Tenants | None = None, topic_exists: Any = lambda topic: True) -> tuple:
+    """What the driver does with a batch's subscription records (:meth:`MatchJob._process`):
+    ``(applied, the batch's time, admitted)``."""
+    parsed = parse_subscription_records(records, targets=tenants is not None)
+    admitted = admit(parsed, registry, batch_id, tenants, topic_exists, now)
+    return registry.apply(batch_id, admitted.changes, admitted.now), admitted.now, admitted

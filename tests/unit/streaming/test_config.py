@@ -19,6 +19,7 @@ def test_shipped_file_loads_with_documented_defaults():
     assert s.kafka.topic_partitions()["events"] == s.kafka.events_partitions
     assert s.spark.conf["spark.sql.shuffle.partitions"] == "2"
     assert s.registry_dir == (Path(s.spark.checkpoint_dir).resolve() / "registry").as_uri()
+    assert s.registry_columns_dir == (Path(s.spark.checkpoint_dir).resolve() / "registry-columns").as_uri()
 
 
 def test_checkpoint_locations_are_uris():
@@ -136,9 +137,7 @@ def test_relative_paths_resolve_against_the_project_root_from_any_directory(tmp_
 
 def test_matcher_parameters_reach_the_index(tmp_path):
     from streaming.executor_cache import IndexSpec, build
-    from streaming.registry import Snapshot
-
-    from .helpers import LocalBroadcast
+    from streaming.registry_columns import ColumnRegistry
 
     s = load(None, ["match.matcher=bitmark", "match.params.buckets=32"], {"PUBSUB_MATCH_SHARDS": "1"})
     assert s.match.params == {"buckets": 32} and s.match.matcher_params() == (("buckets", 32),)
@@ -148,6 +147,6 @@ def test_matcher_parameters_reach_the_index(tmp_path):
     for bad, says in ((["match.params.nope=1"], "unknown parameters"), (["match.params.buckets=0"], "must be positive")):
         with pytest.raises(ConfigError, match=f"match.params of bitmark: .*{says}"):
             load(None, ["match.matcher=bitmark", *bad], {})
-    spec = IndexSpec(str(tmp_path), "bitmark", 0, base=(LocalBroadcast(Snapshot(0, 0, 0.0, {})),),
-                     params=s.match.matcher_params())
+    registry = ColumnRegistry(tmp_path / "registry")
+    spec = IndexSpec(registry.directory.uri, "bitmark", 0, params=s.match.matcher_params())
     assert build(spec).buckets == 32

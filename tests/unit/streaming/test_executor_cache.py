@@ -1,22 +1,23 @@
-"""The per-worker index cache: catch-up by shipped deltas, rebuilds from the broadcast snapshot; equal to the oracle."""
+"""The per-worker index cache: built from the columnar registry's files, caught up from its
+deltas, rebuilt when too far behind, ahead (a replay) or when the deltas it needs were pruned;
+equal to the oracle over the subscriptions of the version."""
 
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import replace
-from types import SimpleNamespace
 
 import pytest
 
 from matchers.oracle import match as oracle_match
-from streaming import executor_cache
-from streaming.executor_cache import IndexSpec, index_for
-from streaming.match import RegistryBroadcast
-from streaming.records import DELETE, UPSERT, Change
-from streaming.registry import Registry, RegistryError, load_state
+from streaming import executor_cache, shared_index
+from streaming.executor_cache import IndexSpec, index_for, shard_of
+from streaming.registry import RegistryError
+from streaming.registry_columns import files
 from tests.strategies import random_event, random_subscriptions
 
-from .helpers import LocalBroadcast
+from .helpers import ModelRegistry
 
 
 @pytest.fixture(autouse=True)
@@ -36,116 +37,134 @@ def check(entry, registry_subs, rng, n_events=60):
     assert got == want
 
 
-def evolve(reg: Registry, rng: random.Random, batch_id: int, pool):
+def evolve(reg: ModelRegistry, rng: random.Random, batch_id: int, pool):
+    """A batch of 1 to 15 random upserts and deletes of ``pool``'s subscriptions."""
     changes = []
     for _ in range(rng.randint(1, 15)):
         sub = rng.choice(pool)
-        if rng.random() < 0.3:
-            changes.append(Change(DELETE, sub.id, None))
-        else:
-            changes.append(Change(UPSERT, sub.id, sub))
-    return reg.append(batch_id, changes, float(batch_id))
+        changes.append(sub.id if rng.random() < 0.3 else sub)
+    return reg.apply(batch_id, changes, float(batch_id))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_catch_up_and_rebuild_paths_match_the_oracle(tmp_path, seed):
     rng = random.Random(seed)
     pool = random_subscriptions(rng, 40, "a") + random_subscriptions(rng, 40, "b")
-    reg = Registry(tmp_path, snapshot_every=4, snapshots_kept=2, recent=3)
-    shipping = RegistryBroadcast(LocalBroadcast)
-    start = len(LocalBroadcast.made)
-    entry = index_for(shipping.spec(reg, "counting", 0, 3))
+    reg = ModelRegistry(tmp_path, snapshot_every=4, snapshots_kept=2)
+    entry = index_for(reg.spec(max_catchup=3))
     assert entry.version == 0 and len(entry.matcher) == 0
     rebuilds = 0
     for b in range(14):
         evolve(reg, rng, b, pool)
         if b % 3 == 2:  # skip a batch, then catch up two versions at once
             continue
-        if b % 4 == 3:  # a new Python worker: built from the broadcast snapshot and the shipped deltas
+        if b % 4 == 3:  # a new Python worker: built from the snapshot and deltas on disk
             rebuilds += 1
             executor_cache.clear()
-        entry = index_for(shipping.spec(reg, "counting", reg.version, 3))
+        entry = index_for(reg.spec(max_catchup=3))
         assert entry.version == reg.version
         check(entry, reg.subscriptions, rng)
-    assert entry.catchups > 0 and rebuilds > 1
-    assert shipping.made > 2  # every broadcast but the base and the deltas the last batch shipped is destroyed:
-    alive = [b for b in LocalBroadcast.made[start:] if not b.destroyed]
-    assert shipping.base is not None
-    assert {id(b) for b in alive} == {*map(id, shipping.base), *map(id, shipping.deltas.values())}
-    assert sorted(shipping.deltas) == list(range(reg.version - 2, reg.version + 1))  # max_catchup 3
+    assert entry.catchups > 0 and rebuilds > 1 and files.snapshot_versions(reg.registry.directory)
 
 
 def test_rebuild_when_too_far_behind_or_ahead(tmp_path):
     rng = random.Random(7)
     pool = random_subscriptions(rng, 30)
-    reg = Registry(tmp_path, snapshot_every=5)
-    shipping = RegistryBroadcast(LocalBroadcast)
-    entry = index_for(shipping.spec(reg, "counting", 0, 3))
+    reg = ModelRegistry(tmp_path, snapshot_every=5)
+    entry = index_for(reg.spec(max_catchup=3))
     for b in range(8):
         evolve(reg, rng, b, pool)
-    far = index_for(shipping.spec(reg, "counting", reg.version, 3))
-    assert far.rebuilds == 2 and far.version == 8
+    far = index_for(reg.spec(max_catchup=3))  # 8 versions behind, more than 3: rebuilt
+    assert far.rebuilds == 2 and far.catchups == 0 and far.version == 8
     check(far, reg.subscriptions, rng)
-    back = index_for(shipping.spec(reg, "counting", 6, 3))  # a replayed older batch: a snapshot of version 6
-    assert back.version == 6 and back.rebuilds == 3 and shipping.base_version == 6
-    check(back, load_state(tmp_path, 6).subscriptions, rng)
-    assert entry is not back
+    near = index_for(reg.spec(version=6, max_catchup=3))  # a replayed older batch: rebuilt at version 6
+    assert near.version == 6 and near.rebuilds == 3
+    check(near, reg.versions[6], rng)
+    ahead = index_for(reg.spec(max_catchup=3))  # 2 behind: caught up
+    assert ahead.version == 8 and ahead.rebuilds == 3 and ahead.catchups == 1
+    check(ahead, reg.subscriptions, rng)
+    assert entry is not far
 
 
-def test_same_version_is_served_from_cache_and_the_broadcast_is_reused(tmp_path):
-    reg = Registry(tmp_path)
+def test_same_version_is_served_from_cache(tmp_path):
     rng = random.Random(1)
+    reg = ModelRegistry(tmp_path)
     evolve(reg, rng, 0, random_subscriptions(rng, 10))
-    shipping = RegistryBroadcast(LocalBroadcast)
-    a = index_for(shipping.spec(reg, "counting", 1, 20))
-    b = index_for(shipping.spec(reg, "counting", 1, 20))
-    assert a is b and a.rebuilds == 1 and a.catchups == 0 and shipping.made == 1
-    assert shipping.base is not None and len(shipping.base) == 1
-    assert not hasattr(shipping.base[0], "_value")  # the worker keeps the index, not the snapshot as well
+    a = index_for(reg.spec())
+    b = index_for(reg.spec())
+    assert a is b and a.rebuilds == 1 and a.catchups == 0
     executor_cache.clear()
-    again = index_for(shipping.spec(reg, "counting", 1, 20))  # a new worker, the same broadcast
-    assert again is not a and shipping.made == 1
+    again = index_for(reg.spec())  # a new worker reads the files again
+    assert again is not a and again.rebuilds == 1
     check(again, reg.subscriptions, rng)
 
 
-def test_a_spec_that_cannot_make_its_version_is_an_error(tmp_path):
-    reg = Registry(tmp_path)
+def test_rebuild_from_the_snapshot_when_the_deltas_it_needs_were_pruned(tmp_path):
+    rng = random.Random(4)
+    pool = random_subscriptions(rng, 30)
+    reg = ModelRegistry(tmp_path, snapshot_every=2, snapshots_kept=1)
+    evolve(reg, rng, 0, pool)
+    entry = index_for(reg.spec())
+    for b in range(1, 5):
+        evolve(reg, rng, b, pool)
+    assert files.delta_versions(reg.registry.directory)[0] > 2  # delta 2 is gone
+    later = index_for(reg.spec())  # within max_catchup, but the deltas are not there: rebuilt
+    assert later is not entry and later.version == reg.version and later.rebuilds == 2 and later.catchups == 0
+    check(later, reg.subscriptions, rng)
+
+
+def test_a_version_the_files_do_not_hold_is_an_error(tmp_path):
     rng = random.Random(2)
-    for b in range(3):
+    reg = ModelRegistry(tmp_path, snapshot_every=2, snapshots_kept=1)
+    for b in range(5):
         evolve(reg, rng, b, random_subscriptions(rng, 10))
-    with pytest.raises(RegistryError, match="no registry snapshot"):
-        index_for(IndexSpec(reg.directory.uri, "counting", 3))
-    old = (LocalBroadcast(load_state(tmp_path, 1)),)
-    with pytest.raises(RegistryError, match="do not make version 3"):  # delta 2 is not shipped
-        index_for(IndexSpec(reg.directory.uri, "counting", 3, tuple(reg.recent[-1:]), base=old))
+    with pytest.raises(RegistryError, match="is not stored"):
+        index_for(reg.spec(version=reg.version + 1))
+    with pytest.raises(RegistryError, match="was pruned"):
+        index_for(reg.spec(version=1))
+    assert not executor_cache._CACHE
 
 
-def test_a_base_of_another_form_is_refused_as_the_spec_is_made(tmp_path):
-    """``base`` is one broadcast per shard, always a tuple: anything else fails on the driver, at once."""
-    reg = Registry(tmp_path)
-    rng = random.Random(5)
-    evolve(reg, rng, 0, random_subscriptions(rng, 20))
-    snap = load_state(tmp_path, 1)
-    one = SimpleNamespace(value=snap)  # a broadcast of the whole registry: the 1-tuple of one shard
-    assert len(index_for(IndexSpec(reg.directory.uri, "counting", 1, base=(one,))).matcher) == len(reg.subscriptions)
-    shipping = RegistryBroadcast(LocalBroadcast)
-    spec = shipping.spec(reg, "counting", 1, 20, 2)
-    assert len(spec.base) == 2 and replace(spec, shard=1).shard == 1
-    for wrong, error, says in (
-        (dict(base=one), TypeError, "base is a tuple .* not a SimpleNamespace"),  # the single form, no more
-        (dict(base=[one]), TypeError, "not a list"),
-        (dict(base=(snap,)), TypeError, "holds a Snapshot, not a broadcast"),  # the snapshot itself
-        (dict(base=(one, one), shards=1), ValueError, "2 snapshot broadcasts for 1 shards"),
-        (dict(base=(one,), shards=2), ValueError, "1 snapshot broadcasts for 2 shards"),
-        (dict(shard=2, shards=2), ValueError, "shard 2 of 2"),
-        (dict(shard=-1), ValueError, "shard -1 of 1"),
-    ):
-        with pytest.raises(error, match=says):
-            IndexSpec(reg.directory.uri, "counting", 1, **{"base": (one,), **wrong})
+def test_a_shard_of_another_count_is_refused_as_the_spec_is_made(tmp_path):
+    spec = IndexSpec(str(tmp_path), "counting", 1, shards=2)
+    assert replace(spec, shard=1).shard == 1
+    for wrong in (dict(shard=2, shards=2), dict(shard=-1)):
+        with pytest.raises(ValueError, match=f"shard {wrong['shard']} of {wrong.get('shards', 1)}"):
+            IndexSpec(str(tmp_path), "counting", 1, **wrong)
     with pytest.raises(ValueError, match="shard 2 of 2"):  # a changed spec is checked as well
         replace(spec, shard=2)
-    with pytest.raises(TypeError, match="not a SimpleNamespace"):
-        replace(spec, base=one, shards=1)
+
+
+def test_the_drivers_term_bound_reaches_the_worker(tmp_path):
+    """An expression accepted under a larger ``match.max_terms`` than the default parses again on the worker."""
+    from matchers.language import parse_record
+
+    wide = parse_record({"id": "w", "expr": " AND ".join(f"(a{i} = 1 OR b{i} = 1)" for i in range(9))}, 1024)
+    reg = ModelRegistry(tmp_path)
+    reg.apply(0, [wide])
+    with pytest.raises(RegistryError, match="no longer parses"):
+        index_for(reg.spec())
+    entry = index_for(reg.spec(max_terms=1024))
+    assert len(entry.matcher) == 1
+
+
+def test_workers_of_a_machine_share_the_index_with_app_id(tmp_path):
+    rng = random.Random(8)
+    pool = random_subscriptions(rng, 30)
+    reg = ModelRegistry(tmp_path)
+    evolve(reg, rng, 0, pool)
+    app = f"test-{uuid.uuid4().hex[:8]}"
+    try:
+        first = index_for(reg.spec(app_id=app))
+        executor_cache.clear()
+        second = index_for(reg.spec(app_id=app))  # a restarted worker maps what the first published
+        assert (first.rebuilds, first.maps, second.rebuilds, second.maps) == (1, 0, 0, 1)
+        evolve(reg, rng, 1, pool)
+        later = index_for(reg.spec(app_id=app))  # caught up privately from the delta
+        assert later is second and later.catchups == 1 and later.rebuilds == 0
+        check(later, reg.subscriptions, rng)
+    finally:
+        shared_index.remove_application(app)
 
 
 def test_long_lived_freezes_what_it_builds_and_restores_collection():
@@ -194,39 +213,19 @@ def test_long_lived_collects_frozen_cyclic_garbage_once_the_frozen_set_grows():
 
 
 def test_shard_indexes_partition_the_subscriptions(tmp_path):
-    from streaming.executor_cache import shard_of
-
     rng = random.Random(3)
     pool = random_subscriptions(rng, 60)
-    reg = Registry(tmp_path)
-    shipping = RegistryBroadcast(LocalBroadcast)
+    reg = ModelRegistry(tmp_path, shards=3, snapshot_every=2)
     for b in range(4):
         evolve(reg, rng, b, pool)
-        specs = [replace(shipping.spec(reg, "counting", reg.version, 20, 3), shard=s) for s in range(3)]
+        specs = [reg.spec(shard=s, shards=3) for s in range(3)]
         entries = [index_for(spec) for spec in specs]  # built at b == 0, caught up after
         for s, entry in enumerate(entries):
             check(entry, {i: sub for i, sub in reg.subscriptions.items() if shard_of(i, 3) == s}, rng, 20)
-    assert sum(len(e.matcher) for e in entries) == len(reg.subscriptions) and entries[0].catchups == 3
-    # one broadcast per shard, each of that shard's subscriptions only (a shard's build loads no other)
-    assert shipping.base is not None and len(shipping.base) == 3
-    for s, part in enumerate(shipping.base):
-        assert part.value.subscriptions and all(shard_of(i, 3) == s for i in part.value.subscriptions)
-
-
-def test_each_shipped_delta_is_broadcast_once(tmp_path):
-    rng = random.Random(4)
-    reg = Registry(tmp_path)
-    pool = random_subscriptions(rng, 30)
-    shipping = RegistryBroadcast(LocalBroadcast)
-    evolve(reg, rng, 0, pool)
-    evolve(reg, rng, 1, pool)
-    first = shipping.spec(reg, "counting", reg.version, 20)
-    made = len(LocalBroadcast.made)
-    again = shipping.spec(reg, "counting", reg.version, 20)  # the next batch, no subscription changes
-    assert len(LocalBroadcast.made) == made and again.deltas == first.deltas and len(first.deltas) == 2
-    evolve(reg, rng, 2, pool)
-    later = shipping.spec(reg, "counting", reg.version, 20)  # one more delta: one more broadcast
-    assert len(LocalBroadcast.made) == made + 1 and later.deltas[:2] == first.deltas
-    assert [d.version for d in later.shipped] == [1, 2, 3]
-    entry = index_for(later)
-    check(entry, reg.subscriptions, rng)
+    assert sum(len(e.matcher) for e in entries) == len(reg.subscriptions)
+    # built once, then caught up (the registry prunes what a snapshot makes old when the next batch comes)
+    assert [(e.rebuilds, e.catchups) for e in entries] == [(1, 3)] * 3
+    executor_cache.clear()
+    two = [index_for(reg.spec(shard=s, shards=2)) for s in range(2)]  # another count than the snapshot's parts
+    for s, entry in enumerate(two):
+        check(entry, {i: sub for i, sub in reg.subscriptions.items() if shard_of(i, 2) == s}, rng, 20)

@@ -9,7 +9,6 @@ import random
 import shutil
 import time
 import uuid
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,11 +21,10 @@ from matchers.events import flatten
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, shared_index
 from streaming.executor_cache import IndexSpec, index_for
-from streaming.match import split_snapshot
-from streaming.registry import Registry, load_state
 from streaming.shared_index import CorruptIndex, SharedKey
 from tests.strategies import random_event, random_subscriptions
 
+from .helpers import ModelRegistry
 from .test_executor_cache import check, evolve
 
 
@@ -183,10 +181,9 @@ def test_publishing_removes_older_versions_and_other_applications(key):
     assert len(mapped) == 10 and shared_index.newest(key, -1, 9)[0] == 2  # a mapped file outlives its name
 
 
-def _worker(registry_dir, app_id, barrier, results):
+def _worker(registry_dir, version, app_id, barrier, results):
     """A Python worker of the same machine asking for the same index at the same time."""
-    spec = IndexSpec(registry_dir, "counting", 12, base=(SimpleNamespace(value=load_state(registry_dir, 12)),),
-                     app_id=app_id)
+    spec = IndexSpec(registry_dir, "counting", version, app_id=app_id)
     slow_build = executor_cache.build
 
     def build(s):
@@ -203,12 +200,13 @@ def _worker(registry_dir, app_id, barrier, results):
 def test_two_processes_get_a_correct_index_and_only_one_builds(tmp_path, key):
     rng = random.Random(6)
     pool = random_subscriptions(rng, 60)
-    reg = Registry(tmp_path)
+    reg = ModelRegistry(tmp_path)
     for b in range(12):
         evolve(reg, rng, b, pool)
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(2), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(str(tmp_path), key.app_id, barrier, results)) for _ in range(2)]
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path), reg.version, key.app_id, barrier, results))
+             for _ in range(2)]
     for p in procs:
         p.start()
     got = [results.get(timeout=300) for _ in procs]
@@ -226,23 +224,18 @@ def test_workers_sharing_an_index_catch_up_and_match_the_oracle(tmp_path, key, s
     """Two workers (one process, the cache cleared in between) through versions: map, catch up, rebuild."""
     rng = random.Random(seed)
     pool = random_subscriptions(rng, 40, "a") + random_subscriptions(rng, 40, "b")
-    reg = Registry(tmp_path, snapshot_every=4, snapshots_kept=2, recent=3)
-
-    def spec(v: int, deltas=()) -> IndexSpec:
-        base = (SimpleNamespace(value=load_state(tmp_path, v)),)  # a broadcast of the snapshot at v (one shard)
-        return IndexSpec(str(tmp_path), "counting", v, tuple(deltas), 5, base, app_id=key.app_id)
-
-    first = index_for(spec(0))
+    reg = ModelRegistry(tmp_path, snapshot_every=4, snapshots_kept=2)
+    first = index_for(reg.spec(max_catchup=5, app_id=key.app_id))
     assert (first.rebuilds, first.maps) == (1, 0)
     executor_cache.clear()
-    second = index_for(spec(0))  # a restarted worker maps what the first published
+    second = index_for(reg.spec(max_catchup=5, app_id=key.app_id))  # a restarted worker maps what the first published
     assert (second.rebuilds, second.maps) == (0, 1)
     maps = 0
     for b in range(10):
         evolve(reg, rng, b, pool)
         if b % 4 == 3:
             executor_cache.clear()  # a new worker: maps the newest file and catches up, or rebuilds
-        entry = index_for(spec(reg.version, reg.deltas_since(reg.version - 1) or ()))
+        entry = index_for(reg.spec(max_catchup=5, app_id=key.app_id))
         assert entry.version == reg.version
         check(entry, reg.subscriptions, rng)
         maps += entry.maps
@@ -250,10 +243,10 @@ def test_workers_sharing_an_index_catch_up_and_match_the_oracle(tmp_path, key, s
 
 
 def test_turned_off_nothing_is_published(tmp_path, key):
-    reg = Registry(tmp_path)
+    reg = ModelRegistry(tmp_path)
     rng = random.Random(9)
     evolve(reg, rng, 0, random_subscriptions(rng, 10))
-    entry = index_for(IndexSpec(str(tmp_path), "counting", 1, base=(SimpleNamespace(value=load_state(tmp_path, 1)),)))
+    entry = index_for(reg.spec())
     assert entry.rebuilds == 1 and not list(key.folder().glob("*.index"))
 
 
@@ -296,11 +289,10 @@ def test_a_shard_no_longer_used_leaves_the_worker_and_the_machine(tmp_path, key)
     """A worker drops the index of a shard it has not matched with for a while and many tasks
     (its group moved to another executor), and its file when no worker of the machine used it
     that long; a shard still used stays, and one that comes back is built again."""
-    reg = Registry(tmp_path)
+    reg = ModelRegistry(tmp_path)
     rng = random.Random(12)
     evolve(reg, rng, 0, random_subscriptions(rng, 30))
-    base = tuple(SimpleNamespace(value=part) for part in split_snapshot(load_state(tmp_path, 1), 2))  # per shard
-    specs = [IndexSpec(str(tmp_path), "counting", 1, base=base, shard=s, shards=2, app_id=key.app_id) for s in (0, 1)]
+    specs = [reg.spec(shard=s, shards=2, app_id=key.app_id) for s in (0, 1)]
     try:
         entries = [index_for(spec) for spec in specs]
         files = [list(executor_cache._shared_key(spec).folder().glob("*.index")) for spec in specs]

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import orjson
+import pyarrow as pa
 import pytest
 
 from streaming.config import ConfigError, Settings
 from streaming.config_sources import load
-from streaming.match import (
-    BatchContext,
-    RegistryBroadcast,
-    apply_changes,
-    match_partition,
-    retro_notifications,
-)
+from streaming.executor_cache import IndexSpec
+from streaming.match import BatchContext, match_partition, retro_notifications
+from streaming.match.changes import RECORD_SCHEMA, records_table
+from streaming.match.job import tenant_usage
 from streaming.records import default_parser
-from streaming.registry import Registry
-from streaming.tenants import Admission, Tenants, topic_of, usage_of
+from streaming.registry_columns import EXPRESSION, ColumnRegistry, read_shard
+from streaming.registry_columns.shards import subscriptions
+from streaming.tenants import Tenants, topic_of
 from streaming.validity import ValidEvent
 
-from .helpers import NO_KAFKA, LocalBroadcast, kafka_batch
+from .helpers import NO_KAFKA, kafka_batch, record_batch
 
 PARSE = default_parser()
 EXISTS = {"notifications.acme.orders", "notifications.acme.audit", "notifications.beta.x", "elsewhere"}.__contains__
@@ -35,12 +34,17 @@ def settings_for(tmp_path, **tenants):
 
 
 def rows_of(*records):
-    """``(key, value, topic, partition, offset)`` rows of ``(topic, record)`` pairs (offsets per topic)."""
-    out, offsets = [], {}
+    """Subscription records (the driver's Arrow columns) of ``(topic, record)`` pairs (offsets per topic)."""
+    rows, offsets = [], {}
     for topic, record in records:
         offset = offsets[topic] = offsets.get(topic, -1) + 1
-        out.append((record["id"].encode(), orjson.dumps(record), topic, 0, offset))
-    return out
+        rows.append((record["id"].encode(), orjson.dumps(record), topic, 0, offset))
+    return pa.table(list(zip(*rows, strict=True)), schema=RECORD_SCHEMA)
+
+
+def tombstone(topic, key, offset):
+    """A record with a key and no value on ``topic``."""
+    return pa.table([[key], [None], [topic], [0], [offset]], schema=RECORD_SCHEMA)
 
 
 def test_layout_and_ids(tmp_path):
@@ -86,81 +90,88 @@ def test_config_quotas_and_names():
         load(None, ["tenants.names=acme,beta", "tenants.targets.acme=notifications."], environ={})
 
 
+def live(registry):
+    return set(registry.live().column("id").to_pylist())
+
+
+def errors_of(admitted):
+    """The error records of a batch, decoded, each with the errors topic it goes to."""
+    return [{**orjson.loads(v), "to": t} for v, t in zip(admitted.errors.column("value").to_pylist(),
+                                                          admitted.errors.column("topic").to_pylist(), strict=True)]
+
+
+def stored(registry):
+    """The expressions of the registry's latest version, parsed back from its files."""
+    return {s.id: s for s in subscriptions(read_shard(registry.directory, registry.version))}
+
+
 def test_a_tenant_cannot_touch_another_tenants_subscription_of_the_same_id(tmp_path):
     settings = settings_for(tmp_path)
-    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings), EXISTS)
-    out = apply_changes(reg, 0, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 5"}),
-                                        ("subscriptions.beta", {"id": "x", "expr": "price > 5"}),
-                                        ("subscriptions", {"id": "x", "expr": "price = 5"})),
-                        PARSE, 256, 1.0, admission=gate)
-    assert out.errors == [] and set(reg.subscriptions) == {"acme:x", "beta:x", "x"}
+    t, reg = Tenants.of(settings), ColumnRegistry(settings.registry_columns_dir)
+    _, _, out = record_batch(reg, 0, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 5"}),
+                                             ("subscriptions.beta", {"id": "x", "expr": "price > 5"}),
+                                             ("subscriptions", {"id": "x", "expr": "price = 5"})), 1.0, t, EXISTS)
+    assert out.errors.num_rows == 0 and live(reg) == {"acme:x", "beta:x", "x"}
     # acme replaces and then deletes its x: beta's x and the operator's x stay as they were
-    apply_changes(reg, 1, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 1"}),
-                                  ("subscriptions.acme", {"op": "delete", "id": "x"})), PARSE, 256, 2.0,
-                  admission=gate)
-    assert set(reg.subscriptions) == {"beta:x", "x"}
-    assert str(reg.subscriptions["beta:x"].expr) == str(PARSE({"id": "x", "expr": "price > 5"}, 256).expr)
+    record_batch(reg, 1, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 1"}),
+                                 ("subscriptions.acme", {"op": "delete", "id": "x"})), 2.0, t, EXISTS)
+    assert live(reg) == {"beta:x", "x"}
+    assert str(stored(reg)["beta:x"].expr) == str(PARSE({"id": "x", "expr": "price > 5"}, 256).expr)
     # a tombstone on acme's topic deletes acme's id only
-    apply_changes(reg, 2, [(b"x", None, "subscriptions.acme", 0, 9)], PARSE, 256, 3.0, admission=gate)
-    assert set(reg.subscriptions) == {"beta:x", "x"}
+    record_batch(reg, 2, tombstone("subscriptions.acme", b"x", 9), 3.0, t, EXISTS)
+    assert live(reg) == {"beta:x", "x"}
 
 
 def test_quotas_refuse_one_tenant_and_leave_the_others_alone(tmp_path):
     settings = settings_for(tmp_path, subscriptions=2, quotas={"beta.predicates": 3})
-    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings), EXISTS)
+    t, reg = Tenants.of(settings), ColumnRegistry(settings.registry_columns_dir)
     records = [("subscriptions.acme", {"id": f"a{i}", "expr": "price < 5"}) for i in range(4)]
     records += [("subscriptions.beta", {"id": "b0", "expr": "price < 5 AND qty > 1"}),
                 ("subscriptions.beta", {"id": "b1", "expr": "price < 5 AND qty > 1"})]  # 4 predicates > 3
     records += [("subscriptions", {"id": f"op{i}", "expr": "price < 5"}) for i in range(3)]
-    out = apply_changes(reg, 0, rows_of(*records), PARSE, 256, 1.0, admission=gate)
-    refused = {(e.position.topic, e.position.offset): e.reason for e in out.errors}
+    _, _, out = record_batch(reg, 0, rows_of(*records), 1.0, t, EXISTS)
+    refused = {(e["topic"], e["offset"]): e for e in errors_of(out)}
     assert set(refused) == {("subscriptions.acme", 2), ("subscriptions.acme", 3), ("subscriptions.beta", 1)}
-    assert "past its quota of 2" in refused[("subscriptions.acme", 2)]
-    assert "4 predicates" in refused[("subscriptions.beta", 1)]
-    assert set(reg.subscriptions) == {"acme:a0", "acme:a1", "beta:b0", "op0", "op1", "op2"}
-    assert gate.describe(reg, ["acme:p", "beta:p", "p"], {"acme": 4, "": 9})["acme"] == {
+    assert "past its quota of 2" in refused[("subscriptions.acme", 2)]["reason"]
+    assert "4 predicates" in refused[("subscriptions.beta", 1)]["reason"]
+    assert refused[("subscriptions.beta", 1)]["to"] == "errors.beta"
+    assert live(reg) == {"acme:a0", "acme:a1", "beta:b0", "op0", "op1", "op2"}
+    assert tenant_usage(t, reg.held(), ["acme:p", "beta:p", "p"], {"acme": 4, "": 9})["acme"] == {
         "subscriptions": 2, "predicates": 2, "patterns": 1, "pattern_instances": 4,
         "quotas": {"subscriptions": 2, "predicates": 0, "patterns": 0, "pattern_instances": 0}}
-    assert gate.books.usage == usage_of(reg.subscriptions.items())
     # replacing a held subscription is no new one; a delete frees room for the next
-    out = apply_changes(reg, 1, rows_of(("subscriptions.acme", {"id": "a1", "expr": "price < 6"}),
-                                        ("subscriptions.acme", {"op": "delete", "id": "a0"}),
-                                        ("subscriptions.acme", {"id": "a2", "expr": "price < 5"}),
-                                        ("subscriptions.acme", {"id": "a3", "expr": "price < 5"})),
-                        PARSE, 256, 2.0, admission=gate)
-    assert [e.position.offset for e in out.errors] == [3]
-    assert {i for i in reg.subscriptions if i.startswith("acme:")} == {"acme:a1", "acme:a2"}
-    # a replay refuses what it refused the first time; a new gate (a restart) counts from the registry
-    again = apply_changes(Registry(settings.registry_dir), 1, rows_of(
-        ("subscriptions.acme", {"id": "a1", "expr": "price < 6"}), ("subscriptions.acme", {"op": "delete", "id": "a0"}),
-        ("subscriptions.acme", {"id": "a2", "expr": "price < 5"}), ("subscriptions.acme", {"id": "a3", "expr": "price < 5"})),
-        PARSE, 256, 9.0, admission=Admission(Tenants.of(settings), EXISTS))
-    assert again.replay and [e.position.offset for e in again.errors] == [3]
-    fresh = Admission(Tenants.of(settings), EXISTS)
-    out = apply_changes(reg, 2, rows_of(("subscriptions.acme", {"id": "a4", "expr": "price < 5"})), PARSE, 256, 3.0,
-                        admission=fresh)
-    assert len(out.errors) == 1 and fresh.books.usage["acme"] == [2, 2]
+    second = rows_of(("subscriptions.acme", {"id": "a1", "expr": "price < 6"}),
+                     ("subscriptions.acme", {"op": "delete", "id": "a0"}),
+                     ("subscriptions.acme", {"id": "a2", "expr": "price < 5"}),
+                     ("subscriptions.acme", {"id": "a3", "expr": "price < 5"}))
+    _, _, out = record_batch(reg, 1, second, 2.0, t, EXISTS)
+    assert [e["offset"] for e in errors_of(out)] == [3]
+    assert {i for i in live(reg) if i.startswith("acme:")} == {"acme:a1", "acme:a2"}
+    # a replay (after a restart) refuses what it refused the first time; the registry's columns count
+    again, _, out = record_batch(ColumnRegistry(settings.registry_columns_dir), 1, second, 9.0, t, EXISTS)
+    assert again.replay and out.replay and [e["offset"] for e in errors_of(out)] == [3]
+    fresh = ColumnRegistry(settings.registry_columns_dir)
+    _, _, out = record_batch(fresh, 2, rows_of(("subscriptions.acme", {"id": "a4", "expr": "price < 5"})), 3.0, t,
+                             EXISTS)
+    assert len(errors_of(out)) == 1 and fresh.held()[("acme", EXPRESSION)] == (2, 2)
 
 
 def test_a_tenants_pattern_record_replaces_its_boolean_subscription_only(tmp_path):
     settings = settings_for(tmp_path)
-    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings), EXISTS)
-    apply_changes(reg, 0, rows_of(("subscriptions.acme", {"id": "p", "expr": "price < 5"}),
-                                  ("subscriptions.beta", {"id": "p", "expr": "price < 5"})), PARSE, 256, 1.0,
-                  admission=gate)
-    out = apply_changes(reg, 1, rows_of(("subscriptions.acme", {"id": "p", "pattern": "x"})), PARSE, 256, 2.0,
-                        admission=gate)
-    assert out.errors == [] and set(reg.subscriptions) == {"beta:p"}  # the patterns query registers acme:p
+    t, reg = Tenants.of(settings), ColumnRegistry(settings.registry_columns_dir)
+    record_batch(reg, 0, rows_of(("subscriptions.acme", {"id": "p", "expr": "price < 5"}),
+                                 ("subscriptions.beta", {"id": "p", "expr": "price < 5"})), 1.0, t, EXISTS)
+    _, _, out = record_batch(reg, 1, rows_of(("subscriptions.acme", {"id": "p", "pattern": "x"})), 2.0, t, EXISTS)
+    assert out.errors.num_rows == 0 and live(reg) == {"beta:p"}  # the patterns query registers acme:p
 
 
 def test_notifications_go_to_the_tenants_topic_with_its_own_id(tmp_path):
     settings = settings_for(tmp_path)
-    reg, gate = Registry(settings.registry_dir), Admission(Tenants.of(settings), EXISTS)
-    apply_changes(reg, 0, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 5"}),
-                                  ("subscriptions.beta", {"id": "x", "expr": "price > 5"}),
-                                  ("subscriptions", {"id": "x", "expr": "price > 0"})), PARSE, 256, 1.0, admission=gate)
-    spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20)
-    ctx = BatchContext.of(settings, 1, 1.0, spec, NO_KAFKA)
+    t, reg = Tenants.of(settings), ColumnRegistry(settings.registry_columns_dir)
+    record_batch(reg, 0, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 5"}),
+                                 ("subscriptions.beta", {"id": "x", "expr": "price > 5"}),
+                                 ("subscriptions", {"id": "x", "expr": "price > 0"})), 1.0, t, EXISTS)
+    ctx = BatchContext.of(settings, 1, 1.0, IndexSpec(reg.directory.uri, "counting", reg.version), NO_KAFKA)
     sent: list[dict] = []
     list(match_partition(iter([kafka_batch([b'{"price": 3}', b'{"price": 8}', b"nope"])]), ctx,
                          lambda out: sent.extend(r for rb in out for r in rb.to_pylist()) or 0))
@@ -168,17 +179,16 @@ def test_notifications_go_to_the_tenants_topic_with_its_own_id(tmp_path):
     assert got == [("errors", None, 2), ("notifications", b"x", 0), ("notifications", b"x", 1),
                    ("notifications.acme", b"x", 0), ("notifications.beta", b"x", 1)]
     assert all(orjson.loads(r["value"]).get("subscription") in (None, "x") for r in sent)
-    retro, _ = retro_notifications("counting", list(reg.subscriptions.values()),
+    retro, _ = retro_notifications("counting", list(stored(reg).values()),
                                    [ValidEvent("events", 0, 5, None, 9.0, "e", b'{"price": 3}')], 2, "event",
-                                   tenants=Tenants.of(settings))
+                                   tenants=t)
     assert sorted(sid for sid, _ in retro) == ["acme:x", "x"]
     assert {orjson.loads(v)["subscription"] for _, v in retro} == {"x"}
 
 
 def test_target_topics_within_the_tenants_prefix(tmp_path):
     settings = settings_for(tmp_path, subscriptions=2)
-    t = Tenants.of(settings)
-    reg, gate = Registry(settings.registry_dir), Admission(t, EXISTS)
+    t, reg = Tenants.of(settings), ColumnRegistry(settings.registry_columns_dir)
     records = [("subscriptions.acme", {"id": "x", "expr": "price < 5", "target": "notifications.acme.orders"}),
                ("subscriptions.beta", {"id": "x", "expr": "price < 5"}),
                ("subscriptions.acme", {"id": "b", "expr": "price < 5", "target": "notifications.beta.x"}),  # beta's
@@ -187,38 +197,35 @@ def test_target_topics_within_the_tenants_prefix(tmp_path):
                ("subscriptions.acme", {"id": "e", "expr": "price < 5", "target": "notifications.acme."}),
                ("subscriptions.acme", {"id": "f", "expr": "price < 5", "target": 3}),
                ("subscriptions", {"id": "g", "expr": "price < 5", "target": "notifications.acme.orders"})]
-    out = apply_changes(reg, 0, rows_of(*records), PARSE, 256, 1.0, admission=gate)
-    reasons = {e.key: e.reason for e in out.errors}
+    _, _, out = record_batch(reg, 0, rows_of(*records), 1.0, t, EXISTS)
+    reasons = {e["key"]: e["reason"] for e in errors_of(out)}
     assert set(reasons) == {"b", "c", "d", "e", "f", "g"}
     assert "not allowed to tenant 'acme'" in reasons["b"] and "'notifications.acme.'" in reasons["c"]
     assert "does not exist" in reasons["d"] and "must be a topic name" in reasons["f"]
     assert "operator's subscriptions name no target" in reasons["g"]
-    assert set(reg.subscriptions) == {"acme>notifications.acme.orders:x", "beta:x"}
+    assert live(reg) == {"acme>notifications.acme.orders:x", "beta:x"}
     assert t.route("acme>notifications.acme.orders:x") == ("notifications.acme.orders", "x")
     assert t.split("acme>notifications.acme.orders:x") == ("acme", "x")
     # the same id with another target, then none, is one subscription; a delete reaches it wherever it notifies
-    apply_changes(reg, 1, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 6",
-                                                          "target": "notifications.acme.audit"})),
-                  PARSE, 256, 2.0, admission=gate)
-    assert set(reg.subscriptions) == {"acme>notifications.acme.audit:x", "beta:x"}
-    apply_changes(reg, 2, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 6"})), PARSE, 256, 3.0,
-                  admission=gate)
-    assert set(reg.subscriptions) == {"acme:x", "beta:x"}
-    apply_changes(reg, 3, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 6",
-                                                          "target": "notifications.acme.orders"}),
-                                  ("subscriptions.acme", {"id": "y", "expr": "price < 6"})), PARSE, 256, 4.0,
-                  admission=gate)
-    assert gate.books.usage["acme"] == [2, 2] and gate.books.targeted == {"acme:x": "acme>notifications.acme.orders:x"}
-    fresh = Admission(t, EXISTS)  # a restart finds the target in the registry's ids
-    out = apply_changes(reg, 4, [(b"x", None, "subscriptions.acme", 0, 0),
-                                 (b"z", b'{"id": "z", "expr": "price < 6"}', "subscriptions.acme", 0, 1)],
-                        PARSE, 256, 5.0, admission=fresh)
-    assert out.errors == [] and set(reg.subscriptions) == {"acme:y", "acme:z", "beta:x"}
+    record_batch(reg, 1, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 6",
+                                                         "target": "notifications.acme.audit"})), 2.0, t, EXISTS)
+    assert live(reg) == {"acme>notifications.acme.audit:x", "beta:x"}
+    record_batch(reg, 2, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 6"})), 3.0, t, EXISTS)
+    assert live(reg) == {"acme:x", "beta:x"}
+    record_batch(reg, 3, rows_of(("subscriptions.acme", {"id": "x", "expr": "price < 6",
+                                                         "target": "notifications.acme.orders"}),
+                                 ("subscriptions.acme", {"id": "y", "expr": "price < 6"})), 4.0, t, EXISTS)
+    assert reg.held()[("acme", EXPRESSION)] == (2, 2) and "acme>notifications.acme.orders:x" in live(reg)
+    fresh = ColumnRegistry(settings.registry_columns_dir)  # a restart finds the target in the registry's ids
+    _, _, out = record_batch(fresh, 4, pa.concat_tables([
+        tombstone("subscriptions.acme", b"x", 0),
+        records_table(kafka_batch([b'{"id": "z", "expr": "price < 6"}'], "subscriptions.acme", first_offset=1))]),
+        5.0, t, EXISTS)
+    assert out.errors.num_rows == 0 and live(fresh) == {"acme:y", "acme:z", "beta:x"}
     # the notifications of a targeted subscription go to its target, naming the tenant's id
-    apply_changes(reg, 5, rows_of(("subscriptions.acme", {"id": "y", "expr": "price < 5",
-                                                          "target": "notifications.acme.orders"})),
-                  PARSE, 256, 6.0, admission=fresh)
-    spec = RegistryBroadcast(LocalBroadcast).spec(reg, "counting", reg.version, 20)
+    record_batch(fresh, 5, rows_of(("subscriptions.acme", {"id": "y", "expr": "price < 5",
+                                                           "target": "notifications.acme.orders"})), 6.0, t, EXISTS)
+    spec = IndexSpec(fresh.directory.uri, "counting", fresh.version)
     sent: list[dict] = []
     list(match_partition(iter([kafka_batch([b'{"price": 3}'])]), BatchContext.of(settings, 6, 6.0, spec, NO_KAFKA),
                          lambda out: sent.extend(r for rb in out for r in rb.to_pylist()) or 0))
@@ -227,10 +234,10 @@ def test_target_topics_within_the_tenants_prefix(tmp_path):
 
 
 def test_single_tenant_layout_refuses_a_target_as_before(tmp_path):
-    reg = Registry(Settings().replace(spark={"checkpoint_dir": str(tmp_path)}).registry_dir)
-    out = apply_changes(reg, 0, rows_of(("subscriptions", {"id": "x", "expr": "price < 5", "target": "t"})),
-                        PARSE, 256, 1.0)
-    assert len(out.errors) == 1 and "unknown field 'target'" in out.errors[0].reason and len(reg) == 0
+    reg = ColumnRegistry(Settings().replace(spark={"checkpoint_dir": str(tmp_path)}).registry_columns_dir)
+    _, _, out = record_batch(reg, 0, rows_of(("subscriptions", {"id": "x", "expr": "price < 5", "target": "t"})), 1.0)
+    errors = errors_of(out)
+    assert len(errors) == 1 and "unknown field 'target'" in errors[0]["reason"] and len(reg) == 0
 
 
 def pattern_rows(*records):

@@ -11,7 +11,7 @@ import pytest
 
 from streaming.config import Settings
 from streaming.config_sources import load
-from streaming.match import BatchContext, RegistryBroadcast, match_partition
+from streaming.match import BatchContext, match_partition
 from streaming.patterns.keyed import (
     NO_KEY,
     PATTERN_EVENT,
@@ -30,10 +30,10 @@ from streaming.patterns.registry import (
     partition_keys,
 )
 from streaming.records import Position
-from streaming.registry import Registry, RegistryError
+from streaming.registry import RegistryError
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
-from tests.unit.streaming.helpers import NO_KAFKA, LocalBroadcast, kafka_batch
+from tests.unit.streaming.helpers import NO_KAFKA, ModelRegistry, kafka_batch
 
 POS = Position("subs", 0, 1)
 
@@ -317,8 +317,7 @@ def test_one_error_record_per_bad_event_across_both_queries(tmp_path, monkeypatc
     settings = settings_for(tmp_path)
     register(settings, {"S3": TABLE1["S3"]})
     _, pattern_errors = _keyed(BAD_EVENTS, settings, monkeypatch)
-    registry = Registry(settings.registry_dir)
-    spec = RegistryBroadcast(LocalBroadcast).spec(registry, "counting", registry.version, 20)
+    spec = ModelRegistry(settings.registry_columns_dir).spec()
     ctx = BatchContext.of(settings, 0, 0.0, spec, NO_KAFKA)
     match_rows: list[dict] = []
     list(match_partition(iter([kafka_batch(BAD_EVENTS)]), ctx,

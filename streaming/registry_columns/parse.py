@@ -1,0 +1,109 @@
+"""Subscription records parsed where the cores are: one batch of records in, one batch of
+changes out, as columns (step 1 of the registry's wiring plan, ``docs/service.md``).
+
+:func:`parse_records` judges each record exactly as the two queries do today
+(:func:`streaming.records.read_envelope`, then :func:`~streaming.records.expression_change`
+for an expression or :func:`streaming.patterns.registry.pattern_error` for a pattern) and
+returns a row per record: the change (id, op, kind, the record's bytes, expiry, target
+topic) or its error record (``error``: the errors topic's JSON), with the record's position.
+No Python object per subscription outlives the call, so it runs in a Spark task
+(:func:`parse_partition` for ``mapInArrow``) and the driver gets columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from matchers.expr import DEFAULT_MAX_TERMS
+from streaming.config import LimitsSettings
+from streaming.patterns.registry import pattern_error
+from streaming.records import (
+    DEFAULT_LIMITS,
+    DELETE,
+    ErrorRecord,
+    Position,
+    SubscriptionParser,
+    count_predicates,
+    default_parser,
+    expression_change,
+    read_envelope,
+)
+from streaming.registry_columns.columns import DELETE as DELETE_CODE
+from streaming.registry_columns.columns import EXPRESSION, PATTERN
+from streaming.registry_columns.columns import UPSERT as UPSERT_CODE
+
+ERROR = -1
+"""The op of a row that is an error record."""
+
+PARSED_SCHEMA = pa.schema([
+    ("id", pa.string()), ("op", pa.int8()), ("kind", pa.int8()), ("record", pa.binary()),
+    ("expires", pa.float64()), ("target", pa.string()), ("predicates", pa.int32()), ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()), ("error", pa.binary()), ("key", pa.binary()),
+])
+"""One row per subscription record: its change (``op`` :data:`UPSERT_CODE` or
+:data:`DELETE_CODE`, ``kind`` :data:`EXPRESSION` or :data:`PATTERN` for an upsert, ``0``
+otherwise; ``predicates``: an expression's count, for the tenants' quota) or its error record
+(``op`` :data:`ERROR`; a refused pattern keeps its id and kind :data:`PATTERN`, the others
+have neither), and its position and key (a refusal's error record names it)."""
+
+
+def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, max_terms: int = DEFAULT_MAX_TERMS,
+                  limits: LimitsSettings = DEFAULT_LIMITS, targets: bool = False) -> pa.RecordBatch:
+    """The :data:`PARSED_SCHEMA` rows of a batch of subscription records (Kafka source columns
+    ``key, value, topic, partition, offset``), in its order. ``targets``: an upsert may name
+    its target topic (the tenant layout, :func:`~streaming.records.parse_change`)."""
+    parse = parse or default_parser()
+    cols: dict[str, list[Any]] = {name: [] for name in PARSED_SCHEMA.names}
+    keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
+    topics, parts, offsets = (rb.column(c).to_pylist() for c in ("topic", "partition", "offset"))
+    for key, value, topic, partition, offset in zip(keys, values, topics, parts, offsets, strict=True):
+        position = Position(topic, int(partition), int(offset))
+        row = _row(key, value, position, parse, max_terms, limits, targets)
+        for name, item in zip(("id", "op", "kind", "record", "expires", "target", "predicates", "error"), row,
+                              strict=True):
+            cols[name].append(item)
+        cols["topic"].append(topic)
+        cols["partition"].append(partition)
+        cols["offset"].append(offset)
+        cols["key"].append(key)
+    return pa.RecordBatch.from_pydict(cols, schema=PARSED_SCHEMA)
+
+
+def _row(key: bytes | None, value: bytes | None, position: Position, parse: SubscriptionParser, max_terms: int,
+         limits: LimitsSettings, targets: bool) -> tuple:
+    """``(id, op, kind, record, expires, target, predicates, error)`` of one record."""
+    envelope = read_envelope(key, value, position, limits)
+    if isinstance(envelope, ErrorRecord):
+        return _error(envelope)
+    op, sub_id, obj = envelope
+    if op == DELETE or obj is None:
+        return sub_id, DELETE_CODE, 0, None, None, None, 0, None
+    if "pattern" in obj:
+        problem = pattern_error(sub_id, obj, key, value, position)
+        if problem is not None:  # whose id it is is known: the match query drops the id's expression
+            return sub_id, ERROR, PATTERN, None, None, None, 0, problem.to_json()
+        return sub_id, UPSERT_CODE, PATTERN, value, None, None, 0, None
+    change = expression_change(sub_id, obj, key, value, position, parse, max_terms, limits, targets)
+    if isinstance(change, ErrorRecord):
+        return _error(change)
+    sub = change.subscription
+    assert sub is not None  # an upsert carries its subscription
+    return change.id, UPSERT_CODE, EXPRESSION, value, sub.expires, change.target, count_predicates(sub), None
+
+
+def _error(record: ErrorRecord) -> tuple:
+    return None, ERROR, 0, None, None, None, 0, record.to_json()
+
+
+def parse_partition(batches: Iterator[pa.RecordBatch], max_terms: int = DEFAULT_MAX_TERMS,
+                    limits: LimitsSettings = DEFAULT_LIMITS, targets: bool = False) -> Iterator[pa.RecordBatch]:
+    """:func:`parse_records` over one partition of records (a ``mapInArrow`` function, with
+    its arguments bound by :func:`functools.partial`)."""
+    parse = default_parser()
+    for rb in batches:
+        if rb.num_rows:
+            yield parse_records(rb, parse, max_terms, limits, targets)

@@ -1,0 +1,306 @@
+"""The driver's columnar registry: expressions and patterns, versioned, replay-safe per batch.
+
+:meth:`ColumnRegistry.apply` takes a micro-batch's changes as columns
+(:class:`~streaming.registry_columns.columns.ChangeBatch`): within the batch the last change
+of an id wins; the net changes go to ``deltas/<version>.arrow`` as the next version, with the
+batch id and time, and into the driver's columns (:class:`IdColumns`: no record bytes, no
+Python object per subscription). A batch whose id is at or below the last recorded one is a
+replay: it gets the version it recorded (or saw) the first time and changes nothing. Every
+``snapshot_every`` versions the live set is written per shard
+(:func:`~streaming.registry_columns.files.shard_table` of the previous snapshot and the
+deltas, one shard in memory at a time); old files are pruned when the next batch comes (Spark
+runs it once the batch before is committed), so that a replay of the batch that wrote the
+snapshot still finds the version before it (:meth:`columns_at`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from streaming.registry import RegistryError
+from streaming.registry_columns import files, kernels
+from streaming.registry_columns.columns import DELETE, UPSERT, ChangeBatch, IdColumns, as_array
+from streaming.registry_columns.files import Stamp
+from streaming.storage import Directory
+
+
+def _malloc_trim() -> Any:
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    """Give memory freed by a batch back to the system: Arrow's pool and, on glibc, the C heap
+    (NumPy's; glibc keeps freed arrays of a few MB once its mmap threshold grew). A few ms."""
+    pa.default_memory_pool().release_unused()
+    if _TRIM is not None:
+        _TRIM(0)
+
+
+class Applied(NamedTuple):
+    """What :meth:`ColumnRegistry.apply` did: the version the batch matches against, its time,
+    whether it was a replay, and (first run only) the ids it added, replaced and deleted."""
+
+    version: int
+    time: float
+    replay: bool
+    added: int = 0
+    replaced: int = 0
+    deleted: int = 0
+
+
+class ColumnRegistry:
+    """The registry at its latest version, loaded from ``directory`` (created if missing).
+
+    Parameters
+    ----------
+    directory : URI or path of the registry's files.
+    shards : parts of each snapshot (``crc32(id) % shards``).
+    snapshot_every : write a snapshot when this many versions passed since the last one.
+    snapshots_kept : snapshots to keep; deltas at or below the oldest kept one are removed.
+    """
+
+    def __init__(self, directory: str | Path | Directory, shards: int = 1, snapshot_every: int = 50,
+                 snapshots_kept: int = 2):
+        if shards < 1 or snapshot_every < 1 or snapshots_kept < 1:
+            raise ValueError("shards, snapshot_every and snapshots_kept must be at least 1")
+        self.directory = directory if isinstance(directory, Directory) else Directory(directory)
+        self.shards, self.snapshot_every, self.snapshots_kept = shards, snapshot_every, snapshots_kept
+        self.directory.sub(files.DELTAS).make()
+        self.directory.sub(files.SNAPSHOTS).make()
+        self.columns = IdColumns()
+        self.stamps: list[Stamp] = []
+        """Stamps from the newest snapshot's on (or version 0's), one per version, in order."""
+        self._next_expiry = np.inf
+        self._prune_due = True
+        self._load()
+
+    # -- reading -------------------------------------------------------------------------
+    def _load(self) -> None:
+        snaps = files.snapshot_versions(self.directory)
+        deltas = files.delta_versions(self.directory)
+        base = Stamp(0, -1, 0.0)
+        if snaps:
+            manifest = files.read_manifest(self.directory, snaps[-1])
+            base = manifest.stamp
+            for shard in range(manifest.shards):
+                part = files.read_part(self.directory, manifest, shard)
+                self._put(part, part.column("kind").to_numpy(), part.column("version").to_numpy())
+        self.stamps = [base]
+        for v in range(base.version + 1, (deltas[-1] if deltas else 0) + 1):
+            table, stamp = files.read_delta(self.directory, v)
+            self._apply_table(table, v)
+            self.stamps.append(stamp)
+        release_memory()
+
+    @property
+    def version(self) -> int:
+        return self.stamps[-1].version
+
+    @property
+    def batch_id(self) -> int:
+        """The id of the last batch that recorded a version (``-1``: none)."""
+        return self.stamps[-1].batch_id
+
+    @property
+    def snapshot_version(self) -> int:
+        return self.stamps[0].version
+
+    def __len__(self) -> int:
+        return self.columns.live
+
+    def lookup(self, ids: pa.Array | Sequence[str]) -> np.ndarray:
+        """The kind of each id now (``0``: none), for quotas and new-or-replaced decisions."""
+        rows = self.columns.find(as_array(ids))
+        out = np.zeros(len(rows), np.int8)
+        out[rows >= 0] = self.columns.kind[rows[rows >= 0]]
+        return out
+
+    def live(self) -> pa.Table:
+        """The live subscriptions' columns (id, kind, version, tenant, expires, crc, predicates), rows in no order."""
+        c = self.columns
+        rows = c.live_rows()
+        names = pa.array(c.tenant_names, pa.string())
+        return pa.table({
+            "id": c.ids_at(rows), "kind": c.kind[rows], "version": c.version[rows],
+            "tenant": names.take(pa.array(c.tenant[rows])), "expires": c.expires[rows], "crc": c.crc[rows],
+            "predicates": c.predicates[rows],
+        })
+
+    def counts(self) -> dict[tuple[str, int], int]:
+        """Live subscriptions per ``(tenant, kind)``."""
+        return {key: n for key, (n, _) in self.held().items()}
+
+    def held(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """``{(tenant, kind): (live subscriptions, their predicates)}``: what the quotas bound
+        (kept as ids change, not counted per call)."""
+        return self.columns.held_by_tenant()
+
+    def expired(self, now: float) -> pa.Array:
+        """Ids of live subscriptions whose expiry time is at or before ``now``."""
+        if now < self._next_expiry:
+            return pa.array([], pa.string())
+        c = self.columns
+        exp = c.expires[: c.n]
+        live = c.kind[: c.n] != 0
+        later = exp[live & (exp > now)]
+        self._next_expiry = float(later.min()) if later.size else np.inf
+        return c.expired(now)
+
+    def columns_at(self, version: int) -> IdColumns:
+        """The driver's columns at ``version`` (the live ones at the latest; else read from the
+        files, as a replay of an older batch needs them)."""
+        if version == self.version:
+            return self.columns
+        table, _ = files.shard_table(self.directory, version, 0, 1)
+        out = IdColumns()
+        out.put(table.column("id").combine_chunks(), table.column("kind").to_numpy(),
+                table.column("version").to_numpy(), out.owner_codes(table.column("tenant").combine_chunks(),
+                                                                    table.column("id").combine_chunks()),
+                table.column("expires").to_numpy(), table.column("predicates").to_numpy())
+        return out
+
+    def version_of_batch(self, batch_id: int) -> Stamp:
+        """The stamp of the version batch ``batch_id`` matched against (a replay's)."""
+        if batch_id < self.stamps[0].batch_id:
+            raise RegistryError(f"batch {batch_id} is older than the registry's oldest kept version "
+                                f"{self.stamps[0].version} (batch {self.stamps[0].batch_id})")
+        ids = np.fromiter((s.batch_id for s in self.stamps), np.int64, len(self.stamps))
+        return self.stamps[int(np.searchsorted(ids, batch_id, side="right")) - 1]
+
+    # -- writing -------------------------------------------------------------------------
+    def apply(self, batch_id: int, changes: ChangeBatch, time: float) -> Applied:
+        """Record a batch's changes as the next version (nothing when they change nothing).
+
+        Idempotent per batch id: a replay returns the version it recorded or saw the first time.
+        """
+        if batch_id <= self.batch_id:
+            stamp = self.version_of_batch(batch_id)
+            return Applied(stamp.version, stamp.time, True)
+        if self._prune_due:  # no batch before this one runs again
+            self.prune()
+        if not len(changes):
+            return Applied(self.version, time, False)
+        off, data = kernels.string_buffers(changes.ids)
+        h, crcs = kernels.hash_ids(off, data, kernels.CRC_TABLE)
+        last = np.flatnonzero(kernels.last_occurrences(h, off, data, kernels.table_size(len(h))))
+        net = changes.take(last) if len(last) != len(changes) else changes
+        crcs = crcs[last]
+        before = self.lookup(net.ids)
+        effective = (net.ops == UPSERT) | (before != 0)
+        if not effective.any():
+            return Applied(self.version, time, False)
+        if not effective.all():
+            net, before, crcs = net.take(np.flatnonzero(effective)), before[effective], crcs[effective]
+        version = self.version + 1
+        table = pa.table([net.ids, pa.array(net.ops), pa.array(net.kinds), net.records, pa.array(net.expires),
+                          net.tenants, pa.array(crcs, pa.uint32()), pa.array(net.predicates, pa.int32())],
+                         schema=files.DELTA_SCHEMA)
+        stamp = Stamp(version, batch_id, float(time))
+        files.write_delta(self.directory, stamp, table)
+        self._apply_table(table, version)
+        self.stamps.append(stamp)
+        if version - self.snapshot_version >= self.snapshot_every:
+            self.snapshot()
+        release_memory()
+        up = net.ops == UPSERT
+        return Applied(version, stamp.time, False, int(np.count_nonzero(up & (before == 0))),
+                       int(np.count_nonzero(up & (before != 0))), int(np.count_nonzero(~up)))
+
+    def _put(self, table: pa.Table, kinds: np.ndarray, versions: np.ndarray) -> None:
+        """Set the columns of a delta's or snapshot part's ids (``kinds``: ``0`` deletes)."""
+        c = self.columns
+        ids = table.column("id").combine_chunks()
+        expires = table.column("expires").to_numpy()
+        c.put(ids, np.asarray(kinds, np.int8), versions, c.owner_codes(table.column("tenant").combine_chunks(), ids),
+              expires, table.column("predicates").to_numpy())
+        new_min = np.nanmin(expires, initial=np.inf) if len(expires) else np.inf
+        self._next_expiry = min(self._next_expiry, float(new_min))
+        if c.should_compact():
+            c.compact()
+
+    def _apply_table(self, table: pa.Table, version: int) -> None:
+        kinds = np.where(table.column("op").to_numpy() == DELETE, 0, table.column("kind").to_numpy())
+        self._put(table, kinds, np.full(table.num_rows, version, np.int64))
+
+    def snapshot(self) -> None:
+        """Write the current version per shard (from the files, one shard at a time); the next
+        batch prunes."""
+        stamp = self.stamps[-1]
+        c = self.columns
+        live = c.live_rows()
+        expected = np.bincount(c.crc[live] % np.uint32(self.shards), minlength=self.shards)
+        rows = []
+        for shard in range(self.shards):
+            table, _ = files.shard_table(self.directory, stamp.version, shard, self.shards)
+            if table.num_rows != expected[shard]:
+                raise RegistryError(f"registry files at version {stamp.version} hold {table.num_rows} "
+                                    f"subscriptions in shard {shard}, the driver {expected[shard]}")
+            files.write_part(self.directory, stamp, shard, self.shards, table)
+            rows.append(table.num_rows)
+        files.write_manifest(self.directory, files.Manifest(stamp, self.shards, rows))
+        self.stamps = [stamp]
+        self._prune_due = True
+
+    def prune(self) -> None:
+        """Remove snapshots beyond ``snapshots_kept`` (and incomplete ones below the newest) and the
+        deltas at or below the oldest kept one."""
+        snaps = files.snapshot_versions(self.directory)
+        keep = snaps[-self.snapshots_kept:]
+        store = self.directory.sub(files.SNAPSHOTS)
+        for v in snaps[: -self.snapshots_kept]:
+            store.remove(files.manifest_name(v))
+        for v, name in files.part_files(self.directory):
+            if v not in keep and (not snaps or v < snaps[-1]):
+                store.remove(name)
+        if keep:
+            deltas = self.directory.sub(files.DELTAS)
+            for v in files.delta_versions(self.directory):
+                if v <= keep[0]:
+                    deltas.remove(files.delta_name(v))
+        self._prune_due = False
+
+    def describe(self) -> Mapping[str, object]:
+        """Version, size, files and the driver's bytes, for ``status``."""
+        return {
+            "directory": self.directory.uri,
+            "version": self.version,
+            "last_batch_id": self.batch_id,
+            "subscriptions": len(self),
+            "counts": {f"{t}/{k}": n for (t, k), n in self.counts().items()},
+            "snapshots": files.snapshot_versions(self.directory),
+            "deltas_on_disk": len(files.delta_versions(self.directory)),
+            "driver_bytes": self.columns.nbytes(),
+        }
+
+
+def read_shard(directory: str | Path | Directory, version: int, shard: int = 0, shards: int = 1) -> pa.Table:
+    """Shard ``shard`` of ``shards``'s live subscriptions at ``version`` as an Arrow table
+    (id, kind, version, record, expires, tenant, crc), built from the files without a Python
+    object per subscription (what an executor building a shard reads).
+
+    Raises
+    ------
+    RegistryError
+        If the version is not stored, or a file it needs is missing or unreadable.
+    """
+    location = directory if isinstance(directory, Directory) else Directory(directory)
+    for _attempt in range(2):  # the driver may prune a file between listing and reading
+        try:
+            return files.shard_table(location, version, shard, shards)[0]
+        except files.MissingFile:
+            continue
+    return files.shard_table(location, version, shard, shards)[0]
