@@ -195,10 +195,12 @@ class MatchJob:
         now = admitted.now  # a replay's: the time it recorded
         applied = self.registry.apply(batch_id, admitted.changes, now)
         t1 = time.perf_counter()
-        new = new_subscriptions(self.registry.directory, applied.version, self.parse, m.max_terms) \
-            if applied.added or applied.replaced else []  # a replay's are none: it notified them the first time
-        retro, retro_errors = retro_notifications(  # the stored valid events are read only for new subscriptions
-            m.matcher, new, self.validity.valid_events(batch_id, now) if new else [], batch_id,
+        # a replay adds none (it notified them the first time); the new subscriptions are parsed
+        # again only when there are still-valid events to match them with
+        valid = self.validity.valid_events(batch_id, now) if applied.added or applied.replaced else []
+        new = new_subscriptions(self.registry.directory, applied.version, self.parse, m.max_terms) if valid else []
+        retro, retro_errors = retro_notifications(
+            m.matcher, new, valid, batch_id,
             self.settings.notifications.payload,
             self.settings.limits.message_bytes, self.tenants, m.matcher_params())
         index = IndexSpec(self.registry.directory.uri, m.matcher, applied.version, m.max_catchup_versions, 0, m.shards,
