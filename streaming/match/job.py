@@ -195,15 +195,14 @@ class MatchJob:
         now = admitted.now  # a replay's: the time it recorded
         applied = self.registry.apply(batch_id, admitted.changes, now)
         t1 = time.perf_counter()
-        new = new_subscriptions(self.registry.directory, applied.version, self.parse, m.max_terms) \
+        new = new_subscriptions(self.registry.directory, applied.version) \
             if applied.added or applied.replaced else []  # a replay's are none: it notified them the first time
         retro, retro_errors = retro_notifications(  # the stored valid events are read only for new subscriptions
             m.matcher, new, self.validity.valid_events(batch_id, now) if new else [], batch_id,
             self.settings.notifications.payload,
             self.settings.limits.message_bytes, self.tenants, m.matcher_params())
         index = IndexSpec(self.registry.directory.uri, m.matcher, applied.version, m.max_catchup_versions, 0, m.shards,
-                          self.spark.sparkContext.applicationId if m.shared_index else None, m.matcher_params(),
-                          m.max_terms)
+                          self.spark.sparkContext.applicationId if m.shared_index else None, m.matcher_params())
         ctx = BatchContext.of(self.settings, batch_id, now, index, self.client_config)
         driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
         errors = admitted.errors
