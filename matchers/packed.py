@@ -17,6 +17,7 @@ from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
 _OPS = tuple(Op)
 _KINDS = tuple(Kind)
 _AND, _OR, _NOT = 0, 1, 2
+_BUT = int(Op.ANYTHING_BUT)
 _MARSHAL_VERSION = 4
 
 
@@ -63,7 +64,7 @@ def from_tuples(packed: tuple, sub_id: str) -> Subscription:
     expires, preds, packed_tree, conjunctions = packed
     table: list[Pred] = []
     for attr, op, operand, kind in preds:
-        if op == Op.ANYTHING_BUT and not isinstance(operand, Pred):  # the pickled registry held the Pred
+        if op == _BUT and not isinstance(operand, Pred):  # the pickled registry held the Pred
             operand = table[operand]
         table.append(Pred(attr, _OPS[op], operand, _KINDS[kind]))
     conj = tuple(tuple(table[i] for i in c) for c in conjunctions)
