@@ -45,10 +45,11 @@ def subscriptions(table: pa.Table) -> Iterator[Subscription]:
     picked = table.take(pa.array(rows))
     for sub_id, packed in zip(picked.column("id").to_pylist(), picked.column("packed").to_pylist(), strict=True):
         try:
-            yield unpack(packed, sub_id)
+            sub = unpack(packed, sub_id)
         except (TypeError, ValueError, EOFError, IndexError) as exc:
             raise RegistryError(f"subscription {sub_id!r}: its packed form cannot be read: "
                                 f"{type(exc).__name__}: {exc}") from exc
+        yield sub
 
 
 def build_shard(directory: str | Directory, version: int, shard: int, shards: int,
