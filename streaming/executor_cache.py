@@ -34,7 +34,6 @@ from typing import Any
 from matchers.base import Matcher
 from matchers.catalog import create
 from matchers.collector import long_lived
-from matchers.expr import DEFAULT_MAX_TERMS
 from streaming import shared_index
 from streaming.registry_columns import shards as registry_shards
 from streaming.registry_columns.files import MissingFile
@@ -62,8 +61,6 @@ class IndexSpec:
     app_id : the Spark application whose workers share the index on each machine
         (``None``: not shared).
     params : the matcher's parameters (``[match.params]``), sorted ``(name, value)`` pairs.
-    max_terms : the bound the driver accepted the expressions under (``match.max_terms``): the
-        worker parses the stored records under it again.
 
     Raises
     ------
@@ -79,7 +76,6 @@ class IndexSpec:
     shards: int = 1
     app_id: str | None = None
     params: tuple[tuple[str, Any], ...] = ()
-    max_terms: int = DEFAULT_MAX_TERMS
 
     def __post_init__(self) -> None:
         if not 0 <= self.shard < self.shards:
@@ -133,7 +129,7 @@ def build(spec: IndexSpec) -> Matcher:
         If that version is not stored (pruned, or never written) or a file is unreadable.
     """
     return registry_shards.build_shard(spec.registry, spec.version, spec.shard, spec.shards,
-                                       lambda: create(spec.matcher, **dict(spec.params)), max_terms=spec.max_terms)
+                                       lambda: create(spec.matcher, **dict(spec.params)))
 
 
 def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
@@ -144,7 +140,7 @@ def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
     try:
         with long_lived():
             registry_shards.catch_up(entry.matcher, spec.registry, entry.version, spec.version, spec.shard,
-                                     spec.shards, max_terms=spec.max_terms)
+                                     spec.shards)
     except MissingFile:  # a delta it needs was pruned (read before anything is applied)
         return False
     except BaseException:

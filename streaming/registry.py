@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from matchers.errors import PubSubError
-from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
+from matchers.expr import Subscription
+from matchers.packed import from_tuples, to_tuples
 from streaming.records import DELETE, UPSERT, Change
 from streaming.storage import Directory
 
@@ -35,54 +36,14 @@ SNAPSHOTS = "snapshots"
 SUFFIX = ".pkl"
 
 
-_OPS = list(Op)
-_KINDS = list(Kind)
-_AND, _OR, _NOT = 0, 1, 2
-
-
 def pack_subscription(sub: Subscription) -> tuple:
-    """A subscription as nested tuples of plain values (fast to pickle, no re-parsing to load).
-
-    ``(id, expires, predicates, tree, conjunctions)``: ``predicates`` lists each distinct
-    predicate once as ``(attr, op, operand, kind)``; ``tree`` is a predicate's index or
-    ``(AND|OR, child, ...)`` / ``(NOT, child)``; ``conjunctions`` are tuples of indices.
-    """
-    index: dict[Pred, int] = {}
-
-    def pid(p: Pred) -> int:
-        i = index.get(p)
-        if i is None:
-            i = index[p] = len(index)
-        return i
-
-    def tree(e: Expr):
-        if isinstance(e, Pred):
-            return pid(e)
-        if isinstance(e, Not):
-            return (_NOT, tree(e.child))
-        return (_AND if isinstance(e, And) else _OR, *(tree(c) for c in e.children))
-
-    packed_tree = tree(sub.expr)
-    conjunctions = tuple(tuple(pid(p) for p in conj) for conj in sub.conjunctions)
-    preds = tuple((p.attr, int(p.op), p.operand, int(p.kind)) for p in index)
-    return (sub.id, sub.expires, preds, packed_tree, conjunctions)
+    """A subscription as nested tuples of plain values: its id, then :func:`matchers.packed.to_tuples`."""
+    return (sub.id, *to_tuples(sub))
 
 
 def unpack_subscription(packed: tuple) -> Subscription:
-    """The inverse of :func:`pack_subscription` (predicates are rebuilt as they were, already canonical)."""
-    sub_id, expires, preds, packed_tree, conjunctions = packed
-    table = [Pred(a, _OPS[o], x, _KINDS[k]) for a, o, x, k in preds]
-
-    def tree(t) -> Expr:
-        if isinstance(t, int):
-            return table[t]
-        if t[0] == _NOT:
-            return Not(tree(t[1]))
-        children = tuple(tree(c) for c in t[1:])
-        return And(children) if t[0] == _AND else Or(children)
-
-    conj = tuple(tuple(table[i] for i in c) for c in conjunctions)
-    return Subscription(sub_id, tree(packed_tree), conj, expires)
+    """The inverse of :func:`pack_subscription`."""
+    return from_tuples(packed[1:], packed[0])
 
 
 def _pack_changes(changes) -> tuple:

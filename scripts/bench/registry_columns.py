@@ -48,9 +48,11 @@ def _expr_text(i: int) -> str:
 
 
 def _columns_batch(lo: int, hi: int):
-    """The same records as Arrow columns built without a Python object each (as a Kafka batch arrives)."""
+    """The same records as Arrow columns built without a Python object each (as a Kafka batch arrives),
+    with the subscriptions packed (each built and packed here, as a task's parse does; freed before the apply)."""
     import pyarrow.compute as pc
 
+    from matchers.packed import pack
     from streaming.registry_columns import EXPRESSION, ChangeBatch
 
     n = hi - lo
@@ -60,7 +62,9 @@ def _columns_batch(lo: int, hi: int):
     ids = pc.binary_join_element_wise("sub-", pc.utf8_lpad(text(num), 9, "0"), "")
     records = pc.binary_join_element_wise('{"op":"upsert","id":"', ids, '","expr":"a = ', text(num), " AND b < ",
                                           mod(100), " AND c = 'x", mod(50), "'\"}", "")
-    return ChangeBatch.of(ids, np.zeros(n, np.int8), np.full(n, EXPRESSION, np.int8), records.cast(pa.binary()))
+    packed = pa.array([pack(c.subscription) for c in _objects_batch(lo, hi)], pa.binary())
+    return ChangeBatch.of(ids, np.zeros(n, np.int8), np.full(n, EXPRESSION, np.int8), records.cast(pa.binary()),
+                          packed=packed)
 
 
 def _objects_batch(lo: int, hi: int):

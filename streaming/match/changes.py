@@ -95,14 +95,13 @@ def without_patterns(parsed: pa.Table) -> pa.Table:
     return pa.table(columns, schema=PARSED_SCHEMA)
 
 
-def new_subscriptions(directory: str | Directory, version: int, parse: SubscriptionParser | None = None,
-                      max_terms: int = DEFAULT_MAX_TERMS) -> list[Subscription]:
-    """The expressions registry ``version`` adds or changes (its delta's upserts, parsed again)."""
+def new_subscriptions(directory: str | Directory, version: int) -> list[Subscription]:
+    """The expressions registry ``version`` adds or changes (its delta's upserts, unpacked)."""
     if version <= 0:
         return []
     location = directory if isinstance(directory, Directory) else Directory(directory)
     table, _ = files.read_delta(location, version)
-    return list(subscriptions(table.filter(pc.equal(table.column("op"), UPSERT)), parse, max_terms))
+    return list(subscriptions(table.filter(pc.equal(table.column("op"), UPSERT))))
 
 
 def retro_notifications(

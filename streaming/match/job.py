@@ -195,17 +195,16 @@ class MatchJob:
         now = admitted.now  # a replay's: the time it recorded
         applied = self.registry.apply(batch_id, admitted.changes, now)
         t1 = time.perf_counter()
-        # a replay adds none (it notified them the first time); the new subscriptions are parsed
-        # again only when there are still-valid events to match them with
+        # a replay adds none (it notified them the first time); the new subscriptions are read
+        # back only when there are still-valid events to match them with
         valid = self.validity.valid_events(batch_id, now) if applied.added or applied.replaced else []
-        new = new_subscriptions(self.registry.directory, applied.version, self.parse, m.max_terms) if valid else []
+        new = new_subscriptions(self.registry.directory, applied.version) if valid else []
         retro, retro_errors = retro_notifications(
             m.matcher, new, valid, batch_id,
             self.settings.notifications.payload,
             self.settings.limits.message_bytes, self.tenants, m.matcher_params())
         index = IndexSpec(self.registry.directory.uri, m.matcher, applied.version, m.max_catchup_versions, 0, m.shards,
-                          self.spark.sparkContext.applicationId if m.shared_index else None, m.matcher_params(),
-                          m.max_terms)
+                          self.spark.sparkContext.applicationId if m.shared_index else None, m.matcher_params())
         ctx = BatchContext.of(self.settings, batch_id, now, index, self.client_config)
         driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
         errors = admitted.errors

@@ -164,7 +164,7 @@ def _judged(rows: pa.Table, state: IdColumns, tenants: Tenants | None,
         codes.dictionary.take(pa.array(np.where(is_move, moved[src], out_id[src]))),
         np.where(is_move, DELETE, op[src]).astype(np.int8), np.where(is_move, 0, kind[src]),
         rows.column("record").chunk(0).take(at), np.where(is_move, np.nan, rows.column("expires").to_numpy()[src]),
-        tenant.take(at), np.where(is_move, 0, preds[src]))
+        tenant.take(at), np.where(is_move, 0, preds[src]), rows.column("packed").chunk(0).take(at))
     return changes, refusal != 0, reasons
 
 

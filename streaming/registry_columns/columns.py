@@ -44,12 +44,14 @@ class ChangeBatch(NamedTuple):
     expires: np.ndarray
     tenants: pa.Array
     predicates: np.ndarray
+    packed: pa.Array
 
     def __len__(self) -> int:
         return len(self.ids)
 
     @classmethod
-    def of(cls, ids, ops, kinds=None, records=None, expires=None, tenants=None, predicates=None) -> ChangeBatch:
+    def of(cls, ids, ops, kinds=None, records=None, expires=None, tenants=None, predicates=None,
+           packed=None) -> ChangeBatch:
         """Checked columns of changes.
 
         Parameters
@@ -61,6 +63,8 @@ class ChangeBatch(NamedTuple):
         expires : expiry time (seconds) or NaN for none; all NaN when omitted.
         tenants : tenant names (the operator's, ``""``, when omitted).
         predicates : each expression upsert's predicate count (the tenants' quota; 0 when omitted).
+        packed : each expression upsert's subscription packed (:func:`matchers.packed.pack`;
+            ignored for the others).
 
         Raises
         ------
@@ -95,13 +99,18 @@ class ChangeBatch(NamedTuple):
         preds = np.zeros(n, np.int32) if predicates is None else np.asarray(predicates, np.int64)
         if preds.shape != (n,) or (preds < 0).any() or (preds > np.iinfo(np.int32).max).any():
             raise ChangeBatchError(f"predicates: {n} counts of at least 0 needed")
-        return cls(ids, op_codes, kind_codes, recs, exp, ten, np.where(upsert, preds, 0).astype(np.int32))
+        expression = upsert & (kind_codes == EXPRESSION)
+        pk = _strings([None] * n if packed is None else packed, "packed", pa.binary())
+        if np.asarray(pk.is_null().to_numpy(zero_copy_only=False))[expression].any():
+            raise ChangeBatchError("every expression upsert needs its packed subscription")
+        pk = _where_null(pk, ~expression)
+        return cls(ids, op_codes, kind_codes, recs, exp, ten, np.where(upsert, preds, 0).astype(np.int32), pk)
 
     def take(self, rows: np.ndarray) -> ChangeBatch:
         """The changes at ``rows``."""
         idx = pa.array(rows, pa.int64())
         return ChangeBatch(self.ids.take(idx), self.ops[rows], self.kinds[rows], self.records.take(idx),
-                           self.expires[rows], self.tenants.take(idx), self.predicates[rows])
+                           self.expires[rows], self.tenants.take(idx), self.predicates[rows], self.packed.take(idx))
 
     @classmethod
     def concat(cls, parts: Sequence[ChangeBatch]) -> ChangeBatch:

@@ -27,17 +27,20 @@ from streaming.storage import Directory
 
 DELTAS = "deltas"
 SNAPSHOTS = "snapshots"
-FORMAT = 2
+FORMAT = 3
 
 DELTA_SCHEMA = pa.schema([
     ("id", pa.string()), ("op", pa.int8()), ("kind", pa.int8()), ("record", pa.binary()),
     ("expires", pa.float64()), ("tenant", pa.string()), ("crc", pa.uint32()), ("predicates", pa.int32()),
+    ("packed", pa.binary()),
 ])
 """A delta's rows: one per id the version changed (a delete has kind 0 and no record; ``predicates``:
-an expression's count, for the tenants' quota)."""
+an expression's count, for the tenants' quota; ``packed``: an expression's subscription without
+its id, :func:`matchers.packed.pack`, what executors load)."""
 SNAPSHOT_SCHEMA = pa.schema([
     ("id", pa.string()), ("kind", pa.int8()), ("version", pa.int64()), ("record", pa.binary()),
     ("expires", pa.float64()), ("tenant", pa.string()), ("crc", pa.uint32()), ("predicates", pa.int32()),
+    ("packed", pa.binary()),
 ])
 """A shard's live subscriptions: the version column is that of each one's last upsert."""
 

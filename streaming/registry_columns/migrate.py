@@ -4,7 +4,8 @@ A checkpoint written before the columnar registry holds ``<checkpoint>/registry/
 deltas and snapshots of parsed subscriptions). :func:`convert_pickled` turns its latest state
 into the first version of the columnar registry: one upsert per subscription, its record
 written back from the parsed subscription (the JSON form, :func:`matchers.language.to_record`,
-under the tenant's own id and with its target topic, as the tenant's topic held it), recorded
+under the tenant's own id and with its target topic, as the tenant's topic held it) and the
+subscription packed (:func:`matchers.packed.pack`), recorded
 at the old state's batch id and time, so a replay of that batch finds its version. Nothing is
 converted once the columnar registry holds a version; the old files are left as they are.
 """
@@ -20,6 +21,7 @@ import orjson
 
 from matchers.expr import Subscription
 from matchers.language import to_record
+from matchers.packed import pack
 from streaming.records import count_predicates
 from streaming.registry import load_state
 from streaming.registry_columns.columns import EXPRESSION, UPSERT, ChangeBatch
@@ -41,12 +43,13 @@ def record_of(internal: str, sub: Subscription) -> bytes:
 
 
 def upserts_of(subscriptions: Mapping[str, Subscription]) -> ChangeBatch:
-    """One expression upsert per parsed subscription ``{internal id: Subscription}`` (records written back)."""
-    ids = list(subscriptions)
+    """One expression upsert per parsed subscription ``{internal id: Subscription}`` (records written
+    back, subscriptions packed)."""
+    ids, subs = list(subscriptions), list(subscriptions.values())
     return ChangeBatch.of(
         ids, [UPSERT] * len(ids), [EXPRESSION] * len(ids), [record_of(i, s) for i, s in subscriptions.items()],
-        [float("nan") if s.expires is None else s.expires for s in subscriptions.values()],
-        [parts(i)[0] for i in ids], [count_predicates(s) for s in subscriptions.values()])
+        [float("nan") if s.expires is None else s.expires for s in subs],
+        [parts(i)[0] for i in ids], [count_predicates(s) for s in subs], [pack(s) for s in subs])
 
 
 def convert_pickled(old: str | Path | Directory, registry: ColumnRegistry) -> Applied | None:

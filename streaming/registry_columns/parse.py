@@ -4,8 +4,9 @@ changes out, as columns (step 1 of the registry's wiring plan, ``docs/service.md
 :func:`parse_records` judges each record exactly as the two queries do today
 (:func:`streaming.records.read_envelope`, then :func:`~streaming.records.expression_change`
 for an expression or :func:`streaming.patterns.registry.pattern_error` for a pattern) and
-returns a row per record: the change (id, op, kind, the record's bytes, expiry, target
-topic) or its error record (``error``: the errors topic's JSON), with the record's position.
+returns a row per record: the change (id, op, kind, the record's bytes, an expression's
+subscription packed (:func:`matchers.packed.pack`), expiry, target topic) or its error
+record (``error``: the errors topic's JSON), with the record's position.
 No Python object per subscription outlives the call, so it runs in a Spark task
 (:func:`parse_partition` for ``mapInArrow``) and the driver gets columns.
 """
@@ -18,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from matchers.expr import DEFAULT_MAX_TERMS
+from matchers.packed import pack
 from streaming.config import LimitsSettings
 from streaming.patterns.registry import pattern_error
 from streaming.records import (
@@ -39,14 +41,15 @@ ERROR = -1
 """The op of a row that is an error record."""
 
 PARSED_SCHEMA = pa.schema([
-    ("id", pa.string()), ("op", pa.int8()), ("kind", pa.int8()), ("record", pa.binary()),
+    ("id", pa.string()), ("op", pa.int8()), ("kind", pa.int8()), ("record", pa.binary()), ("packed", pa.binary()),
     ("expires", pa.float64()), ("target", pa.string()), ("predicates", pa.int32()), ("topic", pa.string()),
     ("partition", pa.int32()),
     ("offset", pa.int64()), ("error", pa.binary()), ("key", pa.binary()),
 ])
 """One row per subscription record: its change (``op`` :data:`UPSERT_CODE` or
 :data:`DELETE_CODE`, ``kind`` :data:`EXPRESSION` or :data:`PATTERN` for an upsert, ``0``
-otherwise; ``predicates``: an expression's count, for the tenants' quota) or its error record
+otherwise; ``packed``: an expression's subscription without its id, :func:`matchers.packed.pack`;
+``predicates``: its count, for the tenants' quota) or its error record
 (``op`` :data:`ERROR`; a refused pattern keeps its id and kind :data:`PATTERN`, the others
 have neither), and its position and key (a refusal's error record names it)."""
 
@@ -63,8 +66,8 @@ def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, m
     for key, value, topic, partition, offset in zip(keys, values, topics, parts, offsets, strict=True):
         position = Position(topic, int(partition), int(offset))
         row = _row(key, value, position, parse, max_terms, limits, targets)
-        for name, item in zip(("id", "op", "kind", "record", "expires", "target", "predicates", "error"), row,
-                              strict=True):
+        for name, item in zip(("id", "op", "kind", "record", "packed", "expires", "target", "predicates", "error"),
+                              row, strict=True):
             cols[name].append(item)
         cols["topic"].append(topic)
         cols["partition"].append(partition)
@@ -75,28 +78,29 @@ def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, m
 
 def _row(key: bytes | None, value: bytes | None, position: Position, parse: SubscriptionParser, max_terms: int,
          limits: LimitsSettings, targets: bool) -> tuple:
-    """``(id, op, kind, record, expires, target, predicates, error)`` of one record."""
+    """``(id, op, kind, record, packed, expires, target, predicates, error)`` of one record."""
     envelope = read_envelope(key, value, position, limits)
     if isinstance(envelope, ErrorRecord):
         return _error(envelope)
     op, sub_id, obj = envelope
     if op == DELETE or obj is None:
-        return sub_id, DELETE_CODE, 0, None, None, None, 0, None
+        return sub_id, DELETE_CODE, 0, None, None, None, None, 0, None
     if "pattern" in obj:
         problem = pattern_error(sub_id, obj, key, value, position)
         if problem is not None:  # whose id it is is known: the match query drops the id's expression
-            return sub_id, ERROR, PATTERN, None, None, None, 0, problem.to_json()
-        return sub_id, UPSERT_CODE, PATTERN, value, None, None, 0, None
+            return sub_id, ERROR, PATTERN, None, None, None, None, 0, problem.to_json()
+        return sub_id, UPSERT_CODE, PATTERN, value, None, None, None, 0, None
     change = expression_change(sub_id, obj, key, value, position, parse, max_terms, limits, targets)
     if isinstance(change, ErrorRecord):
         return _error(change)
     sub = change.subscription
     assert sub is not None  # an upsert carries its subscription
-    return change.id, UPSERT_CODE, EXPRESSION, value, sub.expires, change.target, count_predicates(sub), None
+    return (change.id, UPSERT_CODE, EXPRESSION, value, pack(sub), sub.expires, change.target, count_predicates(sub),
+            None)
 
 
 def _error(record: ErrorRecord) -> tuple:
-    return None, ERROR, 0, None, None, None, 0, record.to_json()
+    return None, ERROR, 0, None, None, None, None, 0, record.to_json()
 
 
 def parse_partition(batches: Iterator[pa.RecordBatch], max_terms: int = DEFAULT_MAX_TERMS,

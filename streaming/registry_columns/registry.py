@@ -207,7 +207,7 @@ class ColumnRegistry:
             net, before, crcs = net.take(np.flatnonzero(effective)), before[effective], crcs[effective]
         version = self.version + 1
         table = pa.table([net.ids, pa.array(net.ops), pa.array(net.kinds), net.records, pa.array(net.expires),
-                          net.tenants, pa.array(crcs, pa.uint32()), pa.array(net.predicates, pa.int32())],
+                          net.tenants, pa.array(crcs, pa.uint32()), pa.array(net.predicates, pa.int32()), net.packed],
                          schema=files.DELTA_SCHEMA)
         stamp = Stamp(version, batch_id, float(time))
         files.write_delta(self.directory, stamp, table)
@@ -289,7 +289,7 @@ class ColumnRegistry:
 
 def read_shard(directory: str | Path | Directory, version: int, shard: int = 0, shards: int = 1) -> pa.Table:
     """Shard ``shard`` of ``shards``'s live subscriptions at ``version`` as an Arrow table
-    (id, kind, version, record, expires, tenant, crc), built from the files without a Python
+    (:data:`~streaming.registry_columns.files.SNAPSHOT_SCHEMA`), built from the files without a Python
     object per subscription (what an executor building a shard reads).
 
     Raises

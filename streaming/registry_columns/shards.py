@@ -7,9 +7,9 @@ after its version (``deltas/<v>.arrow``, the shard's rows only). Nothing comes f
 driver but the registry's location and the version, so the driver's memory does not grow
 with the subscriptions.
 
-The files hold each subscription's record as it was written to the topic; the expression
-rows are parsed again here (they were validated when the change was accepted) into the
-subscriptions the matcher takes, under their internal ids (a tenant's ``t:x``).
+The files hold each expression's subscription packed (:func:`matchers.packed.pack`, done when
+its record was parsed); it is unpacked here, without parsing, under the row's id (a tenant's
+internal ``t:x``), into the subscriptions the matcher takes.
 """
 
 from __future__ import annotations
@@ -17,55 +17,46 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import orjson
 import pyarrow as pa
 
 from matchers.base import Matcher
-from matchers.errors import PubSubError
-from matchers.expr import DEFAULT_MAX_TERMS, Subscription
-from streaming.records import SubscriptionParser, default_parser
+from matchers.expr import Subscription
+from matchers.packed import unpack
 from streaming.registry import RegistryError
 from streaming.registry_columns import files
 from streaming.registry_columns.columns import EXPRESSION, UPSERT
 from streaming.registry_columns.registry import read_shard
 from streaming.storage import Directory
 
-_ENVELOPE = ("op", "target")
-"""Record fields that say what to do with a subscription, not what it is."""
 
-
-def subscriptions(table: pa.Table, parse: SubscriptionParser | None = None,
-                  max_terms: int = DEFAULT_MAX_TERMS) -> Iterator[Subscription]:
+def subscriptions(table: pa.Table) -> Iterator[Subscription]:
     """The expression subscriptions of a shard's rows (kind :data:`EXPRESSION`; other rows are
-    skipped), each parsed from its record under the row's id.
+    skipped), each unpacked under the row's id.
 
     Raises
     ------
     RegistryError
-        If a stored record no longer parses (the language changed under the registry).
+        If an expression's packed form is missing or unreadable.
     """
-    parse = parse or default_parser()
     kinds = table.column("kind").to_numpy()
     rows = np.flatnonzero(kinds == EXPRESSION)
     if not len(rows):
         return
     picked = table.take(pa.array(rows))
-    for sub_id, record in zip(picked.column("id").to_pylist(), picked.column("record").to_pylist(), strict=True):
-        obj = {k: v for k, v in orjson.loads(record).items() if k not in _ENVELOPE}
-        obj["id"] = sub_id
+    for sub_id, packed in zip(picked.column("id").to_pylist(), picked.column("packed").to_pylist(), strict=True):
         try:
-            yield parse(obj, max_terms)
-        except (PubSubError, ValueError, TypeError, RecursionError, OverflowError) as exc:
-            raise RegistryError(f"subscription {sub_id!r} was accepted but its stored record no longer "
-                                f"parses: {exc}") from exc
+            sub = unpack(packed, sub_id)
+        except (TypeError, ValueError, EOFError, IndexError) as exc:
+            raise RegistryError(f"subscription {sub_id!r}: its packed form cannot be read: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        yield sub
 
 
 def build_shard(directory: str | Directory, version: int, shard: int, shards: int,
-                make: Callable[[], Matcher], parse: SubscriptionParser | None = None,
-                max_terms: int = DEFAULT_MAX_TERMS) -> Matcher:
+                make: Callable[[], Matcher]) -> Matcher:
     """A new matcher (from ``make``) holding shard ``shard`` of ``shards``'s expressions at ``version``."""
     matcher = make()
-    matcher.add(subscriptions(read_shard(directory, version, shard, shards), parse, max_terms))
+    matcher.add(subscriptions(read_shard(directory, version, shard, shards)))
     return matcher
 
 
@@ -77,8 +68,7 @@ def changes_after(directory: str | Directory, after: int, upto: int, shard: int,
     return files.net_deltas(tables)
 
 
-def catch_up(matcher: Matcher, directory: str | Directory, after: int, upto: int, shard: int, shards: int,
-             parse: SubscriptionParser | None = None, max_terms: int = DEFAULT_MAX_TERMS) -> int:
+def catch_up(matcher: Matcher, directory: str | Directory, after: int, upto: int, shard: int, shards: int) -> int:
     """Bring ``matcher``, holding shard ``shard`` of ``shards`` at version ``after``, to ``upto``:
     ids deleted or turned into another kind leave it, expression upserts replace or join.
     The number of ids the versions changed in the shard."""
@@ -89,6 +79,6 @@ def catch_up(matcher: Matcher, directory: str | Directory, after: int, upto: int
     gone = np.flatnonzero((ops != UPSERT) | (kinds != EXPRESSION))
     if len(gone):
         matcher.remove(net.column("id").take(pa.array(gone)).to_pylist())
-    matcher.add(subscriptions(net, parse, max_terms))
+    matcher.add(subscriptions(net))
     return net.num_rows
 

@@ -16,6 +16,7 @@ import orjson
 import pyarrow as pa
 
 from matchers.expr import Subscription
+from matchers.packed import pack
 from streaming.executor_cache import IndexSpec
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.match.changes import parse_subscription_records
@@ -62,7 +63,7 @@ Change = Subscription | str
 
 
 def changes_of(changes: Iterable[Change]) -> ChangeBatch:
-    """The columns of upserts (their records written back, :func:`record_of`) and deletes, in order."""
+    """The columns of upserts (their records written back, :func:`record_of`, and packed) and deletes, in order."""
     items = list(changes)
     subs = [c if isinstance(c, Subscription) else None for c in items]
     return ChangeBatch.of(
@@ -72,7 +73,7 @@ def changes_of(changes: Iterable[Change]) -> ChangeBatch:
         [None if s is None else record_of(s.id, s) for s in subs],
         [math.nan if s is None or s.expires is None else s.expires for s in subs],
         ["" if s is None else parts(s.id)[0] for s in subs],
-        [0 if s is None else count_predicates(s) for s in subs])
+        [0 if s is None else count_predicates(s) for s in subs], [None if s is None else pack(s) for s in subs])
 
 
 class ModelRegistry:

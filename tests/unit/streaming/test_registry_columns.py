@@ -47,15 +47,17 @@ def apply_model(model: Model, changes: list[tuple]) -> Model:
 
 
 def batch_of(changes: list[tuple]) -> ChangeBatch:
-    """The changes as columns; an upsert's predicate count is its record's length."""
+    """The changes as columns; an upsert's predicate count is its record's length, its packed
+    subscription its record (bytes the registry stores and does not read)."""
     cols: list[tuple] = list(zip(*changes, strict=True)) if changes else [()] * 6
     return ChangeBatch.of(list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), list(cols[5]),
-                          [len(r or b"") for r in cols[3]])
+                          [len(r or b"") for r in cols[3]], list(cols[3]))
 
 
 def as_model(table: pa.Table) -> Model:
     rows = table.to_pylist()
     assert all(r["predicates"] == len(r["record"]) for r in rows)
+    assert all(r["packed"] == (r["record"] if r["kind"] == EXPRESSION else None) for r in rows)
     out = {r["id"]: (r["kind"], r["record"], r["expires"], r["tenant"]) for r in rows}
     assert len(out) == len(rows), "an id twice in one table"
     return out
@@ -287,6 +289,12 @@ def test_missing_and_corrupt_files_are_errors(tmp_path):
     with pytest.raises(RegistryError, match="cannot read|schema"):
         read_shard(tmp_path, 5)
     deltas.write(rfiles.delta_name(5), good)
+    table, stamp = rfiles.read_delta(reg.directory, 5)  # a delta of format 2 (no packed subscriptions)
+    meta = {**rfiles._metadata(stamp), b"registry.format": b"2"}
+    deltas.write(rfiles.delta_name(5), rfiles.to_ipc(table.drop_columns(["packed"]).replace_schema_metadata(meta)))
+    with pytest.raises(RegistryError, match=f"(?s)has format 2 .*not format {rfiles.FORMAT}"):
+        read_shard(tmp_path, 5)
+    deltas.write(rfiles.delta_name(5), good)
     assert len(read_all(tmp_path, 5, 2)) == 5
     deltas.write(rfiles.delta_name(6), good)  # version 5's file under the name of 6
     with pytest.raises(RegistryError, match="holds version 5"):
@@ -323,7 +331,7 @@ def test_held_per_tenant_and_target_survive_a_restart(tmp_path):
     reg = ColumnRegistry(tmp_path, snapshot_every=2)
     ups = ChangeBatch.of(["t:x", "t>n.t.a:y", "t>n.t.b:z", "u:p", "plain", ":a>b:c"], ["upsert"] * 6,
                          [EXPRESSION, EXPRESSION, EXPRESSION, PATTERN, EXPRESSION, EXPRESSION], [b"r"] * 6,
-                         tenants=["t", "t", "t", "u", "", ""], predicates=[2, 3, 4, 0, 5, 1])
+                         tenants=["t", "t", "t", "u", "", ""], predicates=[2, 3, 4, 0, 5, 1], packed=[b"p"] * 6)
     reg.apply(0, ups, 1.0)
     reg.apply(1, ChangeBatch.of(["u:p"], ["upsert"], [PATTERN], [b"q"], tenants=["u"]), 2.0)  # a snapshot at 2
     reg.apply(2, ChangeBatch.of(["t>n.t.b:z"], ["delete"]), 3.0)
@@ -338,7 +346,8 @@ def test_held_per_tenant_and_target_survive_a_restart(tmp_path):
 def test_many_deletes_compact_the_driver_columns(tmp_path):
     reg = ColumnRegistry(tmp_path, snapshot_every=1000)
     ids = [f"sub-{i}" for i in range(20_000)]
-    reg.apply(0, ChangeBatch.of(ids, np.zeros(len(ids), np.int8), np.ones(len(ids), np.int8), [b"r"] * len(ids)), 1.0)
+    reg.apply(0, ChangeBatch.of(ids, np.zeros(len(ids), np.int8), np.ones(len(ids), np.int8), [b"r"] * len(ids),
+                                packed=[b"p"] * len(ids)), 1.0)
     reg.apply(1, ChangeBatch.of(ids[:15_000], np.ones(15_000, np.int8)), 2.0)
     assert reg.columns.n < 20_000 and len(reg) == 5_000
     assert set(reg.live().column("id").to_pylist()) == set(ids[15_000:])
@@ -354,6 +363,7 @@ def test_many_deletes_compact_the_driver_columns(tmp_path):
     (dict(ids=["a"], ops=["upsert"], kinds=[1]), "record"),
     (dict(ids=["a", "b"], ops=["upsert"]), "1 values for 2"),
     (dict(ids=["a"], ops=["upsert"], kinds=[1], records=[b"x"], expires=[math.inf]), "finite"),
+    (dict(ids=["a", "b"], ops=["upsert"] * 2, kinds=[2, 1], records=[b"x"] * 2, packed=[None, None]), "packed"),
     (dict(ids=[1], ops=["delete"]), "ids must be"),
 ])
 def test_bad_batches_give_one_clear_error(kwargs, match):

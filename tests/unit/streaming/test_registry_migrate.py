@@ -1,6 +1,6 @@
 """The pickled registry of earlier releases converted once into the columnar one (issue 29):
-every subscription, its expiry and its tenant come back from the new files, and each stored
-record parses back to the subscription it was written from."""
+every subscription, its expiry and its tenant come back from the new files (unpacked), and each
+stored record parses back to the subscription it was written from."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import random
 
 import orjson
 
-from matchers.expr import Subscription, pred
-from streaming.records import DELETE, UPSERT, Change
+from matchers.expr import DEFAULT_MAX_TERMS, Subscription, pred
+from streaming.records import DELETE, UPSERT, Change, default_parser
 from streaming.registry import Registry, load_state
 from streaming.registry_columns import EXPRESSION, ChangeBatch, ColumnRegistry, read_shard
 from streaming.registry_columns.migrate import convert_pickled
@@ -51,12 +51,13 @@ def test_the_pickled_registry_converts_once_into_the_same_subscriptions(tmp_path
     assert applied is not None and (applied.version, applied.added, applied.replay) == (1, len(state.subscriptions),
                                                                                       False)
     assert (registry.batch_id, registry.stamps[-1].time, len(registry)) == (14, 1007.0, len(state.subscriptions))
-    rows, parsed = {}, {}
+    rows, loaded = {}, {}
     for shard in range(2):
         table = read_shard(registry.directory, 1, shard, 2)
         rows.update((row["id"], row) for row in table.to_pylist())
-        parsed.update((s.id, s) for s in subscriptions(table))
-    assert parsed == state.subscriptions and set(rows) == set(state.subscriptions)  # parsed back: equal
+        loaded.update((s.id, s) for s in subscriptions(table))
+    assert loaded == state.subscriptions and set(rows) == set(state.subscriptions)  # unpacked: equal
+    assert all(s.conjunctions == state.subscriptions[i].conjunctions for i, s in loaded.items())
     for sub_id, row in rows.items():
         sub = state.subscriptions[sub_id]
         tenant, target, public = parts(sub_id)
@@ -64,6 +65,8 @@ def test_the_pickled_registry_converts_once_into_the_same_subscriptions(tmp_path
         assert (row["expires"] if not math.isnan(row["expires"]) else None) == sub.expires
         record = orjson.loads(row["record"])
         assert record["id"] == public and record.get("target") == target  # as the tenant's topic held it
+        obj = {k: v for k, v in record.items() if k != "target"}
+        assert default_parser()({**obj, "id": sub_id}, DEFAULT_MAX_TERMS) == sub  # the record parses back
     assert rows["acme>notifications.acme.alerts:y"]["tenant"] == "acme"
     assert registry.held()[("acme", EXPRESSION)] == (2, 2)  # the tenants' quotas count what was converted
     # converted once: neither this registry nor one loaded from its files converts again

@@ -1,10 +1,12 @@
 """Executors' shards from the columnar registry's files (issue 29, step 3): a shard built at any
 version, or caught up from any older one, matches what a dictionary of that version's
-expressions in that shard matches (the oracle), whatever the interleaving of upserts, deletes,
-kind changes and expiry times, with 1 or 3 shards and snapshots in between."""
+expressions in that shard matches (the oracle, on the records parsed again), whatever the
+interleaving of upserts, deletes, kind changes and expiry times, with 1 or 3 shards and
+snapshots in between; the shard loads the subscriptions packed at parse time."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import zlib
 
@@ -14,6 +16,7 @@ import pytest
 from matchers import oracle
 from matchers.catalog import create
 from matchers.expr import Subscription
+from matchers.packed import pack
 from streaming.records import default_parser
 from streaming.registry import RegistryError
 from streaming.registry_columns import (
@@ -21,12 +24,14 @@ from streaming.registry_columns import (
     EXPRESSION,
     PATTERN,
     UPSERT,
+    ChangeBatch,
     ColumnRegistry,
     read_shard,
 )
 from streaming.registry_columns import files as rfiles
 from streaming.registry_columns.shards import build_shard, catch_up, subscriptions
-from tests.unit.streaming.test_registry_columns import batch_of
+from tests.strategies import random_event, random_subscriptions
+from tests.unit.streaming.helpers import ModelRegistry
 
 PARSE = default_parser()
 IDS = [f"s{i}" for i in range(14)] + ["t1:s1", "t1>n.t1.x:s2"]
@@ -61,6 +66,20 @@ def _history(seed: int, batches: int = 12) -> list[list[tuple]]:
     return out
 
 
+def _parsed(sub_id: str, record: bytes) -> Subscription:
+    """The subscription of a stored record under the row's id (what parsing it again gives)."""
+    obj = {k: v for k, v in orjson.loads(record).items() if k != "target"}
+    return PARSE({**obj, "id": sub_id}, 4096)
+
+
+def batch_of(changes: list[tuple]) -> ChangeBatch:
+    """The changes as columns, each expression packed as :mod:`~streaming.registry_columns.parse` does."""
+    sub_ids, ops, kinds, records, expires, tenants = (list(c) for c in zip(*changes, strict=True))
+    packed = [pack(_parsed(i, r)) if op == UPSERT and k == EXPRESSION else None
+              for i, op, k, r in zip(sub_ids, ops, kinds, records, strict=True)]
+    return ChangeBatch.of(sub_ids, ops, kinds, records, expires, tenants, packed=packed)
+
+
 def _model(history: list[list[tuple]], version: int) -> dict[str, bytes]:
     """``{id: record}`` of the expressions live after the first ``version`` batches."""
     live: dict[str, tuple[int, bytes]] = {}
@@ -74,11 +93,7 @@ def _model(history: list[list[tuple]], version: int) -> dict[str, bytes]:
 
 
 def _expected(model: dict[str, bytes], shard: int, shards: int) -> list[list[str]]:
-    subs: list[Subscription] = []
-    for sub_id, record in model.items():
-        if zlib.crc32(sub_id.encode()) % shards == shard:
-            obj = {k: v for k, v in orjson.loads(record).items() if k != "target"}
-            subs.append(PARSE({**obj, "id": sub_id}, 4096))
+    subs = [_parsed(i, r) for i, r in model.items() if zlib.crc32(i.encode()) % shards == shard]
     return [sorted(oracle.match(subs, e)) for e in EVENTS]
 
 
@@ -113,8 +128,34 @@ def test_built_and_caught_up_shards_match_the_dictionary(tmp_path, seed, shards)
                 assert index.match_events(EVENTS) == want, (seed, step, shard, "caught up")
 
 
-def test_a_record_that_no_longer_parses_is_a_registry_error(tmp_path):
+@pytest.mark.parametrize("shards", [1, 2])
+def test_shards_of_every_operator_match_the_oracle(tmp_path, shards):
+    """Subscriptions of the whole language, packed and stored, then unpacked into each shard: the
+    shards together match what the oracle says of the subscriptions themselves."""
+    rng = random.Random(11)
+    subs = random_subscriptions(rng, 400, extended=True)
+    subs[::7] = [dataclasses.replace(s, id=f"t:{s.id}", expires=1e10 + i) for i, s in enumerate(subs[::7])]
+    reg = ModelRegistry(tmp_path / "reg", shards=shards, snapshot_every=2)
+    reg.apply(0, subs[:250])
+    reg.apply(1, [s.id for s in subs[:50]] + subs[250:])  # a snapshot, then a delta
+    reg.apply(2, subs[:10])
+    events = [random_event(rng, extended=True) for _ in range(60)]
+    loaded = {s.id: s for shard in range(shards)
+              for s in subscriptions(read_shard(reg.uri, reg.version, shard, shards))}
+    want = reg.subscriptions
+    assert loaded == want
+    assert all(s.conjunctions == want[i].conjunctions and s.expires == want[i].expires for i, s in loaded.items())
+    got = [set() for _ in events]
+    for shard in range(shards):
+        for seen, matched in zip(got, build_shard(reg.uri, reg.version, shard, shards, _make).match_events(events),
+                                 strict=True):
+            seen.update(matched)
+    assert got == [set(oracle.match(list(want.values()), e)) for e in events]
+
+
+def test_an_unreadable_packed_form_is_a_registry_error(tmp_path):
     registry = ColumnRegistry(tmp_path / "reg")
-    registry.apply(0, batch_of([("a", UPSERT, EXPRESSION, b'{"id": "a", "expr": "price >"}', float("nan"), "")]), 1.0)
-    with pytest.raises(RegistryError, match="'a' was accepted but its stored record no longer parses"):
+    registry.apply(0, ChangeBatch.of(["a"], [UPSERT], [EXPRESSION], [b'{"expr": "price > 1"}'],
+                                     packed=[b"not packed"]), 1.0)
+    with pytest.raises(RegistryError, match="'a': its packed form cannot be read"):
         list(subscriptions(read_shard(registry.directory, 1)))

@@ -1,0 +1,81 @@
+"""Subscriptions packed as bytes, read back without parsing: the canonical expression tree, its
+conjunctions (DNF) and expiry time, not the id (the caller's to give, as it stores it).
+
+:func:`pack` writes :func:`to_tuples`' nested tuples of plain values (strings, floats, ints,
+booleans, ``None``) with :mod:`marshal`, which reads them back faster than :mod:`pickle` and
+builds nothing but those values. Bytes read with :func:`unpack` must come from :func:`pack`
+(the registry's files are as trusted as the code).
+"""
+
+from __future__ import annotations
+
+import marshal
+from typing import Any
+
+from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
+
+_OPS = tuple(Op)
+_KINDS = tuple(Kind)
+_AND, _OR, _NOT = 0, 1, 2
+_BUT = int(Op.ANYTHING_BUT)
+_MARSHAL_VERSION = 4
+
+
+def to_tuples(sub: Subscription) -> tuple:
+    """``(expires, predicates, tree, conjunctions)`` of ``sub``: ``predicates`` lists each distinct
+    predicate once as ``(attr, op, operand, kind)`` (an ``ANYTHING BUT``'s operand is the index of
+    its predicate, listed before it); ``tree`` is a predicate's index or ``(AND|OR, child, ...)`` /
+    ``(NOT, child)``; ``conjunctions`` are tuples of indices."""
+    index: dict[Pred, int] = {}
+    preds: list[tuple] = []
+
+    def pid(p: Pred) -> int:
+        i = index.get(p)
+        if i is None:
+            operand = pid(p.operand) if p.op is Op.ANYTHING_BUT else p.operand
+            i = index[p] = len(preds)
+            preds.append((p.attr, int(p.op), operand, int(p.kind)))
+        return i
+
+    def tree(e: Expr) -> Any:
+        if isinstance(e, Pred):
+            return pid(e)
+        if isinstance(e, Not):
+            return (_NOT, tree(e.child))
+        return (_AND if isinstance(e, And) else _OR, *(tree(c) for c in e.children))
+
+    packed_tree = tree(sub.expr)
+    conjunctions = tuple(tuple(pid(p) for p in conj) for conj in sub.conjunctions)
+    return (sub.expires, tuple(preds), packed_tree, conjunctions)
+
+
+def _tree(t: Any, table: list[Pred]) -> Expr:
+    if type(t) is int:
+        return table[t]
+    if t[0] == _NOT:
+        return Not(_tree(t[1], table))
+    children = tuple(_tree(c, table) for c in t[1:])
+    return And(children) if t[0] == _AND else Or(children)
+
+
+def from_tuples(packed: tuple, sub_id: str) -> Subscription:
+    """The subscription ``sub_id`` of :func:`to_tuples`' form (predicates rebuilt as they were,
+    already canonical; equal ones are one object)."""
+    expires, preds, packed_tree, conjunctions = packed
+    table: list[Pred] = []
+    for attr, op, operand, kind in preds:
+        if op == _BUT and not isinstance(operand, Pred):  # the pickled registry held the Pred
+            operand = table[operand]
+        table.append(Pred(attr, _OPS[op], operand, _KINDS[kind]))
+    conj = tuple(tuple(table[i] for i in c) for c in conjunctions)
+    return Subscription(sub_id, _tree(packed_tree, table), conj, expires)
+
+
+def pack(sub: Subscription) -> bytes:
+    """``sub`` without its id, as bytes (:func:`to_tuples` marshalled)."""
+    return marshal.dumps(to_tuples(sub), _MARSHAL_VERSION)
+
+
+def unpack(data: bytes, sub_id: str) -> Subscription:
+    """The subscription :func:`pack` packed, under ``sub_id``."""
+    return from_tuples(marshal.loads(data), sub_id)
