@@ -58,7 +58,7 @@ def test_the_tasks_rows_are_the_drivers(monkeypatch, targets):
     ranges = [OffsetRange("subs", p, 0, by_partition[p].num_rows) for p in range(3)]
     todo = parse_tasks(ranges, 5, 7)
     assert len(todo) == 5
-    streams = [blob for i in range(len(todo)) for blob in parse_ranges([i], None, todo, targets=targets)]  # type: ignore[arg-type]
+    streams = [blob for i in range(len(todo)) for blob in parse_ranges([i], None, todo, targets=targets)]
     tasks = changes.without_patterns(pa.concat_tables(pa.ipc.open_stream(b).read_all() for b in streams))
     driver = parse_subscription_records(records, targets=targets)
     assert tasks.schema == driver.schema == PARSED_SCHEMA
