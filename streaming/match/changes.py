@@ -127,16 +127,17 @@ def parse_ranges(numbers: Iterable[int], kafka: KafkaClientConfig, todo: Sequenc
 def parse_in_tasks(sc: SparkContext, kafka: KafkaClientConfig, ranges: Sequence[OffsetRange],
                    max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
                    targets: bool = False, task_records: int = TASK_RECORDS,
-                   driver_records: int = DRIVER_RECORDS) -> pa.Table:
+                   driver_records: int | None = None) -> pa.Table:
     """The rows of the subscription records in ``ranges`` (as :func:`parse_subscription_records`
     gives them, in no particular order), read and parsed by Spark tasks: one RDD job
     (:func:`parse_tasks`, :func:`parse_ranges`); the driver gets columns.
 
-    No job without records; fewer than ``driver_records`` are read and parsed on the driver
-    (:func:`read_records`, :func:`parse_subscription_records`: the same function, the same rows).
+    No job without records; fewer than ``driver_records`` (:data:`DRIVER_RECORDS` by default)
+    are read and parsed on the driver (:func:`read_records`, :func:`parse_subscription_records`:
+    the same function, the same rows).
     """
     count = sum(max(0, r.end - r.start) for r in ranges)
-    if count < max(1, driver_records):  # none: no job, and no read
+    if count < max(1, DRIVER_RECORDS if driver_records is None else driver_records):  # none: no job, no read
         return parse_subscription_records(read_records(kafka, ranges), None, max_terms, limits, targets)
     todo = parse_tasks(ranges, sc.defaultParallelism, task_records)
     streams = sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
