@@ -1,9 +1,10 @@
-"""The "match" query: subscription changes on the driver, then events matched on the executors.
+"""The "match" query: subscription records parsed in tasks and applied on the driver, then
+events matched on the executors.
 
 Where a micro-batch goes, module by module:
 
 * :mod:`~streaming.match.job`: :class:`MatchJob`, the foreachBatch function, hands off to
-* :mod:`~streaming.match.changes`: the batch's subscription records, as columns, applied to
+* :mod:`~streaming.match.changes`: the batch's subscription records, parsed in tasks into columns, applied to
   the columnar registry, and new subscriptions matched against still-valid events (retro
   notifications);
 * :mod:`~streaming.match.tasks`: the batch's match tasks, what each is given and returns;
@@ -12,6 +13,8 @@ Where a micro-batch goes, module by module:
 
 from streaming.match.changes import (
     new_subscriptions,
+    parse_frame,
+    parse_in_tasks,
     parse_subscription_records,
     read_records,
     retro_notifications,
@@ -48,6 +51,8 @@ __all__ = [
     "match_pinned",
     "match_ranges",
     "new_subscriptions",
+    "parse_frame",
+    "parse_in_tasks",
     "parse_subscription_records",
     "pinned_tasks",
     "plan_tasks",

@@ -1,14 +1,19 @@
-"""A batch's subscription records, on the driver: read and parsed as columns, and the new
-subscriptions matched retroactively.
+"""A batch's subscription records: read and parsed as columns (in Spark tasks, or on the
+driver for a few), and the new subscriptions matched retroactively.
 
 Everything here is columns (Arrow), never a Python object per subscription kept past the batch:
 
-* :func:`read_records`: the subscription records of the batch's offset ranges (:data:`RECORD_SCHEMA`);
+* :func:`parse_in_tasks`: the rows of the records of the batch's subscription offset ranges,
+  each task reading its ranges from Kafka and parsing them (one RDD job; none without records,
+  and none for fewer than :data:`DRIVER_RECORDS`, which the driver reads and parses itself);
+  :func:`parse_frame`: the same rows from the micro-batch DataFrame (``mapInArrow``, the first
+  batch of a checkpoint);
+* :func:`read_records`: the subscription records of offset ranges (:data:`RECORD_SCHEMA`), on the driver;
 * :func:`parse_subscription_records`: one row per record
-  (:func:`~streaming.registry_columns.parse.parse_records`), with the interim rule for
-  patterns applied (:func:`without_patterns`); the rows go to
-  :func:`streaming.registry_columns.admit.admit` (tenants' ids, targets, quotas, expiry), whose
-  changes the registry applies;
+  (:func:`~streaming.registry_columns.parse.parse_records`), on the driver;
+* all of them apply the interim rule for patterns (:func:`without_patterns`); the rows go to
+  :func:`streaming.registry_columns.admit.admit` (tenants' ids, targets, quotas, expiry, in
+  offset order whatever the rows' order), whose changes the registry applies;
 * :func:`new_subscriptions` and :func:`retro_notifications`: the expressions a version adds or
   changes (read back from its delta) matched against the still-valid events of earlier
   batches (:mod:`streaming.validity`).
@@ -17,8 +22,9 @@ Everything here is columns (Arrow), never a Python object per subscription kept 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow as pa
@@ -31,6 +37,7 @@ from streaming.config import LimitsSettings
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.fetch import read_range
 from streaming.kafka.offsets import OffsetRange
+from streaming.placement import event_bins
 from streaming.records import (
     DEFAULT_LIMITS,
     EVENT,
@@ -41,11 +48,15 @@ from streaming.records import (
     flat_event,
 )
 from streaming.registry_columns import DELETE, PATTERN, UPSERT, files
-from streaming.registry_columns.parse import PARSED_SCHEMA, parse_records
+from streaming.registry_columns.parse import PARSED_SCHEMA, parse_partition, parse_records
 from streaming.registry_columns.shards import subscriptions
 from streaming.storage import Directory
 from streaming.tenants import Tenants
 from streaming.validity import ValidEvent
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import DataFrame
 
 RECORD_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                            ("partition", pa.int32()), ("offset", pa.int64())])
@@ -72,6 +83,79 @@ def parse_subscription_records(records: pa.Table, parse: SubscriptionParser | No
     patterns turned into deletes (:func:`without_patterns`)."""
     parsed = [parse_records(rb, parse, max_terms, limits, targets) for rb in records.to_batches() if rb.num_rows]
     return without_patterns(pa.Table.from_batches(parsed, schema=PARSED_SCHEMA))
+
+
+TASK_RECORDS = 10_000
+"""Subscription records a parse task is given at least (a batch of more fills the slots)."""
+
+DRIVER_RECORDS = 2_000
+"""Fewer subscription records than this in a batch are read and parsed on the driver: a
+Spark job's fixed cost (tens of ms of the batch's wall time, before its events are
+matched) is more than parsing them (about 46 µs each)."""
+
+def parse_tasks(ranges: Sequence[OffsetRange], slots: int,
+                task_records: int = TASK_RECORDS) -> list[tuple[OffsetRange, ...]]:
+    """The parse tasks of ``ranges`` (empty ones dropped): as many as have ``task_records``
+    records each, at most ``slots`` (at least one with records), a range split across tasks
+    when it is larger than a task's share."""
+    ranges = [r for r in ranges if r.end > r.start]
+    total = sum(r.end - r.start for r in ranges)
+    if not total:
+        return []
+    n = max(1, min(slots, total // task_records))
+    share = -(-total // n)
+    pieces = [OffsetRange(r.topic, r.partition, lo, min(lo + share, r.end))
+              for r in ranges for lo in range(r.start, r.end, share)]
+    return event_bins(pieces, n)
+
+
+def parse_ranges(numbers: Iterable[int], kafka: KafkaClientConfig, todo: Sequence[tuple[OffsetRange, ...]],
+                 max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
+                 targets: bool = False) -> Iterator[bytes]:
+    """What a parse task runs: the records of its ranges (``todo[i]`` for each ``i`` of
+    ``numbers``, a partition of ``parallelize(range(len(todo)))``) read from Kafka and parsed
+    (:func:`~streaming.registry_columns.parse.parse_partition`), yielded as one Arrow IPC
+    stream of :data:`PARSED_SCHEMA` rows."""
+    batches = (rb for i in numbers for rng in todo[i] for rb in read_range(kafka, rng))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, PARSED_SCHEMA) as writer:
+        for rb in parse_partition(batches, max_terms, limits, targets):
+            writer.write_batch(rb)
+    yield sink.getvalue().to_pybytes()
+
+
+def parse_in_tasks(sc: SparkContext, kafka: KafkaClientConfig, ranges: Sequence[OffsetRange],
+                   max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
+                   targets: bool = False, task_records: int = TASK_RECORDS,
+                   driver_records: int | None = None) -> pa.Table:
+    """The rows of the subscription records in ``ranges`` (as :func:`parse_subscription_records`
+    gives them, in no particular order), read and parsed by Spark tasks: one RDD job
+    (:func:`parse_tasks`, :func:`parse_ranges`); the driver gets columns.
+
+    No job without records; fewer than ``driver_records`` (:data:`DRIVER_RECORDS` by default)
+    are read and parsed on the driver (:func:`read_records`, :func:`parse_subscription_records`:
+    the same function, the same rows).
+    """
+    count = sum(max(0, r.end - r.start) for r in ranges)
+    if count < max(1, DRIVER_RECORDS if driver_records is None else driver_records):  # none: no job, no read
+        return parse_subscription_records(read_records(kafka, ranges), None, max_terms, limits, targets)
+    todo = parse_tasks(ranges, sc.defaultParallelism, task_records)
+    streams = sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
+        partial(parse_ranges, kafka=kafka, todo=todo, max_terms=max_terms, limits=limits, targets=targets)).collect()
+    tables = [pa.ipc.open_stream(blob).read_all() for blob in streams]
+    return without_patterns(pa.concat_tables(tables) if tables else PARSED_SCHEMA.empty_table())
+
+
+def parse_frame(df: DataFrame, max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
+                targets: bool = False) -> pa.Table:
+    """The rows of the subscription records of ``df`` (Kafka source columns ``key, value,
+    topic, partition, offset``), parsed in its tasks (``mapInArrow`` with
+    :func:`~streaming.registry_columns.parse.parse_partition`) and collected as Arrow."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    parsed = df.mapInArrow(partial(parse_partition, max_terms=max_terms, limits=limits, targets=targets),
+                           from_arrow_schema(PARSED_SCHEMA)).toArrow()
+    return without_patterns(parsed.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA))
 
 
 def without_patterns(parsed: pa.Table) -> pa.Table:

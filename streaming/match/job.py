@@ -9,10 +9,13 @@ Kafka, matches them, produces its records itself and returns one row to the driv
 
 Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`, read
 through :mod:`streaming.storage` from any Hadoop-compatible checkpoint location): the
-driver reads the subscription records itself and never reads events, so a micro-batch
-runs one Spark job (none without events) and no record passes through the JVM. The first
-batch of a new checkpoint, whose start offsets Spark does not log, takes the records of
-the micro-batch DataFrame instead. The driver keeps the registry as columns
+driver never reads events and does not parse subscription records one by one: the batch's subscription ranges are read and parsed by the tasks of one RDD job
+(:func:`~streaming.match.changes.parse_in_tasks`; none without subscription records, and
+none for a few, which the driver reads and parses itself) and the driver gets their rows as
+columns; a micro-batch runs at most two Spark jobs (the match job: none without events)
+and no record passes through the JVM. The first batch of a new checkpoint, whose start
+offsets Spark does not log, parses the records of the micro-batch DataFrame in its tasks
+instead (:func:`~streaming.match.changes.parse_frame`). The driver keeps the registry as columns
 (:class:`~streaming.registry_columns.ColumnRegistry` under ``<checkpoint>/registry-columns``:
 no Python object per subscription) and sends the tasks its location and the batch's
 version; each executor builds or catches up its index from the registry's files, so the
@@ -40,9 +43,8 @@ from streaming.kafka.sink import produce_batches
 from streaming.match.changes import (
     RECORD_SCHEMA,
     new_subscriptions,
-    parse_subscription_records,
-    read_records,
-    records_table,
+    parse_frame,
+    parse_in_tasks,
     retro_notifications,
 )
 from streaming.match.executor import match_all_shards, match_pinned, match_ranges
@@ -142,7 +144,8 @@ class MatchJob:
     client_config : the Kafka client configuration (bootstrap servers resolved).
 
     Subscription records are parsed by the language's parser (:func:`~streaming.records.default_parser`),
-    as the executors parse the stored records again.
+    in the tasks (on the driver: a batch's few, and the new subscriptions it retro-matches), as
+    the executors parse the stored records again.
     """
 
     def __init__(self, settings: Settings, spark: SparkSession, client_config: KafkaClientConfig):
@@ -184,13 +187,14 @@ class MatchJob:
         k, m = self.settings.kafka, self.settings.match
         ranges = logged_ranges(self.query_checkpoint, batch_id)
         sub_topics = self.subscription_topics
+        targets = self.tenants is not None
         if ranges is None:
-            records = records_table(df.filter(F.col("topic").isin(*sub_topics))
-                                    .select(*RECORD_SCHEMA.names).toArrow())
+            parsed = parse_frame(df.filter(F.col("topic").isin(*sub_topics)).select(*RECORD_SCHEMA.names),
+                                 m.max_terms, self.settings.limits, targets)
         else:
-            records = read_records(self.client_config, [r for r in ranges if r.topic in sub_topics])
-        parsed = parse_subscription_records(records, self.parse, m.max_terms, self.settings.limits,
-                                            targets=self.tenants is not None)
+            parsed = parse_in_tasks(self.spark.sparkContext, self.client_config,
+                                    [r for r in ranges if r.topic in sub_topics], m.max_terms, self.settings.limits,
+                                    targets)
         admitted = admit(parsed, self.registry, batch_id, self.tenants, self.topic_exists, time.time(), k.errors_topic)
         now = admitted.now  # a replay's: the time it recorded
         applied = self.registry.apply(batch_id, admitted.changes, now)
@@ -230,10 +234,10 @@ class MatchJob:
         self._note_placement(results)
         self.validity.write(batch_id, [e for r in results for e in r.valid_events])
         t3 = time.perf_counter()
-        input_rows = records.num_rows + v.events + v.errors
+        input_rows = parsed.num_rows + v.events + v.errors
         self.validity.prune(now)
         metrics = BatchMetrics(
-            batch_id=batch_id, input_rows=input_rows, events=v.events, subscription_records=records.num_rows,
+            batch_id=batch_id, input_rows=input_rows, events=v.events, subscription_records=parsed.num_rows,
             subscription_changes=admitted.accepted, expired=0 if applied.replay else admitted.expired,
             rejected=errors.num_rows,
             event_errors=v.errors, matches=v.matches, retro_matches=len(retro), valid_events_kept=v.valid,

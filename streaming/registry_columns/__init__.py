@@ -4,7 +4,7 @@
 :class:`ColumnRegistry` is the driver's side (:mod:`.registry`), :func:`read_shard` an
 executor's (a shard's live subscriptions as an Arrow table), :class:`ChangeBatch` the
 changes of a micro-batch as columns (:mod:`.columns`), :mod:`.files` the Arrow IPC layout;
-:func:`.parse.parse_records` turns subscription records into rows (in tasks) and
+:func:`.parse.parse_records` turns subscription records into rows (in the match query's tasks) and
 :func:`.admit.admit` those rows into a batch's changes and error records (on the driver);
 :mod:`.shards` builds an executor's index from the files, :mod:`.migrate` converts the pickled
 registry of earlier releases.

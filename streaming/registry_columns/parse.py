@@ -8,7 +8,8 @@ returns a row per record: the change (id, op, kind, the record's bytes, an expre
 subscription packed (:func:`matchers.packed.pack`), expiry, target topic) or its error
 record (``error``: the errors topic's JSON), with the record's position.
 No Python object per subscription outlives the call, so it runs in a Spark task
-(:func:`parse_partition` for ``mapInArrow``) and the driver gets columns.
+(:func:`parse_partition`: the match query's tasks call it, :mod:`streaming.match.changes`)
+and the driver gets columns.
 """
 
 from __future__ import annotations

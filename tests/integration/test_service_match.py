@@ -12,7 +12,7 @@ import pytest
 
 from matchers.expr import to_text
 from streaming.kafka.client_config import KafkaClientConfig
-from streaming.match import MatchJob
+from streaming.match import MatchJob, changes
 from streaming.notifications import notification_id
 from streaming.shared_index import SharedKey
 from tests.integration.kafka_helpers import consume_all, produce
@@ -112,8 +112,17 @@ def test_known_workload_bad_records_and_tail(
 
 
 def test_deletes_expiry_and_valid_events(
-    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path
+    spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path, monkeypatch: Any
 ):
+    monkeypatch.setattr(changes, "DRIVER_RECORDS", 0)  # the later batches' few records parsed in tasks too
+    on_driver: list[int] = []
+    driver_parse = changes.parse_subscription_records
+
+    def parse_here(records: Any, *args: Any, **kwargs: Any) -> Any:
+        on_driver.append(records.num_rows)
+        return driver_parse(records, *args, **kwargs)
+
+    monkeypatch.setattr(changes, "parse_subscription_records", parse_here)
     topics = make_topics(topic_factory, event_partitions=1)
     settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers)
     job = MatchJob(settings, spark, kafka_config)
@@ -177,6 +186,7 @@ def test_deletes_expiry_and_valid_events(
         ]
     )
     assert set(job.registry.live().column("id").to_pylist()) == {"keep", "late", "late2"}
+    assert sum(m.subscription_records for m in job.history) == 6 and sum(on_driver) == 0  # all in tasks
 
 
 def test_event_patterns_existence_and_nulls(spark: Any, kafka_config: KafkaClientConfig, topic_factory: Any, tmp_path: Path):

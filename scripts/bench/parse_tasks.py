@@ -1,0 +1,110 @@
+"""Subscription records parsed on the driver or in Spark tasks (issue 29, item 3): a batch of
+Fabret W1 subscription records (the JSON form) in a Kafka topic, parsed by the driver
+(:func:`~streaming.match.changes.read_records` then
+:func:`~streaming.match.changes.parse_subscription_records`, what the match query did) and by
+:func:`~streaming.match.changes.parse_in_tasks` on a ``local[2]`` session. Reported: the
+driver's CPU (``time.process_time``), the wall time, and the CPU of every process of the
+session (this one, the JVM, the Python workers; the broker left out) from ``/proc``; then a
+small batch's job (the fixed cost a job adds to a batch's latency).
+
+    PYTHONPATH=. .venv/bin/python -m scripts.bench.parse_tasks --records 100000 --partitions 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from streaming.kafka.offsets import OffsetRange
+
+
+def _tree_cpu(exclude: int | None) -> float:
+    """CPU seconds (user + system, with reaped children's) of this process and its descendants,
+    without ``exclude``'s subtree (Linux ``/proc``)."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(name)] = int(fields[1])
+        ticks[int(name)] = sum(int(x) for x in fields[11:15])
+    me = os.getpid()
+    total = 0
+    for pid in ticks:
+        p = pid
+        while p not in (me, exclude, 0, 1) and p in parent:
+            p = parent[p]
+        if p == me:
+            total += ticks[pid]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measure(fn: Callable[[], Any], exclude: int | None) -> tuple[Any, dict[str, float]]:
+    c0, w0, t0 = time.process_time(), time.perf_counter(), _tree_cpu(exclude)
+    out = fn()
+    c1, w1, t1 = time.process_time(), time.perf_counter(), _tree_cpu(exclude)
+    return out, {"driver_cpu_s": c1 - c0, "wall_s": w1 - w0, "all_cpu_s": t1 - t0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args(argv)
+
+    from scripts.bench.feed import produce_all, subscription_records, workload_subscriptions
+    from streaming.kafka.admin import ensure_topics
+    from streaming.kafka.broker import EmbeddedBroker
+    from streaming.kafka.client_config import KafkaClientConfig
+    from streaming.match.changes import parse_in_tasks, parse_subscription_records, read_records
+    from streaming.spark import get_session
+
+    with EmbeddedBroker() as broker:
+        broker_pid = broker.pids.get("kafka")
+        kafka = KafkaClientConfig.create(broker.bootstrap_servers)
+        topic = "subs"
+        ensure_topics(kafka, {topic: args.partitions})
+        produce_all(broker.bootstrap_servers, topic, subscription_records(workload_subscriptions(args.records, 0)),
+                    "produce", args.records, progress=False)
+        ensure_topics(kafka, {"one": 1})
+        produce_all(broker.bootstrap_servers, "one", [(b"a", b'{"id": "a", "expr": "a1 = 1"}')], "one",
+                    progress=False)
+        from streaming.kafka.watermarks import Watermarks
+
+        marks = Watermarks(kafka.kafka_python("consumer"))
+        ends = marks.latest(marks.partitions([topic]))
+        marks.close()
+        ranges = [OffsetRange(t, p, 0, end) for (t, p), end in sorted(ends.items())]
+        one = [OffsetRange("one", 0, 0, 1)]
+        spark = get_session(app_name="parse-tasks-bench", master="local[2]")
+        sc = spark.sparkContext
+        sc.parallelize(range(2), 2).map(lambda x: x).collect()  # the JVM and the workers up
+        print(f"{sum(r.end - r.start for r in ranges)} records in {len(ranges)} partition(s); "
+              f"broker pid {broker_pid}; load {os.getloadavg()}")
+        for rnd in range(args.rounds):
+            driver, d = measure(lambda: parse_subscription_records(read_records(kafka, ranges)), broker_pid)
+            tasks, t = measure(lambda: parse_in_tasks(sc, kafka, ranges), broker_pid)
+            assert sorted(driver.to_pylist(), key=lambda r: (r["partition"], r["offset"])) == \
+                sorted(tasks.to_pylist(), key=lambda r: (r["partition"], r["offset"]))
+            _, small_job = measure(lambda: parse_in_tasks(sc, kafka, one, driver_records=0), broker_pid)
+            _, small_driver = measure(lambda: parse_in_tasks(sc, kafka, one), broker_pid)
+            for name, m in (("driver", d), ("tasks", t), ("1 record, job", small_job),
+                            ("1 record, driver", small_driver)):
+                print(f"round {rnd} {name:>17}: driver CPU {m['driver_cpu_s']:.3f} s, wall {m['wall_s']:.3f} s, "
+                      f"all processes' CPU {m['all_cpu_s']:.3f} s")
+        print(f"load {os.getloadavg()}")
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
