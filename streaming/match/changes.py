@@ -90,8 +90,10 @@ TASK_RECORDS = 10_000
 
 DRIVER_RECORDS = 2_000
 """Fewer subscription records than this in a batch are read and parsed on the driver: a
-Spark job's fixed cost (tens of ms of the batch's wall time, before its events are
-matched) is more than parsing them (about 46 µs each)."""
+Spark job's fixed cost (0.8-1.3 s of wall time for one record, measured on a loaded 2-core
+machine, before the batch's events are matched) is more than parsing them there (about 200 µs
+each on the same machine: ``python -m scripts.bench.parse_tasks``)."""
+
 
 def parse_tasks(ranges: Sequence[OffsetRange], slots: int,
                 task_records: int = TASK_RECORDS) -> list[tuple[OffsetRange, ...]]:

@@ -60,7 +60,6 @@ from streaming.match.tasks import (
 )
 from streaming.metrics import BatchMetrics, StatusFile
 from streaming.placement import ShardAnchors, pinned_bins
-from streaming.records import default_parser
 from streaming.registry import RegistryError
 from streaming.registry_columns import EXPRESSION, ColumnRegistry
 from streaming.registry_columns.admit import admit
@@ -143,16 +142,15 @@ class MatchJob:
     spark : the session.
     client_config : the Kafka client configuration (bootstrap servers resolved).
 
-    Subscription records are parsed by the language's parser (:func:`~streaming.records.default_parser`),
-    in the tasks (on the driver: a batch's few, and the new subscriptions it retro-matches), as
-    the executors parse the stored records again.
+    Subscription records are parsed by the language's parser (:func:`~streaming.records.default_parser`)
+    in Spark tasks (on the driver: a batch's few); the registry stores each accepted expression
+    packed (:mod:`matchers.packed`), which the executors and the retroactive matching unpack.
     """
 
     def __init__(self, settings: Settings, spark: SparkSession, client_config: KafkaClientConfig):
         self.settings = settings
         self.spark = spark
         self.client_config = client_config
-        self.parse = default_parser()
         m = settings.match
         self.registry = ColumnRegistry(settings.registry_columns_dir, m.shards, m.snapshot_every, m.snapshots_kept)
         convert_pickled(settings.registry_dir, self.registry)  # a checkpoint of an earlier release, once
