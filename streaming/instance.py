@@ -12,6 +12,7 @@
   reuses a recorded pid.
 * :class:`ChildServer`: what a helper server run as a child (the embedded broker, the
   tests' storage servers) shares: its log file, and ``with`` starting and stopping it.
+* :func:`free_ports`: ports for such a server's listeners, all different.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -35,6 +37,29 @@ _PR_SET_PDEATHSIG = 1
 class InUseError(PubSubError, RuntimeError):
     """A directory is locked by another live process."""
 
+
+def free_ports(n: int, host: str = "127.0.0.1", taken: Collection[int] = ()) -> list[int]:
+    """``n`` TCP ports free on ``host`` right now, all different and none in ``taken`` (each
+    is held while the next is chosen, so the kernel cannot give the same one twice)."""
+    socks: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < n:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(sock)
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+            if port not in taken:
+                ports.append(port)
+    finally:
+        for sock in socks:
+            sock.close()
+    return ports
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (:func:`free_ports` of one)."""
+    return free_ports(1, host)[0]
 
 class DirLock:
     """Exclusive lock on ``path`` (created if missing) holding the owner's pid.

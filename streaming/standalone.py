@@ -13,7 +13,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,14 +23,10 @@ from pathlib import Path
 
 import pyspark
 
+from streaming.instance import free_ports
+
 SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT_S = 180
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class StandaloneCluster:
@@ -39,7 +34,7 @@ class StandaloneCluster:
 
     def __init__(self, root: Path, workers: int = 2):
         self.root = root
-        self.port, self.ui_port = free_port(), free_port()
+        self.port, self.ui_port, *self.worker_ui_ports = free_ports(2 + workers)
         self.url = f"spark://127.0.0.1:{self.port}"
         self.processes: list[subprocess.Popen] = []
         self.worker_dirs = [root / f"worker{i}" for i in range(workers)]
@@ -58,10 +53,10 @@ class StandaloneCluster:
     def start(self) -> None:
         self._start(self.root / "master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.ui_port))
-        for d in self.worker_dirs:
+        for d, ui_port in zip(self.worker_dirs, self.worker_ui_ports, strict=True):
             self._start(d, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
                         "--cores", "1", "--memory", "1g", "--work-dir", str(d / "work"),
-                        "--webui-port", str(free_port()))
+                        "--webui-port", str(ui_port))
         deadline = time.monotonic() + START_TIMEOUT_S
         while self.alive_workers() < len(self.worker_dirs):
             if time.monotonic() > deadline or any(p.poll() is not None for p in self.processes):

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO
 
 from streaming.config import PROJECT_ROOT
-from streaming.instance import ChildServer, DirLock, PidRecord, spawn
+from streaming.instance import ChildServer, DirLock, PidRecord, free_port, free_ports, spawn
 from streaming.jars import JarsError, JavaNotFoundError, classpath, java_binary
 from streaming.kafka.errors import BrokerError
 
@@ -90,13 +90,6 @@ def broker_command() -> list[str]:
                 "-cp", os.pathsep.join(classpath("kafka-broker"))]
     except (JarsError, JavaNotFoundError) as exc:
         raise BrokerError(f"the embedded broker cannot start: {exc}") from None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -263,8 +256,8 @@ class EmbeddedBroker(ChildServer):
         """Choose the ports and write ``server.properties``; its path."""
         last = self._last_port() if reuse else None
         self._port = self._port if self._port is not None and reuse else (last or free_port(self.host))
-        controller = free_port(self.host)
-        self._ports = {name: free_port(self.host) for name in self._listeners}
+        controller, *ports = free_ports(1 + len(self._listeners), self.host, taken={self._port})
+        self._ports = dict(zip(self._listeners, ports, strict=True))
         names = {"PLAINTEXT": self._port, **self._ports}
         protocols = {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", **self._listeners}
         served = ",".join(f"{name}://{self.host}:{port}" for name, port in names.items())

@@ -25,9 +25,9 @@ import pyarrow.fs as pafs
 import pytest
 
 from streaming import storage
-from streaming.instance import ChildServer
+from streaming.instance import ChildServer, free_ports
 from streaming.jars import classpath
-from tests.integration.s3_server import SeaweedS3, end_group, free_port, spawn_tied
+from tests.integration.s3_server import SeaweedS3, end_group, spawn_tied
 
 MINI_HDFS = Path(__file__).parent / "java" / "MiniHdfs.java"
 HDFS_START_TIMEOUT_S = 300.0  # a JVM compiling MiniHdfs.java and formatting a name node, on 2 loaded cores
@@ -94,7 +94,7 @@ class MiniHdfs(ChildServer):
         cp = os.pathsep.join(classpath("hdfs-minicluster"))
         log_path = self.root / "minihdfs.log"
         for attempt in range(3):
-            self.rpc_port, self.http_port = free_port(), free_port()
+            self.rpc_port, self.http_port = free_ports(2)
             data = self.root / f"data{attempt}"
             self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
             start = self._log.tell()

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,17 +23,11 @@ from typing import IO
 
 import pyarrow.fs as pafs
 
-from streaming.instance import ChildServer
+from streaming.instance import ChildServer, free_ports
 
 _PR_SET_PDEATHSIG = 1
 HOST = "127.0.0.1"
 ACCESS_KEY, SECRET_KEY, REGION = "pubsub-tests", "pubsub-tests-secret", "us-east-1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def spawn_tied(argv: Sequence[str], log: IO[bytes], env: Mapping[str, str] | None = None,
@@ -116,7 +109,7 @@ class SeaweedS3(ChildServer):
             "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
         for attempt in range(3):
-            ports = [free_port() for _ in range(8)]
+            ports = free_ports(8, HOST)
             master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = ports
             self.port = s3
             argv = [

@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from streaming.instance import free_port
 from streaming.kafka import read_stream, write_batch
-from streaming.kafka.broker import free_port
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.errors import DeliveryError, KafkaOptionError
 from streaming.kafka.sink import check_schema, produce_batches

@@ -14,7 +14,7 @@ import pytest
 
 from streaming.__main__ import checkpoint_lock, data_loss_message, main, reset_checkpoint
 from streaming.config import Settings
-from streaming.instance import DirLock, InUseError, PidRecord, spawn, start_time
+from streaming.instance import DirLock, InUseError, PidRecord, free_ports, spawn, start_time
 
 
 def gone(pid: int, timeout: float = 10.0) -> bool:
@@ -122,3 +122,10 @@ def test_data_loss_of_sparks_connector_is_told_the_same_way():
     assert said is not None
     assert "(Partition subscriptions-0 offset was changed from 30 to 0.)" in said and "failOnDataLoss" not in said
     assert "python -m streaming run --reset" in said
+
+
+def test_free_ports_are_all_different_and_avoid_the_taken_ones():
+    taken = set(free_ports(3))
+    for _ in range(50):
+        ports = free_ports(6, taken=taken)
+        assert len(set(ports)) == 6 and not set(ports) & taken
