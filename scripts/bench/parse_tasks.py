@@ -18,39 +18,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from scripts.bench import kit
 from streaming.kafka.offsets import OffsetRange
 
 
-def _tree_cpu(exclude: int | None) -> float:
-    """CPU seconds (user + system, with reaped children's) of this process and its descendants,
-    without ``exclude``'s subtree (Linux ``/proc``)."""
-    parent: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(name)] = int(fields[1])
-        ticks[int(name)] = sum(int(x) for x in fields[11:15])
-    me = os.getpid()
-    total = 0
-    for pid in ticks:
-        p = pid
-        while p not in (me, exclude, 0, 1) and p in parent:
-            p = parent[p]
-        if p == me:
-            total += ticks[pid]
-    return total / os.sysconf("SC_CLK_TCK")
+def _tree_cpu() -> float:
+    """CPU seconds of this process and its descendants but the broker (:func:`kit.cpu_by_kind`)."""
+    return sum(cpu for kind, cpu in kit.cpu_by_kind().items() if kind != "broker")
 
 
-def measure(fn: Callable[[], Any], exclude: int | None) -> tuple[Any, dict[str, float]]:
-    c0, w0, t0 = time.process_time(), time.perf_counter(), _tree_cpu(exclude)
+def measure(fn: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
+    c0, w0, t0 = time.process_time(), time.perf_counter(), _tree_cpu()
     out = fn()
-    c1, w1, t1 = time.process_time(), time.perf_counter(), _tree_cpu(exclude)
+    c1, w1, t1 = time.process_time(), time.perf_counter(), _tree_cpu()
     return out, {"driver_cpu_s": c1 - c0, "wall_s": w1 - w0, "all_cpu_s": t1 - t0}
 
 
@@ -91,12 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{sum(r.end - r.start for r in ranges)} records in {len(ranges)} partition(s); "
               f"broker pid {broker_pid}; load {os.getloadavg()}")
         for rnd in range(args.rounds):
-            driver, d = measure(lambda: parse_subscription_records(read_records(kafka, ranges)), broker_pid)
-            tasks, t = measure(lambda: parse_in_tasks(sc, kafka, ranges), broker_pid)
+            driver, d = measure(lambda: parse_subscription_records(read_records(kafka, ranges)))
+            tasks, t = measure(lambda: parse_in_tasks(sc, kafka, ranges))
             assert sorted(driver.to_pylist(), key=lambda r: (r["partition"], r["offset"])) == \
                 sorted(tasks.to_pylist(), key=lambda r: (r["partition"], r["offset"]))
-            _, small_job = measure(lambda: parse_in_tasks(sc, kafka, one, driver_records=0), broker_pid)
-            _, small_driver = measure(lambda: parse_in_tasks(sc, kafka, one), broker_pid)
+            _, small_job = measure(lambda: parse_in_tasks(sc, kafka, one, driver_records=0))
+            _, small_driver = measure(lambda: parse_in_tasks(sc, kafka, one))
             for name, m in (("driver", d), ("tasks", t), ("1 record, job", small_job),
                             ("1 record, driver", small_driver)):
                 print(f"round {rnd} {name:>17}: driver CPU {m['driver_cpu_s']:.3f} s, wall {m['wall_s']:.3f} s, "
