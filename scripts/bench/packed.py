@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> None:
           f"unpack {after:.2f} s ({after / n * 1e6:.1f} us/sub): {before / after:.1f}x")
     print(f"  parse_records {cpu_parse / n * 1e6:.0f} us/record (packing included), of which pack "
           f"{cpu_pack / n * 1e6:.1f} us/record")
-    print(f"  snapshot part: {len(part) / n:.0f} B/sub with packed ({table.column('packed').nbytes / n:.0f} of it), "
-          f"{without / n:.0f} B/sub without")
+    print(f"  snapshot part (zstd): {len(part) / n:.0f} B/sub with packed, {without / n:.0f} B/sub without; "
+          f"the packed column is {table.column('packed').nbytes / n:.0f} B/sub uncompressed")
 
 
 if __name__ == "__main__":
