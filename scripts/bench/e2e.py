@@ -16,6 +16,11 @@ runs its own embedded broker and the service's match query in this process and m
 * **latency**: a producer offers ``--rate`` events/s for ``--duration`` seconds while a
   reader takes the notifications off their topic; produce-to-notification latency is
   the reader's receive time minus the event record's Kafka timestamp (p50, p99, max);
+* **churn** (``--churn R``): the latency run again while ``R`` subscription changes/s are
+  offered on the subscriptions topic (a third each: an id given a new expression, an id
+  cancelled, a new id; ids repeat, so one id changes several times in a batch), next to the
+  run without; afterwards the registry must hold as many subscriptions as the changes applied
+  in order leave;
 * **where the time goes**: the per-event cost of each executor step measured in this
   process (JSON parsing, flattening, encoding, matching, building notifications) and the
   plain read rate of the ``kafka-py`` source into Spark, next to the batch times;
@@ -219,16 +224,19 @@ class NotificationReader(threading.Thread):
         self.consumer.close()
 
 
-def offered_load(bootstrap: str, topic: str, values: list[bytes], rate: float, duration: float) -> int:
+def offered_load(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], rate: float,
+                 duration: float) -> int:
+    """Offer ``records`` (key, value; cycled) at ``rate`` per second for ``duration`` seconds."""
     p = producer(bootstrap)
     start = time.perf_counter()
     sent = 0
-    total = int(rate * duration)
-    with tqdm(total=total, desc=f"offer {rate:.0f}/s", unit="ev", mininterval=2.0, file=sys.stderr) as bar:
+    total = round(rate * duration)
+    with tqdm(total=total, desc=f"{topic} {rate:.0f}/s", unit="rec", mininterval=2.0, file=sys.stderr) as bar:
         while sent < total:
             due = int((time.perf_counter() - start) * rate) + 1
             for _ in range(min(due, total) - sent):
-                p.produce(topic, value=values[sent % len(values)])
+                key, value = records[sent % len(records)]
+                p.produce(topic, value=value, key=key)
                 sent += 1
             p.poll(0)
             bar.n = sent
@@ -236,6 +244,72 @@ def offered_load(bootstrap: str, topic: str, values: list[bytes], rate: float, d
             time.sleep(0.005)
     p.flush(60)
     return sent
+
+
+def churn_records(n_subs: int, n_changes: int, seed: int) -> tuple[list[tuple[bytes, bytes]], int]:
+    """``n_changes`` subscription records, a third of each kind: an existing id given a new W1
+    expression, an existing id cancelled, a new id added (existing ids drawn with repeats, so one
+    id may change several times within a batch); and how many subscriptions the registry holds
+    once they are all applied in order."""
+    from matchers.language import to_json
+
+    rng = np.random.default_rng(seed + 1)
+    fresh = workload_subscriptions(n_changes, seed + 1)
+    live = {f"s{i}" for i in range(n_subs)}
+    records = []
+    for i, (kind, target) in enumerate(zip(rng.integers(0, 3, n_changes).tolist(),
+                                           rng.integers(0, n_subs, n_changes).tolist(), strict=True)):
+        expr = next(fresh).expr
+        sub_id = f"c{i}" if kind == 2 else f"s{target}"
+        if kind == 1:
+            live.discard(sub_id)
+            records.append((sub_id.encode(), orjson.dumps({"op": "delete", "id": sub_id})))
+        else:
+            live.add(sub_id)
+            records.append((sub_id.encode(), orjson.dumps({"op": "upsert", "id": sub_id, "json": to_json(expr)})))
+    return records, len(live)
+
+
+def latency_run(bootstrap: str, topics: dict[str, str], job, query, values: list[bytes], args: argparse.Namespace,
+                changes: list[tuple[bytes, bytes]] | None = None) -> dict[str, Any]:
+    """Produce-to-notification latency while ``args.rate`` events/s are offered for
+    ``args.duration`` s on the running query, with ``changes`` offered evenly over the same time
+    on the subscriptions topic; the first tenth of the notifications (the start) is left out."""
+    reader = NotificationReader(bootstrap, topics["notifications"], 2)
+    reader.start()
+    time.sleep(3)
+    before = len(job.history)
+    cpu0 = kit.cpu_by_kind()
+    churn = None
+    if changes:
+        churn = threading.Thread(target=offered_load, daemon=True,
+                                 args=(bootstrap, topics["subscriptions"], changes, len(changes) / args.duration,
+                                       args.duration))
+        churn.start()
+    offered = offered_load(bootstrap, topics["events"], [(None, v) for v in values], args.rate, args.duration)
+    if churn:
+        churn.join()
+    query.processAllAvailable()
+    time.sleep(2)
+    reader.stop_flag.set()
+    reader.join(30)
+    lat = np.array(reader.latencies_ms)
+    skip = int(len(lat) * 0.1)  # the first tenth: the query's start-up
+    steady = lat[skip:] if len(lat) > 20 else lat
+    batches = job.history[before:]
+    return {
+        "offered_per_s": args.rate, "duration_s": args.duration, "offered": offered,
+        "events_notified": int(len(lat)),
+        "p50_s": float(np.percentile(steady, 50) / 1e3) if len(steady) else None,
+        "p99_s": float(np.percentile(steady, 99) / 1e3) if len(steady) else None,
+        "max_s": float(steady.max() / 1e3) if len(steady) else None,
+        "batch_ms_median": float(np.median([b.batch_ms for b in batches])) if batches else None,
+        "batch_ms_max": float(max(b.batch_ms for b in batches)) if batches else None,
+        "changes_ms_max": float(max(b.changes_ms for b in batches)) if batches else None,
+        "events_per_batch_median": float(np.median([b.events for b in batches])) if batches else None,
+        "changes_offered": len(changes or ()), "changes_applied": sum(b.subscription_changes for b in batches),
+        "cpu_us_per_event": cpu_delta(cpu0, offered), "load_average": os.getloadavg(),
+    }
 
 
 # -- one size --------------------------------------------------------------------------------
@@ -347,35 +421,21 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
             f"{k} {v:.0f}" for k, v in result["steady"]["cpu_us_per_event"].items())
         + f"; load {result['steady']['load_average'][0]:.1f}")
 
-    # latency at a fixed offered rate, on the running query
-    reader = NotificationReader(bootstrap, topics["notifications"], 2)
-    reader.start()
-    time.sleep(3)
+    # latency at a fixed offered rate, on the running query; then again with subscription
+    # changes offered beside the events (--churn changes/s), and the registry checked after it
     values = [orjson.dumps({"id": f"l{i}", **e}) for i, e in enumerate(backlog[: int(args.rate * 10)])]
-    before = len(job.history)
-    cpu0 = kit.cpu_by_kind()
-    offered = offered_load(bootstrap, topics["events"], values, args.rate, args.duration)
-    query.processAllAvailable()
-    time.sleep(2)
-    reader.stop_flag.set()
-    reader.join(30)
-    query.stop()
-    lat = np.array(reader.latencies_ms)
-    skip = int(len(lat) * 0.1)  # the first tenth: the query's start-up
-    steady = lat[skip:] if len(lat) > 20 else lat
-    lat_batches = job.history[before:]
-    lat_cpu = cpu_delta(cpu0, offered)
-    result["latency"] = {
-        "offered_per_s": args.rate, "duration_s": args.duration, "offered": offered,
-        "events_notified": int(len(lat)),
-        "p50_s": float(np.percentile(steady, 50) / 1e3) if len(steady) else None,
-        "p99_s": float(np.percentile(steady, 99) / 1e3) if len(steady) else None,
-        "max_s": float(steady.max() / 1e3) if len(steady) else None,
-        "batch_ms_median": float(np.median([b.batch_ms for b in lat_batches])) if lat_batches else None,
-        "events_per_batch_median": float(np.median([b.events for b in lat_batches])) if lat_batches else None,
-        "cpu_us_per_event": lat_cpu, "load_average": os.getloadavg(),
-    }
+    result["latency"] = latency_run(bootstrap, topics, job, query, values, args)
     log(f"latency at {args.rate:,.0f}/s: p50 {result['latency']['p50_s']} s, p99 {result['latency']['p99_s']} s")
+    if args.churn:
+        changes, expected = churn_records(n_subs, int(args.churn * args.duration), seed)
+        result["churn"] = latency_run(bootstrap, topics, job, query, values, args, changes)
+        result["churn"].update({"changes_per_s": args.churn, "expected_subscriptions": expected,
+                                "subscriptions_after": len(job.registry)})
+        c = result["churn"]
+        log(f"latency at {args.rate:,.0f}/s with {args.churn:,.0f} changes/s: p50 {c['p50_s']} s, p99 {c['p99_s']} s"
+            f" ({c['changes_applied']:,} of {c['changes_offered']:,} changes applied; {c['subscriptions_after']:,}"
+            f" subscriptions, {expected:,} expected)")
+    query.stop()
 
     # where the time goes, and the Spark SQL baseline (each skipped when given 0 events: they
     # hold every subscription as an object in this process)
@@ -465,6 +525,18 @@ def render(record: dict, image: str) -> str:
                 lines.append(f"| {r['n_subs']:,} | {phase} | {cpu['driver']:.0f} | {cpu['jvm']:.0f} |"
                              f" {cpu['python workers']:.0f} | {cpu['broker']:.0f} | {cpu['other']:.0f} |"
                              f" {cpu['total']:.0f} | {load[0]:.1f} |")
+    churned = [r for r in record["runs"] if "churn" in r]
+    if churned:
+        lines += ["", "Latency with subscription changes offered beside the events, next to the same run without:", "",
+                  "| subscriptions | changes/s | applied | p50 s | p99 s | p99 without | p99 ratio | largest batch s |"
+                  " its changes s | subscriptions after / expected | load |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in churned:
+            c, q = r["churn"], r["latency"]
+            lines.append(f"| {r['n_subs']:,} | {c['changes_per_s']:,.0f} | {c['changes_applied']:,} | {c['p50_s']:.2f} |"
+                         f" {c['p99_s']:.2f} | {q['p99_s']:.2f} | {c['p99_s'] / q['p99_s']:.1f}x |"
+                         f" {c['batch_ms_max'] / 1e3:.1f} | {c['changes_ms_max'] / 1e3:.1f} |"
+                         f" {c['subscriptions_after']:,} / {c['expected_subscriptions']:,} | {c['load_average'][0]:.1f} |")
     lines += ["", f"![events per second]({image})", ""]
     return "\n".join(lines)
 
@@ -519,6 +591,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=None, help="seconds of the latency run (60; quick 15)")
     parser.add_argument("--matcher", default="dynamic",
                         help="matcher of the service (dynamic: Fabret's clustering; counting is ~80x slower on W1)")
+    parser.add_argument("--churn", type=float, default=0.0,
+                        help="subscription changes/s offered during a second latency run (0: not run)")
     parser.add_argument("--shards", type=int, default=1, help="match.shards: subscription shards of the service")
     parser.add_argument("--sql-events", type=int, default=None,
                         help="events of the Spark SQL baseline (200; quick 50; 0: not run)")
