@@ -64,7 +64,8 @@ def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, m
                   limits: LimitsSettings = DEFAULT_LIMITS, targets: bool = False) -> pa.RecordBatch:
     """The :data:`PARSED_SCHEMA` rows of a batch of subscription records (Kafka source columns
     ``key, value, topic, partition, offset``), in its order. ``targets``: an upsert may name
-    its target topic (the tenant layout, :func:`~streaming.records.parse_change`)."""
+    its target topic (the tenant layout, :func:`~streaming.records.parse_change`). With the
+    default parser, a record of the common shape takes :func:`.fastparse.fast_row` (same row)."""
     fast = parse is None or getattr(parse, "__code__", None) is _DEFAULT_PARSER
     parse = parse or default_parser()
     keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
