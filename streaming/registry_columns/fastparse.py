@@ -9,23 +9,19 @@ path reads the same way: the record decoded by orjson (as :func:`streaming.recor
 the keys ``op`` (``"upsert"``), ``id`` (the key's, if any) and ``json`` alone, attributes that are
 non-empty strings without NUL, the operators ``= == != <> < <= > >=`` spelt so, operands that
 are integers (within 2**53), finite floats or strings (never booleans or null), no more
-comparisons than ``limits.predicates`` nor than 255 (small ints, see below).
+comparisons than ``limits.predicates``.
 
 What it reproduces of the general path: operands as :func:`matchers.expr.pred` makes them (numbers
 as floats, strings as they are), repeated predicates listed once (equal as :class:`~matchers.expr.Pred`
-compares them: ``0.0`` and ``-0.0`` are one), the tree keeping every occurrence, the one conjunction
-sorted by :meth:`~matchers.expr.Pred.sort_key`, and the objects marshal sees shared or not as
-:func:`matchers.packed.to_tuples` shares them (marshal flags an object met more than once as a
-reference, by identity and reference count): each predicate tuple and operand is held twice while
-it is written, the strings are orjson's own.
+compares them: ``0.0`` and ``-0.0`` are one), the tree keeping every occurrence and the one
+conjunction sorted by :meth:`~matchers.expr.Pred.sort_key`, marshalled in the version
+:func:`matchers.packed.pack` writes (one without back-references: equal tuples, equal bytes).
 """
 
 from __future__ import annotations
 
 import marshal
 from math import isfinite
-from typing import Any
-
 import orjson
 
 from matchers.expr import Kind, Op
@@ -40,8 +36,6 @@ _OPS = {"=": int(Op.EQ), "==": int(Op.EQ), "!=": int(Op.NE), "<>": int(Op.NE), "
 """Operator names the fast path takes, with :func:`matchers.expr.pred`'s operator of each."""
 _KEYS = frozenset(("op", "id", "json"))
 _NUM, _STR = int(Kind.NUM), int(Kind.STR)
-_MAX_PREDICATES = 255
-"""Most comparisons taken: the indices marshal writes stay CPython's shared small ints."""
 _EXACT_INT = 2**53
 
 
@@ -74,12 +68,11 @@ def fast_row(key: bytes | None, value: bytes | None, max_terms: int, limits: Lim
         items, single = [form], True
     else:
         return None
-    if len(items) > limits.predicates or len(items) > _MAX_PREDICATES:
+    if len(items) > limits.predicates:
         return None
     index: dict[tuple, int] = {}
     preds: list[tuple] = []
     order: list[tuple] = []  # Pred.sort_key of each of preds, and its index
-    held: list[Any] = []  # the operands made here, held twice as the general path holds them
     tree: list[int] = [_AND]
     for item in items:
         if type(item) is not list or len(item) != 3:
@@ -95,7 +88,6 @@ def fast_row(key: bytes | None, value: bytes | None, max_terms: int, limits: Lim
             if not -_EXACT_INT <= operand <= _EXACT_INT:
                 return None
             operand = float(operand)
-            held.append(operand)
             kind = _NUM
         elif typ is float:
             if not isfinite(operand):
@@ -113,7 +105,6 @@ def fast_row(key: bytes | None, value: bytes | None, max_terms: int, limits: Lim
             order.append((attr, op, kind, repr(operand), i))
         tree.append(i)
     order.sort()  # no two distinct predicates have one sort key: the indices never decide
-    # built in the call, as to_tuples builds them: the tree's and the conjunction's tuples held once
     packed = marshal.dumps((None, tuple(preds), 0 if single else tuple(tree), (tuple([o[4] for o in order]),)),
                            _MARSHAL_VERSION)
     return sub_id, UPSERT_CODE, EXPRESSION, value, packed, None, None, len(items), None

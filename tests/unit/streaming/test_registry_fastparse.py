@@ -225,7 +225,8 @@ def test_bounds_hand_the_record_back():
     assert fast_row(b"s2", value, DEFAULT_MAX_TERMS, DEFAULT_LIMITS) is None
     assert fast_row(None, value, DEFAULT_MAX_TERMS, LimitsSettings(predicates=3)) is not None
     many = orjson.dumps({"id": "s1", "json": {"all": [["a", "=", i] for i in range(300)]}})
-    assert fast_row(None, many, DEFAULT_MAX_TERMS, DEFAULT_LIMITS) is None  # past 255: the general path
+    assert fast_row(None, many, DEFAULT_MAX_TERMS, DEFAULT_LIMITS) is not None  # indices past the small ints
+    assert _assert_same([(b"s1", many)]).column("op").to_pylist() == [columns.UPSERT]
     rows = _assert_same([(None, value)] * 2 + [(b"s1", many)], limits=LimitsSettings(predicates=2))
     assert rows.column("op").to_pylist() == [ERROR, ERROR, ERROR]
 
