@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import marshal
 from math import isfinite
+
 import orjson
 
 from matchers.expr import Kind, Op
