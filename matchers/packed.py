@@ -18,7 +18,10 @@ _OPS = tuple(Op)
 _KINDS = tuple(Kind)
 _AND, _OR, _NOT = 0, 1, 2
 _BUT = int(Op.ANYTHING_BUT)
-_MARSHAL_VERSION = 4
+_MARSHAL_VERSION = 2
+"""marshal's version 2: no back-references (version 3 added them, flagged by each object's
+identity and reference count), so equal tuples always give the same bytes
+(:mod:`streaming.registry_columns.fastparse` writes them without building the subscription)."""
 
 
 def to_tuples(sub: Subscription) -> tuple:

@@ -37,6 +37,7 @@ from streaming.records import (
 from streaming.registry_columns.columns import DELETE as DELETE_CODE
 from streaming.registry_columns.columns import EXPRESSION, PATTERN
 from streaming.registry_columns.columns import UPSERT as UPSERT_CODE
+from streaming.registry_columns.fastparse import fast_row
 
 ERROR = -1
 """The op of a row that is an error record."""
@@ -54,27 +55,34 @@ otherwise; ``packed``: an expression's subscription without its id, :func:`match
 (``op`` :data:`ERROR`; a refused pattern keeps its id and kind :data:`PATTERN`, the others
 have neither), and its position and key (a refusal's error record names it)."""
 
+_DEFAULT_PARSER = default_parser().__code__
+"""The code of :func:`~streaming.records.default_parser`'s parsers: with one of them (or none),
+:func:`parse_records` takes the common records' fast path (:mod:`.fastparse`)."""
+
 
 def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, max_terms: int = DEFAULT_MAX_TERMS,
                   limits: LimitsSettings = DEFAULT_LIMITS, targets: bool = False) -> pa.RecordBatch:
     """The :data:`PARSED_SCHEMA` rows of a batch of subscription records (Kafka source columns
     ``key, value, topic, partition, offset``), in its order. ``targets``: an upsert may name
-    its target topic (the tenant layout, :func:`~streaming.records.parse_change`)."""
+    its target topic (the tenant layout, :func:`~streaming.records.parse_change`). With the
+    default parser, a record of the common shape takes :func:`.fastparse.fast_row` (same row)."""
+    fast = parse is None or getattr(parse, "__code__", None) is _DEFAULT_PARSER
     parse = parse or default_parser()
-    cols: dict[str, list[Any]] = {name: [] for name in PARSED_SCHEMA.names}
     keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
     topics, parts, offsets = (rb.column(c).to_pylist() for c in ("topic", "partition", "offset"))
+    rows: list[tuple] = []
     for key, value, topic, partition, offset in zip(keys, values, topics, parts, offsets, strict=True):
-        position = Position(topic, int(partition), int(offset))
-        row = _row(key, value, position, parse, max_terms, limits, targets)
-        for name, item in zip(("id", "op", "kind", "record", "packed", "expires", "target", "predicates", "error"),
-                              row, strict=True):
-            cols[name].append(item)
-        cols["topic"].append(topic)
-        cols["partition"].append(partition)
-        cols["offset"].append(offset)
-        cols["key"].append(key)
+        row = fast_row(key, value, max_terms, limits) if fast else None
+        if row is None:
+            row = _row(key, value, Position(topic, int(partition), int(offset)), parse, max_terms, limits, targets)
+        rows.append(row)
+    cols: dict[str, Any] = dict(zip(_ROW, zip(*rows, strict=True) if rows else [()] * len(_ROW), strict=True))
+    cols.update(topic=topics, partition=parts, offset=offsets, key=keys)
     return pa.RecordBatch.from_pydict(cols, schema=PARSED_SCHEMA)
+
+
+_ROW = ("id", "op", "kind", "record", "packed", "expires", "target", "predicates", "error")
+"""The columns of :func:`_row`'s tuple."""
 
 
 def _row(key: bytes | None, value: bytes | None, position: Position, parse: SubscriptionParser, max_terms: int,
