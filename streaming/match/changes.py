@@ -92,7 +92,8 @@ DRIVER_RECORDS = 2_000
 """Fewer subscription records than this in a batch are read and parsed on the driver: a
 Spark job's fixed cost (0.8-1.3 s of wall time for one record, measured on a loaded 2-core
 machine, before the batch's events are matched) is more than parsing them there (about 200 µs
-each on the same machine: ``python -m scripts.bench.parse_tasks``)."""
+each on the same machine: ``python -m scripts.bench.parse_tasks``; 15-25 µs for the records
+:mod:`~streaming.registry_columns.fastparse` takes, so the bound is cautious for those)."""
 
 
 def parse_tasks(ranges: Sequence[OffsetRange], slots: int,
