@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from matchers.errors import PubSubError
 from matchers.expr import Subscription
 from matchers.packed import from_tuples, to_tuples
+from streaming.errors import RegistryError
 from streaming.records import DELETE, UPSERT, Change
 from streaming.storage import Directory
 
@@ -86,10 +86,6 @@ class Snapshot(NamedTuple):
     def __reduce__(self):
         packed = tuple(pack_subscription(s) for s in self.subscriptions.values())
         return (_snapshot, (self.version, self.batch_id, self.time, packed))
-
-
-class RegistryError(PubSubError, RuntimeError):
-    """The registry on disk is inconsistent (a missing delta, an unreadable file)."""
 
 
 def _name(version: int) -> str:
