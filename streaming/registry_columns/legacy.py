@@ -9,9 +9,11 @@ That release kept, under ``<checkpoint>/registry/``::
 
 each a pickle of a call of ``streaming.registry._delta(version, batch_id, time, changes)`` or
 ``streaming.registry._snapshot(version, batch_id, time, subscriptions)`` on plain tuples, a
-subscription packed as ``(id, *matchers.packed.to_tuples(sub))``. Version 0 was the empty
+subscription packed as ``(id, *matchers.packed.to_tuples(sub))`` (before 2026-11-29, an
+``ANYTHING BUT``'s operand was the negated :class:`~matchers.expr.Pred` itself, pickled with its
+``Op`` and ``Kind``; :func:`~matchers.packed.from_tuples` reads both). Version 0 was the empty
 registry; snapshots and deltas at or below the oldest kept snapshot were pruned. The unpickler
-here resolves those two names and refuses every other global.
+here resolves those names and refuses every other global.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import io
 import pickle
 from typing import Any, NamedTuple
 
-from matchers.expr import Subscription
+from matchers.expr import Kind, Op, Pred, Subscription
 from matchers.packed import from_tuples
 from streaming.errors import RegistryError
 from streaming.storage import Directory
@@ -53,7 +55,9 @@ def _snapshot(version: int, batch_id: int, time: float, subs: tuple) -> tuple[in
     return version, batch_id, time, {p[0]: _unpack(p) for p in subs}
 
 
-_NAMES = {("streaming.registry", "_delta"): _delta, ("streaming.registry", "_snapshot"): _snapshot}
+_NAMES: dict[tuple[str, str], Any] = {
+    ("streaming.registry", "_delta"): _delta, ("streaming.registry", "_snapshot"): _snapshot,
+    ("matchers.expr", "Pred"): Pred, ("matchers.expr", "Op"): Op, ("matchers.expr", "Kind"): Kind}
 
 
 class _Unpickler(pickle.Unpickler):

@@ -13,7 +13,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from matchers.expr import DEFAULT_MAX_TERMS, And, Not, Or, Subscription, pred
+from matchers.expr import (
+    DEFAULT_MAX_TERMS,
+    And,
+    Not,
+    Op,
+    Or,
+    Pred,
+    Subscription,
+    anything_but,
+    pred,
+)
 from matchers.packed import to_tuples
 from streaming.errors import RegistryError
 from streaming.records import DELETE, UPSERT, default_parser
@@ -152,6 +162,24 @@ def test_the_previous_release_s_files_convert(tmp_path):
     applied = convert_pickled(FIXTURE, registry)
     assert applied is not None and (applied.version, applied.added, registry.batch_id) == (1, 4, 8)
     assert {s.id: s for s in subscriptions(read_shard(registry.directory, 1))} == state.subscriptions
+
+
+def test_the_older_form_with_the_negated_predicate_itself_converts(tmp_path):
+    """Before 2026-11-29 the old registry packed an ``ANYTHING BUT``'s operand as the ``Pred`` itself."""
+    sub = Subscription.of("t:x", And((anything_but(pred("s", "in", ["a", "b"])), pred("n", ">", 2))), expires=2e9)
+    but = next(p for conj in sub.conjunctions for p in conj if p.op is Op.ANYTHING_BUT)
+    expires, preds, tree, conjunctions = to_tuples(sub)
+    older = tuple((a, o, but.operand if o == int(Op.ANYTHING_BUT) else x, k) for a, o, x, k in preds)
+    directory = tmp_path / "registry"
+    (directory / "deltas").mkdir(parents=True)
+    (directory / "deltas" / "000000000001.pkl").write_bytes(
+        _pickled("_delta", 1, 4, 9.0, ((UPSERT, sub.id, (sub.id, expires, older, tree, conjunctions)),)))
+    assert any(isinstance(p[2], Pred) for p in older)
+    state = read_pickled(Directory(directory))
+    assert state.subscriptions == {"t:x": sub} and (state.version, state.batch_id) == (1, 4)
+    registry = ColumnRegistry(tmp_path / "registry-columns")
+    assert convert_pickled(directory, registry) is not None
+    assert [s.id for s in subscriptions(read_shard(registry.directory, 1))] == ["t:x"]
 
 
 def test_a_bad_pickled_file_is_a_registry_error(tmp_path):
