@@ -46,7 +46,7 @@ def show_registry(settings, n_subs: int) -> None:
     import pyarrow.compute as pc
 
     from matchers.expr import to_text
-    from streaming.registry import RegistryError
+    from streaming.errors import RegistryError
     from streaming.registry_columns import EXPRESSION, files
     from streaming.registry_columns.shards import subscriptions
     from streaming.storage import Directory
@@ -72,9 +72,9 @@ def show_registry(settings, n_subs: int) -> None:
 
 def show_patterns(settings, n_subs: int) -> None:
     """The pattern registry (stateful Cayuga subscriptions) of :mod:`streaming.patterns`."""
+    from streaming.errors import RegistryError
     from streaming.patterns.queries import registry_dir
     from streaming.patterns.registry import load_registry
-    from streaming.registry import RegistryError
 
     if not settings.patterns.enabled:
         print("patterns: disabled (patterns.enabled = false)")

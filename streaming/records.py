@@ -257,7 +257,7 @@ def parse_change(
     """One subscription record as an accepted :class:`Change` or an :class:`ErrorRecord`.
 
     With ``targets`` (the tenant layout) an upsert may name a ``"target"`` topic, carried
-    on the change for :class:`streaming.tenants.Admission` to judge; without, the parser
+    on the change for the tenants' gate to judge; without, the parser
     refuses it as an unknown field.
     """
     envelope = read_envelope(key, value, position, limits)

@@ -12,11 +12,11 @@ A tenant's subscription may name a target topic within the tenant's prefix
 (``tenants.targets``, default ``<notifications>.t.``); its id is then ``t>topic:x``
 (topic names hold neither ``>`` nor ``:``), so the id alone routes its notifications,
 on the driver and on the executors alike, and a tenant's ``x`` is one subscription
-whatever its target (:class:`Admission` replaces the old id).
+whatever its target (an upsert naming another target replaces the old id).
 
-Quotas (:class:`Admission`) bound each tenant's subscriptions and predicates; a change
-past one is refused with an error record on the tenant's errors topic, and nothing
-changes for the others. A tenant's Cayuga patterns are namespaced the same way (the
+Quotas bound each tenant's subscriptions and predicates (judged on the driver by
+:func:`streaming.registry_columns.admit.admit`); a change past one is refused with an error
+record on the tenant's errors topic, and nothing changes for the others. A tenant's Cayuga patterns are namespaced the same way (the
 pattern registry, :mod:`streaming.patterns.registry`, holds ``t:x``), bounded by the
 ``patterns`` quota there; their live instances (each tenant's patterns run in engines of
 their own) by the ``pattern_instances`` quota (:meth:`Tenants.at_instance_quota`, applied
@@ -27,26 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from matchers.expr import Subscription
 from streaming.config import TOPIC_NAME
-from streaming.records import (
-    DELETE,
-    SUBSCRIPTION,
-    UPSERT,
-    Change,
-    ErrorRecord,
-    count_predicates,
-    error,
-)
-from streaming.registry import Registry, load_state
 
 if TYPE_CHECKING:
     from streaming.config import Settings
@@ -56,8 +44,6 @@ TARGET = ">"
 """Between a tenant's name and its subscription's target topic in an internal id."""
 OPERATOR = ""
 """The operator's tenant name: the un-suffixed topics."""
-
-Row = tuple[bytes | None, bytes | None, str, int, int]
 
 
 def topic_of(base: str, tenant: str) -> str:
@@ -203,167 +189,3 @@ class Tenants:
         if bound and held > bound:
             return f"tenant {tenant!r} would hold {held} {quota}, past its quota of {bound} (tenants.quotas)"
         return None
-
-
-def _cost(sub: Subscription | None) -> tuple[int, int]:
-    return (0, 0) if sub is None else (1, count_predicates(sub))
-
-
-def usage_of(subscriptions: Iterable[tuple[str, Subscription]]) -> dict[str, list[int]]:
-    """``{tenant: [subscriptions, predicates]}`` of ``(internal id, subscription)`` pairs."""
-    usage: dict[str, list[int]] = {}
-    for internal, sub in subscriptions:
-        used = usage.setdefault(Tenants.split(internal)[0], [0, 0])
-        used[0] += 1
-        used[1] += count_predicates(sub)
-    return usage
-
-
-def targeted_of(ids: Iterable[str]) -> dict[str, str]:
-    """``{t:x: t>topic:x}`` of the internal ids that name a target topic."""
-    out = {}
-    for internal in ids:
-        tenant, target, sub_id = parts(internal)
-        if target:
-            out[Tenants.internal(tenant, sub_id)] = internal
-    return out
-
-
-class Books:
-    """Each tenant's usage and targeted ids over a registry's subscriptions, as changes go in."""
-
-    def __init__(self, subscriptions: Mapping[str, Subscription]):
-        self.subscriptions = subscriptions
-        self.usage = usage_of(subscriptions.items())
-        self.targeted = targeted_of(subscriptions)
-        self.pending: dict[str, Subscription | None] = {}
-
-    def fork(self) -> Books:
-        """A copy to judge a batch on (sharing the subscriptions; the usage and ids are copied)."""
-        other = object.__new__(Books)
-        other.subscriptions, other.pending = self.subscriptions, dict(self.pending)
-        other.usage = {t: list(u) for t, u in self.usage.items()}
-        other.targeted = dict(self.targeted)
-        return other
-
-    def held(self, internal: str) -> Subscription | None:
-        return self.pending[internal] if internal in self.pending else self.subscriptions.get(internal)
-
-    def current_id(self, tenant: str, sub_id: str) -> str:
-        """The internal id the tenant's ``sub_id`` has now (or would have without a target)."""
-        plain = Tenants.internal(tenant, sub_id)
-        return self.targeted.get(plain, plain)
-
-    def step(self, internal: str, sub: Subscription | None) -> None:
-        """Count one change of ``internal`` to ``sub`` (``None``: deleted)."""
-        (old_n, old_p), (new_n, new_p) = _cost(self.held(internal)), _cost(sub)
-        tenant, target, sub_id = parts(internal)
-        used = self.usage.setdefault(tenant, [0, 0])
-        used[0] += new_n - old_n
-        used[1] += new_p - old_p
-        self.pending[internal] = sub
-        if target:
-            plain = Tenants.internal(tenant, sub_id)
-            if sub is not None:
-                self.targeted[plain] = internal
-            elif self.targeted.get(plain) == internal:
-                del self.targeted[plain]
-
-
-class Admission:
-    """The driver's gate of subscription changes in the tenant layout (see the module docstring).
-
-    It keeps each tenant's usage at one registry version, brought up to date by
-    :meth:`account` before each append and recounted from the registry when it is at
-    another version (a restart).
-
-    Parameters
-    ----------
-    tenants : the tenants.
-    topic_exists : whether a target topic exists (a change naming a missing one is refused,
-        so that no notification waits on a topic that is not there).
-    """
-
-    def __init__(self, tenants: Tenants, topic_exists: Callable[[str], bool]):
-        self.tenants = tenants
-        self.topic_exists = topic_exists
-        self.version = -1
-        self.books = Books({})
-
-    def admit(self, registry: Registry, batch_id: int, changes: Sequence[Change],
-              rows: Sequence[Row]) -> tuple[list[Change], list[ErrorRecord]]:
-        """A batch's parsed changes with tenant ids, less the refused ones; their error records.
-
-        A tenant's upsert naming another target than its subscription has deletes the old id
-        first. A replayed batch is judged against the registry before its version, so it
-        refuses what it refused the first time.
-        """
-        raw = {(r[2], int(r[3]), int(r[4])): r for r in rows}
-        if registry.is_replay(batch_id):
-            delta = registry.delta_of_batch(batch_id)
-            books = Books(load_state(registry.directory, delta.version - 1).subscriptions) if delta else \
-                Books(registry.subscriptions)
-        else:
-            books = self._books(registry).fork()
-        accepted: list[Change] = []
-        refused: list[ErrorRecord] = []
-        for change in changes:
-            assert change.position is not None
-            tenant = self.tenants.tenant_of_topic(change.position.topic)
-            old = books.current_id(tenant, change.id)
-            new = self.tenants.internal(tenant, change.id, change.target) if change.op == UPSERT else old
-            reason = self._refusal(tenant, change, books, old, new)
-            if reason is not None:
-                key, value = raw[change.position][:2]
-                refused.append(error(SUBSCRIPTION, value, change.position, reason, key))
-                continue
-            if new != old and books.held(old) is not None:
-                books.step(old, None)
-                accepted.append(Change(DELETE, old, None, change.position))
-            sub = dataclasses.replace(change.subscription, id=new) if change.subscription is not None else None
-            books.step(new, sub)
-            accepted.append(change._replace(id=new, subscription=sub, target=None))
-        return accepted, refused
-
-    def _refusal(self, tenant: str, change: Change, books: Books, old: str, new: str) -> str | None:
-        """Why a change is refused (a target, a quota), or ``None``."""
-        if change.target is not None:
-            reason = self.tenants.refuse_target(tenant, change.id, change.target, self.topic_exists)
-            if reason is not None:
-                return reason
-        if not tenant or change.op == DELETE:
-            return None
-        used = books.usage.get(tenant, [0, 0])
-        (old_n, old_p), (new_n, new_p) = _cost(books.held(old)), _cost(change.subscription)
-        for quota, held in (("subscriptions", used[0] - old_n + new_n), ("predicates", used[1] - old_p + new_p)):
-            reason = self.tenants.refusal(tenant, change.id, quota, held)
-            if reason is not None:
-                return reason
-        return None
-
-    def _books(self, registry: Registry) -> Books:
-        if self.version != registry.version:
-            self.books, self.version = Books(registry.subscriptions), registry.version
-        return self.books
-
-    def account(self, registry: Registry, changes: Sequence[Change]) -> None:
-        """Count the changes about to be appended to ``registry`` as its next version."""
-        if not changes:
-            return
-        books = self._books(registry)
-        for c in changes:
-            books.step(c.id, c.subscription if c.op == UPSERT else None)
-        books.pending.clear()  # the registry holds them once appended
-        self.version = registry.version + 1
-
-    def describe(self, registry: Registry, patterns: Iterable[str] = (),
-                 instances: Mapping[str, int] | None = None) -> dict[str, Any]:
-        """Each tenant's usage of ``registry`` (and of the pattern registry's ids ``patterns``,
-        and its live pattern instances ``instances`` after the last patterns batch) and its
-        quotas (for ``status``)."""
-        usage = self._books(registry).usage
-        held = Counter(Tenants.split(p)[0] for p in patterns)
-        live = instances or {}
-        return {t: {"subscriptions": usage.get(t, [0, 0])[0], "predicates": usage.get(t, [0, 0])[1],
-                    "patterns": held[t], "pattern_instances": live.get(t, 0),
-                    "quotas": dict(self.tenants.quotas.get(t, {}))} for t in self.tenants.names}

@@ -34,6 +34,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from streaming.config import Settings
+from streaming.errors import RegistryError
 from streaming.executor_cache import IndexSpec
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
@@ -60,7 +61,6 @@ from streaming.match.tasks import (
 )
 from streaming.metrics import BatchMetrics, StatusFile
 from streaming.placement import ShardAnchors, pinned_bins
-from streaming.registry import RegistryError
 from streaming.registry_columns import EXPRESSION, ColumnRegistry
 from streaming.registry_columns.admit import admit
 from streaming.registry_columns.migrate import convert_pickled

@@ -30,6 +30,7 @@ from matchers.cayuga.engine import Engine
 from matchers.cayuga.language import TICK_MS, parse
 from matchers.errors import PubSubError
 from streaming.config import LimitsSettings
+from streaming.errors import RegistryError
 from streaming.records import (
     DEFAULT_LIMITS,
     DELETE,
@@ -39,7 +40,6 @@ from streaming.records import (
     error,
     read_envelope,
 )
-from streaming.registry import RegistryError
 from streaming.storage import Directory
 from streaming.tenants import OPERATOR, Tenants
 

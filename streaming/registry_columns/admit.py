@@ -2,8 +2,8 @@
 ids, target topics, quotas and expiry judged on columns (step 2 of the wiring plan, ``docs/service.md``).
 
 :func:`admit` takes the rows :func:`~streaming.registry_columns.parse.parse_records` made (from
-any number of tasks, in any order) and judges them as today's two queries do
-(:func:`streaming.match.changes.apply_changes` with :class:`streaming.tenants.Admission`, and
+any number of tasks, in any order) and judges them as the earlier release's two queries did
+(the match query's gate of expressions, modelled by ``tests/unit/streaming/gate_model.py``, and
 :func:`streaming.patterns.registry.apply_pattern_records`), in record order (topic, partition,
 offset): each change gets its tenant's internal id (:meth:`Tenants.internal`); a tenant's upsert
 naming a target it may not, or past its ``subscriptions``, ``predicates`` or ``patterns``
@@ -13,7 +13,7 @@ live subscriptions whose expiry time is past, and upserts already expired, becom
 Strings are handled by Arrow, the sequential quota decisions by one compiled pass
 (:func:`_judge`); Python runs per tenant, per distinct target, and per refused record.
 
-Unlike today, a bad or refused record changes nothing: there, a record of one kind that the
+Unlike the earlier release, a bad or refused record changes nothing: there, a record of one kind that the
 other kind's query judges (a bad or refused pattern, a bad or refused expression) still deletes
 that query's subscription of the same id.
 """
@@ -192,8 +192,8 @@ def _held(state: IdColumns, ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def _refusals(rows: pa.Table, at: np.ndarray, owners: list[str], codes: list[int], held: list[int],
               tenants: Tenants | None, topic_exists: Callable[[str], bool]) -> list[bytes]:
-    """The error records of refused rows ``at`` (as :class:`Admission` or the pattern registry
-    words them), in order: one Python step per refused record."""
+    """The error records of refused rows ``at`` (as the earlier gate or the pattern registry
+    words them: :meth:`Tenants.refuse_target`, :meth:`Tenants.refusal`), in order: one Python step per refused record."""
     if not len(at):
         return []
     assert tenants is not None  # only tenants' records are refused
@@ -226,7 +226,7 @@ def _expiring(changes: ChangeBatch, due: pa.Array, now: float) -> pa.Array:
 
 @numba.njit(cache=True, nogil=True)
 def _judge(key, tenant, op, kind, preds, new_id, bad_target, current, kind0, preds0, usage, bounds, nkeys):
-    """The sequential decisions of a batch's sound rows, in order, as today's gates make them.
+    """The sequential decisions of a batch's sound rows, in order, as the earlier release's gates made them.
 
     Per row: ``key`` (dense id of its tenant's id without a target), ``tenant`` (row of
     ``usage``/``bounds``: held and quota of :data:`QUOTAS`, ``0``: none), ``new_id`` (dense id

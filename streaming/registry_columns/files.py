@@ -21,7 +21,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.registry import RegistryError
+from streaming.errors import RegistryError
 from streaming.registry_columns import kernels
 from streaming.storage import Directory
 

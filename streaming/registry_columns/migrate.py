@@ -1,4 +1,4 @@
-"""The pickled registry of earlier releases (:mod:`streaming.registry`) converted once, at start.
+"""The pickled registry of earlier releases (read by :mod:`.legacy`) converted once, at start.
 
 A checkpoint written before the columnar registry holds ``<checkpoint>/registry/`` (pickled
 deltas and snapshots of parsed subscriptions). :func:`convert_pickled` turns its latest state
@@ -23,8 +23,8 @@ from matchers.expr import Subscription
 from matchers.language import to_record
 from matchers.packed import pack
 from streaming.records import count_predicates
-from streaming.registry import load_state
 from streaming.registry_columns.columns import EXPRESSION, UPSERT, ChangeBatch
+from streaming.registry_columns.legacy import read_pickled
 from streaming.registry_columns.registry import Applied, ColumnRegistry
 from streaming.storage import Directory
 from streaming.tenants import parts
@@ -64,7 +64,7 @@ def convert_pickled(old: str | Path | Directory, registry: ColumnRegistry) -> Ap
     location = old if isinstance(old, Directory) else Directory(old)
     if registry.version or registry.batch_id >= 0 or not location.exists():
         return None
-    state = load_state(location)
+    state = read_pickled(location)
     if state.batch_id < 0:
         return None
     applied = registry.apply(state.batch_id, upserts_of(state.subscriptions), state.time)

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from streaming.registry import RegistryError
+from streaming.errors import RegistryError
 from streaming.registry_columns import files, kernels
 from streaming.registry_columns.columns import DELETE, UPSERT, ChangeBatch, IdColumns, as_array
 from streaming.registry_columns.files import Stamp

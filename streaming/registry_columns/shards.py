@@ -22,7 +22,7 @@ import pyarrow as pa
 from matchers.base import Matcher
 from matchers.expr import Subscription
 from matchers.packed import unpack
-from streaming.registry import RegistryError
+from streaming.errors import RegistryError
 from streaming.registry_columns import files
 from streaming.registry_columns.columns import EXPRESSION, UPSERT
 from streaming.registry_columns.registry import read_shard

@@ -12,8 +12,8 @@ import pytest
 
 from matchers.oracle import match as oracle_match
 from streaming import executor_cache, shared_index
+from streaming.errors import RegistryError
 from streaming.executor_cache import IndexSpec, index_for, shard_of
-from streaming.registry import RegistryError
 from streaming.registry_columns import files
 from tests.strategies import random_event, random_subscriptions
 

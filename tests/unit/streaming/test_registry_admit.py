@@ -1,9 +1,10 @@
-"""The columnar path's quotas and expiry (issue 29, step 2) judge every batch as today's two
-queries do: micro-batches of subscription records of both kinds, with tenants and quotas that
-are hit, go (a) through ``apply_changes`` with ``Admission`` on today's registry and through
-the pattern registry's ``apply_pattern_records``, and (b) through ``parse_records``, ``admit``
-and ``ColumnRegistry.apply``; after every batch the live ids and kinds, the error records and
-the counts are the same, and a replayed batch gives what it gave the first time.
+"""The columnar path's quotas and expiry (issue 29, step 2) judge every batch as the rules say:
+micro-batches of subscription records of both kinds, with tenants and quotas that are hit, go
+(a) through a plain model of the match query's gate (:class:`tests.unit.streaming.gate_model.GateModel`,
+a dict of subscriptions) and through the pattern registry's ``apply_pattern_records``, and (b)
+through ``parse_records``, ``admit`` and ``ColumnRegistry.apply``; after every batch the live ids
+and kinds, the error records and the counts are the same, and a replayed batch gives what it gave
+the first time.
 
 The generator leaves out what the new path does on purpose differently (see
 :mod:`streaming.registry_columns.admit`): a bad or refused record of one kind meeting the other
@@ -22,15 +23,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matchers.expr import DEFAULT_MAX_TERMS
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records
 from streaming.records import DEFAULT_LIMITS, default_parser
-from streaming.registry import Registry
 from streaming.registry_columns import EXPRESSION, PATTERN, ColumnRegistry
 from streaming.registry_columns.admit import admit
 from streaming.registry_columns.parse import parse_records
-from streaming.tenants import Admission, Tenants
-from tests.unit.streaming.legacy_changes import apply_changes
+from streaming.tenants import Tenants
+from tests.unit.streaming.gate_model import GateModel
 
 PARSE = default_parser()
 TENANTS = Tenants(("t1", "t2"), "subs", "notes", "errs",
@@ -91,33 +90,26 @@ def in_order(routed: tuple[str, dict]) -> tuple:
     return topic, e["topic"], e["partition"], e["offset"], e["stage"]
 
 
-class Today:
-    """Today's path: the match query's registry and admission, and the pattern registry."""
+class Reference:
+    """The reference: the match query's gate as a dict (:class:`GateModel`), and the pattern registry."""
 
     def __init__(self, tmp, tenants: Tenants | None):
         self.tenants = tenants
-        # no snapshot: today's registry cannot replay the batch that wrote its first one (it prunes
-        # the deltas the version before needs); the columnar registry prunes when the next batch comes
-        self.registry = Registry(tmp / "registry", snapshot_every=10_000)
+        self.model = GateModel(PARSE, tenants, topic_exists)
         self.patterns = PatternRegistry(tmp / "patterns")
-        self.admission = Admission(tenants, topic_exists) if tenants is not None else None
 
     def batch(self, batch_id: int, rows: list[tuple], now: float) -> tuple:
-        outcome = apply_changes(self.registry, batch_id, rows, PARSE, DEFAULT_MAX_TERMS, now, DEFAULT_LIMITS,
-                                self.admission)
+        outcome = self.model.batch(batch_id, rows, now)
         ordered = sorted(rows, key=lambda r: (r[2], r[3], r[4]))
         _, pattern_errors = apply_pattern_records(self.patterns, batch_id, ordered, DEFAULT_LIMITS, self.tenants)
-        expressions, patterns = set(self.registry.subscriptions), set(self.patterns.latest()[2])
+        expressions, patterns = set(self.model.subscriptions), set(self.patterns.latest()[2])
         assert not expressions & patterns
         live = {i: EXPRESSION for i in expressions} | {i: PATTERN for i in patterns}
         route = self.tenants.errors_topic_of if self.tenants is not None else lambda t: "errors"
         errors = sorted(((route(e.position.topic), orjson.loads(e.to_json())) for e in outcome.errors + pattern_errors),
                         key=in_order)
-        # each pattern record the patterns query refused is a delete the match query accepted; today's
-        # expiry heap deletes an id twice when two upserts of it gave the same expiry time
-        delta = outcome.delta
-        expired = len({c.id for c in delta.changes[-outcome.expired:]}) if delta and outcome.expired else 0
-        return live, errors, outcome.accepted - len(pattern_errors), expired
+        # each pattern record the patterns query refused is a delete the match query accepted
+        return live, errors, outcome.accepted - len(pattern_errors), outcome.expired
 
 
 class Columns:
@@ -151,7 +143,7 @@ class Columns:
 
 
 def run(tmp, rng: random.Random, batches: int, tenants: Tenants | None) -> None:
-    today, columns = Today(tmp, tenants), Columns(tmp, tenants)
+    reference, columns = Reference(tmp, tenants), Columns(tmp, tenants)
     topics = ["subs", "subs.t1", "subs.t2"] if tenants is not None else ["subs"]
     offsets: dict[tuple[str, int], int] = {}
     batch_id = 0
@@ -164,7 +156,7 @@ def run(tmp, rng: random.Random, batches: int, tenants: Tenants | None) -> None:
             offset = offsets[(topic, partition)] = offsets.get((topic, partition), -1) + 1
             rows.append((*record(rng, topic, now, tenants is not None), topic, partition, offset))
         rng.shuffle(rows)
-        want = today.batch(batch_id, rows, now)
+        want = reference.batch(batch_id, rows, now)
         got, first = columns.batch(batch_id, rows, now, rng)
         assert got == want, (b, rows)
         if rng.random() < 0.25:  # Spark runs the batch again after a crash, later
@@ -176,8 +168,8 @@ def run(tmp, rng: random.Random, batches: int, tenants: Tenants | None) -> None:
             assert (again.replay, again.now) == (recorded, now)
             assert same_changes(again.changes, first.changes) and again.errors.equals(first.errors)
             assert (again.accepted, again.expired) == (first.accepted, first.expired)
-            replayed = today.batch(batch_id, rows, later)
-            assert replayed[:3] == want[:3] and replayed[3] == 0  # today's replay counts no expiry
+            replayed = reference.batch(batch_id, rows, later)
+            assert replayed[:3] == want[:3] and replayed[3] == 0  # a replay counts no expiry
             assert columns.registry.apply(batch_id, again.changes, again.now).replay == recorded
             assert {r["id"]: r["kind"] for r in columns.registry.live().to_pylist()} == want[0]
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.registry import RegistryError
+from streaming.errors import RegistryError
 from streaming.registry_columns import (
     DELETE,
     EXPRESSION,

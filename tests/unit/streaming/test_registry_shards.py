@@ -17,8 +17,8 @@ from matchers import oracle
 from matchers.catalog import create
 from matchers.expr import Subscription
 from matchers.packed import pack
+from streaming.errors import RegistryError
 from streaming.records import default_parser
-from streaming.registry import RegistryError
 from streaming.registry_columns import (
     DELETE,
     EXPRESSION,

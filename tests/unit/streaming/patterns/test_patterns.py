@@ -11,6 +11,7 @@ import pytest
 
 from streaming.config import Settings
 from streaming.config_sources import load
+from streaming.errors import RegistryError
 from streaming.match import BatchContext, match_partition
 from streaming.patterns.keyed import (
     NO_KEY,
@@ -30,7 +31,6 @@ from streaming.patterns.registry import (
     partition_keys,
 )
 from streaming.records import Position
-from streaming.registry import RegistryError
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
 from tests.unit.streaming.helpers import NO_KAFKA, ModelRegistry, kafka_batch
