@@ -39,17 +39,20 @@ tail or the deleted slots outgrow a fraction of the indexed ones.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.bitmark import kernels as K
-from matchers.bitmark.layout import Found, Layout, Slots
+from matchers.bitmark.layout import Found, Intervals, Layout, Slots
 from matchers.events import Dictionary, EventBatch
-from matchers.expr import Kind, Op, Pred, Subscription
+from matchers.expr import And, Kind, Op, Or, Pred, Subscription, pred
 from matchers.phase1 import PredicateIndex
+from matchers.presence import rewrite
 
 INTERVAL_OPS = frozenset({Op.EQ, Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN})
 CHUNK_EVENTS = 1024
@@ -62,6 +65,8 @@ at millions of slots); at wide intervals it is smaller than the ``(event, key)``
 replaced (27,888 matches per event at n = 1,000,000, width 0.7, are 223 KB of pairs)."""
 SAT_BUDGET = 4 << 20
 """Satisfied residual predicate ids a chunk may produce, at worst (fewer events per chunk)."""
+QUANTILE_SLOTS = 1 << 16
+"""Slots (evenly spaced in the index order) whose bounds give the bucket edges' quantiles."""
 BITS_PER_PREDICATE = 256
 """Budget of marking bits per indexed interval predicate (decides the buckets per attribute)."""
 
@@ -123,9 +128,9 @@ class BitMarkMatcher(Matcher):
         self._n_main = 0
         self._dead = 0
         self._main_of_key = (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))  # CSR key -> slots
-        self._tail_of_key: dict[int, list[int]] = {}
         self._layout = _empty_layout()
         self._built = False
+        self._id_of_key = np.zeros(0, dtype=object)  # key -> id of a subscription added as columns, None
         self._scratch: list[tuple[np.ndarray, np.ndarray]] = []  # a zero slot bitmap, for the next match
 
     # -- updates -----------------------------------------------------------------------
@@ -139,29 +144,82 @@ class BitMarkMatcher(Matcher):
         return c
 
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
-        keys, iv_count, cols, los, his, res_count = [], [], [], [], [], []
+        keys: list[int] = []
+        iv_count: list[int] = []
+        cols: list[int] = []
+        los: list[float] = []
+        his: list[float] = []
+        res_count: list[int] = []
         residual: list[Pred] = []
         column = self._column
         for key, sub in entries:
             for conj in sub.conjunctions:
-                box: dict[int, tuple[float, float]] = {}
-                n_res = len(residual)
+                n_iv, n_res = len(cols), len(residual)
                 for p in conj:
                     if is_interval(p):
                         lo, hi = bounds(p)
-                        c = column(p.attr)
-                        old = box.get(c)
-                        box[c] = (lo, hi) if old is None else (max(old[0], lo), min(old[1], hi))
+                        cols.append(column(p.attr))
+                        los.append(lo)
+                        his.append(hi)
                     else:
                         residual.append(p)
                 keys.append(key)
-                iv_count.append(len(box))
+                iv_count.append(len(cols) - n_iv)
                 res_count.append(len(residual) - n_res)
-                for c, (lo, hi) in box.items():
-                    cols.append(c)
-                    los.append(lo)
-                    his.append(hi)
         pids = self.phase1.acquire_many(residual) if residual else np.zeros(0, dtype=np.int32)
+        iv_off = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum(iv_count, out=iv_off[1:])
+        self._append(np.array(keys, dtype=np.int64), iv_off, np.array(cols, dtype=np.int32),
+                     np.array(los, dtype=np.float64), np.array(his, dtype=np.float64),
+                     np.array(res_count, dtype=np.int64), pids)
+
+    def add_intervals(self, ids: Sequence[str], intervals: Intervals) -> None:
+        """Insert subscriptions given as columns: ``ids[i]`` is conjunction ``i`` of
+        ``intervals`` (see :class:`~matchers.bitmark.layout.Intervals`), replacing a present one.
+
+        No object is made per subscription: they go to the slots as arrays (new keys, free
+        ones are left for :meth:`add`); :meth:`subscription` makes one from the slots when
+        asked (BETWEEN, ``<=`` or ``>=`` on the stored bounds)."""
+        n = intervals.n
+        if len(ids) != n:
+            raise ValueError(f"expected {n} ids, got {len(ids)}")
+        counts = np.diff(intervals.off)
+        if n and counts.min() < 1 or np.isnan(intervals.lo).any() or np.isnan(intervals.hi).any():
+            raise ValueError("every conjunction needs an interval, and bounds must not be NaN")
+        if len(intervals.attr) and not 0 <= intervals.attr.min() <= intervals.attr.max() < len(intervals.names):
+            raise ValueError("an attribute index is outside names")
+        start = len(self._subs)
+        if not self._key_of:  # the bulk build: the ids' dictionary is made once
+            key_of = dict(zip(ids, range(start, start + n), strict=True))
+            if len(key_of) != n:
+                raise ValueError("repeated ids")
+        elif len(dict.fromkeys(ids)) != n:
+            raise ValueError("repeated ids")
+        for name in intervals.names:
+            if self.dictionary.attr(name) < 0:
+                raise MemoryError(f"attribute dictionary is full ({self.dictionary.max_attributes} names)")
+        if self._key_of:
+            self.remove([i for i in ids if i in self._key_of])
+            start = len(self._subs)
+            self._key_of.update(zip(ids, range(start, start + n), strict=True))
+        else:
+            self._key_of = key_of
+        col_of_name = np.array([self._column(name) for name in intervals.names], dtype=np.int32)
+        keys = np.arange(start, start + n, dtype=np.int64)
+        self._subs.extend(itertools.repeat(None, n))  # made from the slots when read (see subscription)
+        known = self.__dict__.get("_id_of_key", np.zeros(0, dtype=object))  # (older pickles lack it)
+        self._id_of_key = np.concatenate([known, np.full(start + n - len(known), None, dtype=object)])
+        self._id_of_key[start:] = ids
+        self._append(keys, np.asarray(intervals.off, dtype=np.int64), col_of_name[intervals.attr], intervals.lo,
+                     intervals.hi, np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int32))
+
+    def _append(self, keys: np.ndarray, iv_off: np.ndarray, cols: np.ndarray, los: np.ndarray, his: np.ndarray,
+                res_count: np.ndarray, pids: np.ndarray) -> None:
+        """Append slots to the tail (the one way slots come in): slot ``i`` has key ``keys[i]``,
+        the intervals ``iv_off[i]:iv_off[i + 1]`` (those on one column are intersected here) and
+        ``res_count[i]`` residual predicate ids of ``pids``."""
+        iv_count, cols, los, his = K.intersect_repeats(iv_off, cols, np.asarray(los, dtype=np.float64),
+                                                       np.asarray(his, dtype=np.float64), max(self._n_cols, 1))
         s0, n_new = self._n_slots, len(keys)
         s1 = s0 + n_new
         i0, r0 = int(self._iv_off[s0]), int(self._res_off[s0])
@@ -181,25 +239,76 @@ class BitMarkMatcher(Matcher):
         self._res_pid = grown(self._res_pid, r1)
         self._res_pid[r0:r1] = pids
         self._n_slots = s1
-        for slot, key in enumerate(keys, start=s0):
-            self._tail_of_key.setdefault(key, []).append(slot)
 
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
         off, main = self._main_of_key
         live = self._layout.live
-        for key, sub in entries:
-            if key < len(off) - 1:
-                for s in main[off[key]:off[key + 1]].tolist():
-                    if self._key[s] == key:
-                        self._key[s] = -1
-                        live[s >> 6] &= ~np.uint64(1 << (s & 63))
-                        self._dead += 1
-            for s in self._tail_of_key.pop(key, ()):
-                self._key[s] = -1
-            for conj in sub.conjunctions:
-                for p in conj:
-                    if not is_interval(p):
-                        self.phase1.release(p)
+        keys = np.array([key for key, _ in entries], dtype=np.int64)
+        for key in keys[keys < len(off) - 1].tolist():
+            for s in main[off[key]:off[key + 1]].tolist():
+                if self._key[s] == key:
+                    self._key[s] = -1
+                    live[s >> 6] &= ~np.uint64(1 << (s & 63))
+                    self._dead += 1
+        tail = self._key[self._n_main:self._n_slots]
+        tail[np.isin(tail, keys)] = -1
+        columnar = self.__dict__.get("_id_of_key")
+        if columnar is not None:
+            columnar[keys[keys < len(columnar)]] = None
+        for _, sub in entries:
+            if sub is not None:  # None: added as columns, intervals only
+                for conj in sub.conjunctions:
+                    for p in conj:
+                        if not is_interval(p):
+                            self.phase1.release(p)
+
+    # -- subscriptions added as columns -------------------------------------------------
+    def _columnar_id(self, key: int) -> str | None:
+        """The id of a live key added by :meth:`add_intervals` (else ``None``)."""
+        ids = self.__dict__.get("_id_of_key")
+        if ids is None or key >= len(ids) or ids[key] is None or self._subs[key] is not None:
+            return None
+        return ids[key]
+
+    def _made(self, key: int, sub_id: str) -> Subscription:
+        """The subscription of a key added as columns, made from its slot's intervals."""
+        slots = np.flatnonzero(self._key[:self._n_slots] == key)
+        names = self.dictionary.attr_names
+        attr_of_col = np.zeros(self._n_cols, dtype=np.int64)
+        attr_of_col[self._col_of_attr[self._col_of_attr >= 0]] = np.flatnonzero(self._col_of_attr >= 0)
+        conjunctions = []
+        for s in slots.tolist():
+            preds = []
+            for t in range(int(self._iv_off[s]), int(self._iv_off[s + 1])):
+                name, lo, hi = names[attr_of_col[self._iv_col[t]]], float(self._iv_lo[t]), float(self._iv_hi[t])
+                if lo > -math.inf and hi < math.inf and lo <= hi:
+                    preds.append(pred(name, Op.BETWEEN, (lo, hi)))
+                else:  # a half-open or empty interval (several intersected)
+                    preds += [p for p in (pred(name, Op.GE, lo), pred(name, Op.LE, hi)) if math.isfinite(p.operand)]
+                    preds += [] if preds else [pred(name, Op.GE, -math.inf)]
+            conjunctions.append(tuple(sorted(preds, key=Pred.sort_key)))
+        exprs = [c[0] if len(c) == 1 else And(c) for c in conjunctions]
+        return Subscription(sub_id, exprs[0] if len(exprs) == 1 else Or(tuple(exprs)), tuple(conjunctions))
+
+    def id_of(self, key: int) -> str:
+        sub_id = self._columnar_id(key)
+        return super().id_of(key) if sub_id is None else sub_id
+
+    def subscription(self, key: int) -> Subscription:
+        sub_id = self._columnar_id(key)
+        return super().subscription(key) if sub_id is None else self._made(key, sub_id)
+
+    def subscriptions(self) -> Iterable[tuple[int, Subscription]]:
+        for key in range(self.capacity):
+            sub_id = self._columnar_id(key)
+            if sub_id is not None:
+                yield key, self._made(key, sub_id)
+            elif self._subs[key] is not None:
+                yield key, self._subs[key]  # type: ignore[misc]  # checked just before
+
+    def indexed(self) -> Iterable[tuple[int, Subscription]]:
+        residual = self._residual_keys
+        return ((k, rewrite(s) if k in self._stated else s) for k, s in self.subscriptions() if k not in residual)
 
     # -- building ----------------------------------------------------------------------
     def _slots(self) -> Slots:
@@ -239,7 +348,6 @@ class BitMarkMatcher(Matcher):
         self._res_pid = K.gather_values(slots.res_off, res_off, order, slots.res_pid)
         n = self._n_slots = self._n_main = len(order)
         self._dead = 0
-        self._tail_of_key = {}
         by_key = np.argsort(self._key, kind="stable")
         key_off = np.zeros(self.capacity + 1, dtype=np.int64)
         np.cumsum(np.bincount(self._key, minlength=self.capacity), out=key_off[1:])
@@ -258,8 +366,9 @@ class BitMarkMatcher(Matcher):
         nb = int(min(self.buckets, max(1, budget_rows // max(len(idx_col), 1) - 1)))
         slots = self._slots()
         edges = []
+        bound_off, bound = K.sampled_bounds(slots, n, len(col_min), max(1, n // QUANTILE_SLOTS))
         for c in idx_col.tolist():
-            values = K.column_bounds(slots, n, c)
+            values = bound[bound_off[c]:bound_off[c + 1]]
             cut = np.quantile(values, np.arange(1, nb) / nb) if len(values) and nb > 1 else np.zeros(0)
             edges.append(np.unique(cut))
         edge_off = np.zeros(len(idx_col) + 1, dtype=np.int64)
@@ -337,8 +446,7 @@ class BitMarkMatcher(Matcher):
     def memory_bytes(self) -> int:
         arrays = (self._key, self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, self._res_off, self._res_pid,
                   self._col_of_attr, *self._main_of_key, *self._layout)
-        tail = 100 * sum(len(v) for v in self._tail_of_key.values())
-        return sum(a.nbytes for a in arrays) + tail + self.phase1.memory_bytes()
+        return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
 
 
 def _empty_layout() -> Layout:

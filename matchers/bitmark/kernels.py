@@ -576,17 +576,50 @@ def column_ranges(slots, which, n_cols):
 
 
 @numba.njit(cache=True, nogil=True)
-def column_bounds(slots, n_main, c):
-    """The finite bounds of the intervals on column ``c`` among slots ``0..n_main-1``."""
+def sampled_bounds(slots, n_main, n_cols, step):
+    """The finite bounds of the intervals of slots ``0, step, 2 * step, ...`` below ``n_main``,
+    by column (CSR: ``(off[n_cols + 1], values)``), in one pass."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
-    out = np.empty(2 * (iv_off[n_main] - iv_off[0]), dtype=np.float64)
+    off = np.zeros(n_cols + 1, dtype=np.int64)
+    for s in range(0, n_main, step):
+        for t in range(iv_off[s], iv_off[s + 1]):
+            off[iv_col[t] + 1] += np.isfinite(iv_lo[t]) + np.isfinite(iv_hi[t])
+    for c in range(n_cols):
+        off[c + 1] += off[c]
+    fill = off[:-1].copy()
+    out = np.empty(off[-1], dtype=np.float64)
+    for s in range(0, n_main, step):
+        for t in range(iv_off[s], iv_off[s + 1]):
+            c = iv_col[t]
+            for x in (iv_lo[t], iv_hi[t]):
+                if np.isfinite(x):
+                    out[fill[c]] = x
+                    fill[c] += 1
+    return off, out
+
+
+@numba.njit(cache=True, nogil=True)
+def intersect_repeats(off, col, lo, hi, n_cols):
+    """Each conjunction's intervals (``off`` CSR over ``col, lo, hi``) with those on one column
+    intersected, in the order of their first interval: ``(counts, col, lo, hi)``."""
+    n = len(off) - 1
+    at = np.full(n_cols, -1, dtype=np.int64)  # output position of a column in the current row
+    counts = np.zeros(n, dtype=np.int64)
+    out_col = np.empty(len(col), dtype=np.int32)
+    out_lo = np.empty(len(col), dtype=np.float64)
+    out_hi = np.empty(len(col), dtype=np.float64)
     k = 0
-    for t in range(iv_off[0], iv_off[n_main]):
-        if iv_col[t] == c:
-            if np.isfinite(iv_lo[t]):
-                out[k] = iv_lo[t]
+    for i in range(n):
+        k0 = k
+        for t in range(off[i], off[i + 1]):
+            c = col[t]
+            j = at[c]
+            if j >= k0:
+                out_lo[j] = max(out_lo[j], lo[t])
+                out_hi[j] = min(out_hi[j], hi[t])
+            else:
+                at[c] = k
+                out_col[k], out_lo[k], out_hi[k] = c, lo[t], hi[t]
                 k += 1
-            if np.isfinite(iv_hi[t]):
-                out[k] = iv_hi[t]
-                k += 1
-    return out[:k]
+        counts[i] = k - k0
+    return counts, out_col[:k], out_lo[:k], out_hi[:k]

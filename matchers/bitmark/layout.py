@@ -57,3 +57,28 @@ class Found(NamedTuple):
 
     surv: np.ndarray  # uint64[events, slot words]: the matching slots of each event
     hit: np.ndarray  # bool[events, tiles]: the tiles of words where each event has matches
+
+
+class Intervals(NamedTuple):
+    """Conjunctions of closed float64 intervals as columns (CSR), the columnar input of
+    :meth:`~matchers.bitmark.BitMarkMatcher.add_intervals`: conjunction ``i`` is
+    ``lo[j] <= names[attr[j]] <= hi[j]`` for every ``j`` in ``off[i]:off[i + 1]`` (an open bound
+    is the next float inward; several intervals on one attribute are intersected)."""
+
+    off: np.ndarray  # int64[n + 1]
+    attr: np.ndarray  # int64[nnz], index into names
+    lo: np.ndarray  # float64[nnz]
+    hi: np.ndarray  # float64[nnz]
+    names: tuple[str, ...]
+
+    @classmethod
+    def of_rows(cls, attr: np.ndarray, lo: np.ndarray, hi: np.ndarray, names: tuple[str, ...]) -> Intervals:
+        """``k`` intervals per conjunction given as ``[n, k]`` arrays (``attr`` indexes ``names``)."""
+        n, k = np.shape(attr)
+        return cls(np.arange(n + 1, dtype=np.int64) * k, np.asarray(attr, dtype=np.int64).ravel(),
+                   np.asarray(lo, dtype=np.float64).ravel(), np.asarray(hi, dtype=np.float64).ravel(), tuple(names))
+
+    @property
+    def n(self) -> int:
+        """The number of conjunctions."""
+        return len(self.off) - 1

@@ -19,6 +19,12 @@ that load changes on this shared machine hit all of them alike; each figure is t
 round, in CPU time, and the ratios compare figures of the same run.  Match counts are
 compared per event with the first contestant's.
 
+Build times (CPU, in the child, up to an index ready to match): ``bitmark`` makes the
+subscriptions as objects (``objects CPU s``) and adds them; ``bitmark@columns`` adds the
+workload's arrays as interval columns and ``bitmark@file`` the peer's subscriptions file read
+as columns (:func:`read_peer_subscriptions`), no object per subscription.  A peer that prints
+``build_s X`` (its insert CPU seconds) has it reported as its build.
+
 Run ``python -m scripts.bench.dense --n-subs 100000 --peer hem5-be4=PATH:4 ...``; results
 go to ``docs/bench/dense.json`` (with ``--record``) and a section of ``docs/bench.md``.
 """
@@ -35,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from matchers.bitmark.layout import Intervals
 from scripts.bench import kit
 from scripts.workloads import DenseArrays, dense_arrays, dense_events, dense_subscriptions
 
@@ -57,26 +64,54 @@ def write_peer_files(arrays: DenseArrays, directory: Path) -> tuple[Path, Path]:
     return subs, events
 
 
+def read_peer_subscriptions(path: Path) -> tuple[list[str], Intervals]:
+    """The subscriptions file of :func:`write_peer_files` as ids ``s<id>`` and interval columns
+    (one read of its integers, no object per subscription)."""
+    flat = np.fromfile(path, dtype=np.int64, sep=" ")
+    n, d, k = int(flat[0]), int(flat[1]), int(flat[2])
+    rows = flat[4:].reshape(n, 2 + 3 * k)
+    if (rows[:, 1] != k).any():
+        raise ValueError(f"{path}: every subscription must have the header's k = {k} intervals")
+    ids = [f"s{i}" for i in rows[:, 0].tolist()]
+    return ids, Intervals.of_rows(rows[:, 2::3], rows[:, 3::3], rows[:, 4::3], tuple(f"a{j}" for j in range(d)))
+
+
 # -- the project's matchers, one persistent child each ------------------------------------
-def serve(name: str, arrays: DenseArrays, batch: int, params: dict):
-    """Build ``name`` once and yield its build CPU seconds; then answer ``"round"`` with
-    ``(cpu_s, counts)`` and ``"stats"`` with its memory (runs in a :class:`~scripts.bench.kit.Child`)."""
+def serve(name: str, arrays: DenseArrays, batch: int, params: dict, subs_file: Path | None = None):
+    """Build ``name`` once and yield ``{"build_cpu_s", "objects_cpu_s"}``; then answer ``"round"`` with
+    ``(cpu_s, counts)`` and ``"stats"`` with its memory (runs in a :class:`~scripts.bench.kit.Child`).
+
+    ``bitmark@columns`` is bitmark built from the arrays (:meth:`~matchers.bitmark.BitMarkMatcher.add_intervals`),
+    ``bitmark@file`` from the peer's subscriptions file; otherwise the subscriptions are made as
+    objects first (``objects_cpu_s``) and added.  The build includes the first match (lazy packing)."""
     from matchers.catalog import create
 
-    warm = create(name, **params)
+    base, _, source = name.partition("@")
+    warm = create(base, **params)
     warm.add(dense_subscriptions(arrays._replace(attrs=arrays.attrs[:20], lo=arrays.lo[:20], hi=arrays.hi[:20])))
     warm.match(warm.encode(dense_events(arrays)[:4]))
+    warm.add_intervals(["x"], _columns(arrays, slice(0, 1))) if source else None  # type: ignore[attr-defined]  # a columnar source is bitmark's
     del warm
-    matcher = create(name, **params)
-    subscriptions = dense_subscriptions(arrays)
+    matcher = create(base, **params)
     c0 = time.process_time()
-    matcher.add(subscriptions)
+    objects_s = 0.0
+    if source == "columns":
+        matcher.add_intervals([f"s{i}" for i in range(len(arrays.attrs))], _columns(arrays, slice(None)))  # type: ignore[attr-defined]  # bitmark
+    elif source == "file":
+        matcher.add_intervals(*read_peer_subscriptions(subs_file))  # type: ignore[attr-defined, arg-type]  # bitmark; written for it
+    elif source:
+        raise ValueError(f"unknown source {source!r} (columns, file)")
+    else:
+        subscriptions = dense_subscriptions(arrays)
+        objects_s = time.process_time() - c0
+        c0 = time.process_time()
+        matcher.add(subscriptions)
+        del subscriptions
     build_s = time.process_time() - c0
-    del subscriptions
     encoded = matcher.encode(dense_events(arrays))
     c0 = time.process_time()
     matcher.match(encoded.slice(0, 1))  # lazy packing, where a matcher packs lazily
-    answer: object = build_s + time.process_time() - c0
+    answer: object = dict(build_cpu_s=build_s + time.process_time() - c0, objects_cpu_s=objects_s)
     while True:
         if (yield answer) == "stats":
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -89,12 +124,19 @@ def serve(name: str, arrays: DenseArrays, batch: int, params: dict):
         answer = (time.process_time() - c0, np.concatenate(counts).tolist())
 
 
+def _columns(arrays: DenseArrays, rows: slice) -> Intervals:
+    names = tuple(f"a{j}" for j in range(arrays.events.shape[1]))
+    return Intervals.of_rows(arrays.attrs[rows], arrays.lo[rows], arrays.hi[rows], names)
+
+
 def run_peer(path: str, args: Sequence[str], subs: Path, events: Path, rounds: int,
-             timeout_s: float) -> tuple[float, list[int], float]:
-    """One run of a peer binary: ``(ms per event, counts, CPU seconds of the whole process)``."""
+             timeout_s: float) -> tuple[float, list[int], float, float | None]:
+    """One run of a peer binary: ``(ms per event, counts, CPU seconds of the whole process, its
+    build CPU seconds if it prints ``build_s``)``."""
     ran = kit.run([path, str(subs), str(events), *args, str(rounds)], timeout_s=timeout_s).check()
     fields = {line.split()[0]: line.split()[1:] for line in ran.stdout.splitlines() if line.strip()}
-    return float(fields["ms_per_event"][0]), [int(c) for c in fields["counts"]], ran.cpu_s
+    build = float(fields["build_s"][0]) if "build_s" in fields else None
+    return float(fields["ms_per_event"][0]), [int(c) for c in fields["counts"]], ran.cpu_s, build
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -104,17 +146,19 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
     n, m = len(arrays.attrs), len(arrays.events)
     results: dict[str, dict] = {}
     children = {}
-    for name in matchers:
-        try:
-            children[name] = kit.Child(serve, name, arrays, batch, params.get(name, {}), timeout_s=timeout_s)
-            results[name] = dict(kind="project", build_cpu_s=children[name].first, ms=[])
-        except kit.ChildFailed as exc:
-            results[name] = dict(kind="project", note=str(exc), ms=[])
-    counts: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory(prefix="dense-") as tmp:
-        subs, events = write_peer_files(arrays, Path(tmp)) if peers else (None, None)
+        needs_files = peers or any(name.endswith("@file") for name in matchers)
+        subs, events = write_peer_files(arrays, Path(tmp)) if needs_files else (None, None)
+        for name in matchers:
+            try:
+                children[name] = kit.Child(serve, name, arrays, batch, params.get(name, {}), subs,
+                                           timeout_s=timeout_s)
+                results[name] = dict(kind="project", **children[name].first, ms=[])
+            except kit.ChildFailed as exc:
+                results[name] = dict(kind="project", note=str(exc), ms=[])
+        counts: dict[str, list[int]] = {}
         for name in peers:
-            results[name] = dict(kind="peer", ms=[], process_cpu_s=[])
+            results[name] = dict(kind="peer", ms=[], process_cpu_s=[], build_cpu_s=[])
         for _ in range(rounds):
             for name, child in list(children.items()):
                 try:
@@ -126,9 +170,10 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
                 results[name]["ms"].append(1000 * cpu / m)
                 counts[name] = got
             for name, (path, args) in peers.items():
-                ms, got, cpu = run_peer(path, args, subs, events, 1, timeout_s)  # type: ignore[arg-type]  # with peers the files are written
+                ms, got, cpu, build = run_peer(path, args, subs, events, 1, timeout_s)  # type: ignore[arg-type]  # with peers the files are written
                 results[name]["ms"].append(ms)
                 results[name]["process_cpu_s"].append(cpu)
+                results[name]["build_cpu_s"] += [] if build is None else [build]
                 counts[name] = got
     for name, child in children.items():
         results[name].update(child.ask("stats"))
@@ -136,6 +181,8 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
     reference = next(iter(counts.values()), [])
     for name, r in results.items():
         r["best_ms"] = min(r["ms"]) if r["ms"] else None
+        if r["kind"] == "peer":
+            r["build_cpu_s"] = min(r["build_cpu_s"]) if r["build_cpu_s"] else None
         if name in counts:
             r["matches_per_event"] = sum(counts[name]) / m
             r["count_mismatches"] = int(sum(a != b for a, b in zip(counts[name], reference, strict=True)))
@@ -148,16 +195,17 @@ def table(run: dict, baseline: str | None) -> str:
     """Markdown rows: best ms/event, ratio ``baseline / contestant`` (above 1: faster than it)."""
     base = run["results"].get(baseline, {}).get("best_ms") if baseline else None
     lines = [f"| contestant | ms/event (best) | rounds | × {baseline or '-'} | matches/ev | count mismatches "
-             "| memory MB | build CPU s | note |", "|---|---:|---|---:|---:|---:|---:|---:|---|"]
+             "| memory MB | objects CPU s | build CPU s | note |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for name, r in sorted(run["results"].items(), key=lambda kv: kv[1]["best_ms"] or float("inf")):
         best = r["best_ms"]
         ratio = f"{base / best:.2f}" if base and best else ""
         rounds = ", ".join(f"{x:.3f}" for x in r["ms"])
         memory = f"{r['memory_bytes'] / 1e6:.0f}" if "memory_bytes" in r else ""
-        build = f"{r['build_cpu_s']:.1f}" if "build_cpu_s" in r else ""
+        build = f"{r['build_cpu_s']:.2f}" if r.get("build_cpu_s") is not None else ""
+        objects = f"{r['objects_cpu_s']:.2f}" if r.get("objects_cpu_s") else ""
         lines.append(f"| {name} | {best:.4f} | {rounds} | {ratio} | {r.get('matches_per_event', 0):.2f} | "
-                     f"{r.get('count_mismatches', '')} | {memory} | {build} | {r.get('note', '')} |"
-                     if best is not None else f"| {name} | | | | | | | | {r.get('note', '')} |")
+                     f"{r.get('count_mismatches', '')} | {memory} | {objects} | {build} | {r.get('note', '')} |"
+                     if best is not None else f"| {name} | | | | | | | | | {r.get('note', '')} |")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ import textwrap
 
 import numpy as np
 
-from scripts.bench.dense import bench, write_peer_files
+from scripts.bench.dense import bench, read_peer_subscriptions, write_peer_files
 from scripts.workloads import dense_arrays
 
 PEER = textwrap.dedent("""
@@ -49,9 +49,20 @@ def test_peer_files_and_a_run_next_to_a_peer(tmp_path):
     peer = tmp_path / "peer"
     peer.write_text(f"#!{sys.executable}\n{PEER}")
     peer.chmod(peer.stat().st_mode | stat.S_IEXEC)
-    run = bench(arrays, ["bitmark"], {"numpy-peer": (str(peer), [])}, rounds=2, batch=16, timeout_s=300,
+    run = bench(arrays, ["bitmark", "bitmark@columns", "bitmark@file"], {"numpy-peer": (str(peer), [])}, rounds=2, batch=16, timeout_s=300,
                 params={})
     ours, theirs = run["results"]["bitmark"], run["results"]["numpy-peer"]
     assert len(ours["ms"]) == len(theirs["ms"]) == 2 and theirs["best_ms"] == 1.5
     assert ours["count_mismatches"] == theirs["count_mismatches"] == 0
     assert ours["matches_per_event"] == theirs["matches_per_event"] > 0
+    for name in ("bitmark@columns", "bitmark@file"):
+        assert run["results"][name]["count_mismatches"] == 0 and run["results"][name]["build_cpu_s"] > 0
+
+
+def test_peer_subscriptions_file_reads_back_as_columns(tmp_path):
+    arrays = dense_arrays(n_subs=50, n_events=3, d=6, k=3, seed=5)
+    subs, _ = write_peer_files(arrays, tmp_path)
+    ids, intervals = read_peer_subscriptions(subs)
+    assert ids == [f"s{i}" for i in range(50)] and intervals.names == tuple(f"a{j}" for j in range(6))
+    assert (intervals.off == np.arange(51) * 3).all() and (intervals.attr == arrays.attrs.ravel()).all()
+    assert (intervals.lo == arrays.lo.ravel()).all() and (intervals.hi == arrays.hi.ravel()).all()
