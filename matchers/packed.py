@@ -16,9 +16,10 @@ from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
 
 _OPS = tuple(Op)
 _KINDS = tuple(Kind)
-_AND, _OR, _NOT = 0, 1, 2
+AND, OR, NOT = 0, 1, 2
+"""The tags of a packed tree's inner nodes."""
 _BUT = int(Op.ANYTHING_BUT)
-_MARSHAL_VERSION = 2
+MARSHAL_VERSION = 2
 """marshal's version 2: no back-references (version 3 added them, flagged by each object's
 identity and reference count), so equal tuples always give the same bytes
 (:mod:`streaming.registry_columns.fastparse` writes them without building the subscription)."""
@@ -44,8 +45,8 @@ def to_tuples(sub: Subscription) -> tuple:
         if isinstance(e, Pred):
             return pid(e)
         if isinstance(e, Not):
-            return (_NOT, tree(e.child))
-        return (_AND if isinstance(e, And) else _OR, *(tree(c) for c in e.children))
+            return (NOT, tree(e.child))
+        return (AND if isinstance(e, And) else OR, *(tree(c) for c in e.children))
 
     packed_tree = tree(sub.expr)
     conjunctions = tuple(tuple(pid(p) for p in conj) for conj in sub.conjunctions)
@@ -55,10 +56,10 @@ def to_tuples(sub: Subscription) -> tuple:
 def _tree(t: Any, table: list[Pred]) -> Expr:
     if type(t) is int:
         return table[t]
-    if t[0] == _NOT:
+    if t[0] == NOT:
         return Not(_tree(t[1], table))
     children = tuple(_tree(c, table) for c in t[1:])
-    return And(children) if t[0] == _AND else Or(children)
+    return And(children) if t[0] == AND else Or(children)
 
 
 def from_tuples(packed: tuple, sub_id: str) -> Subscription:
@@ -76,7 +77,7 @@ def from_tuples(packed: tuple, sub_id: str) -> Subscription:
 
 def pack(sub: Subscription) -> bytes:
     """``sub`` without its id, as bytes (:func:`to_tuples` marshalled)."""
-    return marshal.dumps(to_tuples(sub), _MARSHAL_VERSION)
+    return marshal.dumps(to_tuples(sub), MARSHAL_VERSION)
 
 
 def unpack(data: bytes, sub_id: str) -> Subscription:

@@ -26,7 +26,7 @@ from math import isfinite
 import orjson
 
 from matchers.expr import Kind, Op
-from matchers.packed import _AND, _MARSHAL_VERSION
+from matchers.packed import AND, MARSHAL_VERSION
 from streaming.config import LimitsSettings
 from streaming.records import MAX_ID_LENGTH
 from streaming.registry_columns.columns import EXPRESSION
@@ -74,7 +74,7 @@ def fast_row(key: bytes | None, value: bytes | None, max_terms: int, limits: Lim
     index: dict[tuple, int] = {}
     preds: list[tuple] = []
     order: list[tuple] = []  # Pred.sort_key of each of preds, and its index
-    tree: list[int] = [_AND]
+    tree: list[int] = [AND]
     for item in items:
         if type(item) is not list or len(item) != 3:
             return None
@@ -107,6 +107,6 @@ def fast_row(key: bytes | None, value: bytes | None, max_terms: int, limits: Lim
         tree.append(i)
     order.sort()  # no two distinct predicates have one sort key: the indices never decide
     packed = marshal.dumps((None, tuple(preds), 0 if single else tuple(tree), (tuple([o[4] for o in order]),)),
-                           _MARSHAL_VERSION)
+                           MARSHAL_VERSION)
     return sub_id, UPSERT_CODE, EXPRESSION, value, packed, None, None, len(items), None
 
