@@ -55,18 +55,14 @@ otherwise; ``packed``: an expression's subscription without its id, :func:`match
 (``op`` :data:`ERROR`; a refused pattern keeps its id and kind :data:`PATTERN`, the others
 have neither), and its position and key (a refusal's error record names it)."""
 
-_DEFAULT_PARSER = default_parser().__code__
-"""The code of :func:`~streaming.records.default_parser`'s parsers: with one of them (or none),
-:func:`parse_records` takes the common records' fast path (:mod:`.fastparse`)."""
-
-
 def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, max_terms: int = DEFAULT_MAX_TERMS,
                   limits: LimitsSettings = DEFAULT_LIMITS, targets: bool = False) -> pa.RecordBatch:
     """The :data:`PARSED_SCHEMA` rows of a batch of subscription records (Kafka source columns
     ``key, value, topic, partition, offset``), in its order. ``targets``: an upsert may name
-    its target topic (the tenant layout, :func:`~streaming.records.parse_change`). With the
-    default parser, a record of the common shape takes :func:`.fastparse.fast_row` (same row)."""
-    fast = parse is None or getattr(parse, "__code__", None) is _DEFAULT_PARSER
+    its target topic (the tenant layout, :func:`~streaming.records.parse_change`). Without
+    ``parse`` (the default parser), a record of the common shape takes
+    :func:`.fastparse.fast_row` (the same row); with it, every record takes ``parse``."""
+    fast = parse is None
     parse = parse or default_parser()
     keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
     topics, parts, offsets = (rb.column(c).to_pylist() for c in ("topic", "partition", "offset"))
@@ -116,7 +112,6 @@ def parse_partition(batches: Iterator[pa.RecordBatch], max_terms: int = DEFAULT_
                     limits: LimitsSettings = DEFAULT_LIMITS, targets: bool = False) -> Iterator[pa.RecordBatch]:
     """:func:`parse_records` over one partition of records (a ``mapInArrow`` function, with
     its arguments bound by :func:`functools.partial`)."""
-    parse = default_parser()
     for rb in batches:
         if rb.num_rows:
-            yield parse_records(rb, parse, max_terms, limits, targets)
+            yield parse_records(rb, None, max_terms, limits, targets)
