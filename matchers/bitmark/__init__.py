@@ -108,6 +108,10 @@ class BitMarkMatcher(Matcher):
     dense_share = 0.25
     """An event ORs whole rows over a tile (vectorised) when its envelopes left at least this
     share of the words of its previous tile open, else word by word until they are marked."""
+    _id_of_key: np.ndarray = np.zeros(0, dtype=object)
+    """Key -> id of a subscription added as columns (:meth:`add_intervals`), else ``None``. The
+    class's empty array is a shared default (older pickles lack the attribute): it is replaced
+    by the first :meth:`add_intervals`, and nothing is ever written into it while empty."""
 
     def __init__(self, dictionary: Dictionary | None = None, buckets: int = 64, tile_words: int = 256, **params):
         super().__init__(dictionary, **params)
@@ -130,7 +134,6 @@ class BitMarkMatcher(Matcher):
         self._main_of_key = (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))  # CSR key -> slots
         self._layout = _empty_layout()
         self._built = False
-        self._id_of_key = np.zeros(0, dtype=object)  # key -> id of a subscription added as columns, None
         self._scratch: list[tuple[np.ndarray, np.ndarray]] = []  # a zero slot bitmap, for the next match
 
     # -- updates -----------------------------------------------------------------------
@@ -207,7 +210,7 @@ class BitMarkMatcher(Matcher):
         col_of_name = np.array([self._column(name) for name in intervals.names], dtype=np.int32)
         keys = np.arange(start, start + n, dtype=np.int64)
         self._subs.extend(itertools.repeat(None, n))  # made from the slots when read (see subscription)
-        known = self.__dict__.get("_id_of_key", np.zeros(0, dtype=object))  # (older pickles lack it)
+        known = self._id_of_key
         self._id_of_key = np.concatenate([known, np.full(start + n - len(known), None, dtype=object)])
         self._id_of_key[start:] = ids
         self._append(keys, np.asarray(intervals.off, dtype=np.int64), col_of_name[intervals.attr], intervals.lo,
@@ -252,9 +255,8 @@ class BitMarkMatcher(Matcher):
                     self._dead += 1
         tail = self._key[self._n_main:self._n_slots]
         tail[np.isin(tail, keys)] = -1
-        columnar = self.__dict__.get("_id_of_key")
-        if columnar is not None:
-            columnar[keys[keys < len(columnar)]] = None
+        columnar = self._id_of_key
+        columnar[keys[keys < len(columnar)]] = None
         for _, sub in entries:
             if sub is not None:  # None: added as columns, intervals only
                 for conj in sub.conjunctions:
@@ -265,8 +267,8 @@ class BitMarkMatcher(Matcher):
     # -- subscriptions added as columns -------------------------------------------------
     def _columnar_id(self, key: int) -> str | None:
         """The id of a live key added by :meth:`add_intervals` (else ``None``)."""
-        ids = self.__dict__.get("_id_of_key")
-        if ids is None or key >= len(ids) or ids[key] is None or self._subs[key] is not None:
+        ids = self._id_of_key
+        if key >= len(ids) or ids[key] is None or self._subs[key] is not None:
             return None
         return ids[key]
 
