@@ -25,16 +25,16 @@ from math import isfinite
 
 import orjson
 
-from matchers.expr import Kind, Op
+from matchers.expr import OP_BY_NAME, Kind, Op
 from matchers.packed import AND, MARSHAL_VERSION
 from streaming.config import LimitsSettings
 from streaming.records import MAX_ID_LENGTH
 from streaming.registry_columns.columns import EXPRESSION
 from streaming.registry_columns.columns import UPSERT as UPSERT_CODE
 
-_OPS = {"=": int(Op.EQ), "==": int(Op.EQ), "!=": int(Op.NE), "<>": int(Op.NE), "<": int(Op.LT),
-        "<=": int(Op.LE), ">": int(Op.GT), ">=": int(Op.GE)}
-"""Operator names the fast path takes, with :func:`matchers.expr.pred`'s operator of each."""
+_OPS = {name: int(op) for name, op in OP_BY_NAME.items() if op in (Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE)}
+"""Operator names the fast path takes (the comparisons' names, spelt exactly so), with the
+operator :func:`matchers.expr.pred` makes of each."""
 _KEYS = frozenset(("op", "id", "json"))
 _NUM, _STR = int(Kind.NUM), int(Kind.STR)
 _EXACT_INT = 2**53
