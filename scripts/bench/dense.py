@@ -90,7 +90,8 @@ def serve(name: str, arrays: DenseArrays, batch: int, params: dict, subs_file: P
     warm = create(base, **params)
     warm.add(dense_subscriptions(arrays._replace(attrs=arrays.attrs[:20], lo=arrays.lo[:20], hi=arrays.hi[:20])))
     warm.match(warm.encode(dense_events(arrays)[:4]))
-    warm.add_intervals(["x"], _columns(arrays, slice(0, 1))) if source else None  # type: ignore[attr-defined]  # a columnar source is bitmark's
+    if source:  # the columnar path's kernels too
+        warm.add_intervals(["x"], _columns(arrays, slice(0, 1)))  # type: ignore[attr-defined]  # a columnar source is bitmark's
     del warm
     matcher = create(base, **params)
     c0 = time.process_time()
