@@ -29,7 +29,7 @@ from streaming.registry_columns.registry import Applied, ColumnRegistry
 from streaming.storage import Directory
 from streaming.tenants import parts
 
-log = logging.getLogger("streaming.registry")
+log = logging.getLogger(__name__)
 
 
 def record_of(internal: str, sub: Subscription) -> bytes:
