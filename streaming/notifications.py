@@ -179,10 +179,10 @@ def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
              else [b'%s,"event":%s}' % (head, raw.strip()) for head, raw in zip(heads, raws, strict=True)])
     counts: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
     event_of = np.repeat(np.arange(len(heads)), counts).tolist()
-    blake2b = hashlib.blake2b
+    blake2b, heads_of_id = hashlib.blake2b, [b"%d:%s" % (len(s), k) for s, k in zip(sub_ids, keys, strict=True)]
     values = [b'{"id":"%s","subscription":%s%s' % (
-        blake2b(b"%d:%s%s" % (len(sub_ids[w]), keys[w], positions[j]), digest_size=16).hexdigest().encode(),
-        sub_json[w], tails[j]) for w, j in zip(which, event_of, strict=True)]
+        blake2b(heads_of_id[w] + positions[j], digest_size=16).hexdigest().encode(), sub_json[w], tails[j])
+        for w, j in zip(which, event_of, strict=True)]
     widest = _BEFORE_SUB + max((len(k) + len(js) for k, js in zip(keys, sub_json, strict=True)), default=0)
     if widest + max(map(len, tails), default=0) > room:
         skip = {j for j, _ in failures}

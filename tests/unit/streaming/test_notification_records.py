@@ -73,7 +73,7 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1)
                      | st.floats(allow_nan=False, allow_infinity=False) | _TEXT,
                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3), max_leaves=6)
 _EVENT_ID = (_TEXT | _JSON | st.builds(lambda n: "e" * n, st.integers(50, 1500))
-             | st.sampled_from([_deep(252), _deep(253), _deep(254), _deep(300), 2**64, -2**63 - 1]))
+             | st.sampled_from([_deep(252), _deep(253), _deep(254), _deep(300), 2**64, -2**63 - 1, "x\ud800", ["\udfff"]]))
 _EVENT = st.tuples(
     st.sampled_from(["events", "ev.t-1", "\u00e9v\ud800"]), st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1),
     _EVENT_ID, st.none() | st.integers(0, 2**50),
