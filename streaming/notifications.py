@@ -183,7 +183,7 @@ def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
     values = [b'{"id":"%s","subscription":%s%s' % (
         blake2b(heads_of_id[w] + positions[j], digest_size=16).hexdigest().encode(), sub_json[w], tails[j])
         for w, j in zip(which, event_of, strict=True)]
-    widest = _BEFORE_SUB + max((len(k) + len(js) for k, js in zip(keys, sub_json, strict=True)), default=0)
+    widest = _BEFORE_SUB + max(map(len, keys), default=0) + max(map(len, sub_json), default=0)  # at least any's
     if widest + max(map(len, tails), default=0) > room:
         skip = {j for j, _ in failures}
         for j, tail in enumerate(tails):
