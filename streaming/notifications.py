@@ -13,6 +13,10 @@ Every notification has ``id``, ``subscription``, ``kind`` and the event that mad
 
 A replay after a crash produces the same ids, so a consumer can drop the duplicates
 (:class:`Deduplicator`).
+
+The match tasks and the retro path build their records in bulk (:func:`match_records`);
+:class:`EventNotes` (and :func:`encode`) is its per-record specification, which the tests
+compare it with byte for byte.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import orjson
 
 from matchers.errors import PubSubError
@@ -45,7 +50,7 @@ def notification_id(sub_id: str, topic: str, partition: int, offset: int) -> str
 
 
 class EventNotes:
-    """The notifications of one event: the JSON after the subscription is built once per event.
+    """The notifications of one event, record by record: the specification of :func:`match_records`.
 
     Parameters
     ----------
@@ -108,18 +113,154 @@ class EventNotes:
             key, value = sub_id.encode("utf-8"), self.encode(sub_id)
             size = len(key) + len(value)
             if size > room:  # past the largest message: the id-only form
-                slim = slim or self.without_event(
-                    f"sent without the event: with it the record takes {size} bytes, past "
-                    f"limits.message_bytes less {RECORD_OVERHEAD} bytes of record overhead")
+                slim = slim or self.without_event(_slim_note(size))
                 value = slim.encode(sub_id)
                 if len(key) + len(value) > room:
                     del keys[first:], values[first:]
-                    kind = "retro notification" if self._fields["retro"] else "notification"
-                    raise NotificationTooLarge(f"its {kind} takes {len(key) + len(value)} bytes even without the "
-                                               "event (its id is that large), past limits.message_bytes")
+                    raise NotificationTooLarge(_too_large(len(key) + len(value), self._fields["retro"]))
             keys.append(key)
             values.append(value)
         return len(values) - first
+
+
+def _slim_note(size: int) -> str:
+    """The note of a record sent without its event, which with it takes ``size`` bytes."""
+    return (f"sent without the event: with it the record takes {size} bytes, past "
+            f"limits.message_bytes less {RECORD_OVERHEAD} bytes of record overhead")
+
+
+def _too_large(size: int, retro: bool) -> str:
+    """Why an event gets no notification: one takes ``size`` bytes even without the event."""
+    kind = "retro notification" if retro else "notification"
+    return (f"its {kind} takes {size} bytes even without the event (its id is that large), "
+            "past limits.message_bytes")
+
+
+class EventColumns(NamedTuple):
+    """The events of :func:`match_records`, one entry each (Kafka's 64-bit integers)."""
+
+    topics: Sequence[str]
+    partitions: Sequence[int]
+    offsets: Sequence[int]
+    event_ids: Sequence[Any]
+    raws: Sequence[bytes] | None
+    """The events' JSON bytes to embed, ``None`` for the id-only payload."""
+    event_ms: Sequence[int | None]
+
+
+_BUILD_ERRORS = (TypeError, ValueError, OverflowError, UnicodeError, RecursionError)
+_BEFORE_SUB = len(b'{"id":"') + 32 + len(b'","subscription":')
+"""Bytes of a record's value before the subscription's JSON."""
+
+
+def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence[str], which: Sequence[int],
+                  matched_ms: int, batch_id: int, room: int, out: tuple[list, list, list], tags: Sequence[Any],
+                  retro: bool = False) -> list[tuple[int, str]]:
+    """Append the match notifications to ``out``'s keys (the ids in UTF-8), values and tags,
+    the records exactly :meth:`EventNotes.add_records`'s, built in bulk.
+
+    Event ``j`` notifies ``sub_ids[which[k]]`` for ``k`` in ``range(bounds[j], bounds[j + 1])``,
+    with ``tags[which[k]]`` (e.g. its topic) as the tag; ``sub_ids`` holds each id once. The
+    JSON after the subscription is written once per event, each id's key and JSON once, the
+    ids are hashed in one loop, and the sizes are checked only for the events whose longest
+    record could be past ``room``.
+
+    Returns ``(j, reason)`` for each event that gets no notification, in order: its fields
+    cannot be written as JSON, or one of its records is past ``room`` even without the event
+    (the message of :class:`NotificationTooLarge`); none of its records is appended.
+    """
+    keys = [s.encode("utf-8") for s in sub_ids]
+    sub_json = _json_strings(sub_ids, keys)
+    mid = b',"matched_ms":%d,"batch":%d,"retro":%s' % (int(matched_ms), int(batch_id), b"true" if retro else b"false")
+    heads, positions, unbuilt = _heads(events, mid)
+    failures = [(j, why) for j, why in unbuilt if bounds[j] < bounds[j + 1]]  # an event without any: none to fail
+    raws = events.raws
+    tails = ([head + b"}" for head in heads] if raws is None
+             else [b'%s,"event":%s}' % (head, raw.strip()) for head, raw in zip(heads, raws, strict=True)])
+    counts: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
+    event_of = np.repeat(np.arange(len(heads)), counts).tolist()
+    blake2b, heads_of_id = hashlib.blake2b, [b"%d:%s" % (len(s), k) for s, k in zip(sub_ids, keys, strict=True)]
+    values = [b'{"id":"%s","subscription":%s%s' % (
+        blake2b(heads_of_id[w] + positions[j], digest_size=16).hexdigest().encode(), sub_json[w], tails[j])
+        for w, j in zip(which, event_of, strict=True)]
+    widest = _BEFORE_SUB + max(map(len, keys), default=0) + max(map(len, sub_json), default=0)  # at least any's
+    if widest + max(map(len, tails), default=0) > room:
+        skip = {j for j, _ in failures}
+        for j, tail in enumerate(tails):
+            if widest + len(tail) > room and j not in skip:
+                _fit(values, range(bounds[j], bounds[j + 1]), which, keys, sub_json, heads[j], room, retro, j, failures)
+    keys_out, values_out, tags_out = out
+    if not failures:
+        keys_out += [keys[w] for w in which]
+        values_out += values
+        tags_out += [tags[w] for w in which]
+        return failures
+    failures.sort(key=lambda f: f[0])
+    dropped = {j for j, _ in failures}
+    kept = [k for k, j in enumerate(event_of) if j not in dropped]
+    keys_out += [keys[which[k]] for k in kept]
+    values_out += [values[k] for k in kept]
+    tags_out += [tags[which[k]] for k in kept]
+    return failures
+
+
+def _json_strings(strings: Sequence[str], utf8: Sequence[bytes]) -> list[bytes]:
+    """Each of ``strings`` as JSON (``orjson.dumps``'s), given their UTF-8: quoted as they are
+    when ``orjson`` escapes none of them (the one array it writes is then exactly that long)."""
+    whole = orjson.dumps(list(strings))
+    if len(whole) == sum(map(len, utf8)) + 3 * len(utf8) + (1 if utf8 else 2):
+        return [b'"%s"' % u for u in utf8]
+    return [orjson.dumps(s) for s in strings]
+
+
+def _heads(events: EventColumns, mid: bytes) -> tuple[list[bytes], list[bytes], list[tuple[int, str]]]:
+    """Per event, its fields as JSON after the subscription (without the event and the
+    closing brace; ``mid`` the fields after ``event_time_ms``) and its position in the id
+    hash; and ``(j, reason)`` of each event whose fields cannot be written (its head empty)."""
+    dumps = orjson.dumps
+    topics, parts, offsets, event_ids, event_ms = events.topics, events.partitions, events.offsets, events.event_ids, \
+        events.event_ms
+    failures: list[tuple[int, str]] = []
+    try:
+        topic_parts = {t: (("|" + t).encode("utf-8"), dumps(t)) for t in set(topics)}
+        if all(type(e) is str for e in event_ids):
+            id_json = _json_strings(event_ids, [e.encode("utf-8") for e in event_ids])
+        else:
+            id_json = [dumps(e) if type(e) is str else dumps([e])[1:-1] for e in event_ids]  # [e]: as deep as in the fields
+    except _BUILD_ERRORS:  # again, one event at a time
+        topic_parts, id_json = {}, []
+        for j, (t, e) in enumerate(zip(topics, event_ids, strict=True)):
+            try:
+                got = topic_parts.get(t) or (("|" + t).encode("utf-8"), dumps(t))
+                id_json.append(dumps(e) if type(e) is str else dumps([e])[1:-1])
+                topic_parts[t] = got
+            except _BUILD_ERRORS as exc:
+                failures.append((j, f"cannot build its notification: {type(exc).__name__}: {exc}"))
+                id_json.append(b"")
+    tps = [topic_parts.get(t, (b"", b"")) for t in topics]  # a failed event's may be missing
+    heads = [b',"kind":"match","event_id":%s,"topic":%s,"partition":%d,"offset":%d,"event_time_ms":%s%s' % (
+        ej, tp[1], p, o, b"null" if ms is None else b"%d" % ms, mid)
+        for ej, tp, p, o, ms in zip(id_json, tps, parts, offsets, event_ms, strict=True)]
+    positions = [b"%s|%d|%d" % (tp[0], p, o) for tp, p, o in zip(tps, parts, offsets, strict=True)]
+    return heads, positions, failures
+
+
+def _fit(values: list[bytes], records: range, which: Sequence[int], keys: list[bytes], sub_json: list[bytes],
+         head: bytes, room: int, retro: bool, j: int, failures: list[tuple[int, str]]) -> None:
+    """Event ``j``'s ``records`` within ``room`` (its fields ``head``): one past it in the
+    id-only form with the note of the first such; ``(j, reason)`` added to ``failures`` if
+    one is past it even so."""
+    slim = None
+    for r in records:
+        key, js = keys[which[r]], sub_json[which[r]]
+        size = len(key) + len(values[r])
+        if size > room:
+            slim = slim or b'%s,"note":%s}' % (head, orjson.dumps(_slim_note(size)))
+            value = values[r][:_BEFORE_SUB] + js + slim
+            if len(key) + len(value) > room:
+                failures.append((j, _too_large(len(key) + len(value), retro)))
+                return
+            values[r] = value
 
 
 def encode(

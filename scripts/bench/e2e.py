@@ -119,12 +119,13 @@ def step_costs(subs, events: list[dict], matcher_name: str):
     t3 = time.perf_counter()
     res = m.match(batch)
     t4 = time.perf_counter()
-    for i in range(batch.n):
-        lo, hi = res.offsets[i], res.offsets[i + 1]
-        if lo < hi:
-            notes = notifications.EventNotes("events", 0, i, i, raw[i], 1, 2, 0)
-            for key in res.keys[lo:hi].tolist():
-                notes.encode(m.subscription(key).id)
+    hits = np.flatnonzero(np.diff(res.offsets)).tolist()
+    keys, which = np.unique(res.keys, return_inverse=True)
+    ids = list(map(m.id_of, keys.tolist()))
+    notifications.match_records(notifications.EventColumns(["events"] * len(hits), [0] * len(hits), hits, hits,
+                                                           [raw[i] for i in hits], [1] * len(hits)),
+                                res.offsets[hits + [batch.n]].tolist(), ids, which.ravel().tolist(), 2, 0, 2**62,
+                                ([], [], []), ids)
     t5 = time.perf_counter()
     n = len(events)
     return {"build_s": build_s, "parse_us": 1e6 * (t1 - t0) / n, "flatten_us": 1e6 * (t2 - t1) / n,

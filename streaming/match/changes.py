@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -207,7 +208,7 @@ def retro_notifications(
     With ``tenants`` the id is the service's (:meth:`Tenants.route` gives the topic) and
     the value names the tenant's own id.
 
-    Records are built as the tasks build theirs (:meth:`~streaming.notifications.EventNotes.add_records`):
+    Records are built as the tasks build theirs (:func:`~streaming.notifications.match_records`):
     one past ``message_bytes`` goes in the id-only form with a note; an event whose id alone
     is too large gets one error record and no notification.
     """
@@ -217,26 +218,21 @@ def retro_notifications(
     matcher.add(subscriptions)
     flat = [flat_event(orjson.loads(e.raw)) for e in events]
     result = matcher.match(matcher.encode(flat))
-    now_ms = int(time.time() * 1000)
-    room = message_bytes - notifications.RECORD_OVERHEAD
-    out: list[tuple[str, bytes]] = []
-    errors: list[ErrorRecord] = []
-    keys: list[bytes] = []
+    hits = [i for i in range(len(events)) if result.offsets[i] < result.offsets[i + 1]]
+    hit = [events[i] for i in hits]
+    cols = notifications.EventColumns([e.topic for e in hit], [e.partition for e in hit], [e.offset for e in hit],
+                                      [e.event_id for e in hit],
+                                      [e.raw for e in hit] if payload == notifications.PAYLOAD_EVENT else None,
+                                      [e.timestamp_ms for e in hit])
+    keys, which = np.unique(result.keys, return_inverse=True)  # each subscription once
+    ids = [matcher.id_of(key) for key in keys.tolist()]
     values: list[bytes] = []
-    for i, e in enumerate(events):
-        lo, hi = result.offsets[i], result.offsets[i + 1]
-        if lo == hi:
-            continue
-        notes = notifications.EventNotes(e.topic, e.partition, e.offset, e.event_id,
-                                         e.raw if payload == notifications.PAYLOAD_EVENT else None, e.timestamp_ms,
-                                         now_ms, batch_id, retro=True)
-        ids = [matcher.id_of(key) for key in result.keys[lo:hi].tolist()]
-        try:
-            notes.add_records(ids if tenants is None else [tenants.route(s)[1] for s in ids], room, keys, values)
-        except notifications.NotificationTooLarge as exc:
-            errors.append(error(EVENT, e.raw, Position(e.topic, e.partition, e.offset), str(exc)))
-            continue
-        out.extend(zip(ids, values, strict=True))
-        keys.clear()
-        values.clear()
+    sent: list[str] = []
+    failed = notifications.match_records(
+        cols, result.offsets[hits + [len(events)]].tolist(), ids if tenants is None else [tenants.route(s)[1] for s in ids],
+        which.ravel().tolist(), int(time.time() * 1000), batch_id, message_bytes - notifications.RECORD_OVERHEAD,
+        ([], values, sent), ids, retro=True)
+    out = list(zip(sent, values, strict=True))
+    errors = [error(EVENT, hit[n].raw, Position(hit[n].topic, hit[n].partition, hit[n].offset), reason)
+              for n, reason in failed]
     return out, errors

@@ -16,6 +16,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -206,53 +207,52 @@ class Out(NamedTuple):
 def notify(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], result: Any, matcher: Any, ctx: BatchContext,
            out: Out, rejected: list[tuple[str, int, str]], valid: list[ValidEvent] | None) -> int:
     """Append the notification records of ``result`` (the matches of the ``kept`` events,
-    :func:`read_batch`) to ``out``, and with ``valid`` the events still valid to it; returns
-    how many events got no notification because none could be built (each added to
-    ``rejected`` with its reason)."""
-    with_event = ctx.payload == notifications.PAYLOAD_EVENT
-    notes_topic, tenants = ctx.notifications_topic, ctx.tenants
-    values, topics, parts, offsets, stamps = p.values, p.topics, p.parts, p.offsets, p.stamps
-    out_keys, out_values, out_topics = out
-    now_ms = int(time.time() * 1000)
-    res_off, res_keys = result.offsets.tolist(), result.keys
-    room = ctx.limits.message_bytes - notifications.RECORD_OVERHEAD
-    id_of = matcher.id_of
-    dropped = 0
-    for j, (i, event_id, obj) in enumerate(kept):
-        if event_id is None:
-            event_id = f"{topics[i]}/{parts[i]}/{offsets[i]}"
-        stamp = stamps[i]
-        ms = stamp // 1000 if stamp is not None else None
-        lo, hi = res_off[j], res_off[j + 1]
-        if lo < hi:
-            reason = None
-            try:
-                notes = notifications.EventNotes(topics[i], parts[i], offsets[i], event_id,
-                                                 values[i] if with_event else None, ms, now_ms, ctx.batch_id)
-            except (TypeError, ValueError, OverflowError, UnicodeError, RecursionError) as exc:
-                reason = f"cannot build its notification: {type(exc).__name__}: {exc}"
-            else:
-                try:
-                    if tenants is None:
-                        n = notes.add_records(map(id_of, res_keys[lo:hi].tolist()), room, out_keys, out_values)
-                        out_topics += [notes_topic] * n
-                    else:
-                        routed = [tenants.route(id_of(key)) for key in res_keys[lo:hi].tolist()]
-                        notes.add_records([sid for _, sid in routed], room, out_keys, out_values)
-                        out_topics += [topic for topic, _ in routed]
-                except notifications.NotificationTooLarge as exc:
-                    reason = str(exc)
-            if reason is not None:
-                rejected.append((EVENT, i, reason))
-                dropped += 1
-                continue
-        if valid is not None and ctx.valid_until_field in obj:
-            until = validity_end(obj, ctx.valid_until_field, ctx.now, ctx.max_validity_s)
+    :func:`read_batch`) to ``out``, built in bulk (:func:`~streaming.notifications.match_records`),
+    and with ``valid`` the events still valid to it; returns how many events got no
+    notification because none could be built (each added to ``rejected`` with its reason)."""
+    topics, parts, offsets, stamps, values = p.topics, p.parts, p.offsets, p.stamps, p.values
+    res_off = result.offsets
+    hits = np.flatnonzero(res_off[1:] != res_off[:-1]).tolist()  # the kept events with matches
+    rows = [kept[j][0] for j in hits]
+    event_ids = [kept[j][1] for j in hits]
+    for n, (i, eid) in enumerate(zip(rows, event_ids, strict=True)):
+        if eid is None:
+            event_ids[n] = f"{topics[i]}/{parts[i]}/{offsets[i]}"
+    events = notifications.EventColumns(
+        [topics[i] for i in rows], [parts[i] for i in rows], [offsets[i] for i in rows], event_ids,
+        [values[i] for i in rows] if ctx.payload == notifications.PAYLOAD_EVENT else None,  # type: ignore[misc]  # a kept record has a value
+        [None if stamps[i] is None else stamps[i] // 1000 for i in rows])  # type: ignore[operator]  # not None there
+    keys, which = np.unique(result.keys, return_inverse=True)  # each subscription once
+    ids = list(map(matcher.id_of, keys.tolist()))
+    if ctx.tenants is None:
+        sub_ids, tags = ids, [ctx.notifications_topic] * len(ids)
+    else:
+        routed = list(map(ctx.tenants.route, ids))
+        sub_ids, tags = [sid for _, sid in routed], [topic for topic, _ in routed]
+    failed = notifications.match_records(
+        events, res_off[hits + [len(kept)]].tolist(), sub_ids, which.ravel().tolist(), int(time.time() * 1000),
+        ctx.batch_id, ctx.limits.message_bytes - notifications.RECORD_OVERHEAD, out, tags)
+    for n, reason in failed:
+        rejected.append((EVENT, rows[n], reason))
+    if valid is not None:
+        _add_valid(p, kept, {rows[n] for n, _ in failed}, ctx, valid)
+    return len(failed)
+
+
+def _add_valid(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], failed: set[int], ctx: BatchContext,
+               valid: list[ValidEvent]) -> None:
+    """Append the ``kept`` events still valid (not among the ``failed`` rows) to ``valid``."""
+    field = ctx.valid_until_field
+    for i, event_id, obj in kept:
+        if field in obj and i not in failed:
+            until = validity_end(obj, field, ctx.now, ctx.max_validity_s)
             if until is not None:
-                raw = values[i]
+                raw, stamp = p.values[i], p.stamps[i]
                 assert raw is not None  # a record without a value is never kept
-                valid.append(ValidEvent(topics[i], parts[i], offsets[i], ms, until, event_id, raw.strip()))
-    return dropped
+                if event_id is None:
+                    event_id = f"{p.topics[i]}/{p.parts[i]}/{p.offsets[i]}"
+                valid.append(ValidEvent(p.topics[i], p.parts[i], p.offsets[i], None if stamp is None else stamp // 1000,
+                                        until, event_id, raw.strip()))
 
 
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, RecursionError)
