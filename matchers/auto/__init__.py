@@ -30,6 +30,7 @@ import numpy as np
 from matchers.auto import kernels as K
 from matchers.base import Matcher, Matches, register
 from matchers.catalog import create
+from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op, Subscription
 
@@ -145,9 +146,26 @@ class _Tally:
                     residual = residual or p.op not in INDEXED_OPS
             self.residual += sign * residual
         if sign < 0:
-            # drop what is no longer there
-            self.attrs, self.pairs, self.eq_attrs, self.eq_values = \
-                +self.attrs, +self.pairs, +self.eq_attrs, +self.eq_values
+            self._drop_zeros(subs)
+
+    def _drop_zeros(self, subs: list[Subscription]) -> None:
+        """Drop the counts that the removal of ``subs`` brought to zero (only theirs are looked
+        at: a pass over every count would cost per removal what the whole set holds)."""
+        for sub in subs:
+            for conj in sub.conjunctions:
+                eq = sorted(p.attr for p in conj if p.op is Op.EQ)[:MAX_PAIRED]
+                for i, a in enumerate(eq):
+                    for b in eq[i + 1:]:
+                        if self.pairs.get((a, b)) == 0:
+                            del self.pairs[a, b]
+                for p in conj:
+                    if self.attrs.get(p.attr) == 0:
+                        del self.attrs[p.attr]
+                    if p.op is Op.EQ:
+                        if self.eq_attrs.get(p.attr) == 0:
+                            del self.eq_attrs[p.attr]
+                        if self.eq_values.get((p.attr, p.operand)) == 0:
+                            del self.eq_values[p.attr, p.operand]
 
     def shape(self) -> Shape:
         preds, conjs = max(self.preds, 1), max(self.conjs, 1)
@@ -277,6 +295,10 @@ class AutoMatcher(Matcher):
 
     # -- Matcher: all to the inner matcher ---------------------------------------------
     def add(self, subscriptions: Iterable[Subscription]) -> None:
+        with no_cyclic_gc():  # as Matcher.add: the subscriptions made here are long-lived
+            self._add_all(subscriptions)
+
+    def _add_all(self, subscriptions: Iterable[Subscription]) -> None:
         subs = list({s.id: s for s in subscriptions}.values())
         inner = self._inner
         replaced = [inner.subscription(inner.key_of(s.id)) for s in subs if s.id in inner]
@@ -296,6 +318,10 @@ class AutoMatcher(Matcher):
             self._decided_at, self._changes = len(self), 0
 
     def remove(self, ids: Iterable[str]) -> int:
+        with no_cyclic_gc():
+            return self._remove_all(ids)
+
+    def _remove_all(self, ids: Iterable[str]) -> int:
         inner = self._inner
         gone = [inner.subscription(inner.key_of(i)) for i in dict.fromkeys(ids) if i in inner]
         inner.remove(s.id for s in gone)

@@ -31,7 +31,7 @@ from streaming.storage import Directory
 
 def subscriptions(table: pa.Table) -> Iterator[Subscription]:
     """The expression subscriptions of a shard's rows (kind :data:`EXPRESSION`; other rows are
-    skipped), each unpacked under the row's id.
+    skipped), each unpacked under the row's id (a predicate the rows repeat is one object).
 
     Raises
     ------
@@ -43,9 +43,10 @@ def subscriptions(table: pa.Table) -> Iterator[Subscription]:
     if not len(rows):
         return
     picked = table.take(pa.array(rows))
+    cache: dict = {}  # one object per distinct predicate of the rows
     for sub_id, packed in zip(picked.column("id").to_pylist(), picked.column("packed").to_pylist(), strict=True):
         try:
-            sub = unpack(packed, sub_id)
+            sub = unpack(packed, sub_id, cache)
         except (TypeError, ValueError, EOFError, IndexError) as exc:
             raise RegistryError(f"subscription {sub_id!r}: its packed form cannot be read: "
                                 f"{type(exc).__name__}: {exc}") from exc

@@ -49,3 +49,32 @@ def test_the_pickled_registry_form_with_the_predicate_itself_still_reads():
     expires, preds, tree, conjunctions = to_tuples(sub)
     old = ((preds[1][0], preds[1][1], sub.expr.operand, preds[1][3]),)  # the Pred itself
     assert from_tuples((expires, old, 0, ((0,),)), "x") == sub
+
+
+_TWINS = [pred("a", "=", 1.0), pred("a", "=", True), pred("a", "=", 0.0), pred("a", "=", -0.0),
+          pred("a", "in", [0.0, 2.0]), pred("a", "in", [-0.0, 2.0]), anything_but(pred("a", "=", 1.0)),
+          anything_but(pred("a", "=", True))]
+"""Predicates equal in Python (``1.0 == True``, ``0.0 == -0.0``) but not as operands."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(small_exprs, exprs, extended_exprs, st.sampled_from(_TWINS)), min_size=1, max_size=12))
+def test_unpacked_with_one_cache_each_is_its_subscription(exprs_):
+    """Subscriptions read with one predicate cache (a bulk read): each exactly as packed, and
+    each distinct predicate one object across them."""
+    subs = []
+    for i, expr in enumerate(exprs_ + _TWINS):
+        try:
+            subs.append(Subscription.of(f"s{i}", expr, 64))
+        except SubscriptionError:
+            continue
+    cache: dict = {}
+    back = [unpack(pack(s), s.id, cache) for s in subs]
+    for b, s in zip(back, subs, strict=True):
+        _same(b, s)
+        assert [repr(p.operand) for c in b.conjunctions for p in c] == \
+            [repr(p.operand) for c in s.conjunctions for p in c]  # -0.0 stays -0.0
+    seen: dict = {}
+    for p in (p for b in back for c in b.conjunctions for p in c):
+        key = (p.attr, p.op, p.kind, repr(p.operand))
+        assert seen.setdefault(key, p) is p
