@@ -24,7 +24,7 @@ from matchers.expr import Subscription
 from matchers.packed import unpack
 from streaming.errors import RegistryError
 from streaming.registry_columns import files
-from streaming.registry_columns.columns import EXPRESSION, UPSERT
+from streaming.registry_columns.columns import EXPRESSION
 from streaming.registry_columns.registry import read_shard
 from streaming.storage import Directory
 
@@ -71,15 +71,14 @@ def changes_after(directory: str | Directory, after: int, upto: int, shard: int,
 
 def catch_up(matcher: Matcher, directory: str | Directory, after: int, upto: int, shard: int, shards: int) -> int:
     """Bring ``matcher``, holding shard ``shard`` of ``shards`` at version ``after``, to ``upto``:
-    ids deleted or turned into another kind leave it, expression upserts replace or join.
+    every id changed leaves it (deleted, turned into another kind or replaced), then the
+    expression upserts join; nothing changes if one cannot be read.
     The number of ids the versions changed in the shard."""
     net = changes_after(directory, after, upto, shard, shards)
     if not net.num_rows:
         return 0
-    ops, kinds = net.column("op").to_numpy(), net.column("kind").to_numpy()
-    gone = np.flatnonzero((ops != UPSERT) | (kinds != EXPRESSION))
-    if len(gone):
-        matcher.remove(net.column("id").take(pa.array(gone)).to_pylist())
-    matcher.add(subscriptions(net))
+    joining = list(subscriptions(net))  # all read before the matcher changes
+    matcher.remove(net.column("id").to_pylist())  # replaced ids too: one delete of every changed id
+    matcher.add(joining)
     return net.num_rows
 

@@ -221,3 +221,16 @@ def test_catch_up_in_steps_or_at_once_matches_a_shard_built_on_the_final_set(tmp
     for index in (stepwise, at_once):
         assert {s.id: s for _, s in index.subscriptions()} == final
         assert index.match_events(events) == want
+
+
+def test_a_catch_up_that_cannot_read_a_change_leaves_the_matcher_as_it_was(tmp_path):
+    registry = ColumnRegistry(tmp_path / "reg")
+    first = _parsed("a", b'{"expr": "price > 1"}')
+    registry.apply(0, ChangeBatch.of(["a"], [UPSERT], [EXPRESSION], [b'{"expr": "price > 1"}'],
+                                     packed=[pack(first)]), 1.0)
+    registry.apply(1, ChangeBatch.of(["a", "b"], [DELETE, UPSERT], [0, EXPRESSION], [None, b'{"expr": "price > 2"}'],
+                                     packed=[None, b"not packed"]), 2.0)
+    index = build_shard(registry.directory, 1, 0, 1, _make)
+    with pytest.raises(RegistryError, match="'b': its packed form cannot be read"):
+        catch_up(index, registry.directory, 1, 2, 0, 1)
+    assert [s for _, s in index.subscriptions()] == [first]
