@@ -65,7 +65,10 @@ def _tree(t: Any, table: list[Pred]) -> Expr:
 def _exact(value: Any) -> Any:
     """``value`` as a key equal only to the same value of the same type (``True``, ``1`` and
     ``1.0``, or ``0.0`` and ``-0.0``, are equal in Python, not in a predicate's operand)."""
-    return value if type(value) is str else (type(value), repr(value))
+    kind = type(value)
+    if kind is str:
+        return value
+    return (float, value) if kind is float and value else (kind, repr(value))
 
 
 def from_tuples(packed: tuple, sub_id: str, cache: dict | None = None) -> Subscription:
