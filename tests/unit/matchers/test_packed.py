@@ -3,6 +3,8 @@ and expiry time under the id given, over the whole expression language."""
 
 from __future__ import annotations
 
+import pickle
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -78,3 +80,24 @@ def test_unpacked_with_one_cache_each_is_its_subscription(exprs_):
     for p in (p for b in back for c in b.conjunctions for p in c):
         key = (p.attr, p.op, p.kind, repr(p.operand))
         assert seen.setdefault(key, p) is p
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(small_exprs, exprs, extended_exprs), expirations)
+def test_a_pickled_subscription_reads_back_exactly(expr, expires):
+    """Predicates pickle their enums as ints (:meth:`Pred.__reduce__`): read back as enums."""
+    try:
+        sub = Subscription.of("x", expr, 64, expires)
+    except SubscriptionError:
+        return
+    _same(pickle.loads(pickle.dumps(sub, protocol=5)), sub)
+
+
+def test_a_subscription_pickled_before_predicates_reduced_still_reads():
+    old = (b'\x80\x05\x95\x96\x00\x00\x00\x00\x00\x00\x00\x8c\rmatchers.expr\x94\x8c\x0cSubscription\x94\x93\x94)'
+           b'\x81\x94]\x94(\x8c\x01x\x94h\x00\x8c\x04Pred\x94\x93\x94)\x81\x94]\x94(\x8c\x01a\x94h\x00\x8c\x02Op\x94'
+           b'\x93\x94K"\x85\x94R\x94h\x07)\x81\x94]\x94(h\nh\x0cK\x06\x85\x94R\x94G?\xf0\x00\x00\x00\x00\x00\x00G@'
+           b'\x00\x00\x00\x00\x00\x00\x00\x86\x94h\x00\x8c\x04Kind\x94\x93\x94K\x00\x85\x94R\x94ebh\x17ebh\x08\x85'
+           b'\x94\x85\x94Neb.')
+    sub = Subscription.of("x", anything_but(pred("a", "in", [1, 2])))
+    _same(pickle.loads(old), sub)
