@@ -2,7 +2,7 @@
 shard built from the registry's files, before (each stored record parsed again) and after
 (each packed subscription unpacked), the parse-time cost of packing, and the file bytes.
 
-``python -m scripts.bench.packed [--subs 100000] [--rounds 3] [--catch-up N [--batch 1000]]``
+``python -m scripts.bench.packed [--subs 100000] [--rounds 3] [--catch-up N [--batch 1000] [--matcher auto]]``
 
 ``--subs`` Fabret W1 subscriptions (as :mod:`scripts.bench.feed` writes their records, the JSON
 form) are parsed by :func:`~streaming.registry_columns.parse.parse_records` and stored in a
@@ -14,7 +14,7 @@ records again or by :func:`~streaming.registry_columns.shards.subscriptions`; pa
 subscription with and without the ``packed`` column. Figures, not assertions.
 
 ``--catch-up N`` times a worker's shard instead (:mod:`streaming.registry_columns.shards`):
-:func:`~streaming.registry_columns.shards.build_shard` of the ``--subs`` (``auto`` matcher, CPU
+:func:`~streaming.registry_columns.shards.build_shard` of the ``--subs`` (``--matcher``, CPU
 us per subscription), then, per round, ``N`` changes drawn as :func:`scripts.bench.e2e.churn_records`
 draws them (a third replace, a third delete, a third new ids) recorded as versions of ``--batch``
 records each and applied one version at a time by
@@ -62,9 +62,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--catch-up", type=int, default=0, help="changes per round (0: the packing figures)")
     ap.add_argument("--batch", type=int, default=1_000, help="change records per version (--catch-up)")
+    ap.add_argument("--matcher", default="auto", help="the shard's matcher (--catch-up)")
     args = ap.parse_args(argv)
     if args.catch_up:
-        catch_up_figures(args.subs, args.catch_up, args.batch, args.rounds)
+        catch_up_figures(args.subs, args.catch_up, args.batch, args.rounds, args.matcher)
         return
     subs = list(workload_subscriptions(args.subs, seed=1))
     keys, values = zip(*subscription_records(subs), strict=True)
@@ -123,7 +124,7 @@ def _registry_batch(records: list[tuple[bytes, bytes]], start: int) -> ChangeBat
                           cols["packed"])
 
 
-def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int) -> None:
+def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name: str = "auto") -> None:
     """Print build_shard's CPU us per subscription and catch_up's per change (see the module docstring)."""
     import gc
     import subprocess
@@ -154,14 +155,14 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int) -> No
         for i in range(0, len(changes), batch):
             versions.append(reg.apply(next(batch_ids), _registry_batch(changes[i:i + batch], n_subs + i), 2.0).version)
         t0 = time.process_time()
-        matcher = build_shard(tmp, base, 0, 1, lambda: create("auto"))
+        matcher = build_shard(tmp, base, 0, 1, lambda: create(name))
         build = time.process_time() - t0
         gc.collect()  # the collection the build put off (the service's workers collect between tasks)
         per_round = len(versions[1:]) // rounds
         totals, steps = [], np.zeros(4)
         for r in range(rounds):
             vs = versions[r * per_round:(r + 1) * per_round + 1]
-            twin = build_shard(tmp, vs[0], 0, 1, lambda: create("auto")) if r == rounds - 1 else None
+            twin = build_shard(tmp, vs[0], 0, 1, lambda: create(name)) if r == rounds - 1 else None
             gc.collect()
             t0 = time.process_time()
             for a, b in zip(vs, vs[1:], strict=False):
@@ -184,11 +185,11 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int) -> No
                 assert len(subs) == int(ups.sum())
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     us = min(totals) / n_changes * 1e6
-    print(f"{n_subs:,} Fabret W1 subscriptions, auto matcher ({matcher.describe()['matcher']}); load: {load}")
+    print(f"{n_subs:,} Fabret W1 subscriptions, {name} matcher ({matcher.describe()['matcher']}); load: {load}")
     print(f"  build_shard {build / n_subs * 1e6:.1f} us/sub ({build:.2f} s)")
     print(f"  catch_up {n_changes:,} changes in versions of {batch:,}: {us:.1f} us/change (CPU, best of "
           f"{rounds}: {', '.join(f'{t / n_changes * 1e6:.1f}' for t in totals)})")
-    print("  apart (us/change): " + ", ".join(f"{name} {v / n_changes * 1e6:.1f}" for name, v in
+    print("  apart (us/change): " + ", ".join(f"{step} {v / n_changes * 1e6:.1f}" for step, v in
                                              zip(("read/net", "unpack", "remove", "add"), steps, strict=True)))
 
 
