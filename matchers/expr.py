@@ -227,6 +227,11 @@ class Pred:
         # ints, not the enums: Enum.__hash__ is Python code, and predicates are hashed a lot
         return hash((self.attr, int(self.op), self.operand, int(self.kind)))
 
+    def __reduce__(self) -> tuple:
+        # the enums as ints: unpickling a member calls its enum class (Python code), twice a
+        # predicate; a pickled matcher's subscriptions are unpickled one by one as they change
+        return _pred_of, (self.attr, int(self.op), self.operand, int(self.kind))
+
     def negate(self) -> Pred:
         """The complementary predicate (false on a missing attribute, like this one, except
         that ``EXISTS`` and ``NOT EXISTS`` are each other's complement; that of ``ANYTHING BUT``
@@ -270,6 +275,14 @@ class Pred:
             neg = "NOT " if self.op in NEGATIVE_OPS else ""
             return f"{attr} {neg}LIKE {literal(pattern)}"
         return f"{attr} {OP_SYMBOL[self.op]} {literal(self.operand)}"
+
+
+_OP_OF, _KIND_OF = tuple(Op), tuple(Kind)
+
+
+def _pred_of(attr: str, op: int, operand: Any, kind: int) -> Pred:
+    """The predicate :meth:`Pred.__reduce__` pickled."""
+    return Pred(attr, _OP_OF[op], operand, _KIND_OF[kind])
 
 
 def _is_plain_name(name: str) -> bool:

@@ -62,15 +62,37 @@ def _tree(t: Any, table: list[Pred]) -> Expr:
     return And(children) if t[0] == AND else Or(children)
 
 
-def from_tuples(packed: tuple, sub_id: str) -> Subscription:
+def _exact(value: Any) -> Any:
+    """``value`` as a key equal only to the same value of the same type (``True``, ``1`` and
+    ``1.0``, or ``0.0`` and ``-0.0``, are equal in Python, not in a predicate's operand)."""
+    kind = type(value)
+    if kind is str:
+        return value
+    return (float, value) if kind is float and value else (kind, repr(value))
+
+
+def from_tuples(packed: tuple, sub_id: str, cache: dict | None = None) -> Subscription:
     """The subscription ``sub_id`` of :func:`to_tuples`' form (predicates rebuilt as they were,
-    already canonical; equal ones are one object)."""
+    already canonical; equal ones are one object, also across the calls given the same
+    ``cache``, a dictionary the caller keeps for a bulk read: records repeat predicates)."""
     expires, preds, packed_tree, conjunctions = packed
     table: list[Pred] = []
+    keys: list[Any] = []  # each predicate's in the cache
     for attr, op, operand, kind in preds:
-        if op == _BUT and not isinstance(operand, Pred):  # the pickled registry held the Pred
+        if op != _BUT:
+            key = (attr, op, kind, _exact(operand))
+        elif isinstance(operand, Pred):  # the pickled registry held the Pred
+            key = None
+        else:
+            key = None if keys[operand] is None else (attr, op, kind, keys[operand])
             operand = table[operand]
-        table.append(Pred(attr, _OPS[op], operand, _KINDS[kind]))
+        p = None if cache is None or key is None else cache.get(key)
+        if p is None:
+            p = Pred(attr, _OPS[op], operand, _KINDS[kind])
+            if cache is not None and key is not None:
+                cache[key] = p
+        table.append(p)
+        keys.append(key)
     conj = tuple(tuple(table[i] for i in c) for c in conjunctions)
     return Subscription(sub_id, _tree(packed_tree, table), conj, expires)
 
@@ -80,6 +102,6 @@ def pack(sub: Subscription) -> bytes:
     return marshal.dumps(to_tuples(sub), MARSHAL_VERSION)
 
 
-def unpack(data: bytes, sub_id: str) -> Subscription:
-    """The subscription :func:`pack` packed, under ``sub_id``."""
-    return from_tuples(marshal.loads(data), sub_id)
+def unpack(data: bytes, sub_id: str, cache: dict | None = None) -> Subscription:
+    """The subscription :func:`pack` packed, under ``sub_id`` (``cache``: :func:`from_tuples`')."""
+    return from_tuples(marshal.loads(data), sub_id, cache)

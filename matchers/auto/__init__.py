@@ -23,6 +23,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ import numpy as np
 from matchers.auto import kernels as K
 from matchers.base import Matcher, Matches, register
 from matchers.catalog import create
+from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op, Subscription
 
@@ -78,9 +80,14 @@ EVENT_DRIFT = 0.1
 """Move of the events' coverage (share of the constrained attributes an event carries)
 since the last decision after which the choice is made again."""
 
-_EQUALITY = frozenset({Op.EQ, Op.IN})
-_NUM_RANGE = ORDER_OPS | {Op.BETWEEN}
-_PATTERNS = STRING_OPS - {Op.EQ_ICASE, Op.IN_ICASE}
+_EQ, _IN, _RANGE, _PATTERN, _OTHER = range(5)
+_CLASS = [[_EQ if op is Op.EQ else _IN if op is Op.IN
+           else _RANGE if op in ORDER_OPS | {Op.BETWEEN} and kind is Kind.NUM
+           else _PATTERN if op in STRING_OPS - {Op.EQ_ICASE, Op.IN_ICASE} else _OTHER for kind in Kind] for op in Op]
+"""What a predicate counts as in a :class:`Shape`, by operator and operand kind: ``=`` (an
+equality whose attribute and value are counted), ``IN``, a numeric range, a string pattern."""
+_OUTSIDE = [op not in INDEXED_OPS for op in Op]
+"""By operator: a test of presence (the subscription counts in :attr:`Shape.residual`)."""
 
 
 @dataclass(frozen=True)
@@ -121,33 +128,26 @@ class _Tally:
         self.eq_values: Counter[tuple[str, Any]] = Counter()
 
     def update(self, subs: list[Subscription], sign: int) -> None:
-        for sub in subs:
-            self.subs += sign
-            self.conjs += sign * len(sub.conjunctions)
-            residual = False
-            for conj in sub.conjunctions:
-                self.preds += sign * len(conj)
-                eq = sorted(p.attr for p in conj if p.op is Op.EQ)[:MAX_PAIRED]
-                for i, a in enumerate(eq):
-                    for b in eq[i + 1:]:
-                        self.pairs[a, b] += sign
-                for p in conj:
-                    self.attrs[p.attr] += sign
-                    if p.op in _NUM_RANGE and p.kind is Kind.NUM:
-                        self.ranges += sign
-                    elif p.op in _EQUALITY:
-                        self.equalities += sign
-                        if p.op is Op.EQ:
-                            self.eq_attrs[p.attr] += sign
-                            self.eq_values[p.attr, p.operand] += sign
-                    elif p.op in _PATTERNS:
-                        self.patterns += sign
-                    residual = residual or p.op not in INDEXED_OPS
-            self.residual += sign * residual
-        if sign < 0:
-            # drop what is no longer there
-            self.attrs, self.pairs, self.eq_attrs, self.eq_values = \
-                +self.attrs, +self.pairs, +self.eq_attrs, +self.eq_values
+        """Count ``subs`` in (``sign`` 1) or out (-1), in bulk: keys listed, then counted once each."""
+        conjs = [conj for sub in subs for conj in sub.conjunctions]
+        preds = [p for conj in conjs for p in conj]
+        kinds = Counter([_CLASS[p.op][p.kind] for p in preds])
+        eq = [p for p in preds if p.op is Op.EQ]
+        pairs: list[tuple[str, str]] = []
+        for conj in conjs:
+            pairs.extend(combinations(sorted([p.attr for p in conj if p.op is Op.EQ])[:MAX_PAIRED], 2))
+        self.subs += sign * len(subs)
+        self.conjs += sign * len(conjs)
+        self.preds += sign * len(preds)
+        self.ranges += sign * kinds[_RANGE]
+        self.equalities += sign * (kinds[_EQ] + kinds[_IN])
+        self.patterns += sign * kinds[_PATTERN]
+        if any([_OUTSIDE[p.op] for p in preds]):
+            self.residual += sign * sum(any(_OUTSIDE[p.op] for c in sub.conjunctions for p in c) for sub in subs)
+        _count(self.attrs, [p.attr for p in preds], sign)
+        _count(self.eq_attrs, [p.attr for p in eq], sign)
+        _count(self.eq_values, [(p.attr, p.operand) for p in eq], sign)
+        _count(self.pairs, pairs, sign)
 
     def shape(self) -> Shape:
         preds, conjs = max(self.preds, 1), max(self.conjs, 1)
@@ -158,6 +158,16 @@ class _Tally:
                      round(self.preds / max(self.conjs, 1), 3), round(self.ranges / preds, 3),
                      round(self.equalities / preds, 3), round(self.patterns / preds, 3),
                      round(self.residual / max(self.subs, 1), 3), round(pair, 3), round(skew, 3))
+
+
+def _count(counts: Counter, keys: list, sign: int) -> None:
+    """Add ``sign`` to the count of each key listed, dropping the counts that fall to zero (only
+    theirs are looked at: a pass over every count would cost what the whole set holds)."""
+    for key, n in Counter(keys).items():
+        if total := counts[key] + sign * n:
+            counts[key] = total
+        else:
+            del counts[key]
 
 
 @dataclass(frozen=True)
@@ -277,6 +287,10 @@ class AutoMatcher(Matcher):
 
     # -- Matcher: all to the inner matcher ---------------------------------------------
     def add(self, subscriptions: Iterable[Subscription]) -> None:
+        with no_cyclic_gc():  # as Matcher.add: the subscriptions made here are long-lived
+            self._add_all(subscriptions)
+
+    def _add_all(self, subscriptions: Iterable[Subscription]) -> None:
         subs = list({s.id: s for s in subscriptions}.values())
         inner = self._inner
         replaced = [inner.subscription(inner.key_of(s.id)) for s in subs if s.id in inner]
@@ -296,6 +310,10 @@ class AutoMatcher(Matcher):
             self._decided_at, self._changes = len(self), 0
 
     def remove(self, ids: Iterable[str]) -> int:
+        with no_cyclic_gc():
+            return self._remove_all(ids)
+
+    def _remove_all(self, ids: Iterable[str]) -> int:
         inner = self._inner
         gone = [inner.subscription(inner.key_of(i)) for i in dict.fromkeys(ids) if i in inner]
         inner.remove(s.id for s in gone)

@@ -2,7 +2,7 @@
 shard built from the registry's files, before (each stored record parsed again) and after
 (each packed subscription unpacked), the parse-time cost of packing, and the file bytes.
 
-``python -m scripts.bench.packed [--subs 100000] [--rounds 3]``
+``python -m scripts.bench.packed [--subs 100000] [--rounds 3] [--catch-up N [--batch 1000] [--matcher auto]]``
 
 ``--subs`` Fabret W1 subscriptions (as :mod:`scripts.bench.feed` writes their records, the JSON
 form) are parsed by :func:`~streaming.registry_columns.parse.parse_records` and stored in a
@@ -12,6 +12,15 @@ CPU seconds (``time.process_time``, best of ``--rounds``): reading the shard
 records again or by :func:`~streaming.registry_columns.shards.subscriptions`; packing alone
 (:func:`matchers.packed.pack` of each parsed subscription); and the snapshot part's bytes per
 subscription with and without the ``packed`` column. Figures, not assertions.
+
+``--catch-up N`` times a worker's shard instead (:mod:`streaming.registry_columns.shards`):
+:func:`~streaming.registry_columns.shards.build_shard` of the ``--subs`` (``--matcher``, CPU
+us per subscription), then, per round, ``N`` changes drawn as :func:`scripts.bench.e2e.churn_records`
+draws them (a third replace, a third delete, a third new ids) recorded as versions of ``--batch``
+records each and applied one version at a time by
+:func:`~streaming.registry_columns.shards.catch_up` (CPU us per change, best of ``--rounds``);
+then the last round's steps apart on a matcher built again: reading the net changes, unpacking,
+removing every changed id, adding.
 """
 
 from __future__ import annotations
@@ -20,9 +29,13 @@ import argparse
 import tempfile
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import orjson
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from streaming.registry_columns import ChangeBatch
 
 
 def _best(rounds: int, fn: Callable[[], object]) -> float:
@@ -47,7 +60,13 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--subs", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--catch-up", type=int, default=0, help="changes per round (0: the packing figures)")
+    ap.add_argument("--batch", type=int, default=1_000, help="change records per version (--catch-up)")
+    ap.add_argument("--matcher", default="auto", help="the shard's matcher (--catch-up)")
     args = ap.parse_args(argv)
+    if args.catch_up:
+        catch_up_figures(args.subs, args.catch_up, args.batch, args.rounds, args.matcher)
+        return
     subs = list(workload_subscriptions(args.subs, seed=1))
     keys, values = zip(*subscription_records(subs), strict=True)
     n = len(values)
@@ -87,6 +106,91 @@ def main(argv: list[str] | None = None) -> None:
           f"fastparse); matchers.packed.pack of a parsed subscription {cpu_pack / n * 1e6:.1f} us (the general path's)")
     print(f"  snapshot part (zstd): {len(part) / n:.0f} B/sub with packed, {without / n:.0f} B/sub without; "
           f"the packed column is {table.column('packed').nbytes / n:.0f} B/sub uncompressed")
+
+
+def _registry_batch(records: list[tuple[bytes, bytes]], start: int) -> ChangeBatch:
+    """The records parsed as the service parses them, as a :class:`ChangeBatch`."""
+    from streaming.registry_columns import ChangeBatch
+    from streaming.registry_columns.parse import parse_records
+
+    keys, values = zip(*records, strict=True)
+    n = len(values)
+    parsed = parse_records(pa.RecordBatch.from_pydict({
+        "key": list(keys), "value": list(values), "topic": ["subs"] * n, "partition": [0] * n,
+        "offset": list(range(start, start + n))}))
+    cols = {c: parsed.column(c) for c in ("id", "op", "kind", "record", "expires", "predicates", "packed")}
+    return ChangeBatch.of(cols["id"], cols["op"].to_numpy(), cols["kind"].to_numpy(), cols["record"],
+                          cols["expires"].to_numpy(zero_copy_only=False), None, cols["predicates"].to_numpy(),
+                          cols["packed"])
+
+
+def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name: str = "auto") -> None:
+    """Print build_shard's CPU us per subscription and catch_up's per change (see the module docstring)."""
+    import gc
+    import subprocess
+
+    import numpy as np
+
+    from matchers.catalog import create
+    from scripts.bench.e2e import churn_records
+    from scripts.bench.feed import subscription_records, workload_subscriptions
+    from streaming.registry_columns import EXPRESSION, UPSERT, ColumnRegistry
+    from streaming.registry_columns.shards import (
+        build_shard,
+        catch_up,
+        changes_after,
+        subscriptions,
+    )
+
+    records = list(subscription_records(workload_subscriptions(n_subs, seed=1)))
+    changes, _ = churn_records(n_subs, n_changes * rounds, seed=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        reg = ColumnRegistry(tmp, snapshot_every=1 << 30)
+        batch_ids = iter(range(1, 1 << 30))
+        for i in range(0, n_subs, 50_000):
+            reg.apply(next(batch_ids), _registry_batch(records[i:i + 50_000], i), 1.0)
+        reg.snapshot()
+        base = reg.version
+        versions = [base]
+        for i in range(0, len(changes), batch):
+            versions.append(reg.apply(next(batch_ids), _registry_batch(changes[i:i + batch], n_subs + i), 2.0).version)
+        t0 = time.process_time()
+        matcher = build_shard(tmp, base, 0, 1, lambda: create(name))
+        build = time.process_time() - t0
+        gc.collect()  # the collection the build put off (the service's workers collect between tasks)
+        per_round = len(versions[1:]) // rounds
+        totals, steps = [], np.zeros(4)
+        for r in range(rounds):
+            vs = versions[r * per_round:(r + 1) * per_round + 1]
+            twin = build_shard(tmp, vs[0], 0, 1, lambda: create(name)) if r == rounds - 1 else None
+            gc.collect()
+            t0 = time.process_time()
+            for a, b in zip(vs, vs[1:], strict=False):
+                catch_up(matcher, tmp, a, b, 0, 1)
+            totals.append(time.process_time() - t0)
+            if twin is None:
+                continue
+            for a, b in zip(vs, vs[1:], strict=False):  # the steps apart, on the copy
+                t = [time.process_time()]
+                net = changes_after(tmp, a, b, 0, 1)
+                ups = (net.column("op").to_numpy() == UPSERT) & (net.column("kind").to_numpy() == EXPRESSION)
+                t.append(time.process_time())
+                subs = list(subscriptions(net))
+                t.append(time.process_time())
+                twin.remove(net.column("id").to_pylist())  # replaced ids too: apart from their insert
+                t.append(time.process_time())
+                twin.add(subs)
+                t.append(time.process_time())
+                steps += np.diff(t)
+                assert len(subs) == int(ups.sum())
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    us = min(totals) / n_changes * 1e6
+    print(f"{n_subs:,} Fabret W1 subscriptions, {name} matcher ({matcher.describe()['matcher']}); load: {load}")
+    print(f"  build_shard {build / n_subs * 1e6:.1f} us/sub ({build:.2f} s)")
+    print(f"  catch_up {n_changes:,} changes in versions of {batch:,}: {us:.1f} us/change (CPU, best of "
+          f"{rounds}: {', '.join(f'{t / n_changes * 1e6:.1f}' for t in totals)})")
+    print("  apart (us/change): " + ", ".join(f"{step} {v / n_changes * 1e6:.1f}" for step, v in
+                                             zip(("read/net", "unpack", "remove", "add"), steps, strict=True)))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import io
 import pickle
 from typing import Any, NamedTuple
 
-from matchers.expr import Kind, Op, Pred, Subscription
+from matchers.expr import Kind, Op, Pred, Subscription, _pred_of
 from matchers.packed import from_tuples
 from streaming.errors import RegistryError
 from streaming.storage import Directory
@@ -57,7 +57,8 @@ def _snapshot(version: int, batch_id: int, time: float, subs: tuple) -> tuple[in
 
 _NAMES: dict[tuple[str, str], Any] = {
     ("streaming.registry", "_delta"): _delta, ("streaming.registry", "_snapshot"): _snapshot,
-    ("matchers.expr", "Pred"): Pred, ("matchers.expr", "Op"): Op, ("matchers.expr", "Kind"): Kind}
+    ("matchers.expr", "Pred"): Pred, ("matchers.expr", "Op"): Op, ("matchers.expr", "Kind"): Kind,
+    ("matchers.expr", "_pred_of"): _pred_of}  # a predicate as it pickles since 2026-11-29
 
 
 class _Unpickler(pickle.Unpickler):

@@ -24,14 +24,14 @@ from matchers.expr import Subscription
 from matchers.packed import unpack
 from streaming.errors import RegistryError
 from streaming.registry_columns import files
-from streaming.registry_columns.columns import EXPRESSION, UPSERT
+from streaming.registry_columns.columns import EXPRESSION
 from streaming.registry_columns.registry import read_shard
 from streaming.storage import Directory
 
 
 def subscriptions(table: pa.Table) -> Iterator[Subscription]:
     """The expression subscriptions of a shard's rows (kind :data:`EXPRESSION`; other rows are
-    skipped), each unpacked under the row's id.
+    skipped), each unpacked under the row's id (a predicate the rows repeat is one object).
 
     Raises
     ------
@@ -43,9 +43,10 @@ def subscriptions(table: pa.Table) -> Iterator[Subscription]:
     if not len(rows):
         return
     picked = table.take(pa.array(rows))
+    cache: dict = {}  # one object per distinct predicate of the rows
     for sub_id, packed in zip(picked.column("id").to_pylist(), picked.column("packed").to_pylist(), strict=True):
         try:
-            sub = unpack(packed, sub_id)
+            sub = unpack(packed, sub_id, cache)
         except (TypeError, ValueError, EOFError, IndexError) as exc:
             raise RegistryError(f"subscription {sub_id!r}: its packed form cannot be read: "
                                 f"{type(exc).__name__}: {exc}") from exc
@@ -70,15 +71,14 @@ def changes_after(directory: str | Directory, after: int, upto: int, shard: int,
 
 def catch_up(matcher: Matcher, directory: str | Directory, after: int, upto: int, shard: int, shards: int) -> int:
     """Bring ``matcher``, holding shard ``shard`` of ``shards`` at version ``after``, to ``upto``:
-    ids deleted or turned into another kind leave it, expression upserts replace or join.
+    every id changed leaves it (deleted, turned into another kind or replaced), then the
+    expression upserts join; nothing changes if one cannot be read.
     The number of ids the versions changed in the shard."""
     net = changes_after(directory, after, upto, shard, shards)
     if not net.num_rows:
         return 0
-    ops, kinds = net.column("op").to_numpy(), net.column("kind").to_numpy()
-    gone = np.flatnonzero((ops != UPSERT) | (kinds != EXPRESSION))
-    if len(gone):
-        matcher.remove(net.column("id").take(pa.array(gone)).to_pylist())
-    matcher.add(subscriptions(net))
+    joining = list(subscriptions(net))  # all read before the matcher changes
+    matcher.remove(net.column("id").to_pylist())  # replaced ids too: one delete of every changed id
+    matcher.add(joining)
     return net.num_rows
 

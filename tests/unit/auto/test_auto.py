@@ -303,3 +303,51 @@ def test_noise_around_the_threshold_does_not_flip(monkeypatch):
         check(matcher, subs, [{a: 20 + j for j, a in enumerate(_ATTRS[:k])}] * 8)
         choices.add(matcher.choice)
     assert len(decisions) == 2 and len(choices) == 1  # decision 2, on the first events
+
+
+def _counted(subs: list[Subscription]) -> dict:
+    """The tally's counts of ``subs`` counted directly (the reference for :class:`auto._Tally`)."""
+    from collections import Counter
+
+    from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op
+
+    c: dict = dict(subs=len(subs), conjs=0, preds=0, ranges=0, equalities=0, patterns=0, residual=0,
+                   attrs=Counter(), pairs=Counter(), eq_attrs=Counter(), eq_values=Counter())
+    for sub in subs:
+        preds = [p for conj in sub.conjunctions for p in conj]
+        c["conjs"] += len(sub.conjunctions)
+        c["preds"] += len(preds)
+        c["residual"] += any(p.op not in INDEXED_OPS for p in preds)
+        c["ranges"] += sum(p.op in ORDER_OPS | {Op.BETWEEN} and p.kind is Kind.NUM for p in preds)
+        c["equalities"] += sum(p.op in (Op.EQ, Op.IN) for p in preds)
+        c["patterns"] += sum(p.op in STRING_OPS - {Op.EQ_ICASE, Op.IN_ICASE} for p in preds)
+        c["attrs"].update(p.attr for p in preds)
+        c["eq_attrs"].update(p.attr for p in preds if p.op is Op.EQ)
+        c["eq_values"].update((p.attr, p.operand) for p in preds if p.op is Op.EQ)
+        for conj in sub.conjunctions:
+            eq = sorted(p.attr for p in conj if p.op is Op.EQ)[:auto.MAX_PAIRED]
+            c["pairs"].update((a, b) for i, a in enumerate(eq) for b in eq[i + 1:])
+    return c
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**16), st.integers(1, 8))
+def test_the_tally_after_adds_and_removals_counts_the_live_set(seed, steps):
+    """Counts kept up to date through adds and removals in batches are the live set's, without
+    the counts that fell to zero."""
+    import random
+
+    from tests.strategies import random_subscriptions
+
+    rng = random.Random(seed)
+    pool = random_subscriptions(rng, 30 * steps, extended=True)
+    tally, live = auto._Tally(), {}
+    for step in range(steps):
+        batch = pool[step * 30:(step + 1) * 30]
+        tally.update(batch, +1)
+        live.update((s.id, s) for s in batch)
+        gone = rng.sample(sorted(live), rng.randrange(len(live) + 1))
+        tally.update([live.pop(i) for i in gone], -1)
+        assert {k: getattr(tally, k) for k in _counted([])} == _counted(list(live.values())), (seed, step)
+        assert all(n > 0 for counts in (tally.attrs, tally.pairs, tally.eq_attrs, tally.eq_values)
+                   for n in counts.values())  # Counter's == takes a missing count for 0: not so here

@@ -12,6 +12,8 @@ import zlib
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from matchers import oracle
 from matchers.catalog import create
@@ -159,3 +161,76 @@ def test_an_unreadable_packed_form_is_a_registry_error(tmp_path):
                                      packed=[b"not packed"]), 1.0)
     with pytest.raises(RegistryError, match="'a': its packed form cannot be read"):
         list(subscriptions(read_shard(registry.directory, 1)))
+
+
+def _churn(seed: int, versions: int, per_version: int) -> tuple[list[Subscription], list[list]]:
+    """A first set and ``versions`` batches of changes to it, drawn as the churn benchmark draws
+    them (an existing id given a new expression, an existing id deleted, a new id; ids repeat
+    within a batch); expressions over few attributes and values, so predicates repeat."""
+    rng = random.Random(seed)
+    pool = random_subscriptions(rng, 60 + versions * per_version, extended=True)
+    first, fresh = pool[:60], iter(pool[60:])
+    live = [s.id for s in first]
+    batches = []
+    for v in range(versions):
+        batch: list = []
+        for i in range(per_version):
+            roll, expr = rng.randrange(3), next(fresh)
+            if roll == 1 and live:
+                batch.append(live.pop(rng.randrange(len(live))))
+                continue
+            sub_id = rng.choice(live) if roll == 0 and live else f"n{v}.{i}"
+            if sub_id not in live:
+                live.append(sub_id)
+            batch.append(dataclasses.replace(expr, id=sub_id))
+        batches.append(batch)
+    return first, batches
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), versions=st.integers(1, 6), per_version=st.integers(1, 12),
+       matcher=st.sampled_from(["auto", "static", "dynamic", "counting"]))
+@example(seed=1, versions=6, per_version=12, matcher="auto")
+@example(seed=2, versions=3, per_version=12, matcher="static")
+@example(seed=3, versions=5, per_version=9, matcher="dynamic")
+def test_catch_up_in_steps_or_at_once_matches_a_shard_built_on_the_final_set(tmp_path_factory, seed, versions,
+                                                                              per_version, matcher):
+    """Upserts, replaces and deletes caught up one version at a time or all at once leave a
+    matcher that matches what one built from scratch on the final set matches, and the oracle."""
+    first, batches = _churn(seed, versions, per_version)
+    reg = ModelRegistry(tmp_path_factory.mktemp("reg"), snapshot_every=1000)
+    reg.apply(0, first)
+    start = reg.version
+    steps = [start]
+    for batch_id, batch in enumerate(batches, 1):
+        steps.append(reg.apply(batch_id, batch).version)
+
+    def make():
+        return create(matcher)
+
+    stepwise, at_once = build_shard(reg.uri, start, 0, 1, make), build_shard(reg.uri, start, 0, 1, make)
+    for a, b in zip(steps, steps[1:], strict=False):
+        catch_up(stepwise, reg.uri, a, b, 0, 1)
+    catch_up(at_once, reg.uri, start, reg.version, 0, 1)
+    built = build_shard(reg.uri, reg.version, 0, 1, make)
+    final = reg.subscriptions
+    rng = random.Random(seed)
+    events = [random_event(rng, extended=True) for _ in range(40)]
+    want = [sorted(oracle.match(list(final.values()), e)) for e in events]
+    assert built.match_events(events) == want
+    for index in (stepwise, at_once):
+        assert {s.id: s for _, s in index.subscriptions()} == final
+        assert index.match_events(events) == want
+
+
+def test_a_catch_up_that_cannot_read_a_change_leaves_the_matcher_as_it_was(tmp_path):
+    registry = ColumnRegistry(tmp_path / "reg")
+    first = _parsed("a", b'{"expr": "price > 1"}')
+    registry.apply(0, ChangeBatch.of(["a"], [UPSERT], [EXPRESSION], [b'{"expr": "price > 1"}'],
+                                     packed=[pack(first)]), 1.0)
+    registry.apply(1, ChangeBatch.of(["a", "b"], [DELETE, UPSERT], [0, EXPRESSION], [None, b'{"expr": "price > 2"}'],
+                                     packed=[None, b"not packed"]), 2.0)
+    index = build_shard(registry.directory, 1, 0, 1, _make)
+    with pytest.raises(RegistryError, match="'b': its packed form cannot be read"):
+        catch_up(index, registry.directory, 1, 2, 0, 1)
+    assert [s for _, s in index.subscriptions()] == [first]
