@@ -6,8 +6,6 @@ Everything here is columns (Arrow), never a Python object per subscription kept 
 * :func:`parse_in_tasks`: the rows of the records of the batch's subscription offset ranges,
   each task reading its ranges from Kafka and parsing them (one RDD job; none without records,
   and none for fewer than :data:`DRIVER_RECORDS`, which the driver reads and parses itself);
-  :func:`parse_frame`: the same rows from the micro-batch DataFrame (``mapInArrow``, the first
-  batch of a checkpoint);
 * :func:`read_records`: the subscription records of offset ranges (:data:`RECORD_SCHEMA`), on the driver;
 * :func:`parse_subscription_records`: one row per record
   (:func:`~streaming.registry_columns.parse.parse_records`), on the driver;
@@ -56,7 +54,6 @@ from streaming.validity import ValidEvent
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
-    from pyspark.sql import DataFrame
 
 RECORD_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                            ("partition", pa.int32()), ("offset", pa.int64())])
@@ -147,18 +144,6 @@ def parse_in_tasks(sc: SparkContext, kafka: KafkaClientConfig, ranges: Sequence[
         partial(parse_ranges, kafka=kafka, todo=todo, max_terms=max_terms, limits=limits, targets=targets)).collect()
     tables = [pa.ipc.open_stream(blob).read_all() for blob in streams]
     return without_patterns(pa.concat_tables(tables) if tables else PARSED_SCHEMA.empty_table())
-
-
-def parse_frame(df: DataFrame, max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
-                targets: bool = False) -> pa.Table:
-    """The rows of the subscription records of ``df`` (Kafka source columns ``key, value,
-    topic, partition, offset``), parsed in its tasks (``mapInArrow`` with
-    :func:`~streaming.registry_columns.parse.parse_partition`) and collected as Arrow."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    parsed = df.mapInArrow(partial(parse_partition, max_terms=max_terms, limits=limits, targets=targets),
-                           from_arrow_schema(PARSED_SCHEMA)).toArrow()
-    return without_patterns(parsed.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA))
 
 
 def without_patterns(parsed: pa.Table) -> pa.Table:
