@@ -85,12 +85,14 @@ def parse_subscription_records(records: pa.Table, parse: SubscriptionParser | No
 TASK_RECORDS = 10_000
 """Subscription records a parse task is given at least (a batch of more fills the slots)."""
 
-DRIVER_RECORDS = 2_000
+DRIVER_RECORDS = 20_000
 """Fewer subscription records than this in a batch are read and parsed on the driver: a
-Spark job's fixed cost (0.8-1.3 s of wall time for one record, measured on a loaded 2-core
-machine, before the batch's events are matched) is more than parsing them there (about 200 µs
-each on the same machine: ``python -m scripts.bench.parse_tasks``; 15-25 µs for the records
-:mod:`~streaming.registry_columns.fastparse` takes, so the bound is cautious for those)."""
+Spark job's fixed cost is more than parsing them there. Measured on a 2-core machine under a
+load of 4-5 (``python -m scripts.bench.parse_tasks --records 20000 --rounds 3``, records of
+Fabret W1, 2026-11-29): a job for one record took 0.06-0.46 s of wall time, 20,000 records
+0.34-0.44 s in tasks (1.9 s in the session's first job) and 0.27-0.35 s on the driver
+(8-13 µs of its CPU each); 100,000 records 1.5-3.3 s in tasks and 1.3-1.6 s on the driver,
+whose CPU does not grow with a cluster as the tasks' does."""
 
 
 def parse_tasks(ranges: Sequence[OffsetRange], slots: int,
