@@ -7,3 +7,7 @@ from matchers.errors import PubSubError
 
 class RegistryError(PubSubError, RuntimeError):
     """A registry on disk is inconsistent or unreadable (a missing or pruned version, a bad file)."""
+
+
+class CheckpointError(PubSubError, RuntimeError):
+    """A query's checkpoint does not say what a micro-batch reads (its offset ranges)."""

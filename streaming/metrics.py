@@ -41,6 +41,14 @@ class BatchMetrics:
     task_ms: float = 0.0
     batch_ms: float = 0.0
     changes_ms: float = 0.0
+    """Reading and parsing the subscription records, admitting them and applying the changes
+    to the registry (the sum of ``parse_ms``, ``admit_ms`` and ``apply_ms``)."""
+    parse_ms: float = 0.0
+    """Reading and parsing the subscription records (Spark tasks, or the driver for a few)."""
+    admit_ms: float = 0.0
+    """Admitting the parsed rows (:func:`~streaming.registry_columns.admit.admit`)."""
+    apply_ms: float = 0.0
+    """Applying the changes to the registry (its delta and, when due, a snapshot written)."""
     retro_ms: float = 0.0
     write_ms: float = 0.0
     registry_version: int = 0
@@ -57,7 +65,8 @@ class BatchMetrics:
             f"expired={self.expired} matches={self.matches} retro={self.retro_matches} "
             f"match_ms={self.match_ms:.1f} index_ms={self.index_ms:.1f} read_ms={self.read_ms:.0f} "
             f"task_ms={self.task_ms:.0f} batch_ms={self.batch_ms:.0f} "
-            f"(changes {self.changes_ms:.0f}, match+write {self.write_ms:.0f}) "
+            f"(changes {self.changes_ms:.0f}: parse {self.parse_ms:.0f} admit {self.admit_ms:.0f} "
+            f"apply {self.apply_ms:.0f}, match+write {self.write_ms:.0f}) "
             f"version={self.registry_version} subs={self.subscriptions} "
             f"index_mb={self.index_bytes / 2**20:.1f}{' replay' if self.replay else ''}"
         )

@@ -60,7 +60,7 @@ import orjson
 from tqdm import tqdm
 
 from scripts.bench import kit
-from scripts.bench.e2e_report import save
+from scripts.bench.e2e_report import registration_line, registration_phases, save
 from scripts.bench.feed import (
     WORKLOAD,
     produce_all,
@@ -343,23 +343,27 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     produce_all(bootstrap, topics["subscriptions"], subscription_records(workload_subscriptions(n_subs, seed)),
                 "subscriptions", n_subs)
     job = MatchJob(settings, spark, client)
-    t = time.perf_counter()
+    t, started = time.perf_counter(), time.time()
     query = job.start()
     query.processAllAvailable()
     result["register_s"] = time.perf_counter() - t
+    result["register_load"] = os.getloadavg()[0]
     result["register_batches"] = [dataclasses.asdict(b) for b in job.history]
-    log(f"registered {len(job.registry):,} subscriptions in {result['register_s']:.1f} s")
+    result["registered"] = len(job.registry)
     query.stop()
     # warm-up: a batch of two tasks (a smaller one is one task), so that both Python workers
     # build or map their indexes (and load the kernels) before the measurements
     job.settings = settings.replace(kafka={"max_offsets_per_trigger": 2 * TASK_EVENTS})
     produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": f"w{i}", **e})) for i, e in enumerate(warm)],
                 "warm-up")
-    t = time.perf_counter()
+    registered, t = len(job.history), time.perf_counter()
     query = job.start()
     query.processAllAvailable()
     result["warmup_s"] = time.perf_counter() - t
     query.stop()
+    result["register_phases"] = registration_phases(result["register_batches"], started, result["register_s"],
+                                                    [dataclasses.asdict(b) for b in job.history[registered:]])
+    log(registration_line(result))
 
     # sustained: drain a backlog
     job.settings = settings = settings.replace(kafka={"max_offsets_per_trigger": args.per_trigger})

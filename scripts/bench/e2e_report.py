@@ -18,6 +18,31 @@ GOAL_EVENTS_PER_S = 20_000
 GOAL_P99_S = 3.0
 
 
+def registration_phases(batches: list[dict], started: float, seconds: float, warmup: list[dict]) -> dict:
+    """Where registration's wall time went (seconds): from the query's start (wall clock
+    ``started``) to its first batch, each phase of the batches' subscription changes (read +
+    parse, admit, apply), the rest of those batches and between them (``seconds`` in all), and
+    the first event batches after it (``warmup``: the tasks' index time, each worker building
+    its shards from the registry's files, summed over the tasks)."""
+    first = min((b["finished_at"] - b["batch_ms"] / 1e3 for b in batches), default=started + seconds)
+    phases = {name: sum(b[f"{name}_ms"] for b in batches) / 1e3 for name in ("parse", "admit", "apply")}
+    batch_s = sum(b["batch_ms"] for b in batches) / 1e3
+    return {"start_s": first - started, **{f"{k}_s": v for k, v in phases.items()},
+            "rest_of_batches_s": batch_s - sum(phases.values()), "between_s": seconds - (first - started) - batch_s,
+            "batches": len(batches), "records": sum(b["subscription_records"] for b in batches),
+            "first_index_s": sum(b["index_ms"] for b in warmup) / 1e3}
+
+
+def registration_line(r: dict) -> str:
+    """The registration figures of a run (:func:`registration_phases`) as one line."""
+    p = r["register_phases"]
+    return (f"registered {r['registered']:,} of {r['n_subs']:,} subscriptions in {r['register_s']:.1f} s ({r['n_subs'] / r['register_s']:,.0f}/s;"
+            f" {p['batches']} batches): query start to first batch {p['start_s']:.1f} s, read + parse {p['parse_s']:.1f},"
+            f" admit {p['admit_s']:.1f}, apply {p['apply_s']:.1f}, rest of the batches {p['rest_of_batches_s']:.1f},"
+            f" between batches {p['between_s']:.1f}; then the first event batch {r['warmup_s']:.1f} s"
+            f" (building the shards {p['first_index_s']:.1f} s of task time); load {r['register_load']:.1f}")
+
+
 def render(record: dict, image: str) -> str:
     lines = [
         "# End-to-end benchmark of the match service",

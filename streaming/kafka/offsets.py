@@ -107,6 +107,31 @@ def to_json(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
     return result
 
 
+INITIAL_OFFSETS_VERSION = "v1"
+"""The version line of a checkpoint's initial offsets file (Spark's ``KafkaSourceInitialOffsetWriter``)."""
+
+
+def initial_offsets_text(offsets: Mapping[TP, int]) -> bytes:
+    """The initial offsets of a query's source as its checkpoint's ``sources/<n>/0`` holds them
+    (the Java connector's file: a version line, then the JSON form)."""
+    return f"{INITIAL_OFFSETS_VERSION}\n{json.dumps(to_json(offsets), separators=(',', ':'))}".encode()
+
+
+def read_initial_offsets(data: bytes) -> OffsetMap:
+    """The offsets of a ``sources/<n>/0`` file (:func:`initial_offsets_text`; the Java connector
+    writes a NUL byte before the version line).
+
+    Raises
+    ------
+    ValueError
+        If it is not a version line followed by the JSON form.
+    """
+    version, _, text = data.decode("utf-8").lstrip("\x00").partition("\n")
+    if version != INITIAL_OFFSETS_VERSION:
+        raise ValueError(f"initial offsets of version {version!r}, not {INITIAL_OFFSETS_VERSION}")
+    return from_json(json.loads(text))
+
+
 def ranges(start: Mapping[TP, int], end: Mapping[TP, int]) -> list[OffsetRange]:
     """Non-empty ranges from ``start`` to ``end``; a partition absent from ``start`` starts at 0."""
     out = []

@@ -10,6 +10,12 @@ Options (case-insensitive):
 * ``startingOffsets``: ``earliest``, ``latest`` or JSON ``{"t": {"0": 42}}`` with ``-2`` for
   earliest and ``-1`` for latest (default ``latest`` for streams, ``earliest`` for batches).
 * ``endingOffsets``: batch reads only, ``latest`` (default) or JSON.
+* ``initialOffsetsLog``: streams only, a location (:mod:`streaming.storage`) where the
+  stream's initial offsets are kept as the Java connector keeps them under the query's
+  checkpoint (``sources/<n>``: file ``0``, :func:`~streaming.kafka.offsets.initial_offsets_text`):
+  written when the query first starts, read back at a restart before its first batch
+  committed, so that batch reads the same records again (and its ranges are known:
+  :func:`streaming.match.job.logged_ranges`). Without it ``startingOffsets`` is resolved again.
 * ``maxOffsetsPerTrigger``: cap on offsets per micro-batch, split across partitions.
 * ``failOnDataLoss``: ``true`` (default) fails a read whose offsets are gone from the log.
 * ``kafkaConsumer.pollTimeoutMs``: longest wait without progress in a read (120000).
@@ -164,6 +170,7 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
             options.get("startingOffsets"), "startingOffsets", off.LATEST
         )
         self._max_per_trigger = _positive_int_option(options, "maxOffsetsPerTrigger")
+        self._initial_log = options.get("initialOffsetsLog") or None
         self._watermarks: Watermarks | None = None
         self._latest: OffsetMap | None = None
         self._target: OffsetMap | None = None
@@ -181,9 +188,22 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         return self._watermarks
 
     def initialOffset(self) -> dict:
-        """Offsets the query starts from (``startingOffsets``) when it has no checkpoint."""
+        """Offsets the query starts from (``startingOffsets``) when it has no checkpoint: those
+        kept in ``initialOffsetsLog`` when it holds them, else resolved now (and kept there)."""
+        from streaming.storage import Directory
+
+        log = None if self._initial_log is None else Directory(self._initial_log)
+        if log is not None:
+            try:
+                return off.to_json(off.read_initial_offsets(log.read("0")))
+            except FileNotFoundError:
+                pass
         tps = self.watermarks.partitions(self._topics, refresh=True)
-        return off.to_json(resolve(self._starting, tps, self.watermarks, "startingOffsets"))
+        start = resolve(self._starting, tps, self.watermarks, "startingOffsets")
+        if log is not None:
+            log.make()
+            log.write("0", off.initial_offsets_text(start))
+        return off.to_json(start)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the ends a ``Trigger.AvailableNow`` query reads up to: the ends now."""

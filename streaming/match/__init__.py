@@ -13,7 +13,6 @@ Where a micro-batch goes, module by module:
 
 from streaming.match.changes import (
     new_subscriptions,
-    parse_frame,
     parse_in_tasks,
     parse_subscription_records,
     read_records,
@@ -23,7 +22,6 @@ from streaming.match.executor import match_all_shards, match_partition, match_pi
 from streaming.match.job import MatchJob, logged_ranges
 from streaming.match.tasks import (
     METRICS,
-    TASK_DDL,
     TASK_EVENTS,
     TASK_SCHEMA,
     BatchContext,
@@ -37,7 +35,6 @@ from streaming.match.tasks import (
 
 __all__ = [
     "METRICS",
-    "TASK_DDL",
     "TASK_EVENTS",
     "TASK_SCHEMA",
     "BatchContext",
@@ -51,7 +48,6 @@ __all__ = [
     "match_pinned",
     "match_ranges",
     "new_subscriptions",
-    "parse_frame",
     "parse_in_tasks",
     "parse_subscription_records",
     "pinned_tasks",

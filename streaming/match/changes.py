@@ -6,8 +6,6 @@ Everything here is columns (Arrow), never a Python object per subscription kept 
 * :func:`parse_in_tasks`: the rows of the records of the batch's subscription offset ranges,
   each task reading its ranges from Kafka and parsing them (one RDD job; none without records,
   and none for fewer than :data:`DRIVER_RECORDS`, which the driver reads and parses itself);
-  :func:`parse_frame`: the same rows from the micro-batch DataFrame (``mapInArrow``, the first
-  batch of a checkpoint);
 * :func:`read_records`: the subscription records of offset ranges (:data:`RECORD_SCHEMA`), on the driver;
 * :func:`parse_subscription_records`: one row per record
   (:func:`~streaming.registry_columns.parse.parse_records`), on the driver;
@@ -57,7 +55,6 @@ from streaming.validity import ValidEvent
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
-    from pyspark.sql import DataFrame
 
 RECORD_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                            ("partition", pa.int32()), ("offset", pa.int64())])
@@ -89,12 +86,14 @@ def parse_subscription_records(records: pa.Table, parse: SubscriptionParser | No
 TASK_RECORDS = 10_000
 """Subscription records a parse task is given at least (a batch of more fills the slots)."""
 
-DRIVER_RECORDS = 2_000
+DRIVER_RECORDS = 20_000
 """Fewer subscription records than this in a batch are read and parsed on the driver: a
-Spark job's fixed cost (0.8-1.3 s of wall time for one record, measured on a loaded 2-core
-machine, before the batch's events are matched) is more than parsing them there (about 200 µs
-each on the same machine: ``python -m scripts.bench.parse_tasks``; 15-25 µs for the records
-:mod:`~streaming.registry_columns.fastparse` takes, so the bound is cautious for those)."""
+Spark job's fixed cost is more than parsing them there. Measured on a 2-core machine under a
+load of 4-5 (``python -m scripts.bench.parse_tasks --records 20000 --rounds 3``, records of
+Fabret W1, 2026-11-29): a job for one record took 0.06-0.46 s of wall time, 20,000 records
+0.34-0.44 s in tasks (1.9 s in the session's first job) and 0.27-0.35 s on the driver
+(8-13 µs of its CPU each); 100,000 records 1.5-3.3 s in tasks and 1.3-1.6 s on the driver,
+whose CPU does not grow with a cluster as the tasks' does."""
 
 
 def parse_tasks(ranges: Sequence[OffsetRange], slots: int,
@@ -148,18 +147,6 @@ def parse_in_tasks(sc: SparkContext, kafka: KafkaClientConfig, ranges: Sequence[
         partial(parse_ranges, kafka=kafka, todo=todo, max_terms=max_terms, limits=limits, targets=targets)).collect()
     tables = [pa.ipc.open_stream(blob).read_all() for blob in streams]
     return without_patterns(pa.concat_tables(tables) if tables else PARSED_SCHEMA.empty_table())
-
-
-def parse_frame(df: DataFrame, max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
-                targets: bool = False) -> pa.Table:
-    """The rows of the subscription records of ``df`` (Kafka source columns ``key, value,
-    topic, partition, offset``), parsed in its tasks (``mapInArrow`` with
-    :func:`~streaming.registry_columns.parse.parse_partition`) and collected as Arrow."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    parsed = df.mapInArrow(partial(parse_partition, max_terms=max_terms, limits=limits, targets=targets),
-                           from_arrow_schema(PARSED_SCHEMA)).toArrow()
-    return without_patterns(parsed.select(PARSED_SCHEMA.names).cast(PARSED_SCHEMA))
 
 
 def without_patterns(parsed: pa.Table) -> pa.Table:

@@ -7,15 +7,14 @@ groups of shards, pinned to executors on a cluster with shards, :mod:`streaming.
 and :mod:`~streaming.match.executor` (one RDD job: each task reads its event ranges from
 Kafka, matches them, produces its records itself and returns one row to the driver).
 
-Spark's offset log gives each micro-batch's offset ranges (:func:`logged_ranges`, read
-through :mod:`streaming.storage` from any Hadoop-compatible checkpoint location): the
-driver never reads events and does not parse subscription records one by one: the batch's subscription ranges are read and parsed by the tasks of one RDD job
-(:func:`~streaming.match.changes.parse_in_tasks`; none without subscription records, and
-none for a few, which the driver reads and parses itself) and the driver gets their rows as
-columns; a micro-batch runs at most two Spark jobs (the match job: none without events)
-and no record passes through the JVM. The first batch of a new checkpoint, whose start
-offsets Spark does not log, parses the records of the micro-batch DataFrame in its tasks
-instead (:func:`~streaming.match.changes.parse_frame`). The driver keeps the registry as columns
+Spark's checkpoint gives each micro-batch's offset ranges (:func:`logged_ranges`, read
+through :mod:`streaming.storage` from any Hadoop-compatible checkpoint location: the offset
+log, and the source's initial offsets for the first batch): the driver never reads events
+and does not parse subscription records one by one: the batch's subscription ranges are
+read and parsed by the tasks of one RDD job (:func:`~streaming.match.changes.parse_in_tasks`;
+none without subscription records, and none for a few, which the driver reads and parses
+itself) and the driver gets their rows as columns; a micro-batch runs at most two Spark jobs
+(the match job: none without events) and no record passes through the JVM. The driver keeps the registry as columns
 (:class:`~streaming.registry_columns.ColumnRegistry` under ``<checkpoint>/registry-columns``:
 no Python object per subscription) and sends the tasks its location and the batch's
 version; each executor builds or catches up its index from the registry's files, so the
@@ -34,7 +33,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from streaming.config import Settings
-from streaming.errors import RegistryError
+from streaming.errors import CheckpointError, RegistryError
 from streaming.executor_cache import IndexSpec
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
@@ -42,15 +41,12 @@ from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.offsets import OffsetMap, OffsetRange
 from streaming.kafka.sink import produce_batches
 from streaming.match.changes import (
-    RECORD_SCHEMA,
     new_subscriptions,
-    parse_frame,
     parse_in_tasks,
     retro_notifications,
 )
-from streaming.match.executor import match_all_shards, match_pinned, match_ranges
+from streaming.match.executor import match_pinned, match_ranges
 from streaming.match.tasks import (
-    TASK_DDL,
     TASK_EVENTS,
     BatchContext,
     TaskMetrics,
@@ -78,20 +74,22 @@ log = logging.getLogger("streaming.match")
 
 
 def logged_ranges(query_checkpoint: str, batch_id: int) -> list[OffsetRange] | None:
-    """The offset ranges of micro-batch ``batch_id`` (every topic), from the query's offset log.
+    """The offset ranges of micro-batch ``batch_id`` (every topic), from the query's checkpoint.
 
     Spark writes ``offsets/<batch>`` under the query's checkpoint location (a URI or path;
     a version line, a metadata line, then the end offsets of each source as JSON) before it
-    runs the batch, which starts where the previous batch ended. ``None`` when the log does
-    not say: the first batch of a checkpoint (its start is the source's initial offset,
-    which is not logged).
+    runs the batch, which starts where the previous batch ended; the first batch starts at
+    the source's initial offsets, in ``sources/0/0`` (the query's one source: the Java
+    connector writes it, and ``kafka-py`` with ``initialOffsetsLog``, as :meth:`MatchJob.start`
+    gives it; :func:`~streaming.kafka.offsets.read_initial_offsets`). ``None`` when the
+    checkpoint does not say.
     """
     log_dir = Directory(join(query_checkpoint, "offsets"))
 
     def ends(batch: int) -> OffsetMap | None:
-        if batch < 0:
-            return None
         try:
+            if batch < 0:
+                return offsets.read_initial_offsets(Directory(join(query_checkpoint, "sources", "0")).read("0"))
             text = log_dir.read(str(batch)).decode("utf-8")
         except FileNotFoundError:
             return None
@@ -179,22 +177,20 @@ class MatchJob:
             self._process(df, int(batch_id))
 
     def _process(self, df: DataFrame, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
         t0 = time.perf_counter()
         k, m = self.settings.kafka, self.settings.match
         ranges = logged_ranges(self.query_checkpoint, batch_id)
-        sub_topics = self.subscription_topics
-        targets = self.tenants is not None
         if ranges is None:
-            parsed = parse_frame(df.filter(F.col("topic").isin(*sub_topics)).select(*RECORD_SCHEMA.names),
-                                 m.max_terms, self.settings.limits, targets)
-        else:
-            parsed = parse_in_tasks(self.spark.sparkContext, self.client_config,
-                                    [r for r in ranges if r.topic in sub_topics], m.max_terms, self.settings.limits,
-                                    targets)
+            raise CheckpointError(f"the checkpoint {self.query_checkpoint} does not say where batch {batch_id} starts"
+                                  " (offsets/, or sources/0/0 for the first batch)")
+        sub_topics = self.subscription_topics
+        parsed = parse_in_tasks(self.spark.sparkContext, self.client_config,
+                                [r for r in ranges if r.topic in sub_topics], m.max_terms, self.settings.limits,
+                                self.tenants is not None)
+        t_parsed = time.perf_counter()
         admitted = admit(parsed, self.registry, batch_id, self.tenants, self.topic_exists, time.time(), k.errors_topic)
         now = admitted.now  # a replay's: the time it recorded
+        t_admitted = time.perf_counter()
         applied = self.registry.apply(batch_id, admitted.changes, now)
         t1 = time.perf_counter()
         # a replay adds none (it notified them the first time); the new subscriptions are read
@@ -219,13 +215,8 @@ class MatchJob:
             keys, values, topics = zip(*driver_rows, strict=True)
             produce_batches(self.client_config, None, iter([out_batch(keys, values, topics)]))
         t2 = time.perf_counter()
-        events = [r for r in ranges or () if r.topic == k.events_topic]
-        rows_out: list[dict[str, Any]] = []
-        if ranges is None:
-            rows_out = [r.asDict() for r in df.filter(F.col("topic") == k.events_topic)
-                        .mapInArrow(partial(match_all_shards, ctx=ctx), TASK_DDL).collect()]
-        elif events:
-            rows_out = self._match(events, ctx)
+        events = [r for r in ranges if r.topic == k.events_topic]
+        rows_out = self._match(events, ctx) if events else []
         results = [TaskResult.from_row(r) for r in rows_out]
         v = TaskMetrics.total(r.metrics for r in results)
         self._note_index([r.index for r in results if r.index])
@@ -241,7 +232,8 @@ class MatchJob:
             event_errors=v.errors, matches=v.matches, retro_matches=len(retro), valid_events_kept=v.valid,
             match_ms=v.match_ns / 1e6, index_ms=v.index_ns / 1e6, read_ms=v.read_ns / 1e6,
             task_ms=v.task_ns / 1e6, batch_ms=(time.perf_counter() - t0) * 1e3,
-            changes_ms=(t1 - t0) * 1e3, retro_ms=(t2 - t1) * 1e3, write_ms=(t3 - t2) * 1e3,
+            changes_ms=(t1 - t0) * 1e3, parse_ms=(t_parsed - t0) * 1e3, admit_ms=(t_admitted - t_parsed) * 1e3,
+            apply_ms=(t1 - t_admitted) * 1e3, retro_ms=(t2 - t1) * 1e3, write_ms=(t3 - t2) * 1e3,
             registry_version=applied.version, subscriptions=len(self.registry), index_bytes=v.index_bytes,
             replay=applied.replay,
         )
@@ -364,7 +356,9 @@ class MatchJob:
         k, s = self.settings.kafka, self.settings.spark
         df = read_stream(spark, self.client_config, [k.events_topic, *self.subscription_topics],
                          starting=k.starting_offsets, max_per_trigger=k.max_offsets_per_trigger or None,
-                         use_java_connector=k.use_java_connector)
+                         use_java_connector=k.use_java_connector,
+                         options=None if k.use_java_connector else
+                         {"initialOffsetsLog": join(self.query_checkpoint, "sources", "0")})
         self.status.write("starting", registry=dict(self.registry.describe()))
         return (df.writeStream.queryName("match")
                 .foreachBatch(self.process)

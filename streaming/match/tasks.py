@@ -142,9 +142,6 @@ class TaskResult:
 # shards it matched with (JSON list; empty without events).
 TASK_SCHEMA = pa.schema([*((name, pa.int64()) for name in METRICS), ("valid_events", pa.binary()),
                          ("index", pa.string()), ("executor", pa.string()), ("shards", pa.string())])
-TASK_DDL = (", ".join(f"{name} long" for name in METRICS)
-            + ", valid_events binary, index string, executor string, shards string")
-""":data:`TASK_SCHEMA` as Spark's DDL (the ``mapInArrow`` of the first batch's path)."""
 
 
 # -- planning --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from matchers.expr import Subscription, pred
 from matchers.oracle import match as oracle_match
 from streaming import notifications
 from streaming.config import Settings
+from streaming.kafka import offsets
 from streaming.kafka.offsets import OffsetRange
 from streaming.match import (
     TASK_SCHEMA,
@@ -250,8 +251,27 @@ def test_logged_ranges_read_spark_offset_log(tmp_path):
     (log / "4").write_text(f'v1\n{meta}\n{{"events": {{"0": 9, "1": 7}}, "subs": {{"0": 4, "1": 1}}}}')
     for location in (str(tmp_path), tmp_path.as_uri()):  # a path or a URI (any file system pyarrow opens)
         assert logged_ranges(location, 4) == [("events", 0, 5, 9), ("subs", 0, 2, 4), ("subs", 1, 0, 1)]
-        assert logged_ranges(location, 3) is None  # the start of a checkpoint's first batch is not logged
+        assert logged_ranges(location, 3) is None  # batch 2's ends are gone
         assert logged_ranges(location, 5) is None
+
+
+@pytest.mark.parametrize("java", [True, False])
+def test_logged_ranges_of_the_first_batch_start_at_the_sources_initial_offsets(tmp_path, java):
+    """Batch 0 starts at ``sources/0/0``: the Java connector's file (a NUL byte, a version line,
+    the JSON form) or the one ``kafka-py`` keeps with ``initialOffsetsLog`` (the same without
+    the NUL byte); a partition it does not name starts at 0; no file, no ranges."""
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1}'
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "0").write_text(f'v1\n{meta}\n{{"events": {{"0": 5, "1": 7}}, "subs": {{"0": 4, "1": 1}}}}')
+    assert logged_ranges(str(tmp_path), 0) is None
+    start = {("events", 0): 2, ("events", 1): 7, ("subs", 0): 0}
+    text = offsets.initial_offsets_text(start)
+    assert offsets.read_initial_offsets(text) == start
+    (tmp_path / "sources" / "0").mkdir(parents=True)
+    (tmp_path / "sources" / "0" / "0").write_bytes(b"\x00" + text if java else text)
+    assert logged_ranges(str(tmp_path), 0) == [("events", 0, 2, 5), ("subs", 0, 0, 4), ("subs", 1, 0, 1)]
+    with pytest.raises(ValueError):
+        offsets.read_initial_offsets(b"v2\n" + text.partition(b"\n")[2])
 
 
 def test_match_ranges_reads_its_ranges_and_matches_like_match_partition(tmp_path, monkeypatch):
