@@ -18,7 +18,7 @@ from streaming.match.changes import (
     read_records,
     retro_notifications,
 )
-from streaming.match.executor import match_all_shards, match_partition, match_pinned, match_ranges
+from streaming.match.executor import match_partition, match_pinned, match_ranges
 from streaming.match.job import MatchJob, logged_ranges
 from streaming.match.tasks import (
     METRICS,
@@ -43,7 +43,6 @@ __all__ = [
     "TaskMetrics",
     "TaskResult",
     "logged_ranges",
-    "match_all_shards",
     "match_partition",
     "match_pinned",
     "match_ranges",

@@ -58,12 +58,6 @@ def match_ranges(numbers: Iterable[int], ctx: BatchContext, todo: Sequence[Task]
             yield from rb.to_pylist()
 
 
-def match_all_shards(batches: Iterator[pa.RecordBatch], ctx: BatchContext,
-                     produce: Produce | None = None) -> Iterator[pa.RecordBatch]:
-    """:func:`match_partition` against every shard over one partition of event records (the first batch's path)."""
-    yield from match_partition(batches, ctx, produce, tuple(range(ctx.spec.shards)))
-
-
 def match_partition(
     batches: Iterator[pa.RecordBatch],
     ctx: BatchContext,
