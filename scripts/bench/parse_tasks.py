@@ -1,5 +1,5 @@
 """Subscription records parsed on the driver or in Spark tasks (issue 29, item 3): a batch of
-Fabret W1 subscription records (the JSON form) in a Kafka topic, parsed by the driver
+Fabret W1 subscription records (the JSON form, or the text with ``--form expr``) in a Kafka topic, parsed by the driver
 (:func:`~streaming.match.changes.read_records` then
 :func:`~streaming.match.changes.parse_subscription_records`, what the match query did) and by
 :func:`~streaming.match.changes.parse_in_tasks` on a ``local[2]`` session. Reported: the
@@ -39,8 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--form", choices=("json", "expr"), default="json",
+                    help="the records' form: json (the fast parse takes W1's) or expr (the text, the general path)")
     args = ap.parse_args(argv)
 
+    import orjson
+
+    from matchers.expr import to_text
     from scripts.bench.feed import produce_all, subscription_records, workload_subscriptions
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.broker import EmbeddedBroker
@@ -53,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         kafka = KafkaClientConfig.create(broker.bootstrap_servers)
         topic = "subs"
         ensure_topics(kafka, {topic: args.partitions})
-        produce_all(broker.bootstrap_servers, topic, subscription_records(workload_subscriptions(args.records, 0)),
-                    "produce", args.records, progress=False)
+        subs = workload_subscriptions(args.records, 0)
+        records = (subscription_records(subs) if args.form == "json" else
+                   ((s.id.encode(), orjson.dumps({"op": "upsert", "id": s.id, "expr": to_text(s.expr)})) for s in subs))
+        produce_all(broker.bootstrap_servers, topic, records, "produce", args.records, progress=False)
         ensure_topics(kafka, {"one": 1})
         produce_all(broker.bootstrap_servers, "one", [(b"a", b'{"id": "a", "expr": "a1 = 1"}')], "one",
                     progress=False)
@@ -68,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_session(app_name="parse-tasks-bench", master="local[2]")
         sc = spark.sparkContext
         sc.parallelize(range(2), 2).map(lambda x: x).collect()  # the JVM and the workers up
-        print(f"{sum(r.end - r.start for r in ranges)} records in {len(ranges)} partition(s); "
+        print(f"{sum(r.end - r.start for r in ranges)} records ({args.form} form) in {len(ranges)} partition(s); "
               f"broker pid {broker_pid}; load {os.getloadavg()}")
         for rnd in range(args.rounds):
             driver, d = measure(lambda: parse_subscription_records(read_records(kafka, ranges)))
