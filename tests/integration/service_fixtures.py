@@ -128,3 +128,12 @@ def registry_state(location: str | Path) -> RegistryState:
     table, _ = files.shard_table(directory, version, 0, 1)
     batch_ids = [files.read_delta(directory, v)[1].batch_id for v in files.delta_versions(directory)]
     return RegistryState(version, set(table.column("id").to_pylist()), batch_ids)
+
+
+def drain(query: Any) -> None:
+    """Run the streaming ``query`` over what its topics hold, check that it did not fail, then stop it."""
+    try:
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()

@@ -18,7 +18,7 @@ from streaming.kafka.client_config import KafkaClientConfig
 from streaming.match import MatchJob, job, logged_ranges
 from streaming.storage import Directory, join
 from tests.integration.kafka_helpers import produce
-from tests.integration.service_fixtures import make_topics, service_settings
+from tests.integration.service_fixtures import drain, make_topics, service_settings
 from tests.strategies import random_subscriptions
 
 pytestmark = pytest.mark.integration
@@ -66,12 +66,7 @@ def test_a_restart_before_the_first_batch_commits_replays_its_records(
 
     produce(kafka_config, topics.subscriptions, records(subs[30:]))  # past the first batch's end
     restarted = MatchJob(settings, spark, kafka_config)
-    query = restarted.start()
-    try:
-        query.processAllAvailable()
-        assert query.exception() is None
-    finally:
-        query.stop()
+    drain(restarted.start())
     assert [b for b, _ in seen] == [0, 0, 1]
     assert rows(seen[1][1]) == rows(seen[0][1]) and [r[1] for r in rows(seen[0][1])] == list(range(30))
     assert [r[1] for r in rows(seen[2][1])] == list(range(30, 50))

@@ -12,7 +12,7 @@ from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, rss_posts, stock_ticks
 
 from .kafka_helpers import consume_all, produce
-from .service_fixtures import connector_settings
+from .service_fixtures import connector_settings, drain
 
 pytestmark = pytest.mark.integration
 
@@ -118,12 +118,7 @@ def test_a_misspelt_attribute_is_reported_while_correct_patterns_match(spark, ka
     assert "reads prcie" in errors[0]["reason"] and "did you mean 'price'?" in errors[0]["reason"]
     # the status (written by the match query's batches) shows it
     job = MatchJob(settings, spark, kafka_config)
-    mq = job.start()
-    try:
-        mq.processAllAvailable()
-        assert mq.exception() is None
-    finally:
-        mq.stop()
+    drain(job.start())
     capsys.readouterr()
     status(settings, as_json=False)
     out = capsys.readouterr().out
@@ -133,10 +128,5 @@ def test_a_misspelt_attribute_is_reported_while_correct_patterns_match(spark, ka
     more = [Event(f"m{i}", "Stock", events[-1].t1 + 2000 + i, events[-1].t1 + 2000 + i, e.attrs)
             for i, e in enumerate(stock_ticks(50, 6))]
     produce(kafka_config, topics.events, [(e.attrs["name"], event_json(e)) for e in more])
-    q = start_patterns_query(spark, settings, kafka_config)
-    try:
-        q.processAllAvailable()
-        assert q.exception() is None
-    finally:
-        q.stop()
+    drain(start_patterns_query(spark, settings, kafka_config))
     assert len(consume_all(kafka_config, topics.errors)) == 1

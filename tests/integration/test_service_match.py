@@ -17,6 +17,7 @@ from streaming.notifications import notification_id
 from streaming.shared_index import SharedKey
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.service_fixtures import (
+    drain,
     expected_pairs,
     make_topics,
     notification_docs,
@@ -72,11 +73,7 @@ def test_known_workload_bad_records_and_tail(
             [(str(i % 7), raw[i]) for i in range(start, start + 500)],
             linger_ms=200,
         )
-    try:
-        query.processAllAvailable()
-        assert query.exception() is None
-    finally:
-        query.stop()
+    drain(query)
 
     positions = consume_all(kafka_config, topics.events)
     assert len(positions) == 1500

@@ -25,7 +25,12 @@ from streaming.patterns import start_patterns_query, start_subscriptions_query
 from streaming.tenants import Tenants, topic_of
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.kafka_security import Acl, SecuredKafka, reader_group
-from tests.integration.service_fixtures import make_topics, notification_docs, service_settings
+from tests.integration.service_fixtures import (
+    drain,
+    make_topics,
+    notification_docs,
+    service_settings,
+)
 from tests.integration.test_patterns import event_json, heartbeat
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
@@ -39,15 +44,6 @@ def upsert(sub_id: str, expr: str) -> tuple[str, bytes]:
 
 def pattern(sub_id: str, text: str) -> tuple[str, bytes]:
     return sub_id, orjson.dumps({"id": sub_id, "pattern": text})
-
-
-def register_patterns(query: Any) -> None:
-    """Run the patterns' subscriptions ``query`` over what its topics hold, then stop it."""
-    try:
-        query.processAllAvailable()
-        assert query.exception() is None
-    finally:
-        query.stop()
 
 
 # -- principals and their ACLs (docs/service.md, "Tenants and access") ----------------------------
@@ -295,7 +291,7 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     produce(kafka_config, acme, [pattern("p", s3), pattern("q", s3)])
     produce(kafka_config, beta, [pattern("p", s3)])
     produce(kafka_config, topics.subscriptions, [pattern("p", s3)])
-    register_patterns(start_subscriptions_query(spark, settings, who.service))
+    drain(start_subscriptions_query(spark, settings, who.service))
     events = stock_ticks(60, 2)
     produce(kafka_config, topics.events, [event_json(e) for e in events] + [heartbeat(events[-1].t1)], partition=0)
     expected = {w for sub, w in ((k[1], k[5]) for k in reference_matches({"p": s3}, events)) if sub == "p"}
@@ -334,7 +330,7 @@ def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_
     who = principals(security, settings, kafka_config)
     for t in ("acme", "beta"):
         produce(kafka_config, f"{topics.subscriptions}.{t}", [pattern("p", "Open NEXT{$2.name = $1.name} Close")])
-    register_patterns(start_subscriptions_query(spark, settings, who.service))
+    drain(start_subscriptions_query(spark, settings, who.service))
 
     def ev(kind: str, name: str, ts: int) -> bytes:
         return orjson.dumps({"id": f"{kind}-{name}", "stream": kind, "ts": ts, "name": name})
