@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -134,6 +134,29 @@ def _too_large(size: int, retro: bool) -> str:
     kind = "retro notification" if retro else "notification"
     return (f"its {kind} takes {size} bytes even without the event (its id is that large), "
             "past limits.message_bytes")
+
+
+class Matched(NamedTuple):
+    """A match result (``offsets``, ``keys`` of :class:`~matchers.base.Matches`) as
+    :func:`match_records` takes it: the events with matches, their bounds, each subscription once."""
+
+    hits: list[int]
+    """The events (indices of the result) with at least one match."""
+    bounds: list[int]
+    """Their matches' ranges in ``which``: event ``hits[j]``'s are ``bounds[j]:bounds[j + 1]``."""
+    ids: list[str]
+    """Each matched subscription's id once."""
+    which: list[int]
+    """Per match, its subscription's index in ``ids``."""
+
+
+def matched(offsets: np.ndarray, keys: np.ndarray, id_of: Callable[[int], str]) -> Matched:
+    """The result ``offsets``/``keys`` (event ``i`` matched ``keys[offsets[i]:offsets[i + 1]]``)
+    grouped for :func:`match_records`, each key's id looked up once with ``id_of``."""
+    hits = np.flatnonzero(offsets[1:] != offsets[:-1]).tolist()
+    unique, which = np.unique(keys, return_inverse=True)
+    return Matched(hits, offsets[hits + [len(offsets) - 1]].tolist(), list(map(id_of, unique.tolist())),
+                   which.ravel().tolist())
 
 
 class EventColumns(NamedTuple):

@@ -119,13 +119,10 @@ def step_costs(subs, events: list[dict], matcher_name: str):
     t3 = time.perf_counter()
     res = m.match(batch)
     t4 = time.perf_counter()
-    hits = np.flatnonzero(np.diff(res.offsets)).tolist()
-    keys, which = np.unique(res.keys, return_inverse=True)
-    ids = list(map(m.id_of, keys.tolist()))
+    hits, bounds, ids, which = notifications.matched(res.offsets, res.keys, m.id_of)
     notifications.match_records(notifications.EventColumns(["events"] * len(hits), [0] * len(hits), hits, hits,
                                                            [raw[i] for i in hits], [1] * len(hits)),
-                                res.offsets[hits + [batch.n]].tolist(), ids, which.ravel().tolist(), 2, 0, 2**62,
-                                ([], [], []), ids)
+                                bounds, ids, which, 2, 0, 2**62, ([], [], []), ids)
     t5 = time.perf_counter()
     n = len(events)
     return {"build_s": build_s, "parse_us": 1e6 * (t1 - t0) / n, "flatten_us": 1e6 * (t2 - t1) / n,

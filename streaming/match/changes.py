@@ -24,7 +24,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -205,20 +204,18 @@ def retro_notifications(
     matcher.add(subscriptions)
     flat = [flat_event(orjson.loads(e.raw)) for e in events]
     result = matcher.match(matcher.encode(flat))
-    hits = [i for i in range(len(events)) if result.offsets[i] < result.offsets[i + 1]]
-    hit = [events[i] for i in hits]
+    m = notifications.matched(result.offsets, result.keys, matcher.id_of)
+    hit = [events[i] for i in m.hits]
     cols = notifications.EventColumns([e.topic for e in hit], [e.partition for e in hit], [e.offset for e in hit],
                                       [e.event_id for e in hit],
                                       [e.raw for e in hit] if payload == notifications.PAYLOAD_EVENT else None,
                                       [e.timestamp_ms for e in hit])
-    keys, which = np.unique(result.keys, return_inverse=True)  # each subscription once
-    ids = [matcher.id_of(key) for key in keys.tolist()]
     values: list[bytes] = []
     sent: list[str] = []
     failed = notifications.match_records(
-        cols, result.offsets[hits + [len(events)]].tolist(), ids if tenants is None else [tenants.route(s)[1] for s in ids],
-        which.ravel().tolist(), int(time.time() * 1000), batch_id, message_bytes - notifications.RECORD_OVERHEAD,
-        ([], values, sent), ids, retro=True)
+        cols, m.bounds, m.ids if tenants is None else [tenants.route(s)[1] for s in m.ids], m.which,
+        int(time.time() * 1000), batch_id, message_bytes - notifications.RECORD_OVERHEAD, ([], values, sent), m.ids,
+        retro=True)
     out = list(zip(sent, values, strict=True))
     errors = [error(EVENT, hit[n].raw, Position(hit[n].topic, hit[n].partition, hit[n].offset), reason)
               for n, reason in failed]

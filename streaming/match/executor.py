@@ -16,7 +16,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, NamedTuple
 
-import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -205,10 +204,9 @@ def notify(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], result: Any,
     and with ``valid`` the events still valid to it; returns how many events got no
     notification because none could be built (each added to ``rejected`` with its reason)."""
     topics, parts, offsets, stamps, values = p.topics, p.parts, p.offsets, p.stamps, p.values
-    res_off = result.offsets
-    hits = np.flatnonzero(res_off[1:] != res_off[:-1]).tolist()  # the kept events with matches
-    rows = [kept[j][0] for j in hits]
-    event_ids = [kept[j][1] for j in hits]
+    m = notifications.matched(result.offsets, result.keys, matcher.id_of)
+    rows = [kept[j][0] for j in m.hits]  # the kept events with matches
+    event_ids = [kept[j][1] for j in m.hits]
     for n, (i, eid) in enumerate(zip(rows, event_ids, strict=True)):
         if eid is None:
             event_ids[n] = f"{topics[i]}/{parts[i]}/{offsets[i]}"
@@ -216,15 +214,13 @@ def notify(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], result: Any,
         [topics[i] for i in rows], [parts[i] for i in rows], [offsets[i] for i in rows], event_ids,
         [values[i] for i in rows] if ctx.payload == notifications.PAYLOAD_EVENT else None,  # type: ignore[misc]  # a kept record has a value
         [None if stamps[i] is None else stamps[i] // 1000 for i in rows])  # type: ignore[operator]  # not None there
-    keys, which = np.unique(result.keys, return_inverse=True)  # each subscription once
-    ids = list(map(matcher.id_of, keys.tolist()))
     if ctx.tenants is None:
-        sub_ids, tags = ids, [ctx.notifications_topic] * len(ids)
+        sub_ids, tags = m.ids, [ctx.notifications_topic] * len(m.ids)
     else:
-        routed = list(map(ctx.tenants.route, ids))
+        routed = list(map(ctx.tenants.route, m.ids))
         sub_ids, tags = [sid for _, sid in routed], [topic for topic, _ in routed]
     failed = notifications.match_records(
-        events, res_off[hits + [len(kept)]].tolist(), sub_ids, which.ravel().tolist(), int(time.time() * 1000),
+        events, m.bounds, sub_ids, m.which, int(time.time() * 1000),
         ctx.batch_id, ctx.limits.message_bytes - notifications.RECORD_OVERHEAD, out, tags)
     for n, reason in failed:
         rejected.append((EVENT, rows[n], reason))
