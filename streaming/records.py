@@ -60,6 +60,10 @@ class Position(NamedTuple):
     partition: int
     offset: int
 
+    def event_id(self) -> str:
+        """The id of the event here when it has no id field of its own: ``topic/partition/offset``."""
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
 
 class Change(NamedTuple):
     """An accepted subscription change: an upsert carries its subscription, and the target

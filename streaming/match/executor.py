@@ -125,6 +125,10 @@ class PreparedBatch:
         self._limits = limits
         self._reads: dict[int, EventRead] = {}
 
+    def position(self, i: int) -> Position:
+        """Where record ``i`` came from."""
+        return Position(self.topics[i], self.parts[i], self.offsets[i])
+
     def read(self, i: int) -> EventRead:
         """Record ``i`` read (:func:`~streaming.records.read_event_fast`), the first time only."""
         got = self._reads.get(i)
@@ -181,10 +185,9 @@ def shard_records(p: PreparedBatch, matcher: Any, ctx: BatchContext, m: TaskMetr
     if report:  # shard 0 reports what belongs to the events
         m.errors += len(p.values) - n_events
         m.events += n_events
-        values, topics, parts, offsets = p.values, p.topics, p.parts, p.offsets
         for stage, i, reason in rejected:
             out.keys.append(None)
-            out.values.append(error(stage, values[i], Position(topics[i], parts[i], offsets[i]), reason).to_json())
+            out.values.append(error(stage, p.values[i], p.position(i), reason).to_json())
             out.topics.append(ctx.errors_topic)
     return out_batch(*out) if out.values else None
 
@@ -209,7 +212,7 @@ def notify(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], result: Any,
     event_ids = [kept[j][1] for j in m.hits]
     for n, (i, eid) in enumerate(zip(rows, event_ids, strict=True)):
         if eid is None:
-            event_ids[n] = f"{topics[i]}/{parts[i]}/{offsets[i]}"
+            event_ids[n] = p.position(i).event_id()
     events = notifications.EventColumns(
         [topics[i] for i in rows], [parts[i] for i in rows], [offsets[i] for i in rows], event_ids,
         [values[i] for i in rows] if ctx.payload == notifications.PAYLOAD_EVENT else None,  # type: ignore[misc]  # a kept record has a value
@@ -240,7 +243,7 @@ def _add_valid(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], failed: 
                 raw, stamp = p.values[i], p.stamps[i]
                 assert raw is not None  # a record without a value is never kept
                 if event_id is None:
-                    event_id = f"{p.topics[i]}/{p.parts[i]}/{p.offsets[i]}"
+                    event_id = p.position(i).event_id()
                 valid.append(ValidEvent(p.topics[i], p.parts[i], p.offsets[i], None if stamp is None else stamp // 1000,
                                         until, event_id, raw.strip()))
 

@@ -350,7 +350,7 @@ def read_row(value: bytes | None, pos: Position, kafka_us: int | None, settings:
         return error(PATTERN_EVENT, value, pos, f"{p.time_field!r} ({t1}) is past the last tick ({MAX_TICK - 1})")
     eid = attrs.pop(settings.match.event_id_field, None)
     if not isinstance(eid, (str, int, float)) or isinstance(eid, bool):
-        eid = f"{pos.topic}/{pos.partition}/{pos.offset}"
+        eid = pos.event_id()
     elif isinstance(eid, float) and eid.is_integer():
         eid = int(eid)
     return t0, t1, str(eid), stream, _ints(attrs)
