@@ -15,8 +15,7 @@ of live executors changes the driver makes new anchors (and groups) for them, an
 while another had none (:func:`spread`; an executor busy with other tasks, such as the
 Cayuga queries', when they were made).
 
-The first batch of a new checkpoint (the ``mapInArrow`` path) and local masters are not
-pinned: there the tasks match every shard they are given.
+Local masters are not pinned: there the tasks match every shard they are given.
 """
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ DEFAULT_CONF: dict[str, str] = {
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
     # Python workers are pooled by their environment, and a simplified traceback is an
     # environment variable of SQL's Python workers only: with it, the match query's RDD
-    # tasks and its first batch's (and the patterns query's) mapInArrow tasks ran in two
-    # pools, each building its own indexes. Off, they share one (full tracebacks).
+    # tasks and the patterns query's mapInArrow tasks ran in two pools of workers. Off,
+    # they share one (full tracebacks).
     "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
 }
 

@@ -110,8 +110,8 @@ def _error(record: ErrorRecord) -> tuple:
 
 def parse_partition(batches: Iterator[pa.RecordBatch], max_terms: int = DEFAULT_MAX_TERMS,
                     limits: LimitsSettings = DEFAULT_LIMITS, targets: bool = False) -> Iterator[pa.RecordBatch]:
-    """:func:`parse_records` over one partition of records (a ``mapInArrow`` function, with
-    its arguments bound by :func:`functools.partial`)."""
+    """:func:`parse_records` over one partition of records, each with the default parser (what
+    a parse task runs, :func:`streaming.match.changes.parse_ranges`)."""
     for rb in batches:
         if rb.num_rows:
             yield parse_records(rb, None, max_terms, limits, targets)
