@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     from matchers.packed import pack
     from scripts.bench.feed import subscription_records, workload_subscriptions
     from streaming.records import default_parser
-    from streaming.registry_columns import ChangeBatch, ColumnRegistry, read_shard
+    from streaming.registry_columns import ColumnRegistry, read_shard
     from streaming.registry_columns import files as rfiles
     from streaming.registry_columns.parse import parse_records
     from streaming.registry_columns.shards import subscriptions
@@ -68,20 +68,15 @@ def main(argv: list[str] | None = None) -> None:
         catch_up_figures(args.subs, args.catch_up, args.batch, args.rounds, args.matcher)
         return
     subs = list(workload_subscriptions(args.subs, seed=1))
-    keys, values = zip(*subscription_records(subs), strict=True)
-    n = len(values)
-    batch = pa.RecordBatch.from_pydict({"key": list(keys), "value": list(values), "topic": ["subs"] * n,
-                                        "partition": [0] * n, "offset": list(range(n))})
+    batch = _record_batch(list(subscription_records(subs)), 0)
+    n = batch.num_rows
     parse = default_parser()
     parsed = parse_records(batch)  # the service's call: the fast path where a record allows
     cpu_parse = _best(args.rounds, lambda: parse_records(batch))
     cpu_pack = _best(args.rounds, lambda: [pack(s) for s in subs])
     with tempfile.TemporaryDirectory() as tmp:
         reg = ColumnRegistry(tmp)
-        cols = {c: parsed.column(c) for c in ("id", "op", "kind", "record", "expires", "predicates", "packed")}
-        reg.apply(0, ChangeBatch.of(cols["id"], cols["op"].to_numpy(), cols["kind"].to_numpy(), cols["record"],
-                                    cols["expires"].to_numpy(zero_copy_only=False), None,
-                                    cols["predicates"].to_numpy(), cols["packed"]), 1.0)
+        reg.apply(0, _changes(parsed), 1.0)
         reg.snapshot()
         part = reg.directory.sub(rfiles.SNAPSHOTS).read(rfiles.part_name(1, 0, 1))
         table = read_shard(tmp, 1)
@@ -108,32 +103,41 @@ def main(argv: list[str] | None = None) -> None:
           f"the packed column is {table.column('packed').nbytes / n:.0f} B/sub uncompressed")
 
 
-def _registry_batch(records: list[tuple[bytes, bytes]], start: int) -> ChangeBatch:
-    """The records parsed as the service parses them, as a :class:`ChangeBatch`."""
-    from streaming.registry_columns import ChangeBatch
-    from streaming.registry_columns.parse import parse_records
-
+def _record_batch(records: list[tuple[bytes, bytes]], start: int) -> pa.RecordBatch:
+    """``(key, value)`` records as the Kafka source's columns, at offsets from ``start``."""
     keys, values = zip(*records, strict=True)
     n = len(values)
-    parsed = parse_records(pa.RecordBatch.from_pydict({
-        "key": list(keys), "value": list(values), "topic": ["subs"] * n, "partition": [0] * n,
-        "offset": list(range(start, start + n))}))
+    return pa.RecordBatch.from_pydict({"key": list(keys), "value": list(values), "topic": ["subs"] * n,
+                                       "partition": [0] * n, "offset": list(range(start, start + n))})
+
+
+def _changes(parsed: pa.RecordBatch) -> ChangeBatch:
+    """Parsed rows (:func:`~streaming.registry_columns.parse.parse_records`) as the registry's changes."""
+    from streaming.registry_columns import ChangeBatch
+
     cols = {c: parsed.column(c) for c in ("id", "op", "kind", "record", "expires", "predicates", "packed")}
     return ChangeBatch.of(cols["id"], cols["op"].to_numpy(), cols["kind"].to_numpy(), cols["record"],
                           cols["expires"].to_numpy(zero_copy_only=False), None, cols["predicates"].to_numpy(),
                           cols["packed"])
 
 
+def _registry_batch(records: list[tuple[bytes, bytes]], start: int) -> ChangeBatch:
+    """The records parsed as the service parses them, as a :class:`ChangeBatch`."""
+    from streaming.registry_columns.parse import parse_records
+
+    return _changes(parse_records(_record_batch(records, start)))
+
+
 def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name: str = "auto") -> None:
     """Print build_shard's CPU us per subscription and catch_up's per change (see the module docstring)."""
     import gc
-    import subprocess
 
     import numpy as np
 
     from matchers.catalog import create
     from scripts.bench.e2e import churn_records
     from scripts.bench.feed import subscription_records, workload_subscriptions
+    from scripts.bench.kit import load_avg
     from streaming.registry_columns import EXPRESSION, UPSERT, ColumnRegistry
     from streaming.registry_columns.shards import (
         build_shard,
@@ -183,7 +187,7 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name:
                 t.append(time.process_time())
                 steps += np.diff(t)
                 assert len(subs) == int(ups.sum())
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    load = load_avg()
     us = min(totals) / n_changes * 1e6
     print(f"{n_subs:,} Fabret W1 subscriptions, {name} matcher ({matcher.describe()['matcher']}); load: {load}")
     print(f"  build_shard {build / n_subs * 1e6:.1f} us/sub ({build:.2f} s)")
