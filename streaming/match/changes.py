@@ -42,11 +42,17 @@ from streaming.records import (
     ErrorRecord,
     Position,
     SubscriptionParser,
+    default_parser,
     error,
     flat_event,
 )
 from streaming.registry_columns import DELETE, PATTERN, UPSERT, files
-from streaming.registry_columns.parse import PARSED_SCHEMA, parse_partition, parse_records
+from streaming.registry_columns.parse import (
+    PARSED_SCHEMA,
+    parse_fast,
+    parse_partition,
+    parse_records,
+)
 from streaming.registry_columns.shards import subscriptions
 from streaming.storage import Directory
 from streaming.tenants import Tenants
@@ -86,13 +92,25 @@ TASK_RECORDS = 10_000
 """Subscription records a parse task is given at least (a batch of more fills the slots)."""
 
 DRIVER_RECORDS = 20_000
-"""Fewer subscription records than this in a batch are read and parsed on the driver: a
-Spark job's fixed cost is more than parsing them there. Measured on a 2-core machine under a
-load of 4-5 (``python -m scripts.bench.parse_tasks --records 20000 --rounds 3``, records of
-Fabret W1, 2026-11-29): a job for one record took 0.06-0.46 s of wall time, 20,000 records
-0.34-0.44 s in tasks (1.9 s in the session's first job) and 0.27-0.35 s on the driver
-(8-13 µs of its CPU each); 100,000 records 1.5-3.3 s in tasks and 1.3-1.6 s on the driver,
-whose CPU does not grow with a cluster as the tasks' does."""
+"""Fewer subscription records than this in a batch are read by the driver, which parses those
+the fast parse takes (:func:`~streaming.registry_columns.parse.parse_fast`) itself: a Spark
+job's fixed cost is more than parsing them there. Measured on a 2-core machine under a load
+of 4-5 (``python -m scripts.bench.parse_tasks --records 20000 --rounds 3``, records of Fabret
+W1, 2026-11-29): a job for one record took 0.06-0.46 s of wall time, 20,000 records 0.34-0.44 s
+in tasks (1.9 s in the session's first job) and 0.27-0.35 s on the driver (8-13 µs of its CPU
+each); 100,000 records 1.5-3.3 s in tasks and 1.3-1.6 s on the driver, whose CPU does not grow
+with a cluster as the tasks' does."""
+
+GENERAL_RECORDS = 2_000
+"""From this many records the fast parse refuses (the ``expr`` text form, any other shape) in
+a batch the driver reads, those records go to parse tasks (as bytes: :func:`general_tasks`,
+:func:`parse_blobs`); fewer are parsed on the driver. The general path costs about 200 µs of
+CPU a record against the fast path's 8-22 µs, so the bound is by cost: at most about 0.4 s of
+the driver's CPU either way. Measured (``python -m scripts.bench.parse_tasks --form expr``,
+see :mod:`scripts.bench.parse_tasks`; figures in ``docs/service.md``)."""
+
+GENERAL_TASK_RECORDS = 1_000
+"""Records of the general path a parse task is given at least (a batch of more fills the slots)."""
 
 
 def parse_tasks(ranges: Sequence[OffsetRange], slots: int,
@@ -111,36 +129,85 @@ def parse_tasks(ranges: Sequence[OffsetRange], slots: int,
     return event_bins(pieces, n)
 
 
+def _stream(batches: Iterable[pa.RecordBatch]) -> bytes:
+    """One Arrow IPC stream of :data:`PARSED_SCHEMA` rows (what a parse task returns)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, PARSED_SCHEMA) as writer:
+        for rb in batches:
+            writer.write_batch(rb)
+    return sink.getvalue().to_pybytes()
+
+
 def parse_ranges(numbers: Iterable[int], kafka: KafkaClientConfig, todo: Sequence[tuple[OffsetRange, ...]],
                  max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
                  targets: bool = False) -> Iterator[bytes]:
-    """What a parse task runs: the records of its ranges (``todo[i]`` for each ``i`` of
-    ``numbers``, a partition of ``parallelize(range(len(todo)))``) read from Kafka and parsed
+    """What a parse task of ranges runs: the records of its ranges (``todo[i]`` for each ``i``
+    of ``numbers``, a partition of ``parallelize(range(len(todo)))``) read from Kafka and parsed
     (:func:`~streaming.registry_columns.parse.parse_partition`), yielded as one Arrow IPC
     stream of :data:`PARSED_SCHEMA` rows."""
     batches = (rb for i in numbers for rng in todo[i] for rb in read_range(kafka, rng))
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, PARSED_SCHEMA) as writer:
-        for rb in parse_partition(batches, max_terms, limits, targets):
-            writer.write_batch(rb)
-    yield sink.getvalue().to_pybytes()
+    yield _stream(parse_partition(batches, max_terms, limits, targets))
+
+
+def driver_parse(records: pa.Table, max_terms: int = DEFAULT_MAX_TERMS,
+                 limits: LimitsSettings = DEFAULT_LIMITS) -> tuple[pa.Table, pa.Table]:
+    """The rows of the records (:data:`RECORD_SCHEMA`) the fast parse takes, and the other
+    records (for the general path: on the driver or in tasks)."""
+    done, rest = [], []
+    for rb in records.to_batches():
+        if rb.num_rows:
+            rows, other = parse_fast(rb, max_terms, limits)
+            done.append(rows)
+            rest.append(other)
+    return pa.Table.from_batches(done, schema=PARSED_SCHEMA), pa.Table.from_batches(rest, schema=RECORD_SCHEMA)
+
+
+def general_tasks(records: pa.Table, slots: int, task_records: int = GENERAL_TASK_RECORDS) -> list[bytes]:
+    """``records`` (:data:`RECORD_SCHEMA`) as the parse tasks' inputs: as many as have
+    ``task_records`` records each, at most ``slots`` (at least one with records), each an Arrow
+    IPC file of a slice of them (:func:`~streaming.registry_columns.files.to_ipc`)."""
+    total = records.num_rows
+    if not total:
+        return []
+    n = max(1, min(slots, total // task_records))
+    share = -(-total // n)
+    return [files.to_ipc(records.slice(lo, share)) for lo in range(0, total, share)]
+
+
+def parse_blobs(blobs: Iterable[bytes], max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
+                targets: bool = False) -> Iterator[bytes]:
+    """What a parse task of records runs: the records of each of ``blobs`` (a partition of
+    :func:`general_tasks`' list) parsed by the general path (the driver's fast parse refused
+    them), yielded as one Arrow IPC stream of :data:`PARSED_SCHEMA` rows."""
+    parse = default_parser()
+    batches = (rb for blob in blobs for rb in pa.ipc.open_file(blob).read_all().to_batches())
+    yield _stream(parse_records(rb, parse, max_terms, limits, targets) for rb in batches if rb.num_rows)
 
 
 def parse_in_tasks(sc: SparkContext, kafka: KafkaClientConfig, ranges: Sequence[OffsetRange],
                    max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
                    targets: bool = False, task_records: int = TASK_RECORDS,
-                   driver_records: int | None = None) -> pa.Table:
+                   driver_records: int | None = None, general_records: int | None = None) -> pa.Table:
     """The rows of the subscription records in ``ranges`` (as :func:`parse_subscription_records`
     gives them, in no particular order), read and parsed by Spark tasks: one RDD job
     (:func:`parse_tasks`, :func:`parse_ranges`); the driver gets columns.
 
-    No job without records; fewer than ``driver_records`` (:data:`DRIVER_RECORDS` by default)
-    are read and parsed on the driver (:func:`read_records`, :func:`parse_subscription_records`:
-    the same function, the same rows).
+    No job without records. Fewer than ``driver_records`` (:data:`DRIVER_RECORDS` by default)
+    are read by the driver (:func:`read_records`), which parses those the fast parse takes
+    (:func:`driver_parse`) and the others too when they are fewer than ``general_records``
+    (:data:`GENERAL_RECORDS`); when they are more, one RDD job parses them
+    (:func:`general_tasks`, :func:`parse_blobs`). Every path gives the same rows.
     """
     count = sum(max(0, r.end - r.start) for r in ranges)
     if count < max(1, DRIVER_RECORDS if driver_records is None else driver_records):  # none: no job, no read
-        return parse_subscription_records(read_records(kafka, ranges), None, max_terms, limits, targets)
+        done, rest = driver_parse(read_records(kafka, ranges), max_terms, limits)
+        if rest.num_rows < max(1, GENERAL_RECORDS if general_records is None else general_records):
+            general = [parse_records(rb, default_parser(), max_terms, limits, targets) for rb in rest.to_batches()]
+            return without_patterns(pa.Table.from_batches([*done.to_batches(), *general], schema=PARSED_SCHEMA))
+        blobs = general_tasks(rest, sc.defaultParallelism)
+        streams = sc.parallelize(blobs, len(blobs)).mapPartitions(
+            partial(parse_blobs, max_terms=max_terms, limits=limits, targets=targets)).collect()
+        return without_patterns(pa.concat_tables([done, *(pa.ipc.open_stream(b).read_all() for b in streams)]))
     todo = parse_tasks(ranges, sc.defaultParallelism, task_records)
     streams = sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
         partial(parse_ranges, kafka=kafka, todo=todo, max_terms=max_terms, limits=limits, targets=targets)).collect()

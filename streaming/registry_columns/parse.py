@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from matchers.expr import DEFAULT_MAX_TERMS
@@ -62,16 +63,39 @@ def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, m
     its target topic (the tenant layout, :func:`~streaming.records.parse_change`). Without
     ``parse`` (the default parser), a record of the common shape takes
     :func:`.fastparse.fast_row` (the same row); with it, every record takes ``parse``."""
-    fast = parse is None
-    parse = parse or default_parser()
     keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
+    rows: list[tuple | None] = _fast_rows(keys, values, max_terms, limits) if parse is None else [None] * rb.num_rows
+    parse = parse or default_parser()
     topics, parts, offsets = (rb.column(c).to_pylist() for c in ("topic", "partition", "offset"))
-    rows: list[tuple] = []
-    for key, value, topic, partition, offset in zip(keys, values, topics, parts, offsets, strict=True):
-        row = fast_row(key, value, max_terms, limits) if fast else None
+    for i, row in enumerate(rows):
         if row is None:
-            row = _row(key, value, Position(topic, int(partition), int(offset)), parse, max_terms, limits, targets)
-        rows.append(row)
+            rows[i] = _row(keys[i], values[i], Position(topics[i], int(parts[i]), int(offsets[i])), parse, max_terms,
+                           limits, targets)
+    return _batch(rows, keys, topics, parts, offsets)
+
+
+def parse_fast(rb: pa.RecordBatch, max_terms: int = DEFAULT_MAX_TERMS,
+               limits: LimitsSettings = DEFAULT_LIMITS) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    """The rows (as :func:`parse_records` gives them, in ``rb``'s order) of the records of
+    ``rb`` the fast path takes, and the other records (``rb``'s rows, in its order), whose
+    rows :func:`parse_records` gives: the two are the rows of ``rb``."""
+    keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
+    rows = _fast_rows(keys, values, max_terms, limits)
+    took = np.fromiter((r is not None for r in rows), np.bool_, len(rows))
+    done = rb.filter(pa.array(took))
+    return (_batch([r for r in rows if r is not None], *(done.column(c).to_pylist()
+                                                         for c in ("key", "topic", "partition", "offset"))),
+            rb.filter(pa.array(~took)))
+
+
+def _fast_rows(keys: list[bytes | None], values: list[bytes | None], max_terms: int,
+               limits: LimitsSettings) -> list[tuple | None]:
+    """:func:`.fastparse.fast_row` of each record (``None``: the general path judges it)."""
+    return [fast_row(key, value, max_terms, limits) for key, value in zip(keys, values, strict=True)]
+
+
+def _batch(rows: list, keys: list, topics: list, parts: list, offsets: list) -> pa.RecordBatch:
+    """The :data:`PARSED_SCHEMA` batch of rows (:data:`_ROW` tuples) and their records' columns."""
     cols: dict[str, Any] = dict(zip(_ROW, zip(*rows, strict=True) if rows else [()] * len(_ROW), strict=True))
     cols.update(topic=topics, partition=parts, offset=offsets, key=keys)
     return pa.RecordBatch.from_pydict(cols, schema=PARSED_SCHEMA)

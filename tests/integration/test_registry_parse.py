@@ -52,7 +52,8 @@ def test_the_match_querys_parse_in_tasks_gives_the_drivers_rows(spark, kafka_con
     (malformed JSON, no id, a bad expression), pattern and delete records, one row and so at
     most one error record each."""
     topic = topic_factory("subs", partitions=2)
-    good = [orjson.dumps({"id": f"s{i}", "expr": f"price > {i}"}) for i in range(20)]
+    good = [orjson.dumps({"id": f"s{i}", "expr": f"price > {i}"}) for i in range(16)] + [
+        orjson.dumps({"id": f"s{i}", "json": {"all": [["price", ">", i]]}}) for i in range(16, 20)]  # the fast form
     bad = [b"{broken", orjson.dumps({"expr": "price > 1"}), orjson.dumps({"id": "y", "expr": "price >"}),
            orjson.dumps({"id": "", "expr": "price > 1"}), orjson.dumps([1, 2])]
     patterns = [orjson.dumps({"id": "p", "pattern": "SELECT * FROM FILTER{price > 10}(Stock)"}),
@@ -68,10 +69,12 @@ def test_the_match_querys_parse_in_tasks_gives_the_drivers_rows(spark, kafka_con
     driver = parse_subscription_records(read_records(kafka_config, ranges))
     tasks = parse_in_tasks(spark.sparkContext, kafka_config, ranges, task_records=5, driver_records=0)
     small = parse_in_tasks(spark.sparkContext, kafka_config, ranges)  # fewer than DRIVER_RECORDS: the driver's
+    split = parse_in_tasks(spark.sparkContext, kafka_config, ranges, general_records=1)  # the general path's in tasks
     assert driver.num_rows == len(values) and tasks.schema == small.schema == PARSED_SCHEMA
     want = sorted(driver.to_pylist(), key=_at)
     assert sorted(tasks.to_pylist(), key=_at) == want
     assert sorted(small.to_pylist(), key=_at) == want
+    assert sorted(split.to_pylist(), key=_at) == want
     errors = [r for r in want if r["op"] == ERROR]
     assert len(errors) == len(bad)  # a refused pattern is a delete of its id here (the interim rule)
     assert sum(r["op"] == columns.DELETE for r in want) == len(patterns) + len(deletes)
