@@ -1,8 +1,12 @@
 """Subscription records parsed on the driver or in Spark tasks (issue 29, item 3): a batch of
 Fabret W1 subscription records (the JSON form, or the text with ``--form expr``) in a Kafka topic, parsed by the driver
 (:func:`~streaming.match.changes.read_records` then
-:func:`~streaming.match.changes.parse_subscription_records`, what the match query did) and by
-:func:`~streaming.match.changes.parse_in_tasks` on a ``local[2]`` session. Reported: the
+:func:`~streaming.match.changes.parse_subscription_records`: what the match query did below
+:data:`~streaming.match.changes.DRIVER_RECORDS` before the bound by cost), by
+:func:`~streaming.match.changes.parse_in_tasks` as the service calls it (the bound by cost:
+the fast parse on the driver, the general path in tasks past
+:data:`~streaming.match.changes.GENERAL_RECORDS`) and with every record in tasks, on a
+``local[2]`` session. Reported: the
 driver's CPU (``time.process_time``), the wall time, and the CPU of every process of the
 session (this one, the JVM, the Python workers; the broker left out) from ``/proc``; then a
 small batch's job (the fixed cost a job adds to a batch's latency).
@@ -79,13 +83,15 @@ def main(argv: list[str] | None = None) -> int:
               f"broker pid {broker_pid}; load {os.getloadavg()}")
         for rnd in range(args.rounds):
             driver, d = measure(lambda: parse_subscription_records(read_records(kafka, ranges)))
-            tasks, t = measure(lambda: parse_in_tasks(sc, kafka, ranges))
-            assert sorted(driver.to_pylist(), key=lambda r: (r["partition"], r["offset"])) == \
-                sorted(tasks.to_pylist(), key=lambda r: (r["partition"], r["offset"]))
+            service, b = measure(lambda: parse_in_tasks(sc, kafka, ranges))
+            tasks, t = measure(lambda: parse_in_tasks(sc, kafka, ranges, driver_records=0))
+            want = sorted(driver.to_pylist(), key=lambda r: (r["partition"], r["offset"]))
+            for got in (service, tasks):
+                assert sorted(got.to_pylist(), key=lambda r: (r["partition"], r["offset"])) == want
             _, small_job = measure(lambda: parse_in_tasks(sc, kafka, one, driver_records=0))
             _, small_driver = measure(lambda: parse_in_tasks(sc, kafka, one))
-            for name, m in (("driver", d), ("tasks", t), ("1 record, job", small_job),
-                            ("1 record, driver", small_driver)):
+            for name, m in (("all on the driver", d), ("the service's", b), ("all in tasks", t),
+                            ("1 record, job", small_job), ("1 record, driver", small_driver)):
                 print(f"round {rnd} {name:>17}: driver CPU {m['driver_cpu_s']:.3f} s, wall {m['wall_s']:.3f} s, "
                       f"all processes' CPU {m['all_cpu_s']:.3f} s")
         print(f"load {os.getloadavg()}")

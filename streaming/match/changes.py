@@ -4,8 +4,10 @@ driver for a few), and the new subscriptions matched retroactively.
 Everything here is columns (Arrow), never a Python object per subscription kept past the batch:
 
 * :func:`parse_in_tasks`: the rows of the records of the batch's subscription offset ranges,
-  each task reading its ranges from Kafka and parsing them (one RDD job; none without records,
-  and none for fewer than :data:`DRIVER_RECORDS`, which the driver reads and parses itself);
+  each task reading its ranges from Kafka and parsing them (one RDD job; none without records;
+  for fewer than :data:`DRIVER_RECORDS` the driver reads them and takes the fast parse itself,
+  :func:`driver_parse`, and the general path too unless :data:`GENERAL_RECORDS` need it, which
+  then go to one RDD job as bytes);
 * :func:`read_records`: the subscription records of offset ranges (:data:`RECORD_SCHEMA`), on the driver;
 * :func:`parse_subscription_records`: one row per record
   (:func:`~streaming.registry_columns.parse.parse_records`), on the driver;
@@ -105,9 +107,12 @@ GENERAL_RECORDS = 2_000
 """From this many records the fast parse refuses (the ``expr`` text form, any other shape) in
 a batch the driver reads, those records go to parse tasks (as bytes: :func:`general_tasks`,
 :func:`parse_blobs`); fewer are parsed on the driver. The general path costs about 200 µs of
-CPU a record against the fast path's 8-22 µs, so the bound is by cost: at most about 0.4 s of
-the driver's CPU either way. Measured (``python -m scripts.bench.parse_tasks --form expr``,
-see :mod:`scripts.bench.parse_tasks`; figures in ``docs/service.md``)."""
+the driver's CPU a record against the fast path's 8-22 µs, so the bound is by cost: at most
+about 0.4 s of the driver's CPU either way. Measured on the 2-core machine, 2026-11-29 23:50,
+load 2.6-7.3 (``python -m scripts.bench.parse_tasks --form expr --rounds 3 --records N``,
+driver CPU): 1,000 ``expr`` records 0.21-0.24 s on the driver against a job of 0.37-0.40 s of
+wall; 2,000 0.44-0.60 s on the driver, 0.016-0.038 s with this bound; 5,000 1.07-1.18 s
+against 0.025 s; 19,999 4.39-4.52 s against 0.08-0.14 s."""
 
 GENERAL_TASK_RECORDS = 1_000
 """Records of the general path a parse task is given at least (a batch of more fills the slots)."""
