@@ -289,7 +289,7 @@ class ColumnRegistry:
 
 def read_shard(directory: str | Path | Directory, version: int, shard: int = 0, shards: int = 1) -> pa.Table:
     """Shard ``shard`` of ``shards``'s live subscriptions at ``version`` as an Arrow table
-    (:data:`~streaming.registry_columns.files.SNAPSHOT_SCHEMA`), built from the files without a Python
+    (:data:`~streaming.registry_columns.files.SNAPSHOT_SCHEMA`, one chunk), built from the files without a Python
     object per subscription (what an executor building a shard reads).
 
     Raises
@@ -300,7 +300,7 @@ def read_shard(directory: str | Path | Directory, version: int, shard: int = 0, 
     location = directory if isinstance(directory, Directory) else Directory(directory)
     for _attempt in range(2):  # the driver may prune a file between listing and reading
         try:
-            return files.shard_table(location, version, shard, shards)[0]
+            return files.shard_table(location, version, shard, shards)[0].combine_chunks()
         except files.MissingFile:
             continue
-    return files.shard_table(location, version, shard, shards)[0]
+    return files.shard_table(location, version, shard, shards)[0].combine_chunks()
