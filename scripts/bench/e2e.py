@@ -303,7 +303,17 @@ def latency_run(bootstrap: str, topics: dict[str, str], job, query, values: list
         "events_per_batch_median": float(np.median([b.events for b in batches])) if batches else None,
         "changes_offered": len(changes or ()), "changes_applied": sum(b.subscription_changes for b in batches),
         "cpu_us_per_event": cpu_delta(cpu0, offered), "load_average": os.getloadavg(),
+        "steps_ms": {name: {"median": float(np.median([getattr(b, name) for b in batches])),
+                            "max": float(max(getattr(b, name) for b in batches))} for name in BATCH_STEPS}
+        if batches else {},
     }
+
+
+BATCH_STEPS = ("parse_ms", "admit_ms", "apply_ms", "retro_ms", "index_ms", "read_ms", "match_ms", "task_ms",
+               "write_ms", "batch_ms")
+"""The :class:`~streaming.metrics.BatchMetrics` times a latency run reports (median and max over
+its batches): the driver's steps for the subscription changes, then the match job's (``index_ms``:
+the tasks' index builds and catch-up, summed over the tasks)."""
 
 
 # -- one size --------------------------------------------------------------------------------
@@ -433,6 +443,9 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
         log(f"latency at {args.rate:,.0f}/s with {args.churn:,.0f} changes/s: p50 {c['p50_s']} s, p99 {c['p99_s']} s"
             f" ({c['changes_applied']:,} of {c['changes_offered']:,} changes applied; {c['subscriptions_after']:,}"
             f" subscriptions, {expected:,} expected)")
+        for part in ("latency", "churn"):
+            log(f"  {part} batches, ms median/max: " + ", ".join(
+                f"{name[:-3]} {v['median']:.0f}/{v['max']:.0f}" for name, v in result[part]["steps_ms"].items()))
     query.stop()
 
     # where the time goes, and the Spark SQL baseline (each skipped when given 0 events: they

@@ -235,3 +235,40 @@ def test_w1_records_all_take_the_fast_path():
     rows = _assert_same(recs)
     assert rows.column("op").to_pylist() == [columns.UPSERT] * len(recs)
     assert rows.column("predicates").to_pylist() == [len(orjson.loads(v)["json"]["all"]) for _, v in recs]
+
+
+DELETE_IDS = st.one_of(st.sampled_from(["s1", "é", "x" * 256, "", "x" * 257, None, 7, ["s1"], "a:b"]), st.text(max_size=4))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(DELETE_IDS, st.sampled_from(["delete", "delete", "Delete", "upsert", None]),
+                          st.sampled_from([None, None, None, "json", "expr", "other", "id twice"]),
+                          st.sampled_from(["none", "id", "other", "bad"]), st.sampled_from(["orjson", "json"])),
+                min_size=1, max_size=8), LIMITS)
+def test_deletes_take_the_fast_path_and_equal_the_general_one(drawn, limits):
+    """A delete of only its op and id takes the fast path (unless its id or key is wrong, or it
+    is larger than ``subscription_bytes``); any other delete, and the near misses, the general one."""
+    recs = []
+    for sub_id, op, extra, key_kind, how in drawn:
+        obj = {"op": op, "id": sub_id} if op is not None else {"id": sub_id}
+        if extra == "json":
+            obj["json"] = {"all": [["a", "=", 1]]}
+        elif extra == "expr":
+            obj["expr"] = "a = 1"
+        elif extra == "other":
+            obj["other"] = None
+        value = _dumps(obj) if how == "orjson" else json.dumps(obj).encode()
+        if extra == "id twice":
+            value = value[:-1] + b',"id":"s2"}'
+        key = {"none": None, "id": str(obj.get("id")).encode(), "other": b"other", "bad": b"\xff"}[key_kind]
+        recs.append((key, value))
+        row = fast_row(key, value, DEFAULT_MAX_TERMS, limits)
+        held = "s2" if extra == "id twice" else sub_id  # the last of a key given twice
+        plain = (op == "delete" and extra in (None, "id twice") and type(held) is str and 0 < len(held) <= 256
+                 and (key is None or key == held.encode()) and len(value) <= limits.subscription_bytes)
+        if op == "delete":
+            assert (row is not None) == plain, (key, value)
+        assert (row is not None and row[1] == columns.DELETE) == plain, (key, value)
+        if plain:
+            assert row is not None and row[:2] == (held, columns.DELETE)
+    _assert_same(recs, DEFAULT_MAX_TERMS, limits)
