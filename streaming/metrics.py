@@ -48,7 +48,10 @@ class BatchMetrics:
     admit_ms: float = 0.0
     """Admitting the parsed rows (:func:`~streaming.registry_columns.admit.admit`)."""
     apply_ms: float = 0.0
-    """Applying the changes to the registry (its delta and, when due, a snapshot written)."""
+    """Applying the changes to the registry (its delta file and the driver's columns)."""
+    snapshot_ms: float = 0.0
+    """Writing the registry's snapshot when one is due (beside the retro matching and the match
+    job, so not part of ``changes_ms``; wall time)."""
     retro_ms: float = 0.0
     write_ms: float = 0.0
     registry_version: int = 0
@@ -66,7 +69,7 @@ class BatchMetrics:
             f"match_ms={self.match_ms:.1f} index_ms={self.index_ms:.1f} read_ms={self.read_ms:.0f} "
             f"task_ms={self.task_ms:.0f} batch_ms={self.batch_ms:.0f} "
             f"(changes {self.changes_ms:.0f}: parse {self.parse_ms:.0f} admit {self.admit_ms:.0f} "
-            f"apply {self.apply_ms:.0f}, match+write {self.write_ms:.0f}) "
+            f"apply {self.apply_ms:.0f}, match+write {self.write_ms:.0f}, snapshot beside {self.snapshot_ms:.0f}) "
             f"version={self.registry_version} subs={self.subscriptions} "
             f"index_mb={self.index_bytes / 2**20:.1f}{' replay' if self.replay else ''}"
         )

@@ -182,8 +182,15 @@ class ColumnRegistry:
         return self.stamps[int(np.searchsorted(ids, batch_id, side="right")) - 1]
 
     # -- writing -------------------------------------------------------------------------
-    def apply(self, batch_id: int, changes: ChangeBatch, time: float) -> Applied:
-        """Record a batch's changes as the next version (nothing when they change nothing).
+    @property
+    def snapshot_due(self) -> bool:
+        """Whether ``snapshot_every`` versions were recorded since the last snapshot."""
+        return self.version - self.snapshot_version >= self.snapshot_every
+
+    def apply(self, batch_id: int, changes: ChangeBatch, time: float, snapshot: bool = True) -> Applied:
+        """Record a batch's changes as the next version (nothing when they change nothing), and
+        a snapshot when one is due (``snapshot=False``: the caller writes it, :meth:`snapshot`,
+        as the match query does beside its match job).
 
         Idempotent per batch id: a replay returns the version it recorded or saw the first time.
         """
@@ -213,7 +220,7 @@ class ColumnRegistry:
         files.write_delta(self.directory, stamp, table)
         self._apply_table(table, version)
         self.stamps.append(stamp)
-        if version - self.snapshot_version >= self.snapshot_every:
+        if snapshot and self.snapshot_due:
             self.snapshot()
         release_memory()
         up = net.ops == UPSERT

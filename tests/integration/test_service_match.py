@@ -38,7 +38,8 @@ def test_known_workload_bad_records_and_tail(
 ):
     rng = random.Random(2024)
     topics = make_topics(topic_factory)
-    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers, connector)
+    settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers, connector,
+                                snapshot_every=1)  # a snapshot written beside each changing batch's match job
     job = MatchJob(settings, spark, kafka_config)
     subs = random_subscriptions(rng, 100)
     bad_subs = [
@@ -103,6 +104,7 @@ def test_known_workload_bad_records_and_tail(
     assert len(event_errors) == 4
     assert {e["encoding"] for e in event_errors} == {"utf-8", "base64"}
     assert job.registry.version >= 1 and len(job.registry) == 100
+    assert job.registry.snapshot_version == job.registry.version and any(m.snapshot_ms > 0 for m in job.history)
     assert any(d["partition"] == last.partition for d in docs)
     shared = SharedKey(spark.sparkContext.applicationId, settings.registry_columns_dir, settings.match.matcher)
     assert shared.path(job.registry.version).exists()  # the match tasks' workers shared one index
@@ -113,13 +115,13 @@ def test_deletes_expiry_and_valid_events(
 ):
     monkeypatch.setattr(changes, "DRIVER_RECORDS", 0)  # the later batches' few records parsed in tasks too
     on_driver: list[int] = []
-    driver_parse = changes.parse_subscription_records
+    driver_parse = changes.driver_parse
 
     def parse_here(records: Any, *args: Any, **kwargs: Any) -> Any:
         on_driver.append(records.num_rows)
         return driver_parse(records, *args, **kwargs)
 
-    monkeypatch.setattr(changes, "parse_subscription_records", parse_here)
+    monkeypatch.setattr(changes, "driver_parse", parse_here)
     topics = make_topics(topic_factory, event_partitions=1)
     settings = service_settings(topics, tmp_path, kafka_config.bootstrap_servers)
     job = MatchJob(settings, spark, kafka_config)

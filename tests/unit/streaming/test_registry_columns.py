@@ -384,3 +384,34 @@ def test_the_version_before_a_snapshot_stays_until_the_next_batch(tmp_path):
     with pytest.raises(RegistryError, match="pruned"):
         crashed.columns_at(1)
     assert crashed.held() == {("t", EXPRESSION): (1, 1)}
+
+
+def test_a_snapshot_written_beside_the_batch_is_the_one_apply_writes(tmp_path):
+    """The match query's way (``apply(..., snapshot=False)``, then :meth:`snapshot` in a thread
+    when due, joined before the next batch) leaves the files and versions ``apply`` leaves."""
+    from streaming.match.job import _Beside
+
+    rng = random.Random(3)
+    inline = ColumnRegistry(tmp_path / "inline", shards=2, snapshot_every=3, snapshots_kept=1)
+    beside = ColumnRegistry(tmp_path / "beside", shards=2, snapshot_every=3, snapshots_kept=1)
+    for batch in range(10):
+        changes = [(f"s{rng.randrange(20)}", rng.choice([UPSERT, UPSERT, DELETE]), EXPRESSION, b"r", math.nan, "")
+                   for _ in range(rng.randint(1, 6))]
+        changes = [(i, op, kind if op == UPSERT else 0, rec if op == UPSERT else None, e, t)
+                   for i, op, kind, rec, e, t in changes]
+        a = inline.apply(batch, batch_of(changes), float(batch))
+        b = beside.apply(batch, batch_of(changes), float(batch), snapshot=False)
+        assert a == b and not inline.snapshot_due
+        if beside.snapshot_due:
+            writer = _Beside(beside.snapshot)
+            writer.join()
+            assert writer.error is None and writer.ms > 0
+        assert rfiles.snapshot_versions(inline.directory) == rfiles.snapshot_versions(beside.directory)
+        assert rfiles.delta_versions(inline.directory) == rfiles.delta_versions(beside.directory)
+        assert inline.snapshot_version == beside.snapshot_version
+        for shard in range(2):
+            assert same(as_model(read_shard(tmp_path / "inline", a.version, shard, 2)),
+                        as_model(read_shard(tmp_path / "beside", b.version, shard, 2)))
+    failing = _Beside(lambda: (_ for _ in ()).throw(RegistryError("files and driver differ")))
+    failing.join()
+    assert isinstance(failing.error, RegistryError)
