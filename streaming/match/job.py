@@ -13,8 +13,9 @@ log, and the source's initial offsets for the first batch): the driver never rea
 and does not parse subscription records one by one: the batch's subscription ranges are
 read and parsed by the tasks of one RDD job (:func:`~streaming.match.changes.parse_in_tasks`;
 none without subscription records, and none for a few, which the driver reads and parses
-itself) and the driver gets their rows as columns; a micro-batch runs at most two Spark jobs
-(the match job: none without events) and no record passes through the JVM. The driver keeps the registry as columns
+itself, but for many the fast parse refuses: those go to the job as the bytes it read) and the
+driver gets their rows as columns; a micro-batch runs at most two Spark jobs (the match job:
+none without events) and no record passes through the JVM but those bytes. The driver keeps the registry as columns
 (:class:`~streaming.registry_columns.ColumnRegistry` under ``<checkpoint>/registry-columns``:
 no Python object per subscription) and sends the tasks its location and the batch's
 version; each executor builds or catches up its index from the registry's files, so the
