@@ -47,6 +47,7 @@ import numpy as np
 
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
+from matchers.bitmark import emit as E
 from matchers.bitmark import kernels as K
 from matchers.bitmark import wide as WK
 from matchers.bitmark.layout import Found, Intervals, Layout, Slots
@@ -451,7 +452,7 @@ class BitMarkMatcher(Matcher):
             else:
                 counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, tile, self.dense_share, found_in)
             K.match_tail(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots, tile, found_in, counts)
-            off, found = K.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, tile,
+            off, found = E.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, tile,
                                      self._ordered)
             offsets.append(off[1:] + done)
             keys.append(found)
@@ -463,7 +464,7 @@ class BitMarkMatcher(Matcher):
 
     def _scratch_for(self, n: int, words: int, tile: int) -> tuple[np.ndarray, np.ndarray]:
         """A zero bitmap of matching slots for ``n`` events over ``words`` words, and its tile
-        flags: the last match's when large enough (:func:`~matchers.bitmark.kernels.emit_keys`
+        flags: the last match's when large enough (:func:`~matchers.bitmark.emit.emit_keys`
         leaves them zero; allocating and zeroing megabytes per call cost 5% at width 0.3).
         Taken out of ``_scratch`` (``list.pop`` is atomic), so concurrent matches never share one."""
         try:
