@@ -45,6 +45,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from matchers import base
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.bitmark import emit as E
@@ -463,13 +464,14 @@ class BitMarkMatcher(Matcher):
         return Matches(np.concatenate(offsets), np.concatenate(keys))
 
     def _chunk_events(self) -> int:
-        """Events per :meth:`_match` call: all of a batch up to ``CHUNK_EVENTS``.  The index
-        bounds its working memory itself (its chunks within ``VALUE_BUDGET``,
-        ``SURVIVOR_BUDGET``, ``SAT_BUDGET``) and writes 4 bytes per match once; the base's
-        estimate (16 bytes per match) cut a batch at 27,888 matches per event (n = 1,000,000,
-        width 0.7) into chunks of about 120 events, and the wide mode reads a tile's ends
-        once per chunk."""
-        return CHUNK_EVENTS
+        """Events per :meth:`_match` call: the base's estimate (:data:`~matchers.base.BATCH_BUDGET`)
+        with the 4 bytes bitmark writes per match, once (no margin), and nothing for phase 1: the index
+        bounds the rest of its working memory itself (its chunks within ``VALUE_BUDGET``,
+        ``SURVIVOR_BUDGET``, ``SAT_BUDGET``).  The base's 16 bytes per match cut a batch at
+        27,888 matches per event (n = 1,000,000, width 0.7) into chunks of about 120 events,
+        and the wide mode reads a tile's ends once per chunk."""
+        matches = self.capacity if self._matches_per_event is None else self._matches_per_event
+        return max(1, min(CHUNK_EVENTS, int(base.BATCH_BUDGET / (4 * matches + base.EVENT_BYTES))))
 
     def _scratch_for(self, n: int, words: int, tile: int) -> tuple[np.ndarray, np.ndarray]:
         """A zero bitmap of matching slots for ``n`` events over ``words`` words, and its tile
