@@ -45,9 +45,12 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from matchers import base
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
+from matchers.bitmark import emit as E
 from matchers.bitmark import kernels as K
+from matchers.bitmark import wide as WK
 from matchers.bitmark.layout import Found, Intervals, Layout, Slots
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import And, Kind, Op, Or, Pred, Subscription, pred
@@ -100,7 +103,9 @@ class BitMarkMatcher(Matcher):
     ----------
     dictionary : attribute and string dictionaries to share (a new one if ``None``).
     buckets : most buckets per indexed attribute.
-    tile_words : words of the index a chunk of events visits together.
+    tile_words : words of the index a chunk of events visits together (narrow mode).
+    wide : the wide mode (:mod:`~matchers.bitmark.wide`) always (``True``), never (``False``),
+        or when the indexed intervals' mean width is at least ``wide_width`` (``None``).
     """
 
     tail_min = 2048
@@ -108,16 +113,29 @@ class BitMarkMatcher(Matcher):
     dense_share = 0.25
     """An event ORs whole rows over a tile (vectorised) when its envelopes left at least this
     share of the words of its previous tile open, else word by word until they are marked."""
+    wide_width = 0.5
+    """Mean width of the indexed intervals (a share of their attribute's span) from which a
+    build chooses the wide mode (when ``wide`` is ``None``)."""
+    wide_tile = 256
+    """Words per tile in the wide mode: a chunk's marks over a tile (``events x 2,048`` bytes)
+    stay in the core's cache while every attribute ORs into them."""
+    _wide = False
+    """Whether the current layout is in the wide mode (older pickles: never)."""
+    _tile = 0
+    """Words per tile of the current layout (0, as in older pickles: ``tile_words``)."""
+    _ordered = False
+    """Whether the indexed slots' keys do not decrease with the slot (the wide mode's order)."""
     _id_of_key: np.ndarray = np.zeros(0, dtype=object)
     """Key -> id of a subscription added as columns (:meth:`add_intervals`), else ``None``. The
     class's empty array is a shared default (older pickles lack the attribute): it is replaced
     by the first :meth:`add_intervals`, and nothing is ever written into it while empty."""
 
-    def __init__(self, dictionary: Dictionary | None = None, buckets: int = 64, tile_words: int = 256, **params):
+    def __init__(self, dictionary: Dictionary | None = None, buckets: int = 64, tile_words: int = 256,
+                 wide: bool | None = None, **params):
         super().__init__(dictionary, **params)
         if buckets < 1 or tile_words < 1:
             raise ValueError(f"buckets and tile_words must be positive, got {buckets}, {tile_words}")
-        self.buckets, self.tile_words = int(buckets), int(tile_words)
+        self.buckets, self.tile_words, self.wide = int(buckets), int(tile_words), wide
         self.phase1 = PredicateIndex(self.dictionary)
         self._col_of_attr = np.zeros(0, dtype=np.int32)  # dictionary attribute id -> value column, -1
         self._n_cols = 0
@@ -330,16 +348,16 @@ class BitMarkMatcher(Matcher):
         live = np.flatnonzero(slots.key >= 0)
         n_cols = max(self._n_cols, 1)
         col_min, col_span, count = K.column_ranges(slots, live, n_cols)
-        p, lo_p, q, lo_q = (a[live] for a in K.order_keys(slots, col_min, col_span))
-        p = np.where(p >= 0, p, n_cols)
-        first = np.lexsort((lo_p, p))
-        group = p[first]
-        starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1] if len(group) else np.zeros(0, dtype=np.int64)
-        sizes = np.diff(np.r_[starts, len(group)])
-        cells = np.maximum(1, np.sqrt(sizes / 1024).astype(np.int64))  # ~sqrt(size) cells of a group
-        rank = np.arange(len(group)) - np.repeat(starts, sizes)
-        cell = rank * np.repeat(cells, sizes) // np.repeat(sizes, sizes)
-        order = live[first[np.lexsort((lo_q[first], q[first], cell, group))]]
+        indexed = count * 64 >= len(live)  # about one interval a word or more (see _pack)
+        wide = self.__dict__.get("wide")  # (older pickles lack it)
+        if wide is None:
+            wide = WK.mean_width(slots, live, indexed, col_min, col_span) >= self.wide_width
+        self._wide = bool(wide and indexed.any())
+        self._tile = self.wide_tile if self._wide else self.tile_words
+        if self._wide:  # key order: no envelopes to narrow, and the keys come out sorted
+            order = live[np.argsort(slots.key[live], kind="stable")]
+        else:
+            order = self._narrow_order(slots, live, col_min, col_span, n_cols)
         iv_off = K.gather_offsets(slots.iv_off, order)
         res_off = K.gather_offsets(slots.res_off, order)
         self._key = slots.key[order]
@@ -355,7 +373,24 @@ class BitMarkMatcher(Matcher):
         np.cumsum(np.bincount(self._key, minlength=self.capacity), out=key_off[1:])
         self._main_of_key = (key_off, by_key)
         self._layout = self._pack(n, col_min, col_span, count)
+        self._ordered = bool(self._wide or np.all(np.diff(self._key) >= 0))
         self._built = True
+
+    @staticmethod
+    def _narrow_order(slots: Slots, live: np.ndarray, col_min: np.ndarray, col_span: np.ndarray,
+                      n_cols: int) -> np.ndarray:
+        """The live slots ordered by their two most selective intervals (the narrow mode's
+        order, which makes the words' envelopes narrow)."""
+        p, lo_p, q, lo_q = (a[live] for a in K.order_keys(slots, col_min, col_span))
+        p = np.where(p >= 0, p, n_cols)
+        first = np.lexsort((lo_p, p))
+        group = p[first]
+        starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1] if len(group) else np.zeros(0, dtype=np.int64)
+        sizes = np.diff(np.r_[starts, len(group)])
+        cells = np.maximum(1, np.sqrt(sizes / 1024).astype(np.int64))  # ~sqrt(size) cells of a group
+        rank = np.arange(len(group)) - np.repeat(starts, sizes)
+        cell = rank * np.repeat(cells, sizes) // np.repeat(sizes, sizes)
+        return live[first[np.lexsort((lo_q[first], q[first], cell, group))]]
 
     def _pack(self, n: int, col_min: np.ndarray, col_span: np.ndarray, count: np.ndarray) -> Layout:
         """The marking layout over the ``n`` (ordered) slots."""
@@ -380,12 +415,15 @@ class BitMarkMatcher(Matcher):
         edges_flat = np.concatenate(edges) if edges else np.zeros(0)
         idx_of_col = np.full(len(col_min), -1, dtype=np.int64)
         idx_of_col[idx_col] = np.arange(len(idx_col))
-        bits, check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges_flat)
-        end_off, end_val, end_slot = K.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat, self.tile_words)
+        bits, check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._wide)
+        end_off, end_val, end_slot = K.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._tile)
         live = np.full(words, K.ALL, dtype=np.uint64)
         if n % 64:
             live[-1] = np.uint64((1 << (n % 64)) - 1)
-        env_col, env_lo, env_hi = K.envelopes(slots, n, col_min, col_span)
+        if self._wide:  # no envelopes: they would skip few words
+            env_col, env_lo, env_hi = np.full((words, 2), -1, dtype=np.int32), np.zeros((words, 2)), np.zeros((words, 2))
+        else:
+            env_col, env_lo, env_hi = K.envelopes(slots, n, col_min, col_span)
         return Layout(bits, end_off, end_val, end_slot, check, live, env_col, env_lo, env_hi, idx_col, row_start,
                         edge_off, edges_flat)
 
@@ -402,31 +440,49 @@ class BitMarkMatcher(Matcher):
             chunk = max(1, min(chunk, SAT_BUDGET // len(self.phase1)))
         offsets, keys = [np.zeros(1, dtype=np.int64)], []
         done = 0
-        surv, hit = self._scratch_for(min(chunk, batch.n), slot_words)
+        tile = self._tile or self.tile_words
+        surv, hit = self._scratch_for(min(chunk, batch.n), slot_words, tile)
         for lo in range(0, batch.n, chunk):
             part = batch.slice(lo, min(batch.n, lo + chunk))
             vals = K.event_values(part.arrays, self._col_of_attr, self._n_cols)
             rows = K.event_rows(vals, layout)
             sat_off, sat_pid = self._satisfied(part)
-            counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, self._n_main, self._n_slots,
-                                   self.tile_words, self.dense_share, Found(surv[:part.n], hit[:part.n]))
-            off, found = K.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, self.tile_words)
+            found_in = Found(surv[:part.n], hit[:part.n])
+            if self._wide:
+                counts = WK.match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, found_in)
+            else:
+                counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, tile, self.dense_share, found_in)
+            K.match_tail(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots, tile, found_in, counts)
+            off, found = E.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, tile,
+                                     self._ordered)
             offsets.append(off[1:] + done)
             keys.append(found)
             done += len(found)
         self._scratch.append((surv, hit))
+        if len(keys) == 1:  # one chunk: no copy (27,888 keys per event at n = 1,000,000, width 0.7)
+            return Matches(np.concatenate(offsets), keys[0])
         return Matches(np.concatenate(offsets), np.concatenate(keys))
 
-    def _scratch_for(self, n: int, words: int) -> tuple[np.ndarray, np.ndarray]:
+    def _chunk_events(self) -> int:
+        """Events per :meth:`_match` call: the base's estimate (:data:`~matchers.base.BATCH_BUDGET`)
+        with the 4 bytes bitmark writes per match, once (no margin), and nothing for phase 1: the index
+        bounds the rest of its working memory itself (its chunks within ``VALUE_BUDGET``,
+        ``SURVIVOR_BUDGET``, ``SAT_BUDGET``).  The base's 16 bytes per match cut a batch at
+        27,888 matches per event (n = 1,000,000, width 0.7) into chunks of about 120 events,
+        and the wide mode reads a tile's ends once per chunk."""
+        matches = self.capacity if self._matches_per_event is None else self._matches_per_event
+        return max(1, min(CHUNK_EVENTS, int(base.BATCH_BUDGET / (4 * matches + base.EVENT_BYTES))))
+
+    def _scratch_for(self, n: int, words: int, tile: int) -> tuple[np.ndarray, np.ndarray]:
         """A zero bitmap of matching slots for ``n`` events over ``words`` words, and its tile
-        flags: the last match's when large enough (:func:`~matchers.bitmark.kernels.emit_keys`
+        flags: the last match's when large enough (:func:`~matchers.bitmark.emit.emit_keys`
         leaves them zero; allocating and zeroing megabytes per call cost 5% at width 0.3).
         Taken out of ``_scratch`` (``list.pop`` is atomic), so concurrent matches never share one."""
         try:
             surv, hit = self.__dict__.setdefault("_scratch", []).pop()  # (older pickles lack it)
         except IndexError:
             surv = hit = None
-        tiles = (words + self.tile_words - 1) // self.tile_words
+        tiles = (words + tile - 1) // tile
         if surv is None or surv.shape[0] < n or surv.shape[1] != words or hit.shape[1] != tiles:
             surv = np.zeros((n, words), dtype=np.uint64)
             hit = np.zeros((n, tiles), dtype=np.bool_)

@@ -131,8 +131,11 @@ def _ends_inside(edges, e0, e1, b, hi):
 
 
 @numba.njit(cache=True, nogil=True)
-def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges):
-    """The marking rows and the check mask of :class:`~matchers.bitmark.layout.Layout` over slots ``0..n_main-1``."""
+def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges, at_edge):
+    """The marking rows and the check mask of :class:`~matchers.bitmark.layout.Layout` over slots ``0..n_main-1``.
+
+    With ``at_edge`` (the wide mode), a bucket's row also marks the intervals starting inside
+    it: the slots failing the value at the bucket's low edge."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     res_off = slots.res_off
     W = (n_main + 63) // 64
@@ -158,6 +161,8 @@ def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges):
             hb = _bucket(edges, e0, e1, iv_hi[t])
             if lb > 0:  # fails every bucket below lb
                 above[r0 + lb - 1, w] |= bit
+            if at_edge and _starts_inside(edges, e0, lb, iv_lo[t]):
+                above[r0 + lb, w] |= bit  # the rows below lb have it already
             if hb < nb - 1:  # fails every bucket above hb
                 bits[r0 + hb + 1, w] |= bit
     for j in range(len(row_start) - 1):
@@ -357,9 +362,9 @@ def _fail_ends(layout, vals, rows, e, g, tiles, w0, fail):
 
 
 @numba.njit(cache=True, nogil=True)
-def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, tile, dense_share, found_in):
-    """The matching slots of a chunk of events, set in a bitmap ``found_in.surv[event, word]``
-    over all slots (the indexed ones by marking, then the tail), which must be all zero; the
+def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, tile, dense_share, found_in):
+    """The matching indexed slots of a chunk of events, set in a bitmap ``found_in.surv[event, word]``
+    over all slots (the tail's come from :func:`match_tail`), which must be all zero; the
     tiles of words where an event has matches are flagged in ``found_in.hit[event, tile]``.
     Returns the matches per event.
 
@@ -372,7 +377,7 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
     of a tile, the event's ends in the tile are walked once (:func:`_fail_ends`); the
     survivors they do not fail match, but for those of the check mask, which are checked
     exactly.  No pair is emitted here: the keys come out of ``surv`` in one pass per event
-    (:func:`emit_keys`), which also clears it.
+    (:func:`~matchers.bitmark.emit.emit_keys`), which also clears it.
     """
     surv, hit = found_in
     n = vals.shape[0]
@@ -474,80 +479,25 @@ def match_chunk(vals, rows, sat_off, sat_pid, layout, slots, n_main, n_slots, ti
                 hit[e, g] = True
             if walk:
                 fail[:w1 - w0] = 0
-    for e in range(n):
+    return counts
+
+
+@numba.njit(cache=True, nogil=True)
+def match_tail(vals, sat_off, sat_pid, slots, n_main, n_slots, tile, found_in, counts):
+    """Set in ``found_in`` (and count in ``counts``) the matching slots of the unindexed tail
+    (``n_main..n_slots-1``), each checked exactly."""
+    surv, hit = found_in
+    for e in range(vals.shape[0]):
         for s in range(n_main, n_slots):
             if slots.key[s] >= 0 and _holds(slots, s, vals, e, sat_off, sat_pid):
                 surv[e, s >> 6] |= np.uint64(1) << np.uint64(s & 63)
                 hit[e, (s >> 6) // tile] = True
                 counts[e] += 1
-    return counts
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _popcount(x):
     return np.int64(_ctpop(x))
-
-
-@numba.njit(cache=True, nogil=True)
-def emit_keys(surv, hit, counts, key, n_keys, tile):
-    """The keys of the slots set in each event's row of ``surv`` (``counts`` of them, in
-    the tiles of words flagged in ``hit``), as CSR, sorted and distinct per event (a key may
-    hold several slots).  Clears ``surv`` and ``hit`` for the next chunk.
-
-    An event with more matches than a bitmap of the ``n_keys`` keys has words sets them in
-    that bitmap and reads them back in order (no sort); the others are sorted.
-    """
-    n, n_words = surv.shape
-    words = (n_keys + 63) >> 6
-    total = 0
-    for e in range(n):
-        total += counts[e]
-    out = np.empty(total, dtype=np.int32)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    seen = np.zeros(words, dtype=np.uint64)
-    k = 0
-    for e in range(n):
-        row = surv[e]
-        a = k
-        many = counts[e] > words
-        for g in range(hit.shape[1]):
-            if not hit[e, g]:
-                continue
-            hit[e, g] = False
-            for w in range(g * tile, min(n_words, (g + 1) * tile)):
-                m = row[w]
-                if m:
-                    row[w] = 0
-                    while m:
-                        x = key[w * 64 + _low_bit(m)]
-                        m &= m - np.uint64(1)
-                        if many:
-                            seen[x >> 6] |= np.uint64(1) << np.uint64(x & 63)
-                        else:
-                            out[k] = x
-                            k += 1
-        if many:
-            for w in range(words):
-                m = seen[w]
-                if m:
-                    seen[w] = 0
-                    while m:
-                        out[k] = (w << 6) + _low_bit(m)
-                        k += 1
-                        m &= m - np.uint64(1)
-        elif k > a:
-            out[a:k].sort()
-            last = -1
-            b = k
-            k = a
-            for i in range(a, b):
-                x = out[i]
-                if x != last:
-                    out[k] = x
-                    k += 1
-                    last = x
-        offsets[e + 1] = k
-    return offsets, out[:k]
 
 
 @numba.njit(cache=True, nogil=True)

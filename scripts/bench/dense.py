@@ -22,7 +22,10 @@ compared per event with the first contestant's.
 Build times (CPU, in the child, up to an index ready to match): ``bitmark`` makes the
 subscriptions as objects (``objects CPU s``) and adds them; ``bitmark@columns`` adds the
 workload's arrays as interval columns and ``bitmark@file`` the peer's subscriptions file read
-as columns (:func:`read_peer_subscriptions`), no object per subscription.  A peer that prints
+as columns (:func:`read_peer_subscriptions`), no object per subscription.  A name ending in
+``#LABEL`` (``bitmark@columns#main``) runs the code of another checkout (``--checkout
+main=/work/main``): its child imports ``matchers`` and ``scripts`` from there, for an A/B of
+two versions in one interleaved run.  A peer that prints
 ``build_s X`` (its insert CPU seconds) has it reported as its build.
 
 Run ``python -m scripts.bench.dense --n-subs 100000 --peer hem5-be4=PATH:4 ...``; results
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -43,7 +47,7 @@ import numpy as np
 
 from matchers.bitmark.layout import Intervals
 from scripts.bench import kit
-from scripts.workloads import DenseArrays, dense_arrays, dense_events, dense_subscriptions
+from scripts.workloads import DenseArrays, dense_arrays
 
 
 def write_peer_files(arrays: DenseArrays, directory: Path) -> tuple[Path, Path]:
@@ -77,29 +81,45 @@ def read_peer_subscriptions(path: Path) -> tuple[list[str], Intervals]:
 
 
 # -- the project's matchers, one persistent child each ------------------------------------
-def serve(name: str, arrays: DenseArrays, batch: int, params: dict, subs_file: Path | None = None):
+def _use_checkout(path: str) -> None:
+    """Make this (forked) process import ``matchers`` and ``scripts`` from the checkout at ``path``."""
+    for module in [m for m in sys.modules if m.split(".")[0] in ("matchers", "scripts")]:
+        del sys.modules[module]
+    sys.path.insert(0, str(Path(path).resolve()))
+
+
+def serve(name: str, arrays: DenseArrays, batch: int, params: dict, subs_file: Path | None = None,
+          checkouts: dict[str, str] | None = None):
     """Build ``name`` once and yield ``{"build_cpu_s", "objects_cpu_s"}``; then answer ``"round"`` with
     ``(cpu_s, counts)`` and ``"stats"`` with its memory (runs in a :class:`~scripts.bench.kit.Child`).
 
     ``bitmark@columns`` is bitmark built from the arrays (:meth:`~matchers.bitmark.BitMarkMatcher.add_intervals`),
     ``bitmark@file`` from the peer's subscriptions file; otherwise the subscriptions are made as
-    objects first (``objects_cpu_s``) and added.  The build includes the first match (lazy packing)."""
+    objects first (``objects_cpu_s``) and added.  The build includes the first match (lazy packing).
+    ``name#LABEL`` runs the code of the checkout ``checkouts[LABEL]``."""
+    name, _, label = name.partition("#")
+    if label:
+        _use_checkout((checkouts or {})[label])
+    # the checkout's, when one is used:
+    from matchers.bitmark.layout import Intervals as Local
     from matchers.catalog import create
+    from scripts.workloads import dense_events, dense_subscriptions
 
     base, _, source = name.partition("@")
     warm = create(base, **params)
     warm.add(dense_subscriptions(arrays._replace(attrs=arrays.attrs[:20], lo=arrays.lo[:20], hi=arrays.hi[:20])))
     warm.match(warm.encode(dense_events(arrays)[:4]))
     if source:  # the columnar path's kernels too
-        warm.add_intervals(["x"], _columns(arrays, slice(0, 1)))  # type: ignore[attr-defined]  # a columnar source is bitmark's
+        warm.add_intervals(["x"], Local(*_columns(arrays, slice(0, 1))))  # type: ignore[attr-defined]  # a columnar source is bitmark's
     del warm
     matcher = create(base, **params)
     c0 = time.process_time()
     objects_s = 0.0
     if source == "columns":
-        matcher.add_intervals([f"s{i}" for i in range(len(arrays.attrs))], _columns(arrays, slice(None)))  # type: ignore[attr-defined]  # bitmark
+        matcher.add_intervals([f"s{i}" for i in range(len(arrays.attrs))], Local(*_columns(arrays, slice(None))))  # type: ignore[attr-defined]  # bitmark
     elif source == "file":
-        matcher.add_intervals(*read_peer_subscriptions(subs_file))  # type: ignore[attr-defined, arg-type]  # bitmark; written for it
+        ids, columns = read_peer_subscriptions(subs_file)  # type: ignore[arg-type]  # written for it
+        matcher.add_intervals(ids, Local(*columns))  # type: ignore[attr-defined]  # bitmark
     elif source:
         raise ValueError(f"unknown source {source!r} (columns, file)")
     else:
@@ -142,17 +162,17 @@ def run_peer(path: str, args: Sequence[str], subs: Path, events: Path, rounds: i
 
 # -- the run ------------------------------------------------------------------------------------
 def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[str, list[str]]], rounds: int,
-          batch: int, timeout_s: float, params: dict[str, dict]) -> dict:
+          batch: int, timeout_s: float, params: dict[str, dict], checkouts: dict[str, str] | None = None) -> dict:
     """Interleaved rounds of every contestant on one workload; best ms/event in CPU time."""
     n, m = len(arrays.attrs), len(arrays.events)
     results: dict[str, dict] = {}
     children = {}
     with tempfile.TemporaryDirectory(prefix="dense-") as tmp:
-        needs_files = peers or any(name.endswith("@file") for name in matchers)
+        needs_files = peers or any(name.partition("#")[0].endswith("@file") for name in matchers)
         subs, events = write_peer_files(arrays, Path(tmp)) if needs_files else (None, None)
         for name in matchers:
             try:
-                children[name] = kit.Child(serve, name, arrays, batch, params.get(name, {}), subs,
+                children[name] = kit.Child(serve, name, arrays, batch, params.get(name, {}), subs, checkouts,
                                            timeout_s=timeout_s)
                 results[name] = dict(kind="project", **children[name].first, ms=[])
             except kit.ChildFailed as exc:
@@ -249,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="NAME=PATH[:ARG,ARG] of a peer binary used at every size (repeatable)")
     parser.add_argument("--peer-for", action="append", default=[], metavar="N:NAME=PATH[:ARGS]",
                         help="a peer used only at n = N (for peers compiled for one size)")
+    parser.add_argument("--checkout", action="append", default=[], metavar="LABEL=PATH",
+                        help="a checkout whose code runs the matchers named NAME#LABEL (repeatable)")
     parser.add_argument("--baseline", default=None, help="contestant the ratios are against")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=500, help="events per match call")
@@ -264,14 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if int(size) == n:
                 peers.update([_peer(rest)])
         arrays = dense_arrays(n, args.n_events, args.d, args.k, args.width, zipf_alpha=args.zipf, seed=args.seed)
-        run = bench(arrays, matchers, peers, args.rounds, args.batch, args.timeout, {})
+        run = bench(arrays, matchers, peers, args.rounds, args.batch, args.timeout, {},
+                    dict(spec.split("=", 1) for spec in args.checkout))
         run["parameters"].update(width=args.width, zipf=args.zipf, seed=args.seed)
         run["baseline"] = args.baseline
         print(f"\nn = {n:,}: {run['parameters']}, load {run['load_avg']}\n{table(run, args.baseline)}", flush=True)
         runs.append(run)
     if args.record:
-        import sys
-
         record = dict(command="`python -m scripts.bench.dense " + " ".join(sys.argv[1:] if argv is None else argv)
                       + "`", date=time.strftime("%Y-%m-%d"), runs=runs)
         kit.save("dense", record)

@@ -134,14 +134,15 @@ def test_hypothesis_wide_intervals_and_values_on_bucket_edges(seed, n_subs, tile
 
 
 def test_wide_dense_tiles_match_oracle_and_reuse_the_slot_bitmap():
-    """Width 0.7 over many small tiles: the envelopes leave most words open, so after its
-    first tile an event ORs whole rows (the dense path); events match thousands of keys
-    (the key bitmap of :func:`~matchers.bitmark.kernels.emit_keys`).  Batches of several
-    sizes, a pickled copy and a tail reuse (or replace) the zero slot bitmap of the last match."""
+    """Width 0.7 over many small tiles in the narrow mode: the envelopes leave most words
+    open, so after its first tile an event ORs whole rows (the dense path); events match
+    thousands of keys (the key bitmap of :func:`~matchers.bitmark.emit.emit_keys`).
+    Batches of several sizes, a pickled copy and a tail reuse (or replace) the zero slot
+    bitmap of the last match."""
     import pickle
 
     work = dense(n_subs=4000, n_events=60, d=8, k=4, width=0.7, seed=5)
-    matcher = create("bitmark", tile_words=4)
+    matcher = create("bitmark", tile_words=4, wide=False)
     assert isinstance(matcher, BitMarkMatcher)
     matcher.tail_min = 64
     matcher.add(work.subscriptions)

@@ -66,3 +66,17 @@ def test_peer_subscriptions_file_reads_back_as_columns(tmp_path):
     assert ids == [f"s{i}" for i in range(50)] and intervals.names == tuple(f"a{j}" for j in range(6))
     assert (intervals.off == np.arange(51) * 3).all() and (intervals.attr == arrays.attrs.ravel()).all()
     assert (intervals.lo == arrays.lo.ravel()).all() and (intervals.hi == arrays.hi.ravel()).all()
+
+
+def test_a_contestant_from_another_checkout():
+    """``NAME#LABEL`` runs in a child that imports ``matchers`` and ``scripts`` from the
+    checkout ``LABEL`` names (here this one), next to the same matcher from this process."""
+    from pathlib import Path
+
+    arrays = dense_arrays(n_subs=2000, n_events=20, d=6, k=3, width=0.7, seed=3)
+    here = str(Path(__file__).resolve().parents[4])
+    run = bench(arrays, ["bitmark@columns", "bitmark@columns#here"], {}, rounds=1, batch=8, timeout_s=300,
+                params={}, checkouts={"here": here})
+    ours, theirs = run["results"]["bitmark@columns"], run["results"]["bitmark@columns#here"]
+    assert ours["count_mismatches"] == theirs["count_mismatches"] == 0
+    assert ours["matches_per_event"] == theirs["matches_per_event"] > 0

@@ -1,0 +1,163 @@
+"""Numba kernels of bitmark's wide mode: the marking of a chunk of events an attribute at a time.
+
+At wide intervals (width 0.7: an event fails a slot on one attribute with probability 0.3)
+the envelopes skip few words and no word is ever fully marked, so every event reads every
+word of its ``d`` rows: the floor is ``d x words`` ORs per event.  The narrow mode adds to it
+a walk over the ends of each of the event's buckets, per event.  Here, per tile of words,
+the chunk's events are taken per indexed attribute in the order of their values
+(:func:`value_order`): the events in one bucket share one running bitset, the bucket's row
+plus the high ends below the value, grown while walking the bucket's ends once for all of
+them in increasing order of the value; each event ORs it into its marks (one OR per
+attribute and word).  The low ends above the value, walked once in decreasing order, are
+set into the marks one by one while few, else ORed as a second running bitset.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from matchers.bitmark.kernels import _holds, _low_bit, _popcount
+
+
+@numba.njit(cache=True, nogil=True)
+def mean_width(slots, which, indexed, col_min, col_span):
+    """The mean width (a share of the column's span) of the intervals of the slots ``which``
+    on the columns ``indexed`` (0 when none)."""
+    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
+    total = 0.0
+    count = 0
+    for s in which:
+        for t in range(iv_off[s], iv_off[s + 1]):
+            c = iv_col[t]
+            if indexed[c]:
+                lo = max(iv_lo[t], col_min[c])
+                hi = min(iv_hi[t], col_min[c] + col_span[c])
+                total += max(hi - lo, 0.0) / col_span[c]
+                count += 1
+    return total / count if count else 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def value_order(vals, rows, idx_col):
+    """Per indexed attribute ``j``, the chunk's events sorted by their row (bucket) and then by
+    value: ``order[j]`` (events lacking the attribute are in its last row, after all others)."""
+    n, n_idx = rows.shape
+    order = np.empty((n_idx, n), dtype=np.int64)
+    key = np.empty(n)
+    for j in range(n_idx):
+        c = idx_col[j]
+        for e in range(n):
+            v = vals[e, c]
+            key[e] = np.inf if np.isnan(v) else v
+        by_value = np.argsort(key, kind="mergesort")
+        by_row = np.argsort(rows[by_value, j], kind="mergesort")
+        order[j] = by_value[by_row]
+    return order
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _set(bitset, s, w0):
+    bitset[(s >> 6) - w0] |= np.uint64(1) << np.uint64(s & 63)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _clear(bitset, s, w0):
+    bitset[(s >> 6) - w0] &= ~(np.uint64(1) << np.uint64(s & 63))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _mark_bucket(layout, vals, rows, order, j, i0, i1, g, tiles, w0, w1, acc, run):
+    """Mark in ``acc`` the slots failing the events ``order[j, i0:i1]`` (one bucket of attribute
+    ``j``, sorted by value) in tile ``g``.
+
+    The running bitset starts as the bucket's row, which in the wide mode holds the slots
+    failing the bucket's low edge: those missing the bucket and those starting inside it
+    (``build_bits(at_edge=True)``); going up the values, a low end at or below the value is
+    cleared and a high end below it set.  A slot has at most one end of each kind in a
+    bucket, and no other reason to be in the row: the bitset is exact for each value."""
+    end_off, end_val, end_slot = layout.end_off, layout.end_val, layout.end_slot
+    tw = w1 - w0
+    r = rows[order[j, i0], j]
+    bits = layout.bits
+    c = layout.idx_col[j]
+    for k in range(tw):
+        run[k] = bits[r, w0 + k]
+    if not np.isnan(vals[order[j, i0], c]):  # not the attribute's missing row (no ends)
+        seg = 2 * (r * tiles + g)
+        lo, lo_end = end_off[seg], end_off[seg + 1]  # low bounds, ascending
+        hi, hi_end = lo_end, end_off[seg + 2]  # high bounds, ascending
+        for i in range(i0, i1):
+            v = vals[order[j, i], c]
+            while lo < lo_end and end_val[lo] <= v:
+                _clear(run, end_slot[lo], w0)
+                lo += 1
+            while hi < hi_end and end_val[hi] < v:
+                _set(run, end_slot[hi], w0)
+                hi += 1
+            e = order[j, i]
+            for k in range(tw):
+                acc[e, k] |= run[k]
+        return
+    for i in range(i0, i1):
+        e = order[j, i]
+        for k in range(tw):
+            acc[e, k] |= run[k]
+
+
+@numba.njit(cache=True, nogil=True)
+def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, found_in):
+    """The matching indexed slots of a chunk of events, like
+    :func:`~matchers.bitmark.kernels.match_chunk` (``found_in`` all zero on entry, set for the
+    matches; returns the matches per event), by marking a tile at a time for the whole chunk,
+    an attribute at a time (see the module docstring).  The slots of the check mask that
+    survive the marking are checked exactly."""
+    surv, hit = found_in
+    n, n_idx = rows.shape
+    live, check = layout.live, layout.check
+    W = len(live)
+    tiles = max(1, (W + tile - 1) // tile)
+    order = value_order(vals, rows, layout.idx_col)
+    acc = np.empty((n, tile), dtype=np.uint64)
+    run = np.empty(tile, dtype=np.uint64)
+    counts = np.zeros(n, dtype=np.int64)
+    for w0 in range(0, W, tile):
+        w1 = min(W, w0 + tile)
+        tw = w1 - w0
+        g = w0 // tile
+        for e in range(n):
+            for k in range(tw):
+                acc[e, k] = ~live[w0 + k]
+        for j in range(n_idx):
+            i0 = 0
+            while i0 < n:
+                r = rows[order[j, i0], j]
+                i1 = i0 + 1
+                while i1 < n and rows[order[j, i1], j] == r:
+                    i1 += 1
+                _mark_bucket(layout, vals, rows, order, j, i0, i1, g, tiles, w0, w1, acc, run)
+                i0 = i1
+        checked = False
+        for k in range(tw):
+            checked |= check[w0 + k] != 0
+        for e in range(n):
+            c = 0
+            for k in range(tw):  # vectorised
+                sure = ~acc[e, k] & ~check[w0 + k]
+                surv[e, w0 + k] = sure
+                c += _popcount(sure)
+            if checked:  # the survivors of the check mask, checked exactly
+                for k in range(tw):
+                    w = w0 + k
+                    left = ~acc[e, k] & check[w]
+                    while left:
+                        b = _low_bit(left)
+                        left &= left - np.uint64(1)
+                        if _holds(slots, w * 64 + b, vals, e, sat_off, sat_pid):
+                            surv[e, w] |= np.uint64(1) << np.uint64(b)
+                            c += 1
+            if c:
+                counts[e] += c
+                hit[e, g] = True
+    return counts
+

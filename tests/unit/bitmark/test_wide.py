@@ -1,0 +1,163 @@
+"""bitmark's wide mode (:mod:`matchers.bitmark.wide`) against the oracle: widths 0.3 to 0.95,
+mixed widths, bounds on bucket edges, open and closed bounds, missing attributes, residual
+predicates, many tiles, inserts and deletes after a build, and the automatic choice."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from matchers.bitmark import BitMarkMatcher
+from matchers.bitmark.layout import Intervals
+from matchers.catalog import create
+from matchers.expr import And, Subscription, pred
+from scripts.workloads import dense
+from tests.differential import check, insert_delete, subscriptions_of
+from tests.strategies import events, exprs, random_event, random_subscriptions
+from tests.unit.bitmark.test_bitmark import wide_workload
+
+
+def wide(tile: int = 2, tail_min: int = 64, mode: bool | None = True) -> BitMarkMatcher:
+    """A bitmark matcher in the wide mode (``mode``) over tiles of ``tile`` words."""
+    matcher = create("bitmark", wide=mode)
+    assert isinstance(matcher, BitMarkMatcher)
+    matcher.wide_tile = tile
+    matcher.tail_min = tail_min
+    return matcher
+
+
+@pytest.mark.parametrize("seed, width", [(1, 0.3), (2, 0.7), (3, 0.7), (4, 0.95)])
+def test_dense_sequences_with_residuals_and_missing_values_match_oracle(seed, width):
+    """Dense intervals with random subscriptions (residual predicates, strings, booleans) and
+    events lacking attributes or holding non-numbers mixed in; inserts and deletes between
+    matches, rebuilds."""
+    rng = random.Random(seed)
+    work = dense(n_subs=3000, n_events=60, d=6, k=3, width=width, seed=seed)
+    pool = work.subscriptions + random_subscriptions(rng, 300, prefix="r")
+    evs = work.events[:40] + [random_event(rng) for _ in range(20)]
+    for e in evs[:40:3]:
+        e.update(random_event(rng))
+    for e in evs[1:40:5]:
+        e.pop("a1")
+    matcher = wide(tile=2)
+    live = insert_delete(matcher, pool, evs, rng, steps=4, batch=900, gone=lambda step, _: 150 + 100 * step)
+    assert len(matcher) == len(live)
+    assert matcher._wide and matcher._tile == 2
+
+
+def test_many_ends_per_bucket_and_equal_values():
+    """Thousands of slots in one tile, so that a bucket holds many ends (the running bitsets and
+    the one-by-one marking of the low ends both run), and many events with equal values."""
+    work = dense(n_subs=6000, n_events=200, d=3, k=2, width=0.7, seed=7)
+    evs = work.events[:120] + [dict(work.events[0]) for _ in range(20)] + [{"a0": 1.0e6, "a1": -5}]
+    evs += [{k: v for k, v in e.items() if k != "a2"} for e in work.events[120:150]]
+    matcher = wide(tile=64)
+    matcher.add(work.subscriptions)
+    live = {s.id: s for s in work.subscriptions}
+    assert check(matcher, live, evs) > 0
+    assert matcher._wide and len(matcher._layout.end_val) > 16 * matcher._layout.bits.shape[0]
+
+
+def test_mixed_widths_and_the_automatic_choice():
+    """Narrow and wide intervals in one index, in either mode; ``wide=None`` chooses by the
+    mean width, and the choice is made again at every rebuild."""
+    narrow = dense(n_subs=1500, n_events=40, d=6, k=3, width=0.1, seed=8)
+    broad = dense(n_subs=1500, n_events=40, d=6, k=3, width=0.9, seed=9)
+    subs = narrow.subscriptions + [Subscription(f"b{s.id}", s.expr, s.conjunctions) for s in broad.subscriptions]
+    evs = narrow.events[:20] + broad.events[:20]
+    for mode in (True, False):
+        matcher = wide(tile=3, mode=mode)
+        matcher.add(subs)
+        check(matcher, subs, evs)
+        assert matcher._wide is mode
+    auto = wide(tile=3, tail_min=16, mode=None)
+    auto.add(narrow.subscriptions)
+    check(auto, narrow.subscriptions, evs)
+    assert not auto._wide and auto._tile == auto.tile_words
+    auto.remove([s.id for s in narrow.subscriptions])
+    auto.add(broad.subscriptions)
+    check(auto, broad.subscriptions, evs)
+    assert auto._wide and auto._tile == 3
+
+
+def test_columns_in_the_wide_mode_match_objects():
+    """Subscriptions added as interval columns match as the same ones added as objects."""
+    work = dense(n_subs=2000, n_events=50, d=5, k=3, width=0.7, seed=11)
+    subs = work.subscriptions
+    columnar = wide(tile=4)
+    names = tuple(f"a{j}" for j in range(5))
+    rows = [[(names.index(p.attr), *p.operand) for p in s.conjunctions[0]] for s in subs]
+    columnar.add_intervals([s.id for s in subs], Intervals.of_rows(
+        np.array([[a for a, _, _ in r] for r in rows]), np.array([[lo for _, lo, _ in r] for r in rows]),
+        np.array([[hi for _, _, hi in r] for r in rows]), names))
+    objects = wide(tile=4)
+    objects.add(subs)
+    assert columnar.match_events(work.events) == objects.match_events(work.events)
+    check(columnar, subs, work.events)
+    check(pickle.loads(pickle.dumps(columnar)), subs, work.events[:10])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_subs=st.integers(64, 700), tile=st.sampled_from([1, 2, 64]))
+def test_hypothesis_values_on_bucket_edges_with_updates(seed, n_subs, tile):
+    """Open and closed bounds on few distinct values (bucket edges fall on them), event values
+    on them and next to them, missing attributes; inserts and deletes after the build."""
+    rng = random.Random(seed)
+    subs, evs = wide_workload(rng, n_subs)
+    matcher = wide(tile=tile, tail_min=16)
+    cut = n_subs * 3 // 4
+    matcher.add(subs[:cut])
+    live = {s.id: s for s in subs[:cut]}
+    check(matcher, live, evs)
+    assert matcher._wide
+    matcher.add(subs[cut:])
+    gone = rng.sample(sorted(live), len(live) // 8)
+    matcher.remove(gone)
+    live.update({s.id: s for s in subs[cut:]})
+    for sub_id in gone:
+        del live[sub_id]
+    check(matcher, live, evs)  # the tail and the deleted slots, then a rebuild
+    check(matcher, live, evs)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trees=st.lists(exprs, min_size=2, max_size=30), evs=st.lists(events, min_size=1, max_size=6),
+       cut=st.integers(0, 30), drop=st.lists(st.integers(0, 29), max_size=10))
+def test_hypothesis_any_subscriptions_insert_delete(trees, evs, cut, drop):
+    """Any subscriptions (residual predicates, disjunctions) in the wide mode, with updates."""
+    subs = subscriptions_of(trees)
+    matcher = wide(tile=1, tail_min=2)
+    matcher.add(subs[:cut])
+    matcher.match_events(evs)
+    matcher.add(subs[cut:])
+    live = {s.id: s for s in subs}
+    gone = [f"h{i}" for i in drop]
+    matcher.remove(gone)
+    for sub_id in gone:
+        live.pop(sub_id, None)
+    check(matcher, live, evs)
+    matcher.add(subs[:cut])
+    live.update({s.id: s for s in subs[:cut]})
+    check(matcher, live, evs)
+
+
+def test_residual_predicates_on_wide_slots():
+    """Slots with an interval and residual predicates: the marking leaves them to the exact check."""
+    rng = random.Random(5)
+    subs = []
+    for i in range(800):
+        lo = rng.uniform(0, 30)
+        preds = (pred("x", "between", (lo, lo + 70)), pred("y", "between", (lo / 2, lo / 2 + 80)),
+                 pred("s", "!=", rng.choice("abc")), pred("z", "in", (1, 2, rng.randint(3, 5))))
+        subs.append(Subscription.of(f"c{i}", And(preds[:2 + i % 3])))
+    evs = [{"x": rng.uniform(-5, 105), "y": rng.uniform(-5, 105), "s": rng.choice("abcd"), "z": rng.randint(1, 5)}
+           for _ in range(40)]
+    matcher = wide(tile=2)
+    matcher.add(subs)
+    assert check(matcher, subs, evs) > 0
+    assert matcher._wide
