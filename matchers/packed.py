@@ -102,6 +102,6 @@ def pack(sub: Subscription) -> bytes:
     return marshal.dumps(to_tuples(sub), MARSHAL_VERSION)
 
 
-def unpack(data: bytes, sub_id: str, cache: dict | None = None) -> Subscription:
+def unpack(data: bytes | memoryview, sub_id: str, cache: dict | None = None) -> Subscription:
     """The subscription :func:`pack` packed, under ``sub_id`` (``cache``: :func:`from_tuples`')."""
     return from_tuples(marshal.loads(data), sub_id, cache)

@@ -129,7 +129,8 @@ def build(spec: IndexSpec) -> Matcher:
         If that version is not stored (pruned, or never written) or a file is unreadable.
     """
     return registry_shards.build_shard(spec.registry, spec.version, spec.shard, spec.shards,
-                                       lambda: create(spec.matcher, **dict(spec.params)))
+                                       lambda: create(spec.matcher, **dict(spec.params)),
+                                       packed=spec.app_id is not None)  # to be published: pickled as read
 
 
 def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:

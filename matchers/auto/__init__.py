@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from matchers.auto import kernels as K
-from matchers.base import Matcher, Matches, register
+from matchers.base import Matcher, Matches, SubscriptionTable, register
 from matchers.catalog import create
 from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch
@@ -310,17 +310,18 @@ class AutoMatcher(Matcher):
             self._decided_at, self._changes = len(self), 0
 
     def remove(self, ids: Iterable[str]) -> int:
-        with no_cyclic_gc():
-            return self._remove_all(ids)
+        return len(self.pop(ids))
 
-    def _remove_all(self, ids: Iterable[str]) -> int:
-        inner = self._inner
-        gone = [inner.subscription(inner.key_of(i)) for i in dict.fromkeys(ids) if i in inner]
-        inner.remove(s.id for s in gone)
-        self._tally.update(gone, -1)
+    def pop(self, ids: Iterable[str]) -> list[Subscription]:
+        with no_cyclic_gc():
+            gone = self._inner.pop(ids)  # each removed subscription read once, by the inner matcher
+            self._tally.update(gone, -1)
         self._changes += len(gone)
         self._stale = True
-        return len(gone)
+        return gone
+
+    def hold(self, table: SubscriptionTable) -> None:
+        self._inner.hold(table)
 
     def match(self, batch: EventBatch) -> Matches:
         if self._changes > DRIFT * max(self._decided_at, 1) or self._events_drifted():
