@@ -365,34 +365,29 @@ class ClusterStore:
         keyed = np.flatnonzero(in_key)
         one = keyed[single[seg[keyed]]]  # single access predicates: found by predicate id
         access = self.pid_access[pids[one]].astype(np.int64)
-        for pid in np.unique(pids[one][access < 0]).tolist():
-            self._new_access((SINGLE, pid))
+        self._new_accesses([(SINGLE, pid) for pid in np.unique(pids[one][access < 0]).tolist()])
         accesses[seg[one]] = self.pid_access[pids[one]]
-        new_hashed: list[int] = []
         hashed = np.flatnonzero(~single)
         if len(hashed):
             key_pids = pids[keyed[~single[seg[keyed]]]].tolist()
             widths = _popcount(masks[hashed].astype(np.int64)).tolist()
+            keys: list[tuple[int, ...]] = []
             done = 0
-            for i, t, w in zip(hashed.tolist(), tables[hashed].tolist(), widths, strict=True):
-                key = (t, *key_pids[done:done + w])
+            for t, w in zip(tables[hashed].tolist(), widths, strict=True):
+                keys.append((t, *key_pids[done:done + w]))
                 done += w
-                a = self.access_of.get(key)
-                if a is None:
-                    a = self._new_access(key)
-                    new_hashed.append(a)
-                accesses[i] = a
+            new = self._new_accesses([k for k in dict.fromkeys(keys) if k not in self.access_of])
+            accesses[hashed] = np.fromiter(map(self.access_of.__getitem__, keys), dtype=np.int64, count=len(keys))
+            if len(new):
+                self._hash_add(new.astype(np.int32))
         pairs, inverse = np.unique(accesses * (1 << 20) + n_rest, return_inverse=True)
-        cluster = np.empty(len(pairs), dtype=np.int32)
-        for u, pair in enumerate(pairs.tolist()):
-            a, size = divmod(pair, 1 << 20)
-            c = self.cluster_of.get((a, size))
-            cluster[u] = self._new_cluster(a, size) if c is None else c
-        row_cluster = cluster[inverse.ravel()]
+        known = np.fromiter((self.cluster_of.get(divmod(pair, 1 << 20), -1) for pair in pairs.tolist()),
+                            dtype=np.int64, count=len(pairs))
+        missing = np.flatnonzero(known < 0)
+        known[missing] = self._new_clusters(pairs[missing] >> 20, pairs[missing] & ((1 << 20) - 1))
+        row_cluster = known[inverse.ravel()].astype(np.int32)
         row_off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(n_rest, out=row_off[1:])
-        if new_hashed:
-            self._hash_add(np.asarray(new_hashed, dtype=np.int32))
         self._reserve(row_cluster)
         kernels.append_rows(self.pool, self.cl, row_cluster, row_off, pids[rest].astype(np.int32),
                             entries.astype(np.int32), self.e_cluster, self.e_row)
@@ -421,22 +416,28 @@ class ClusterStore:
             np.add.at(self.t_size, tabs[hashed], sign)
 
     # -- access entries and clusters ----------------------------------------------------
-    def _new_access(self, key: tuple[int, ...]) -> int:
-        a, self.a_top = new_row(self.a_free, self.a_top)
+    def _new_accesses(self, keys: list[tuple[int, ...]]) -> np.ndarray:
+        """Access entries (ids) for new distinct keys ``(table, pid, ...)``, without clusters yet."""
+        n = len(keys)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        rows, self.a_top = _rows(self.a_free, self.a_top, n)
         self.acc = grown(self.acc, self.a_top, -1)
         self.a_width = grown(self.a_width, self.a_top, 0)
         self.a_count = grown(self.a_count, self.a_top, 0)
-        t = key[0]
-        self.a_first[a] = -1
-        self.a_table[a] = t
-        self.a_key[a] = -1
-        self.a_key[a, : len(key) - 1] = key[1:]
-        self.a_width[a] = len(key) - 1
-        self.a_count[a] = 0
-        self.access_of[key] = a
-        if t == SINGLE:
-            self.pid_access[key[1]] = a
-        return a
+        widths = np.fromiter(map(len, keys), dtype=np.int64, count=n) - 1
+        tables = np.fromiter((k[0] for k in keys), dtype=np.int64, count=n)
+        self.acc[rows] = -1  # no first cluster, no key predicates yet
+        self.acc[rows, TABLE] = tables
+        at = np.repeat(rows, widths)
+        self.acc[at, KEY + np.arange(len(at)) - np.repeat(np.cumsum(widths) - widths, widths)] = \
+            [p for k in keys for p in k[1:]]
+        self.a_width[rows] = widths
+        self.a_count[rows] = 0
+        self.access_of.update(zip(keys, rows.tolist(), strict=True))
+        single = rows[tables == SINGLE]
+        self.pid_access[self.acc[single, KEY]] = single
+        return rows
 
     def _drop_access(self, a: int) -> None:
         t = int(self.a_table[a])
@@ -450,21 +451,28 @@ class ClusterStore:
         self.a_key[a] = -1
         self.a_free.append(a)
 
-    def _new_cluster(self, a: int, n: int) -> int:
-        c, self.c_top = new_row(self.c_free, self.c_top)
+    def _new_clusters(self, accesses: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """Empty clusters (ids) for new distinct ``(access entry, size)`` pairs, each put first in
+        its access entry's list (in the order given)."""
+        n = len(accesses)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        rows, self.c_top = _rows(self.c_free, self.c_top, n)
         self.cl = grown(self.cl, self.c_top, 0)
         self.c_access = grown(self.c_access, self.c_top, -1)
         self.c_movable = grown(self.c_movable, self.c_top, 0)
-        self.c_start[c] = 0
-        self.c_cap[c] = 0
-        self.c_len[c] = 0
-        self.c_size[c] = n
-        self.c_access[c] = a
-        self.c_movable[c] = 0
-        self.c_next[c] = self.a_first[a]
-        self.a_first[a] = c
-        self.cluster_of[(a, n)] = c
-        return c
+        self.cl[rows] = 0
+        self.c_size[rows] = sizes
+        self.c_access[rows] = accesses
+        self.c_movable[rows] = 0
+        order = np.argsort(accesses, kind="stable")
+        a_in, c_in = accesses[order], rows[order]
+        head = np.r_[True, a_in[1:] != a_in[:-1]]
+        last = np.r_[a_in[1:] != a_in[:-1], True]
+        self.c_next[c_in] = np.where(head, self.a_first[a_in], np.r_[-1, c_in[:-1]])
+        self.a_first[a_in[last]] = c_in[last]
+        self.cluster_of.update(zip(zip(accesses.tolist(), sizes.tolist(), strict=True), rows.tolist(), strict=True))
+        return rows
 
     def _drop_cluster(self, c: int) -> None:
         a = int(self.c_access[c])
@@ -536,6 +544,17 @@ class ClusterStore:
         arrays = sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
         maps = 100 * (len(self.access_of) + len(self.cluster_of) + len(self.group_of))
         return int(arrays + maps)
+
+
+def _rows(free: list[int], top: int, n: int) -> tuple[np.ndarray, int]:
+    """Rows of ``n`` new records, as :func:`~matchers.arrays.new_row` one after the other gives
+    them (the last freed first, then from ``top``); and the top after them."""
+    reuse = min(len(free), n)
+    rows = np.empty(n, dtype=np.int64)
+    rows[:reuse] = free[len(free) - reuse:][::-1]
+    del free[len(free) - reuse:]
+    rows[reuse:] = np.arange(top, top + n - reuse)
+    return rows, top + n - reuse
 
 
 def _popcount(masks: np.ndarray) -> np.ndarray:
