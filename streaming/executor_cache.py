@@ -231,7 +231,8 @@ def _build_ahead(spec: IndexSpec, shards: tuple[int, ...]) -> None:
             continue
         got = shared_index.obtain(_shared_key(ahead), ahead.version, partial(build, ahead), wait=False)
         if got is not None:
-            _CACHE[ahead.key] = CachedIndex(got[0], ahead.version, rebuilds=int(got[1]), maps=int(not got[1]))
+            _CACHE[ahead.key] = CachedIndex(got[0], ahead.version, rebuilds=int(got[1]), maps=int(not got[1]),
+                                            used=time.monotonic(), use=_uses[0])  # not idle for sweep
             return
 
 
