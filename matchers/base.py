@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import importlib
 import operator
-import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
@@ -51,6 +50,7 @@ from matchers.arrays import stored
 from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch, FlatEvent, encode
 from matchers.expr import INDEXED_OPS, PRESENCE_OPS, Kind, Op, Pred, Subscription, Value
+from matchers.packed import pack, unpack
 from matchers.presence import Presence, rewrite, tested
 from matchers.states import with_states
 from matchers.views import VIEW_OPS, with_views
@@ -88,8 +88,10 @@ class SubscriptionTable(Sequence):
 
     As Python objects the subscriptions are most of a matcher's memory; packed, they
     pickle out of band like the index arrays (and can be shared between processes, see
-    :mod:`streaming.shared_index`).  ``table[key]`` unpickles one subscription (``None``
-    for a free key) and :meth:`id_of` decodes only its id.  Changes (``table[key] = sub``,
+    :mod:`streaming.shared_index`).  Each is its id (UTF-8) and :func:`matchers.packed.pack`'s
+    bytes, the registry's own form, so that a shard built from the registry's files takes
+    its columns as they are (:meth:`Matcher.hold`).  ``table[key]`` unpacks one subscription
+    (``None`` for a free key) and :meth:`id_of` decodes only its id.  Changes (``table[key] = sub``,
     :meth:`append`, :meth:`extend`) are kept beside the packed arrays, which are never
     written, so an unpickled matcher that changes holds only what changed as objects.
     """
@@ -115,7 +117,7 @@ class SubscriptionTable(Sequence):
                    _offsets(blobs), np.frombuffer(b"".join(blobs), dtype=np.uint8))
 
     def _encoded(self, key: int) -> tuple[bytes, bytes]:
-        """The id and the pickled subscription under ``key`` (empty for a free key)."""
+        """The id and the packed subscription under ``key`` (empty for a free key)."""
         if key in self._changed:
             return _encode(self._changed[key])
         return (self.id_bytes[self.id_offsets[key]:self.id_offsets[key + 1]].tobytes(),
@@ -138,19 +140,22 @@ class SubscriptionTable(Sequence):
         if key in self._changed:
             return self._changed[key]
         lo, hi = self.sub_offsets[key], self.sub_offsets[key + 1]
-        return pickle.loads(self.sub_bytes[lo:hi].data) if hi > lo else None
+        return unpack(self.sub_bytes[lo:hi].data, self.id_of(key)) if hi > lo else None
 
     def __setitem__(self, key: int, sub: Subscription | None) -> None:
         self._changed[self._key(key)] = sub
 
     def __iter__(self) -> Iterator[Subscription | None]:
         changed, bounds, data = self._changed, self.sub_offsets.tolist(), self.sub_bytes.data
+        id_bounds, ids = self.id_offsets.tolist(), self.id_bytes.data
+        cache: dict = {}  # one object per distinct predicate
         for key in range(self._len):
             if key in changed:
                 yield changed[key]
             else:
                 lo, hi = bounds[key], bounds[key + 1]
-                yield pickle.loads(data[lo:hi]) if hi > lo else None
+                yield unpack(data[lo:hi], str(ids[id_bounds[key]:id_bounds[key + 1]], "utf-8"), cache) \
+                    if hi > lo else None
 
     def append(self, sub: Subscription | None) -> None:
         self._changed[self._len] = sub
@@ -203,7 +208,7 @@ def merge_rows(matches: Matches, rows: np.ndarray, capacity: int) -> Matches:
 
 
 def _encode(sub: Subscription | None) -> tuple[bytes, bytes]:
-    return (b"", b"") if sub is None else (sub.id.encode("utf-8"), pickle.dumps(sub, protocol=5))
+    return (b"", b"") if sub is None else (sub.id.encode("utf-8"), pack(sub))
 
 
 def _offsets(chunks: Sequence[bytes]) -> np.ndarray:
@@ -250,6 +255,20 @@ class Matcher(ABC):
     def __getstate__(self) -> dict:
         """Every attribute, the subscriptions packed as arrays (:class:`SubscriptionTable`)."""
         return {**self.__dict__, "_subs": SubscriptionTable.pack(self._subs)}
+
+    def hold(self, table: SubscriptionTable) -> None:
+        """Hold the subscriptions as ``table`` from now on: the same subscriptions under the same
+        keys (free keys empty), already packed (a shard's rows as the registry stores them),
+        so that neither the objects are kept nor packing them costs anything when pickled.
+
+        Raises
+        ------
+        ValueError
+            If ``table`` does not cover exactly the keys used (:attr:`capacity`).
+        """
+        if len(table) != self.capacity:
+            raise ValueError(f"a table of {len(table)} subscriptions for {self.capacity} keys")
+        self._subs = table
 
     # -- public API -------------------------------------------------------------
     def indexes(self, p: Pred) -> bool:
@@ -326,10 +345,9 @@ class Matcher(ABC):
     def _register(self, subs: list[Subscription]) -> None:
         """Give the attributes and string operands of ``subs`` their dictionary ids before
         :meth:`_insert` (an index that registers them while inserting overrides this)."""
-        for sub in subs:
-            for conj in sub.conjunctions:
-                for p in conj:
-                    self._register_operands(p)
+        preds = list(chain.from_iterable(chain.from_iterable(sub.conjunctions for sub in subs)))
+        for p in dict(zip(map(id, preds), preds, strict=True)).values():  # each object once: a bulk read repeats them
+            self._register_operands(p)
 
     def _assign_many(self, subs: list[Subscription]) -> list[int]:
         """:meth:`_assign` for each of ``subs`` in turn, with list operations."""
@@ -368,7 +386,15 @@ class Matcher(ABC):
         with no_cyclic_gc():  # a collection here would rescan every held subscription (3x the time at 100,000)
             return self._remove(ids)
 
-    def _remove(self, ids: Iterable[str]) -> int:
+    def pop(self, ids: Iterable[str]) -> list[Subscription]:
+        """:meth:`remove`, returning the subscriptions removed (each read once)."""
+        gone: list[Subscription] = []
+        with no_cyclic_gc():
+            self._remove(ids, gone)
+        return gone
+
+    def _remove(self, ids: Iterable[str], gone: list[Subscription] | None = None) -> int:
+        """Delete subscriptions by id, appending each removed one to ``gone`` if given."""
         entries: list[tuple[int, Subscription]] = []
         residual: list[str] = []
         for sub_id in dict.fromkeys(ids):
@@ -378,8 +404,13 @@ class Matcher(ABC):
             if key in self._residual_keys:
                 self._residual_keys.discard(key)
                 residual.append(sub_id)
+                if gone is not None:
+                    gone.append(self._subs[key])  # type: ignore[arg-type]  # a live key holds a subscription
             else:
-                entries.append((key, self._unstate(key, self._subs[key])))  # type: ignore[arg-type]  # a live key holds a subscription
+                sub: Subscription = self._subs[key]  # type: ignore[assignment]  # a live key holds a subscription
+                if gone is not None:
+                    gone.append(sub)
+                entries.append((key, self._unstate(key, sub)))
             self._subs[key] = None
             self._free.append(key)
         if residual:

@@ -58,7 +58,7 @@ def _tree(t: Any, table: list[Pred]) -> Expr:
         return table[t]
     if t[0] == NOT:
         return Not(_tree(t[1], table))
-    children = tuple(_tree(c, table) for c in t[1:])
+    children = tuple(table[c] if type(c) is int else _tree(c, table) for c in t[1:])
     return And(children) if t[0] == AND else Or(children)
 
 
@@ -78,9 +78,11 @@ def from_tuples(packed: tuple, sub_id: str, cache: dict | None = None) -> Subscr
     expires, preds, packed_tree, conjunctions = packed
     table: list[Pred] = []
     keys: list[Any] = []  # each predicate's in the cache
-    for attr, op, operand, kind in preds:
+    for fields in preds:
+        attr, op, operand, kind = fields
         if op != _BUT:
-            key = (attr, op, kind, _exact(operand))
+            of = type(operand)  # a string or a non-zero float is its own exact key: the fields themselves
+            key = fields if of is str or of is float and operand else (attr, op, kind, _exact(operand))
         elif isinstance(operand, Pred):  # the pickled registry held the Pred
             key = None
         else:
@@ -93,7 +95,7 @@ def from_tuples(packed: tuple, sub_id: str, cache: dict | None = None) -> Subscr
                 cache[key] = p
         table.append(p)
         keys.append(key)
-    conj = tuple(tuple(table[i] for i in c) for c in conjunctions)
+    conj = tuple(tuple(map(table.__getitem__, c)) for c in conjunctions)
     return Subscription(sub_id, _tree(packed_tree, table), conj, expires)
 
 
@@ -102,6 +104,6 @@ def pack(sub: Subscription) -> bytes:
     return marshal.dumps(to_tuples(sub), MARSHAL_VERSION)
 
 
-def unpack(data: bytes, sub_id: str, cache: dict | None = None) -> Subscription:
+def unpack(data: bytes | memoryview, sub_id: str, cache: dict | None = None) -> Subscription:
     """The subscription :func:`pack` packed, under ``sub_id`` (``cache``: :func:`from_tuples`')."""
     return from_tuples(marshal.loads(data), sub_id, cache)

@@ -29,6 +29,7 @@ import gc
 import time
 import zlib
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from matchers.base import Matcher
@@ -129,7 +130,8 @@ def build(spec: IndexSpec) -> Matcher:
         If that version is not stored (pruned, or never written) or a file is unreadable.
     """
     return registry_shards.build_shard(spec.registry, spec.version, spec.shard, spec.shards,
-                                       lambda: create(spec.matcher, **dict(spec.params)))
+                                       lambda: create(spec.matcher, **dict(spec.params)),
+                                       packed=spec.app_id is not None)  # to be published: pickled as read
 
 
 def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
@@ -151,10 +153,15 @@ def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
     return True
 
 
-def index_for(spec: IndexSpec) -> CachedIndex:
+def index_for(spec: IndexSpec, then: tuple[int, ...] = ()) -> CachedIndex:
     """This process's index for ``spec``, brought to ``spec.version`` (and, with shards, a
-    :func:`sweep` of the other shards' at most every :data:`SWEEP_S`)."""
-    entry = _obtain(spec)
+    :func:`sweep` of the other shards' at most every :data:`SWEEP_S`).
+
+    ``then``: the shards the caller asks for next. A shared index another worker of the machine
+    is building meanwhile is waited for only after building one of them that no worker has
+    (:func:`_build_ahead`): the machine's workers build different shards at once rather than
+    each one in turn while the others wait."""
+    entry = _obtain(spec, then)
     now = time.monotonic()
     _uses[0] += 1
     entry.used, entry.use = now, _uses[0]
@@ -189,7 +196,7 @@ def sweep(spec: IndexSpec, now: float, wall: float, idle_s: float = DROP_AFTER_S
     return dropped
 
 
-def _obtain(spec: IndexSpec) -> CachedIndex:
+def _obtain(spec: IndexSpec, then: tuple[int, ...] = ()) -> CachedIndex:
     entry = _CACHE.get(spec.key)
     if entry is not None and entry.version == spec.version:
         return entry
@@ -205,10 +212,28 @@ def _obtain(spec: IndexSpec) -> CachedIndex:
         if spec.app_id is None:
             matcher, built = build(spec), True
         else:  # built here, or mapped from what another worker built meanwhile
-            matcher, built = shared_index.obtain(_shared_key(spec), spec.version, lambda: build(spec))
+            got = shared_index.obtain(_shared_key(spec), spec.version, lambda: build(spec), wait=not then)
+            if got is None:  # another worker builds it: one of the next shards first
+                _build_ahead(spec, then)
+                got = shared_index.obtain(_shared_key(spec), spec.version, lambda: build(spec))
+            matcher, built = got  # type: ignore[misc]  # waited for: never None
         entry = CachedIndex(matcher, spec.version, rebuilds + built, maps=maps + (not built))
     _CACHE[spec.key] = entry
     return entry
+
+
+def _build_ahead(spec: IndexSpec, shards: tuple[int, ...]) -> None:
+    """Build (and publish), or map, the first of ``shards`` (of ``spec``'s family and version) that
+    this process has no index of and no other process is building, into the cache."""
+    for shard in shards:
+        ahead = replace(spec, shard=shard)
+        if ahead.key in _CACHE:
+            continue
+        got = shared_index.obtain(_shared_key(ahead), ahead.version, partial(build, ahead), wait=False)
+        if got is not None:
+            _CACHE[ahead.key] = CachedIndex(got[0], ahead.version, rebuilds=int(got[1]), maps=int(not got[1]),
+                                            used=time.monotonic(), use=_uses[0])  # not idle for sweep
+            return
 
 
 def _shared_key(spec: IndexSpec) -> shared_index.SharedKey:

@@ -209,12 +209,17 @@ def drop_idle(key: SharedKey, idle_s: float, now: float) -> bool:
 
 
 @contextmanager
-def _exclusive(key: SharedKey) -> Iterator[None]:
-    """Hold the builder's lock of ``key`` (one process of the machine at a time)."""
+def _exclusive(key: SharedKey, wait: bool = True) -> Iterator[bool]:
+    """Hold the builder's lock of ``key`` (one process of the machine at a time); without
+    ``wait``, only if no other process holds it. Whether it is held."""
     with open(key.folder() / "builder.lock", "a+b") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
@@ -242,13 +247,14 @@ def newest(key: SharedKey, after: int, upto: int) -> tuple[int, Matcher] | None:
     return None
 
 
-def obtain(key: SharedKey, version: int, make: Callable[[], Matcher]) -> tuple[Matcher, bool]:
+def obtain(key: SharedKey, version: int, make: Callable[[], Matcher], wait: bool = True) -> tuple[Matcher, bool] | None:
     """Version ``version`` of ``key`` mapped from this machine's file, made and published first
     if no process has yet; ``(matcher, whether this call made it)``.
 
     One maker at a time per key: the others wait for its lock and then map what it
-    published.  A corrupt file is removed and made again.  If the file cannot be written
-    (no space left), the made matcher is returned, this process's own.
+    published (without ``wait``, they get ``None`` while another process makes it).  A corrupt
+    file is removed and made again.  If the file cannot be written (no space left), the made
+    matcher is returned, this process's own.
     """
     path = key.path(version)
     try:
@@ -257,7 +263,9 @@ def obtain(key: SharedKey, version: int, make: Callable[[], Matcher]) -> tuple[M
         found = None
     if found is not None:
         return found, False
-    with _exclusive(key):
+    with _exclusive(key, wait) as held:
+        if not held:
+            return None
         try:
             found = _try_load(path)
         except CorruptIndex:

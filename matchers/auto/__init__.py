@@ -23,13 +23,13 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from itertools import combinations
+from itertools import chain, combinations
 from typing import Any
 
 import numpy as np
 
 from matchers.auto import kernels as K
-from matchers.base import Matcher, Matches, register
+from matchers.base import Matcher, Matches, SubscriptionTable, register
 from matchers.catalog import create
 from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch
@@ -128,11 +128,24 @@ class _Tally:
         self.eq_values: Counter[tuple[str, Any]] = Counter()
 
     def update(self, subs: list[Subscription], sign: int) -> None:
-        """Count ``subs`` in (``sign`` 1) or out (-1), in bulk: keys listed, then counted once each."""
+        """Count ``subs`` in (``sign`` 1) or out (-1), in bulk: each predicate object looked at
+        once with the number of times it occurs (a bulk read repeats them), each key counted once."""
         conjs = [conj for sub in subs for conj in sub.conjunctions]
-        preds = [p for conj in conjs for p in conj]
-        kinds = Counter([_CLASS[p.op][p.kind] for p in preds])
-        eq = [p for p in preds if p.op is Op.EQ]
+        preds = list(chain.from_iterable(conjs))
+        times = Counter(map(id, preds))
+        kinds: Counter[int] = Counter()
+        attrs: Counter[str] = Counter()
+        eq_attrs: Counter[str] = Counter()
+        eq_values: Counter[tuple[str, Any]] = Counter()
+        outside = False
+        for key, p in dict(zip(map(id, preds), preds, strict=True)).items():
+            n = times[key]
+            kinds[_CLASS[p.op][p.kind]] += n
+            attrs[p.attr] += n
+            outside = outside or _OUTSIDE[p.op]
+            if p.op is Op.EQ:
+                eq_attrs[p.attr] += n
+                eq_values[(p.attr, p.operand)] += n
         pairs: list[tuple[str, str]] = []
         for conj in conjs:
             pairs.extend(combinations(sorted([p.attr for p in conj if p.op is Op.EQ])[:MAX_PAIRED], 2))
@@ -142,12 +155,12 @@ class _Tally:
         self.ranges += sign * kinds[_RANGE]
         self.equalities += sign * (kinds[_EQ] + kinds[_IN])
         self.patterns += sign * kinds[_PATTERN]
-        if any([_OUTSIDE[p.op] for p in preds]):
+        if outside:
             self.residual += sign * sum(any(_OUTSIDE[p.op] for c in sub.conjunctions for p in c) for sub in subs)
-        _count(self.attrs, [p.attr for p in preds], sign)
-        _count(self.eq_attrs, [p.attr for p in eq], sign)
-        _count(self.eq_values, [(p.attr, p.operand) for p in eq], sign)
-        _count(self.pairs, pairs, sign)
+        _count(self.attrs, attrs, sign)
+        _count(self.eq_attrs, eq_attrs, sign)
+        _count(self.eq_values, eq_values, sign)
+        _count(self.pairs, Counter(pairs), sign)
 
     def shape(self) -> Shape:
         preds, conjs = max(self.preds, 1), max(self.conjs, 1)
@@ -160,10 +173,10 @@ class _Tally:
                      round(self.residual / max(self.subs, 1), 3), round(pair, 3), round(skew, 3))
 
 
-def _count(counts: Counter, keys: list, sign: int) -> None:
-    """Add ``sign`` to the count of each key listed, dropping the counts that fall to zero (only
+def _count(counts: Counter, keys: Counter, sign: int) -> None:
+    """Add ``sign`` times each key's count in ``keys``, dropping the counts that fall to zero (only
     theirs are looked at: a pass over every count would cost what the whole set holds)."""
-    for key, n in Counter(keys).items():
+    for key, n in keys.items():
         if total := counts[key] + sign * n:
             counts[key] = total
         else:
@@ -310,17 +323,18 @@ class AutoMatcher(Matcher):
             self._decided_at, self._changes = len(self), 0
 
     def remove(self, ids: Iterable[str]) -> int:
-        with no_cyclic_gc():
-            return self._remove_all(ids)
+        return len(self.pop(ids))
 
-    def _remove_all(self, ids: Iterable[str]) -> int:
-        inner = self._inner
-        gone = [inner.subscription(inner.key_of(i)) for i in dict.fromkeys(ids) if i in inner]
-        inner.remove(s.id for s in gone)
-        self._tally.update(gone, -1)
+    def pop(self, ids: Iterable[str]) -> list[Subscription]:
+        with no_cyclic_gc():
+            gone = self._inner.pop(ids)  # each removed subscription read once, by the inner matcher
+            self._tally.update(gone, -1)
         self._changes += len(gone)
         self._stale = True
-        return len(gone)
+        return gone
+
+    def hold(self, table: SubscriptionTable) -> None:
+        self._inner.hold(table)
 
     def match(self, batch: EventBatch) -> Matches:
         if self._changes > DRIFT * max(self._decided_at, 1) or self._events_drifted():

@@ -123,58 +123,54 @@ class ClusterStore:
             self.pid_access = grown(self.pid_access, n, -1)
 
     # -- entries ----------------------------------------------------------------------
-    def new_entries(self, keys: Sequence[int], pid_lists: Sequence[Sequence[int]]) -> np.ndarray:
-        """Create entries (not yet placed) for conjunctions given as predicate-id lists."""
-        ids = np.empty(len(keys), dtype=np.int64)
-        need = self.e_top + len(keys)
+    def new_entries(self, keys: Sequence[int], pids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Create entries (not yet placed) for conjunctions given as their predicate ids one after
+        the other (``lengths`` each), with their subscriptions' ``keys``."""
+        n = len(keys)
+        ids = np.empty(n, dtype=np.int64)
+        need = self.e_top + n
         for name, fill in (("e_key", -1), ("e_start", 0), ("e_len", 0), ("e_k", 0), ("e_group", -1),
                            ("e_cluster", -1), ("e_row", -1)):
             setattr(self, name, grown(getattr(self, name), need, fill))
-        total = sum(len(p) for p in pid_lists)
+        total = int(lengths.sum())
         self.epool = grown(self.epool, self.epool_top + total, 0)
-        eq_attr = self.pid_eq_attr
-        flat: list[int] = []
-        starts = np.empty(len(keys), dtype=np.int64)
-        lens = np.empty(len(keys), dtype=np.int32)
-        ks = np.empty(len(keys), dtype=np.int32)
-        groups = np.empty(len(keys), dtype=np.int32)
-        top = self.epool_top
-        for i, pids in enumerate(pid_lists):
-            eqs: dict[int, int] = {}
-            rest = []
-            for p in pids:
-                a = int(eq_attr[p])
-                if a >= 0 and a not in eqs:
-                    eqs[a] = p
-                else:
-                    rest.append(p)
-            attrs = tuple(sorted(eqs))
-            g = self.group_of.get(attrs)
+        seg = np.repeat(np.arange(n), lengths)
+        ends = np.cumsum(lengths)
+        pos = np.arange(total) - (ends - lengths)[seg]
+        attr = self.pid_eq_attr[pids].astype(np.int64)
+        eq = np.flatnonzero(attr >= 0)
+        eq = eq[np.lexsort((pos[eq], attr[eq], seg[eq]))]  # by entry, attribute, position
+        first = eq[np.r_[True, (seg[eq][1:] != seg[eq][:-1]) | (attr[eq][1:] != attr[eq][:-1])]] if len(eq) else eq
+        chosen = np.zeros(total, dtype=bool)
+        chosen[first] = True  # an attribute's first equality in its entry: the entry's group
+        order = np.lexsort((np.where(chosen, attr, pos), ~chosen, seg))
+        ks = np.bincount(seg[first], minlength=n)
+        group_attrs = attr[order][chosen[order]].tolist()
+        groups = np.empty(n, dtype=np.int32)
+        at = 0
+        for i, k in enumerate(ks.tolist()):
+            g_attrs = tuple(group_attrs[at:at + k])
+            at += k
+            g = self.group_of.get(g_attrs)
             if g is None:
-                g = self.group_of[attrs] = len(self.groups)
-                self.groups.append(attrs)
-            flat.extend(eqs[a] for a in attrs)
-            flat.extend(rest)
-            starts[i] = top
-            lens[i] = len(pids)
-            top += len(pids)
-            ks[i] = len(attrs)
+                g = self.group_of[g_attrs] = len(self.groups)
+                self.groups.append(g_attrs)
             groups[i] = g
-        for i in range(len(keys)):
-            ids[i] = self.e_free.pop() if self.e_free else self._next_entry()
-        self.epool[self.epool_top:top] = flat
-        self.epool_top = top
+        reuse = min(len(self.e_free), n)
+        ids[:reuse] = self.e_free[len(self.e_free) - reuse:][::-1]
+        del self.e_free[len(self.e_free) - reuse:]
+        ids[reuse:] = np.arange(self.e_top, self.e_top + n - reuse)
+        self.e_top += n - reuse
+        top = self.epool_top
+        self.epool[top:top + total] = pids[order]
+        self.epool_top = top + total
         self.e_key[ids] = keys
-        self.e_start[ids] = starts
-        self.e_len[ids] = lens
+        self.e_start[ids] = top + ends - lengths
+        self.e_len[ids] = lengths
         self.e_k[ids] = ks
         self.e_group[ids] = groups
-        self.n_entries += len(keys)
+        self.n_entries += n
         return ids
-
-    def _next_entry(self) -> int:
-        self.e_top += 1
-        return self.e_top - 1
 
     def free_entries(self, entries: np.ndarray) -> None:
         """Forget unplaced entries."""
@@ -344,45 +340,57 @@ class ClusterStore:
             return
         if tables is None or masks is None:
             tables, masks, _ = self.choose(entries, log_nu)
-        row_cluster = np.empty(len(entries), dtype=np.int32)
-        row_off = np.zeros(len(entries) + 1, dtype=np.int64)
-        flat: list[int] = []
-        new_hashed: list[int] = []
-        epool, e_start, e_len, e_k = self.epool, self.e_start, self.e_len, self.e_k
-        for i, e in enumerate(entries.tolist()):
-            s = int(e_start[e])
-            pids = epool[s : s + e_len[e]].tolist()
-            k = int(e_k[e])
-            t = int(tables[i])
-            if t == SINGLE:
-                if k > 0:
-                    j = int(masks[i])
-                else:
-                    j = min(range(len(pids)), key=lambda x: log_nu[pids[x]])
-                key: tuple[int, ...] = (SINGLE, pids[j])
-                rest = pids[:j] + pids[j + 1:]
-            else:
-                m = int(masks[i])
-                key = (t, *(pids[j] for j in range(k) if m >> j & 1))
-                rest = [p for j, p in enumerate(pids) if not (j < k and m >> j & 1)]
-            a = self.access_of.get(key)
-            if a is None:
-                a = self._new_access(key)
-                if t != SINGLE:
-                    new_hashed.append(a)
-            rest.sort(key=log_nu.__getitem__)
-            n = len(rest)
-            c = self.cluster_of.get((a, n))
-            if c is None:
-                c = self._new_cluster(a, n)
-            row_cluster[i] = c
-            flat.extend(rest)
-            row_off[i + 1] = len(flat)
-        if new_hashed:
-            self._hash_add(np.asarray(new_hashed, dtype=np.int32))
+        n = len(entries)
+        lens = self.e_len[entries].astype(np.int64)
+        ks = self.e_k[entries].astype(np.int64)
+        seg = np.repeat(np.arange(n), lens)
+        pos = np.arange(int(lens.sum())) - (np.cumsum(lens) - lens)[seg]
+        pids = self.epool[self.e_start[entries][seg] + pos]
+        nu = log_nu[pids]
+        single = tables == SINGLE
+        where = masks.astype(np.int64)  # a single access predicate's position
+        bare = np.flatnonzero(single & (ks == 0))  # no equality: the first of the most selective
+        if len(bare):
+            inside = np.isin(seg, bare)
+            among = np.flatnonzero(inside)
+            low = among[np.lexsort((pos[among], nu[among], seg[among]))]
+            low = low[np.r_[True, seg[low][1:] != seg[low][:-1]]]
+            where[seg[low]] = pos[low]
+        shifted = np.right_shift(masks[seg].astype(np.int64), np.minimum(pos, 63)) & 1
+        in_key = np.where(single[seg], pos == where[seg], (pos < ks[seg]) & (shifted == 1))
+        rest = np.flatnonzero(~in_key)
+        rest = rest[np.lexsort((pos[rest], nu[rest], seg[rest]))]  # by entry, ascending nu
+        n_rest = np.bincount(seg[rest], minlength=n)
+        accesses = np.empty(n, dtype=np.int64)
+        keyed = np.flatnonzero(in_key)
+        one = keyed[single[seg[keyed]]]  # single access predicates: found by predicate id
+        access = self.pid_access[pids[one]].astype(np.int64)
+        self._new_accesses([(SINGLE, pid) for pid in np.unique(pids[one][access < 0]).tolist()])
+        accesses[seg[one]] = self.pid_access[pids[one]]
+        hashed = np.flatnonzero(~single)
+        if len(hashed):
+            key_pids = pids[keyed[~single[seg[keyed]]]].tolist()
+            widths = _popcount(masks[hashed].astype(np.int64)).tolist()
+            keys: list[tuple[int, ...]] = []
+            done = 0
+            for t, w in zip(tables[hashed].tolist(), widths, strict=True):
+                keys.append((t, *key_pids[done:done + w]))
+                done += w
+            new = self._new_accesses([k for k in dict.fromkeys(keys) if k not in self.access_of])
+            accesses[hashed] = np.fromiter(map(self.access_of.__getitem__, keys), dtype=np.int64, count=len(keys))
+            if len(new):
+                self._hash_add(new.astype(np.int32))
+        pairs, inverse = np.unique(accesses * (1 << 20) + n_rest, return_inverse=True)
+        known = np.fromiter((self.cluster_of.get(divmod(pair, 1 << 20), -1) for pair in pairs.tolist()),
+                            dtype=np.int64, count=len(pairs))
+        missing = np.flatnonzero(known < 0)
+        known[missing] = self._new_clusters(pairs[missing] >> 20, pairs[missing] & ((1 << 20) - 1))
+        row_cluster = known[inverse.ravel()].astype(np.int32)
+        row_off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(n_rest, out=row_off[1:])
         self._reserve(row_cluster)
-        kernels.append_rows(self.pool, self.cl, row_cluster, row_off, np.asarray(flat, dtype=np.int32), entries.astype(np.int32),
-                            self.e_cluster, self.e_row)
+        kernels.append_rows(self.pool, self.cl, row_cluster, row_off, pids[rest].astype(np.int32),
+                            entries.astype(np.int32), self.e_cluster, self.e_row)
         self._count(entries, row_cluster, 1)
 
     def unplace(self, entries: np.ndarray) -> None:
@@ -408,22 +416,28 @@ class ClusterStore:
             np.add.at(self.t_size, tabs[hashed], sign)
 
     # -- access entries and clusters ----------------------------------------------------
-    def _new_access(self, key: tuple[int, ...]) -> int:
-        a, self.a_top = new_row(self.a_free, self.a_top)
+    def _new_accesses(self, keys: list[tuple[int, ...]]) -> np.ndarray:
+        """Access entries (ids) for new distinct keys ``(table, pid, ...)``, without clusters yet."""
+        n = len(keys)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        rows, self.a_top = _rows(self.a_free, self.a_top, n)
         self.acc = grown(self.acc, self.a_top, -1)
         self.a_width = grown(self.a_width, self.a_top, 0)
         self.a_count = grown(self.a_count, self.a_top, 0)
-        t = key[0]
-        self.a_first[a] = -1
-        self.a_table[a] = t
-        self.a_key[a] = -1
-        self.a_key[a, : len(key) - 1] = key[1:]
-        self.a_width[a] = len(key) - 1
-        self.a_count[a] = 0
-        self.access_of[key] = a
-        if t == SINGLE:
-            self.pid_access[key[1]] = a
-        return a
+        widths = np.fromiter(map(len, keys), dtype=np.int64, count=n) - 1
+        tables = np.fromiter((k[0] for k in keys), dtype=np.int64, count=n)
+        self.acc[rows] = -1  # no first cluster, no key predicates yet
+        self.acc[rows, TABLE] = tables
+        at = np.repeat(rows, widths)
+        self.acc[at, KEY + np.arange(len(at)) - np.repeat(np.cumsum(widths) - widths, widths)] = \
+            [p for k in keys for p in k[1:]]
+        self.a_width[rows] = widths
+        self.a_count[rows] = 0
+        self.access_of.update(zip(keys, rows.tolist(), strict=True))
+        single = rows[tables == SINGLE]
+        self.pid_access[self.acc[single, KEY]] = single
+        return rows
 
     def _drop_access(self, a: int) -> None:
         t = int(self.a_table[a])
@@ -437,21 +451,28 @@ class ClusterStore:
         self.a_key[a] = -1
         self.a_free.append(a)
 
-    def _new_cluster(self, a: int, n: int) -> int:
-        c, self.c_top = new_row(self.c_free, self.c_top)
+    def _new_clusters(self, accesses: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """Empty clusters (ids) for new distinct ``(access entry, size)`` pairs, each put first in
+        its access entry's list (in the order given)."""
+        n = len(accesses)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        rows, self.c_top = _rows(self.c_free, self.c_top, n)
         self.cl = grown(self.cl, self.c_top, 0)
         self.c_access = grown(self.c_access, self.c_top, -1)
         self.c_movable = grown(self.c_movable, self.c_top, 0)
-        self.c_start[c] = 0
-        self.c_cap[c] = 0
-        self.c_len[c] = 0
-        self.c_size[c] = n
-        self.c_access[c] = a
-        self.c_movable[c] = 0
-        self.c_next[c] = self.a_first[a]
-        self.a_first[a] = c
-        self.cluster_of[(a, n)] = c
-        return c
+        self.cl[rows] = 0
+        self.c_size[rows] = sizes
+        self.c_access[rows] = accesses
+        self.c_movable[rows] = 0
+        order = np.argsort(accesses, kind="stable")
+        a_in, c_in = accesses[order], rows[order]
+        head = np.r_[True, a_in[1:] != a_in[:-1]]
+        last = np.r_[a_in[1:] != a_in[:-1], True]
+        self.c_next[c_in] = np.where(head, self.a_first[a_in], np.r_[-1, c_in[:-1]])
+        self.a_first[a_in[last]] = c_in[last]
+        self.cluster_of.update(zip(zip(accesses.tolist(), sizes.tolist(), strict=True), rows.tolist(), strict=True))
+        return rows
 
     def _drop_cluster(self, c: int) -> None:
         a = int(self.c_access[c])
@@ -523,6 +544,27 @@ class ClusterStore:
         arrays = sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
         maps = 100 * (len(self.access_of) + len(self.cluster_of) + len(self.group_of))
         return int(arrays + maps)
+
+
+def _rows(free: list[int], top: int, n: int) -> tuple[np.ndarray, int]:
+    """Rows of ``n`` new records, as :func:`~matchers.arrays.new_row` one after the other gives
+    them (the last freed first, then from ``top``); and the top after them."""
+    reuse = min(len(free), n)
+    rows = np.empty(n, dtype=np.int64)
+    rows[:reuse] = free[len(free) - reuse:][::-1]
+    del free[len(free) - reuse:]
+    rows[reuse:] = np.arange(top, top + n - reuse)
+    return rows, top + n - reuse
+
+
+def _popcount(masks: np.ndarray) -> np.ndarray:
+    """Bits set in each of ``masks`` (non-negative int64)."""
+    count = np.zeros(len(masks), dtype=np.int64)
+    left = masks.copy()
+    while left.any():
+        count += left & 1
+        left >>= 1
+    return count
 
 
 def subsets(attrs: tuple[int, ...], max_size: int) -> list[tuple[int, ...]]:

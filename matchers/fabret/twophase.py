@@ -72,24 +72,12 @@ class TwoPhaseMatcher(Matcher):
 
     # -- Matcher ----------------------------------------------------------------------
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
-        keys: list[int] = []
-        pid_lists: list[list[int]] = []
-        acquire = self.phase1.acquire
-        attr_of = self.dictionary.attr_ids
-        eq_pids: list[int] = []
-        eq_attrs: list[int] = []
-        for key, sub in entries:
-            for conj in sub.conjunctions:
-                keys.append(key)
-                pids = [acquire(p) for p in conj]
-                pid_lists.append(pids)
-                for p, pid in zip(conj, pids, strict=True):
-                    if p.op is Op.EQ:
-                        eq_pids.append(pid)
-                        eq_attrs.append(attr_of[p.attr])
-        flat = np.fromiter((pid for pids in pid_lists for pid in pids), dtype=np.int64)
-        self._track_pids(flat, np.asarray(eq_pids, dtype=np.int64), np.asarray(eq_attrs, dtype=np.int32))
-        ents = self.store.new_entries(keys, pid_lists)
+        conjs = [(key, conj) for key, sub in entries for conj in sub.conjunctions]
+        keys = [key for key, _ in conjs]
+        lengths = np.fromiter(map(len, (conj for _, conj in conjs)), dtype=np.int64, count=len(conjs))
+        flat = self.phase1.acquire_many([p for _, conj in conjs for p in conj]).astype(np.int64)
+        self._track_pids(flat)
+        ents = self.store.new_entries(keys, flat, lengths)
         self._link(ents, keys)
         self.store.place(ents, self.log_nu())
         self._changed(len(entries))
@@ -167,13 +155,15 @@ class TwoPhaseMatcher(Matcher):
             self.e_sibling[e] = self.key_entry[key]
             self.key_entry[key] = e
 
-    def _track_pids(self, pids: np.ndarray, eq_pids: np.ndarray, eq_attrs: np.ndarray) -> None:
-        """Take references on acquired predicate ids and record which are equalities."""
+    def _track_pids(self, pids: np.ndarray) -> None:
+        """Take references on acquired predicate ids and record which are equalities (of which attribute)."""
         if len(pids) == 0:
             return
         top = int(pids.max()) + 1
         self.store.reserve_pids(top)
-        self.store.pid_eq_attr[pids] = -1
-        self.store.pid_eq_attr[eq_pids] = eq_attrs
+        distinct = np.unique(pids)
+        attr_of, predicate = self.dictionary.attr_ids, self.phase1.predicate
+        self.store.pid_eq_attr[distinct] = [attr_of[p.attr] if p.op is Op.EQ else -1
+                                            for p in map(predicate, distinct.tolist())]
         self.pid_refs = grown(self.pid_refs, top, 0)
         np.add.at(self.pid_refs, pids, 1)

@@ -120,23 +120,30 @@ class PredicateIndex:
 
         The batch's new predicates take ids in (attribute, type, operator, operand)
         order: consecutive ids when no freed id is waiting for reuse.  Each predicate
-        is hashed once (and each new one once more).
+        object is hashed once (and each new one once more): a bulk read makes the
+        predicates its subscriptions repeat one object (:func:`matchers.packed.from_tuples`).
         """
         n = len(preds)
         if self._n_handles > 2 * len(self._ids) + 4096:
             self._compact_handles()
         ids = self._ids
-        base = self._new_handles(n)  # handle of a new predicate: base + its first position
-        found = np.fromiter(map(ids.setdefault, preds, itertools.count(base)), dtype=np.int64, count=n)
-        first = np.flatnonzero(found == base + np.arange(n, dtype=np.int64))
+        by_object = dict(zip(map(id, preds), preds, strict=True))  # each object once (held by ``preds`` meanwhile)
+        objects = list(by_object.values())
+        m = len(objects)
+        base = self._new_handles(m)  # handle of a new predicate: base + its first position
+        found = np.fromiter(map(ids.setdefault, objects, itertools.count(base)), dtype=np.int64, count=m)
+        first = np.flatnonzero(found == base + np.arange(m, dtype=np.int64))
         if len(first):
-            new = [preds[i] for i in first.tolist()]
+            new = [objects[i] for i in first.tolist()]
             try:
                 self._pid_of[base + first] = self._add_new(new)
             except BaseException:
                 for p in new:
                     del ids[p]
                 raise
+        if m < n:
+            position = dict(zip(by_object, range(m), strict=True))
+            found = found[np.fromiter(map(position.__getitem__, map(id, preds)), dtype=np.int64, count=n)]
         out = self._pid_of[found]
         if n < self.capacity // 16:
             np.add.at(self._refs, out, 1)

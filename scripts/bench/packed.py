@@ -15,7 +15,8 @@ subscription with and without the ``packed`` column. Figures, not assertions.
 
 ``--catch-up N`` times a worker's shard instead (:mod:`streaming.registry_columns.shards`):
 :func:`~streaming.registry_columns.shards.build_shard` of the ``--subs`` (``--matcher``, CPU
-us per subscription), then, per round, ``N`` changes drawn as :func:`scripts.bench.e2e.churn_records`
+us per subscription; then its steps apart, :func:`build_parts`, with the publishing for the
+machine's other workers), then, per round, ``N`` changes drawn as :func:`scripts.bench.e2e.churn_records`
 draws them (a third replace, a third delete, a third new ids) recorded as versions of ``--batch``
 records each and applied one version at a time by
 :func:`~streaming.registry_columns.shards.catch_up` (CPU us per change, best of ``--rounds``);
@@ -26,15 +27,18 @@ removing every changed id, adding.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
 if TYPE_CHECKING:
+    from matchers.base import Matcher
     from streaming.registry_columns import ChangeBatch
 
 
@@ -132,8 +136,6 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name:
     """Print build_shard's CPU us per subscription and catch_up's per change (see the module docstring)."""
     import gc
 
-    import numpy as np
-
     from matchers.catalog import create
     from scripts.bench.e2e import churn_records
     from scripts.bench.feed import subscription_records, workload_subscriptions
@@ -162,6 +164,7 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name:
         matcher = build_shard(tmp, base, 0, 1, lambda: create(name))
         build = time.process_time() - t0
         gc.collect()  # the collection the build put off (the service's workers collect between tasks)
+        parts = build_parts(tmp, base, lambda: create(name))
         per_round = len(versions[1:]) // rounds
         totals, steps = [], np.zeros(4)
         for r in range(rounds):
@@ -190,11 +193,47 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name:
     load = load_avg()
     us = min(totals) / n_changes * 1e6
     print(f"{n_subs:,} Fabret W1 subscriptions, {name} matcher ({matcher.describe()['matcher']}); load: {load}")
-    print(f"  build_shard {build / n_subs * 1e6:.1f} us/sub ({build:.2f} s)")
+    print(f"  build_shard {build / n_subs * 1e6:.1f} us/sub ({build:.2f} s); apart (us/sub): "
+          + ", ".join(f"{step} {v / n_subs * 1e6:.1f}" for step, v in parts.items()))
     print(f"  catch_up {n_changes:,} changes in versions of {batch:,}: {us:.1f} us/change (CPU, best of "
           f"{rounds}: {', '.join(f'{t / n_changes * 1e6:.1f}' for t in totals)})")
     print("  apart (us/change): " + ", ".join(f"{step} {v / n_changes * 1e6:.1f}" for step, v in
                                              zip(("read/net", "unpack", "remove", "add"), steps, strict=True)))
+
+
+def build_parts(directory: str, version: int, make: Callable[[], Matcher]) -> dict[str, float]:
+    """CPU seconds of each step of :func:`~streaming.registry_columns.shards.build_shard` (of shard
+    0 of 1 at ``version``) and of sharing the result with the machine's other workers
+    (:func:`streaming.shared_index.publish`, then :func:`~streaming.shared_index.load`), as the
+    service's workers run them (no cyclic collection meanwhile)."""
+    import gc
+
+    from matchers.collector import no_cyclic_gc
+    from streaming import shared_index
+    from streaming.registry_columns import read_shard
+    from streaming.registry_columns.shards import expressions, subscriptions, table_of
+
+    gc.collect()
+    key = shared_index.SharedKey(f"bench-packed-{os.getpid()}", directory, "bench")
+    with no_cyclic_gc():
+        t = [time.process_time()]
+        rows = expressions(read_shard(directory, version))
+        t.append(time.process_time())
+        subs = list(subscriptions(rows))
+        t.append(time.process_time())
+        matcher = make()
+        matcher.add(subs)
+        t.append(time.process_time())
+        matcher.hold(table_of(matcher, rows))
+        t.append(time.process_time())
+        try:
+            path = shared_index.publish(matcher, key, version)
+            t.append(time.process_time())
+            shared_index.load(path)
+            t.append(time.process_time())
+        finally:
+            shared_index.remove_application(key.app_id)
+    return dict(zip(("read", "unpack", "add", "hold", "publish", "load"), np.diff(t).tolist(), strict=True))
 
 
 if __name__ == "__main__":

@@ -153,11 +153,11 @@ def _records(batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple
             continue
         t1 = time.perf_counter_ns()
         prepared = PreparedBatch(rb, ctx.limits)
-        for shard in shards:
+        for i, shard in enumerate(shards):
             matcher = matchers.get(shard)
             if matcher is None:  # a partition without rows never builds an index
                 t2 = time.perf_counter_ns()
-                matcher = matchers[shard] = index_for(replace(ctx.spec, shard=shard)).matcher
+                matcher = matchers[shard] = index_for(replace(ctx.spec, shard=shard), shards[i + 1:]).matcher
                 t1 += time.perf_counter_ns() - t2  # index time is not match time
                 m.index_ns += time.perf_counter_ns() - t2
                 m.index_bytes += matcher.memory_bytes()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from matchers.base import Matcher
+from matchers.base import Matcher, SubscriptionTable
 from matchers.expr import Subscription
 from matchers.packed import unpack
 from streaming.errors import RegistryError
@@ -27,6 +27,12 @@ from streaming.registry_columns import files
 from streaming.registry_columns.columns import EXPRESSION
 from streaming.registry_columns.registry import read_shard
 from streaming.storage import Directory
+
+
+def expressions(table: pa.Table) -> pa.Table:
+    """The rows of kind :data:`EXPRESSION` of a shard's rows (or of its changes)."""
+    rows = np.flatnonzero(table.column("kind").to_numpy() == EXPRESSION)
+    return table.take(pa.array(rows)) if len(rows) < table.num_rows else table
 
 
 def subscriptions(table: pa.Table) -> Iterator[Subscription]:
@@ -38,11 +44,7 @@ def subscriptions(table: pa.Table) -> Iterator[Subscription]:
     RegistryError
         If an expression's packed form is missing or unreadable.
     """
-    kinds = table.column("kind").to_numpy()
-    rows = np.flatnonzero(kinds == EXPRESSION)
-    if not len(rows):
-        return
-    picked = table.take(pa.array(rows))
+    picked = expressions(table)
     cache: dict = {}  # one object per distinct predicate of the rows
     for sub_id, packed in zip(picked.column("id").to_pylist(), picked.column("packed").to_pylist(), strict=True):
         try:
@@ -54,11 +56,40 @@ def subscriptions(table: pa.Table) -> Iterator[Subscription]:
 
 
 def build_shard(directory: str | Directory, version: int, shard: int, shards: int,
-                make: Callable[[], Matcher]) -> Matcher:
-    """A new matcher (from ``make``) holding shard ``shard`` of ``shards``'s expressions at ``version``."""
+                make: Callable[[], Matcher], packed: bool = False) -> Matcher:
+    """A new matcher (from ``make``) holding shard ``shard`` of ``shards``'s expressions at
+    ``version``; with ``packed``, its subscriptions kept as the rows' packed bytes
+    (:meth:`Matcher.hold`: for a matcher about to be pickled, which then packs nothing)."""
     matcher = make()
-    matcher.add(subscriptions(read_shard(directory, version, shard, shards)))
+    rows = expressions(read_shard(directory, version, shard, shards))
+    matcher.add(subscriptions(rows))
+    if packed:
+        matcher.hold(table_of(matcher, rows))
     return matcher
+
+
+def table_of(matcher: Matcher, rows: pa.Table) -> SubscriptionTable:
+    """The subscriptions of ``matcher``, which holds exactly the expression ``rows`` (distinct
+    ids), by key: the rows' ``id`` and ``packed`` columns put in key order, nothing unpacked."""
+    if len(matcher) != rows.num_rows:
+        raise RegistryError(f"a shard's {rows.num_rows} expression rows hold {len(matcher)} distinct ids")
+    keys = np.fromiter(map(matcher.key_of, rows.column("id").to_pylist()), dtype=np.int64, count=rows.num_rows)
+    at = np.full(matcher.capacity, -1, dtype=np.int64)
+    at[keys] = np.arange(rows.num_rows)
+    take = pa.array(at, mask=at < 0)
+    ids_offsets, ids = _column(rows.column("id"), take, pa.large_string())
+    sub_offsets, subs = _column(rows.column("packed"), take, pa.large_binary())
+    return SubscriptionTable(ids_offsets, ids, sub_offsets, subs)
+
+
+def _column(column: pa.ChunkedArray, take: pa.Array, kind: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
+    """The values of a string or binary column at the positions ``take`` (null: empty), as
+    offsets (int64, from 0) and bytes."""
+    values = column.cast(kind).take(take).combine_chunks()
+    _, offsets, data = values.buffers()
+    bounds = np.frombuffer(offsets, dtype=np.int64)[values.offset:values.offset + len(values) + 1]
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+    return bounds - bounds[0], raw[bounds[0]:bounds[-1]]
 
 
 def changes_after(directory: str | Directory, after: int, upto: int, shard: int, shards: int) -> pa.Table:

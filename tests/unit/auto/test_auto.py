@@ -351,3 +351,45 @@ def test_the_tally_after_adds_and_removals_counts_the_live_set(seed, steps):
         assert {k: getattr(tally, k) for k in _counted([])} == _counted(list(live.values())), (seed, step)
         assert all(n > 0 for counts in (tally.attrs, tally.pairs, tally.eq_attrs, tally.eq_values)
                    for n in counts.values())  # Counter's == takes a missing count for 0: not so here
+
+
+def _counted_one_by_one(subs: list[Subscription]) -> dict:
+    """The tally's counts of ``subs``, each predicate looked at where it occurs (the model)."""
+    from collections import Counter
+    from itertools import combinations
+
+    conjs = [c for s in subs for c in s.conjunctions]
+    preds = [p for c in conjs for p in c]
+    classes = Counter(auto._CLASS[p.op][p.kind] for p in preds)
+    eq = [p for p in preds if p.op is auto.Op.EQ]
+    pairs = Counter(pair for c in conjs for pair in combinations(
+        sorted(p.attr for p in c if p.op is auto.Op.EQ)[:auto.MAX_PAIRED], 2))
+    return dict(subs=len(subs), conjs=len(conjs), preds=len(preds), ranges=classes[auto._RANGE],
+                equalities=classes[auto._EQ] + classes[auto._IN], patterns=classes[auto._PATTERN],
+                residual=sum(any(auto._OUTSIDE[p.op] for c in s.conjunctions for p in c) for s in subs),
+                attrs=Counter(p.attr for p in preds), pairs=pairs, eq_attrs=Counter(p.attr for p in eq),
+                eq_values=Counter((p.attr, p.operand) for p in eq))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), shared=st.booleans())
+def test_tally_in_bulk_counts_what_each_predicate_adds(seed, shared):
+    """The tally counts each predicate object once with its occurrences: in bulk, with the
+    predicates one object each (as a shard's bulk read makes them) or not, and after removals,
+    it holds the counts of the predicates one by one."""
+    import random
+
+    from matchers.packed import pack, unpack
+    from tests.strategies import random_subscriptions
+
+    subs = random_subscriptions(random.Random(seed), 60, extended=True)
+    if shared:
+        cache: dict = {}
+        subs = [unpack(pack(s), s.id, cache) for s in subs]
+    tally = auto._Tally()
+    tally.update(subs, +1)
+    tally.update(subs[::3], -1)
+    left = [s for i, s in enumerate(subs) if i % 3]
+    want = _counted_one_by_one(left)
+    got = {k: getattr(tally, k) for k in want}
+    assert {k: +v if hasattr(v, "items") else v for k, v in got.items()} == want

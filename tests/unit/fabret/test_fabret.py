@@ -12,13 +12,14 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matchers.catalog import create
 from matchers.events import Dictionary
 from matchers.expr import And, Subscription, pred
 from matchers.fabret.clusters import SINGLE, ClusterStore
+from matchers.packed import pack, unpack
 from scripts.workloads import fabret
 from tests import differential
 from tests.differential import insert_delete, subscriptions_of
@@ -202,3 +203,39 @@ def test_memory_and_parameters():
     with pytest.raises(ValueError):
         create("dynamic", max_schema=1)
     assert np.all(matcher.bits == 0)
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), shared=st.booleans())
+@example(seed=7, shared=True)
+@example(seed=8, shared=False)
+def test_bulk_add_matches_one_by_one_and_the_oracle(name, params, seed, shared):
+    """One add of many subscriptions (vectorised phase-1 ids, entries and placement), their
+    predicates one object each when ``shared`` (as a shard's bulk read makes them), gives
+    a matcher that matches what one given them one at a time matches, and the oracle, also
+    after deletes and inserts (with placements under the hash tables the maintenance made)."""
+    rng = random.Random(seed)
+    subs = random_subscriptions(rng, 120, extended=True)
+    if shared:
+        cache: dict = {}
+        subs = [unpack(pack(s), s.id, cache) for s in subs]
+    evs = [random_event(rng, extended=True) for _ in range(40)]
+    bulk, single = create(name, **params), create(name, **params)
+    bulk.add(subs[:80])
+    for s in subs[:80]:
+        single.add([s])
+    live = {s.id: s for s in subs[:80]}
+    for _ in range(3):
+        for m in (bulk, single):
+            check(m, live, evs)
+        gone = rng.sample(sorted(live), 20)
+        back = [s for s in subs if s.id not in live][:15] + [live[i] for i in gone[:5]]
+        for m in (bulk, single):
+            m.remove(gone)
+            m.add(back)
+        for i in gone:
+            del live[i]
+        live.update({s.id: s for s in back})
+        assert bulk.match_events(evs) == single.match_events(evs)
+    check(bulk, live, evs)

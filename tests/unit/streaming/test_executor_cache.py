@@ -228,3 +228,40 @@ def test_shard_indexes_partition_the_subscriptions(tmp_path):
     two = [index_for(reg.spec(shard=s, shards=2)) for s in range(2)]  # another count than the snapshot's parts
     for s, entry in enumerate(two):
         check(entry, {i: sub for i, sub in reg.subscriptions.items() if shard_of(i, 2) == s}, rng, 20)
+
+
+def test_a_shard_another_worker_builds_is_waited_for_after_building_a_next_one(tmp_path):
+    """With ``then``, a worker that finds another one building its shard (the builder's lock
+    held) builds and publishes one of the next shards first, then waits and maps or builds its
+    own: the machine's workers build different shards at once. Both match the oracle."""
+    import fcntl
+    import threading
+    import time
+
+    rng = random.Random(5)
+    subs = random_subscriptions(rng, 60)
+    reg = ModelRegistry(tmp_path, shards=2)
+    reg.apply(0, subs)
+    app = f"test-{uuid.uuid4().hex}"
+    spec = reg.spec(app_id=app, shards=2)
+    key0, key1 = (executor_cache._shared_key(replace(spec, shard=s)) for s in (0, 1))
+    got: dict = {}
+    try:
+        with open(key0.folder() / "builder.lock", "a+b") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another worker builds shard 0
+            worker = threading.Thread(target=lambda: got.update(entry=index_for(replace(spec, shard=0), then=(1,))))
+            worker.start()
+            patience = time.monotonic() + 300  # no timing asserted: a bound on a hang only
+            while not key1.path(spec.version).exists() and worker.is_alive() and time.monotonic() < patience:
+                time.sleep(0.01)
+            assert key1.path(spec.version).exists() and not key0.path(spec.version).exists()
+            assert worker.is_alive()  # waiting for shard 0's lock
+            fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+        worker.join()
+        ahead = index_for(replace(spec, shard=1))
+        assert (ahead.rebuilds, ahead.maps) == (1, 0)  # the one built ahead, from the cache
+        assert (got["entry"].rebuilds, got["entry"].maps) == (1, 0)
+        for shard, entry in ((0, got["entry"]), (1, ahead)):
+            check(entry, {s.id: s for s in subs if shard_of(s.id, 2) == shard}, random.Random(shard))
+    finally:
+        shared_index.remove_application(app)

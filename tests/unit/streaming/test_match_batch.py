@@ -332,7 +332,7 @@ def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypa
                 raise OverflowError("cannot encode poison")
             return self.matcher.encode(events)
 
-    monkeypatch.setattr(executor, "index_for", lambda spec: type("C", (), {"matcher": Picky(real(spec).matcher)}))
+    monkeypatch.setattr(executor, "index_for", lambda spec, then=(): type("C", (), {"matcher": Picky(real(spec, then).matcher)}))
     batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": [[true]]}', b'{"price": 3}'])
     rows, m = run_partition(settings, reg, 1, 0.0, [batch])
     notes = sorted(orjson.loads(r["value"])["offset"] for r in rows if r["topic"] == "notifications")

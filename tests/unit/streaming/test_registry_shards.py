@@ -7,6 +7,7 @@ snapshots in between; the shard loads the subscriptions packed at parse time."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import random
 import zlib
 
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from matchers import oracle
+from matchers.base import SubscriptionTable
 from matchers.catalog import create
 from matchers.expr import Subscription
 from matchers.packed import pack
@@ -234,3 +236,67 @@ def test_a_catch_up_that_cannot_read_a_change_leaves_the_matcher_as_it_was(tmp_p
     with pytest.raises(RegistryError, match="'b': its packed form cannot be read"):
         catch_up(index, registry.directory, 1, 2, 0, 1)
     assert [s for _, s in index.subscriptions()] == [first]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), matcher=st.sampled_from(["auto", "static", "dynamic", "counting"]))
+@example(seed=5, matcher="dynamic")
+@example(seed=6, matcher="auto")
+def test_a_built_shard_holds_its_rows_packed_as_the_subscriptions_added_one_by_one(tmp_path_factory, seed, matcher):
+    """build_shard keeps the rows' packed bytes as the matcher's subscriptions (Matcher.hold): by
+    key, the same subscriptions as a matcher given them one at a time, through pickling and
+    through deletes and inserts after the build, matching as the oracle says."""
+    first, batches = _churn(seed, 3, 10)
+    reg = ModelRegistry(tmp_path_factory.mktemp("reg"), snapshot_every=1000)
+    reg.apply(0, first[:10])
+    reg.apply(1, [s.id for s in first[:4]] + first[10:])
+    built = build_shard(reg.uri, reg.version, 0, 1, lambda: create(matcher), packed=True)
+    assert isinstance(built._inner._subs if matcher == "auto" else built._subs, SubscriptionTable)
+    one_by_one = create(matcher)
+    for sub in subscriptions(read_shard(reg.uri, reg.version)):
+        one_by_one.add([sub])
+    assert {s.id: s for _, s in built.subscriptions()} == {s.id: s for _, s in one_by_one.subscriptions()} \
+        == reg.subscriptions
+    assert all(built.subscription(built.key_of(i)) == s for i, s in reg.subscriptions.items())
+    rng = random.Random(seed)
+    events = [random_event(rng, extended=True) for _ in range(30)]
+    for batch_id, batch in enumerate(batches, 2):  # deletes, replaces and inserts on the held table, a pickled copy
+        copy = pickle.loads(pickle.dumps(built, protocol=5))
+        for index in (built, copy, one_by_one):
+            for change in batch:  # in order: an id may come twice
+                index.remove([change]) if isinstance(change, str) else index.add([change])
+        reg.apply(batch_id, batch)
+        want = [sorted(oracle.match(list(reg.subscriptions.values()), e)) for e in events]
+        for index in (built, copy, one_by_one):
+            assert {s.id: s for _, s in index.subscriptions()} == reg.subscriptions
+            assert index.match_events(events) == want
+
+
+def test_hold_refuses_a_table_of_other_keys(tmp_path):
+    reg = ModelRegistry(tmp_path / "reg")
+    reg.apply(0, random_subscriptions(random.Random(3), 5))
+    built = build_shard(reg.uri, reg.version, 0, 1, _make, packed=True)
+    with pytest.raises(ValueError, match="a table of 4 subscriptions for 5 keys"):
+        built.hold(SubscriptionTable.pack([s for _, s in built.subscriptions()][:4]))
+
+
+@pytest.mark.parametrize("matcher", ["auto", "dynamic", "counting"])
+def test_removing_from_a_held_or_unpickled_matcher_reads_each_subscription_once(tmp_path, monkeypatch, matcher):
+    """Matcher.pop returns what it removed; auto's remove reads each removed subscription once
+    (through its inner matcher's pop), not once more to count it out of its tally."""
+    subs = random_subscriptions(random.Random(4), 40, extended=True)
+    reg = ModelRegistry(tmp_path / "reg")
+    reg.apply(0, subs)
+    index = pickle.loads(pickle.dumps(build_shard(reg.uri, reg.version, 0, 1, lambda: create(matcher), packed=True)))
+    reads: list[int] = []
+    unpacked = SubscriptionTable.__getitem__
+    monkeypatch.setattr(SubscriptionTable, "__getitem__", lambda self, key: reads.append(key) or unpacked(self, key))
+    gone = [s.id for s in subs[::3]]
+    assert index.remove(gone + ["absent"]) == len(gone)
+    assert len(reads) == len(set(reads)) == len(gone)
+    popped = index.pop([s.id for s in subs[1::3]] + [gone[0]])
+    assert popped == [s for s in subs[1::3]]
+    rng = random.Random(4)
+    events = [random_event(rng, extended=True) for _ in range(30)]
+    left = [s for s in subs if s.id not in set(gone) | {p.id for p in popped}]
+    assert index.match_events(events) == [sorted(oracle.match(left, e)) for e in events]
