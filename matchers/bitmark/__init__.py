@@ -453,8 +453,9 @@ class BitMarkMatcher(Matcher):
             else:
                 counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, tile, self.dense_share, found_in)
             K.match_tail(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots, tile, found_in, counts)
+            out = np.empty(int(counts.sum()) + 4, dtype=np.int32)  # numpy's: huge pages, few page faults
             off, found = E.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, tile,
-                                     self._ordered)
+                                     self._ordered, out)
             offsets.append(off[1:] + done)
             keys.append(found)
             done += len(found)
