@@ -135,7 +135,8 @@ def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges, at_edge):
     """The marking rows and the check mask of :class:`~matchers.bitmark.layout.Layout` over slots ``0..n_main-1``.
 
     With ``at_edge`` (the wide mode), a bucket's row also marks the intervals starting inside
-    it: the slots failing the value at the bucket's low edge."""
+    it: the slots failing the value at the bucket's low edge.  A slot with an empty interval
+    goes to the check mask."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     res_off = slots.res_off
     W = (n_main + 63) // 64
@@ -150,8 +151,9 @@ def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges, at_edge):
             check[w] |= bit
         for t in range(iv_off[s], iv_off[s + 1]):
             j = idx_of_col[iv_col[t]]
+            if j < 0 or not iv_lo[t] <= iv_hi[t]:  # (an empty interval, a = 0 AND a = 1: the
+                check[w] |= bit  # wide mode's running bitsets hold only for lo <= hi)
             if j < 0:
-                check[w] |= bit
                 continue
             e0, e1 = edge_off[j], edge_off[j + 1]
             nb = e1 - e0 + 1

@@ -161,3 +161,18 @@ def test_residual_predicates_on_wide_slots():
     matcher.add(subs)
     assert check(matcher, subs, evs) > 0
     assert matcher._wide
+
+
+@pytest.mark.parametrize("mode", [True, False])
+def test_empty_interval_never_matches(mode):
+    """``a = 0 AND a = 1`` (an empty interval: its low end lies above its high end, in another
+    bucket) never matches, also in the tail and after a rebuild (found by hypothesis)."""
+    subs = subscriptions_of([pred("a", "=", 0.0), And((pred("a", "=", 0.0), pred("a", "=", 1.0)))])
+    matcher = wide(tile=1, tail_min=2, mode=mode)
+    matcher.match_events([{"a": 1.0}])
+    matcher.add(subs)
+    evs = [{"a": 1.0}, {"a": 0.0}, {"a": 0.5}, {"b": 1}]
+    check(matcher, subs, evs)
+    more = [Subscription.of(f"x{i}", pred("a", "<=", float(i))) for i in range(8)]
+    matcher.add(more)  # over the tail's bound: the next match rebuilds
+    check(matcher, subs + more, evs)

@@ -1,0 +1,80 @@
+"""``emit_keys`` (:mod:`matchers.bitmark.emit`) against a plain reference: random slot bitmaps
+over keys that run on by one per word or not (deleted slots, keys with several slots, an
+unordered tail, a last partial word), in both the ordered and the unordered ways."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from matchers.bitmark.emit import _word_starts, emit_keys
+
+
+def keys_of(rng: np.random.Generator, n_slots: int, kind: str) -> np.ndarray:
+    """Slot keys, non-decreasing with the slot for the ordered kinds (``ordered_*``)."""
+    key = np.arange(n_slots, dtype=np.int32) + 7
+    if kind == "ordered_deleted":
+        key[rng.random(n_slots) < 0.05] = -1
+    elif kind == "ordered_shared":  # a key with several slots, across word edges too
+        key = np.sort(rng.integers(0, n_slots // 2 + 1, n_slots)).astype(np.int32)
+    elif kind == "ordered_tail":  # the indexed slots in order, then a tail in any order
+        cut = n_slots * 3 // 4
+        key[cut:] = rng.permutation(n_slots + 50)[: n_slots - cut]
+        key[:cut] = np.arange(cut) + n_slots + 50
+    elif kind == "unordered":
+        key = rng.permutation(n_slots).astype(np.int32)
+    return key
+
+
+def check_emit(seed: int, n_slots: int, n_events: int, share: float, kind: str, tile: int) -> None:
+    rng = np.random.default_rng(seed)
+    key = keys_of(rng, n_slots, kind)
+    n_keys = int(key.max()) + 1
+    words = (n_slots + 63) // 64
+    tiles = (words + tile - 1) // tile
+    bits = (rng.random((n_events, words * 64)) < share) & np.concatenate(
+        [key >= 0, np.zeros(words * 64 - n_slots, dtype=bool)])
+    surv = np.packbits(bits, axis=1, bitorder="little").view(np.uint64).copy()
+    hit = np.zeros((n_events, tiles), dtype=np.bool_)
+    for e in range(n_events):
+        for g in range(tiles):
+            hit[e, g] = surv[e, g * tile:(g + 1) * tile].any()
+    counts = bits.sum(axis=1).astype(np.int64)
+    out = np.full(int(counts.sum()) + 4, -99, dtype=np.int32)
+    offsets, found = emit_keys(surv, hit, counts, key, n_keys, tile, kind != "unordered", out)
+    assert not surv.any() and not hit.any()
+    assert offsets[0] == 0 and offsets[-1] == len(found)
+    for e in range(n_events):
+        want = np.unique(key[np.flatnonzero(bits[e, :n_slots])])
+        assert found[offsets[e]:offsets[e + 1]].tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("kind", ["contiguous", "ordered_deleted", "ordered_shared", "ordered_tail", "unordered"])
+@pytest.mark.parametrize("n_slots, share", [(64 * 9, 0.6), (64 * 9 + 17, 0.03), (1000, 0.0), (130, 1.0)])
+def test_emit_matches_reference(kind, n_slots, share):
+    check_emit(len(kind) + n_slots, n_slots, 12, share, kind, tile=2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 700), st.integers(1, 6), st.floats(0.0, 1.0),
+       st.sampled_from(["contiguous", "ordered_deleted", "ordered_shared", "ordered_tail", "unordered"]),
+       st.integers(1, 4))
+def test_emit_matches_reference_hypothesis(seed, n_slots, n_events, share, kind, tile):
+    check_emit(seed, n_slots, n_events, share, kind, tile)
+
+
+def test_word_starts():
+    """A word whose keys run on by one gives its first key; others -1; words past the keys
+    count as running on; ``increasing`` only when all run on and grow across the words."""
+    key = np.arange(200, dtype=np.int32)
+    start, increasing = _word_starts(key, 5)
+    assert start.tolist()[:4] == [0, 64, 128, 192] and increasing
+    key[70] = -1
+    start, increasing = _word_starts(key, 4)
+    assert start.tolist() == [0, -1, 128, 192] and not increasing
+    key = np.arange(128, dtype=np.int32)
+    key[64:] -= 10  # runs on within each word, but the second word's keys overlap the first's
+    start, increasing = _word_starts(key, 2)
+    assert start.tolist() == [0, 54] and not increasing
