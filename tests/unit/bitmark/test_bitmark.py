@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -67,8 +68,13 @@ def test_dense_and_mixed_sequences_match_oracle(seed, width):
 @given(trees=st.lists(exprs, min_size=2, max_size=30), evs=st.lists(events, min_size=1, max_size=6),
        cut=st.integers(0, 30), drop=st.lists(st.integers(0, 29), max_size=10))
 def test_hypothesis_insert_delete_matches_oracle(trees, evs, cut, drop):
-    subs = subscriptions_of(trees)
-    matcher = small(tail_min=2)
+    check_split_upserts(small(tail_min=2), subscriptions_of(trees), evs, cut, drop)
+
+
+def check_split_upserts(matcher: BitMarkMatcher, subs: list[Subscription], evs: list[dict], cut: int,
+                        drop: list[int]) -> None:
+    """``subs[:cut]`` added and built, the rest added, the ids ``h<i>`` of ``drop`` removed,
+    then ``subs[:cut]`` added again: checked against the oracle after the removal and the re-add."""
     matcher.add(subs[:cut])
     matcher.match_events(evs)  # builds the index over the first part
     matcher.add(subs[cut:])
@@ -118,11 +124,19 @@ def test_hypothesis_wide_intervals_and_values_on_bucket_edges(seed, n_subs, tile
     matcher = create("bitmark", tile_words=tile_words)
     assert isinstance(matcher, BitMarkMatcher)
     matcher.tail_min = 16
-    cut = n_subs * 3 // 4
+    check_updates_after_build(matcher, rng, subs, evs, lambda m: len(m._layout.end_val) > 0)
+
+
+def check_updates_after_build(matcher: BitMarkMatcher, rng: random.Random, subs: list[Subscription],
+                              evs: list[dict], built: Callable[[BitMarkMatcher], bool]) -> None:
+    """Three quarters of ``subs`` added and checked (the build, which must satisfy ``built``),
+    then the rest added and an eighth of the first part removed: checked twice (the tail and
+    the deleted slots, then a rebuild)."""
+    cut = len(subs) * 3 // 4
     matcher.add(subs[:cut])
     live = {s.id: s for s in subs[:cut]}
     check(matcher, live, evs)  # built over the first part
-    assert len(matcher._layout.end_val) > 0
+    assert built(matcher)
     matcher.add(subs[cut:])
     gone = rng.sample(sorted(live), len(live) // 8)
     matcher.remove(gone)

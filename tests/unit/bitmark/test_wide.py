@@ -19,7 +19,11 @@ from matchers.expr import And, Subscription, pred
 from scripts.workloads import dense
 from tests.differential import check, insert_delete, subscriptions_of
 from tests.strategies import events, exprs, random_event, random_subscriptions
-from tests.unit.bitmark.test_bitmark import wide_workload
+from tests.unit.bitmark.test_bitmark import (
+    check_split_upserts,
+    check_updates_after_build,
+    wide_workload,
+)
 
 
 def wide(tile: int = 2, tail_min: int = 64, mode: bool | None = True) -> BitMarkMatcher:
@@ -109,20 +113,7 @@ def test_hypothesis_values_on_bucket_edges_with_updates(seed, n_subs, tile):
     on them and next to them, missing attributes; inserts and deletes after the build."""
     rng = random.Random(seed)
     subs, evs = wide_workload(rng, n_subs)
-    matcher = wide(tile=tile, tail_min=16)
-    cut = n_subs * 3 // 4
-    matcher.add(subs[:cut])
-    live = {s.id: s for s in subs[:cut]}
-    check(matcher, live, evs)
-    assert matcher._wide
-    matcher.add(subs[cut:])
-    gone = rng.sample(sorted(live), len(live) // 8)
-    matcher.remove(gone)
-    live.update({s.id: s for s in subs[cut:]})
-    for sub_id in gone:
-        del live[sub_id]
-    check(matcher, live, evs)  # the tail and the deleted slots, then a rebuild
-    check(matcher, live, evs)
+    check_updates_after_build(wide(tile=tile, tail_min=16), rng, subs, evs, lambda m: m._wide)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -130,20 +121,7 @@ def test_hypothesis_values_on_bucket_edges_with_updates(seed, n_subs, tile):
        cut=st.integers(0, 30), drop=st.lists(st.integers(0, 29), max_size=10))
 def test_hypothesis_any_subscriptions_insert_delete(trees, evs, cut, drop):
     """Any subscriptions (residual predicates, disjunctions) in the wide mode, with updates."""
-    subs = subscriptions_of(trees)
-    matcher = wide(tile=1, tail_min=2)
-    matcher.add(subs[:cut])
-    matcher.match_events(evs)
-    matcher.add(subs[cut:])
-    live = {s.id: s for s in subs}
-    gone = [f"h{i}" for i in drop]
-    matcher.remove(gone)
-    for sub_id in gone:
-        live.pop(sub_id, None)
-    check(matcher, live, evs)
-    matcher.add(subs[:cut])
-    live.update({s.id: s for s in subs[:cut]})
-    check(matcher, live, evs)
+    check_split_upserts(wide(tile=1, tail_min=2), subscriptions_of(trees), evs, cut, drop)
 
 
 def test_residual_predicates_on_wide_slots():
