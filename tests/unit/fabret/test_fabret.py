@@ -210,6 +210,7 @@ def test_memory_and_parameters():
 @given(seed=st.integers(0, 2**16), shared=st.booleans())
 @example(seed=7, shared=True)
 @example(seed=8, shared=False)
+@example(seed=83, shared=False)  # a vectorised _new_clusters matched wrongly here (static)
 def test_bulk_add_matches_one_by_one_and_the_oracle(name, params, seed, shared):
     """One add of many subscriptions (vectorised phase-1 ids, entries and placement), their
     predicates one object each when ``shared`` (as a shard's bulk read makes them), gives
