@@ -336,7 +336,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     settings = Settings().replace(
         kafka={"bootstrap_servers": bootstrap, "events_topic": topics["events"],
                "subscriptions_topic": topics["subscriptions"], "notifications_topic": topics["notifications"],
-               "errors_topic": topics["errors"], "max_offsets_per_trigger": max(args.per_trigger, n_subs + 1),
+               "errors_topic": topics["errors"], "max_offsets_per_trigger": max(args.per_trigger, args.register_per_trigger or n_subs + 1),
                "use_java_connector": connector == "java"},
         spark={"checkpoint_dir": str(workdir / tag), "trigger_interval": "0 seconds"},
         match={"matcher": args.matcher, "snapshot_every": 1000, "shards": args.shards},
@@ -345,7 +345,8 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     result: dict[str, Any] = {"n_subs": n_subs, "connector": connector, "workload": f"fabret-{WORKLOAD}",
                               "matcher": args.matcher,
                               "shards": args.shards,
-                              "events": len(backlog), "per_trigger": args.per_trigger}
+                              "events": len(backlog), "per_trigger": args.per_trigger,
+                              "register_per_trigger": args.register_per_trigger}
 
     produce_all(bootstrap, topics["subscriptions"], subscription_records(workload_subscriptions(n_subs, seed)),
                 "subscriptions", n_subs)
@@ -476,6 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--subs", default=None, help="comma-separated subscription counts (default 100000,1000000)")
     parser.add_argument("--events", type=int, default=None, help="backlog events (default 200,000; quick 20,000)")
     parser.add_argument("--per-trigger", type=int, default=50_000, help="maxOffsetsPerTrigger of the drain")
+    parser.add_argument("--register-per-trigger", type=int, default=0,
+                        help="maxOffsetsPerTrigger of the registration (0: every subscription in one batch)")
     parser.add_argument("--rate", type=float, default=5000.0, help="offered events/s of the latency run")
     parser.add_argument("--duration", type=float, default=None, help="seconds of the latency run (60; quick 15)")
     parser.add_argument("--matcher", default="dynamic",
