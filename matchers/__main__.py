@@ -98,37 +98,59 @@ def read_event(path: str, number: int, line: bytes, err: IO[str]) -> tuple[objec
     return event_id, flat
 
 
-def match_chunk(matcher: base.Matcher, path: str, chunk: list[tuple[int, bytes]], err: IO[str]) -> tuple[Matches, list[bytes]]:
-    """Match one chunk of event lines: the matches of the good ones and the JSON of their ids.
+def match_chunk(matcher: base.Matcher, path: str, chunk: list[tuple[int, bytes]],
+                err: IO[str]) -> tuple[Matches, np.ndarray, np.ndarray]:
+    """Match one chunk of event lines: the matches of the good ones and the JSON of their ids,
+    as bytes (uint8) with offsets (id ``i`` is ``ids[offsets[i]:offsets[i + 1]]``).
 
     The lines go through :func:`matchers.events.encode_json` (one scan of the bytes); the
-    lines it does not take are read by :func:`read_event`, which reports the bad ones.
+    lines it does not take are read by :func:`read_event`, which reports the bad ones.  An id
+    that is a JSON string is copied from its line as it is; any other (a number, an object,
+    an id read by :func:`read_event`, the line number of an event without one) is written
+    by ``orjson``.
     """
     slow_ids: dict[int, object] = {}
+    lines = [line for _, line in chunk]
 
     def slow(i: int) -> dict | Rows | None:
-        read = read_event(path, chunk[i][0], chunk[i][1], err)
+        read = read_event(path, chunk[i][0], lines[i], err)
         if read is None:
             return None
         slow_ids[i] = read[0]
         return read[1]
 
-    jb = encode_json([line for _, line in chunk], matcher.dictionary, slow, keys=("id", ""), drop_first=True)
+    jb = encode_json(lines, matcher.dictionary, slow, keys=("id", ""), drop_first=True)
     result = matcher.match(jb.batch)
-    ids: list[bytes] = []
-    spans = jb.spans.tolist()
-    for i in jb.events.tolist():
-        if i in slow_ids:
-            ids.append(orjson.dumps(slow_ids[i]))
-            continue
-        lo, hi = spans[i][0], spans[i][1]
-        if lo < 0:
-            ids.append(b"%d" % chunk[i][0])
-            continue
-        raw = chunk[i][1]
-        value = raw[lo:hi]
-        ids.append(value if raw[lo] == 34 else orjson.dumps(orjson.loads(value)))  # a plain string is its own JSON
-    return result, ids
+    lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))
+    starts = np.cumsum(lengths) - lengths
+    buf = np.frombuffer(b"".join(lines), np.uint8)
+    events = jb.events
+    lo, hi = jb.spans[events, 0], jb.spans[events, 1]
+    fast = jb.fast[events] & (lo >= 0)
+    plain = np.zeros(len(events), dtype=bool)  # ids that are JSON strings, copied from their line
+    plain[fast] = buf[starts[events[fast]] + lo[fast]] == 34
+    src_lo = starts[events] + lo
+    src_hi = starts[events] + hi
+    others = np.flatnonzero(~plain).tolist()
+    if others:
+        written = []
+        for j in others:
+            i = int(events[j])
+            if i in slow_ids:
+                written.append(orjson.dumps(slow_ids[i]))
+            elif lo[j] < 0:
+                written.append(b"%d" % chunk[i][0])
+            else:
+                written.append(orjson.dumps(orjson.loads(lines[i][lo[j]:hi[j]])))
+        sizes = np.fromiter(map(len, written), dtype=np.int64, count=len(written))
+        src_lo[others] = len(buf) + np.cumsum(sizes) - sizes
+        src_hi[others] = src_lo[others] + sizes
+        buf = np.concatenate([buf, np.frombuffer(b"".join(written), np.uint8)])
+    sizes = src_hi - src_lo
+    offsets = np.zeros(len(events) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    ids = buf[np.repeat(src_lo - offsets[:-1], sizes) + np.arange(offsets[-1])]
+    return result, ids, offsets
 
 
 def cmd_match(args: argparse.Namespace) -> int:
@@ -146,15 +168,14 @@ def cmd_match(args: argparse.Namespace) -> int:
         with tqdm(desc="events", unit="ev", disable=None, file=err) as bar:
             for chunk in _chunks(args.events, BATCH):
                 t0 = time.perf_counter()
-                result, event_ids = match_chunk(matcher, args.events, chunk, err)
+                result, event_ids, event_offsets = match_chunk(matcher, args.events, chunk, err)
                 match_seconds += time.perf_counter() - t0
-                bad += len(chunk) - len(event_ids)
-                n_events += len(event_ids)
+                n_good = len(event_offsets) - 1
+                bad += len(chunk) - n_good
+                n_events += n_good
                 n_matches += result.total
-                event_offsets = np.zeros(len(event_ids) + 1, np.int64)
-                np.cumsum([len(e) for e in event_ids], out=event_offsets[1:])
-                out.write(match_lines(np.frombuffer(b"".join(event_ids), np.uint8), event_offsets, result.offsets,
-                                      result.keys, rank, id_json, id_offsets, *LINE_PARTS).tobytes())
+                out.write(match_lines(event_ids, event_offsets, result.offsets, result.keys, rank, id_json, id_offsets,
+                                      *LINE_PARTS).tobytes())
                 bar.update(len(chunk))
     finally:
         if out is not sys.stdout.buffer:

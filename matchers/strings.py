@@ -336,12 +336,18 @@ class StringEvaluator:
         if len(entries) == 0:
             return offsets, _EMPTY
         strings = batch.strings
-        parts = [self.pids_for(a, strings[t])
-                 for a, t in zip(attrs.tolist(), batch.texts[entries].tolist(), strict=True)]
+        width = max(len(strings), 1)
+        pairs, inverse = np.unique(attrs.astype(np.int64) * width + batch.texts[entries], return_inverse=True)
+        parts = [self.pids_for(a, strings[t]) for a, t in zip((pairs // width).tolist(), (pairs % width).tolist(),
+                                                               strict=True)]  # once per distinct (attribute, string)
+        sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+        starts = np.cumsum(sizes) - sizes
         counts = np.zeros(len(batch.attrs), dtype=np.int64)
-        counts[entries] = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+        counts[entries] = sizes[inverse]
         np.cumsum(counts, out=offsets[1:])
-        return offsets, np.concatenate(parts).astype(np.int32)
+        flat = np.concatenate(parts).astype(np.int32)
+        lengths = sizes[inverse]
+        return offsets, flat[np.repeat(starts[inverse] - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())]
 
     def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
         """``(event_idx, pid)`` pairs of satisfied side-path predicates."""

@@ -122,10 +122,14 @@ def with_views(batch: EventBatch, sources: np.ndarray, views: np.ndarray, tails:
         if not len(sel):
             continue
         table = dictionary.strings[view]
-        texts = np.empty(len(sel), dtype=batch.texts.dtype)
-        codes = np.empty(len(sel), dtype=batch.codes.dtype)
-        for i, (k, num, t) in enumerate(zip(batch.kinds[sel].tolist(), batch.nums[sel].tolist(),
-                                            batch.texts[sel].tolist(), strict=True)):
+        kinds = batch.kinds[sel]
+        value = np.where(kinds == STR, batch.texts[sel], -1 - np.arange(len(sel)))  # a string once per batch
+        _, first, inverse = np.unique(value, return_index=True, return_inverse=True)
+        sel_first = sel[first]
+        texts = np.empty(len(first), dtype=batch.texts.dtype)
+        codes = np.empty(len(first), dtype=batch.codes.dtype)
+        for i, (k, num, t) in enumerate(zip(batch.kinds[sel_first].tolist(), batch.nums[sel_first].tolist(),
+                                            batch.texts[sel_first].tolist(), strict=True)):
             if k == STR:
                 text = f"{strings[t]}s" if tail else f"s{strings[t]}"
             elif k == NUM:
@@ -140,7 +144,7 @@ def with_views(batch: EventBatch, sources: np.ndarray, views: np.ndarray, tails:
                 at = position[text] = len(strings)
                 strings.append(text)
             texts[i], codes[i] = at, table.get(text, -1)
-        parts.append((rows[sel], view, codes, texts))
+        parts.append((rows[sel], view, codes[inverse.reshape(-1)], texts[inverse.reshape(-1)]))
     keep = ~np.isin(batch.attrs, views)
     if not parts and keep.all():
         return batch

@@ -33,6 +33,7 @@ from matchers.counting.layout import Conjunctions
 from matchers.errors import SubscriptionError
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Subscription
+from matchers.keysort import bitmap_for
 from matchers.phase1 import PredicateIndex
 
 CHUNK_EVENTS = 2048
@@ -192,6 +193,7 @@ class CountingMatcher(Matcher):
     def _match(self, batch: EventBatch) -> Matches:
         conj = Conjunctions(self._main_off, self._main_val, *self._pending(), self._left, self._slot_key)
         self._key_seen = grown(self._key_seen, self._multi_top)
+        bits = bitmap_for(self.capacity)  # sorts an event's keys
         out_off = np.zeros(batch.n + 1, dtype=np.int64)
         out_keys = np.empty(max(1024, batch.n), dtype=np.int32)
         k = 0
@@ -208,7 +210,7 @@ class CountingMatcher(Matcher):
             off = np.empty(hi - lo + 1, dtype=np.int64)
             off[0] = k
             out_keys, self._visited, k = K.count_matches(
-                sat_off, sat_pid, conj, self._key_seen, self._stamp, self._visited, off, out_keys, k)
+                sat_off, sat_pid, conj, self._key_seen, bits, self._stamp, self._visited, off, out_keys, k)
             out_off[lo + 1:hi + 1] = off[1:]
             lo = hi
         return Matches(out_off, out_keys[:k].copy())

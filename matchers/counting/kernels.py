@@ -18,6 +18,7 @@ import numba
 import numpy as np
 
 from matchers.arrays import enlarged
+from matchers.keysort import sort_distinct
 
 MAX_SIZE = 2**16 - 1
 """Largest conjunction a uint16 slot counter holds."""
@@ -40,7 +41,7 @@ def _visit(left, visited, nv, v, one):
 
 
 @numba.njit(cache=True, nogil=True)
-def count_matches(sat_off, sat_pid, conj, key_seen, stamp, visited, out_off, out_keys, base):
+def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_off, out_keys, base):
     """Count satisfied predicates per conjunction; emit each event's matched keys.
 
     Every satisfied pid walks its values in the main CSR (counted slots and
@@ -48,7 +49,8 @@ def count_matches(sat_off, sat_pid, conj, key_seen, stamp, visited, out_off, out
     the slot's ``left`` and records the slot; a slot matches when it reaches 0; the
     recorded visits are undone after the event (the counters are back to the sizes).
     A key is emitted once per event (``key_seen`` holds the stamp of the event that
-    last emitted a multi-conjunction key); keys are sorted within the event.  Returns
+    last emitted a multi-conjunction key); keys are sorted within the event
+    (:func:`~matchers.keysort.sort_distinct`, ``bits`` a zeroed bitmap of the keys).  Returns
     the (possibly regrown) ``out_keys`` and ``visited`` and the number of keys written
     from ``base`` on.  The buffers are grown, if need be, once per event.  ``conj`` is a
     :class:`~matchers.counting.layout.Conjunctions`.
@@ -117,7 +119,7 @@ def count_matches(sat_off, sat_pid, conj, key_seen, stamp, visited, out_off, out
                     k += 1
         for t in range(nv):
             left[visited[t]] += one
-        out_keys[start:k].sort()
+        sort_distinct(out_keys, start, k, bits)
         out_off[e + 1] = k
     return out_keys, visited, k
 

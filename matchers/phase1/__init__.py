@@ -260,9 +260,11 @@ class PredicateIndex:
         self.per_event = sum(len(p[0]) for p in parts) / max(batch.n, 1)
         if len(parts) == 1:
             return kernels.grouped_to_csr(batch.n, parts[0][0], parts[0][1])
-        ev = np.concatenate([p[0] for p in parts])
-        pid = np.concatenate([p[1] for p in parts])
-        return kernels.pairs_to_csr(batch.n, ev, pid)
+        merged = kernels.merge_grouped(batch.n, tuple(np.ascontiguousarray(p[0], np.int32) for p in parts),
+                                       tuple(np.ascontiguousarray(p[1], np.int32) for p in parts))
+        if merged is not None:
+            return merged
+        return kernels.pairs_to_csr(batch.n, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
     def memory_bytes(self) -> int:
         """Evaluator structures, the id table and the reference counts."""

@@ -205,3 +205,30 @@ def pairs_to_csr(n_events, ev, pid):
 def grouped_to_csr(n_events, ev, pid):
     """CSR of (event, pid) pairs already grouped by ascending event (the pids are kept)."""
     return _event_offsets(n_events, ev), pid
+
+
+@numba.njit(cache=True, nogil=True)
+def merge_grouped(n_events, evs, pids):
+    """CSR of (event, pid) pairs given as parts (tuples of int32 arrays), each ascending by
+    event: per event, the pids of each part in turn (what :func:`pairs_to_csr` gives for
+    the parts concatenated), in one pass; ``None`` if a part is not ascending."""
+    total = 0
+    for p in range(len(evs)):
+        total += len(evs[p])
+    offsets = np.zeros(n_events + 1, dtype=np.int64)
+    out = np.empty(total, dtype=np.int32)
+    at = np.zeros(len(evs), dtype=np.int64)
+    k = 0
+    for e in range(n_events):
+        for p in range(len(evs)):
+            ev, pid = evs[p], pids[p]
+            i = at[p]
+            while i < len(ev) and ev[i] == e:
+                out[k] = pid[i]
+                k += 1
+                i += 1
+            at[p] = i
+        offsets[e + 1] = k
+    if k != total:
+        return None
+    return offsets, out

@@ -37,7 +37,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import orjson
 
 from scripts.bench import kit
@@ -76,12 +75,9 @@ def run_project(matcher_name: str, records: list[dict], raws: list[bytes], round
     def json_path() -> list:
         out = []
         for chunk in chunks:
-            result, event_ids = match_chunk(matcher, "-", chunk, sink)
-            offsets = np.zeros(len(event_ids) + 1, np.int64)
-            np.cumsum([len(e) for e in event_ids], out=offsets[1:])
-            match_lines(np.frombuffer(b"".join(event_ids), np.uint8), offsets, result.offsets, result.keys,
-                        *table, *LINE_PARTS)
-            out.append((result, event_ids))
+            result, event_ids, offsets = match_chunk(matcher, "-", chunk, sink)
+            match_lines(event_ids, offsets, result.offsets, result.keys, *table, *LINE_PARTS)
+            out.append(result)
         return out
 
     def general_path() -> None:
@@ -109,7 +105,7 @@ def run_project(matcher_name: str, records: list[dict], raws: list[bytes], round
                 c0 = time.process_time()
                 run()
                 cpu[name] += time.process_time() - c0
-    ids = [matcher.ids(r.keys[r.offsets[i]:r.offsets[i + 1]]) for r, _ in results for i in range(len(r.offsets) - 1)]
+    ids = [matcher.ids(r.keys[r.offsets[i]:r.offsets[i + 1]]) for r in results for i in range(len(r.offsets) - 1)]
     json_cpu, general_cpu, parse_json, parse_general = cpu["json"], cpu["general"], cpu["parse_json"], cpu["parse_general"]
     sink.close()
     n = len(raws) * rounds

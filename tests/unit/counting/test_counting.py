@@ -216,3 +216,37 @@ def test_oversized_conjunction_is_rejected_with_its_subscription(monkeypatch):
 def test_pickled_matcher_with_string_predicates_matches_the_same():
     rng = random.Random(11)  # matching before pickling compiles the RE2 sets and automata
     check_pickled(CountingMatcher(), random_subscriptions(rng, 300), [random_event(rng) for _ in range(100)], 50)
+
+
+@pytest.mark.parametrize(("n_subs", "seed"), [(20, 1), (600, 2), (5000, 3)])
+def test_keys_sorted_and_distinct_per_event(n_subs, seed):
+    """An event's keys come sorted and distinct whichever way they were sorted (by insertion
+    for a few, through the bitmap when dense, ``np.sort`` when sparse), as the oracle's ids."""
+    rng = random.Random(seed)
+    subs = random_subscriptions(rng, n_subs)
+    m = CountingMatcher()
+    m.add(subs)
+    gone = {s.id for s in rng.sample(subs, n_subs // 3)}
+    m.remove(sorted(gone))  # free keys among the live ones
+    evs = [random_event(rng) for _ in range(150)]
+    result = m.match(m.encode(evs))
+    counts = np.diff(result.offsets)
+    assert (counts <= 16).any() and (n_subs < 100 or counts.max() > 16)  # short runs, and long ones
+    for i in range(len(evs)):
+        keys = result.keys[result.offsets[i]:result.offsets[i + 1]]
+        assert (np.diff(keys) > 0).all()
+    check(m, [s for s in subs if s.id not in gone], evs)
+
+
+def test_keys_sorted_when_sparse_over_many_keys():
+    """Twenty matches spread over 8,000 keys (more words than the bitmap is read for): ``np.sort``."""
+    subs = [Subscription.of(f"k{i}", pred("k", "=", i % 400)) for i in range(8000)]
+    subs += [Subscription.of(f"j{i}", And((pred("k", "=", i % 400), pred("j", "=", i % 7)))) for i in range(300)]
+    m = CountingMatcher()
+    m.add(subs)
+    evs = [{"k": v, "j": v % 7} for v in (0, 3, 399, 200, 17)]
+    result = m.match(m.encode(evs))
+    assert np.diff(result.offsets).min() >= 20
+    for i in range(len(evs)):
+        assert (np.diff(result.keys[result.offsets[i]:result.offsets[i + 1]]) > 0).all()
+    check(m, subs, evs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +14,7 @@ from matchers import oracle
 from matchers.catalog import create, names
 from matchers.errors import SubscriptionError
 from matchers.expr import And, Kind, Op, Subscription, anything_but, pred
-from matchers.views import tag, view_name, view_pred
+from matchers.views import tag, view_name, view_pred, with_views
 from tests.strategies import extended_array_events, trees
 
 MATCHERS = names()
@@ -119,3 +120,46 @@ def test_hypothesis_every_matcher_agrees(exprs, evs):
         m = create(name)
         m.add(subs)
         assert m.match_ids(m.encode(evs)) == want, name
+
+
+def _view_rows(batch, sources, views, tails, dictionary) -> list[tuple[int, int, str, int]]:
+    """``(row, view, text, code)`` of every view entry :func:`with_views` should add, one value at a time."""
+    kinds = {int(k): k for k in Kind}
+    out = []
+    for row in range(batch.n):
+        for j in range(batch.offsets[row], batch.offsets[row + 1]):
+            for source, view, tail in zip(sources.tolist(), views.tolist(), tails.tolist(), strict=True):
+                if batch.attrs[j] != source:
+                    continue
+                kind = kinds[int(batch.kinds[j])]
+                value = batch.strings[batch.texts[j]] if kind is Kind.STR else batch.nums[j]
+                text = tag(value, kind, tail)
+                out.append((row, view, text, dictionary.strings[view].get(text, -1)))
+    return sorted(out)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(exprs=st.lists(trees(_but_or_affix(), max_leaves=4), min_size=1, max_size=6),
+       evs=st.lists(extended_array_events, min_size=1, max_size=12))
+def test_with_views_gives_each_value_its_view(exprs, evs):
+    """Values repeated across rows and attributes get their view once per batch, each row its own entry."""
+    subs = []
+    for i, e in enumerate(exprs):
+        try:
+            subs.append(Subscription.of(f"h{i}", e, max_terms=64))
+        except SubscriptionError:
+            continue
+    m = create("counting")
+    m.add(subs)
+    batch = m.encode(evs)._replace(rows=None)
+    if not m._presence:
+        return
+    m._presence.arrays(m.dictionary)
+    sources, views, tails = m._presence.views
+    got = with_views(batch, sources, views, tails, m.dictionary)
+    rows = np.repeat(np.arange(got.n), np.diff(got.offsets))
+    added = sorted((int(rows[j]), int(got.attrs[j]), got.strings[got.texts[j]], int(got.codes[j]))
+                   for j in range(len(got.attrs)) if got.attrs[j] in set(views.tolist()))
+    assert added == _view_rows(batch, sources, views, tails, m.dictionary)
+    for row in range(got.n):  # entries stay sorted by attribute
+        assert (np.diff(got.attrs[got.offsets[row]:got.offsets[row + 1]]) >= 0).all()
