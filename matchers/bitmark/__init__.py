@@ -340,8 +340,9 @@ class BitMarkMatcher(Matcher):
 
     def _stale(self) -> bool:
         limit = max(self.tail_min, self._n_main // 16)
-        return not self._built or self._n_slots - self._n_main > limit or self._dead > max(self.tail_min,
-                                                                                           self._n_main // 4)
+        unpacked = self._wide and len(self._layout.val_off) != len(self._layout.bits) + 1  # pickled before end_key
+        return (not self._built or unpacked or self._n_slots - self._n_main > limit
+                or self._dead > max(self.tail_min, self._n_main // 4))
 
     def _rebuild(self) -> None:
         """Index every live slot: order them, pack them, build the marking rows."""
@@ -417,7 +418,15 @@ class BitMarkMatcher(Matcher):
         idx_of_col = np.full(len(col_min), -1, dtype=np.int64)
         idx_of_col[idx_col] = np.arange(len(idx_col))
         bits, check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._wide)
-        end_off, end_val, end_slot = K.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._tile)
+        if self._wide:
+            end_off, key, val_off, end_val = WK.build_wide_ends(slots, n, idx_of_col, row_start, edge_off,
+                                                                edges_flat, self._tile)
+            end_key = key.astype(np.uint32 if len(key) == 0 or key.max() < 1 << 32 else np.uint64)
+            end_slot = np.zeros(0, dtype=np.int32)
+        else:
+            end_off, end_val, end_slot = K.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat,
+                                                      self._tile)
+            end_key, val_off = np.zeros(0, dtype=np.uint32), np.zeros(1, dtype=np.int64)
         live = np.full(words, K.ALL, dtype=np.uint64)
         if n % 64:
             live[-1] = np.uint64((1 << (n % 64)) - 1)
@@ -426,7 +435,7 @@ class BitMarkMatcher(Matcher):
         else:
             env_col, env_lo, env_hi = K.envelopes(slots, n, col_min, col_span)
         return Layout(bits, end_off, end_val, end_slot, check, live, env_col, env_lo, env_hi, idx_col, row_start,
-                        edge_off, edges_flat)
+                      edge_off, edges_flat, end_key, val_off)
 
     # -- matching ----------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
