@@ -382,17 +382,20 @@ class BitMarkMatcher(Matcher):
     def _narrow_order(slots: Slots, live: np.ndarray, col_min: np.ndarray, col_span: np.ndarray,
                       n_cols: int) -> np.ndarray:
         """The live slots ordered by their two most selective intervals (the narrow mode's
-        order, which makes the words' envelopes narrow)."""
+        order, which makes the words' envelopes narrow): two argsorts of packed integer keys
+        (a low bound counts by its position in the column's span, in up to 40 bits: the order
+        only narrows the envelopes, any order matches the same)."""
         p, lo_p, q, lo_q = (a[live] for a in K.order_keys(slots, col_min, col_span))
         p = np.where(p >= 0, p, n_cols)
-        first = np.lexsort((lo_p, p))
+        first = np.argsort(_packed_key([p], lo_p, p, col_min, col_span))
         group = p[first]
         starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1] if len(group) else np.zeros(0, dtype=np.int64)
         sizes = np.diff(np.r_[starts, len(group)])
         cells = np.maximum(1, np.sqrt(sizes / 1024).astype(np.int64))  # ~sqrt(size) cells of a group
         rank = np.arange(len(group)) - np.repeat(starts, sizes)
         cell = rank * np.repeat(cells, sizes) // np.repeat(sizes, sizes)
-        return live[first[np.lexsort((lo_q[first], q[first], cell, group))]]
+        q = q[first]
+        return live[first[np.argsort(_packed_key([group, cell, q + 1], lo_q[first], q, col_min, col_span))]]
 
     def _pack(self, n: int, col_min: np.ndarray, col_span: np.ndarray, count: np.ndarray) -> Layout:
         """The marking layout over the ``n`` (ordered) slots."""
@@ -516,6 +519,25 @@ class BitMarkMatcher(Matcher):
         arrays = (self._key, self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, self._res_off, self._res_pid,
                   self._col_of_attr, *self._main_of_key, *self._layout)
         return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
+
+
+def _packed_key(parts: list[np.ndarray], lo: np.ndarray, col: np.ndarray, col_min: np.ndarray,
+                col_span: np.ndarray) -> np.ndarray:
+    """One ``uint64`` per slot ordered as ``(*parts, lo)``: the non-negative integer ``parts``,
+    each in the bits its largest value needs, then ``lo``'s position in the span of column
+    ``col`` (0 where ``col`` is not a column) in the bits left, at most 40."""
+    key = np.zeros(len(lo), dtype=np.uint64)
+    used = 0
+    for values in parts:
+        bits = max(1, int(values.max()).bit_length()) if len(values) else 1
+        key = (key << np.uint64(bits)) | values.astype(np.uint64)
+        used += bits
+    left = max(0, min(40, 64 - used))
+    ok = (col >= 0) & (col < len(col_min))
+    c = np.where(ok, col, 0)
+    share = np.clip(np.where(ok, (lo - col_min[c]) / col_span[c], 0.0), 0.0, 1.0)
+    cell = np.minimum(np.floor(share * float(1 << left)), float((1 << left) - 1)).astype(np.uint64)
+    return (key << np.uint64(left)) | cell
 
 
 def _empty_layout() -> Layout:
