@@ -340,8 +340,9 @@ class BitMarkMatcher(Matcher):
 
     def _stale(self) -> bool:
         limit = max(self.tail_min, self._n_main // 16)
-        return not self._built or self._n_slots - self._n_main > limit or self._dead > max(self.tail_min,
-                                                                                           self._n_main // 4)
+        unpacked = self._wide and len(self._layout.val_off) != len(self._layout.bits) + 1  # pickled before end_key
+        return (not self._built or unpacked or self._n_slots - self._n_main > limit
+                or self._dead > max(self.tail_min, self._n_main // 4))
 
     def _rebuild(self) -> None:
         """Index every live slot: order them, pack them, build the marking rows."""
@@ -381,17 +382,20 @@ class BitMarkMatcher(Matcher):
     def _narrow_order(slots: Slots, live: np.ndarray, col_min: np.ndarray, col_span: np.ndarray,
                       n_cols: int) -> np.ndarray:
         """The live slots ordered by their two most selective intervals (the narrow mode's
-        order, which makes the words' envelopes narrow)."""
+        order, which makes the words' envelopes narrow): two argsorts of packed integer keys
+        (a low bound counts by its position in the column's span, in up to 40 bits: the order
+        only narrows the envelopes, any order matches the same)."""
         p, lo_p, q, lo_q = (a[live] for a in K.order_keys(slots, col_min, col_span))
         p = np.where(p >= 0, p, n_cols)
-        first = np.lexsort((lo_p, p))
+        first = np.argsort(_packed_key([p], lo_p, p, col_min, col_span))
         group = p[first]
         starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1] if len(group) else np.zeros(0, dtype=np.int64)
         sizes = np.diff(np.r_[starts, len(group)])
         cells = np.maximum(1, np.sqrt(sizes / 1024).astype(np.int64))  # ~sqrt(size) cells of a group
         rank = np.arange(len(group)) - np.repeat(starts, sizes)
         cell = rank * np.repeat(cells, sizes) // np.repeat(sizes, sizes)
-        return live[first[np.lexsort((lo_q[first], q[first], cell, group))]]
+        q = q[first]
+        return live[first[np.argsort(_packed_key([group, cell, q + 1], lo_q[first], q, col_min, col_span))]]
 
     def _pack(self, n: int, col_min: np.ndarray, col_span: np.ndarray, count: np.ndarray) -> Layout:
         """The marking layout over the ``n`` (ordered) slots."""
@@ -417,7 +421,15 @@ class BitMarkMatcher(Matcher):
         idx_of_col = np.full(len(col_min), -1, dtype=np.int64)
         idx_of_col[idx_col] = np.arange(len(idx_col))
         bits, check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._wide)
-        end_off, end_val, end_slot = K.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._tile)
+        if self._wide:
+            end_off, key, val_off, end_val = WK.build_wide_ends(slots, n, idx_of_col, row_start, edge_off,
+                                                                edges_flat, self._tile)
+            end_key = key.astype(np.uint32 if len(key) == 0 or key.max() < 1 << 32 else np.uint64)
+            end_slot = np.zeros(0, dtype=np.int32)
+        else:
+            end_off, end_val, end_slot = K.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat,
+                                                      self._tile)
+            end_key, val_off = np.zeros(0, dtype=np.uint32), np.zeros(1, dtype=np.int64)
         live = np.full(words, K.ALL, dtype=np.uint64)
         if n % 64:
             live[-1] = np.uint64((1 << (n % 64)) - 1)
@@ -426,7 +438,7 @@ class BitMarkMatcher(Matcher):
         else:
             env_col, env_lo, env_hi = K.envelopes(slots, n, col_min, col_span)
         return Layout(bits, end_off, end_val, end_slot, check, live, env_col, env_lo, env_hi, idx_col, row_start,
-                        edge_off, edges_flat)
+                      edge_off, edges_flat, end_key, val_off)
 
     # -- matching ----------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
@@ -507,6 +519,25 @@ class BitMarkMatcher(Matcher):
         arrays = (self._key, self._iv_off, self._iv_col, self._iv_lo, self._iv_hi, self._res_off, self._res_pid,
                   self._col_of_attr, *self._main_of_key, *self._layout)
         return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
+
+
+def _packed_key(parts: list[np.ndarray], lo: np.ndarray, col: np.ndarray, col_min: np.ndarray,
+                col_span: np.ndarray) -> np.ndarray:
+    """One ``uint64`` per slot ordered as ``(*parts, lo)``: the non-negative integer ``parts``,
+    each in the bits its largest value needs, then ``lo``'s position in the span of column
+    ``col`` (0 where ``col`` is not a column) in the bits left, at most 40."""
+    key = np.zeros(len(lo), dtype=np.uint64)
+    used = 0
+    for values in parts:
+        bits = max(1, int(values.max()).bit_length()) if len(values) else 1
+        key = (key << np.uint64(bits)) | values.astype(np.uint64)
+        used += bits
+    left = max(0, min(40, 64 - used))
+    ok = (col >= 0) & (col < len(col_min))
+    c = np.where(ok, col, 0)
+    share = np.clip(np.where(ok, (lo - col_min[c]) / col_span[c], 0.0), 0.0, 1.0)
+    cell = np.minimum(np.floor(share * float(1 << left)), float((1 << left) - 1)).astype(np.uint64)
+    return (key << np.uint64(left)) | cell
 
 
 def _empty_layout() -> Layout:

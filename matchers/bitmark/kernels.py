@@ -53,15 +53,17 @@ def _low_bit(x):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _bucket(edges, lo, hi, v):
-    """Bucket of ``v`` among ``edges[lo:hi]``: how many of them are <= v."""
-    a, b = lo, hi
-    while a < b:
-        m = (a + b) >> 1
-        if edges[m] <= v:
-            a = m + 1
-        else:
-            b = m
-    return a - lo
+    """Bucket of ``v`` among the sorted ``edges[lo:hi]``: how many of them are <= v (a search
+    without a branch on the comparisons: their outcome is a select, never mispredicted)."""
+    n = hi - lo
+    if n == 0:
+        return 0
+    base = lo
+    while n > 1:
+        half = n >> 1
+        base = base + half if edges[base + half - 1] <= v else base
+        n -= half
+    return base - lo + (edges[base] <= v)
 
 
 # -- building --------------------------------------------------------------------------

@@ -35,12 +35,16 @@ class Layout(NamedTuple):
     (residual ones, intervals on attributes not indexed).  A word's envelope ``(env_col,
     env_lo, env_hi)`` holds, for up to two columns every slot of the word constrains, the
     hull of their intervals: an event outside it fails the whole word.
+
+    The wide mode (:mod:`~matchers.bitmark.wide`) packs its ends: ``end_val`` holds each
+    row's distinct bounds, sorted (``val_off`` CSR), and ``end_key`` each end as its bound's
+    rank there and its slot's position in the tile (``end_slot`` is empty; no envelopes).
     """
 
     bits: np.ndarray  # uint64[rows, W]
     end_off: np.ndarray  # int64[2 * rows * tiles + 1]
-    end_val: np.ndarray  # float64, the bound of each end
-    end_slot: np.ndarray  # int32, its slot
+    end_val: np.ndarray  # float64, the bound of each end (wide mode: each row's distinct bounds)
+    end_slot: np.ndarray  # int32, its slot (wide mode: empty)
     check: np.ndarray  # uint64[W]
     live: np.ndarray  # uint64[W], indexed slots not deleted
     env_col: np.ndarray  # int32[W, 2], -1: none
@@ -50,6 +54,8 @@ class Layout(NamedTuple):
     row_start: np.ndarray  # int64[n_idx + 1]
     edge_off: np.ndarray  # int64[n_idx + 1]
     edges: np.ndarray  # float64, sorted bucket edges per indexed attribute
+    end_key: np.ndarray = np.zeros(0, dtype=np.uint32)  # the wide mode's packed ends (uint32 or uint64)
+    val_off: np.ndarray = np.zeros(1, dtype=np.int64)  # int64[rows + 1], the wide mode's CSR over end_val
 
 
 class Found(NamedTuple):

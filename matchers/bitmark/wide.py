@@ -6,10 +6,11 @@ word of its ``d`` rows: the floor is ``d x words`` ORs per event.  The narrow mo
 a walk over the ends of each of the event's buckets, per event.  Here, per tile of words,
 the chunk's events are taken per indexed attribute in the order of their values
 (:func:`value_order`): the events in one bucket share one running bitset, the bucket's row
-plus the high ends below the value, grown while walking the bucket's ends once for all of
-them in increasing order of the value; each event ORs it into its marks (one OR per
-attribute and word).  The low ends above the value, walked once in decreasing order, are
-set into the marks one by one while few, else ORed as a second running bitset.
+(the slots failing its low edge) from which the low ends at or below the value are cleared
+and to which the high ends below it are added, while walking the bucket's ends once for all
+of them in increasing order of the value; each event ORs it into its marks (one OR per
+attribute and word).  The ends are packed (:func:`build_wide_ends`): 4 bytes each, compared
+as integers with limits found once per chunk (:func:`end_limits`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from matchers.bitmark.kernels import _holds, _low_bit, _popcount
+from matchers.bitmark.kernels import (
+    _bucket,
+    _ends_inside,
+    _holds,
+    _low_bit,
+    _popcount,
+    _starts_inside,
+)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -57,52 +65,156 @@ def value_order(vals, rows, idx_col):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _set(bitset, s, w0):
-    bitset[(s >> 6) - w0] |= np.uint64(1) << np.uint64(s & 63)
+def offset_bits(tile):
+    """Bits of a slot's position in its tile of ``tile`` words (the low bits of a packed end)."""
+    bits = 0
+    while (1 << bits) < 64 * tile:
+        bits += 1
+    return bits
+
+
+@numba.njit(cache=True, nogil=True)
+def build_wide_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
+    """The wide mode's ends: per row, the distinct bounds inside its bucket, sorted (``val_off``
+    CSR over ``val``); per row and tile (segments as :func:`~matchers.bitmark.kernels.build_ends`'),
+    the low then the high ends, each packed as ``rank << offset_bits(tile) | position``: the
+    bound's rank among its row's distinct bounds and the slot's position in its tile, sorted.
+    Returns ``(end_off, end_key int64, val_off, val)``."""
+    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
+    span = 64 * tile
+    tiles = max(1, (n_main + span - 1) // span)
+    shift = offset_bits(tile)
+    n_rows = row_start[-1]
+    row_off = np.zeros(n_rows + 1, dtype=np.int64)
+    for step in range(2):  # count the ends per row, then place them grouped by row
+        if step:
+            for r in range(n_rows):
+                row_off[r + 1] += row_off[r]
+            fill = row_off[:-1].copy()
+            seg_of = np.empty(row_off[-1], dtype=np.int64)
+            val_of = np.empty(row_off[-1])
+            pos_of = np.empty(row_off[-1], dtype=np.int64)
+        for s in range(n_main):
+            g = s // span
+            for t in range(iv_off[s], iv_off[s + 1]):
+                j = idx_of_col[iv_col[t]]
+                if j < 0:
+                    continue
+                e0, e1 = edge_off[j], edge_off[j + 1]
+                for kind in range(2):
+                    x = iv_lo[t] if kind == 0 else iv_hi[t]
+                    b = _bucket(edges, e0, e1, x)
+                    if not (_starts_inside(edges, e0, b, x) if kind == 0 else _ends_inside(edges, e0, e1, b, x)):
+                        continue
+                    r = row_start[j] + b
+                    if step:
+                        i = fill[r]
+                        seg_of[i], val_of[i], pos_of[i] = 2 * (r * tiles + g) + kind, x, s - g * span
+                        fill[r] += 1
+                    else:
+                        row_off[r + 1] += 1
+    end_off = np.zeros(2 * n_rows * tiles + 1, dtype=np.int64)
+    for i in range(len(seg_of)):
+        end_off[seg_of[i] + 1] += 1
+    for i in range(len(end_off) - 1):
+        end_off[i + 1] += end_off[i]
+    at = end_off[:-1].copy()
+    end_key = np.empty(end_off[-1], dtype=np.int64)
+    val_off = np.zeros(n_rows + 1, dtype=np.int64)
+    val = np.empty(len(val_of))
+    u = 0
+    for r in range(n_rows):  # a row's ends in value order, placed into their segments (stable)
+        a = row_off[r]
+        rank = -1
+        for i in np.argsort(val_of[a:row_off[r + 1]]):
+            x = val_of[a + i]
+            if rank < 0 or x != val[u - 1]:
+                val[u] = x
+                u += 1
+                rank += 1
+            seg = seg_of[a + i]
+            end_key[at[seg]] = (rank << shift) | pos_of[a + i]
+            at[seg] += 1
+        val_off[r + 1] = u
+    return end_off, end_key, val_off, val[:u].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def end_limits(vals, rows, layout, tile):
+    """Per event and indexed attribute, the packed ends (of the event's row) below which the low
+    ends are at or below its value (``[:, :, 0]``) and the high ends below it (``[:, :, 1]``).
+
+    The chunk's binary searches in the rows' distinct bounds go in lockstep, one step of every
+    event's at a time: their loads are independent (one search after another waits on each)."""
+    n, n_idx = rows.shape
+    val_off, val = layout.val_off, layout.end_val
+    shift = offset_bits(tile)
+    lim = np.empty((n, n_idx, 2), dtype=np.int64)
+    base = np.empty(n, dtype=np.int64)
+    left = np.empty(n, dtype=np.int64)
+    for j in range(n_idx):
+        c = layout.idx_col[j]
+        for e in range(n):
+            r = rows[e, j]  # an attribute's missing row has no bounds
+            base[e], left[e] = val_off[r], val_off[r + 1] - val_off[r]
+        more = True
+        while more:  # base[e] + 1: the bounds <= v found so far, of a row's first left[e]
+            more = False
+            for e in range(n):
+                m = left[e]
+                if m > 1:
+                    half = m >> 1
+                    base[e] = base[e] + half if val[base[e] + half - 1] <= vals[e, c] else base[e]
+                    left[e] = m - half
+                    more = True
+        for e in range(n):
+            a = val_off[rows[e, j]]
+            at = base[e] - a + (left[e] == 1 and val[base[e]] <= vals[e, c])  # bounds <= v
+            lim[e, j, 0] = np.int64(at) << shift
+            lim[e, j, 1] = np.int64(at - (at > 0 and val[a + at - 1] == vals[e, c])) << shift  # < v (distinct)
+    return lim
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _clear(bitset, s, w0):
-    bitset[(s >> 6) - w0] &= ~(np.uint64(1) << np.uint64(s & 63))
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _mark_bucket(layout, vals, rows, order, j, i0, i1, g, tiles, w0, w1, acc, run):
+def _mark_bucket(layout, lim, mask, rows, order, j, i0, i1, g, tiles, w0, w1, acc, run):
     """Mark in ``acc`` the slots failing the events ``order[j, i0:i1]`` (one bucket of attribute
     ``j``, sorted by value) in tile ``g``.
 
     The running bitset starts as the bucket's row, which in the wide mode holds the slots
     failing the bucket's low edge: those missing the bucket and those starting inside it
     (``build_bits(at_edge=True)``); going up the values, a low end at or below the value is
-    cleared and a high end below it set.  A slot has at most one end of each kind in a
-    bucket, and no other reason to be in the row: the bitset is exact for each value."""
-    end_off, end_val, end_slot = layout.end_off, layout.end_val, layout.end_slot
+    cleared and a high end below it set (``lim``: :func:`end_limits`; ``mask`` keeps a packed
+    end's position in the tile).  A slot has at most one end of each kind in a bucket, and no
+    other reason to be in the row: the bitset is exact for each value.  The first attribute
+    starts the marks (with the dead slots) instead of ORing into them."""
+    end_off, end_key, live = layout.end_off, layout.end_key, layout.live
     tw = w1 - w0
     r = rows[order[j, i0], j]
     bits = layout.bits
-    c = layout.idx_col[j]
+    one = np.uint64(1)
     for k in range(tw):
         run[k] = bits[r, w0 + k]
-    if not np.isnan(vals[order[j, i0], c]):  # not the attribute's missing row (no ends)
-        seg = 2 * (r * tiles + g)
-        lo, lo_end = end_off[seg], end_off[seg + 1]  # low bounds, ascending
-        hi, hi_end = lo_end, end_off[seg + 2]  # high bounds, ascending
-        for i in range(i0, i1):
-            v = vals[order[j, i], c]
-            while lo < lo_end and end_val[lo] <= v:
-                _clear(run, end_slot[lo], w0)
-                lo += 1
-            while hi < hi_end and end_val[hi] < v:
-                _set(run, end_slot[hi], w0)
-                hi += 1
-            e = order[j, i]
-            for k in range(tw):
-                acc[e, k] |= run[k]
-        return
+    seg = 2 * (r * tiles + g)
+    lo, lo_end = end_off[seg], end_off[seg + 1]  # low bounds, ascending
+    hi, hi_end = lo_end, end_off[seg + 2]  # high bounds, ascending
     for i in range(i0, i1):
         e = order[j, i]
-        for k in range(tw):
-            acc[e, k] |= run[k]
+        x = lim[e, j, 0]
+        while lo < lo_end and np.int64(end_key[lo]) < x:
+            p = np.int64(end_key[lo]) & mask
+            run[p >> 6] &= ~(one << np.uint64(p & 63))
+            lo += 1
+        x = lim[e, j, 1]
+        while hi < hi_end and np.int64(end_key[hi]) < x:
+            p = np.int64(end_key[hi]) & mask
+            run[p >> 6] |= one << np.uint64(p & 63)
+            hi += 1
+        if j == 0:  # the first attribute starts the marks: the dead slots and its own
+            for k in range(tw):
+                acc[e, k] = run[k] | ~live[w0 + k]
+        else:
+            for k in range(tw):
+                acc[e, k] |= run[k]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -118,16 +230,15 @@ def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, found_in):
     W = len(live)
     tiles = max(1, (W + tile - 1) // tile)
     order = value_order(vals, rows, layout.idx_col)
-    acc = np.empty((n, tile), dtype=np.uint64)
-    run = np.empty(tile, dtype=np.uint64)
+    lim = end_limits(vals, rows, layout, tile)
+    mask = (np.int64(1) << offset_bits(tile)) - 1
+    acc = np.empty((n, min(tile, W)), dtype=np.uint64)
+    run = np.empty(min(tile, W), dtype=np.uint64)
     counts = np.zeros(n, dtype=np.int64)
     for w0 in range(0, W, tile):
         w1 = min(W, w0 + tile)
         tw = w1 - w0
         g = w0 // tile
-        for e in range(n):
-            for k in range(tw):
-                acc[e, k] = ~live[w0 + k]
         for j in range(n_idx):
             i0 = 0
             while i0 < n:
@@ -135,7 +246,7 @@ def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, found_in):
                 i1 = i0 + 1
                 while i1 < n and rows[order[j, i1], j] == r:
                     i1 += 1
-                _mark_bucket(layout, vals, rows, order, j, i0, i1, g, tiles, w0, w1, acc, run)
+                _mark_bucket(layout, lim, mask, rows, order, j, i0, i1, g, tiles, w0, w1, acc, run)
                 i0 = i1
         checked = False
         for k in range(tw):

@@ -64,7 +64,7 @@ def test_many_ends_per_bucket_and_equal_values():
     matcher.add(work.subscriptions)
     live = {s.id: s for s in work.subscriptions}
     assert check(matcher, live, evs) > 0
-    assert matcher._wide and len(matcher._layout.end_val) > 16 * matcher._layout.bits.shape[0]
+    assert matcher._wide and len(matcher._layout.end_key) > 16 * matcher._layout.bits.shape[0]
 
 
 def test_mixed_widths_and_the_automatic_choice():
