@@ -395,7 +395,10 @@ class ClusterStore:
 
     def unplace(self, entries: np.ndarray) -> None:
         """Take entries out of their clusters (swap-remove); empty clusters and access
-        entries are dropped."""
+        entries are dropped. Entries already out of any cluster are left as they are (a
+        static re-clustering unplaces every entry after dropping the tables, which unplaced
+        theirs: their cluster ``-1`` would have named the last cluster's row)."""
+        entries = entries[self.e_cluster[entries] >= 0]
         if len(entries) == 0:
             return
         clusters = self.e_cluster[entries]

@@ -152,6 +152,32 @@ def test_static_builds_tables_and_respects_space_bound():
     check(tight, {s.id: s for s in wl.subscriptions}, wl.events)
 
 
+def test_static_reclusters_again_after_its_tables():
+    """A second re-clustering drops the first one's tables (unplacing their entries) before
+    it unplaces every entry: entries already out of any cluster are left alone (their
+    cluster ``-1`` once named the last cluster's row and lost its entries; hypothesis seed 8707)."""
+    wl = fabret("W0", n_subs=3000, n_events=100, seed=7, lo=1, hi=4)
+    matcher = create("static")
+    matcher.add(wl.subscriptions)
+    live = {s.id: s for s in wl.subscriptions}
+    batch = matcher.encode(wl.events)
+    store = matcher.store
+    for round_ in range(3):
+        matcher.optimize(batch)
+        assert store.table_of, "greedy added no table on W0"
+        check(matcher, live, wl.events)
+        out = store.live_entries()[:50]
+        store.unplace(out)
+        before = store.cl.copy()
+        store.unplace(out)  # again: nothing changes
+        assert (store.cl == before).all()
+        store.place(out, matcher.log_nu())
+        gone = sorted(live)[round_ * 100:(round_ + 1) * 100]
+        matcher.remove(gone)
+        for i in gone:
+            del live[i]
+
+
 def test_deletion_is_swap_remove():
     wl = fabret("W0", n_subs=200, n_events=5, seed=8, lo=1, hi=2)
     matcher = create("propagation")
