@@ -11,7 +11,10 @@ quota, is refused with an error record on its errors topic; an upsert that gives
 id another internal id (another target, or the other kind) deletes the old one first; then
 live subscriptions whose expiry time is past, and upserts already expired, become deletes.
 Strings are handled by Arrow, the sequential quota decisions by one compiled pass
-(:func:`_judge`); Python runs per tenant, per distinct target, and per refused record.
+(:func:`_judge`); Python runs per tenant, per distinct target, and per refused record. The
+rows are ordered and judged on their narrow columns; each change's record bytes and packed
+subscription are taken once (at 1,000,000 W1 rows, copies of every column in record order cost
+about half of its 4.2 s of CPU, 2026-11-30).
 
 Unlike the earlier release, a bad or refused record changes nothing: there, a record of one kind that the
 other kind's query judges (a bad or refused pattern, a bad or refused expression) still deletes
