@@ -59,7 +59,7 @@ from streaming.match.tasks import (
 from streaming.metrics import BatchMetrics, StatusFile
 from streaming.placement import ShardAnchors, pinned_bins
 from streaming.registry_columns import EXPRESSION, ColumnRegistry
-from streaming.registry_columns.admit import admit
+from streaming.registry_columns.admit import admit, warm
 from streaming.registry_columns.migrate import convert_pickled
 from streaming.storage import Directory, join
 from streaming.tenants import Tenants
@@ -174,6 +174,7 @@ class MatchJob:
         self.client_config = client_config
         m = settings.match
         self.registry = ColumnRegistry(settings.registry_columns_dir, m.shards, m.snapshot_every, m.snapshots_kept)
+        threading.Thread(target=warm, name="registry-warm", daemon=True).start()  # beside the query's start
         convert_pickled(settings.registry_dir, self.registry)  # a checkpoint of an earlier release, once
         self.validity = ValidityStore(settings.validity_dir)
         self.status = StatusFile(settings.status.status_file, settings.status.history)

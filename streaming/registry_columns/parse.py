@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from matchers.collector import no_cyclic_gc
 from matchers.expr import DEFAULT_MAX_TERMS
 from matchers.packed import pack
 from streaming.config import LimitsSettings
@@ -63,15 +64,17 @@ def parse_records(rb: pa.RecordBatch, parse: SubscriptionParser | None = None, m
     its target topic (the tenant layout, :func:`~streaming.records.parse_change`). Without
     ``parse`` (the default parser), a record of the common shape takes
     :func:`.fastparse.fast_row` (the same row); with it, every record takes ``parse``."""
-    keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
-    rows: list[tuple | None] = _fast_rows(keys, values, max_terms, limits) if parse is None else [None] * rb.num_rows
-    parse = parse or default_parser()
-    topics, parts, offsets = (rb.column(c).to_pylist() for c in ("topic", "partition", "offset"))
-    for i, row in enumerate(rows):
-        if row is None:
-            rows[i] = _row(keys[i], values[i], Position(topics[i], int(parts[i]), int(offsets[i])), parse, max_terms,
-                           limits, targets)
-    return _batch(rows, keys, topics, parts, offsets)
+    with no_cyclic_gc():  # a batch's rows are acyclic tuples, freed once they are columns
+        keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
+        rows: list[tuple | None] = _fast_rows(keys, values, max_terms, limits) if parse is None else [None] * rb.num_rows
+        general = [i for i, row in enumerate(rows) if row is None]
+        if general:
+            parse = parse or default_parser()
+            topics, parts, offsets = (rb.column(c).to_pylist() for c in ("topic", "partition", "offset"))
+            for i in general:
+                rows[i] = _row(keys[i], values[i], Position(topics[i], int(parts[i]), int(offsets[i])), parse,
+                               max_terms, limits, targets)
+        return _batch(rows, rb)
 
 
 def parse_fast(rb: pa.RecordBatch, max_terms: int = DEFAULT_MAX_TERMS,
@@ -79,13 +82,11 @@ def parse_fast(rb: pa.RecordBatch, max_terms: int = DEFAULT_MAX_TERMS,
     """The rows (as :func:`parse_records` gives them, in ``rb``'s order) of the records of
     ``rb`` the fast path takes, and the other records (``rb``'s rows, in its order), whose
     rows :func:`parse_records` gives: the two are the rows of ``rb``."""
-    keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
-    rows = _fast_rows(keys, values, max_terms, limits)
-    took = np.fromiter((r is not None for r in rows), np.bool_, len(rows))
-    done = rb.filter(pa.array(took))
-    return (_batch([r for r in rows if r is not None], *(done.column(c).to_pylist()
-                                                         for c in ("key", "topic", "partition", "offset"))),
-            rb.filter(pa.array(~took)))
+    with no_cyclic_gc():
+        keys, values = rb.column("key").to_pylist(), rb.column("value").to_pylist()
+        rows = _fast_rows(keys, values, max_terms, limits)
+        took = np.fromiter((r is not None for r in rows), np.bool_, len(rows))
+        return _batch([r for r in rows if r is not None], rb.filter(pa.array(took))), rb.filter(pa.array(~took))
 
 
 def _fast_rows(keys: list[bytes | None], values: list[bytes | None], max_terms: int,
@@ -94,11 +95,17 @@ def _fast_rows(keys: list[bytes | None], values: list[bytes | None], max_terms: 
     return [fast_row(key, value, max_terms, limits) for key, value in zip(keys, values, strict=True)]
 
 
-def _batch(rows: list, keys: list, topics: list, parts: list, offsets: list) -> pa.RecordBatch:
-    """The :data:`PARSED_SCHEMA` batch of rows (:data:`_ROW` tuples) and their records' columns."""
+def _batch(rows: list, records: pa.RecordBatch) -> pa.RecordBatch:
+    """The :data:`PARSED_SCHEMA` batch of rows (:data:`_ROW` tuples) of ``records`` (their
+    position and key taken as they are)."""
     cols: dict[str, Any] = dict(zip(_ROW, zip(*rows, strict=True) if rows else [()] * len(_ROW), strict=True))
-    cols.update(topic=topics, partition=parts, offset=offsets, key=keys)
-    return pa.RecordBatch.from_pydict(cols, schema=PARSED_SCHEMA)
+    arrays = [records.column(f.name).cast(f.type) if f.name in _RECORD else pa.array(cols[f.name], f.type)
+              for f in PARSED_SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=PARSED_SCHEMA)
+
+
+_RECORD = frozenset(("topic", "partition", "offset", "key"))
+"""The columns of :data:`PARSED_SCHEMA` that are the record's own."""
 
 
 _ROW = ("id", "op", "kind", "record", "packed", "expires", "target", "predicates", "error")

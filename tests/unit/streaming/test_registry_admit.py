@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from streaming.patterns.registry import PatternRegistry, apply_pattern_records
 from streaming.records import DEFAULT_LIMITS, default_parser
 from streaming.registry_columns import EXPRESSION, PATTERN, ColumnRegistry
-from streaming.registry_columns.admit import admit
+from streaming.registry_columns.admit import admit, warm
 from streaming.registry_columns.parse import parse_records
 from streaming.tenants import Tenants
 from tests.unit.streaming.gate_model import GateModel
@@ -172,6 +172,62 @@ def run(tmp, rng: random.Random, batches: int, tenants: Tenants | None) -> None:
             assert replayed[:3] == want[:3] and replayed[3] == 0  # a replay counts no expiry
             assert columns.registry.apply(batch_id, again.changes, again.now).replay == recorded
             assert {r["id"]: r["kind"] for r in columns.registry.live().to_pylist()} == want[0]
+
+
+class Sorted(Columns):
+    """The columnar path given each batch's rows in record order, as one table (a twin registry)."""
+
+    def admitted(self, batch_id: int, rows: list[tuple], now: float, rng: random.Random):
+        ordered = sorted(rows, key=lambda r: (r[2], r[3], r[4]))
+        return super().admitted(batch_id, ordered, now, random.Random(0)) if not ordered else admit(
+            pa.Table.from_batches([parse_records(pa.RecordBatch.from_pylist(
+                [dict(zip(RECORD_COLUMNS, r, strict=True)) for r in ordered], schema=RECORD_SCHEMA), PARSE,
+                targets=self.tenants is not None)]), self.registry, batch_id, self.tenants, topic_exists, now)
+
+
+RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset")
+RECORD_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+                           ("partition", pa.int32()), ("offset", pa.int64())])
+
+
+def run_twins(tmp, rng: random.Random, batches: int, tenants: Tenants | None) -> None:
+    """``admit`` gives the same changes, errors and counts whatever the rows' order and chunks."""
+    tasks, ordered = Columns(tmp / "tasks", tenants), Sorted(tmp / "ordered", tenants)
+    topics = ["subs", "subs.t1", "subs.t2"] if tenants is not None else ["subs"]
+    offsets: dict[tuple[str, int], int] = {}
+    for b in range(batches):
+        now = 1000.0 + 10 * b
+        rows = []
+        for _ in range(rng.randint(0, 40)):
+            topic, partition = rng.choice(topics), rng.randint(0, 2)
+            offset = offsets[(topic, partition)] = offsets.get((topic, partition), -1) + 1
+            rows.append((*record(rng, topic, now, tenants is not None), topic, partition, offset))
+        rng.shuffle(rows)
+        (got, a), (want, z) = tasks.batch(b, rows, now, rng), ordered.batch(b, rows, now, rng)
+        assert got == want and same_changes(a.changes, z.changes) and a.errors.equals(z.errors), (b, rows)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("with_tenants", [True, False])
+def test_any_order_and_chunks_are_judged_alike(tmp_path, seed, with_tenants):
+    run_twins(tmp_path, random.Random(seed), 20, TENANTS if with_tenants else None)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(1, 8))
+def test_any_order_and_chunks_any_batches(tmp_path_factory, rng, batches):
+    run_twins(tmp_path_factory.mktemp("twins"), rng, batches, TENANTS)
+
+
+def test_warm_leaves_nothing_behind(tmp_path, monkeypatch):
+    """The kernels' warm-up admits and applies one record in a scratch registry it removes."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    warm()
+    warm()
+    assert not list(tmp_path.iterdir())
 
 
 def same_changes(a, b) -> bool:
