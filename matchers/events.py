@@ -234,20 +234,21 @@ _KIND_OF_TYPE = {float: NUM, int: NUM, bool: BOOL, str: STR, type(None): NULL}
 class _AttrIds(dict):
     """Attribute name -> id for one encoding, filled from the dictionary on first sight."""
 
-    def __init__(self, dictionary: Dictionary):
+    def __init__(self, dictionary: Dictionary, create: bool):
         super().__init__()
         self.dictionary = dictionary
+        self.create = create
 
     def __missing__(self, name: str) -> int:
-        aid = self[name] = self.dictionary.attr(name, event=True)
+        aid = self[name] = self.dictionary.attr(name, self.create, event=True)
         return aid
 
 
-def encode(events: Iterable[FlatEvent], dictionary: Dictionary) -> EventBatch:
+def encode(events: Iterable[FlatEvent], dictionary: Dictionary, known_only: bool = False) -> EventBatch:
     """Encode flat events (see :func:`flatten`) against ``dictionary``.
 
-    New attribute names are added to the dictionary (up to its cap); string values only
-    look their codes up.  Column-wise over all the batch's entries with C-level maps and
+    New attribute names are added to the dictionary (up to its cap), or with ``known_only``
+    left out of the batch as the cap leaves them out; string values only look their codes up.  Column-wise over all the batch's entries with C-level maps and
     numpy (no Python call per entry except for strings), then one sort by (event, attribute)
     when some event's attributes are not in id order.  An event may be :class:`Rows`
     (see :attr:`EventBatch.rows`).
@@ -258,19 +259,19 @@ def encode(events: Iterable[FlatEvent], dictionary: Dictionary) -> EventBatch:
         rows = np.zeros(len(events) + 1, dtype=np.int64)
         np.cumsum(per_event, out=rows[1:])
         flat = list(chain.from_iterable(e if type(e) is Rows else (e,) for e in events))
-        return encode(flat, dictionary)._replace(rows=rows)
+        return encode(flat, dictionary, known_only)._replace(rows=rows)
     counts = np.fromiter(map(len, events), dtype=np.int64, count=len(events))
     n, nnz = len(events), int(counts.sum())
     names = list(chain.from_iterable(events))
     values = np.empty(nnz, dtype=object)
     values[:] = list(chain.from_iterable(map(_values, events)))
-    attrs = np.fromiter(map(_AttrIds(dictionary).__getitem__, names), dtype=np.int32, count=nnz)
+    attrs = np.fromiter(map(_AttrIds(dictionary, not known_only).__getitem__, names), dtype=np.int32, count=nnz)
     kinds = np.fromiter(map(_KIND_OF_TYPE.__getitem__, map(type, values)), dtype=np.int8, count=nnz)
     event_of = np.repeat(np.arange(n, dtype=np.int64), counts)
     step = np.diff(attrs)
     if np.any(step[event_of[1:] == event_of[:-1]] <= 0) or (nnz and attrs.min() < 0):
         order = np.lexsort((attrs, event_of))
-        order = order[attrs[order] >= 0]  # attributes past the dictionary's cap are dropped
+        order = order[attrs[order] >= 0]  # attributes past the dictionary's cap (or unknown) are dropped
         attrs, kinds, event_of, values = attrs[order], kinds[order], event_of[order], values[order]
     is_str = kinds == STR
     nums = np.full(len(values), math.nan)

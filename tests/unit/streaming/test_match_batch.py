@@ -310,37 +310,40 @@ def test_oversized_notification_goes_id_only_with_a_note(tmp_path):
     assert m.events == 2 and m.errors == 0
 
 
-def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypatch):
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_record_that_cannot_be_encoded_is_an_error_alone_and_once(tmp_path, monkeypatch, shards):
     """A batch-wide encode failure falls back to one event at a time; only the culprit is rejected
-    (an event of the general path: the scanner of the JSON path does not call ``encode``)."""
+    (an event of the general path: the scanner of the JSON path does not call ``encode``), once
+    whatever the shards (the batch is encoded once for all of them)."""
     from matchers.expr import Subscription, pred
     from streaming.match import executor
-    settings = settings_for(tmp_path)
+    settings = settings_for(tmp_path, shards=shards)
     reg = ModelRegistry(settings.registry_columns_dir)
-    reg.apply(0, [Subscription.of("s", pred("price", "<", 5))])
-    real = executor.index_for
+    subs = [Subscription.of(f"s{i}", pred("price", "<", 5)) for i in range(8)]
+    reg.apply(0, subs)
+    real = executor.encode
+    calls: list[int] = []
 
-    class Picky:
-        def __init__(self, matcher):
-            self.matcher = matcher
+    def picky(events, dictionary, known_only=False):
+        calls.append(len(events))
+        if any("poison" in e for e in events):
+            raise OverflowError("cannot encode poison")
+        return real(events, dictionary, known_only)
 
-        def __getattr__(self, name):
-            return getattr(self.matcher, name)
-
-        def encode(self, events):
-            if any("poison" in e for e in events):
-                raise OverflowError("cannot encode poison")
-            return self.matcher.encode(events)
-
-    monkeypatch.setattr(executor, "index_for", lambda spec, then=(): type("C", (), {"matcher": Picky(real(spec, then).matcher)}))
-    batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": [[true]]}', b'{"price": 3}'])
-    rows, m = run_partition(settings, reg, 1, 0.0, [batch])
-    notes = sorted(orjson.loads(r["value"])["offset"] for r in rows if r["topic"] == "notifications")
+    monkeypatch.setattr(executor, "encode", picky)
+    batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": [[true]]}', b'{"price": 3, "x": "\\u0041"}'])
+    ctx = BatchContext.of(settings, 1, 0.0, reg.spec(shards=shards), NO_KAFKA)
+    rows: list[dict] = []
+    out = [r for rb in match_partition(iter([batch]), ctx, lambda b: len([rows.append(r) for rb in b for r in rb.to_pylist()]),
+                                       tuple(range(shards))) for r in rb.to_pylist()]
+    notes = sorted((r["key"].decode(), orjson.loads(r["value"])["offset"]) for r in rows if r["topic"] == "notifications")
     errors = [orjson.loads(r["value"]) for r in rows if r["topic"] == "errors"]
-    assert notes == [0, 2]
+    assert notes == sorted((s.id, o) for s in subs for o in (0, 2))
     assert [(e["offset"], e["stage"]) for e in errors] == [(1, "event")]
     assert "cannot be encoded for the matcher: OverflowError: cannot encode poison" in errors[0]["reason"]
-    assert m.events == 2 and m.errors == 1
+    assert calls == [2, 1, 1, 1]  # the batch's general-path events, then each alone, then the rest: once
+    m = TaskResult.from_row(out[0]).metrics
+    assert m.events == 2 and m.errors == 1 and sorted(json.loads(out[0]["shards"])) == list(range(shards))
 
 
 def test_an_event_whose_id_alone_is_too_large_is_an_error(tmp_path):
