@@ -12,7 +12,9 @@ def translate(offsets, attrs, kinds, nums, codes, texts, attr_map, str_keys, str
     arrays) with attribute ``a`` as ``attr_map[a]`` (an entry whose ``attr_map`` is ``-1`` is left
     out) and the string code ``c`` of attribute ``a`` as ``str_codes[k]`` where
     ``str_keys[k] == a << 32 | c`` (``str_keys`` sorted; ``-1`` when absent); each row's entries
-    sorted by their new attribute id. Returns the six arrays."""
+    sorted by their new attribute id (when the map changed their order: through a slot per id
+    when the row's ids are dense, by insertion when it has few, else by ``argsort``). Returns
+    the six arrays."""
     n = len(offsets) - 1
     out_off = np.zeros(n + 1, np.int64)
     out_attrs = np.empty(len(attrs), np.int32)
@@ -25,11 +27,14 @@ def translate(offsets, attrs, kinds, nums, codes, texts, attr_map, str_keys, str
         width = max(width, offsets[i + 1] - offsets[i])
     sel = np.empty(width, np.int64)
     new = np.empty(width, np.int32)
+    slot = np.full(max(1, attr_map.max() + 1) if len(attr_map) else 1, -1, np.int64)  # own id -> entry
     n_keys = len(str_keys)
     k = 0
     for i in range(n):
         ns = 0
         ordered = True
+        lo = np.int32(1 << 30)
+        hi = np.int32(-1)
         for j in range(offsets[i], offsets[i + 1]):
             a = attr_map[attrs[j]]
             if a >= 0:
@@ -38,10 +43,33 @@ def translate(offsets, attrs, kinds, nums, codes, texts, attr_map, str_keys, str
                 sel[ns] = j
                 new[ns] = a
                 ns += 1
-        if not ordered:  # the ids of a row are distinct: any sort will do
-            order = np.argsort(new[:ns])
-            sel[:ns] = sel[:ns][order]
-            new[:ns] = new[:ns][order]
+                lo = min(lo, a)
+                hi = max(hi, a)
+        if not ordered:  # the ids of a row are distinct
+            if hi - lo < 4 * ns:  # dense among the own ids: by their slots
+                for o in range(ns):
+                    slot[new[o]] = sel[o]
+                o = 0
+                for a in range(lo, hi + 1):
+                    if slot[a] >= 0:
+                        sel[o] = slot[a]
+                        new[o] = a
+                        slot[a] = -1
+                        o += 1
+            elif ns <= 32:  # few: by insertion
+                for o in range(1, ns):
+                    a, j = new[o], sel[o]
+                    p = o - 1
+                    while p >= 0 and new[p] > a:
+                        new[p + 1] = new[p]
+                        sel[p + 1] = sel[p]
+                        p -= 1
+                    new[p + 1] = a
+                    sel[p + 1] = j
+            else:
+                order = np.argsort(new[:ns])
+                sel[:ns] = sel[:ns][order]
+                new[:ns] = new[:ns][order]
         for o in range(ns):
             j = sel[o]
             out_attrs[k] = new[o]

@@ -197,3 +197,23 @@ def test_a_name_only_events_used_is_translated_once_a_subscription_uses_it():
     assert got.attrs.tolist() == [0, own.dictionary.attr("b")] and got.codes.tolist() == [-1, 0]
     assert own.match_ids(got) == [["s", "t"]]
     assert t.memory_bytes() > 0 and not math.isnan(got.nums[0])
+
+
+@pytest.mark.parametrize("width", [3, 20, 40, 300])
+def test_wide_rows_in_any_order(width):
+    """Rows of every width, the shards' ids in orders of their own, dense or sparse among them."""
+    rng = random.Random(width)
+    names = [f"n{i}" for i in range(width)]
+    shards = []
+    for k in range(3):
+        d = Dictionary()
+        for name in rng.sample(names + [f"other{k}.{i}" for i in range(5 * width * k)], 5 * width * k + width):
+            d.attr(name)
+        m = create("dynamic", d)
+        m.add([Subscription.of(f"{k}-{i}", pred(name, "=", rng.choice([1, "x"])))
+               for i, name in enumerate(rng.sample(names, max(1, width // (k + 1))))])
+        shards.append(m)
+    raws = [orjson.dumps({name: rng.choice([1, 2, "x", "y", None]) for name in rng.sample(names, rng.randint(0, width))})
+            for _ in range(50)]
+    common = common_dictionary()
+    _check(raws, common, shards, [Translation(common, m.dictionary) for m in shards])
