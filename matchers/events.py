@@ -10,7 +10,9 @@ A batch encodes to CSR arrays (:class:`EventBatch`) over a :class:`Dictionary` s
 with the indexes: a global attribute dictionary and per-attribute string
 dictionaries.  Subscription operands grow the string dictionaries; event strings
 only look codes up (an unknown string gets code ``-1``, equal to no operand), and
-the batch keeps its distinct raw strings for the string operators' side path.
+the batch keeps its distinct raw strings for the string operators' side path.  An
+executor holding several indexes encodes a batch once, against a common dictionary, and
+translates it to each index's (:mod:`matchers.translate`).
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ def _scalar(out: dict[str, Value], name: str, value: object) -> None:
 
 
 class Dictionary:
-    """Attribute ids and per-attribute string codes, shared by an index and its batches.
+    """Attribute ids and per-attribute string codes, shared by an index and its batches
+    (or the union of several indexes', :mod:`matchers.translate`).
 
     Parameters
     ----------

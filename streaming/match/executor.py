@@ -177,8 +177,8 @@ def _indexes(ctx: BatchContext, shards: tuple[int, ...], result: TaskResult) -> 
     t0 = time.perf_counter_ns()
     entries = [index_for(replace(ctx.spec, shard=shard), shards[i + 1:]) for i, shard in enumerate(shards)]
     out = [(shard, entry.matcher, executor_cache.translation(entry)) for shard, entry in zip(shards, entries, strict=True)]
-    for shard, matcher, _ in out:
-        m.index_bytes += matcher.memory_bytes()
+    for shard, matcher, translation in out:
+        m.index_bytes += matcher.memory_bytes() + translation.memory_bytes()
         result.index.update(matcher.describe())
         result.shards.append(shard)
     m.index_ns += time.perf_counter_ns() - t0
