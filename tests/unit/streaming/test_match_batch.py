@@ -12,7 +12,7 @@ import pytest
 from matchers.events import flatten
 from matchers.expr import Subscription, pred
 from matchers.oracle import match as oracle_match
-from streaming import notifications
+from streaming import executor_cache, notifications
 from streaming.config import Settings
 from streaming.kafka import offsets
 from streaming.kafka.offsets import OffsetRange
@@ -49,6 +49,15 @@ def sub_rows(records, topic="subscriptions"):
     return records_table(kafka_batch([orjson.dumps(r) if isinstance(r, dict) else r for r in records], topic))
 
 
+
+
+def _collect(rows: list[dict]):
+    """A ``produce`` that appends the records to ``rows``."""
+    def produce(batches):
+        before = len(rows)
+        rows.extend(r for rb in batches for r in rb.to_pylist())
+        return len(rows) - before
+    return produce
 
 
 def run_partition(settings, registry, batch_id, now, batches, payload="event"):
@@ -334,8 +343,7 @@ def test_a_record_that_cannot_be_encoded_is_an_error_alone_and_once(tmp_path, mo
     batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": [[true]]}', b'{"price": 3, "x": "\\u0041"}'])
     ctx = BatchContext.of(settings, 1, 0.0, reg.spec(shards=shards), NO_KAFKA)
     rows: list[dict] = []
-    out = [r for rb in match_partition(iter([batch]), ctx, lambda b: len([rows.append(r) for rb in b for r in rb.to_pylist()]),
-                                       tuple(range(shards))) for r in rb.to_pylist()]
+    out = [r for rb in match_partition(iter([batch]), ctx, _collect(rows), tuple(range(shards))) for r in rb.to_pylist()]
     notes = sorted((r["key"].decode(), orjson.loads(r["value"])["offset"]) for r in rows if r["topic"] == "notifications")
     errors = [orjson.loads(r["value"]) for r in rows if r["topic"] == "errors"]
     assert notes == sorted((s.id, o) for s in subs for o in (0, 2))
@@ -484,3 +492,41 @@ def test_show_lists_the_columnar_registry(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "version=1 subscriptions=4 expressions=4 last batch=3" in out
     assert "  s0: price < 0\n  s1: price < 1\n" in out and "s2" not in out
+
+
+@pytest.mark.parametrize("matcher", ["counting", "dynamic"])
+def test_shards_that_gain_names_and_strings_between_tasks_match_like_the_oracle(tmp_path, matcher):
+    """A worker's common dictionary and its shards' translations follow the shards' catch-ups: new
+    attribute names, new strings, and a shard rebuilt (its dictionary a new one) all match as the oracle."""
+    rng = random.Random(3)
+    shards = 3
+    settings = settings_for(tmp_path, shards=shards)
+    reg = ModelRegistry(settings.registry_columns_dir)
+    reg.apply(0, random_subscriptions(rng, 60))
+    events = [random_event(rng) for _ in range(80)]
+    for e in events[::3]:
+        e["late"] = rng.choice(["p", "q", 2.0])
+        e["s"] = rng.choice(["fresh", "new-s"])
+    raws = [orjson.dumps(e) for e in events]
+
+    def run(version: int, max_catchup: int = 20) -> list[tuple[str, int]]:
+        ctx = BatchContext.of(settings, version, 100.0, reg.spec(matcher, shards=shards, max_catchup=max_catchup),
+                              NO_KAFKA)
+        rows: list[dict] = []
+        for task in match_partition(iter([kafka_batch(raws)]), ctx, _collect(rows), tuple(range(shards))):
+            assert TaskResult.from_row(task.to_pylist()[0]).metrics.events == len(raws)
+        got = sorted((r["key"].decode(), orjson.loads(r["value"])["offset"]) for r in rows
+                     if r["topic"] == "notifications")
+        live = list(reg.subscriptions.values())
+        assert got == sorted((sid, i) for i, e in enumerate(events) for sid in oracle_match(live, flatten(e)))
+        return got
+
+    first = run(1)
+    reg.apply(1, [Subscription.of("late-p", pred("late", "=", "p")), Subscription.of("late-n", pred("late", ">", 1)),
+                  Subscription.of("fresh", pred("s", "=", "fresh")), Subscription.of("new-s", pred("s", "in", ("new-s", "z")))])
+    second = run(2)  # caught up: the same matchers, their dictionaries grown
+    assert len(second) > len(first)
+    assert all(e.catchups == 1 and e.rebuilds == 1 for e in executor_cache._CACHE.values())
+    reg.apply(2, ["late-p", Subscription.of("late-q", pred("late", "=", "q"))])
+    run(3, max_catchup=0)  # rebuilt: new matchers, new dictionaries
+    assert all(e.rebuilds == 2 for e in executor_cache._CACHE.values()) and len(executor_cache._CACHE) == shards
