@@ -117,6 +117,9 @@ class Dictionary:
 
     _scan: _ScanTable | None = None
     _event_only: set[int] | None = None  # ids only events have named (no subscription uses them)
+    n_strings: int = 0
+    """Strings given a code so far (by :meth:`code`): what the readers of the string tables
+    compare to know whether any grew."""
 
     def __init__(self, max_attributes: int = 1_000_000):
         self.max_attributes = max_attributes
@@ -157,6 +160,7 @@ class Dictionary:
         if code < 0 and create:
             code = len(table)
             table[text] = code
+            self.n_strings += 1
         return code
 
     @property
@@ -342,6 +346,7 @@ class _ScanTable:
 
     def __init__(self) -> None:
         self.seen = [0]  # names seen, then strings seen per attribute
+        self.strings_at = -1  # the dictionary's n_strings then
         self.skipped: list[int] = []  # names seen and not in the table
         self.blob = np.zeros(1 << 12, np.uint8)
         self.used = 0
@@ -368,13 +373,15 @@ class _ScanTable:
                     values.append(aid)
                     chunks.append(names[aid].encode("utf-8"))
             self.skipped = [aid for aid in skipped if dictionary.event_only(aid)]
-        for aid, table in enumerate(dictionary.strings):
-            if len(table) > seen[aid + 1]:
-                for text, code in list(table.items())[seen[aid + 1]:]:
-                    tags.append(aid)
-                    values.append(code)
-                    chunks.append(text.encode("utf-8", "surrogatepass"))
-                seen[aid + 1] = len(table)
+        if dictionary.n_strings != self.strings_at:
+            for aid, table in enumerate(dictionary.strings):
+                if len(table) > seen[aid + 1]:
+                    for text, code in list(table.items())[seen[aid + 1]:]:
+                        tags.append(aid)
+                        values.append(code)
+                        chunks.append(text.encode("utf-8", "surrogatepass"))
+                    seen[aid + 1] = len(table)
+            self.strings_at = dictionary.n_strings
         if not tags:
             return
         lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))

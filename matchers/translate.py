@@ -48,6 +48,7 @@ class Translation:
         self._skipped: list[int] = []  # own names only events have asked for (not in common)
         self._mapped: list[tuple[int, int]] = []  # (own id, common id) of each name in common
         self._strings_seen: dict[int, int] = {}  # own id -> strings looked at
+        self._strings_at = -1  # own.n_strings then
         self._str_keys = np.zeros(0, np.int64)  # sorted common id << 32 | common code
         self._str_codes = np.zeros(0, np.int32)  # the own code of each
 
@@ -69,6 +70,9 @@ class Translation:
             self._grow(common.n_attrs)
             self._attr_map[cid] = aid
             self._mapped.append((aid, cid))
+        if not fresh and own.n_strings == self._strings_at:
+            return
+        self._strings_at = own.n_strings
         keys: list[int] = []
         codes: list[int] = []
         seen = self._strings_seen
