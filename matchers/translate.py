@@ -10,7 +10,8 @@ attribute the shard's subscriptions do not use is left out, as the scan of
 :func:`~matchers.events.encode_json` leaves it out), each string code to the shard's
 (``-1`` when the shard does not know the string), each row's entries sorted by the
 shard's ids again, in one kernel (:func:`matchers.translate_kernel.translate`).  The
-batch's strings, values and rows are those of the common batch.
+batch's strings, values and rows are those of the common batch.  While the common
+dictionary is the same as a shard's (one shard), the batch goes to it as it is.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Translation:
         self._mapped: list[tuple[int, int]] = []  # (own id, common id) of each name in common
         self._strings_seen: dict[int, int] = {}  # own id -> strings looked at
         self._strings_at = -1  # own.n_strings then
+        self._same_at: tuple[int, int] | None = None  # (common.n_attrs, common.n_strings) when found the same
         self._str_keys = np.zeros(0, np.int64)  # sorted common id << 32 | common code
         self._str_codes = np.zeros(0, np.int32)  # the own code of each
 
@@ -70,9 +72,14 @@ class Translation:
             self._grow(common.n_attrs)
             self._attr_map[cid] = aid
             self._mapped.append((aid, cid))
-        if not fresh and own.n_strings == self._strings_at:
-            return
-        self._strings_at = own.n_strings
+        if fresh or own.n_strings != self._strings_at:
+            self._strings_at = own.n_strings
+            self._add_strings()
+        self._same_at = (common.n_attrs, common.n_strings) if self._same() else None
+
+    def _add_strings(self) -> None:
+        """Add the strings ``own`` gained to ``common`` and to the string map."""
+        own, common = self.own, self.common
         keys: list[int] = []
         codes: list[int] = []
         seen = self._strings_seen
@@ -91,6 +98,13 @@ class Translation:
             self._str_keys = np.insert(self._str_keys, at, new_keys[order])
             self._str_codes = np.insert(self._str_codes, at, np.asarray(codes, np.int32)[order])
 
+    def _same(self) -> bool:
+        """Whether ``common`` is ``own`` (the same names, ids, strings and codes, as with one shard)."""
+        common, n = self.common, self.common.n_attrs
+        return (len(self._mapped) == n and common.n_strings == len(self._str_keys)
+                and bool(np.array_equal(self._attr_map[:n], np.arange(n)))
+                and bool(np.array_equal(self._str_codes, self._str_keys & 0xFFFFFFFF)))
+
     def _grow(self, n: int) -> None:
         """Room in the attribute map for ``n`` common ids (the new ones unknown: ``-1``)."""
         if n > len(self._attr_map):
@@ -99,9 +113,12 @@ class Translation:
             self._attr_map = grown
 
     def apply(self, batch: EventBatch) -> EventBatch:
-        """``batch`` (encoded against ``common`` after the last :meth:`update`) as ``own``'s."""
+        """``batch`` (encoded against ``common`` after the last :meth:`update`) as ``own``'s
+        (``batch`` itself while ``common`` is the same as ``own``: one shard)."""
         from matchers.translate_kernel import translate
 
+        if self._same_at == (self.common.n_attrs, self.common.n_strings):
+            return batch  # the batch is already own's
         self._grow(self.common.n_attrs)  # names other shards added meanwhile
         offsets, attrs, kinds, nums, codes, texts = translate(
             batch.offsets, batch.attrs, batch.kinds, batch.nums, batch.codes, batch.texts,

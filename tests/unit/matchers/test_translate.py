@@ -217,3 +217,23 @@ def test_wide_rows_in_any_order(width):
             for _ in range(50)]
     common = common_dictionary()
     _check(raws, common, shards, [Translation(common, m.dictionary) for m in shards])
+
+
+def test_one_shard_whose_dictionary_is_the_common_one_gets_the_batch_itself():
+    """With one shard the common dictionary is the shard's: the batch is not translated, until
+    another shard's names or strings make them differ."""
+    one, two = create("dynamic"), create("counting")
+    one.add([Subscription.of("s", pred("a", "<", 5)), Subscription.of("t", pred("s", "=", "x"))])
+    two.add([Subscription.of("u", pred("s", "=", "y")), Subscription.of("v", pred("b", "=", 1))])
+    common = common_dictionary()
+    t1 = Translation(common, one.dictionary)
+    t1.update()
+    raws = [b'{"a": 1, "s": "x", "b": 1}', b'{"s": "y", "a": 9}']
+    batch = _common(raws, common).batch
+    assert t1.apply(batch) is batch
+    _check(raws, common, [one], [t1])
+    t2 = Translation(common, two.dictionary)
+    t2.update()  # common gains b and the string y: one's batch is translated again
+    batch = _common(raws, common).batch
+    assert t1.apply(batch) is not batch and t2.apply(batch) is not batch
+    _check(raws, common, [one, two], [t1, t2])
