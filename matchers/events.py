@@ -255,9 +255,10 @@ def encode(events: Iterable[FlatEvent], dictionary: Dictionary, known_only: bool
     """Encode flat events (see :func:`flatten`) against ``dictionary``.
 
     New attribute names are added to the dictionary (up to its cap), or with ``known_only``
-    left out of the batch as the cap leaves them out; string values only look their codes up.  Column-wise over all the batch's entries with C-level maps and
-    numpy (no Python call per entry except for strings), then one sort by (event, attribute)
-    when some event's attributes are not in id order.  An event may be :class:`Rows`
+    left out of the batch as the cap leaves them out; string values only look their codes
+    up.  Column-wise over all the batch's entries with C-level maps and numpy (no Python
+    call per entry except for strings), then one sort by (event, attribute) when some
+    event's attributes are not in id order.  An event may be :class:`Rows`
     (see :attr:`EventBatch.rows`).
     """
     events = events if isinstance(events, list) else list(events)
