@@ -10,7 +10,9 @@ A batch encodes to CSR arrays (:class:`EventBatch`) over a :class:`Dictionary` s
 with the indexes: a global attribute dictionary and per-attribute string
 dictionaries.  Subscription operands grow the string dictionaries; event strings
 only look codes up (an unknown string gets code ``-1``, equal to no operand), and
-the batch keeps its distinct raw strings for the string operators' side path.
+the batch keeps its distinct raw strings for the string operators' side path.  An
+executor holding several indexes encodes a batch once, against a common dictionary, and
+translates it to each index's (:mod:`matchers.translate`).
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ def _scalar(out: dict[str, Value], name: str, value: object) -> None:
 
 
 class Dictionary:
-    """Attribute ids and per-attribute string codes, shared by an index and its batches.
+    """Attribute ids and per-attribute string codes, shared by an index and its batches
+    (or the union of several indexes', :mod:`matchers.translate`).
 
     Parameters
     ----------
@@ -114,6 +117,9 @@ class Dictionary:
 
     _scan: _ScanTable | None = None
     _event_only: set[int] | None = None  # ids only events have named (no subscription uses them)
+    n_strings: int = 0
+    """Strings given a code so far (by :meth:`code`): what the readers of the string tables
+    compare to know whether any grew."""
 
     def __init__(self, max_attributes: int = 1_000_000):
         self.max_attributes = max_attributes
@@ -154,6 +160,7 @@ class Dictionary:
         if code < 0 and create:
             code = len(table)
             table[text] = code
+            self.n_strings += 1
         return code
 
     @property
@@ -234,22 +241,24 @@ _KIND_OF_TYPE = {float: NUM, int: NUM, bool: BOOL, str: STR, type(None): NULL}
 class _AttrIds(dict):
     """Attribute name -> id for one encoding, filled from the dictionary on first sight."""
 
-    def __init__(self, dictionary: Dictionary):
+    def __init__(self, dictionary: Dictionary, create: bool):
         super().__init__()
         self.dictionary = dictionary
+        self.create = create
 
     def __missing__(self, name: str) -> int:
-        aid = self[name] = self.dictionary.attr(name, event=True)
+        aid = self[name] = self.dictionary.attr(name, self.create, event=True)
         return aid
 
 
-def encode(events: Iterable[FlatEvent], dictionary: Dictionary) -> EventBatch:
+def encode(events: Iterable[FlatEvent], dictionary: Dictionary, known_only: bool = False) -> EventBatch:
     """Encode flat events (see :func:`flatten`) against ``dictionary``.
 
-    New attribute names are added to the dictionary (up to its cap); string values only
-    look their codes up.  Column-wise over all the batch's entries with C-level maps and
-    numpy (no Python call per entry except for strings), then one sort by (event, attribute)
-    when some event's attributes are not in id order.  An event may be :class:`Rows`
+    New attribute names are added to the dictionary (up to its cap), or with ``known_only``
+    left out of the batch as the cap leaves them out; string values only look their codes
+    up.  Column-wise over all the batch's entries with C-level maps and numpy (no Python
+    call per entry except for strings), then one sort by (event, attribute) when some
+    event's attributes are not in id order.  An event may be :class:`Rows`
     (see :attr:`EventBatch.rows`).
     """
     events = events if isinstance(events, list) else list(events)
@@ -258,19 +267,19 @@ def encode(events: Iterable[FlatEvent], dictionary: Dictionary) -> EventBatch:
         rows = np.zeros(len(events) + 1, dtype=np.int64)
         np.cumsum(per_event, out=rows[1:])
         flat = list(chain.from_iterable(e if type(e) is Rows else (e,) for e in events))
-        return encode(flat, dictionary)._replace(rows=rows)
+        return encode(flat, dictionary, known_only)._replace(rows=rows)
     counts = np.fromiter(map(len, events), dtype=np.int64, count=len(events))
     n, nnz = len(events), int(counts.sum())
     names = list(chain.from_iterable(events))
     values = np.empty(nnz, dtype=object)
     values[:] = list(chain.from_iterable(map(_values, events)))
-    attrs = np.fromiter(map(_AttrIds(dictionary).__getitem__, names), dtype=np.int32, count=nnz)
+    attrs = np.fromiter(map(_AttrIds(dictionary, not known_only).__getitem__, names), dtype=np.int32, count=nnz)
     kinds = np.fromiter(map(_KIND_OF_TYPE.__getitem__, map(type, values)), dtype=np.int8, count=nnz)
     event_of = np.repeat(np.arange(n, dtype=np.int64), counts)
     step = np.diff(attrs)
     if np.any(step[event_of[1:] == event_of[:-1]] <= 0) or (nnz and attrs.min() < 0):
         order = np.lexsort((attrs, event_of))
-        order = order[attrs[order] >= 0]  # attributes past the dictionary's cap are dropped
+        order = order[attrs[order] >= 0]  # attributes past the dictionary's cap (or unknown) are dropped
         attrs, kinds, event_of, values = attrs[order], kinds[order], event_of[order], values[order]
     is_str = kinds == STR
     nums = np.full(len(values), math.nan)
@@ -338,6 +347,7 @@ class _ScanTable:
 
     def __init__(self) -> None:
         self.seen = [0]  # names seen, then strings seen per attribute
+        self.strings_at = -1  # the dictionary's n_strings then
         self.skipped: list[int] = []  # names seen and not in the table
         self.blob = np.zeros(1 << 12, np.uint8)
         self.used = 0
@@ -364,13 +374,15 @@ class _ScanTable:
                     values.append(aid)
                     chunks.append(names[aid].encode("utf-8"))
             self.skipped = [aid for aid in skipped if dictionary.event_only(aid)]
-        for aid, table in enumerate(dictionary.strings):
-            if len(table) > seen[aid + 1]:
-                for text, code in list(table.items())[seen[aid + 1]:]:
-                    tags.append(aid)
-                    values.append(code)
-                    chunks.append(text.encode("utf-8", "surrogatepass"))
-                seen[aid + 1] = len(table)
+        if dictionary.n_strings != self.strings_at:
+            for aid, table in enumerate(dictionary.strings):
+                if len(table) > seen[aid + 1]:
+                    for text, code in list(table.items())[seen[aid + 1]:]:
+                        tags.append(aid)
+                        values.append(code)
+                        chunks.append(text.encode("utf-8", "surrogatepass"))
+                    seen[aid + 1] = len(table)
+            self.strings_at = dictionary.n_strings
         if not tags:
             return
         lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))

@@ -19,6 +19,7 @@ from numba.core import event
 from matchers.catalog import create
 from matchers.events import encode_json, flatten
 from matchers.language import parse_record
+from matchers.translate import Translation, common_dictionary
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ class _CompileWatch(event.Listener):
 def warm(name: str) -> tuple[float, int]:
     """Build matcher ``name`` on a tiny workload, match, remove a subscription, match again
     (for ``auto``, each index it may choose: :data:`matchers.auto.CHOICES`); the events are
-    also encoded from JSON (the scan, :func:`matchers.scan.scan_records`).
+    also encoded from JSON (the scan, :func:`matchers.scan.scan_records`) and translated
+    (:mod:`matchers.translate`).
 
     Returns
     -------
@@ -80,8 +82,11 @@ def warm(name: str) -> tuple[float, int]:
             matcher.match(matcher.encode(events))
             matcher.remove(["warm-0"])
             matcher.match(matcher.encode(events))
-            encode_json([orjson.dumps(e) for e in EVENTS], matcher.dictionary, lambda i: None, keys=("id", ""),
-                        drop_first=True)
+            common = common_dictionary()  # an executor's path: one encoding, translated (matchers.translate)
+            translation = Translation(common, matcher.dictionary)
+            translation.update()
+            translation.apply(encode_json([orjson.dumps(e) for e in EVENTS], common, lambda i: None, keys=("id", ""),
+                                          drop_first=True).batch)
     seconds = time.perf_counter() - started
     if watch.compiled:
         log.info("compiled %d numba kernels of %s in %.1f s", watch.compiled, name, seconds)

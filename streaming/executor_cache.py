@@ -21,6 +21,10 @@ With shards, a worker drops the index of a shard it has not matched with for
 executor no longer gets tasks for: the shard's group moved, :mod:`streaming.placement`),
 and the shard's shared file too if no worker of the machine used it that long
 (:func:`sweep`, at most every :data:`SWEEP_S`).
+
+A worker encodes each event batch once against one *common* dictionary, the union of its
+indexes' dictionaries, and each index gets the batch through its :class:`~matchers.translate.Translation`
+(:func:`translation`; :mod:`matchers.translate`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from typing import Any
 from matchers.base import Matcher
 from matchers.catalog import create
 from matchers.collector import long_lived
+from matchers.events import Dictionary
+from matchers.translate import Translation, common_dictionary
 from streaming import shared_index
 from streaming.registry_columns import shards as registry_shards
 from streaming.registry_columns.files import MissingFile
@@ -102,6 +108,8 @@ class CachedIndex:
     """When a task last obtained it (``time.monotonic``)."""
     use: int = 0
     """How many indexes this process had obtained then (:data:`_uses`)."""
+    translation: Translation | None = None
+    """From :func:`common` to the matcher's dictionary (:func:`translation`)."""
 
 
 _CACHE: dict[IndexKey, CachedIndex] = {}
@@ -114,6 +122,23 @@ SWEEP_S = 60.0
 """A worker looks for such indexes (and marks its own shards' shared files as in use) at most this often."""
 _last_sweep = [float("-inf")]
 _uses = [0]
+_COMMON = [common_dictionary()]
+
+
+def common() -> Dictionary:
+    """This process's common dictionary: what every batch is encoded against (:mod:`matchers.translate`)."""
+    return _COMMON[0]
+
+
+def translation(entry: CachedIndex) -> Translation:
+    """``entry``'s translation from :func:`common` to its matcher's dictionary, brought up to date
+    (the names and strings the matcher gained added to :func:`common`): call it for each of a
+    task's indexes before encoding the task's events."""
+    t = entry.translation
+    if t is None or t.own is not entry.matcher.dictionary or t.common is not _COMMON[0]:
+        t = entry.translation = Translation(_COMMON[0], entry.matcher.dictionary)
+    t.update()
+    return t
 
 
 def shard_of(sub_id: str, shards: int) -> int:
@@ -254,5 +279,6 @@ def _map_newer(entry: CachedIndex | None, spec: IndexSpec) -> CachedIndex | None
 
 
 def clear() -> None:
-    """Forget every cached index of this process."""
+    """Forget every cached index of this process, and the common dictionary."""
     _CACHE.clear()
+    _COMMON[0] = common_dictionary()

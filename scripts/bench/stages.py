@@ -13,7 +13,8 @@ in CPU seconds of this process (librdkafka's threads included, the broker's CPU 
   (a parse, without the encoding);
 * **event ids**: the rest of :func:`~streaming.match.executor.read_batch`, each event's id
   and validity read from its span;
-* **match**: the matcher's kernels on the encoded batch (this stage is its own limit);
+* **match**: the batch translated to the matcher's dictionary (:mod:`matchers.translate`) and
+  the matcher's kernels on it (this stage is its own limit);
 * **notify**: :func:`~streaming.match.executor.notify`, the notification records of the matches;
 * **produce**: :func:`streaming.kafka.sink.produce_batches` of those records, every one
   acknowledged; its limit: a bare confluent-kafka producer sending the same records.
@@ -83,7 +84,8 @@ def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int =
     """µs per event of each stage and limit, best of ``rounds``; also the events the scan left to
     the general path (``slow_path``, in one round)."""
     from matchers.catalog import create
-    from matchers.events import encode_json
+    from matchers.events import encode, encode_json
+    from matchers.translate import Translation, common_dictionary
     from streaming.kafka.admin import ensure_topics
     from streaming.kafka.client_config import KafkaClientConfig
     from streaming.kafka.fetch import read_range
@@ -101,6 +103,9 @@ def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int =
                 "events", total=n_events)
     matcher = create("dynamic")
     matcher.add(list(workload_subscriptions(n_subs, seed)))
+    common = common_dictionary()  # a worker's: the batch is encoded against it, then translated
+    translation = Translation(common, matcher.dictionary)
+    translation.update()
     ctx = BatchContext(0, time.time(), None, "notifications", "errors", PAYLOAD_EVENT, "id",  # type: ignore[arg-type]  # no index spec: the matcher is given
                        "valid_until", 3600.0, kafka, DEFAULT_LIMITS)
     rng = OffsetRange("events", 0, 0, n_events)
@@ -122,18 +127,18 @@ def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int =
         slow: list[int] = []
         with clock("scan"):
             for p in prepared:
-                encode_json([v or b"" for v in p.values], matcher.dictionary, slow.append, DEFAULT_LIMITS.scan(),
-                            ("id", "valid_until"), encode_flat=matcher.encode)
+                encode_json([v or b"" for v in p.values], common, slow.append, DEFAULT_LIMITS.scan(),
+                            ("id", "valid_until"), encode_flat=lambda flats: encode(flats, common, known_only=True))
         with clock("read events"):
-            read = [executor.read_batch(matcher, p, ctx, []) for p in prepared]
+            read = [executor.read_batch(p, ctx, common) for p in prepared]
         clock.note("event ids", clock.last["read events"] - clock.last["scan"])
         with clock("match"):
-            results = [matcher.match(b) for b, _ in read]
+            results = [matcher.match(translation.apply(one.batch)) for one in read]
         matches = sum(res.total for res in results)
         outs = [executor.Out([], [], []) for _ in prepared]
         with clock("notify"):
-            for p, (_, kept), res, out in zip(prepared, read, results, outs, strict=True):
-                executor.notify(p, kept, res, matcher, ctx, out, [], [])
+            for p, one, res, out in zip(prepared, read, results, outs, strict=True):
+                executor.notify(p, one.kept, res, matcher, ctx, out, [], [])
         sent_batches = [out_batch(*o) for o in outs if o.values]
         with clock("produce"):
             sent = produce_batches(kafka, None, iter(sent_batches))

@@ -67,6 +67,7 @@ BENCHES: tuple[Bench, ...] = (
     Bench("keyed_state", None, None, record="keyed_state.json"),
     Bench("shared_index", None, None, record="printed"),
     Bench("cluster_memory", None, None, record="printed"),
+    Bench("shard_tasks", None, None, record="printed"),
 )
 
 

@@ -3,9 +3,11 @@
 :func:`match_ranges` (the tasks of an RDD job, :func:`match_pinned` when the shard groups
 are pinned to executors) reads the task's event ranges from Kafka itself and hands them to
 :func:`match_partition`, which brings the worker's cached index of each shard to the batch's
-version (:mod:`streaming.executor_cache`), reads each event once for every shard
-(:class:`PreparedBatch`), encodes and matches it per shard, produces the notification and
-error records to Kafka itself, and yields one :class:`~streaming.match.tasks.TaskResult` row.
+version (:mod:`streaming.executor_cache`), reads and encodes each event once for every shard
+(:class:`PreparedBatch`, :func:`read_batch`, against the worker's common dictionary),
+translates the batch to each shard's dictionary (:mod:`matchers.translate`) and matches it,
+produces the notification and error records to Kafka itself, and yields one
+:class:`~streaming.match.tasks.TaskResult` row.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import Any, NamedTuple
 import orjson
 import pyarrow as pa
 
-from matchers.events import FlatEvent, encode_json
-from streaming import notifications
+from matchers.events import Dictionary, EventBatch, FlatEvent, encode, encode_json
+from matchers.translate import Translation
+from streaming import executor_cache, notifications
 from streaming.config import LimitsSettings
 from streaming.executor_cache import index_for
 from streaming.kafka.fetch import read_range
@@ -73,7 +76,7 @@ def match_partition(
     produce : sends the records (by default to Kafka with ``ctx.kafka``, waiting for every
         acknowledgement).
     shards : the subscription shards to match against (default ``ctx.spec.shard``). Each
-        event is read and parsed once, then encoded and matched per shard. Only with shard 0
+        event is read, parsed and encoded once, then translated and matched per shard. Only with shard 0
         among them does the task report what belongs to the events rather than the
         subscriptions (error records, event counts, valid events); otherwise it sends
         notifications only.
@@ -109,9 +112,9 @@ def _timed(batches: Iterator[pa.RecordBatch], metrics: TaskMetrics) -> Iterator[
 class PreparedBatch:
     """An Arrow batch of event records as every shard's matching needs it, read once.
 
-    Its columns as Python lists; each shard scans the bytes against its own dictionary
-    (:func:`read_batch`), and the records the scan does not take are read once for all
-    shards (:meth:`read`, kept).
+    Its columns as Python lists; the bytes are scanned once against the worker's common
+    dictionary (:func:`read_batch`), and the records the scan does not take are read once
+    (:meth:`read`, kept).
     """
 
     __slots__ = ("values", "topics", "parts", "offsets", "stamps", "_limits", "_reads")
@@ -141,45 +144,70 @@ def _records(batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple
              result: TaskResult) -> Iterator[pa.RecordBatch]:
     """Notification and error records of the event batches against ``shards``; fills ``result``.
 
-    Each batch is prepared once (:class:`PreparedBatch`), then read, matched and notified per
-    shard (:func:`shard_records`). A record that cannot be handled (refused by
-    :func:`~streaming.records.read_event`, not encodable for the matcher, no notification
-    possible) becomes one error record, with shard 0 only.
+    Each batch is prepared and encoded once (:class:`PreparedBatch`, :func:`read_batch`, against
+    the worker's common dictionary), then translated, matched and notified per shard
+    (:func:`shard_records`). A record that cannot be handled (refused by
+    :func:`~streaming.records.read_event`, not encodable, no notification possible) becomes one
+    error record, with shard 0 only.
     """
     m = result.metrics
-    matchers: dict[int, Any] = {}
+    indexes: list[tuple[int, Any, Translation]] = []
     for rb in batches:
         if rb.num_rows == 0:
             continue
         t1 = time.perf_counter_ns()
+        if not indexes:  # a partition without rows never builds an index
+            before = m.index_ns
+            indexes = _indexes(ctx, shards, result)
+            t1 += m.index_ns - before  # index time is not match time
         prepared = PreparedBatch(rb, ctx.limits)
-        for i, shard in enumerate(shards):
-            matcher = matchers.get(shard)
-            if matcher is None:  # a partition without rows never builds an index
-                t2 = time.perf_counter_ns()
-                matcher = matchers[shard] = index_for(replace(ctx.spec, shard=shard), shards[i + 1:]).matcher
-                t1 += time.perf_counter_ns() - t2  # index time is not match time
-                m.index_ns += time.perf_counter_ns() - t2
-                m.index_bytes += matcher.memory_bytes()
-                result.index.update(matcher.describe())
-                result.shards.append(shard)
-            out = shard_records(prepared, matcher, ctx, m, result.valid_events if shard == 0 else None)
+        read = read_batch(prepared, ctx, executor_cache.common())
+        for shard, matcher, translation in indexes:
+            out = shard_records(prepared, read, matcher, translation, ctx, m,
+                                result.valid_events if shard == 0 else None)
             if out is not None:
                 yield out
         m.match_ns += time.perf_counter_ns() - t1
 
 
-def shard_records(p: PreparedBatch, matcher: Any, ctx: BatchContext, m: TaskMetrics,
-                  valid: list[ValidEvent] | None) -> pa.RecordBatch | None:
-    """Records of one prepared batch matched by one shard's ``matcher``: its notifications,
-    and with ``valid`` (shard 0) the batch's error records, event counts and valid events."""
+def _indexes(ctx: BatchContext, shards: tuple[int, ...], result: TaskResult) -> list[tuple[int, Any, Translation]]:
+    """``(shard, matcher, translation)`` of each of ``shards`` at the batch's version (their
+    translations brought up to date once all are obtained); adds the time to ``index_ns``."""
+    m = result.metrics
+    t0 = time.perf_counter_ns()
+    entries = [index_for(replace(ctx.spec, shard=shard), shards[i + 1:]) for i, shard in enumerate(shards)]
+    out = [(shard, entry.matcher, executor_cache.translation(entry)) for shard, entry in zip(shards, entries, strict=True)]
+    for shard, matcher, translation in out:
+        m.index_bytes += matcher.memory_bytes() + translation.memory_bytes()
+        result.index.update(matcher.describe())
+        result.shards.append(shard)
+    m.index_ns += time.perf_counter_ns() - t0
+    return out
+
+
+class ReadBatch(NamedTuple):
+    """:func:`read_batch`'s result: a batch read and encoded once for every shard of a task."""
+
+    batch: EventBatch
+    """The encoded events, against the worker's common dictionary."""
+    kept: list[tuple[int, Any, dict]]
+    """``(row, event id or None, object)`` of each encoded event."""
+    rejected: list[tuple[str, int, str]]
+    """``(stage, row, reason)`` of each refused record."""
+
+
+def shard_records(p: PreparedBatch, read: ReadBatch, matcher: Any, translation: Translation, ctx: BatchContext,
+                  m: TaskMetrics, valid: list[ValidEvent] | None) -> pa.RecordBatch | None:
+    """Records of one prepared batch matched by one shard's ``matcher`` (the batch as its own through
+    ``translation``): its notifications, and with ``valid`` (shard 0) the batch's error records,
+    event counts and valid events."""
     report = valid is not None
     out = Out([], [], [])
-    rejected: list[tuple[str, int, str]] = []  # (stage, row, reason)
-    batch, kept = read_batch(matcher, p, ctx, rejected)
+    rejected = list(read.rejected)
+    kept = read.kept
     n_events = len(kept)
     if kept:
-        result = matcher.match(batch)
+        result = matcher.match(translation.apply(read.batch))
         n_events -= notify(p, kept, result, matcher, ctx, out, rejected, valid)
         m.matches += result.total
     if report:  # shard 0 reports what belongs to the events
@@ -251,21 +279,21 @@ def _add_valid(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], failed: 
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, KeyError, UnicodeError, RecursionError)
 
 
-def read_batch(matcher: Any, p: PreparedBatch, ctx: BatchContext,
-               rejected: list[tuple[str, int, str]]) -> tuple[Any, list[tuple[int, Any, dict]]]:
-    """The matcher's encoding of the event records and ``(row, event id or None, object)``
-    per encoded event; a refused record is added to ``rejected``.
+def read_batch(p: PreparedBatch, ctx: BatchContext, dictionary: Dictionary) -> ReadBatch:
+    """The event records encoded against ``dictionary`` (a worker's common one: names no index
+    uses are left out), once for every shard.
 
     The records go through :func:`matchers.events.encode_json` (one scan of the bytes);
-    those it does not take through :meth:`PreparedBatch.read`, once for all shards. The
-    object of a scanned event is parsed only when it holds the validity field (``{}``
-    otherwise); its id is the value at its span.
+    those it does not take through :meth:`PreparedBatch.read` and :func:`~matchers.events.encode`.
+    The object of a scanned event is parsed only when it holds the validity field (``{}``
+    otherwise); its id is the value at its span. An event that cannot be encoded is refused.
     """
     limits, id_field, until_field = ctx.limits, ctx.event_id_field, ctx.valid_until_field
     loads = orjson.loads
     objs: dict[int, dict] = {}
-    start = len(rejected)
+    rejected: list[tuple[str, int, str]] = []
     check = False  # whether to try encoding each general-path event alone
+    encode_flat = partial(encode, dictionary=dictionary, known_only=True)
 
     def slow(i: int) -> FlatEvent | None:
         obj, flat, problem = p.read(i)
@@ -274,7 +302,7 @@ def read_batch(matcher: Any, p: PreparedBatch, ctx: BatchContext,
             return None
         if check:
             try:
-                matcher.encode([flat])
+                encode_flat([flat])
             except _ENCODE_ERRORS as exc:
                 rejected.append((EVENT, i, f"cannot be encoded for the matcher: {type(exc).__name__}: {exc}"))
                 return None
@@ -284,12 +312,12 @@ def read_batch(matcher: Any, p: PreparedBatch, ctx: BatchContext,
     raws = [b"" if v is None else v for v in p.values]
     scan_limits = limits.scan()
     try:
-        jb = encode_json(raws, matcher.dictionary, slow, scan_limits, (id_field, until_field), encode_flat=matcher.encode)
+        jb = encode_json(raws, dictionary, slow, scan_limits, (id_field, until_field), encode_flat=encode_flat)
     except _ENCODE_ERRORS:  # some event cannot be encoded: again, finding which
-        del rejected[start:]
+        rejected.clear()
         objs.clear()
         check = True
-        jb = encode_json(raws, matcher.dictionary, slow, scan_limits, (id_field, until_field), encode_flat=matcher.encode)
+        jb = encode_json(raws, dictionary, slow, scan_limits, (id_field, until_field), encode_flat=encode_flat)
     kept: list[tuple[int, Any, dict]] = []
     spans = jb.spans.tolist()
     for i in jb.events.tolist():
@@ -302,4 +330,4 @@ def read_batch(matcher: Any, p: PreparedBatch, ctx: BatchContext,
             kept.append((i, obj.get(id_field) if until >= 0 else loads(raw[lo:hi]) if lo >= 0 else None, obj))
         else:
             kept.append((i, obj.get(id_field), obj))
-    return jb.batch, kept
+    return ReadBatch(jb.batch, kept, rejected)

@@ -12,7 +12,7 @@ import pytest
 from matchers.events import flatten
 from matchers.expr import Subscription, pred
 from matchers.oracle import match as oracle_match
-from streaming import notifications
+from streaming import executor_cache, notifications
 from streaming.config import Settings
 from streaming.kafka import offsets
 from streaming.kafka.offsets import OffsetRange
@@ -49,6 +49,15 @@ def sub_rows(records, topic="subscriptions"):
     return records_table(kafka_batch([orjson.dumps(r) if isinstance(r, dict) else r for r in records], topic))
 
 
+
+
+def _collect(rows: list[dict]):
+    """A ``produce`` that appends the records to ``rows``."""
+    def produce(batches):
+        before = len(rows)
+        rows.extend(r for rb in batches for r in rb.to_pylist())
+        return len(rows) - before
+    return produce
 
 
 def run_partition(settings, registry, batch_id, now, batches, payload="event"):
@@ -310,37 +319,39 @@ def test_oversized_notification_goes_id_only_with_a_note(tmp_path):
     assert m.events == 2 and m.errors == 0
 
 
-def test_a_record_the_matcher_cannot_encode_is_an_error_alone(tmp_path, monkeypatch):
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_record_that_cannot_be_encoded_is_an_error_alone_and_once(tmp_path, monkeypatch, shards):
     """A batch-wide encode failure falls back to one event at a time; only the culprit is rejected
-    (an event of the general path: the scanner of the JSON path does not call ``encode``)."""
+    (an event of the general path: the scanner of the JSON path does not call ``encode``), once
+    whatever the shards (the batch is encoded once for all of them)."""
     from matchers.expr import Subscription, pred
     from streaming.match import executor
-    settings = settings_for(tmp_path)
+    settings = settings_for(tmp_path, shards=shards)
     reg = ModelRegistry(settings.registry_columns_dir)
-    reg.apply(0, [Subscription.of("s", pred("price", "<", 5))])
-    real = executor.index_for
+    subs = [Subscription.of(f"s{i}", pred("price", "<", 5)) for i in range(8)]
+    reg.apply(0, subs)
+    real = executor.encode
+    calls: list[int] = []
 
-    class Picky:
-        def __init__(self, matcher):
-            self.matcher = matcher
+    def picky(events, dictionary, known_only=False):
+        calls.append(len(events))
+        if any("poison" in e for e in events):
+            raise OverflowError("cannot encode poison")
+        return real(events, dictionary, known_only)
 
-        def __getattr__(self, name):
-            return getattr(self.matcher, name)
-
-        def encode(self, events):
-            if any("poison" in e for e in events):
-                raise OverflowError("cannot encode poison")
-            return self.matcher.encode(events)
-
-    monkeypatch.setattr(executor, "index_for", lambda spec, then=(): type("C", (), {"matcher": Picky(real(spec, then).matcher)}))
-    batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": [[true]]}', b'{"price": 3}'])
-    rows, m = run_partition(settings, reg, 1, 0.0, [batch])
-    notes = sorted(orjson.loads(r["value"])["offset"] for r in rows if r["topic"] == "notifications")
+    monkeypatch.setattr(executor, "encode", picky)
+    batch = kafka_batch([b'{"price": 1}', b'{"price": 2, "poison": [[true]]}', b'{"price": 3, "x": "\\u0041"}'])
+    ctx = BatchContext.of(settings, 1, 0.0, reg.spec(shards=shards), NO_KAFKA)
+    rows: list[dict] = []
+    out = [r for rb in match_partition(iter([batch]), ctx, _collect(rows), tuple(range(shards))) for r in rb.to_pylist()]
+    notes = sorted((r["key"].decode(), orjson.loads(r["value"])["offset"]) for r in rows if r["topic"] == "notifications")
     errors = [orjson.loads(r["value"]) for r in rows if r["topic"] == "errors"]
-    assert notes == [0, 2]
+    assert notes == sorted((s.id, o) for s in subs for o in (0, 2))
     assert [(e["offset"], e["stage"]) for e in errors] == [(1, "event")]
     assert "cannot be encoded for the matcher: OverflowError: cannot encode poison" in errors[0]["reason"]
-    assert m.events == 2 and m.errors == 1
+    assert calls == [2, 1, 1, 1]  # the batch's general-path events, then each alone, then the rest: once
+    m = TaskResult.from_row(out[0]).metrics
+    assert m.events == 2 and m.errors == 1 and sorted(json.loads(out[0]["shards"])) == list(range(shards))
 
 
 def test_an_event_whose_id_alone_is_too_large_is_an_error(tmp_path):
@@ -481,3 +492,41 @@ def test_show_lists_the_columnar_registry(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "version=1 subscriptions=4 expressions=4 last batch=3" in out
     assert "  s0: price < 0\n  s1: price < 1\n" in out and "s2" not in out
+
+
+@pytest.mark.parametrize("matcher", ["counting", "dynamic"])
+def test_shards_that_gain_names_and_strings_between_tasks_match_like_the_oracle(tmp_path, matcher):
+    """A worker's common dictionary and its shards' translations follow the shards' catch-ups: new
+    attribute names, new strings, and a shard rebuilt (its dictionary a new one) all match as the oracle."""
+    rng = random.Random(3)
+    shards = 3
+    settings = settings_for(tmp_path, shards=shards)
+    reg = ModelRegistry(settings.registry_columns_dir)
+    reg.apply(0, random_subscriptions(rng, 60))
+    events = [random_event(rng) for _ in range(80)]
+    for e in events[::3]:
+        e["late"] = rng.choice(["p", "q", 2.0])
+        e["s"] = rng.choice(["fresh", "new-s"])
+    raws = [orjson.dumps(e) for e in events]
+
+    def run(version: int, max_catchup: int = 20) -> list[tuple[str, int]]:
+        ctx = BatchContext.of(settings, version, 100.0, reg.spec(matcher, shards=shards, max_catchup=max_catchup),
+                              NO_KAFKA)
+        rows: list[dict] = []
+        for task in match_partition(iter([kafka_batch(raws)]), ctx, _collect(rows), tuple(range(shards))):
+            assert TaskResult.from_row(task.to_pylist()[0]).metrics.events == len(raws)
+        got = sorted((r["key"].decode(), orjson.loads(r["value"])["offset"]) for r in rows
+                     if r["topic"] == "notifications")
+        live = list(reg.subscriptions.values())
+        assert got == sorted((sid, i) for i, e in enumerate(events) for sid in oracle_match(live, flatten(e)))
+        return got
+
+    first = run(1)
+    reg.apply(1, [Subscription.of("late-p", pred("late", "=", "p")), Subscription.of("late-n", pred("late", ">", 1)),
+                  Subscription.of("fresh", pred("s", "=", "fresh")), Subscription.of("new-s", pred("s", "in", ("new-s", "z")))])
+    second = run(2)  # caught up: the same matchers, their dictionaries grown
+    assert len(second) > len(first)
+    assert all(e.catchups == 1 and e.rebuilds == 1 for e in executor_cache._CACHE.values())
+    reg.apply(2, ["late-p", Subscription.of("late-q", pred("late", "=", "q"))])
+    run(3, max_catchup=0)  # rebuilt: new matchers, new dictionaries
+    assert all(e.rebuilds == 2 for e in executor_cache._CACHE.values()) and len(executor_cache._CACHE) == shards
