@@ -10,6 +10,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -32,7 +33,10 @@ def from_file(path: str) -> Iterator[bytes]:
             line = line.strip()
             if not line:
                 continue
-            obj = orjson.loads(line)
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
             if not isinstance(obj, dict):
                 raise ValueError(f"{path}:{number}: an event must be a JSON object")
             yield line
@@ -98,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings, client = from_arguments(args)
     except ConfigError as exc:
         parser.error(str(exc))
+    if args.file and not os.path.isfile(args.file):
+        parser.error(f"--file {args.file}: no such file")
     values = from_file(args.file) if args.file else from_workload(args.workload, args.n_events, args.seed)
     if args.valid_for is not None:
         values = with_validity(values, settings.match.valid_until_field, args.valid_for)
@@ -106,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             publish(producer, args.topic or settings.kafka.events_topic, values, args.rate,
                     None if args.file else args.n_events, args.key_field)
+        except ValueError as exc:  # a line of the file that is not an event: the lines before it were sent
+            print(f"publish: {exc}; the events before that line were sent", file=sys.stderr)
+            return 2
         finally:
             producer.close(timeout=30)
     return 0
