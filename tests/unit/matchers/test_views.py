@@ -105,16 +105,22 @@ def _but_or_affix(draw):
     return anything_but(pred(attr, inner, values if "in" in inner.split() else values[0]))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(exprs=st.lists(trees(_but_or_affix(), max_leaves=4), min_size=1, max_size=6),
-       evs=st.lists(extended_array_events, min_size=1, max_size=8))
-def test_hypothesis_every_matcher_agrees(exprs, evs):
+def _subscriptions(exprs) -> list[Subscription]:
+    """A subscription ``h<i>`` of each expression its normal form allows (at most 64 terms)."""
     subs = []
     for i, e in enumerate(exprs):
         try:
             subs.append(Subscription.of(f"h{i}", e, max_terms=64))
         except SubscriptionError:
             continue
+    return subs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(exprs=st.lists(trees(_but_or_affix(), max_leaves=4), min_size=1, max_size=6),
+       evs=st.lists(extended_array_events, min_size=1, max_size=8))
+def test_hypothesis_every_matcher_agrees(exprs, evs):
+    subs = _subscriptions(exprs)
     want = [oracle.match(subs, e) for e in evs]
     for name in MATCHERS:
         m = create(name)
@@ -143,12 +149,7 @@ def _view_rows(batch, sources, views, tails, dictionary) -> list[tuple[int, int,
        evs=st.lists(extended_array_events, min_size=1, max_size=12))
 def test_with_views_gives_each_value_its_view(exprs, evs):
     """Values repeated across rows and attributes get their view once per batch, each row its own entry."""
-    subs = []
-    for i, e in enumerate(exprs):
-        try:
-            subs.append(Subscription.of(f"h{i}", e, max_terms=64))
-        except SubscriptionError:
-            continue
+    subs = _subscriptions(exprs)
     m = create("counting")
     m.add(subs)
     batch = m.encode(evs)._replace(rows=None)
