@@ -37,18 +37,11 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from scripts.bench import kit
+
 if TYPE_CHECKING:
     from matchers.base import Matcher
     from streaming.registry_columns import ChangeBatch
-
-
-def _best(rounds: int, fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(rounds):
-        t0 = time.process_time()
-        fn()
-        times.append(time.process_time() - t0)
-    return min(times)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,8 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     n = batch.num_rows
     parse = default_parser()
     parsed = parse_records(batch)  # the service's call: the fast path where a record allows
-    cpu_parse = _best(args.rounds, lambda: parse_records(batch))
-    cpu_pack = _best(args.rounds, lambda: [pack(s) for s in subs])
+    cpu_parse = kit.best_cpu(args.rounds, lambda: parse_records(batch))
+    cpu_pack = kit.best_cpu(args.rounds, lambda: [pack(s) for s in subs])
     with tempfile.TemporaryDirectory() as tmp:
         reg = ColumnRegistry(tmp)
         reg.apply(0, _changes(parsed), 1.0)
@@ -94,8 +87,8 @@ def main(argv: list[str] | None = None) -> None:
                 out.append(parse(obj, DEFAULT_MAX_TERMS))
             return out
 
-        before = _best(args.rounds, reparse)
-        after = _best(args.rounds, lambda: list(subscriptions(read_shard(tmp, 1))))
+        before = kit.best_cpu(args.rounds, reparse)
+        after = kit.best_cpu(args.rounds, lambda: list(subscriptions(read_shard(tmp, 1))))
         assert reparse() == list(subscriptions(table))
     without = len(rfiles.to_ipc(table.drop_columns(["packed"])))
     print(f"{n:,} Fabret W1 subscriptions, CPU s best of {args.rounds}:")

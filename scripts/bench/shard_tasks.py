@@ -65,15 +65,6 @@ def _shards(subs: list, k: int) -> list:
     return matchers
 
 
-def _best(rounds: int, fn) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        t = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t)
-    return best
-
-
 def measure(n_subs: int, n_events: int, shard_counts: Sequence[int], rounds: int, batch: int, seed: int) -> dict:
     """The figures of one code tree (see the module docstring)."""
     from streaming import executor_cache
@@ -113,7 +104,7 @@ def measure(n_subs: int, n_events: int, shard_counts: Sequence[int], rounds: int
                 pass
 
         task()  # warm-up: kernels, translations
-        row: dict[str, Any] = {"task_us": 1e6 * _best(rounds, task) / n_events, "records": sent[0] // (rounds + 1)}
+        row: dict[str, Any] = {"task_us": 1e6 * kit.best_cpu(rounds, task) / n_events, "records": sent[0] // (rounds + 1)}
         if translate is not None:
             row.update(_encode_match(matchers, batches, rounds, translate))
         row["load_avg"] = kit.load_avg()
@@ -166,9 +157,9 @@ def _encode_match(matchers: list, batches: list, rounds: int, translate: Any) ->
     best = {"per_shard_us": float("inf"), "per_task_us": float("inf")}
     for r in range(rounds):
         for name in kit.interleaved(["per_shard_us", "per_task_us"], r):
-            best[name] = min(best[name], _best(1, per_shard if name == "per_shard_us" else per_task))
-    best["encode_us"] = _best(rounds, encode_only)
-    best["translate_us"] = _best(rounds, translate_only)
+            best[name] = min(best[name], kit.best_cpu(1, per_shard if name == "per_shard_us" else per_task))
+    best["encode_us"] = kit.best_cpu(rounds, encode_only)
+    best["translate_us"] = kit.best_cpu(rounds, translate_only)
     return {key: 1e6 * v / n for key, v in best.items()}
 
 

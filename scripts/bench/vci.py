@@ -89,23 +89,14 @@ def make(name: str, R: int, L: int):
     return IntervalIndex(R, L, name)
 
 
-def _best(fn, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        c0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - c0)
-    return best
-
-
 def search_times(index, cells: np.ndarray) -> tuple[float, float, float]:
     """(count-only µs, count + emit µs, mean matches) per search."""
     index.count_many(cells[:8])
     index.query_many(cells[:8])
     counts = index.count_many(cells)
-    t_count = _best(lambda: index.count_many(cells))
+    t_count = kit.best_cpu(3, lambda: index.count_many(cells))
     chunks = [cells[i:i + 64] for i in range(0, len(cells), 64)]
-    t_emit = _best(lambda: [index.query_many(c) for c in chunks])
+    t_emit = kit.best_cpu(3, lambda: [index.query_many(c) for c in chunks])
     n = len(cells)
     return t_count / n * 1e6, t_emit / n * 1e6, float(counts.mean())
 
