@@ -15,6 +15,7 @@ from matchers import oracle
 from matchers.catalog import create
 from matchers.errors import PubSubError, TooManyRows
 from matchers.events import (
+    ARRAY_ROWS,
     NO_LIMITS,
     Dictionary,
     Rows,
@@ -69,22 +70,29 @@ def _rows(flat: dict | Rows, known: Dictionary) -> list[str]:
                   for row in rows)
 
 
+def general_path(raw: bytes, max_rows: int | None = ARRAY_ROWS) -> dict | Rows | None:
+    """The general path of a test: orjson and flatten (``None``: refused)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    try:
+        return flatten(obj, max_rows=max_rows)
+    except TooManyRows:
+        return None
+
+
 def _check(raws: list[bytes], d: Dictionary, limits: ScanLimits = NO_LIMITS, **kw) -> np.ndarray:
     """encode_json's batch holds what the general path gives, with consistent codes; returns ``fast``."""
     general: dict[int, dict | Rows] = {}
 
     def slow(i: int):
-        try:
-            obj = orjson.loads(raws[i])
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(obj, dict):
-            return None
-        try:
-            general[i] = flatten(obj, max_rows=limits.array_rows)
-        except TooManyRows:
-            return None
-        return general[i]
+        flat = general_path(raws[i], limits.array_rows)
+        if flat is not None:
+            general[i] = flat
+        return flat
 
     known = Dictionary()  # the attributes before: those the general path adds are unknown to the scan
     for aid, name in enumerate(d.attr_names):

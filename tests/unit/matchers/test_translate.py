@@ -22,29 +22,19 @@ from hypothesis import strategies as st
 
 from matchers import oracle
 from matchers.catalog import create
-from matchers.errors import TooManyRows
-from matchers.events import Dictionary, EventBatch, encode, encode_json, flatten
+from matchers.events import Dictionary, EventBatch, encode, encode_json
 from matchers.expr import Subscription, anything_but, pred
 from matchers.translate import Translation, common_dictionary
 from tests.strategies import random_event, random_subscriptions
-from tests.unit.matchers.test_json_path import EVENTS, _text
+from tests.unit.matchers.test_json_path import EVENTS, _text, general_path
 
 MATCHERS = ("dynamic", "counting", "brute", "auto")
 KEYS = ("id", "until")
 
 
 def _slow(raws: list[bytes], i: int):
-    """The general path of a test: orjson and flatten (``None``: refused)."""
-    try:
-        obj = orjson.loads(raws[i])
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    try:
-        return flatten(obj)
-    except TooManyRows:
-        return None
+    """The general path of record ``i`` (:func:`~tests.unit.matchers.test_json_path.general_path`)."""
+    return general_path(raws[i])
 
 
 def _own(raws: list[bytes], matcher):
