@@ -342,11 +342,11 @@ class StringEvaluator:
                                                                strict=True)]  # once per distinct (attribute, string)
         sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
         starts = np.cumsum(sizes) - sizes
+        lengths = sizes[inverse]
         counts = np.zeros(len(batch.attrs), dtype=np.int64)
-        counts[entries] = sizes[inverse]
+        counts[entries] = lengths
         np.cumsum(counts, out=offsets[1:])
         flat = np.concatenate(parts).astype(np.int32)
-        lengths = sizes[inverse]
         return offsets, flat[np.repeat(starts[inverse] - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())]
 
     def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
