@@ -80,8 +80,7 @@ class PredicateIndex:
         return owner
 
     def _attr_id(self, name: str) -> int:
-        aid = self.dictionary.attr_ids.get(name)
-        return aid if aid is not None and not self.dictionary.event_only(aid) else self.dictionary.attr(name)
+        return self.dictionary.attr(name)  # a name only events had asked for becomes a subscription's too
 
     def _new_handles(self, n: int) -> int:
         """Reserve ``n`` handles; returns the first."""
@@ -154,9 +153,9 @@ class PredicateIndex:
     def _add_new(self, new: list[Pred]) -> np.ndarray:
         """Give ids to ``new`` and hand them to their evaluators; returns the ids."""
         attrs, ops, kinds, operands = zip(*map(_FIELDS, new), strict=True)
-        known, event_only = self.dictionary.attr_ids, self.dictionary.event_only
+        known = self.dictionary.attr_ids
         for name in set(attrs):  # new names, and names only events had asked for (see Dictionary.attr)
-            if (name not in known or event_only(known[name])) and self.dictionary.attr(name) < 0:
+            if self.dictionary.attr(name) < 0:
                 raise MemoryError(f"attribute dictionary is full ({self.dictionary.max_attributes} names)")
         cols = PredColumns(np.array([known[a] for a in attrs], dtype=np.int32), np.array(ops, dtype=np.int8),
                            np.array(kinds, dtype=np.int8), list(operands))
