@@ -457,8 +457,9 @@ class ClusterStore:
     def _new_clusters(self, accesses: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """Empty clusters (ids) for new distinct ``(access entry, size)`` pairs, each put first in
         its access entry's list (in the order given).  One at a time: new clusters are few (one
-        per access entry and size); a vectorised version matched wrongly after deletes
-        (``test_bulk_add_matches_one_by_one_and_the_oracle[static]``, seed 83)."""
+        per access entry and size).  A vectorised version was replaced after a wrong match
+        (``test_bulk_add_matches_one_by_one_and_the_oracle[static]``, seed 83) that was most
+        likely :meth:`unplace`'s, fixed since (entries unplaced twice)."""
         made = np.empty(len(accesses), dtype=np.int64)
         for i, (a, n) in enumerate(zip(accesses.tolist(), sizes.tolist(), strict=True)):
             c, self.c_top = new_row(self.c_free, self.c_top)
