@@ -24,12 +24,14 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
 
 from matchers.errors import PubSubError
+from streaming.notes_kernel import pack, write_values
 
 KIND_MATCH = "match"
 KIND_PATTERN = "pattern"
@@ -185,8 +187,9 @@ def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
     Event ``j`` notifies ``sub_ids[which[k]]`` for ``k`` in ``range(bounds[j], bounds[j + 1])``,
     with ``tags[which[k]]`` (e.g. its topic) as the tag; ``sub_ids`` holds each id once. The
     JSON after the subscription is written once per event, each id's key and JSON once, the
-    ids are hashed in one loop, and the sizes are checked only for the events whose longest
-    record could be past ``room``.
+    values (their ids hashed) by one kernel into one buffer
+    (:func:`~streaming.notes_kernel.write_values`), and the sizes are checked only for the
+    events whose longest record could be past ``room``.
 
     Returns ``(j, reason)`` for each event that gets no notification, in order: its fields
     cannot be written as JSON, or one of its records is past ``room`` even without the event
@@ -200,12 +203,10 @@ def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
     raws = events.raws
     tails = ([head + b"}" for head in heads] if raws is None
              else [b'%s,"event":%s}' % (head, raw.strip()) for head, raw in zip(heads, raws, strict=True)])
-    counts: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
-    event_of = np.repeat(np.arange(len(heads)), counts).tolist()
-    blake2b, heads_of_id = hashlib.blake2b, [b"%d:%s" % (len(s), k) for s, k in zip(sub_ids, keys, strict=True)]
-    values = [b'{"id":"%s","subscription":%s%s' % (
-        blake2b(heads_of_id[w] + positions[j], digest_size=16).hexdigest().encode(), sub_json[w], tails[j])
-        for w, j in zip(which, event_of, strict=True)]
+    hashed = pack([b"%d:%s" % (len(s), k) for s, k in zip(sub_ids, keys, strict=True)])
+    data, ends = write_values(hashed, pack(sub_json), pack(positions), pack(tails), bounds, which)
+    blob, at = data.tobytes(), ends.tolist()
+    values = [blob[a:b] for a, b in pairwise(at)]
     widest = _BEFORE_SUB + max(map(len, keys), default=0) + max(map(len, sub_json), default=0)  # at least any's
     if widest + max(map(len, tails), default=0) > room:
         skip = {j for j, _ in failures}
@@ -220,6 +221,8 @@ def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
         return failures
     failures.sort(key=lambda f: f[0])
     dropped = {j for j, _ in failures}
+    counts: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
+    event_of = np.repeat(np.arange(len(heads)), counts).tolist()
     kept = [k for k, j in enumerate(event_of) if j not in dropped]
     keys_out += [keys[which[k]] for k in kept]
     values_out += [values[k] for k in kept]
