@@ -269,7 +269,7 @@ def _values(hashed: Strings, json: Strings, positions: Strings, tails: Strings, 
 
 
 def write_values(hashed: Strings, json: Strings, positions: Strings, tails: Strings, bounds: Sequence[int],
-                 which: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+                 which: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The values of the records of event ``j`` to subscriptions ``which[bounds[j]:bounds[j + 1]]``,
     in that order, in one ``uint8`` buffer and their ``int64`` bounds (module docstring)."""
     return _values(hashed, json, positions, tails, np.asarray(bounds, dtype=np.int64),

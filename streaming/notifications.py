@@ -14,9 +14,9 @@ Every notification has ``id``, ``subscription``, ``kind`` and the event that mad
 A replay after a crash produces the same ids, so a consumer can drop the duplicates
 (:class:`Deduplicator`).
 
-The match tasks and the retro path build their records in bulk (:func:`match_records`);
-:class:`EventNotes` (and :func:`encode`) is its per-record specification, which the tests
-compare it with byte for byte.
+The match tasks build their records in bulk into one buffer (:func:`build_records`), the
+retro path as lists (:func:`match_records`); :class:`EventNotes` (and :func:`encode`) is
+their per-record specification, which the tests compare them with byte for byte.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 import orjson
 
 from matchers.errors import PubSubError
-from streaming.notes_kernel import pack, write_values
+from streaming.notes_kernel import Strings, pack, write_values
 
 KIND_MATCH = "match"
 KIND_PATTERN = "pattern"
@@ -178,22 +178,32 @@ _BEFORE_SUB = len(b'{"id":"') + 32 + len(b'","subscription":')
 """Bytes of a record's value before the subscription's JSON."""
 
 
-def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence[str], which: Sequence[int],
-                  matched_ms: int, batch_id: int, room: int, out: tuple[list, list, list], tags: Sequence[Any],
-                  retro: bool = False) -> list[tuple[int, str]]:
-    """Append the match notifications to ``out``'s keys (the ids in UTF-8), values and tags,
-    the records exactly :meth:`EventNotes.add_records`'s, built in bulk.
+class Built(NamedTuple):
+    """:func:`build_records`' records, in order: record ``r`` goes to subscription ``subs[r]``."""
 
-    Event ``j`` notifies ``sub_ids[which[k]]`` for ``k`` in ``range(bounds[j], bounds[j + 1])``,
-    with ``tags[which[k]]`` (e.g. its topic) as the tag; ``sub_ids`` holds each id once. The
-    JSON after the subscription is written once per event, each id's key and JSON once, the
-    values (their ids hashed) by one kernel into one buffer
+    values: Strings
+    """The records' values in one buffer."""
+    subs: np.ndarray
+    """Per record, its subscription's index in ``sub_ids`` (``int64``)."""
+    keys: list[bytes]
+    """Per subscription, its records' key (its id in UTF-8)."""
+    failures: list[tuple[int, str]]
+    """``(j, reason)`` of each event that gets no notification, in order."""
+
+
+def build_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence[str], which: Sequence[int],
+                  matched_ms: int, batch_id: int, room: int, retro: bool = False) -> Built:
+    """The match notifications in bulk, the records exactly :meth:`EventNotes.add_records`'s.
+
+    Event ``j`` notifies ``sub_ids[which[k]]`` for ``k`` in ``range(bounds[j], bounds[j + 1])``;
+    ``sub_ids`` holds each id once. The JSON after the subscription is written once per event,
+    each id's key and JSON once, the values (their ids hashed) by one kernel into one buffer
     (:func:`~streaming.notes_kernel.write_values`), and the sizes are checked only for the
     events whose longest record could be past ``room``.
 
-    Returns ``(j, reason)`` for each event that gets no notification, in order: its fields
-    cannot be written as JSON, or one of its records is past ``room`` even without the event
-    (the message of :class:`NotificationTooLarge`); none of its records is appended.
+    An event gets no notification (``failures``) when its fields cannot be written as JSON, or
+    when one of its records is past ``room`` even without the event (the message of
+    :class:`NotificationTooLarge`); none of its records is kept.
     """
     keys = [s.encode("utf-8") for s in sub_ids]
     sub_json = _json_strings(sub_ids, keys)
@@ -204,30 +214,43 @@ def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
     tails = ([head + b"}" for head in heads] if raws is None
              else [b'%s,"event":%s}' % (head, raw.strip()) for head, raw in zip(heads, raws, strict=True)])
     hashed = pack([b"%d:%s" % (len(s), k) for s, k in zip(sub_ids, keys, strict=True)])
-    data, ends = write_values(hashed, pack(sub_json), pack(positions), pack(tails), bounds, which)
-    blob, at = data.tobytes(), ends.tolist()
-    values = [blob[a:b] for a, b in pairwise(at)]
+    subs = np.asarray(which, dtype=np.int64)
+    data, ends = write_values(hashed, pack(sub_json), pack(positions), pack(tails), bounds, subs)
     widest = _BEFORE_SUB + max(map(len, keys), default=0) + max(map(len, sub_json), default=0)  # at least any's
-    if widest + max(map(len, tails), default=0) > room:
-        skip = {j for j, _ in failures}
-        for j, tail in enumerate(tails):
-            if widest + len(tail) > room and j not in skip:
-                _fit(values, range(bounds[j], bounds[j + 1]), which, keys, sub_json, heads[j], room, retro, j, failures)
+    skip = {j for j, _ in failures}
+    wide = ([j for j, tail in enumerate(tails) if widest + len(tail) > room and j not in skip]
+            if widest + max(map(len, tails), default=0) > room else [])
+    if not wide and not failures:
+        return Built(Strings(data, ends), subs, keys, failures)
+    blob, at = data.tobytes(), ends.tolist()  # records to fit or drop: one by one
+    values = [blob[a:b] for a, b in pairwise(at)]
+    for j in wide:
+        _fit(values, range(bounds[j], bounds[j + 1]), which, keys, sub_json, heads[j], room, retro, j, failures)
+    if failures:
+        failures.sort(key=lambda f: f[0])
+        dropped = {j for j, _ in failures}
+        counts: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
+        event_of = np.repeat(np.arange(len(heads)), counts).tolist()
+        kept = [k for k, j in enumerate(event_of) if j not in dropped]
+        values, subs = [values[k] for k in kept], subs[kept]
+    return Built(pack(values), subs, keys, failures)
+
+
+def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence[str], which: Sequence[int],
+                  matched_ms: int, batch_id: int, room: int, out: tuple[list, list, list], tags: Sequence[Any],
+                  retro: bool = False) -> list[tuple[int, str]]:
+    """Append :func:`build_records`' records to ``out``'s keys (the ids in UTF-8), values and
+    tags, with ``tags[which[k]]`` (e.g. its topic) as record ``k``'s tag; returns the failures.
+
+    The records are exactly :meth:`EventNotes.add_records`'s; a failed event's are not appended.
+    """
+    built = build_records(events, bounds, sub_ids, which, matched_ms, batch_id, room, retro)
+    blob, at, subs = built.values.data.tobytes(), built.values.bounds.tolist(), built.subs.tolist()
     keys_out, values_out, tags_out = out
-    if not failures:
-        keys_out += [keys[w] for w in which]
-        values_out += values
-        tags_out += [tags[w] for w in which]
-        return failures
-    failures.sort(key=lambda f: f[0])
-    dropped = {j for j, _ in failures}
-    counts: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
-    event_of = np.repeat(np.arange(len(heads)), counts).tolist()
-    kept = [k for k, j in enumerate(event_of) if j not in dropped]
-    keys_out += [keys[which[k]] for k in kept]
-    values_out += [values[k] for k in kept]
-    tags_out += [tags[which[k]] for k in kept]
-    return failures
+    keys_out += [built.keys[w] for w in subs]
+    values_out += [blob[a:b] for a, b in pairwise(at)]
+    tags_out += [tags[w] for w in subs]
+    return built.failures
 
 
 def _json_strings(strings: Sequence[str], utf8: Sequence[bytes]) -> list[bytes]:
