@@ -45,12 +45,12 @@ _ID_OPEN = np.frombuffer(b'{"id":"', dtype=np.uint8).copy()
 _ID_CLOSE = np.frombuffer(b'","subscription":', dtype=np.uint8).copy()
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _rotr(x: np.uint64, n: int) -> np.uint64:
     return (x >> np.uint64(n)) | (x << np.uint64(64 - n))
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _g(a: np.uint64, b: np.uint64, c: np.uint64, d: np.uint64, x: np.uint64,
        y: np.uint64) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
     a = a + b + x
@@ -64,7 +64,7 @@ def _g(a: np.uint64, b: np.uint64, c: np.uint64, d: np.uint64, x: np.uint64,
     return a, b, c, d
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _word(block: np.ndarray, at: int) -> np.uint64:
     """The little-endian 64-bit word at ``block[at:at + 8]``."""
     w = np.uint64(0)
@@ -287,3 +287,10 @@ def _one_hex(data: np.ndarray) -> np.ndarray:
 def blake2b_128_hex(data: bytes) -> str:
     """``hashlib.blake2b(data, digest_size=16).hexdigest()`` by this module's kernel."""
     return _one_hex(np.frombuffer(data, dtype=np.uint8)).tobytes().decode("ascii")
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the kernels as the match tasks call them: about
+    15 s the first time, which the service spends before it starts rather than in a batch."""
+    one = pack([b"1:a"])
+    write_values(one, one, one, one, [0, 1], np.zeros(1, dtype=np.int64))

@@ -59,3 +59,7 @@ def test_write_values_equals_the_formula(subs, events):
             want.append(b'{"id":"%s","subscription":%s%s' % (nid, js, tail))
     assert ends.tolist()[0] == 0 and len(ends) == len(which) + 1
     assert [data[a:b].tobytes() for a, b in zip(ends[:-1], ends[1:], strict=True)] == want
+
+
+def test_warm():
+    notes_kernel.warm()  # the service's start-up call: compiles or loads the kernels, raises nothing
