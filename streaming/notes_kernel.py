@@ -268,6 +268,52 @@ def _values(hashed: Strings, json: Strings, positions: Strings, tails: Strings, 
     return out, ends
 
 
+@numba.njit(cache=True, nogil=True)
+def _framed(keys: Strings, chars: np.ndarray, counted: bool) -> tuple[np.ndarray, np.ndarray]:
+    """With ``counted``, ``chars[i]`` in decimal and ``:`` before each key; else each key
+    between double quotes."""
+    n = keys.bounds.shape[0] - 1
+    bounds = np.empty(n + 1, dtype=np.int64)
+    bounds[0] = 0
+    for i in range(n):
+        extra = 2
+        if counted:
+            extra, c = 1, chars[i]
+            while True:
+                extra += 1
+                c //= 10
+                if c == 0:
+                    break
+        bounds[i + 1] = bounds[i] + extra + keys.bounds[i + 1] - keys.bounds[i]
+    data = np.empty(bounds[n], dtype=np.uint8)
+    for i in range(n):
+        k0, k1, at, end = keys.bounds[i], keys.bounds[i + 1], bounds[i], bounds[i + 1]
+        if counted:
+            c = chars[i]
+            colon = end - (k1 - k0) - 1
+            data[colon] = 58  # ':'
+            for d in range(colon - 1, at - 1, -1):
+                data[d] = 48 + c % 10
+                c //= 10
+            data[colon + 1:end] = keys.data[k0:k1]
+        else:
+            data[at] = 34  # '"'
+            data[at + 1:end - 1] = keys.data[k0:k1]
+            data[end - 1] = 34
+    return data, bounds
+
+
+def hash_inputs(keys: Strings, chars: Sequence[int] | np.ndarray) -> Strings:
+    """Each key (a subscription id's UTF-8) after its length in characters, ``chars[i]``, and a
+    colon: the first part of the input of its notifications' id hash."""
+    return Strings(*_framed(keys, np.asarray(chars, dtype=np.int64), True))
+
+
+def quoted(keys: Strings) -> Strings:
+    """Each key between double quotes: its JSON when it needs no escape."""
+    return Strings(*_framed(keys, np.zeros(0, dtype=np.int64), False))
+
+
 def write_values(hashed: Strings, json: Strings, positions: Strings, tails: Strings, bounds: Sequence[int],
                  which: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The values of the records of event ``j`` to subscriptions ``which[bounds[j]:bounds[j + 1]]``,
@@ -292,5 +338,5 @@ def blake2b_128_hex(data: bytes) -> str:
 def warm() -> None:
     """Compile (or load from numba's cache) the kernels as the match tasks call them: about
     15 s the first time, which the service spends before it starts rather than in a batch."""
-    one = pack([b"1:a"])
-    write_values(one, one, one, one, [0, 1], np.zeros(1, dtype=np.int64))
+    one = pack([b"a"])
+    write_values(hash_inputs(one, [1]), quoted(one), one, one, [0, 1], np.zeros(1, dtype=np.int64))

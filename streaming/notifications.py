@@ -31,7 +31,7 @@ import numpy as np
 import orjson
 
 from matchers.errors import PubSubError
-from streaming.notes_kernel import Strings, pack, write_values
+from streaming.notes_kernel import Strings, hash_inputs, pack, quoted, write_values
 
 KIND_MATCH = "match"
 KIND_PATTERN = "pattern"
@@ -206,26 +206,27 @@ def build_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
     :class:`NotificationTooLarge`); none of its records is kept.
     """
     keys = [s.encode("utf-8") for s in sub_ids]
-    sub_json = _json_strings(sub_ids, keys)
+    packed = pack(keys)
+    sub_json = quoted(packed) if _plain(sub_ids, keys) else pack([orjson.dumps(s) for s in sub_ids])
     mid = b',"matched_ms":%d,"batch":%d,"retro":%s' % (int(matched_ms), int(batch_id), b"true" if retro else b"false")
     heads, positions, unbuilt = _heads(events, mid)
     failures = [(j, why) for j, why in unbuilt if bounds[j] < bounds[j + 1]]  # an event without any: none to fail
     raws = events.raws
     tails = ([head + b"}" for head in heads] if raws is None
              else [b'%s,"event":%s}' % (head, raw.strip()) for head, raw in zip(heads, raws, strict=True)])
-    hashed = pack([b"%d:%s" % (len(s), k) for s, k in zip(sub_ids, keys, strict=True)])
+    hashed = hash_inputs(packed, np.fromiter(map(len, sub_ids), dtype=np.int64, count=len(sub_ids)))
     subs = np.asarray(which, dtype=np.int64)
-    data, ends = write_values(hashed, pack(sub_json), pack(positions), pack(tails), bounds, subs)
-    widest = _BEFORE_SUB + max(map(len, keys), default=0) + max(map(len, sub_json), default=0)  # at least any's
+    data, ends = write_values(hashed, sub_json, pack(positions), pack(tails), bounds, subs)
+    widest = _BEFORE_SUB + _longest(packed) + _longest(sub_json)  # at least any record's
     skip = {j for j, _ in failures}
     wide = ([j for j, tail in enumerate(tails) if widest + len(tail) > room and j not in skip]
             if widest + max(map(len, tails), default=0) > room else [])
     if not wide and not failures:
         return Built(Strings(data, ends), subs, keys, failures)
-    blob, at = data.tobytes(), ends.tolist()  # records to fit or drop: one by one
-    values = [blob[a:b] for a, b in pairwise(at)]
+    values = _unpacked(Strings(data, ends))  # records to fit or drop: one by one
+    json_list = _unpacked(sub_json)
     for j in wide:
-        _fit(values, range(bounds[j], bounds[j + 1]), which, keys, sub_json, heads[j], room, retro, j, failures)
+        _fit(values, range(bounds[j], bounds[j + 1]), which, keys, json_list, heads[j], room, retro, j, failures)
     if failures:
         failures.sort(key=lambda f: f[0])
         dropped = {j for j, _ in failures}
@@ -245,19 +246,35 @@ def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
     The records are exactly :meth:`EventNotes.add_records`'s; a failed event's are not appended.
     """
     built = build_records(events, bounds, sub_ids, which, matched_ms, batch_id, room, retro)
-    blob, at, subs = built.values.data.tobytes(), built.values.bounds.tolist(), built.subs.tolist()
+    subs = built.subs.tolist()
     keys_out, values_out, tags_out = out
     keys_out += [built.keys[w] for w in subs]
-    values_out += [blob[a:b] for a, b in pairwise(at)]
+    values_out += _unpacked(built.values)
     tags_out += [tags[w] for w in subs]
     return built.failures
 
 
+def _unpacked(strings: Strings) -> list[bytes]:
+    """Each of ``strings`` as bytes."""
+    blob, at = strings.data.tobytes(), strings.bounds.tolist()
+    return [blob[a:b] for a, b in pairwise(at)]
+
+
+def _longest(strings: Strings) -> int:
+    """The length of the longest of ``strings`` (0 if none)."""
+    return int(np.diff(strings.bounds).max(initial=0))
+
+
+def _plain(strings: Sequence[str], utf8: Sequence[bytes]) -> bool:
+    """Whether ``orjson`` escapes none of ``strings`` (given their UTF-8): the one array it
+    writes of them is then exactly as long as all of them quoted."""
+    return len(orjson.dumps(list(strings))) == sum(map(len, utf8)) + 3 * len(utf8) + (1 if utf8 else 2)
+
+
 def _json_strings(strings: Sequence[str], utf8: Sequence[bytes]) -> list[bytes]:
     """Each of ``strings`` as JSON (``orjson.dumps``'s), given their UTF-8: quoted as they are
-    when ``orjson`` escapes none of them (the one array it writes is then exactly that long)."""
-    whole = orjson.dumps(list(strings))
-    if len(whole) == sum(map(len, utf8)) + 3 * len(utf8) + (1 if utf8 else 2):
+    when :func:`_plain`."""
+    if _plain(strings, utf8):
         return [b'"%s"' % u for u in utf8]
     return [orjson.dumps(s) for s in strings]
 

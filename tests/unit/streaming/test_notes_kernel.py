@@ -63,3 +63,19 @@ def test_write_values_equals_the_formula(subs, events):
 
 def test_warm():
     notes_kernel.warm()  # the service's start-up call: compiles or loads the kernels, raises nothing
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=20) | st.text(min_size=100, max_size=300), max_size=8))
+def test_hash_inputs_and_quoted(ids):
+    """``hash_inputs``: ``b"%d:%s" % (len(id), utf8)``; ``quoted``: ``b'"%s"' % utf8``."""
+    utf8 = [s.encode("utf-8", "surrogatepass") for s in ids]
+    packed = notes_kernel.pack(utf8)
+    hashed, quoted = notes_kernel.hash_inputs(packed, [len(s) for s in ids]), notes_kernel.quoted(packed)
+
+    def listed(strings):
+        return [strings.data[a:b].tobytes() for a, b in zip(strings.bounds[:-1], strings.bounds[1:], strict=True)]
+
+    assert listed(hashed) == [b"%d:%s" % (len(s), u) for s, u in zip(ids, utf8, strict=True)]
+    assert listed(quoted) == [b'"%s"' % u for u in utf8]
+    assert notes_kernel.hash_inputs(packed, [10**12] * len(ids)).bounds[-1] == sum(map(len, utf8)) + 14 * len(ids)
