@@ -26,14 +26,15 @@ Each figure is the best of ``--rounds`` rounds (after one round of warm-up) in �
 
 ``--wide K`` also measures the notifications at ``K`` per event (as at 10,000,000 W1
 subscriptions, where each event notifies about 120): every event's notifications to ``K``
-subscriptions drawn from the index's, built (:func:`streaming.notifications.match_records`)
+subscriptions drawn from the index's (or, with ``--wide-ids N``, from ``N`` ids named
+``w1-<i>``: at 10,000,000 nearly every notification has a subscription of its own), built (:func:`streaming.notifications.match_records`)
 and produced (:func:`streaming.kafka.sink.produce_batches`), in µs of CPU per notification;
 with ``--baseline TREE`` (a checkout of an older commit, e.g. a git worktree of main) the
 same with that tree's ``streaming/notifications.py`` and ``streaming/kafka/sink.py``,
 interleaved with these in every round.
 
 Run ``python -m scripts.bench.stages [--events 20000] [--subs 100000] [--rounds 3] [--quick]
-[--wide 120 [--baseline TREE]]``.
+[--wide 120 [--wide-ids 10000000] [--baseline TREE]]``.
 """
 
 from __future__ import annotations
@@ -108,36 +109,43 @@ def _baseline(tree: Path) -> dict[str, ModuleType]:
 
 
 class _Wide:
-    """The notifications of ``--wide K``: each event's to ``k`` subscriptions drawn from the index's."""
+    """The notifications of ``--wide K``: each event's to ``k`` subscriptions drawn from ``n_ids``
+    (named by ``id_of``), prepared as :func:`~streaming.notifications.matched` gives them."""
 
-    def __init__(self, raws: list[bytes], n_ids: int, k: int, seed: int):
+    def __init__(self, raws: list[bytes], n_ids: int, k: int, seed: int, id_of: Any):
         rng = random.Random(seed)
         n = len(raws)
-        self.k, self.raws = k, raws
+        self.raws = raws
         self.bounds = list(range(0, k * n + 1, k))
-        self.picks = [w for _ in range(n) for w in sorted(rng.sample(range(n_ids), k))]
+        picks = [w for _ in range(n) for w in sorted(rng.sample(range(n_ids), k))]
+        unique = sorted(set(picks))
+        where = {w: i for i, w in enumerate(unique)}
+        self.ids, self.which = [id_of(w) for w in unique], [where[w] for w in picks]
+        self.topics = ["notifications"] * len(unique)
 
-    def build(self, notes: ModuleType, id_of: Any, stamp: int) -> list[Any]:
+    def build(self, notes: ModuleType, stamp: int) -> list[Any]:
         """The records' Arrow batches as a match task makes them with ``notes`` (this tree's
         ``build_records`` and ``notes_batches``; a baseline's ``match_records`` and ``out_batch``)."""
         from streaming.match.tasks import notes_batches, out_batch
 
         n = len(self.raws)
-        unique = sorted(set(self.picks))
-        where = {w: i for i, w in enumerate(unique)}
-        ids, which, topics = [id_of(w) for w in unique], [where[w] for w in self.picks], ["notifications"] * len(unique)
         events = notes.EventColumns(["events"] * n, [0] * n, list(range(n)), [f"e{i}" for i in range(n)], self.raws,
                                     [stamp] * n)
         if hasattr(notes, "build_records"):
-            built = notes.build_records(events, self.bounds, ids, which, stamp, 0, 2**40)
-            return notes_batches(built.values, built.subs, built.keys, topics)
+            built = notes.build_records(events, self.bounds, self.ids, self.which, stamp, 0, 2**40)
+            return notes_batches(built.values, built.subs, built.keys, self.topics)
         out: tuple[list, list, list] = ([], [], [])
-        notes.match_records(events, self.bounds, ids, which, stamp, 0, 2**40, out, topics)
+        notes.match_records(events, self.bounds, self.ids, self.which, stamp, 0, 2**40, out, self.topics)
         return [out_batch(*out)]
 
 
+def _named(w: int) -> str:
+    """The id of ``--wide-ids``' subscription ``w``."""
+    return f"w1-{w}"
+
+
 def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int = 7, wide: int = 0,
-            baseline: Path | None = None) -> dict[str, Any]:
+            baseline: Path | None = None, wide_ids: int = 0) -> dict[str, Any]:
     """µs per event of each stage and limit, best of ``rounds``; also the events the scan left to
     the general path (``slow_path``, in one round); with ``wide``, µs per notification of
     ``wide_build`` and ``wide_produce`` (and ``baseline_build``, ``baseline_produce`` of the
@@ -176,7 +184,8 @@ def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int =
     trees = {"wide": {"new": notifications, "produce": sink}}
     if baseline is not None:
         trees["baseline"] = _baseline(baseline)
-    fan = _Wide([orjson.dumps({"id": f"e{i}", **e}) for i, e in enumerate(events)], n_subs, wide, seed) if wide else None
+    fan = (_Wide([orjson.dumps({"id": f"e{i}", **e}) for i, e in enumerate(events)], wide_ids or n_subs, wide, seed,
+                 _named if wide_ids else matcher.id_of) if wide else None)
     wide_clock = _Clock(n_events * wide) if wide else None
     for r in range(rounds + 1):  # round 0 warms up: clients connected, kernels compiled
         if r == 1:
@@ -219,7 +228,7 @@ def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int =
             built = {}
             for label in kit.interleaved(list(trees), r):
                 with wide_clock(f"{label}_build"):
-                    built[label] = fan.build(trees[label]["new"], matcher.id_of, 1_700_000_000_000)
+                    built[label] = fan.build(trees[label]["new"], 1_700_000_000_000)
             if r == 0:
                 assert all(pa.Table.from_batches(b).equals(pa.Table.from_batches(built["wide"]))
                            for b in built.values()), "the trees' notifications differ"
@@ -254,7 +263,8 @@ def render(rec: dict[str, Any]) -> str:
     wide = rec["results"].get("us_per_notification") or {}
     if wide:
         labels = [label for label in ("wide", "baseline") if f"{label}_build" in wide]
-        text += (f"\n\nAt {p['wide']} notifications per event (`--wide`), µs of CPU per notification"
+        ids = f", subscriptions drawn from {p['wide_ids']:,} ids" if p.get("wide_ids") else ""
+        text += (f"\n\nAt {p['wide']} notifications per event (`--wide`{ids}), µs of CPU per notification"
                  + (f" (baseline: `{p['baseline']}`, interleaved)" if "baseline" in labels else "") + ":\n\n")
         text += kit.table(("code", "build", "produce"), [
             ("this tree" if label == "wide" else "baseline", f"{wide[f'{label}_build']:.2f}",
@@ -279,14 +289,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--bootstrap", help="a running broker (default: an embedded one for this run)")
     ap.add_argument("--no-record", action="store_true", help="print only; docs/ unchanged")
     ap.add_argument("--wide", type=int, default=0, help="also build and produce K notifications per event")
+    ap.add_argument("--wide-ids", type=int, default=0, help="with --wide: draw from this many ids (default: the index's)")
     ap.add_argument("--baseline", type=Path, help="with --wide: a code tree to compare with (e.g. a git worktree)")
     args = ap.parse_args(argv)
     if args.quick:
         args.events, args.subs, args.rounds = 5_000, 20_000, 1
     kit.one_thread()
     params = {"events": args.events, "subs": args.subs, "rounds": args.rounds, "wide": args.wide,
+              "wide_ids": args.wide_ids,
               "baseline": None if args.baseline is None else _described(args.baseline)}
-    how = {"wide": args.wide, "baseline": args.baseline}
+    how = {"wide": args.wide, "baseline": args.baseline, "wide_ids": args.wide_ids}
     if args.bootstrap:
         results = measure(args.bootstrap, args.events, args.subs, args.rounds, **how)
     else:
