@@ -210,6 +210,7 @@ class Service:
     def serve(self, handle_signals: bool) -> None:
         """Warm the matcher, start the broker (if embedded), Spark and the queries; run until stopped."""
         from matchers.warm import warm
+        from streaming import notes_kernel
         from streaming.kafka.admin import ensure_topics
         from streaming.kafka.fetch import close_consumers
         from streaming.kafka.sink import close_producers
@@ -220,6 +221,7 @@ class Service:
 
         settings, stop = self.settings, self.request.event
         warm(settings.match.matcher)
+        notes_kernel.warm()
         with kafka_endpoint(settings) as servers:
             client = settings.kafka.client_config(servers)
             tenants = Tenants.of(settings)

@@ -14,9 +14,9 @@ Every notification has ``id``, ``subscription``, ``kind`` and the event that mad
 A replay after a crash produces the same ids, so a consumer can drop the duplicates
 (:class:`Deduplicator`).
 
-The match tasks and the retro path build their records in bulk (:func:`match_records`);
-:class:`EventNotes` (and :func:`encode`) is its per-record specification, which the tests
-compare it with byte for byte.
+The match tasks build their records in bulk into one buffer (:func:`build_records`), the
+retro path as lists (:func:`match_records`); :class:`EventNotes` (and :func:`encode`) is
+their per-record specification, which the tests compare them with byte for byte.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
 
 from matchers.errors import PubSubError
+from streaming.notes_kernel import Strings, hash_inputs, pack, quoted, write_values
 
 KIND_MATCH = "match"
 KIND_PATTERN = "pattern"
@@ -176,62 +178,103 @@ _BEFORE_SUB = len(b'{"id":"') + 32 + len(b'","subscription":')
 """Bytes of a record's value before the subscription's JSON."""
 
 
-def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence[str], which: Sequence[int],
-                  matched_ms: int, batch_id: int, room: int, out: tuple[list, list, list], tags: Sequence[Any],
-                  retro: bool = False) -> list[tuple[int, str]]:
-    """Append the match notifications to ``out``'s keys (the ids in UTF-8), values and tags,
-    the records exactly :meth:`EventNotes.add_records`'s, built in bulk.
+class Built(NamedTuple):
+    """:func:`build_records`' records, in order: record ``r`` goes to subscription ``subs[r]``."""
 
-    Event ``j`` notifies ``sub_ids[which[k]]`` for ``k`` in ``range(bounds[j], bounds[j + 1])``,
-    with ``tags[which[k]]`` (e.g. its topic) as the tag; ``sub_ids`` holds each id once. The
-    JSON after the subscription is written once per event, each id's key and JSON once, the
-    ids are hashed in one loop, and the sizes are checked only for the events whose longest
-    record could be past ``room``.
+    values: Strings
+    """The records' values in one buffer."""
+    subs: np.ndarray
+    """Per record, its subscription's index in ``sub_ids`` (``int64``)."""
+    keys: list[bytes]
+    """Per subscription, its records' key (its id in UTF-8)."""
+    failures: list[tuple[int, str]]
+    """``(j, reason)`` of each event that gets no notification, in order."""
 
-    Returns ``(j, reason)`` for each event that gets no notification, in order: its fields
-    cannot be written as JSON, or one of its records is past ``room`` even without the event
-    (the message of :class:`NotificationTooLarge`); none of its records is appended.
+
+def build_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence[str], which: Sequence[int],
+                  matched_ms: int, batch_id: int, room: int, retro: bool = False) -> Built:
+    """The match notifications in bulk, the records exactly :meth:`EventNotes.add_records`'s.
+
+    Event ``j`` notifies ``sub_ids[which[k]]`` for ``k`` in ``range(bounds[j], bounds[j + 1])``;
+    ``sub_ids`` holds each id once. The JSON after the subscription is written once per event,
+    each id's key and JSON once, the values (their ids hashed) by one kernel into one buffer
+    (:func:`~streaming.notes_kernel.write_values`), and the sizes are checked only for the
+    events whose longest record could be past ``room``.
+
+    An event gets no notification (``failures``) when its fields cannot be written as JSON, or
+    when one of its records is past ``room`` even without the event (the message of
+    :class:`NotificationTooLarge`); none of its records is kept.
     """
     keys = [s.encode("utf-8") for s in sub_ids]
-    sub_json = _json_strings(sub_ids, keys)
+    packed = pack(keys)
+    sub_json = quoted(packed) if _plain(sub_ids, keys) else pack([orjson.dumps(s) for s in sub_ids])
     mid = b',"matched_ms":%d,"batch":%d,"retro":%s' % (int(matched_ms), int(batch_id), b"true" if retro else b"false")
     heads, positions, unbuilt = _heads(events, mid)
     failures = [(j, why) for j, why in unbuilt if bounds[j] < bounds[j + 1]]  # an event without any: none to fail
     raws = events.raws
     tails = ([head + b"}" for head in heads] if raws is None
              else [b'%s,"event":%s}' % (head, raw.strip()) for head, raw in zip(heads, raws, strict=True)])
-    counts: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
-    event_of = np.repeat(np.arange(len(heads)), counts).tolist()
-    blake2b, heads_of_id = hashlib.blake2b, [b"%d:%s" % (len(s), k) for s, k in zip(sub_ids, keys, strict=True)]
-    values = [b'{"id":"%s","subscription":%s%s' % (
-        blake2b(heads_of_id[w] + positions[j], digest_size=16).hexdigest().encode(), sub_json[w], tails[j])
-        for w, j in zip(which, event_of, strict=True)]
-    widest = _BEFORE_SUB + max(map(len, keys), default=0) + max(map(len, sub_json), default=0)  # at least any's
-    if widest + max(map(len, tails), default=0) > room:
-        skip = {j for j, _ in failures}
-        for j, tail in enumerate(tails):
-            if widest + len(tail) > room and j not in skip:
-                _fit(values, range(bounds[j], bounds[j + 1]), which, keys, sub_json, heads[j], room, retro, j, failures)
+    hashed = hash_inputs(packed, np.fromiter(map(len, sub_ids), dtype=np.int64, count=len(sub_ids)))
+    subs = np.asarray(which, dtype=np.int64)
+    data, ends = write_values(hashed, sub_json, pack(positions), pack(tails), bounds, subs)
+    widest = _BEFORE_SUB + _longest(packed) + _longest(sub_json)  # at least any record's
+    skip = {j for j, _ in failures}
+    wide = ([j for j, tail in enumerate(tails) if widest + len(tail) > room and j not in skip]
+            if widest + max(map(len, tails), default=0) > room else [])
+    if not wide and not failures:
+        return Built(Strings(data, ends), subs, keys, failures)
+    values = _unpacked(Strings(data, ends))  # records to fit or drop: one by one
+    json_list = _unpacked(sub_json)
+    for j in wide:
+        _fit(values, range(bounds[j], bounds[j + 1]), which, keys, json_list, heads[j], room, retro, j, failures)
+    if failures:
+        failures.sort(key=lambda f: f[0])
+        dropped = {j for j, _ in failures}
+        counts: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
+        event_of = np.repeat(np.arange(len(heads)), counts).tolist()
+        kept = [k for k, j in enumerate(event_of) if j not in dropped]
+        values, subs = [values[k] for k in kept], subs[kept]
+    return Built(pack(values), subs, keys, failures)
+
+
+def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence[str], which: Sequence[int],
+                  matched_ms: int, batch_id: int, room: int, out: tuple[list, list, list], tags: Sequence[Any],
+                  retro: bool = False) -> list[tuple[int, str]]:
+    """Append :func:`build_records`' records to ``out``'s keys (the ids in UTF-8), values and
+    tags, with ``tags[which[k]]`` (e.g. its topic) as record ``k``'s tag; returns the failures.
+
+    The records are exactly :meth:`EventNotes.add_records`'s; a failed event's are not appended.
+    """
+    built = build_records(events, bounds, sub_ids, which, matched_ms, batch_id, room, retro)
+    subs = built.subs.tolist()
     keys_out, values_out, tags_out = out
-    if not failures:
-        keys_out += [keys[w] for w in which]
-        values_out += values
-        tags_out += [tags[w] for w in which]
-        return failures
-    failures.sort(key=lambda f: f[0])
-    dropped = {j for j, _ in failures}
-    kept = [k for k, j in enumerate(event_of) if j not in dropped]
-    keys_out += [keys[which[k]] for k in kept]
-    values_out += [values[k] for k in kept]
-    tags_out += [tags[which[k]] for k in kept]
-    return failures
+    keys_out += [built.keys[w] for w in subs]
+    values_out += _unpacked(built.values)
+    tags_out += [tags[w] for w in subs]
+    return built.failures
+
+
+def _unpacked(strings: Strings) -> list[bytes]:
+    """Each of ``strings`` as bytes."""
+    blob, at = strings.data.tobytes(), strings.bounds.tolist()
+    return [blob[a:b] for a, b in pairwise(at)]
+
+
+def _longest(strings: Strings) -> int:
+    """The length of the longest of ``strings`` (0 if none)."""
+    return int(np.diff(strings.bounds).max(initial=0))
+
+
+def _plain(strings: Sequence[str], utf8: Sequence[bytes]) -> bool:
+    """Whether ``orjson`` escapes none of ``strings`` (given their UTF-8): the one array it
+    writes of them is then exactly as long as all of them quoted."""
+    return len(orjson.dumps(list(strings))) == sum(map(len, utf8)) + 3 * len(utf8) + (1 if utf8 else 2)
 
 
 def _json_strings(strings: Sequence[str], utf8: Sequence[bytes]) -> list[bytes]:
     """Each of ``strings`` as JSON (``orjson.dumps``'s), given their UTF-8: quoted as they are
-    when ``orjson`` escapes none of them (the one array it writes is then exactly that long)."""
-    whole = orjson.dumps(list(strings))
-    if len(whole) == sum(map(len, utf8)) + 3 * len(utf8) + (1 if utf8 else 2):
+    when :func:`_plain`."""
+    if _plain(strings, utf8):
         return [b'"%s"' % u for u in utf8]
     return [orjson.dumps(s) for s in strings]
 

@@ -28,7 +28,14 @@ from streaming.config import LimitsSettings
 from streaming.executor_cache import index_for
 from streaming.kafka.fetch import read_range
 from streaming.kafka.sink import produce_batches
-from streaming.match.tasks import BatchContext, Task, TaskMetrics, TaskResult, out_batch
+from streaming.match.tasks import (
+    BatchContext,
+    Task,
+    TaskMetrics,
+    TaskResult,
+    notes_batches,
+    out_batch,
+)
 from streaming.placement import executor_name
 from streaming.records import EVENT, EventRead, Position, error, read_event_fast
 from streaming.validity import ValidEvent, validity_end
@@ -163,10 +170,8 @@ def _records(batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple
         prepared = PreparedBatch(rb, ctx.limits)
         read = read_batch(prepared, ctx, executor_cache.common())
         for shard, matcher, translation in indexes:
-            out = shard_records(prepared, read, matcher, translation, ctx, m,
-                                result.valid_events if shard == 0 else None)
-            if out is not None:
-                yield out
+            yield from shard_records(prepared, read, matcher, translation, ctx, m,
+                                     result.valid_events if shard == 0 else None)
         m.match_ns += time.perf_counter_ns() - t1
 
 
@@ -197,12 +202,12 @@ class ReadBatch(NamedTuple):
 
 
 def shard_records(p: PreparedBatch, read: ReadBatch, matcher: Any, translation: Translation, ctx: BatchContext,
-                  m: TaskMetrics, valid: list[ValidEvent] | None) -> pa.RecordBatch | None:
+                  m: TaskMetrics, valid: list[ValidEvent] | None) -> list[pa.RecordBatch]:
     """Records of one prepared batch matched by one shard's ``matcher`` (the batch as its own through
     ``translation``): its notifications, and with ``valid`` (shard 0) the batch's error records,
     event counts and valid events."""
     report = valid is not None
-    out = Out([], [], [])
+    out = Out([], [], [], [])
     rejected = list(read.rejected)
     kept = read.kept
     n_events = len(kept)
@@ -217,21 +222,23 @@ def shard_records(p: PreparedBatch, read: ReadBatch, matcher: Any, translation: 
             out.keys.append(None)
             out.values.append(error(stage, p.values[i], p.position(i), reason).to_json())
             out.topics.append(ctx.errors_topic)
-    return out_batch(*out) if out.values else None
+    return out.notes + [out_batch(out.keys, out.values, out.topics)] if out.values else out.notes
 
 
 class Out(NamedTuple):
-    """The columns of a task's outgoing records (:func:`~streaming.match.tasks.out_batch`)."""
+    """A task's outgoing records: the notifications' batches, and the columns of the others
+    (:func:`~streaming.match.tasks.out_batch`)."""
 
     keys: list[bytes | None]
     values: list[bytes]
     topics: list[str]
+    notes: list[pa.RecordBatch]
 
 
 def notify(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], result: Any, matcher: Any, ctx: BatchContext,
            out: Out, rejected: list[tuple[str, int, str]], valid: list[ValidEvent] | None) -> int:
     """Append the notification records of ``result`` (the matches of the ``kept`` events,
-    :func:`read_batch`) to ``out``, built in bulk (:func:`~streaming.notifications.match_records`),
+    :func:`read_batch`) to ``out.notes``, built in bulk (:func:`~streaming.notifications.build_records`),
     and with ``valid`` the events still valid to it; returns how many events got no
     notification because none could be built (each added to ``rejected`` with its reason)."""
     topics, parts, offsets, stamps, values = p.topics, p.parts, p.offsets, p.stamps, p.values
@@ -250,9 +257,10 @@ def notify(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], result: Any,
     else:
         routed = list(map(ctx.tenants.route, m.ids))
         sub_ids, tags = [sid for _, sid in routed], [topic for topic, _ in routed]
-    failed = notifications.match_records(
-        events, m.bounds, sub_ids, m.which, int(time.time() * 1000),
-        ctx.batch_id, ctx.limits.message_bytes - notifications.RECORD_OVERHEAD, out, tags)
+    built = notifications.build_records(events, m.bounds, sub_ids, m.which, int(time.time() * 1000), ctx.batch_id,
+                                        ctx.limits.message_bytes - notifications.RECORD_OVERHEAD)
+    out.notes.extend(notes_batches(built.values, built.subs, built.keys, tags))
+    failed = built.failures
     for n, reason in failed:
         rejected.append((EVENT, rows[n], reason))
     if valid is not None:

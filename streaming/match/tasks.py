@@ -16,12 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 from streaming.config import LimitsSettings, Settings
 from streaming.executor_cache import IndexSpec
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.offsets import OffsetRange
+from streaming.notes_kernel import Strings
 from streaming.placement import event_bins
 from streaming.records import DEFAULT_LIMITS
 from streaming.tenants import Tenants
@@ -36,6 +38,29 @@ def out_batch(keys: Sequence[bytes | None], values: Sequence[bytes], topics: Seq
     return pa.RecordBatch.from_arrays(
         [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array(topics, pa.string())],
         schema=OUT_SCHEMA)
+
+
+_MAX_BINARY = 2**31 - 1
+"""Bytes of values one Arrow ``binary`` array holds (its offsets are 32-bit)."""
+
+
+def notes_batches(values: Strings, subs: np.ndarray, keys: Sequence[bytes], topics: Sequence[str]) -> list[pa.RecordBatch]:
+    """:data:`OUT_SCHEMA` batches of records whose values are in one buffer (``values``, as
+    :func:`~streaming.notifications.build_records` gives them), record ``r``'s key and topic
+    ``keys[subs[r]]`` and ``topics[subs[r]]``; the values are not copied. One batch per 2 GiB
+    of values."""
+    bounds, out = values.bounds, []
+    key_col, topic_col = pa.array(keys, pa.binary()), pa.array(topics, pa.string())
+    lo, n = 0, len(subs)
+    while lo < n:
+        hi = max(lo + 1, int(np.searchsorted(bounds, bounds[lo] + _MAX_BINARY, side="right")) - 1)
+        offsets = (bounds[lo:hi + 1] - bounds[lo]).astype(np.int32)
+        value_col = pa.Array.from_buffers(pa.binary(), hi - lo, [
+            None, pa.py_buffer(offsets), pa.py_buffer(values.data[bounds[lo]:bounds[hi]])])
+        take = pa.array(subs[lo:hi])
+        out.append(pa.RecordBatch.from_arrays([key_col.take(take), value_col, topic_col.take(take)], schema=OUT_SCHEMA))
+        lo = hi
+    return out
 
 
 class BatchContext(NamedTuple):

@@ -194,11 +194,55 @@ def test_notify_equals_the_per_record_loop(seed, tenanted):
     result = SimpleNamespace(offsets=np.cumsum([0] + [len(k) for k in keys]), keys=np.array(sum(keys, []), dtype=np.int64))
     ctx = BatchContext(3, 1e9, None, "notes", "errs", rng.choice(["event", "id"]), "id", "valid_until", 1e9,
                        None, limits, tenants)
-    got_out, got_rejected, got_valid = executor.Out([], [], []), [], []
+    got_out, got_rejected, got_valid = executor.Out([], [], [], []), [], []
     with mock.patch("time.time", return_value=1234.567):
         got = executor.notify(p, kept, result, SimpleNamespace(id_of=ids.__getitem__), ctx, got_out, got_rejected,
                               got_valid)
-    want_out, want_rejected, want_valid = executor.Out([], [], []), [], []
+    want_out, want_rejected, want_valid = executor.Out([], [], [], []), [], []
     want = _reference_notify(p, kept, result, ids.__getitem__, ctx, want_out, want_rejected, want_valid)
-    assert (got, got_out, got_rejected) == (want, want_out, want_rejected)
+    sent = [(r["key"], r["value"], r["topic"]) for b in got_out.notes for r in b.to_pylist()]  # notify's: Arrow batches
+    want_sent = list(zip(want_out.keys, want_out.values, want_out.topics, strict=True))
+    assert (got, sent, got_rejected) == (want, want_sent, want_rejected)
+    assert not got_out.keys and not got_out.values and not got_out.topics
     assert [(p.offsets.index(v.offset), v.event_id, v.timestamp_ms) for v in got_valid] == want_valid
+
+
+# -- the kernel's hash inputs across BLAKE2b's 128-byte blocks ------------------------------------------
+_BLOCKY = st.builds(lambda n, c, tail: c * n + tail, st.integers(40, 150), st.sampled_from("a\u00e9\"\\\n\U0001f600"),
+                    _TEXT)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_BLOCKY, min_size=1, max_size=5, unique=True), st.lists(_EVENT, min_size=1, max_size=4),
+       st.booleans(), st.integers(150, 3000), st.booleans())
+def test_bulk_records_with_ids_around_the_hash_blocks(sub_ids, events, with_event, room, retro):
+    """Ids of 40 to 600 UTF-8 bytes (their hash input one to five blocks), escapes and
+    astral characters, either payload, records past ``room``: the same records as the reference."""
+    bounds, which = [0], []
+    for *_, picks in events:
+        which += sorted({p % len(sub_ids) for p in picks} | {0})
+        bounds.append(len(which))
+    cols = notifications.EventColumns([e[0] for e in events], [e[1] for e in events], [e[2] for e in events],
+                                      [e[3] for e in events], [e[5] for e in events] if with_event else None,
+                                      [e[4] for e in events])
+    case = (cols, bounds, sub_ids, which, 1_700_000_000_000, 7, room, list(range(len(sub_ids))), retro)
+    assert bulk(*case) == reference(*case)
+
+
+@pytest.mark.parametrize("cap", [1, 50, 120, 10**9])
+def test_notes_batches_split_where_the_values_pass_the_cap(cap):
+    """The records' batches hold every record once, in order, with its key and topic; a new batch
+    starts where the values would pass the cap (2 GiB in the service), one record at least each."""
+    from streaming.match import tasks
+    from streaming.notes_kernel import pack
+
+    values = [b"v" * n for n in (0, 7, 60, 3, 0, 115, 1, 49)]
+    subs = np.array([2, 0, 1, 1, 2, 0, 0, 2], dtype=np.int64)
+    with mock.patch.object(tasks, "_MAX_BINARY", cap):
+        batches = tasks.notes_batches(pack(values), subs, [b"a", b"b", b"c"], ["ta", "tb", "tc"])
+    rows = [(r["key"], r["value"], r["topic"]) for b in batches for r in b.to_pylist()]
+    assert rows == [([b"a", b"b", b"c"][s], v, ["ta", "tb", "tc"][s]) for s, v in zip(subs.tolist(), values, strict=True)]
+    assert all(b.schema == tasks.OUT_SCHEMA and b.num_rows >= 1 for b in batches)
+    assert all(sum(map(len, b.column("value").to_pylist())) <= max(cap, 115) for b in batches)
+    assert len(batches) == (1 if cap == 10**9 else len(batches)) and (cap >= 234 or len(batches) > 1)
+    assert tasks.notes_batches(pack([]), subs[:0], [b"a"], ["t"]) == []
