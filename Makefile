@@ -34,8 +34,9 @@ $(JARS): $(STAMP) $(wildcard conf/maven/*.xml)
 	$(PY) -m streaming.jars resolve
 	@touch $@
 
-$(WARM): $(STAMP) $(shell find matchers -name '*.py')
+$(WARM): $(STAMP) $(shell find matchers -name '*.py') streaming/notes_kernel.py
 	$(PY) -m matchers warm
+	$(PY) -c "from streaming import notes_kernel; notes_kernel.warm()"
 	@mkdir -p $(@D) && touch $@
 
 .PHONY: setup
