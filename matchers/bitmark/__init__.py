@@ -113,9 +113,11 @@ class BitMarkMatcher(Matcher):
     dense_share = 0.25
     """An event ORs whole rows over a tile (vectorised) when its envelopes left at least this
     share of the words of its previous tile open, else word by word until they are marked."""
-    wide_width = 0.5
+    wide_width = 0.4
     """Mean width of the indexed intervals (a share of their attribute's span) from which a
-    build chooses the wide mode (when ``wide`` is ``None``)."""
+    build chooses the wide mode (when ``wide`` is ``None``): wide / narrow ms/event on the dense
+    workload (scratch, best of 3-5, load 3.6-5.6) at 100,000 width 0.3 0.027 / 0.024, 0.35 0.028
+    / 0.029, 0.4 0.030 / 0.036; at 1,000,000 0.3 0.203 / 0.160, 0.35 0.208 / 0.184, 0.4 0.231 / 0.294."""
     wide_tile = 256
     """Words per tile in the wide mode: a chunk's marks over a tile (``events x 2,048`` bytes, 1 MB
     at 500 events) stay in the core's L2 while every attribute ORs into them (with 4 buckets, 256
