@@ -124,52 +124,52 @@ def build_wide_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile)
     bound's rank among its row's distinct bounds and the slot's position in its tile, sorted.
     Returns ``(end_off, end_key int64, val_off, val)``.
 
-    One pass collects the ends (a bound as :func:`_ordered` bits, its segment in the row and its
-    position as a tag), a counting sort groups them by row, and a radix sort per row ranks them
-    (a row's ends then go to their segments in order: each segment sorted, ties in slot order)."""
+    Two passes over the slots count the ends per row and segment, then place them grouped by row
+    (a bound as :func:`_ordered` bits, its segment in the row and its position as a tag: no array
+    per interval), and a radix sort per row ranks them (a row's ends then go to their segments
+    in order: each segment sorted, ties in slot order)."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     span = 64 * tile
     tiles = max(1, (n_main + span - 1) // span)
     shift = offset_bits(tile)
     n_rows = row_start[-1]
     lo_bits, hi_bits = iv_lo.view(np.uint64), iv_hi.view(np.uint64)
-    most = 2 * iv_off[n_main]
-    row_of = np.empty(most, dtype=np.int32)
-    key_of = np.empty(most, dtype=np.uint64)
-    tag_of = np.empty(most, dtype=np.int64)  # (2 * tile + kind) << shift | position
-    m = 0
-    for s in range(n_main):  # the ends inside a bucket, in slot order
-        g = s // span
-        pos = s - g * span
-        for t in range(iv_off[s], iv_off[s + 1]):
-            j = idx_of_col[iv_col[t]]
-            if j < 0:
-                continue
-            e0, e1 = edge_off[j], edge_off[j + 1]
-            b = _bucket(edges, e0, e1, iv_lo[t])
-            if _starts_inside(edges, e0, b, iv_lo[t]):
-                row_of[m], key_of[m], tag_of[m] = row_start[j] + b, _ordered(lo_bits[t]), ((2 * g) << shift) | pos
-                m += 1
-            b = _bucket(edges, e0, e1, iv_hi[t])
-            if _ends_inside(edges, e0, e1, b, iv_hi[t]):
-                row_of[m], key_of[m], tag_of[m] = row_start[j] + b, _ordered(hi_bits[t]), ((2 * g + 1) << shift) | pos
-                m += 1
     row_off = np.zeros(n_rows + 1, dtype=np.int64)
     end_off = np.zeros(2 * n_rows * tiles + 1, dtype=np.int64)
-    for i in range(m):
-        row_off[row_of[i] + 1] += 1
-        end_off[2 * row_of[i] * tiles + (tag_of[i] >> shift) + 1] += 1
-    for r in range(n_rows):
-        row_off[r + 1] += row_off[r]
-    for i in range(len(end_off) - 1):
-        end_off[i + 1] += end_off[i]
-    fill = row_off[:-1].copy()
-    row_key = np.empty(m, dtype=np.uint64)
-    row_tag = np.empty(m, dtype=np.int64)
-    for i in range(m):  # grouped by row (stable)
-        r = row_of[i]
-        row_key[fill[r]], row_tag[fill[r]] = key_of[i], tag_of[i]
-        fill[r] += 1
+    row_key = np.empty(0, dtype=np.uint64)
+    row_tag = np.empty(0, dtype=np.int64)  # (2 * tile + kind) << shift | position
+    for step in range(2):  # count the ends per row and segment, then place them grouped by row
+        if step:
+            for r in range(n_rows):
+                row_off[r + 1] += row_off[r]
+            for i in range(len(end_off) - 1):
+                end_off[i + 1] += end_off[i]
+            fill = row_off[:-1].copy()
+            row_key = np.empty(row_off[-1], dtype=np.uint64)
+            row_tag = np.empty(row_off[-1], dtype=np.int64)
+        for s in range(n_main):  # the ends inside a bucket, in slot order
+            g = s // span
+            pos = s - g * span
+            for t in range(iv_off[s], iv_off[s + 1]):
+                j = idx_of_col[iv_col[t]]
+                if j < 0:
+                    continue
+                e0, e1 = edge_off[j], edge_off[j + 1]
+                for kind in range(2):
+                    x = iv_lo[t] if kind == 0 else iv_hi[t]
+                    b = _bucket(edges, e0, e1, x)
+                    if not (_starts_inside(edges, e0, b, x) if kind == 0 else _ends_inside(edges, e0, e1, b, x)):
+                        continue
+                    r = row_start[j] + b
+                    if step:
+                        i = fill[r]
+                        row_key[i] = _ordered(lo_bits[t] if kind == 0 else hi_bits[t])
+                        row_tag[i] = ((2 * g + kind) << shift) | pos
+                        fill[r] = i + 1
+                    else:
+                        row_off[r + 1] += 1
+                        end_off[2 * (r * tiles + g) + kind + 1] += 1
+    m = row_off[-1]
     widest = 0
     for r in range(n_rows):
         widest = max(widest, row_off[r + 1] - row_off[r])
