@@ -102,7 +102,7 @@ class BitMarkMatcher(Matcher):
     Parameters
     ----------
     dictionary : attribute and string dictionaries to share (a new one if ``None``).
-    buckets : most buckets per indexed attribute.
+    buckets : most buckets per indexed attribute (in the wide mode at most ``wide_buckets``).
     tile_words : words of the index a chunk of events visits together (narrow mode).
     wide : the wide mode (:mod:`~matchers.bitmark.wide`) always (``True``), never (``False``),
         or when the indexed intervals' mean width is at least ``wide_width`` (``None``).
@@ -113,13 +113,21 @@ class BitMarkMatcher(Matcher):
     dense_share = 0.25
     """An event ORs whole rows over a tile (vectorised) when its envelopes left at least this
     share of the words of its previous tile open, else word by word until they are marked."""
-    wide_width = 0.5
+    wide_width = 0.4
     """Mean width of the indexed intervals (a share of their attribute's span) from which a
-    build chooses the wide mode (when ``wide`` is ``None``)."""
-    wide_tile = 1024
-    """Words per tile in the wide mode: a chunk's marks over a tile (``events x 8,192`` bytes,
-    4 MB at 500 events) stay in the core's cache while every attribute ORs into them (1,024
-    measured 5-10% faster than 256 at width 0.7 once the keys came out cheaper; 2,048 the same)."""
+    build chooses the wide mode (when ``wide`` is ``None``): wide / narrow ms/event on the dense
+    workload (scratch, best of 3-5, load 3.6-5.6) at 100,000 width 0.3 0.027 / 0.024, 0.35 0.028
+    / 0.029, 0.4 0.030 / 0.036; at 1,000,000 0.3 0.203 / 0.160, 0.35 0.208 / 0.184, 0.4 0.231 / 0.294."""
+    wide_tile = 256
+    """Words per tile in the wide mode: a chunk's marks over a tile (``events x 2,048`` bytes, 1 MB
+    at 500 events) stay in the core's L2 while every attribute ORs into them (with 4 buckets, 256
+    measured 4-6% faster than 1,024 at width 0.7, n = 1,000,000 and 100,000; 128 slower)."""
+    wide_buckets = 4
+    """Most buckets per indexed attribute in the wide mode (at most ``buckets``): every end is read
+    once per chunk whatever their number, but every bucket's row is copied per tile and every
+    bucket's segment of ends set up (width 0.7, n = 1,000,000, tiles of 256: 2 and 4 buckets
+    measured 0.278 ms/event, 8 0.288-0.294, 16 0.306; 64 at tiles of 1,024 0.38).  More than
+    2**18 distinct bounds in a row (tiles of 256) make the packed ends 8 bytes."""
     _wide = False
     """Whether the current layout is in the wide mode (older pickles: never)."""
     _tile = 0
@@ -405,7 +413,8 @@ class BitMarkMatcher(Matcher):
         idx_col = np.flatnonzero(count * 64 >= n).astype(np.int32)  # about one interval a word or more
         occurrences = int(count[idx_col].sum())
         budget_rows = max(1 << 17, BITS_PER_PREDICATE * occurrences // 8) // (8 * words)
-        nb = int(min(self.buckets, max(1, budget_rows // max(len(idx_col), 1) - 1)))
+        most = min(self.buckets, self.wide_buckets) if self._wide else self.buckets
+        nb = int(min(most, max(1, budget_rows // max(len(idx_col), 1) - 1)))
         slots = self._slots()
         edges = []
         bound_off, bound = K.sampled_bounds(slots, n, len(col_min), max(1, n // QUANTILE_SLOTS))

@@ -73,29 +73,83 @@ def offset_bits(tile):
     return bits
 
 
+SIGN = np.uint64(1) << np.uint64(63)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _ordered(bits):
+    """A float64's bits as a uint64 in the float's order (-0.0 as 0.0; no NaN here)."""
+    bits = np.uint64(0) if bits == SIGN else bits
+    return ~bits if bits & SIGN else bits | SIGN
+
+
+@numba.njit(cache=True, nogil=True)
+def _radix_sort(key, carry, key2, carry2, hist):
+    """Sort ``key`` (uint64) in place, stably, carrying ``carry`` along: LSD by bytes, skipping
+    the bytes all keys share (most of a row's: its bounds lie in one bucket).  ``key2``,
+    ``carry2`` are scratch of the same length, ``hist`` ``(8, 256)`` int64."""
+    n = len(key)
+    hist[:] = 0
+    for i in range(n):
+        k = key[i]
+        for d in range(8):
+            hist[d, (k >> np.uint64(8 * d)) & np.uint64(255)] += 1
+    src_k, src_c, dst_k, dst_c = key, carry, key2, carry2
+    moved = False
+    for d in range(8):
+        h = hist[d]
+        sh = np.uint64(8 * d)
+        if n == 0 or h[(key[0] >> sh) & np.uint64(255)] == n:
+            continue
+        at = 0
+        for b in range(256):
+            at, h[b] = at + h[b], at
+        for i in range(n):
+            k = src_k[i]
+            b = (k >> sh) & np.uint64(255)
+            dst_k[h[b]], dst_c[h[b]] = k, src_c[i]
+            h[b] += 1
+        src_k, src_c, dst_k, dst_c = dst_k, dst_c, src_k, src_c
+        moved = not moved
+    if moved:
+        key[:] = src_k
+        carry[:] = src_c
+
+
 @numba.njit(cache=True, nogil=True)
 def build_wide_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
     """The wide mode's ends: per row, the distinct bounds inside its bucket, sorted (``val_off``
     CSR over ``val``); per row and tile (segments as :func:`~matchers.bitmark.kernels.build_ends`'),
     the low then the high ends, each packed as ``rank << offset_bits(tile) | position``: the
     bound's rank among its row's distinct bounds and the slot's position in its tile, sorted.
-    Returns ``(end_off, end_key int64, val_off, val)``."""
+    Returns ``(end_off, end_key int64, val_off, val)``.
+
+    Two passes over the slots count the ends per row and segment, then place them grouped by row
+    (a bound as :func:`_ordered` bits, its segment in the row and its position as a tag: no array
+    per interval), and a radix sort per row ranks them (a row's ends then go to their segments
+    in order: each segment sorted, ties in slot order)."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     span = 64 * tile
     tiles = max(1, (n_main + span - 1) // span)
     shift = offset_bits(tile)
     n_rows = row_start[-1]
+    lo_bits, hi_bits = iv_lo.view(np.uint64), iv_hi.view(np.uint64)
     row_off = np.zeros(n_rows + 1, dtype=np.int64)
-    for step in range(2):  # count the ends per row, then place them grouped by row
+    end_off = np.zeros(2 * n_rows * tiles + 1, dtype=np.int64)
+    row_key = np.empty(0, dtype=np.uint64)
+    row_tag = np.empty(0, dtype=np.int64)  # (2 * tile + kind) << shift | position
+    for step in range(2):  # count the ends per row and segment, then place them grouped by row
         if step:
             for r in range(n_rows):
                 row_off[r + 1] += row_off[r]
+            for i in range(len(end_off) - 1):
+                end_off[i + 1] += end_off[i]
             fill = row_off[:-1].copy()
-            seg_of = np.empty(row_off[-1], dtype=np.int64)
-            val_of = np.empty(row_off[-1])
-            pos_of = np.empty(row_off[-1], dtype=np.int64)
-        for s in range(n_main):
+            row_key = np.empty(row_off[-1], dtype=np.uint64)
+            row_tag = np.empty(row_off[-1], dtype=np.int64)
+        for s in range(n_main):  # the ends inside a bucket, in slot order
             g = s // span
+            pos = s - g * span
             for t in range(iv_off[s], iv_off[s + 1]):
                 j = idx_of_col[iv_col[t]]
                 if j < 0:
@@ -109,34 +163,37 @@ def build_wide_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile)
                     r = row_start[j] + b
                     if step:
                         i = fill[r]
-                        seg_of[i], val_of[i], pos_of[i] = 2 * (r * tiles + g) + kind, x, s - g * span
-                        fill[r] += 1
+                        row_key[i] = _ordered(lo_bits[t] if kind == 0 else hi_bits[t])
+                        row_tag[i] = ((2 * g + kind) << shift) | pos
+                        fill[r] = i + 1
                     else:
                         row_off[r + 1] += 1
-    end_off = np.zeros(2 * n_rows * tiles + 1, dtype=np.int64)
-    for i in range(len(seg_of)):
-        end_off[seg_of[i] + 1] += 1
-    for i in range(len(end_off) - 1):
-        end_off[i + 1] += end_off[i]
+                        end_off[2 * (r * tiles + g) + kind + 1] += 1
+    m = row_off[-1]
+    widest = 0
+    for r in range(n_rows):
+        widest = max(widest, row_off[r + 1] - row_off[r])
+    key2, tag2 = np.empty(widest, dtype=np.uint64), np.empty(widest, dtype=np.int64)
+    hist = np.empty((8, 256), dtype=np.int64)
     at = end_off[:-1].copy()
-    end_key = np.empty(end_off[-1], dtype=np.int64)
+    end_key = np.empty(m, dtype=np.int64)
     val_off = np.zeros(n_rows + 1, dtype=np.int64)
-    val = np.empty(len(val_of))
+    val_bits = np.empty(m, dtype=np.uint64)
+    low = (np.int64(1) << shift) - 1
     u = 0
-    for r in range(n_rows):  # a row's ends in value order, placed into their segments (stable)
-        a = row_off[r]
-        rank = -1
-        for i in np.argsort(val_of[a:row_off[r + 1]]):
-            x = val_of[a + i]
-            if rank < 0 or x != val[u - 1]:
-                val[u] = x
+    for r in range(n_rows):
+        a, b = row_off[r], row_off[r + 1]
+        _radix_sort(row_key[a:b], row_tag[a:b], key2[:b - a], tag2[:b - a], hist)
+        for i in range(a, b):
+            k = row_key[i]
+            if i == a or k != row_key[i - 1]:  # a new distinct bound, back to float64 bits
+                val_bits[u] = k ^ SIGN if k & SIGN else ~k
                 u += 1
-                rank += 1
-            seg = seg_of[a + i]
-            end_key[at[seg]] = (rank << shift) | pos_of[a + i]
+            seg = 2 * r * tiles + (row_tag[i] >> shift)
+            end_key[at[seg]] = (np.int64(u - 1 - val_off[r]) << shift) | (row_tag[i] & low)
             at[seg] += 1
         val_off[r + 1] = u
-    return end_off, end_key, val_off, val[:u].copy()
+    return end_off, end_key, val_off, val_bits[:u].copy().view(np.float64)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -184,7 +241,8 @@ def _mark_bucket(layout, lim, mask, rows, order, j, i0, i1, g, tiles, w0, w1, ac
     failing the bucket's low edge: those missing the bucket and those starting inside it
     (``build_bits(at_edge=True)``); going up the values, a low end at or below the value is
     cleared and a high end below it set (``lim``: :func:`end_limits`; ``mask`` keeps a packed
-    end's position in the tile).  A slot has at most one end of each kind in a bucket, and no
+    end's position in the tile), four at a time while the fourth is passed (one compare and
+    branch for four: 5-7% less marking time at width 0.7).  A slot has at most one end of each kind in a bucket, and no
     other reason to be in the row: the bitset is exact for each value.  The first attribute
     starts the marks (with the dead slots) instead of ORing into them."""
     end_off, end_key, live = layout.end_off, layout.end_key, layout.live
@@ -200,11 +258,21 @@ def _mark_bucket(layout, lim, mask, rows, order, j, i0, i1, g, tiles, w0, w1, ac
     for i in range(i0, i1):
         e = order[j, i]
         x = lim[e, j, 0]
+        while lo + 4 <= lo_end and np.int64(end_key[lo + 3]) < x:  # four at a time (sorted)
+            for q in range(lo, lo + 4):
+                p = np.int64(end_key[q]) & mask
+                run[p >> 6] &= ~(one << np.uint64(p & 63))
+            lo += 4
         while lo < lo_end and np.int64(end_key[lo]) < x:
             p = np.int64(end_key[lo]) & mask
             run[p >> 6] &= ~(one << np.uint64(p & 63))
             lo += 1
         x = lim[e, j, 1]
+        while hi + 4 <= hi_end and np.int64(end_key[hi + 3]) < x:
+            for q in range(hi, hi + 4):
+                p = np.int64(end_key[q]) & mask
+                run[p >> 6] |= one << np.uint64(p & 63)
+            hi += 4
         while hi < hi_end and np.int64(end_key[hi]) < x:
             p = np.int64(end_key[hi]) & mask
             run[p >> 6] |= one << np.uint64(p & 63)

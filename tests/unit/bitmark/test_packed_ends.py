@@ -4,6 +4,7 @@ mode with bounds on bucket edges, empty intervals, deletes and re-adds; older wi
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -159,3 +160,28 @@ def test_end_limits_are_the_ranks_of_the_value(seed, tile):
             row = bounds[rows[e, j]]
             assert lim[e, j, 0] == np.searchsorted(row, vals[e, j], "right")
             assert lim[e, j, 1] == np.searchsorted(row, vals[e, j], "left")
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_signed_zero_and_negative_bounds_rank_as_their_values(seed):
+    """Bounds -0.0 and 0.0 (equal floats, different bits), negative and huge ones, shuffled
+    among wide dense intervals: the radix sort ranks them by value (one distinct bound for both
+    zeros), and the wide mode gives the oracle's matches for events at, next to and between them."""
+    rng = random.Random(seed)
+    points = [-1e300, -2.5, -1.0, -0.0, 0.0, 1.0, 2.5, 1e300]
+    subs = dense(n_subs=700, n_events=1, d=3, k=2, width=0.7, seed=seed).subscriptions
+    for i in range(900):
+        lo, hi = sorted((rng.choice(points), rng.choice(points)))
+        op = rng.choice(["between", "<", "<=", ">", ">=", "="])
+        value = (lo, hi) if op == "between" else rng.choice(points)
+        subs.append(Subscription.of(f"z{i}", pred(rng.choice(["a0", "a1"]), op, value)))
+    values = [-0.0, 0.0, math.nextafter(0.0, -math.inf), math.nextafter(0.0, math.inf), -1.0, -3.0, 1.0, 0.5, -0.5]
+    evs = [{"a0": rng.choice(values), "a1": rng.choice(values), "a2": rng.choice(values)} for _ in range(40)]
+    matcher = matcher_of(True, 2)
+    matcher.add(subs)
+    check(matcher, subs, evs)
+    layout = matcher._layout
+    assert matcher._wide
+    for r in range(len(layout.val_off) - 1):
+        row = layout.end_val[layout.val_off[r]:layout.val_off[r + 1]]
+        assert np.all(np.diff(row) > 0) and not np.any(np.signbit(row) & (row == 0))
