@@ -4,13 +4,19 @@ conjunctions (DNF) and expiry time, not the id (the caller's to give, as it stor
 :func:`pack` writes :func:`to_tuples`' nested tuples of plain values (strings, floats, ints,
 booleans, ``None``) with :mod:`marshal`, which reads them back faster than :mod:`pickle` and
 builds nothing but those values. Bytes read with :func:`unpack` must come from :func:`pack`
-(the registry's files are as trusted as the code).
+(the registry's files are as trusted as the code). :func:`decode` reads many at once into
+columns, for an index that takes them so (:meth:`matchers.base.Matcher.add_packed`).
 """
 
 from __future__ import annotations
 
 import marshal
-from typing import Any
+from collections.abc import Sequence
+from itertools import chain, count
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
 
@@ -107,3 +113,62 @@ def pack(sub: Subscription) -> bytes:
 def unpack(data: bytes | memoryview, sub_id: str, cache: dict | None = None) -> Subscription:
     """The subscription :func:`pack` packed, under ``sub_id`` (``cache``: :func:`from_tuples`')."""
     return from_tuples(marshal.loads(data), sub_id, cache)
+
+
+class Decoded(NamedTuple):
+    """Packed subscriptions read in bulk (:func:`decode`): their distinct predicates once each,
+    and each row's conjunctions as indices into them (no object per row or predicate)."""
+
+    preds: list[Pred]
+    """The distinct predicates (equal fields: one predicate), in order of first use."""
+    entries: np.ndarray
+    """int64[rows + 1]: row ``i``'s conjunctions are ``entries[i]:entries[i + 1]``."""
+    sizes: np.ndarray
+    """int64: each conjunction's number of predicates."""
+    flat: np.ndarray
+    """int64: each conjunction's predicates (indices into ``preds``), conjunction after conjunction."""
+    skipped: np.ndarray
+    """int64: the rows left out (no conjunctions here): those with an ``ANYTHING BUT``, whose
+    operand refers to another predicate of its row (:func:`unpack` them)."""
+
+
+def decode(blobs: Sequence[bytes]) -> Decoded:
+    """The conjunctions of :func:`pack`'s ``blobs`` as :class:`Decoded` columns: each row read by
+    :mod:`marshal`, then flattened and its predicates shared by their fields, without a Python
+    call per row or predicate (the expression trees and expiry times are not read).
+
+    Raises
+    ------
+    ValueError, EOFError, TypeError, IndexError
+        If a row is not :func:`pack`'s (then nothing is returned).
+    """
+    tuples = list(map(marshal.loads, blobs))
+    n = len(tuples)
+    fields_of = list(map(itemgetter(1), tuples))
+    n_fields = np.fromiter(map(len, fields_of), dtype=np.int64, count=n)
+    fields = list(chain.from_iterable(fields_of))
+    ops = np.fromiter(map(itemgetter(1), fields), dtype=np.int64, count=len(fields))
+    field_row = np.repeat(np.arange(n, dtype=np.int64), n_fields)
+    skipped = np.unique(field_row[ops == _BUT])
+    conjs_of = list(map(itemgetter(3), tuples))
+    n_conj = np.fromiter(map(len, conjs_of), dtype=np.int64, count=n)
+    conjs = list(chain.from_iterable(conjs_of))
+    sizes = np.fromiter(map(len, conjs), dtype=np.int64, count=len(conjs))
+    local = np.fromiter(chain.from_iterable(conjs), dtype=np.int64, count=int(sizes.sum()))
+    elem_row = np.repeat(np.repeat(np.arange(n, dtype=np.int64), n_conj), sizes)
+    if len(local) and ((local < 0) | (local >= n_fields[elem_row])).any():
+        raise IndexError("a conjunction refers to a predicate its row does not list")
+    kept_row = np.ones(n, dtype=bool)
+    kept_row[skipped] = False
+    kept_conj = np.repeat(kept_row, n_conj)
+    kept_elem = kept_row[elem_row]
+    index: dict[tuple, int] = {}  # fields -> position of their first occurrence (equal fields: one predicate)
+    first = np.fromiter(map(index.setdefault, fields, count()), dtype=np.int64, count=len(fields))
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_fields, out=starts[1:])
+    at = first[starts[elem_row[kept_elem]] + local[kept_elem]]
+    used, flat = np.unique(at, return_inverse=True)
+    preds = [Pred(a, _OPS[o], v, _KINDS[k]) for a, o, v, k in map(fields.__getitem__, used.tolist())]
+    entries = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.where(kept_row, n_conj, 0), out=entries[1:])
+    return Decoded(preds, entries, sizes[kept_conj], flat.astype(np.int64).ravel(), skipped)
