@@ -19,7 +19,14 @@ from matchers.expr import Op, Subscription
 from matchers.packed import decode, pack, to_tuples
 from matchers.subtable import SubscriptionTable
 from tests.differential import check, subscriptions_of
-from tests.strategies import events, exprs, extended_events, extended_exprs, random_event, random_subscriptions
+from tests.strategies import (
+    events,
+    exprs,
+    extended_events,
+    extended_exprs,
+    random_event,
+    random_subscriptions,
+)
 
 MATCHERS = names()
 COLUMNAR = ["dynamic", "static", "propagation"]
