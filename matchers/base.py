@@ -220,7 +220,8 @@ class Matcher(ABC):
         Raises
         ------
         ValueError, EOFError, TypeError, IndexError
-            If a row is not :func:`matchers.packed.pack`'s (nothing changes then).
+            If a row is not :func:`matchers.packed.pack`'s (ValueError where read in bulk,
+            EOFError for an empty one; nothing changes then).
         """
         if (np.diff(table.sub_offsets) == 0).any():
             raise EOFError("an empty row: not a packed subscription")
@@ -230,7 +231,7 @@ class Matcher(ABC):
             self.add(list(table))  # all read before anything changes (no free row: checked)
             return
         with no_cyclic_gc():
-            rows = decode(blobs := table.blobs())
+            rows = decode(table.sub_offsets, table.sub_bytes)
             entry_row = np.repeat(np.arange(len(ids), dtype=np.int64), np.diff(rows.entries))
             elem_row = np.repeat(entry_row, rows.sizes)
             foreign = np.fromiter((p.op not in self.indexed_ops for p in rows.preds), dtype=bool, count=len(rows.preds))
@@ -249,7 +250,7 @@ class Matcher(ABC):
                 np.cumsum(np.diff(rows.entries)[native], out=entries[1:])
                 mine = Decoded(preds, entries, rows.sizes[~other[entry_row]], flat.ravel().astype(np.int64),
                                rows.skipped[:0])
-                keys = self._assign_packed(table, ids, blobs, native, np.flatnonzero(other))
+                keys = self._assign_packed(table, ids, native, np.flatnonzero(other))
                 try:
                     self._insert_columns(keys, mine)
                 except BaseException:
@@ -261,7 +262,7 @@ class Matcher(ABC):
             if others:
                 self.add(others)
 
-    def _assign_packed(self, table: SubscriptionTable, ids: list[str], blobs: list[bytes], rows: np.ndarray,
+    def _assign_packed(self, table: SubscriptionTable, ids: list[str], rows: np.ndarray,
                        others: np.ndarray) -> np.ndarray:
         """Keys for ``table``'s ``rows`` (the rest, ``others``, to be added apart), which hold them
         packed: a matcher that never held a subscription takes ``table`` as its own (row =
@@ -278,8 +279,8 @@ class Matcher(ABC):
             del self._free[len(self._free) - n_reuse:]
             start = len(self._subs)
             keys = np.asarray(reused + list(range(start, start + len(rows) - n_reuse)), dtype=np.int64)
-            at = rows.tolist()
-            self._subs.put(keys.tolist(), [Packed(ids[i], blobs[i]) for i in at])  # type: ignore[union-attr]  # a table: checked by add_packed
+            bounds, data = table.sub_offsets, table.sub_bytes
+            self._subs.put(keys.tolist(), [Packed(ids[i], data[bounds[i]:bounds[i + 1]].tobytes()) for i in rows.tolist()])  # type: ignore[union-attr]  # a table: checked by add_packed
         self._key_of.update(zip(map(ids.__getitem__, rows.tolist()), keys.tolist(), strict=True))
         return keys
 

@@ -11,13 +11,11 @@ columns, for an index that takes them so (:meth:`matchers.base.Matcher.add_packe
 from __future__ import annotations
 
 import marshal
-from collections.abc import Sequence
-from itertools import chain, count
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from matchers import packed_kernels as kernels
 from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
 
 _OPS = tuple(Op)
@@ -132,43 +130,36 @@ class Decoded(NamedTuple):
     operand refers to another predicate of its row (:func:`unpack` them)."""
 
 
-def decode(blobs: Sequence[bytes]) -> Decoded:
-    """The conjunctions of :func:`pack`'s ``blobs`` as :class:`Decoded` columns: each row read by
-    :mod:`marshal`, then flattened and its predicates shared by their fields, without a Python
-    call per row or predicate (the expression trees and expiry times are not read).
+def decode(offsets: np.ndarray, data: np.ndarray) -> Decoded:
+    """The conjunctions of the rows ``data[offsets[i]:offsets[i + 1]]`` (:func:`pack`'s bytes,
+    ``data`` uint8) as :class:`Decoded` columns, read by :mod:`matchers.packed_kernels` without
+    a Python object per row or predicate: predicates of the same bytes are one (one
+    :class:`Pred` made per distinct one; equal ones of other bytes, as ``1`` and ``1.0``, are
+    merged by the index), and the expression trees and expiry times are skipped.
 
     Raises
     ------
-    ValueError, EOFError, TypeError, IndexError
-        If a row is not :func:`pack`'s (then nothing is returned).
+    ValueError
+        If a row is not :func:`pack`'s (nothing is returned).
     """
-    tuples = list(map(marshal.loads, blobs))
-    n = len(tuples)
-    fields_of = list(map(itemgetter(1), tuples))
-    n_fields = np.fromiter(map(len, fields_of), dtype=np.int64, count=n)
-    fields = list(chain.from_iterable(fields_of))
-    ops = np.fromiter(map(itemgetter(1), fields), dtype=np.int64, count=len(fields))
-    field_row = np.repeat(np.arange(n, dtype=np.int64), n_fields)
-    skipped = np.unique(field_row[ops == _BUT])
-    conjs_of = list(map(itemgetter(3), tuples))
-    n_conj = np.fromiter(map(len, conjs_of), dtype=np.int64, count=n)
-    conjs = list(chain.from_iterable(conjs_of))
-    sizes = np.fromiter(map(len, conjs), dtype=np.int64, count=len(conjs))
-    local = np.fromiter(chain.from_iterable(conjs), dtype=np.int64, count=int(sizes.sum()))
-    elem_row = np.repeat(np.repeat(np.arange(n, dtype=np.int64), n_conj), sizes)
-    if len(local) and ((local < 0) | (local >= n_fields[elem_row])).any():
-        raise IndexError("a conjunction refers to a predicate its row does not list")
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    n = len(offsets) - 1
+    bad, starts, ends, ops, n_fields, n_conj, sizes, local = kernels.read_rows(offsets, data)
+    if bad >= 0:
+        raise ValueError(f"row {bad} is not a packed subscription")
+    skipped = np.unique(np.repeat(np.arange(n, dtype=np.int64), n_fields)[ops == _BUT])
     kept_row = np.ones(n, dtype=bool)
     kept_row[skipped] = False
-    kept_conj = np.repeat(kept_row, n_conj)
+    elem_row = np.repeat(np.repeat(np.arange(n, dtype=np.int64), n_conj), sizes)
     kept_elem = kept_row[elem_row]
-    index: dict[tuple, int] = {}  # fields -> position of their first occurrence (equal fields: one predicate)
-    first = np.fromiter(map(index.setdefault, fields, count()), dtype=np.int64, count=len(fields))
-    starts = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(n_fields, out=starts[1:])
-    at = first[starts[elem_row[kept_elem]] + local[kept_elem]]
+    field_at = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_fields, out=field_at[1:])
+    at = kernels.first_equal(data, starts, ends)[field_at[elem_row[kept_elem]] + local[kept_elem]]
     used, flat = np.unique(at, return_inverse=True)
-    preds = [Pred(a, _OPS[o], v, _KINDS[k]) for a, o, v, k in map(fields.__getitem__, used.tolist())]
+    raw = data.data
+    preds = [Pred(a, _OPS[o], v, _KINDS[k]) for a, o, v, k in
+             (marshal.loads(raw[lo:hi]) for lo, hi in zip(starts[used].tolist(), ends[used].tolist(), strict=True))]
     entries = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.where(kept_row, n_conj, 0), out=entries[1:])
-    return Decoded(preds, entries, sizes[kept_conj], flat.astype(np.int64).ravel(), skipped)
+    return Decoded(preds, entries, sizes[np.repeat(kept_row, n_conj)], flat.astype(np.int64).ravel(), skipped)

@@ -62,11 +62,6 @@ class SubscriptionTable(Sequence):
         text = data.decode("ascii")  # one character a byte: sliced at the byte offsets
         return list(map(text.__getitem__, map(slice, bounds, bounds[1:])))
 
-    def blobs(self) -> list[bytes]:
-        """The packed bytes of the packed rows (not of the changes; a free row's are empty)."""
-        bounds = self.sub_offsets.tolist()
-        return list(map(self.sub_bytes.tobytes().__getitem__, map(slice, bounds, bounds[1:])))
-
     def put(self, keys: Sequence[int], rows: Sequence[Packed]) -> None:
         """Hold ``rows[i]`` under ``keys[i]`` (a key at :func:`len` or beyond extends the table,
         with free keys up to it), still packed."""

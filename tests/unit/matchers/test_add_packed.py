@@ -6,9 +6,11 @@ the subscriptions' own conjunctions."""
 
 from __future__ import annotations
 
+import marshal
 import pickle
 import random
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -167,7 +169,8 @@ def _bytes(blobs: list[bytes]):
 @given(trees=st.lists(exprs | extended_exprs, min_size=1, max_size=10))
 def test_decode_gives_each_subscriptions_conjunctions(trees):
     subs = subscriptions_of(trees)
-    got = decode([pack(s) for s in subs])
+    table = rows(subs)
+    got = decode(table.sub_offsets, table.sub_bytes)
     skipped = {int(i) for i in got.skipped}
     assert skipped == {i for i, s in enumerate(subs) if any(f[1] == Op.ANYTHING_BUT for f in to_tuples(s)[1])}
     starts = got.entries
@@ -182,3 +185,23 @@ def _cumsum(sizes):
     for s in sizes.tolist():
         total += s
         yield total
+
+
+def test_decode_reads_every_value_marshal_writes_and_refuses_what_is_not_a_row():
+    """Operands of every type version 2 writes (long ints, negative ones, booleans, None, tuples,
+    non-ASCII text), an expiry time; a truncated row, trailing bytes or another shape are refused."""
+    fields = (("é", 0, 2**70, 0), ("b", 6, (1.0, -2.0), 0), ("c", 0, True, 2), ("d", 0, -3, 0), ("e", 16, None, 3),
+              ("f", 0, "x\u00e9y", 1), ("g", 0, -(2**40), 0))
+    row = marshal.dumps((1.5e9, fields, (1, (0, 0, 1), 2), ((0, 1), (2, 3, 4), (5, 6), ())), 2)
+    other = marshal.dumps((None, fields[:2], (0, 0, 1), ((1, 0),)), 2)
+    table = SubscriptionTable(np.array([0, 2, 4], dtype=np.int64), np.frombuffer(b"s0s1", dtype=np.uint8),
+                              np.array([0, len(row), len(row) + len(other)], dtype=np.int64),
+                              np.frombuffer(row + other, dtype=np.uint8))
+    got = decode(table.sub_offsets, table.sub_bytes)
+    assert [(p.attr, int(p.op), p.operand, int(p.kind)) for p in got.preds] == list(fields)
+    assert got.entries.tolist() == [0, 4, 5] and got.sizes.tolist() == [2, 3, 2, 0, 2]
+    assert got.flat.tolist() == [0, 1, 2, 3, 4, 5, 6, 1, 0] and len(got.skipped) == 0
+    for bad in [row[:cut] for cut in range(1, len(row))] + [row + b"N", marshal.dumps((None, fields), 2),
+                                                          marshal.dumps((None, fields, 0, ((7,),)), 2)]:
+        with pytest.raises(ValueError, match="row 0 is not a packed subscription"):
+            decode(np.array([0, len(bad)], dtype=np.int64), np.frombuffer(bad, dtype=np.uint8))
