@@ -162,9 +162,15 @@ class TwoPhaseMatcher(Matcher):
     def _link(self, ents: np.ndarray, keys: list[int]) -> None:
         self.key_entry = grown(self.key_entry, max(keys) + 1, -1)
         self.e_sibling = grown(self.e_sibling, int(ents.max()) + 1, -1)
-        for e, key in zip(ents.tolist(), keys, strict=True):
-            self.e_sibling[e] = self.key_entry[key]
-            self.key_entry[key] = e
+        order = np.argsort(np.asarray(keys, dtype=np.int64), kind="stable")  # each key's entries in turn
+        by_key, ents = np.asarray(keys, dtype=np.int64)[order], ents[order]
+        first = np.r_[True, by_key[1:] != by_key[:-1]]
+        last = np.r_[by_key[1:] != by_key[:-1], True]
+        before = np.empty_like(ents)  # each entry links to the one before it, the first to the key's head
+        before[1:] = ents[:-1]
+        before[first] = self.key_entry[by_key[first]]
+        self.e_sibling[ents] = before
+        self.key_entry[by_key[last]] = ents[last]
 
     def _track_pids(self, pids: np.ndarray) -> None:
         """Take references on acquired predicate ids and record which are equalities (of which attribute)."""
