@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from matchers.catalog import create, names
 from matchers.events import Dictionary
 from matchers.expr import Op, Subscription
+from matchers.language import parse_subscription
 from matchers.packed import decode, pack, to_tuples
 from matchers.subtable import SubscriptionTable
 from tests.differential import check, subscriptions_of
@@ -31,7 +32,7 @@ from tests.strategies import (
 )
 
 MATCHERS = names()
-COLUMNAR = ["dynamic", "static", "propagation"]
+COLUMNAR = ["dynamic", "static", "propagation", "counting"]
 
 
 def rows(subs: list[Subscription]) -> SubscriptionTable:
@@ -82,7 +83,7 @@ def test_packed_rows_build_the_matcher_that_subscriptions_build(name, seed, exte
         assert len(m) == 0 and all(ids == [] for ids in m.match_events(evs))
 
 
-@pytest.mark.parametrize("name", COLUMNAR + ["counting", "auto"])
+@pytest.mark.parametrize("name", [*COLUMNAR, "auto"])
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trees=st.lists(exprs | extended_exprs, min_size=1, max_size=14),
        evs=st.lists(events | extended_events, min_size=1, max_size=8), data=st.data())
@@ -205,3 +206,14 @@ def test_decode_reads_every_value_marshal_writes_and_refuses_what_is_not_a_row()
                                                           marshal.dumps((None, fields, 0, ((7,),)), 2)]:
         with pytest.raises(ValueError, match="row 0 is not a packed subscription"):
             decode(np.array([0, len(bad)], dtype=np.int64), np.frombuffer(bad, dtype=np.uint8))
+
+
+def test_counting_refuses_an_oversized_conjunction_of_packed_rows_naming_it(monkeypatch):
+    from matchers.counting import kernels
+    from matchers.errors import SubscriptionError
+
+    monkeypatch.setattr(kernels, "MAX_SIZE", 2)
+    subs = [parse_subscription(text, i) for i, text in (("ok", "a = 1 AND b = 1"), ("big", "a = 1 AND b = 1 AND c = 1"))]
+    m = create("counting")
+    with pytest.raises(SubscriptionError, match="big"):
+        m.add_packed(rows(subs))
