@@ -156,10 +156,13 @@ def decode(offsets: np.ndarray, data: np.ndarray) -> Decoded:
     field_at = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(n_fields, out=field_at[1:])
     at = kernels.first_equal(data, starts, ends)[field_at[elem_row[kept_elem]] + local[kept_elem]]
-    used, flat = np.unique(at, return_inverse=True)
+    chosen = np.zeros(len(starts), dtype=bool)
+    chosen[at] = True
+    used = np.flatnonzero(chosen)  # the predicates the kept rows use, in order of first use
+    flat = (np.cumsum(chosen) - 1)[at]
     raw = data.data
     preds = [Pred(a, _OPS[o], v, _KINDS[k]) for a, o, v, k in
              (marshal.loads(raw[lo:hi]) for lo, hi in zip(starts[used].tolist(), ends[used].tolist(), strict=True))]
     entries = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.where(kept_row, n_conj, 0), out=entries[1:])
-    return Decoded(preds, entries, sizes[np.repeat(kept_row, n_conj)], flat.astype(np.int64).ravel(), skipped)
+    return Decoded(preds, entries, sizes[np.repeat(kept_row, n_conj)], flat, skipped)

@@ -132,28 +132,47 @@ def read_rows(offsets, data):
 
 
 @njit(cache=True, nogil=True)
-def first_equal(data, starts, ends):
-    """For each span ``data[starts[i]:ends[i]]``, the first ``j <= i`` whose bytes are the same."""
-    n = len(starts)
-    cap = 2
-    while cap < 2 * n:
-        cap <<= 1
+def _rehash(table, hashes, cap):
+    """A table of ``cap`` slots holding the spans of ``table`` at their hashes' slots."""
+    out = np.full(cap, -1, np.int64)
     mask = np.uint64(cap - 1)
+    for j in table:
+        if j >= 0:
+            slot = np.int64(hashes[j] & mask)
+            while out[slot] >= 0:
+                slot = (slot + 1) & (cap - 1)
+            out[slot] = j
+    return out
+
+
+@njit(cache=True, nogil=True)
+def first_equal(data, starts, ends):
+    """For each span ``data[starts[i]:ends[i]]``, the first ``j <= i`` whose bytes are the same
+    (an open-addressing table of the distinct spans, grown with them: a shard repeats few)."""
+    n = len(starts)
+    cap = 1024
     table = np.full(cap, -1, np.int64)
+    hashes = np.empty(n, np.uint64)
     out = np.empty(n, np.int64)
+    distinct = 0
     for i in range(n):
         h = np.uint64(14695981039346656037)
         for p in range(starts[i], ends[i]):
             h = (h ^ np.uint64(data[p])) * np.uint64(1099511628211)
-        slot = np.int64(h & mask)
+        hashes[i] = h
+        slot = np.int64(h & np.uint64(cap - 1))
         length = ends[i] - starts[i]
         while True:
             j = table[slot]
             if j < 0:
                 table[slot] = i
                 out[i] = i
+                distinct += 1
+                if 2 * distinct > cap:
+                    cap *= 2
+                    table = _rehash(table, hashes, cap)
                 break
-            if ends[j] - starts[j] == length:
+            if hashes[j] == h and ends[j] - starts[j] == length:
                 same = True
                 for q in range(length):
                     if data[starts[j] + q] != data[starts[i] + q]:
