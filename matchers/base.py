@@ -31,7 +31,8 @@ what one of its rows matches), so an index only ever sees flat rows.
 A new index: set :attr:`Matcher.indexed_ops` to what it evaluates (the default,
 :data:`~matchers.expr.INDEXED_OPS`, has the string operators of
 :class:`matchers.strings.StringEvaluator`); override :meth:`Matcher._add` (not ``add``) to
-insert in bulk; rebuild from :meth:`Matcher.indexed` (not ``subscriptions``).
+insert in bulk, and :meth:`Matcher._insert_columns` to take packed rows without an object per
+subscription (:meth:`Matcher.add_packed`); rebuild from :meth:`Matcher.indexed` (not ``subscriptions``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from __future__ import annotations
 import importlib
 import operator
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -50,9 +51,10 @@ from matchers.arrays import stored
 from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch, FlatEvent, encode
 from matchers.expr import INDEXED_OPS, PRESENCE_OPS, Kind, Op, Pred, Subscription, Value
-from matchers.packed import pack, unpack
+from matchers.packed import Decoded, decode
 from matchers.presence import Presence, rewrite, tested
 from matchers.states import with_states
+from matchers.subtable import Packed, SubscriptionTable
 from matchers.views import VIEW_OPS, with_views
 
 if TYPE_CHECKING:
@@ -81,95 +83,6 @@ class Matches(NamedTuple):
     @property
     def total(self) -> int:
         return int(self.offsets[-1])
-
-
-class SubscriptionTable(Sequence):
-    """Subscriptions by key packed in byte arrays: how a pickled matcher holds them.
-
-    As Python objects the subscriptions are most of a matcher's memory; packed, they
-    pickle out of band like the index arrays (and can be shared between processes, see
-    :mod:`streaming.shared_index`).  Each is its id (UTF-8) and :func:`matchers.packed.pack`'s
-    bytes, the registry's own form, so that a shard built from the registry's files takes
-    its columns as they are (:meth:`Matcher.hold`).  ``table[key]`` unpacks one subscription
-    (``None`` for a free key) and :meth:`id_of` decodes only its id.  Changes (``table[key] = sub``,
-    :meth:`append`, :meth:`extend`) are kept beside the packed arrays, which are never
-    written, so an unpickled matcher that changes holds only what changed as objects.
-    """
-
-    def __init__(self, id_offsets: np.ndarray, id_bytes: np.ndarray, sub_offsets: np.ndarray,
-                 sub_bytes: np.ndarray):
-        self.id_offsets, self.id_bytes = id_offsets, id_bytes
-        self.sub_offsets, self.sub_bytes = sub_offsets, sub_bytes
-        self._len = len(sub_offsets) - 1
-        self._changed: dict[int, Subscription | None] = {}
-
-    @classmethod
-    def pack(cls, subs: Sequence[Subscription | None]) -> SubscriptionTable:
-        """The table of ``subs`` (a table without changes is returned as it is)."""
-        if isinstance(subs, SubscriptionTable):
-            if not subs._changed:
-                return subs
-            pairs = [subs._encoded(key) for key in range(len(subs))]
-        else:
-            pairs = [_encode(sub) for sub in subs]
-        ids, blobs = zip(*pairs, strict=True) if pairs else ((), ())
-        return cls(_offsets(ids), np.frombuffer(b"".join(ids), dtype=np.uint8),
-                   _offsets(blobs), np.frombuffer(b"".join(blobs), dtype=np.uint8))
-
-    def _encoded(self, key: int) -> tuple[bytes, bytes]:
-        """The id and the packed subscription under ``key`` (empty for a free key)."""
-        if key in self._changed:
-            return _encode(self._changed[key])
-        return (self.id_bytes[self.id_offsets[key]:self.id_offsets[key + 1]].tobytes(),
-                self.sub_bytes[self.sub_offsets[key]:self.sub_offsets[key + 1]].tobytes())
-
-    def __reduce__(self):
-        packed = SubscriptionTable.pack(self)
-        return type(self), (packed.id_offsets, packed.id_bytes, packed.sub_offsets, packed.sub_bytes)
-
-    def __len__(self) -> int:
-        return self._len
-
-    def _key(self, key: int) -> int:
-        if not -self._len <= key < self._len:
-            raise IndexError(key)
-        return key % self._len
-
-    def __getitem__(self, key: int) -> Subscription | None:  # type: ignore[override]  # read by key only, no slices
-        key = self._key(key)
-        if key in self._changed:
-            return self._changed[key]
-        lo, hi = self.sub_offsets[key], self.sub_offsets[key + 1]
-        return unpack(self.sub_bytes[lo:hi].data, self.id_of(key)) if hi > lo else None
-
-    def __setitem__(self, key: int, sub: Subscription | None) -> None:
-        self._changed[self._key(key)] = sub
-
-    def __iter__(self) -> Iterator[Subscription | None]:
-        changed, bounds, data = self._changed, self.sub_offsets.tolist(), self.sub_bytes.data
-        id_bounds, ids = self.id_offsets.tolist(), self.id_bytes.data
-        cache: dict = {}  # one object per distinct predicate
-        for key in range(self._len):
-            if key in changed:
-                yield changed[key]
-            else:
-                lo, hi = bounds[key], bounds[key + 1]
-                yield unpack(data[lo:hi], str(ids[id_bounds[key]:id_bounds[key + 1]], "utf-8"), cache) \
-                    if hi > lo else None
-
-    def append(self, sub: Subscription | None) -> None:
-        self._changed[self._len] = sub
-        self._len += 1
-
-    def extend(self, subs: Iterable[Subscription | None]) -> None:
-        for sub in subs:
-            self.append(sub)
-
-    def id_of(self, key: int) -> str:
-        """The id of the subscription under a live ``key``."""
-        if key in self._changed:
-            return self._changed[key].id  # type: ignore[union-attr]  # a live key holds a subscription
-        return self.id_bytes[self.id_offsets[key]:self.id_offsets[key + 1]].tobytes().decode("utf-8")
 
 
 _OP = operator.attrgetter("op")
@@ -205,16 +118,6 @@ def merge_rows(matches: Matches, rows: np.ndarray, capacity: int) -> Matches:
     """Matches of rows merged per event (event ``i`` owns rows ``rows[i]:rows[i+1]``;
     keys below ``capacity``)."""
     return Matches(*rows_kernels.merge_rows(rows, matches.offsets, matches.keys, max(capacity, 1)))
-
-
-def _encode(sub: Subscription | None) -> tuple[bytes, bytes]:
-    return (b"", b"") if sub is None else (sub.id.encode("utf-8"), pack(sub))
-
-
-def _offsets(chunks: Sequence[bytes]) -> np.ndarray:
-    out = np.zeros(len(chunks) + 1, dtype=np.int64)
-    np.cumsum([len(c) for c in chunks], out=out[1:])
-    return out
 
 
 class Matcher(ABC):
@@ -303,6 +206,83 @@ class Matcher(ABC):
                 self._add_residual(residual)
             if native or stated:
                 self._add(native, stated)
+
+    def add_packed(self, table: SubscriptionTable) -> None:
+        """:meth:`add` of the subscriptions packed in ``table`` (rows with distinct ids, without
+        changes: a shard's rows as the registry stores them), which the matcher may keep as it
+        is to hold them (:meth:`hold`'s form). An index that takes columns
+        (:meth:`_insert_columns`) is given the rows whose operators it evaluates itself as
+        :func:`matchers.packed.decode` reads them, without an object per subscription; the other
+        rows (presence tests, ``ANYTHING BUT``, an operator of the residual matcher), and every
+        row for another index, a matcher holding subscription objects or a table with repeated
+        ids, are unpacked and given to :meth:`add`.
+
+        Raises
+        ------
+        ValueError, EOFError, TypeError, IndexError
+            If a row is not :func:`matchers.packed.pack`'s (ValueError where read in bulk,
+            EOFError for an empty one; nothing changes then).
+        """
+        if (np.diff(table.sub_offsets) == 0).any():
+            raise EOFError("an empty row: not a packed subscription")
+        ids = table.ids()
+        if (type(self)._insert_columns is Matcher._insert_columns or table._changed or len(set(ids)) < len(ids)
+                or len(self._subs) and not isinstance(self._subs, SubscriptionTable)):
+            self.add(list(table))  # all read before anything changes (no free row: checked)
+            return
+        with no_cyclic_gc():
+            rows = decode(table.sub_offsets, table.sub_bytes)
+            entry_row = np.repeat(np.arange(len(ids), dtype=np.int64), np.diff(rows.entries))
+            elem_row = np.repeat(entry_row, rows.sizes)
+            foreign = np.fromiter((p.op not in self.indexed_ops for p in rows.preds), dtype=bool, count=len(rows.preds))
+            other = np.zeros(len(ids), dtype=bool)
+            other[rows.skipped] = True
+            other[elem_row[foreign[rows.flat]]] = True
+            others = [sub for i in np.flatnonzero(other).tolist() if (sub := table[i]) is not None]  # read before any change
+            self.remove([sub_id for sub_id in ids if sub_id in self._key_of])
+            native = np.flatnonzero(~other)
+            if len(native):
+                used, flat = np.unique(rows.flat[~other[elem_row]], return_inverse=True)
+                preds = [rows.preds[i] for i in used.tolist()]
+                for p in preds:
+                    self._register_operands(p)
+                entries = np.zeros(len(native) + 1, dtype=np.int64)
+                np.cumsum(np.diff(rows.entries)[native], out=entries[1:])
+                mine = Decoded(preds, entries, rows.sizes[~other[entry_row]], flat.ravel().astype(np.int64),
+                               rows.skipped[:0])
+                keys = self._assign_packed(table, ids, native, np.flatnonzero(other))
+                try:
+                    self._insert_columns(keys, mine)
+                except BaseException:
+                    for key, sub_id in zip(keys.tolist(), map(ids.__getitem__, native.tolist()), strict=True):
+                        del self._key_of[sub_id]
+                        self._subs[key] = None
+                        self._free.append(key)
+                    raise
+            if others:
+                self.add(others)
+
+    def _assign_packed(self, table: SubscriptionTable, ids: list[str], rows: np.ndarray,
+                       others: np.ndarray) -> np.ndarray:
+        """Keys for ``table``'s ``rows`` (the rest, ``others``, to be added apart), which hold them
+        packed: a matcher that never held a subscription takes ``table`` as its own (row =
+        key; the others' rows free), another keeps the rows' bytes as changes of its table."""
+        if not len(self._subs):
+            self._subs = table
+            for key in others.tolist():
+                table[key] = None
+            self._free = others[::-1].tolist()
+            keys = rows
+        else:
+            n_reuse = min(len(self._free), len(rows))
+            reused = self._free[len(self._free) - n_reuse:][::-1]
+            del self._free[len(self._free) - n_reuse:]
+            start = len(self._subs)
+            keys = np.asarray(reused + list(range(start, start + len(rows) - n_reuse)), dtype=np.int64)
+            bounds, data = table.sub_offsets, table.sub_bytes
+            self._subs.put(keys.tolist(), [Packed(ids[i], data[bounds[i]:bounds[i + 1]].tobytes()) for i in rows.tolist()])  # type: ignore[union-attr]  # a table: checked by add_packed
+        self._key_of.update(zip(map(ids.__getitem__, rows.tolist()), keys.tolist(), strict=True))
+        return keys
 
     def _assign(self, sub: Subscription) -> int:
         """Give ``sub`` a key (a free one first) and record it."""
@@ -547,6 +527,12 @@ class Matcher(ABC):
     @abstractmethod
     def _insert(self, entries: list[tuple[int, Subscription]]) -> None:
         """Index new subscriptions under their keys."""
+
+    def _insert_columns(self, keys: np.ndarray, rows: Decoded) -> None:
+        """Index new subscriptions under ``keys``, one per row of ``rows`` (their conjunctions, all
+        of operators in :attr:`indexed_ops`), without an object per subscription
+        (:meth:`add_packed`; an index that does not override this is given objects)."""
+        raise NotImplementedError
 
     @abstractmethod
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:

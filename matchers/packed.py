@@ -4,14 +4,18 @@ conjunctions (DNF) and expiry time, not the id (the caller's to give, as it stor
 :func:`pack` writes :func:`to_tuples`' nested tuples of plain values (strings, floats, ints,
 booleans, ``None``) with :mod:`marshal`, which reads them back faster than :mod:`pickle` and
 builds nothing but those values. Bytes read with :func:`unpack` must come from :func:`pack`
-(the registry's files are as trusted as the code).
+(the registry's files are as trusted as the code). :func:`decode` reads many at once into
+columns, for an index that takes them so (:meth:`matchers.base.Matcher.add_packed`).
 """
 
 from __future__ import annotations
 
 import marshal
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
+
+from matchers import packed_kernels as kernels
 from matchers.expr import And, Expr, Kind, Not, Op, Or, Pred, Subscription
 
 _OPS = tuple(Op)
@@ -107,3 +111,58 @@ def pack(sub: Subscription) -> bytes:
 def unpack(data: bytes | memoryview, sub_id: str, cache: dict | None = None) -> Subscription:
     """The subscription :func:`pack` packed, under ``sub_id`` (``cache``: :func:`from_tuples`')."""
     return from_tuples(marshal.loads(data), sub_id, cache)
+
+
+class Decoded(NamedTuple):
+    """Packed subscriptions read in bulk (:func:`decode`): their distinct predicates once each,
+    and each row's conjunctions as indices into them (no object per row or predicate)."""
+
+    preds: list[Pred]
+    """The distinct predicates (equal fields: one predicate), in order of first use."""
+    entries: np.ndarray
+    """int64[rows + 1]: row ``i``'s conjunctions are ``entries[i]:entries[i + 1]``."""
+    sizes: np.ndarray
+    """int64: each conjunction's number of predicates."""
+    flat: np.ndarray
+    """int64: each conjunction's predicates (indices into ``preds``), conjunction after conjunction."""
+    skipped: np.ndarray
+    """int64: the rows left out (no conjunctions here): those with an ``ANYTHING BUT``, whose
+    operand refers to another predicate of its row (:func:`unpack` them)."""
+
+
+def decode(offsets: np.ndarray, data: np.ndarray) -> Decoded:
+    """The conjunctions of the rows ``data[offsets[i]:offsets[i + 1]]`` (:func:`pack`'s bytes,
+    ``data`` uint8) as :class:`Decoded` columns, read by :mod:`matchers.packed_kernels` without
+    a Python object per row or predicate: predicates of the same bytes are one (one
+    :class:`Pred` made per distinct one; equal ones of other bytes, as ``1`` and ``1.0``, are
+    merged by the index), and the expression trees and expiry times are skipped.
+
+    Raises
+    ------
+    ValueError
+        If a row is not :func:`pack`'s (nothing is returned).
+    """
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    n = len(offsets) - 1
+    bad, starts, ends, ops, n_fields, n_conj, sizes, local = kernels.read_rows(offsets, data)
+    if bad >= 0:
+        raise ValueError(f"row {bad} is not a packed subscription")
+    skipped = np.unique(np.repeat(np.arange(n, dtype=np.int64), n_fields)[ops == _BUT])
+    kept_row = np.ones(n, dtype=bool)
+    kept_row[skipped] = False
+    elem_row = np.repeat(np.repeat(np.arange(n, dtype=np.int64), n_conj), sizes)
+    kept_elem = kept_row[elem_row]
+    field_at = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_fields, out=field_at[1:])
+    at = kernels.first_equal(data, starts, ends)[field_at[elem_row[kept_elem]] + local[kept_elem]]
+    chosen = np.zeros(len(starts), dtype=bool)
+    chosen[at] = True
+    used = np.flatnonzero(chosen)  # the predicates the kept rows use, in order of first use
+    flat = (np.cumsum(chosen) - 1)[at]
+    raw = data.data
+    preds = [Pred(a, _OPS[o], v, _KINDS[k]) for a, o, v, k in
+             (marshal.loads(raw[lo:hi]) for lo, hi in zip(starts[used].tolist(), ends[used].tolist(), strict=True))]
+    entries = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.where(kept_row, n_conj, 0), out=entries[1:])
+    return Decoded(preds, entries, sizes[np.repeat(kept_row, n_conj)], flat, skipped)

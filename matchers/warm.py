@@ -19,6 +19,7 @@ from numba.core import event
 from matchers.catalog import create
 from matchers.events import encode_json, flatten
 from matchers.language import parse_record
+from matchers.subtable import SubscriptionTable
 from matchers.translate import Translation, common_dictionary
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class _CompileWatch(event.Listener):
 
 
 def warm(name: str) -> tuple[float, int]:
-    """Build matcher ``name`` on a tiny workload, match, remove a subscription, match again
+    """Build matcher ``name`` on a tiny workload (from packed rows), match, remove a subscription, match again
     (for ``auto``, each index it may choose: :data:`matchers.auto.CHOICES`); the events are
     also encoded from JSON (the scan, :func:`matchers.scan.scan_records`) and translated
     (:mod:`matchers.translate`).
@@ -77,7 +78,8 @@ def warm(name: str) -> tuple[float, int]:
 
         for each in (name, *CHOICES) if name == "auto" else (name,):
             matcher = create(each)
-            matcher.add(parse_record({"id": f"warm-{i}", "expr": expr}) for i, expr in enumerate(SUBSCRIPTIONS))
+            matcher.add_packed(SubscriptionTable.pack(  # as a shard is built: matchers.packed.decode, add
+                [parse_record({"id": f"warm-{i}", "expr": expr}) for i, expr in enumerate(SUBSCRIPTIONS)]))
             events = [flatten(dict(e)) for e in EVENTS]
             matcher.match(matcher.encode(events))
             matcher.remove(["warm-0"])

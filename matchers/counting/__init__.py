@@ -22,6 +22,7 @@ order), once either grows past a fraction of the main part.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from matchers.errors import SubscriptionError
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Subscription
 from matchers.keysort import bitmap_for
+from matchers.packed import Decoded
 from matchers.phase1 import PredicateIndex
 
 CHUNK_EVENTS = 2048
@@ -97,11 +99,27 @@ class CountingMatcher(Matcher):
         conjunctions = [sub.conjunctions for _, sub in entries]
         n_conj = np.array(list(map(len, conjunctions)), dtype=np.int32)
         sizes = np.array([len(c) for cs in conjunctions for c in cs], dtype=np.int32)
+        self._check_sizes(n_conj, sizes, lambda i: entries[i][1].id)
+        self._insert_slots(keys, n_conj, sizes, self.phase1.acquire_many([p for cs in conjunctions for c in cs for p in c]))
+
+    def _insert_columns(self, keys: np.ndarray, rows: Decoded) -> None:
+        n_conj, sizes = np.diff(rows.entries).astype(np.int32), rows.sizes.astype(np.int32)
+        self._check_sizes(n_conj, sizes, lambda i: self.id_of(int(keys[i])))
+        pids = self.phase1.acquire_counted(rows.preds, np.bincount(rows.flat, minlength=len(rows.preds)))
+        self._insert_slots(keys, n_conj, sizes, pids[rows.flat])
+
+    @staticmethod
+    def _check_sizes(n_conj: np.ndarray, sizes: np.ndarray, id_of: Callable[[int], str]) -> None:
+        """Refuse (before any change) subscriptions with a conjunction longer than the counters count
+        (``id_of(i)``: the id of the ``i``-th, which has ``n_conj[i]`` conjunctions)."""
         if len(sizes) and sizes.max() > K.MAX_SIZE:
             bad = int(np.searchsorted(np.cumsum(n_conj), np.flatnonzero(sizes > K.MAX_SIZE)[0], side="right"))
             raise SubscriptionError(f"a conjunction has {int(sizes.max())} predicates; the counting "
-                                    f"matcher holds at most {K.MAX_SIZE}", entries[bad][1].id)
-        pid_arr = self.phase1.acquire_many([p for cs in conjunctions for c in cs for p in c])
+                                    f"matcher holds at most {K.MAX_SIZE}", id_of(bad))
+
+    def _insert_slots(self, keys: np.ndarray, n_conj: np.ndarray, sizes: np.ndarray, pid_arr: np.ndarray) -> None:
+        """Add the slots of subscriptions ``keys`` (``n_conj`` conjunctions each, of ``sizes``
+        predicates, whose ids are ``pid_arr`` one conjunction after another)."""
         s0, f0 = self._n_slots, self._n_flat
         slot, n_pids = s0 + len(sizes), len(pid_arr)
         if f0 + n_pids >= 2**31:

@@ -27,6 +27,7 @@ from matchers.expr import Op, Subscription
 from matchers.fabret.clusters import ClusterStore
 from matchers.fabret.cost import EventStats
 from matchers.fabret.kernels import MAX_SCHEMA
+from matchers.packed import Decoded
 
 
 def _default_phase1(dictionary: Dictionary):
@@ -76,11 +77,21 @@ class TwoPhaseMatcher(Matcher):
         keys = [key for key, _ in conjs]
         lengths = np.fromiter(map(len, (conj for _, conj in conjs)), dtype=np.int64, count=len(conjs))
         flat = self.phase1.acquire_many([p for _, conj in conjs for p in conj]).astype(np.int64)
+        self._insert_entries(keys, flat, lengths, len(entries))
+
+    def _insert_columns(self, keys: np.ndarray, rows: Decoded) -> None:
+        pids = self.phase1.acquire_counted(rows.preds, np.bincount(rows.flat, minlength=len(rows.preds)))
+        entry_keys = np.repeat(keys, np.diff(rows.entries)).tolist()
+        self._insert_entries(entry_keys, pids[rows.flat].astype(np.int64), rows.sizes, len(keys))
+
+    def _insert_entries(self, keys: list[int], flat: np.ndarray, lengths: np.ndarray, n: int) -> None:
+        """Cluster the entries of ``n`` new subscriptions: ``keys[j]``'s conjunction ``j`` of
+        predicate ids ``flat`` (``lengths[j]`` of them in turn)."""
         self._track_pids(flat)
         ents = self.store.new_entries(keys, flat, lengths)
         self._link(ents, keys)
         self.store.place(ents, self.log_nu())
-        self._changed(len(entries))
+        self._changed(n)
 
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
         ents = self.entries_of([key for key, _ in entries])
@@ -151,9 +162,15 @@ class TwoPhaseMatcher(Matcher):
     def _link(self, ents: np.ndarray, keys: list[int]) -> None:
         self.key_entry = grown(self.key_entry, max(keys) + 1, -1)
         self.e_sibling = grown(self.e_sibling, int(ents.max()) + 1, -1)
-        for e, key in zip(ents.tolist(), keys, strict=True):
-            self.e_sibling[e] = self.key_entry[key]
-            self.key_entry[key] = e
+        order = np.argsort(np.asarray(keys, dtype=np.int64), kind="stable")  # each key's entries in turn
+        by_key, ents = np.asarray(keys, dtype=np.int64)[order], ents[order]
+        first = np.r_[True, by_key[1:] != by_key[:-1]]
+        last = np.r_[by_key[1:] != by_key[:-1], True]
+        before = np.empty_like(ents)  # each entry links to the one before it, the first to the key's head
+        before[1:] = ents[:-1]
+        before[first] = self.key_entry[by_key[first]]
+        self.e_sibling[ents] = before
+        self.key_entry[by_key[last]] = ents[last]
 
     def _track_pids(self, pids: np.ndarray) -> None:
         """Take references on acquired predicate ids and record which are equalities (of which attribute)."""

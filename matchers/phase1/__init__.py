@@ -123,12 +123,22 @@ class PredicateIndex:
         predicates its subscriptions repeat one object (:func:`matchers.packed.from_tuples`).
         """
         n = len(preds)
-        if self._n_handles > 2 * len(self._ids) + 4096:
-            self._compact_handles()
-        ids = self._ids
         by_object = dict(zip(map(id, preds), preds, strict=True))  # each object once (held by ``preds`` meanwhile)
         objects = list(by_object.values())
         m = len(objects)
+        if m == n:
+            return self.acquire_counted(objects)
+        position = dict(zip(by_object, range(m), strict=True))
+        at = np.fromiter(map(position.__getitem__, map(id, preds)), dtype=np.int64, count=n)
+        return self.acquire_counted(objects, np.bincount(at, minlength=m))[at]
+
+    def acquire_counted(self, preds: list[Pred], counts: np.ndarray | None = None) -> np.ndarray:
+        """Ids of ``preds`` (int32, in order: distinct objects, equal or not), each taking
+        ``counts[i]`` references (at least one; one each without ``counts``), as :meth:`acquire_many`."""
+        if self._n_handles > 2 * len(self._ids) + 4096:
+            self._compact_handles()
+        ids = self._ids
+        objects, m = preds, len(preds)
         base = self._new_handles(m)  # handle of a new predicate: base + its first position
         found = np.fromiter(map(ids.setdefault, objects, itertools.count(base)), dtype=np.int64, count=m)
         first = np.flatnonzero(found == base + np.arange(m, dtype=np.int64))
@@ -140,14 +150,13 @@ class PredicateIndex:
                 for p in new:
                     del ids[p]
                 raise
-        if m < n:
-            position = dict(zip(by_object, range(m), strict=True))
-            found = found[np.fromiter(map(position.__getitem__, map(id, preds)), dtype=np.int64, count=n)]
         out = self._pid_of[found]
-        if n < self.capacity // 16:
-            np.add.at(self._refs, out, 1)
+        if counts is None:
+            counts = np.ones(m, dtype=np.int64)
+        if m < self.capacity // 16:
+            np.add.at(self._refs, out, counts.astype(self._refs.dtype))
         else:
-            self._refs[: self.capacity] += np.bincount(out, minlength=self.capacity).astype(self._refs.dtype)
+            self._refs[: self.capacity] += np.bincount(out, counts, minlength=self.capacity).astype(self._refs.dtype)
         return out
 
     def _add_new(self, new: list[Pred]) -> np.ndarray:

@@ -2,7 +2,8 @@
 shard built from the registry's files, before (each stored record parsed again) and after
 (each packed subscription unpacked), the parse-time cost of packing, and the file bytes.
 
-``python -m scripts.bench.packed [--subs 100000] [--rounds 3] [--catch-up N [--batch 1000] [--matcher auto]]``
+``python -m scripts.bench.packed [--subs 100000] [--rounds 3] [--catch-up N [--batch 1000] [--matcher auto]]
+[--build [--shards 1 4] [--matcher dynamic]]``
 
 ``--subs`` Fabret W1 subscriptions (as :mod:`scripts.bench.feed` writes their records, the JSON
 form) are parsed by :func:`~streaming.registry_columns.parse.parse_records` and stored in a
@@ -22,6 +23,13 @@ records each and applied one version at a time by
 :func:`~streaming.registry_columns.shards.catch_up` (CPU us per change, best of ``--rounds``);
 then the last round's steps apart on a matcher built again: reading the net changes, unpacking,
 removing every changed id, adding.
+
+``--build`` times the build of the ``--subs`` split into each of ``--shards`` shards, every
+shard built one after the other in this process, before (:meth:`Matcher.add` of the unpacked
+subscriptions) and after (:func:`~streaming.registry_columns.shards.build_shard`:
+:meth:`Matcher.add_packed` of the rows) interleaved over ``--rounds`` rounds (CPU seconds, the
+load printed with each), the two matchers checked equal on a few W1 events; then the steps
+of one shard's build apart, both ways (:func:`build_steps`).
 """
 
 from __future__ import annotations
@@ -59,8 +67,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--catch-up", type=int, default=0, help="changes per round (0: the packing figures)")
     ap.add_argument("--batch", type=int, default=1_000, help="change records per version (--catch-up)")
-    ap.add_argument("--matcher", default="auto", help="the shard's matcher (--catch-up)")
+    ap.add_argument("--matcher", default="auto", help="the shard's matcher (--catch-up, --build)")
+    ap.add_argument("--build", action="store_true", help="shards built before and after add_packed")
+    ap.add_argument("--shards", type=int, nargs="+", default=[1, 4], help="shard counts (--build)")
     args = ap.parse_args(argv)
+    if args.build:
+        build_figures(args.subs, args.shards, args.rounds, args.matcher)
+        return
     if args.catch_up:
         catch_up_figures(args.subs, args.catch_up, args.batch, args.rounds, args.matcher)
         return
@@ -194,6 +207,104 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name:
                                              zip(("read/net", "unpack", "remove", "add"), steps, strict=True)))
 
 
+def _registry(directory: str, n_subs: int) -> int:
+    """A registry of ``n_subs`` W1 subscriptions (records parsed as the service parses them) in
+    ``directory``, with a snapshot; its version."""
+    from scripts.bench.feed import subscription_records, workload_subscriptions
+    from streaming.registry_columns import ColumnRegistry
+
+    records = list(subscription_records(workload_subscriptions(n_subs, seed=1)))
+    reg = ColumnRegistry(directory, snapshot_every=1 << 30)
+    for batch, i in enumerate(range(0, n_subs, 50_000), 1):
+        reg.apply(batch, _registry_batch(records[i:i + 50_000], i), 1.0)
+    reg.snapshot()
+    return reg.version
+
+
+def build_figures(n_subs: int, shard_counts: list[int], rounds: int, name: str) -> None:
+    """Print the CPU seconds of building every shard before and after add_packed (see the module docstring)."""
+    import gc
+
+    from matchers.catalog import create
+    from scripts.bench.feed import workload_events
+    from streaming.registry_columns import read_shard
+    from streaming.registry_columns.shards import build_shard, expressions, subscriptions
+
+    def before(directory: str, version: int, k: int) -> list:
+        out = []
+        for shard in range(k):
+            m = create(name)
+            m.add(subscriptions(expressions(read_shard(directory, version, shard, k))))
+            out.append(m)
+        return out
+
+    def after(directory: str, version: int, k: int) -> list:
+        return [build_shard(directory, version, shard, k, lambda: create(name)) for shard in range(k)]
+
+    ways = {"before": before, "after": after}
+    events = [dict(e) for e in workload_events(200, seed=2)]
+    with tempfile.TemporaryDirectory() as tmp:
+        version = _registry(tmp, n_subs)
+        print(f"{n_subs:,} Fabret W1 subscriptions, matcher {name}, CPU s of building every shard in turn; "
+              f"load {kit.load_avg()}", flush=True)
+        for k in shard_counts:
+            best = {way: float("inf") for way in ways}
+            for r in range(rounds):
+                for way in kit.interleaved(list(ways), r):
+                    gc.collect()
+                    t0 = time.process_time()
+                    built = ways[way](tmp, version, k)
+                    cpu = time.process_time() - t0
+                    best[way] = min(best[way], cpu)
+                    print(f"  {k} shard(s), round {r}, {way}: {cpu:.2f} s ({n_subs / cpu:,.0f} subscriptions/s); "
+                          f"load {kit.load_avg()}", flush=True)
+                    if r == 0 and way == "after":
+                        twin = before(tmp, version, k)
+                        assert [len(m) for m in built] == [len(m) for m in twin]
+                        assert all(a.match_events(events) == b.match_events(events) for a, b in zip(built, twin, strict=True))
+                    del built
+            print(f"{k} shard(s): before {best['before']:.2f} s, after {best['after']:.2f} s "
+                  f"({best['before'] / best['after']:.1f}x); best of {rounds}; load {kit.load_avg()}", flush=True)
+        steps = build_steps(tmp, version, lambda: create(name))
+        print(f"one shard of {n_subs:,}, steps (CPU s): " + ", ".join(f"{step} {v:.2f}" for step, v in steps.items())
+              + f"; load {kit.load_avg()}")
+
+
+def build_steps(directory: str, version: int, make: Callable[[], Matcher]) -> dict[str, float]:
+    """CPU seconds of each step of building shard 0 of 1 at ``version``, before (read, unpack,
+    add) and after (read, the rows' columns, add_packed; decode, its first step, alone)."""
+    import gc
+
+    from matchers.collector import no_cyclic_gc
+    from matchers.packed import decode
+    from streaming.registry_columns import read_shard
+    from streaming.registry_columns.shards import expressions, packed_rows, subscriptions
+
+    gc.collect()
+    with no_cyclic_gc():
+        t = [time.process_time()]
+        rows = expressions(read_shard(directory, version))
+        t.append(time.process_time())
+        subs = list(subscriptions(rows))
+        t.append(time.process_time())
+        make().add(subs)
+        t.append(time.process_time())
+        del subs
+        gc.collect()
+        t.append(time.process_time())
+        rows = expressions(read_shard(directory, version))
+        t.append(time.process_time())
+        table = packed_rows(rows)
+        t.append(time.process_time())
+        decode(table.sub_offsets, table.sub_bytes)  # alone: add_packed decodes again
+        t.append(time.process_time())
+        make().add_packed(table)
+        t.append(time.process_time())
+    d = np.diff(t).tolist()
+    return {"before: read": d[0], "unpack": d[1], "add": d[2], "after: read": d[4], "columns": d[5],
+            "add_packed": d[7], "of which decode": d[6]}
+
+
 def build_parts(directory: str, version: int, make: Callable[[], Matcher]) -> dict[str, float]:
     """CPU seconds of each step of :func:`~streaming.registry_columns.shards.build_shard` (of shard
     0 of 1 at ``version``) and of sharing the result with the machine's other workers
@@ -204,7 +315,7 @@ def build_parts(directory: str, version: int, make: Callable[[], Matcher]) -> di
     from matchers.collector import no_cyclic_gc
     from streaming import shared_index
     from streaming.registry_columns import read_shard
-    from streaming.registry_columns.shards import expressions, subscriptions, table_of
+    from streaming.registry_columns.shards import expressions, packed_rows, table_of
 
     gc.collect()
     key = shared_index.SharedKey(f"bench-packed-{os.getpid()}", directory, "bench")
@@ -212,10 +323,10 @@ def build_parts(directory: str, version: int, make: Callable[[], Matcher]) -> di
         t = [time.process_time()]
         rows = expressions(read_shard(directory, version))
         t.append(time.process_time())
-        subs = list(subscriptions(rows))
+        table = packed_rows(rows)
         t.append(time.process_time())
         matcher = make()
-        matcher.add(subs)
+        matcher.add_packed(table)
         t.append(time.process_time())
         matcher.hold(table_of(matcher, rows))
         t.append(time.process_time())
@@ -226,7 +337,7 @@ def build_parts(directory: str, version: int, make: Callable[[], Matcher]) -> di
             t.append(time.process_time())
         finally:
             shared_index.remove_application(key.app_id)
-    return dict(zip(("read", "unpack", "add", "hold", "publish", "load"), np.diff(t).tolist(), strict=True))
+    return dict(zip(("read", "columns", "add_packed", "hold", "publish", "load"), np.diff(t).tolist(), strict=True))
 
 
 if __name__ == "__main__":

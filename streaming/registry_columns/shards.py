@@ -8,8 +8,10 @@ driver but the registry's location and the version, so the driver's memory does 
 with the subscriptions.
 
 The files hold each expression's subscription packed (:func:`matchers.packed.pack`, done when
-its record was parsed); it is unpacked here, without parsing, under the row's id (a tenant's
-internal ``t:x``), into the subscriptions the matcher takes.
+its record was parsed); the matcher is given the rows' ``id`` and ``packed`` columns as they are
+(:func:`packed_rows`, :meth:`Matcher.add_packed`: an index that takes columns reads them without
+an object per subscription, another has them unpacked under the row's id, a tenant's internal
+``t:x``).
 """
 
 from __future__ import annotations
@@ -62,10 +64,28 @@ def build_shard(directory: str | Directory, version: int, shard: int, shards: in
     (:meth:`Matcher.hold`: for a matcher about to be pickled, which then packs nothing)."""
     matcher = make()
     rows = expressions(read_shard(directory, version, shard, shards))
-    matcher.add(subscriptions(rows))
+    _add(matcher, rows)
     if packed:
         matcher.hold(table_of(matcher, rows))
     return matcher
+
+
+def packed_rows(rows: pa.Table) -> SubscriptionTable:
+    """The expression ``rows``' ``id`` and ``packed`` columns as a table (row ``i``: key ``i``), nothing unpacked."""
+    ids_offsets, ids = _column(rows.column("id"), None, pa.large_string())
+    sub_offsets, subs = _column(rows.column("packed"), None, pa.large_binary())
+    return SubscriptionTable(ids_offsets, ids, sub_offsets, subs)
+
+
+def _add(matcher: Matcher, rows: pa.Table) -> None:
+    """:meth:`Matcher.add_packed` of the expression ``rows`` (``RegistryError`` naming the first row
+    that cannot be read, if one cannot: the matcher unchanged)."""
+    try:
+        matcher.add_packed(packed_rows(rows))
+    except (TypeError, ValueError, EOFError, IndexError):
+        for _ in subscriptions(rows):  # the row that cannot be read, if it is that
+            pass
+        raise
 
 
 def table_of(matcher: Matcher, rows: pa.Table) -> SubscriptionTable:
@@ -82,10 +102,11 @@ def table_of(matcher: Matcher, rows: pa.Table) -> SubscriptionTable:
     return SubscriptionTable(ids_offsets, ids, sub_offsets, subs)
 
 
-def _column(column: pa.ChunkedArray, take: pa.Array, kind: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
-    """The values of a string or binary column at the positions ``take`` (null: empty), as
-    offsets (int64, from 0) and bytes."""
-    values = column.cast(kind).take(take).combine_chunks()
+def _column(column: pa.ChunkedArray, take: pa.Array | None, kind: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
+    """The values of a string or binary column at the positions ``take`` (all if ``None``; null:
+    empty), as offsets (int64, from 0) and bytes."""
+    values = column.cast(kind)
+    values = (values if take is None else values.take(take)).combine_chunks()
     _, offsets, data = values.buffers()
     bounds = np.frombuffer(offsets, dtype=np.int64)[values.offset:values.offset + len(values) + 1]
     raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
@@ -102,14 +123,15 @@ def changes_after(directory: str | Directory, after: int, upto: int, shard: int,
 
 def catch_up(matcher: Matcher, directory: str | Directory, after: int, upto: int, shard: int, shards: int) -> int:
     """Bring ``matcher``, holding shard ``shard`` of ``shards`` at version ``after``, to ``upto``:
-    every id changed leaves it (deleted, turned into another kind or replaced), then the
-    expression upserts join; nothing changes if one cannot be read.
+    the expression upserts join (replacing their ids), then every other id changed leaves it
+    (deleted or turned into another kind); nothing changes if one cannot be read.
     The number of ids the versions changed in the shard."""
     net = changes_after(directory, after, upto, shard, shards)
     if not net.num_rows:
         return 0
-    joining = list(subscriptions(net))  # all read before the matcher changes
-    matcher.remove(net.column("id").to_pylist())  # replaced ids too: one delete of every changed id
-    matcher.add(joining)
+    joining = expressions(net)
+    _add(matcher, joining)  # all read before the matcher changes
+    kept = set(joining.column("id").to_pylist())
+    matcher.remove([sub_id for sub_id in net.column("id").to_pylist() if sub_id not in kept])
     return net.num_rows
 
