@@ -4,7 +4,7 @@ ids, target topics, quotas and expiry judged on columns (step 2 of the wiring pl
 :func:`admit` takes the rows :func:`~streaming.registry_columns.parse.parse_records` made (from
 any number of tasks, in any order) and judges them as the earlier release's two queries did
 (the match query's gate of expressions, modelled by ``tests/unit/streaming/gate_model.py``, and
-:func:`streaming.patterns.registry.apply_pattern_records`), in record order (topic, partition,
+its pattern registry, by ``tests/unit/streaming/pattern_model.py``), in record order (topic, partition,
 offset): each change gets its tenant's internal id (:meth:`Tenants.internal`); a tenant's upsert
 naming a target it may not, or past its ``subscriptions``, ``predicates`` or ``patterns``
 quota, is refused with an error record on its errors topic; an upsert that gives a tenant's
