@@ -120,7 +120,7 @@ def _topic_exists(client_config: KafkaClientConfig) -> Callable[[str], bool]:
 def tenant_usage(tenants: Tenants, held: Mapping[tuple[str, int], tuple[int, int]], patterns: Iterable[str] = (),
                  instances: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Each tenant's usage and quotas, for the status file: its expressions and their predicates
-    (``held``: :meth:`ColumnRegistry.held`), its patterns (the pattern registry's ids
+    (``held``: :meth:`ColumnRegistry.held`), its patterns (the registry's pattern ids
     ``patterns``) and its live pattern instances after the last patterns batch (``instances``)."""
     count = Counter(Tenants.split(p)[0] for p in patterns)
     live = instances or {}

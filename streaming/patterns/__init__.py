@@ -9,7 +9,8 @@
 
 Settings: ``[patterns]`` (:class:`streaming.config.PatternsSettings`); notifications:
 :func:`streaming.notifications.pattern` (``kind = "pattern"``); errors: one record per bad
-input across the match and patterns queries (see :mod:`.keyed`).
+input across the match and patterns queries (see :mod:`.keyed`); pattern records are the
+match query's, like every subscription record.
 """
 
 from streaming.patterns.queries import start_patterns_query, starters

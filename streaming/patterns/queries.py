@@ -127,7 +127,7 @@ def refuse_old_layout(settings: Settings) -> None:
             "written by the service), which this version does not read: its instances now live in Spark's keyed "
             "state. Start over with `python -m streaming run --reset` (moves the checkpoint aside and reads the "
             "topics again), or move that checkpoint's patterns directory "
-            f"({checkpoint(settings)}) aside by hand to start the patterns queries alone from scratch.")
+            f"({checkpoint(settings)}) aside by hand to start the patterns query alone from scratch.")
 
 
 def _starting(settings: Settings) -> str:

@@ -238,8 +238,8 @@ def _held(state: IdColumns, ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def _refusals(rows: pa.Table, at: np.ndarray, wide: _Wide, where: np.ndarray, owners: list[str], codes: list[int],
               held: list[int], tenants: Tenants | None, topic_exists: Callable[[str], bool]) -> list[bytes]:
     """The error records of refused rows ``at`` (of ``rows``, at positions ``where`` of the record
-    order, whose record and key ``wide`` gives; as the earlier gate or the pattern registry
-    words them: :meth:`Tenants.refuse_target`, :meth:`Tenants.refusal`), in order: one Python step per refused record."""
+    order, whose record and key ``wide`` gives; as the earlier release's gate and pattern registry
+    worded them: :meth:`Tenants.refuse_target`, :meth:`Tenants.refusal`), in order: one Python step per refused record."""
     if not len(at):
         return []
     assert tenants is not None  # only tenants' records are refused

@@ -29,7 +29,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from streaming.errors import RegistryError
 from streaming.registry_columns import files, kernels, view
@@ -270,26 +269,23 @@ class ColumnRegistry:
     def _put(self, table: pa.Table, kinds: np.ndarray, versions: np.ndarray) -> bool:
         """Set the columns of a delta's or snapshot part's ids (``kinds``: ``0`` deletes); whether a
         pattern changed."""
-        changed = self._put_patterns(table, kinds, versions)
         c = self.columns
         ids = table.column("id").combine_chunks()
         expires = table.column("expires").to_numpy()
-        c.put(ids, np.asarray(kinds, np.int8), versions, c.owner_codes(table.column("tenant").combine_chunks(), ids),
-              expires, table.column("predicates").to_numpy())
+        _, before, _ = c.put(ids, np.asarray(kinds, np.int8), versions,
+                             c.owner_codes(table.column("tenant").combine_chunks(), ids), expires,
+                             table.column("predicates").to_numpy())
+        changed = self._put_patterns(table, kinds, versions, before)
         new_min = np.nanmin(expires, initial=np.inf) if len(expires) else np.inf
         self._next_expiry = min(self._next_expiry, float(new_min))
         if c.should_compact():
             c.compact()
         return changed
 
-    def _put_patterns(self, table: pa.Table, kinds: np.ndarray, versions: np.ndarray) -> bool:
-        """Keep :attr:`patterns` with the rows (Python only for rows of patterns and of ids that were
-        patterns); whether one changed."""
-        touched = kinds == PATTERN
-        if self.patterns and table.num_rows:
-            held = pa.array(list(self.patterns), pa.string())
-            touched |= pc.is_in(table.column("id"), value_set=held).to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(touched)
+    def _put_patterns(self, table: pa.Table, kinds: np.ndarray, versions: np.ndarray, before: np.ndarray) -> bool:
+        """Keep :attr:`patterns` with the rows (``before``: each id's kind before them; Python only
+        for rows of patterns and of ids that were patterns); whether one changed."""
+        rows = np.flatnonzero((kinds == PATTERN) | (before == PATTERN))
         if not len(rows):
             return False
         picked = table.select(["id", "packed"]).take(pa.array(rows, pa.int64())).to_pydict()
