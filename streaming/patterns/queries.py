@@ -6,20 +6,20 @@ pattern records and reports their errors); this query reads its pattern view
 (:mod:`streaming.registry_columns.view`, :func:`~streaming.patterns.registry.current`).
 
 ``patterns`` reads the events topic: the events are keyed (:func:`keyed_watched`,
-  :mod:`streaming.patterns.keyed`), watermarked by their end (``withWatermark``, minus
-  ``patterns.watermark_delay``; the keying tasks' marks carry the latest end they read, so
-  events without a key move it too; the processor drops the marks) and grouped by state key into the stateful processor
-  (:mod:`streaming.patterns.processor`, ``transformWithStateInPandas``: the instances in
-  Spark's keyed state, RocksDB with changelog checkpointing, ``patterns.state_partitions``
-  partitions; Spark's event-time timers). Its output goes to the foreachBatch function
-  (:class:`PatternSink`): the tasks send the notifications and error records
-  (:func:`send_records`); the driver adds up the keys' changes of live instances, records
-  them with the watermark (:mod:`streaming.patterns.live`), and the tenants at their
-  ``pattern_instances`` quota start no new instances from the next batch (one error record,
-  stage ``pattern-quota``, on the tenant's errors topic when it reaches it). The keying tasks'
-  attribute tallies reach the driver through the processor, for the unknown-attribute
-  warning (:class:`AttributeWarnings`, :mod:`streaming.patterns.census`). A checkpoint holding
-  the older layout (state partitions written by the service) is refused (:func:`refuse_old_layout`).
+:mod:`streaming.patterns.keyed`), watermarked by their end (``withWatermark``, minus
+``patterns.watermark_delay``; the keying tasks' marks carry the latest end they read, so
+events without a key move it too; the processor drops the marks) and grouped by state key into the stateful processor
+(:mod:`streaming.patterns.processor`, ``transformWithStateInPandas``: the instances in
+Spark's keyed state, RocksDB with changelog checkpointing, ``patterns.state_partitions``
+partitions; Spark's event-time timers). Its output goes to the foreachBatch function
+(:class:`PatternSink`): the tasks send the notifications and error records
+(:func:`send_records`); the driver adds up the keys' changes of live instances, records
+them with the watermark (:mod:`streaming.patterns.live`), and the tenants at their
+``pattern_instances`` quota start no new instances from the next batch (one error record,
+stage ``pattern-quota``, on the tenant's errors topic when it reaches it). The keying tasks'
+attribute tallies reach the driver through the processor, for the unknown-attribute
+warning (:class:`AttributeWarnings`, :mod:`streaming.patterns.census`). A checkpoint holding
+the older layout (state partitions written by the service) is refused (:func:`refuse_old_layout`).
 
 The collector: the keying and the processor's tasks run with the cyclic garbage collector
 paused and end with one collection of what the task left and a freeze of what survives
