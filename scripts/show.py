@@ -71,20 +71,22 @@ def show_registry(settings, n_subs: int) -> None:
 
 
 def show_patterns(settings, n_subs: int) -> None:
-    """The pattern registry (stateful Cayuga subscriptions) of :mod:`streaming.patterns`."""
+    """The registry's patterns (stateful Cayuga subscriptions) as the ``patterns`` query reads them (its pattern view)."""
     from streaming.errors import RegistryError
     from streaming.patterns.queries import registry_dir
-    from streaming.patterns.registry import load_registry
+    from streaming.patterns.registry import current
 
     if not settings.patterns.enabled:
         print("patterns: disabled (patterns.enabled = false)")
         return
     try:
-        version, batch_id, patterns = load_registry(registry_dir(settings))
+        view = current(registry_dir(settings))
     except RegistryError:
         print(f"patterns: no registry at {registry_dir(settings)}")
         return
-    print(f"patterns: {registry_dir(settings)} version={version} patterns={len(patterns)} last batch={batch_id}")
+    patterns = view.patterns
+    print(f"patterns: {registry_dir(settings)} version={view.version} patterns={len(patterns)} "
+          f"last batch={view.batch_id}")
     for sub_id in sorted(patterns)[:n_subs]:
         print(f"  {sub_id}: {patterns[sub_id][0]}")
 

@@ -2,7 +2,7 @@
 
 ``run`` starts the embedded broker when no bootstrap servers are configured (and stops
 it on exit), creates the topics with the configured partitions, and runs the match
-query (and, unless disabled, the Cayuga patterns queries) until SIGINT or SIGTERM, which
+query (and, unless disabled, the Cayuga patterns query) until SIGINT or SIGTERM, which
 stop them after the running micro-batch. One ``run`` per checkpoint: a second one is
 refused. ``run --reset`` first moves the checkpoint aside and starts from the topics as
 they are. It writes its state to the status file (``starting``, ``running``, then
@@ -317,7 +317,7 @@ def setup_logging(settings: Settings, to_file: bool) -> None:
 
 
 def pattern_starters(settings: Settings, spark: Any, client: KafkaClientConfig) -> list[Callable[[], Any]]:
-    """How to start the Cayuga queries (pattern registry and keyed-state matching), when enabled."""
+    """How to start the Cayuga query (keyed-state matching of the registry's patterns), when enabled."""
     from streaming.patterns import starters
 
     return starters(settings, spark, client)

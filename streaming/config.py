@@ -123,11 +123,11 @@ class NotificationSettings:
 
 @dataclass(frozen=True)
 class PatternsSettings:
-    """The Cayuga patterns queries (:mod:`streaming.patterns`); see ``[patterns]`` in ``conf/pubsub.toml``.
+    """The Cayuga patterns query (:mod:`streaming.patterns`); see ``[patterns]`` in ``conf/pubsub.toml``.
 
     Parameters
     ----------
-    enabled : run the patterns queries along with the match query.
+    enabled : run the patterns query along with the match query.
     starting_offsets : where they start without a checkpoint ("" follows ``kafka.starting_offsets``).
     trigger_interval : their processing-time trigger ("" follows ``spark.trigger_interval``).
     stream_field, time_field, start_field : reserved event fields: the stream name, the

@@ -17,8 +17,8 @@ whatever its target (an upsert naming another target replaces the old id).
 Quotas bound each tenant's subscriptions and predicates (judged on the driver by
 :func:`streaming.registry_columns.admit.admit`); a change past one is refused with an error
 record on the tenant's errors topic, and nothing changes for the others. A tenant's Cayuga patterns are namespaced the same way (the
-pattern registry, :mod:`streaming.patterns.registry`, holds ``t:x``), bounded by the
-``patterns`` quota there; their live instances (each tenant's patterns run in engines of
+registry holds ``t:x`` as a pattern, :mod:`streaming.patterns.registry`), bounded by the
+``patterns`` quota (judged with the others by ``admit``); their live instances (each tenant's patterns run in engines of
 their own) by the ``pattern_instances`` quota (:meth:`Tenants.at_instance_quota`, applied
 by :mod:`streaming.patterns.queries`).
 """

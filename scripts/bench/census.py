@@ -24,10 +24,11 @@ from scripts.tickers import stock_ticks
 from streaming.config import Settings
 from streaming.kafka.client_config import KafkaClientConfig
 from streaming.kafka.schema import ARROW_SCHEMA
+from streaming.match.changes import records_of, register_records
 from streaming.patterns.census import Watch
 from streaming.patterns.keyed import keyed_rows
 from streaming.patterns.queries import registry_dir
-from streaming.patterns.registry import PatternRegistry, apply_pattern_records
+from streaming.registry_columns import ColumnRegistry
 
 NO_KAFKA = KafkaClientConfig.create("unused.invalid:9092")
 
@@ -51,8 +52,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     settings = Settings().replace(spark={"checkpoint_dir": tempfile.mkdtemp()})
-    apply_pattern_records(PatternRegistry(registry_dir(settings)), 0,
-                          [(b"q", orjson.dumps({"id": "q", "pattern": PATTERN}), "s", 0, 0)])
+    register_records(ColumnRegistry(registry_dir(settings)), 0,
+                     records_of([(b"q", orjson.dumps({"id": "q", "pattern": PATTERN}), "s", 0, 0)]), 0.0)
     events = stock_ticks(args.events, 1, symbols=[f"S{i}" for i in range(args.symbols)])
     values: list[bytes | None] = [orjson.dumps({"id": e.id, "stream": e.stream, "ts": e.t1, **e.attrs}) for e in events]
     batches = [kafka_batch(values[i:i + args.batch]) for i in range(0, len(values), args.batch)]

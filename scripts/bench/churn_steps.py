@@ -6,8 +6,7 @@ directory), then ``--rounds`` batches of ``--changes`` churn records (``scripts.
 each driven through the real functions the match query's driver runs, without Spark or Kafka
 (the records as the driver's read gives them, :func:`~streaming.match.changes.records_table`):
 
-* ``parse``: :func:`~streaming.match.changes.parse_subscription_records` (the fast parse,
-  :func:`~streaming.match.changes.without_patterns` included; ``without_patterns`` alone too);
+* ``parse``: :func:`~streaming.match.changes.parse_subscription_records` (the fast parse);
 * ``admit``: :func:`~streaming.registry_columns.admit.admit`;
 * ``apply``: :meth:`ColumnRegistry.apply` (the delta file written, the columns updated);
   ``snapshot``: :meth:`ColumnRegistry.snapshot` (one in ``snapshot_every`` batches pays it);
@@ -67,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         new_subscriptions,
         parse_subscription_records,
         retro_notifications,
-        without_patterns,
     )
     from streaming.registry_columns import ColumnRegistry
     from streaming.registry_columns.admit import admit
@@ -94,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
             offset += len(pairs)
             parsed, t = _cpu(parse_subscription_records, records)
             steps.setdefault("parse", []).append(t)
-            steps.setdefault("  without_patterns", []).append(_cpu(without_patterns, parsed)[1])
             got, t = _cpu(admit, parsed, registry, batch_id, None, _any_topic, 2.0 + rnd)
             steps.setdefault("admit", []).append(t)
             applied, t = _cpu(registry.apply, batch_id, got.changes, got.now)

@@ -81,8 +81,6 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
                                                     "ts": len(everything) + 100000}))
             prod.flush()
 
-        for i, sub in enumerate(subs):
-            prod.send("sub", key=f"q{i}".encode(), value=orjson.dumps({"id": f"q{i}", "pattern": cel(*sub)}))
         send_events(early, heartbeat=False)
         from streaming.spark import get_session
 
@@ -93,11 +91,14 @@ def child(n_events: int, n_patterns: int, symbols: int, seed: int, warmup: int =
             kafka={"events_topic": "ev", "subscriptions_topic": "sub", "notifications_topic": "note",
                    "errors_topic": "err"},
             spark={"checkpoint_dir": ckpt, "trigger_interval": "0 seconds"})
-        start_subs = lambda: P.start_subscriptions_query(spark, settings, config)  # noqa: E731
+        from streaming.match.changes import records_of, register_records
+        from streaming.patterns.queries import registry_dir
+        from streaming.registry_columns import ColumnRegistry
+
+        register_records(ColumnRegistry(registry_dir(settings)), 0, records_of(  # what the match query does
+            [(f"q{i}".encode(), orjson.dumps({"id": f"q{i}", "pattern": cel(*sub)}), "sub", 0, i)
+             for i, sub in enumerate(subs)]), time.time())
         start_q = lambda: P.start_patterns_query(spark, settings, config)  # noqa: E731
-        q = start_subs()
-        q.processAllAvailable()
-        q.stop()
 
         def drain(q: Any) -> None:
             q.processAllAvailable()

@@ -50,15 +50,16 @@ def child(values: int, per_value: int, touched: int, batches: int, buckets: int,
     from pyspark.sql.streaming.tws_tester import TwsTester
 
     from streaming.config import Settings
+    from streaming.match.changes import records_of, register_records
     from streaming.patterns.keyed import event_time_ms, group_key
     from streaming.patterns.processor import PatternProcessor
     from streaming.patterns.queries import live_dir, registry_dir
-    from streaming.patterns.registry import PatternRegistry, apply_pattern_records
+    from streaming.registry_columns import ColumnRegistry
 
     tmp = tempfile.mkdtemp(prefix="patterns-state-")
     settings = Settings().replace(spark={"checkpoint_dir": tmp}, patterns={"key_buckets": buckets})
-    reg = PatternRegistry(registry_dir(settings))
-    apply_pattern_records(reg, 0, [(b"up", orjson.dumps({"op": "upsert", "id": "up", "pattern": PATTERN}), "s", 0, 0)])
+    register_records(ColumnRegistry(registry_dir(settings)), 0,
+                     records_of([(b"up", orjson.dumps({"op": "upsert", "id": "up", "pattern": PATTERN}), "s", 0, 0)]), 0.0)
     t = TwsTester(PatternProcessor(registry_dir(settings), live_dir(settings), settings), timeMode="EventTime",
                   eventTimeExtractor=lambda row: 2**62)
     written = {"rows": 0, "bytes": 0, "removed": 0}
@@ -147,14 +148,15 @@ def spark_child(values: int, per_value: int, touched: int, batches: int, buckets
     from scripts.bench.kit import tree_cpu_s
     from streaming.config import Settings, interval_ms
     from streaming.kafka.client_config import KafkaClientConfig
+    from streaming.match.changes import records_of, register_records
     from streaming.patterns.queries import pattern_plan, query_conf, registry_dir
-    from streaming.patterns.registry import PatternRegistry, apply_pattern_records
+    from streaming.registry_columns import ColumnRegistry
     from streaming.spark import get_session
 
     tmp = Path(tempfile.mkdtemp(prefix="patterns-state-spark-"))
     settings = Settings().replace(spark={"checkpoint_dir": str(tmp / "ck")}, patterns={"key_buckets": buckets})
-    reg = PatternRegistry(registry_dir(settings))
-    apply_pattern_records(reg, 0, [(b"up", orjson.dumps({"op": "upsert", "id": "up", "pattern": PATTERN}), "s", 0, 0)])
+    register_records(ColumnRegistry(registry_dir(settings)), 0,
+                     records_of([(b"up", orjson.dumps({"op": "upsert", "id": "up", "pattern": PATTERN}), "s", 0, 0)]), 0.0)
     spark = get_session(app_name="bench-patterns-state", master="local[2]")
     src_dir = tmp / "in"
     src_dir.mkdir()

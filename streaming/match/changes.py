@@ -11,7 +11,7 @@ Everything here is columns (Arrow), never a Python object per subscription kept 
 * :func:`read_records`: the subscription records of offset ranges (:data:`RECORD_SCHEMA`), on the driver;
 * :func:`parse_subscription_records`: one row per record
   (:func:`~streaming.registry_columns.parse.parse_records`), on the driver;
-* all of them apply the interim rule for patterns (:func:`without_patterns`); the rows go to
+* the rows (expressions and patterns alike) go to
   :func:`streaming.registry_columns.admit.admit` (tenants' ids, targets, quotas, expiry, in
   offset order whatever the rows' order), whose changes the registry applies;
 * :func:`new_subscriptions` and :func:`retro_notifications`: the expressions a version adds or
@@ -22,7 +22,7 @@ Everything here is columns (Arrow), never a Python object per subscription kept 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +48,8 @@ from streaming.records import (
     error,
     flat_event,
 )
-from streaming.registry_columns import DELETE, PATTERN, UPSERT, files
+from streaming.registry_columns import UPSERT, Applied, ColumnRegistry, files
+from streaming.registry_columns.admit import Admitted, admit
 from streaming.registry_columns.parse import (
     PARSED_SCHEMA,
     parse_fast,
@@ -84,10 +85,27 @@ def parse_subscription_records(records: pa.Table, parse: SubscriptionParser | No
                                max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
                                targets: bool = False) -> pa.Table:
     """The :data:`~streaming.registry_columns.parse.PARSED_SCHEMA` rows of a batch's records (in
-    their order: :func:`~streaming.registry_columns.admit.admit` judges them in offset order),
-    patterns turned into deletes (:func:`without_patterns`)."""
+    their order: :func:`~streaming.registry_columns.admit.admit` judges them in offset order)."""
     parsed = [parse_records(rb, parse, max_terms, limits, targets) for rb in records.to_batches() if rb.num_rows]
-    return without_patterns(pa.Table.from_batches(parsed, schema=PARSED_SCHEMA))
+    return pa.Table.from_batches(parsed, schema=PARSED_SCHEMA)
+
+
+def records_of(rows: Iterable[tuple]) -> pa.Table:
+    """Subscription records ``(key, value, topic, partition, offset)`` as a :data:`RECORD_SCHEMA` table."""
+    cols = list(zip(*rows, strict=True)) or [()] * len(RECORD_SCHEMA)
+    return pa.table([pa.array(c, f.type) for c, f in zip(cols, RECORD_SCHEMA, strict=True)], schema=RECORD_SCHEMA)
+
+
+def register_records(registry: ColumnRegistry, batch_id: int, records: pa.Table, now: float,
+                     tenants: Tenants | None = None, limits: LimitsSettings = DEFAULT_LIMITS,
+                     topic_exists: Callable[[str], bool] = lambda _topic: True,
+                     errors_topic: str = "errors") -> tuple[Applied, Admitted]:
+    """A batch of subscription records (:data:`RECORD_SCHEMA`, expressions and patterns) parsed,
+    judged and recorded on the driver, as the match query's step does it
+    (:meth:`streaming.match.job.MatchJob.process`, without tasks): for tools and tests."""
+    parsed = parse_subscription_records(records, limits=limits, targets=tenants is not None)
+    admitted = admit(parsed, registry, batch_id, tenants, topic_exists, now, errors_topic)
+    return registry.apply(batch_id, admitted.changes, admitted.now), admitted
 
 
 TASK_RECORDS = 10_000
@@ -216,37 +234,16 @@ def parse_in_tasks(sc: SparkContext, kafka: KafkaClientConfig, ranges: Sequence[
         done, rest = driver_parse(read_records(kafka, ranges), max_terms, limits)
         if rest.num_rows < max(1, GENERAL_RECORDS if general_records is None else general_records):
             general = [parse_records(rb, default_parser(), max_terms, limits, targets) for rb in rest.to_batches()]
-            return without_patterns(pa.Table.from_batches([*done.to_batches(), *general], schema=PARSED_SCHEMA))
+            return pa.Table.from_batches([*done.to_batches(), *general], schema=PARSED_SCHEMA)
         blobs = general_tasks(rest, sc.defaultParallelism)
         streams = sc.parallelize(blobs, len(blobs)).mapPartitions(
             partial(parse_blobs, max_terms=max_terms, limits=limits, targets=targets)).collect()
-        return without_patterns(pa.concat_tables([done, *(pa.ipc.open_stream(b).read_all() for b in streams)]))
+        return pa.concat_tables([done, *(pa.ipc.open_stream(b).read_all() for b in streams)])
     todo = parse_tasks(ranges, sc.defaultParallelism, task_records)
     streams = sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
         partial(parse_ranges, kafka=kafka, todo=todo, max_terms=max_terms, limits=limits, targets=targets)).collect()
     tables = [pa.ipc.open_stream(blob).read_all() for blob in streams]
-    return without_patterns(pa.concat_tables(tables) if tables else PARSED_SCHEMA.empty_table())
-
-
-def without_patterns(parsed: pa.Table) -> pa.Table:
-    """The interim rule for patterns (until the patterns query reads this registry): the match
-    query stores none and reports none of their errors (the patterns query does); a pattern
-    record, accepted or not, deletes the expression of its id, as one id names one kind of
-    subscription at a time (what :func:`streaming.records.parse_change` does)."""
-    pattern = pc.equal(parsed.column("kind"), PATTERN)
-    if not pc.any(pattern).as_py():
-        return parsed
-    columns = []
-    for field in PARSED_SCHEMA:
-        column = parsed.column(field.name)
-        if field.name == "op":
-            column = pc.if_else(pattern, pa.scalar(DELETE, pa.int8()), column)
-        elif field.name in ("kind", "predicates"):
-            column = pc.if_else(pattern, pa.scalar(0, field.type), column)
-        elif field.name in ("record", "expires", "target", "error"):
-            column = pc.if_else(pattern, pa.scalar(None, field.type), column)
-        columns.append(column)
-    return pa.table(columns, schema=PARSED_SCHEMA)
+    return pa.concat_tables(tables) if tables else PARSED_SCHEMA.empty_table()
 
 
 def new_subscriptions(directory: str | Directory, version: int) -> list[Subscription]:

@@ -34,7 +34,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from streaming.config import Settings
-from streaming.errors import CheckpointError, RegistryError
+from streaming.errors import CheckpointError
 from streaming.executor_cache import IndexSpec
 from streaming.kafka import offsets
 from streaming.kafka.admin import partition_counts
@@ -57,10 +57,11 @@ from streaming.match.tasks import (
     plan_tasks,
 )
 from streaming.metrics import BatchMetrics, StatusFile
+from streaming.patterns.queries import legacy_registry_dir
 from streaming.placement import ShardAnchors, pinned_bins
 from streaming.registry_columns import EXPRESSION, ColumnRegistry
 from streaming.registry_columns.admit import admit, warm
-from streaming.registry_columns.migrate import convert_pickled
+from streaming.registry_columns.migrate import convert_pickled, import_patterns
 from streaming.storage import Directory, join
 from streaming.tenants import Tenants
 from streaming.validity import ValidityStore
@@ -119,7 +120,7 @@ def _topic_exists(client_config: KafkaClientConfig) -> Callable[[str], bool]:
 def tenant_usage(tenants: Tenants, held: Mapping[tuple[str, int], tuple[int, int]], patterns: Iterable[str] = (),
                  instances: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Each tenant's usage and quotas, for the status file: its expressions and their predicates
-    (``held``: :meth:`ColumnRegistry.held`), its patterns (the pattern registry's ids
+    (``held``: :meth:`ColumnRegistry.held`), its patterns (the registry's pattern ids
     ``patterns``) and its live pattern instances after the last patterns batch (``instances``)."""
     count = Counter(Tenants.split(p)[0] for p in patterns)
     live = instances or {}
@@ -176,6 +177,7 @@ class MatchJob:
         self.registry = ColumnRegistry(settings.registry_columns_dir, m.shards, m.snapshot_every, m.snapshots_kept)
         threading.Thread(target=warm, name="registry-warm", daemon=True).start()  # beside the query's start
         convert_pickled(settings.registry_dir, self.registry)  # a checkpoint of an earlier release, once
+        import_patterns(legacy_registry_dir(settings), self.registry)  # its patterns' own registry, once
         self.validity = ValidityStore(settings.validity_dir)
         self.status = StatusFile(settings.status.status_file, settings.status.history)
         self.tenants = Tenants.of(settings)
@@ -339,16 +341,8 @@ class MatchJob:
         return tenant_usage(self.tenants, self.registry.held(), self.pattern_ids(), self.pattern_instances())
 
     def pattern_ids(self) -> list[str]:
-        """The ids in the pattern registry (none while the patterns query has not made it)."""
-        from streaming.patterns.queries import registry_dir
-        from streaming.patterns.registry import load_registry
-
-        if not self.settings.patterns.enabled:
-            return []
-        try:
-            return list(load_registry(registry_dir(self.settings))[2])
-        except RegistryError:
-            return []
+        """The ids of the registry's live patterns."""
+        return list(self.registry.patterns)
 
     def pattern_warnings(self) -> list[dict]:
         """The patterns reading an attribute no event of its stream carried, as the patterns

@@ -100,7 +100,7 @@ class PatternOperator:
 
     Parameters
     ----------
-    registry_dir : the pattern registry's URI.
+    registry_dir : the registry's URI (its pattern view, :func:`~streaming.patterns.registry.current`).
     settings : the service's settings (``[patterns]``, the topics).
     """
 

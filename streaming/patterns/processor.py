@@ -124,7 +124,7 @@ class PatternProcessor(StatefulProcessor):
 
     Parameters
     ----------
-    registry_dir : the pattern registry's URI (made on the driver).
+    registry_dir : the registry's URI, whose pattern view the executors read (made on the driver).
     live_dir : the URI of the driver's per-batch record of live instances
         (:class:`streaming.patterns.live.LiveRecord`), read for the quota decision.
     settings : the service's settings.

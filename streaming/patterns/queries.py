@@ -1,23 +1,25 @@
-"""The two patterns queries, started by the service (:func:`starters`).
+"""The patterns query, started by the service (:func:`starters`).
 
-* ``pattern-subscriptions`` reads the subscriptions topic (and every tenant's) and keeps the
-  pattern registry (:mod:`streaming.patterns.registry`); its bad pattern records go to the
-  errors topic of the record's tenant.
-* ``patterns`` reads the events topic: the events are keyed (:func:`keyed_watched`,
-  :mod:`streaming.patterns.keyed`), watermarked by their end (``withWatermark``, minus
-  ``patterns.watermark_delay``; the keying tasks' marks carry the latest end they read, so
-  events without a key move it too; the processor drops the marks) and grouped by state key into the stateful processor
-  (:mod:`streaming.patterns.processor`, ``transformWithStateInPandas``: the instances in
-  Spark's keyed state, RocksDB with changelog checkpointing, ``patterns.state_partitions``
-  partitions; Spark's event-time timers). Its output goes to the foreachBatch function
-  (:class:`PatternSink`): the tasks send the notifications and error records
-  (:func:`send_records`); the driver adds up the keys' changes of live instances, records
-  them with the watermark (:mod:`streaming.patterns.live`), and the tenants at their
-  ``pattern_instances`` quota start no new instances from the next batch (one error record,
-  stage ``pattern-quota``, on the tenant's errors topic when it reaches it). The keying tasks'
-  attribute tallies reach the driver through the processor, for the unknown-attribute
-  warning (:class:`AttributeWarnings`, :mod:`streaming.patterns.census`). A checkpoint holding
-  the older layout (state partitions written by the service) is refused (:func:`refuse_old_layout`).
+The patterns are subscriptions of the one registry the match query keeps
+(:class:`~streaming.registry_columns.ColumnRegistry`: it reads the subscriptions topics, judges
+pattern records and reports their errors); this query reads its pattern view
+(:mod:`streaming.registry_columns.view`, :func:`~streaming.patterns.registry.current`).
+
+``patterns`` reads the events topic: the events are keyed (:func:`keyed_watched`,
+:mod:`streaming.patterns.keyed`), watermarked by their end (``withWatermark``, minus
+``patterns.watermark_delay``; the keying tasks' marks carry the latest end they read, so
+events without a key move it too; the processor drops the marks) and grouped by state key into the stateful processor
+(:mod:`streaming.patterns.processor`, ``transformWithStateInPandas``: the instances in
+Spark's keyed state, RocksDB with changelog checkpointing, ``patterns.state_partitions``
+partitions; Spark's event-time timers). Its output goes to the foreachBatch function
+(:class:`PatternSink`): the tasks send the notifications and error records
+(:func:`send_records`); the driver adds up the keys' changes of live instances, records
+them with the watermark (:mod:`streaming.patterns.live`), and the tenants at their
+``pattern_instances`` quota start no new instances from the next batch (one error record,
+stage ``pattern-quota``, on the tenant's errors topic when it reaches it). The keying tasks'
+attribute tallies reach the driver through the processor, for the unknown-attribute
+warning (:class:`AttributeWarnings`, :mod:`streaming.patterns.census`). A checkpoint holding
+the older layout (state partitions written by the service) is refused (:func:`refuse_old_layout`).
 
 The collector: the keying and the processor's tasks run with the cyclic garbage collector
 paused and end with one collection of what the task left and a freeze of what survives
@@ -27,8 +29,8 @@ process, with 1,000 patterns and the modules a worker imports, that took 0.4 to 
 task, and the operator spent 75 to 78 µs per event against 31 with the freeze (keying 21 to
 23 against 11; 40,000 events, load 8 to 9, 2026-11-25).
 
-Both checkpoint under ``<spark.checkpoint_dir>/patterns`` (the registry under it too), start
-from ``patterns.starting_offsets`` and trigger every ``patterns.trigger_interval``.
+It checkpoints under ``<spark.checkpoint_dir>/patterns``, starts from ``patterns.starting_offsets``
+and triggers every ``patterns.trigger_interval``.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ from streaming.patterns.keyed import ROWS_DDL, keyed_rows
 from streaming.patterns.live import LiveRecord, StateError, add_changes
 from streaming.patterns.operator import PENDING
 from streaming.patterns.processor import CENSUS, LIVE, RECORD
-from streaming.patterns.registry import PatternRegistry, apply_pattern_records, load_registry
+from streaming.patterns.registry import current
 from streaming.records import ErrorRecord, Position, error
+from streaming.registry_columns import view
 from streaming.storage import Directory, join
 from streaming.tenants import Tenants, topic_of
 
@@ -62,7 +65,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streaming.patterns")
 
-OUT_DDL = "key binary, value binary, topic string"
 PATTERN_QUOTA = "pattern-quota"
 """Stage of the error record of a tenant reaching its ``pattern_instances`` quota."""
 SENT_DDL = "kind string, value binary, watermark long, sent long"
@@ -92,11 +94,17 @@ def send_records(batches: Iterator[pa.RecordBatch], kafka: KafkaClientConfig) ->
 
 
 def checkpoint(settings: Settings) -> str:
-    """Where the patterns queries keep their checkpoints and the registry."""
+    """Where the patterns query keeps its checkpoint and records."""
     return join(settings.checkpoint, "patterns")
 
 
 def registry_dir(settings: Settings) -> str:
+    """The registry whose pattern view the executors read (the match query's)."""
+    return settings.registry_columns_dir
+
+
+def legacy_registry_dir(settings: Settings) -> str:
+    """The pattern registry of earlier releases (imported once: :func:`streaming.registry_columns.migrate.import_patterns`)."""
     return join(checkpoint(settings), "pattern-registry")
 
 
@@ -119,7 +127,7 @@ def refuse_old_layout(settings: Settings) -> None:
             "written by the service), which this version does not read: its instances now live in Spark's keyed "
             "state. Start over with `python -m streaming run --reset` (moves the checkpoint aside and reads the "
             "topics again), or move that checkpoint's patterns directory "
-            f"({checkpoint(settings)}) aside by hand to start the patterns queries alone from scratch.")
+            f"({checkpoint(settings)}) aside by hand to start the patterns query alone from scratch.")
 
 
 def _starting(settings: Settings) -> str:
@@ -128,31 +136,6 @@ def _starting(settings: Settings) -> str:
 
 def _trigger(settings: Settings) -> str:
     return settings.patterns.trigger_interval or settings.spark.trigger_interval
-
-
-def start_subscriptions_query(spark: SparkSession, settings: Settings, client_config: KafkaClientConfig) -> StreamingQuery:
-    """The query keeping the pattern registry from the subscriptions topic."""
-    from streaming import kafka
-
-    kafka.register(spark)
-    registry = PatternRegistry(registry_dir(settings))
-    config, k, tenants = client_config, settings.kafka, Tenants.of(settings)
-
-    def on_batch(df: DataFrame, batch_id: int) -> None:
-        rows = [(r.key, r.value, r.topic, r.partition, r.offset)
-                for r in df.select("key", "value", "topic", "partition", "offset").collect()]
-        version, errors = apply_pattern_records(registry, batch_id, rows, settings.limits, tenants)
-        if errors:
-            err_df = spark.createDataFrame([(None, e.to_json(), k.errors_topic if tenants is None else
-                                             tenants.errors_topic_of(e.position.topic)) for e in errors], OUT_DDL)
-            kafka.write_batch(err_df, config, use_java_connector=k.use_java_connector)
-        log.info("pattern registry at version %d after batch %d (%d errors)", version, batch_id, len(errors))
-
-    topics = [k.subscriptions_topic] if tenants is None else list(tenants.subscription_topics)
-    src = kafka.read_stream(spark, config, topics, starting=_starting(settings), use_java_connector=k.use_java_connector)
-    return (src.writeStream.foreachBatch(on_batch)
-            .option("checkpointLocation", join(checkpoint(settings), "pattern-subscriptions"))
-            .queryName("pattern-subscriptions").trigger(processingTime=_trigger(settings)).start())
 
 
 def instance_quota_errors(tenants: Tenants, events_topic: str, batch_id: int, blocked: Collection[str],
@@ -226,13 +209,14 @@ class AttributeWarnings:
 
     def watch(self) -> census.Watch | None:
         """What the keying tasks of the next batch tally (``None``: every read is resolved)."""
-        version, _, patterns = load_registry(self.registry_dir)
-        return self.census.watch(version, patterns)
+        got = current(self.registry_dir)
+        return self.census.watch(got.version, got.patterns)
 
     def note(self, batch_id: int, tallies: list[bytes], watch: census.Watch | None) -> list[tuple[str, ErrorRecord]]:
         """Merge a batch's tallies; log each new unknown read once and return its errors-topic
         record; keep the census (and the reads unknown now, for the status) under the checkpoint."""
-        version, _, patterns = load_registry(self.registry_dir)
+        got = current(self.registry_dir)
+        version, patterns = got.version, got.patterns
         changed = self.census.merge(tallies, set(watch.names) if watch is not None else set())
         unknown = self.census.unknown(version, patterns)
         fresh = [u for u in unknown if u.key not in self.census.warned]
@@ -271,8 +255,9 @@ def keyed_watched(batches: Iterator[pa.RecordBatch], registry_uri: str, checkpoi
     p = settings.patterns
     watch = None
     if p.unknown_attribute_events > 0:
-        version, _, patterns = load_registry(registry_uri)
-        watch = census.load(checkpoint_uri, p.unknown_attribute_events, p.stream_attribute_names).watch(version, patterns)
+        got = current(registry_uri)
+        watch = census.load(checkpoint_uri, p.unknown_attribute_events, p.stream_attribute_names).watch(got.version,
+                                                                                                          got.patterns)
     yield from keyed_rows(batches, registry_dir=registry_uri, settings=settings, kafka=kafka, watch=watch)
 
 
@@ -304,7 +289,7 @@ def start_patterns_query(spark: SparkSession, settings: Settings, client_config:
 
     kafka.register(spark)
     refuse_old_layout(settings)
-    PatternRegistry(registry_dir(settings))  # exists before the executors read it
+    Directory(registry_dir(settings)).sub(view.VIEWS).make()  # exists before the executors read it
     sink = PatternSink(spark, settings, client_config)
     src = kafka.read_stream(spark, client_config, settings.kafka.events_topic, starting=_starting(settings),
                             max_per_trigger=settings.kafka.max_offsets_per_trigger or None,
@@ -336,8 +321,7 @@ def query_conf(spark: SparkSession, settings: Settings) -> Iterator[None]:
 
 
 def starters(settings: Settings, spark: SparkSession, client_config: KafkaClientConfig) -> list[Callable[[], StreamingQuery]]:
-    """How to start both queries (the service supervises them), or none when disabled."""
+    """How to start the patterns query (the service supervises it), or nothing when disabled."""
     if not settings.patterns.enabled:
         return []
-    return [partial(start_subscriptions_query, spark, settings, client_config),
-            partial(start_patterns_query, spark, settings, client_config)]
+    return [partial(start_patterns_query, spark, settings, client_config)]

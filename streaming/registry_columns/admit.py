@@ -4,7 +4,7 @@ ids, target topics, quotas and expiry judged on columns (step 2 of the wiring pl
 :func:`admit` takes the rows :func:`~streaming.registry_columns.parse.parse_records` made (from
 any number of tasks, in any order) and judges them as the earlier release's two queries did
 (the match query's gate of expressions, modelled by ``tests/unit/streaming/gate_model.py``, and
-:func:`streaming.patterns.registry.apply_pattern_records`), in record order (topic, partition,
+its pattern registry, by ``tests/unit/streaming/pattern_model.py``), in record order (topic, partition,
 offset): each change gets its tenant's internal id (:meth:`Tenants.internal`); a tenant's upsert
 naming a target it may not, or past its ``subscriptions``, ``predicates`` or ``patterns``
 quota, is refused with an error record on its errors topic; an upsert that gives a tenant's
@@ -238,8 +238,8 @@ def _held(state: IdColumns, ids: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def _refusals(rows: pa.Table, at: np.ndarray, wide: _Wide, where: np.ndarray, owners: list[str], codes: list[int],
               held: list[int], tenants: Tenants | None, topic_exists: Callable[[str], bool]) -> list[bytes]:
     """The error records of refused rows ``at`` (of ``rows``, at positions ``where`` of the record
-    order, whose record and key ``wide`` gives; as the earlier gate or the pattern registry
-    words them: :meth:`Tenants.refuse_target`, :meth:`Tenants.refusal`), in order: one Python step per refused record."""
+    order, whose record and key ``wide`` gives; as the earlier release's gate and pattern registry
+    worded them: :meth:`Tenants.refuse_target`, :meth:`Tenants.refusal`), in order: one Python step per refused record."""
     if not len(at):
         return []
     assert tenants is not None  # only tenants' records are refused

@@ -63,8 +63,8 @@ class ChangeBatch(NamedTuple):
         expires : expiry time (seconds) or NaN for none; all NaN when omitted.
         tenants : tenant names (the operator's, ``""``, when omitted).
         predicates : each expression upsert's predicate count (the tenants' quota; 0 when omitted).
-        packed : each expression upsert's subscription packed (:func:`matchers.packed.pack`;
-            ignored for the others).
+        packed : each expression upsert's subscription packed (:func:`matchers.packed.pack`),
+            each pattern upsert's text and partition attribute (:func:`.view.packed`); ignored for a delete.
 
         Raises
         ------
@@ -99,11 +99,10 @@ class ChangeBatch(NamedTuple):
         preds = np.zeros(n, np.int32) if predicates is None else np.asarray(predicates, np.int64)
         if preds.shape != (n,) or (preds < 0).any() or (preds > np.iinfo(np.int32).max).any():
             raise ChangeBatchError(f"predicates: {n} counts of at least 0 needed")
-        expression = upsert & (kind_codes == EXPRESSION)
         pk = _strings([None] * n if packed is None else packed, "packed", pa.binary())
-        if np.asarray(pk.is_null().to_numpy(zero_copy_only=False))[expression].any():
-            raise ChangeBatchError("every expression upsert needs its packed subscription")
-        pk = _where_null(pk, ~expression)
+        if np.asarray(pk.is_null().to_numpy(zero_copy_only=False))[upsert].any():
+            raise ChangeBatchError("every upsert needs its packed subscription or pattern")
+        pk = _where_null(pk, ~upsert)
         return cls(ids, op_codes, kind_codes, recs, exp, ten, np.where(upsert, preds, 0).astype(np.int32), pk)
 
     def take(self, rows: np.ndarray) -> ChangeBatch:

@@ -36,7 +36,8 @@ DELTA_SCHEMA = pa.schema([
 ])
 """A delta's rows: one per id the version changed (a delete has kind 0 and no record; ``predicates``:
 an expression's count, for the tenants' quota; ``packed``: an expression's subscription without
-its id, :func:`matchers.packed.pack`, what executors load)."""
+its id, :func:`matchers.packed.pack`, what executors load, or a pattern's text and partition
+attribute, :func:`~streaming.registry_columns.view.packed`)."""
 SNAPSHOT_SCHEMA = pa.schema([
     ("id", pa.string()), ("kind", pa.int8()), ("version", pa.int64()), ("record", pa.binary()),
     ("expires", pa.float64()), ("tenant", pa.string()), ("crc", pa.uint32()), ("predicates", pa.int32()),

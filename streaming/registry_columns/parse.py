@@ -1,11 +1,12 @@
 """Subscription records parsed where the cores are: one batch of records in, one batch of
 changes out, as columns (step 1 of the registry's wiring plan, ``docs/service.md``).
 
-:func:`parse_records` judges each record exactly as the two queries do today
+:func:`parse_records` judges each record as the earlier release's two queries did
 (:func:`streaming.records.read_envelope`, then :func:`~streaming.records.expression_change`
-for an expression or :func:`streaming.patterns.registry.pattern_error` for a pattern) and
+for an expression or :func:`streaming.patterns.registry.pattern_change` for a pattern) and
 returns a row per record: the change (id, op, kind, the record's bytes, an expression's
-subscription packed (:func:`matchers.packed.pack`), expiry, target topic) or its error
+subscription packed (:func:`matchers.packed.pack`) or a pattern's text and partition attribute
+(:func:`streaming.registry_columns.view.packed`), expiry, target topic) or its error
 record (``error``: the errors topic's JSON), with the record's position.
 No Python object per subscription outlives the call, so it runs in a Spark task
 (:func:`parse_partition`: the match query's tasks call it, :mod:`streaming.match.changes`)
@@ -24,7 +25,7 @@ from matchers.collector import no_cyclic_gc
 from matchers.expr import DEFAULT_MAX_TERMS
 from matchers.packed import pack
 from streaming.config import LimitsSettings
-from streaming.patterns.registry import pattern_error
+from streaming.patterns.registry import pattern_change
 from streaming.records import (
     DEFAULT_LIMITS,
     DELETE,
@@ -52,7 +53,8 @@ PARSED_SCHEMA = pa.schema([
 ])
 """One row per subscription record: its change (``op`` :data:`UPSERT_CODE` or
 :data:`DELETE_CODE`, ``kind`` :data:`EXPRESSION` or :data:`PATTERN` for an upsert, ``0``
-otherwise; ``packed``: an expression's subscription without its id, :func:`matchers.packed.pack`;
+otherwise; ``packed``: an expression's subscription without its id, :func:`matchers.packed.pack`,
+or a pattern's text and partition attribute, :func:`streaming.registry_columns.view.packed`;
 ``predicates``: its count, for the tenants' quota) or its error record
 (``op`` :data:`ERROR`; a refused pattern keeps its id and kind :data:`PATTERN`, the others
 have neither), and its position and key (a refusal's error record names it)."""
@@ -122,10 +124,10 @@ def _row(key: bytes | None, value: bytes | None, position: Position, parse: Subs
     if op == DELETE or obj is None:
         return sub_id, DELETE_CODE, 0, None, None, None, None, 0, None
     if "pattern" in obj:
-        problem = pattern_error(sub_id, obj, key, value, position)
-        if problem is not None:  # whose id it is is known: the match query drops the id's expression
-            return sub_id, ERROR, PATTERN, None, None, None, None, 0, problem.to_json()
-        return sub_id, UPSERT_CODE, PATTERN, value, None, None, None, 0, None
+        judged = pattern_change(sub_id, obj, key, value, position)
+        if isinstance(judged, ErrorRecord):
+            return sub_id, ERROR, PATTERN, None, None, None, None, 0, judged.to_json()
+        return sub_id, UPSERT_CODE, PATTERN, value, judged, None, None, 0, None
     change = expression_change(sub_id, obj, key, value, position, parse, max_terms, limits, targets)
     if isinstance(change, ErrorRecord):
         return _error(change)

@@ -11,6 +11,12 @@ replay: it gets the version it recorded (or saw) the first time and changes noth
 deltas, one shard in memory at a time); old files are pruned when the next batch comes (Spark
 runs it once the batch before is committed), so that a replay of the batch that wrote the
 snapshot still finds the version before it (:meth:`columns_at`).
+
+Patterns are rows of kind :data:`PATTERN` like the expressions (their ``packed`` column: the
+CEL text and partition attribute, :func:`.view.packed`); the driver also keeps the live ones
+(few, bounded by the tenants' quota) and a version that changes any writes the whole set as
+the pattern view (:mod:`.view`), which the ``patterns`` query's executors read. A view that a
+crash kept from being written is written when the registry is loaded.
 """
 
 from __future__ import annotations
@@ -25,8 +31,15 @@ import numpy as np
 import pyarrow as pa
 
 from streaming.errors import RegistryError
-from streaming.registry_columns import files, kernels
-from streaming.registry_columns.columns import DELETE, UPSERT, ChangeBatch, IdColumns, as_array
+from streaming.registry_columns import files, kernels, view
+from streaming.registry_columns.columns import (
+    DELETE,
+    PATTERN,
+    UPSERT,
+    ChangeBatch,
+    IdColumns,
+    as_array,
+)
 from streaming.registry_columns.files import Stamp
 from streaming.storage import Directory
 
@@ -81,7 +94,12 @@ class ColumnRegistry:
         self.shards, self.snapshot_every, self.snapshots_kept = shards, snapshot_every, snapshots_kept
         self.directory.sub(files.DELTAS).make()
         self.directory.sub(files.SNAPSHOTS).make()
+        self.directory.sub(view.VIEWS).make()
         self.columns = IdColumns()
+        self.patterns: dict[str, tuple[bytes, int]] = {}
+        """The live patterns: ``{id: (packed column, version of its last upsert)}``."""
+        self.base = 0
+        """The pattern view's ``base`` (:mod:`.view`)."""
         self.stamps: list[Stamp] = []
         """Stamps from the newest snapshot's on (or version 0's), one per version, in order."""
         self._next_expiry = np.inf
@@ -104,6 +122,12 @@ class ColumnRegistry:
             table, stamp = files.read_delta(self.directory, v)
             self._apply_table(table, v)
             self.stamps.append(stamp)
+        newest = view.newest(self.directory)
+        self.base = max([newest.base, *(view.base_of(blob) for blob, _ in self.patterns.values())])
+        if newest.patterns != self.pattern_view() or newest.base != self.base:  # a crash came before its write
+            stamp = self.stamps[-1]
+            view.write(self.directory, view.View(stamp.version, stamp.batch_id, self.base, self.pattern_view()),
+                       stamp.time)
         release_memory()
 
     @property
@@ -139,6 +163,10 @@ class ColumnRegistry:
             "tenant": names.take(pa.array(c.tenant[rows])), "expires": c.expires[rows], "crc": c.crc[rows],
             "predicates": c.predicates[rows],
         })
+
+    def pattern_view(self) -> view.Patterns:
+        """The live patterns as the view holds them (``{id: [text, since, attribute]}``)."""
+        return {sub_id: view.entry(blob, v, self.base) for sub_id, (blob, v) in sorted(self.patterns.items())}
 
     def counts(self) -> dict[tuple[str, int], int]:
         """Live subscriptions per ``(tenant, kind)``."""
@@ -179,7 +207,8 @@ class ColumnRegistry:
             raise RegistryError(f"batch {batch_id} is older than the registry's oldest kept version "
                                 f"{self.stamps[0].version} (batch {self.stamps[0].batch_id})")
         ids = np.fromiter((s.batch_id for s in self.stamps), np.int64, len(self.stamps))
-        return self.stamps[int(np.searchsorted(ids, batch_id, side="right")) - 1]
+        at = int(np.searchsorted(ids, batch_id, side="right")) - 1
+        return self.stamps[int(np.searchsorted(ids, ids[at], side="left"))]  # the first of its batch (:meth:`append`)
 
     # -- writing -------------------------------------------------------------------------
     @property
@@ -199,6 +228,15 @@ class ColumnRegistry:
             return Applied(stamp.version, stamp.time, True)
         if self._prune_due:  # no batch before this one runs again
             self.prune()
+        return self._record(batch_id, changes, time, snapshot)
+
+    def append(self, changes: ChangeBatch) -> Applied:
+        """Record changes that no batch made (an import at start, :mod:`.migrate`) as the next version,
+        under the last batch's id and time: a replay of that batch still gets the version it recorded
+        (:meth:`version_of_batch` takes a batch's first)."""
+        return self._record(self.batch_id, changes, self.stamps[-1].time, False)
+
+    def _record(self, batch_id: int, changes: ChangeBatch, time: float, snapshot: bool) -> Applied:
         if not len(changes):
             return Applied(self.version, time, False)
         off, data = kernels.string_buffers(changes.ids)
@@ -218,7 +256,8 @@ class ColumnRegistry:
                          schema=files.DELTA_SCHEMA)
         stamp = Stamp(version, batch_id, float(time))
         files.write_delta(self.directory, stamp, table)
-        self._apply_table(table, version)
+        if self._apply_table(table, version):
+            view.write(self.directory, view.View(version, batch_id, self.base, self.pattern_view()), stamp.time)
         self.stamps.append(stamp)
         if snapshot and self.snapshot_due:
             self.snapshot()
@@ -227,21 +266,40 @@ class ColumnRegistry:
         return Applied(version, stamp.time, False, int(np.count_nonzero(up & (before == 0))),
                        int(np.count_nonzero(up & (before != 0))), int(np.count_nonzero(~up)))
 
-    def _put(self, table: pa.Table, kinds: np.ndarray, versions: np.ndarray) -> None:
-        """Set the columns of a delta's or snapshot part's ids (``kinds``: ``0`` deletes)."""
+    def _put(self, table: pa.Table, kinds: np.ndarray, versions: np.ndarray) -> bool:
+        """Set the columns of a delta's or snapshot part's ids (``kinds``: ``0`` deletes); whether a
+        pattern changed."""
         c = self.columns
         ids = table.column("id").combine_chunks()
         expires = table.column("expires").to_numpy()
-        c.put(ids, np.asarray(kinds, np.int8), versions, c.owner_codes(table.column("tenant").combine_chunks(), ids),
-              expires, table.column("predicates").to_numpy())
+        _, before, _ = c.put(ids, np.asarray(kinds, np.int8), versions,
+                             c.owner_codes(table.column("tenant").combine_chunks(), ids), expires,
+                             table.column("predicates").to_numpy())
+        changed = self._put_patterns(table, kinds, versions, before)
         new_min = np.nanmin(expires, initial=np.inf) if len(expires) else np.inf
         self._next_expiry = min(self._next_expiry, float(new_min))
         if c.should_compact():
             c.compact()
+        return changed
 
-    def _apply_table(self, table: pa.Table, version: int) -> None:
+    def _put_patterns(self, table: pa.Table, kinds: np.ndarray, versions: np.ndarray, before: np.ndarray) -> bool:
+        """Keep :attr:`patterns` with the rows (``before``: each id's kind before them; Python only
+        for rows of patterns and of ids that were patterns); whether one changed."""
+        rows = np.flatnonzero((kinds == PATTERN) | (before == PATTERN))
+        if not len(rows):
+            return False
+        picked = table.select(["id", "packed"]).take(pa.array(rows, pa.int64())).to_pydict()
+        for sub_id, blob, kind, v in zip(picked["id"], picked["packed"], kinds[rows].tolist(), versions[rows].tolist(),
+                                         strict=True):
+            if kind == PATTERN:
+                self.patterns[sub_id] = (blob, int(v))
+            else:
+                self.patterns.pop(sub_id, None)
+        return True
+
+    def _apply_table(self, table: pa.Table, version: int) -> bool:
         kinds = np.where(table.column("op").to_numpy() == DELETE, 0, table.column("kind").to_numpy())
-        self._put(table, kinds, np.full(table.num_rows, version, np.int64))
+        return self._put(table, kinds, np.full(table.num_rows, version, np.int64))
 
     def snapshot(self) -> None:
         """Write the current version per shard (from the files, one shard at a time); the next
@@ -278,6 +336,11 @@ class ColumnRegistry:
             for v in files.delta_versions(self.directory):
                 if v <= keep[0]:
                     deltas.remove(files.delta_name(v))
+            views = view.versions(self.directory)
+            floor = max([v for v in views if v <= keep[0]], default=0)  # the view of the oldest kept version
+            for v in views:
+                if v < floor:
+                    self.directory.sub(view.VIEWS).remove(view.view_name(v))
         self._prune_due = False
 
     def describe(self) -> Mapping[str, object]:

@@ -7,7 +7,8 @@ import pytest
 
 from matchers.cayuga.algebra import Event
 from streaming.config import Settings
-from streaming.patterns import start_patterns_query, start_subscriptions_query
+from streaming.match import MatchJob
+from streaming.patterns import start_patterns_query
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, rss_posts, stock_ticks
 
@@ -52,11 +53,7 @@ def test_table1_through_kafka_and_spark(spark, kafka_config, topic_factory, tmp_
         kafka={"events_topic": events_t, "subscriptions_topic": subs_t, "notifications_topic": notes_t,
                "errors_topic": errors_t, **connector_settings(connector)},
         spark={"checkpoint_dir": str(tmp_path), "trigger_interval": "0 seconds"})
-    q = start_subscriptions_query(spark, settings, kafka_config)
-    try:
-        q.processAllAvailable()
-    finally:
-        q.stop()
+    drain(MatchJob(settings, spark, kafka_config).start())  # the match query registers the patterns
     events = table1_events()
     payload = [(e.attrs.get("name") or e.attrs.get("website"), event_json(e)) for e in events]
     payload.insert(10, (None, b"not json"))
@@ -86,7 +83,6 @@ def test_a_misspelt_attribute_is_reported_while_correct_patterns_match(spark, ka
     one WARNING, one record on the errors topic (none more after a restart) and a line of
     ``python -m streaming status``; the correct pattern matches as the reference says."""
     from streaming.__main__ import status
-    from streaming.match import MatchJob
 
     from .service_fixtures import make_topics, service_settings
 
@@ -96,11 +92,7 @@ def test_a_misspelt_attribute_is_reported_while_correct_patterns_match(spark, ka
     good = "FILTER{price > 20}(Stock) NEXT{$2.name = $1.name AND $2.price > $1.price} Stock"
     subs = {"good": good, "bad": good.replace("FILTER{price", "FILTER{prcie")}
     produce(kafka_config, topics.subscriptions, [(k, orjson.dumps({"id": k, "pattern": t})) for k, t in subs.items()])
-    q = start_subscriptions_query(spark, settings, kafka_config)
-    try:
-        q.processAllAvailable()
-    finally:
-        q.stop()
+    drain(MatchJob(settings, spark, kafka_config).start())  # the match query registers the patterns
     events = stock_ticks(300, 5)
     produce(kafka_config, topics.events, [(e.attrs["name"], event_json(e)) for e in events]
             + [(None, heartbeat(events[-1].t1))])

@@ -100,8 +100,8 @@ def test_sigkill_and_restart(kafka_config, topic_factory, tmp_path):
             [(n, orjson.dumps({"op": "upsert", "id": n, "pattern": t})) for n, t in SUBS.items()])
     proc = _start(kafka_config, topics, checkpoint, log)
     try:
-        registry = checkpoint / "patterns" / "pattern-registry"
-        _wait_for(lambda: (registry / "v000000000001.json").exists(), proc, log, 300, "the registry's first version")
+        views = checkpoint / "registry-columns" / "patterns"  # the match query registers the patterns
+        _wait_for(lambda: views.exists() and any(views.iterdir()), proc, log, 300, "the registry's first pattern view")
         produce(kafka_config, topics["events"], [(e.attrs["name"], event_json(e)) for e in first])
         _wait_for(lambda: set(_distinct(kafka_config, topics["notes"]).values()) >= expected_first,
                   proc, log, 300, "the first half's notifications",
@@ -162,8 +162,8 @@ def test_absence_deadline_passes_while_the_service_is_down(kafka_config, topic_f
     bob = ("nologin", ("b1",), None)
     proc = _start(kafka_config, topics, checkpoint, log)
     try:
-        registry = checkpoint / "patterns" / "pattern-registry"
-        _wait_for(lambda: (registry / "v000000000001.json").exists(), proc, log, 300, "the registry's first version")
+        views = checkpoint / "registry-columns" / "patterns"  # the match query registers the patterns
+        _wait_for(lambda: views.exists() and any(views.iterdir()), proc, log, 300, "the registry's first pattern view")
         # the watermark (5 ticks behind the last event, zed's at 420) passes carol's deadline (300)
         # and bob's failure (400), not bob's deadline (700)
         produce(kafka_config, topics["events"], [

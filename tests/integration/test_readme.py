@@ -124,8 +124,8 @@ class Follower:
 
 
 def registered(checkpoint: Path, pattern_id: str) -> bool:
-    """Whether the patterns query has put ``pattern_id`` in its registry."""
-    files = sorted((checkpoint / "patterns" / "pattern-registry").glob("v*.json"))
+    """Whether the registry's pattern view (the match query writes it, the patterns query reads it) holds ``pattern_id``."""
+    files = sorted((checkpoint / "registry-columns" / "patterns").glob("*.json"))
     return bool(files) and pattern_id in json.loads(files[-1].read_text())["patterns"]
 
 

@@ -76,7 +76,8 @@ def test_the_match_querys_parse_in_tasks_gives_the_drivers_rows(spark, kafka_con
     assert sorted(small.to_pylist(), key=_at) == want
     assert sorted(split.to_pylist(), key=_at) == want
     errors = [r for r in want if r["op"] == ERROR]
-    assert len(errors) == len(bad)  # a refused pattern is a delete of its id here (the interim rule)
-    assert sum(r["op"] == columns.DELETE for r in want) == len(patterns) + len(deletes)
+    assert len(errors) == len(bad) + 1  # and the pattern that does not compile (stage "pattern")
+    assert sum(r["op"] == columns.DELETE for r in want) == len(deletes)
+    assert [r["kind"] for r in want if r["id"] in ("p", "q")] == [columns.PATTERN] * 2
     assert parse_in_tasks(spark.sparkContext, kafka_config, [OffsetRange(topic, 0, n0, n0)],
                           driver_records=0).num_rows == 0

@@ -21,7 +21,7 @@ from streaming.kafka.watermarks import Watermarks
 from streaming.match import MatchJob
 from streaming.match.job import tenant_usage
 from streaming.metrics import read_status
-from streaming.patterns import start_patterns_query, start_subscriptions_query
+from streaming.patterns import start_patterns_query
 from streaming.tenants import Tenants, topic_of
 from tests.integration.kafka_helpers import consume_all, produce
 from tests.integration.kafka_security import Acl, SecuredKafka, reader_group
@@ -291,7 +291,7 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     produce(kafka_config, acme, [pattern("p", s3), pattern("q", s3)])
     produce(kafka_config, beta, [pattern("p", s3)])
     produce(kafka_config, topics.subscriptions, [pattern("p", s3)])
-    drain(start_subscriptions_query(spark, settings, who.service))
+    drain(MatchJob(settings, spark, who.service).start())  # the match query registers the patterns
     events = stock_ticks(60, 2)
     produce(kafka_config, topics.events, [event_json(e) for e in events] + [heartbeat(events[-1].t1)], partition=0)
     expected = {w for sub, w in ((k[1], k[5]) for k in reference_matches({"p": s3}, events)) if sub == "p"}
@@ -311,7 +311,7 @@ def test_a_tenants_patterns_notify_its_topic_within_its_quota(
     assert consume_all(kafka_config, f"{topics.errors}.beta") == []
     usage = tenant_usage(tenants, {}, MatchJob(settings, spark, who.service).pattern_ids())
     assert usage["acme"]["patterns"] == 1 and usage["beta"]["patterns"] == 1
-    assert who.service_refusals(security) == []  # the patterns queries need no more ACLs either
+    assert who.service_refusals(security) == []  # the patterns query needs no more ACLs either
 
 
 def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_told_once(
@@ -330,7 +330,7 @@ def test_a_tenant_at_its_pattern_instances_quota_starts_no_new_instances_and_is_
     who = principals(security, settings, kafka_config)
     for t in ("acme", "beta"):
         produce(kafka_config, f"{topics.subscriptions}.{t}", [pattern("p", "Open NEXT{$2.name = $1.name} Close")])
-    drain(start_subscriptions_query(spark, settings, who.service))
+    drain(MatchJob(settings, spark, who.service).start())  # the match query registers the patterns
 
     def ev(kind: str, name: str, ts: int) -> bytes:
         return orjson.dumps({"id": f"{kind}-{name}", "stream": kind, "ts": ts, "name": name})

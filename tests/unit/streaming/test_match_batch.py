@@ -9,6 +9,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from matchers.catalog import create
 from matchers.events import flatten
 from matchers.expr import Subscription, pred
 from matchers.oracle import match as oracle_match
@@ -31,7 +32,9 @@ from streaming.match import (
 )
 from streaming.match.changes import records_table
 from streaming.match.tasks import TaskMetrics, TaskResult
-from streaming.registry_columns import ColumnRegistry
+from streaming.patterns.registry import current
+from streaming.registry_columns import EXPRESSION, PATTERN, ColumnRegistry
+from streaming.registry_columns.shards import build_shard, catch_up
 from streaming.validity import ValidEvent, ValidityStore, decode
 from tests.strategies import random_event, random_subscriptions
 
@@ -171,9 +174,10 @@ def test_records_apply_in_offset_order_and_an_expired_upsert_is_deleted_in_its_b
     assert live_ids(reg) == {"x", "gone"} and out.expired == 2 and applied.deleted == 1  # z never was
 
 
-def test_pattern_records_drop_their_ids_expression_and_are_neither_stored_nor_reported(tmp_path):
-    """Interim rule (until the patterns query reads this registry): a pattern record, good or bad,
-    deletes the expression of its id, as ``parse_change`` does; the patterns query reports its errors."""
+def test_pattern_records_are_stored_and_their_errors_reported_once(tmp_path):
+    """A pattern record replaces the expression of its id (one id names one kind at a time) and is
+    stored as a pattern, in the pattern view; a bad one changes nothing and is one error record
+    (stage ``pattern``), as a bad expression is (stage ``subscription``)."""
     reg = ColumnRegistry(tmp_path / "registry")
     record_batch(reg, 0, sub_rows([{"id": "a", "expr": "price > 1"}, {"id": "b", "expr": "price > 1"},
                                    {"id": "c", "expr": "price > 1"}]), 1.0)
@@ -183,9 +187,43 @@ def test_pattern_records_drop_their_ids_expression_and_are_neither_stored_nor_re
         {"id": "p", "pattern": 7},
         {"id": "q", "pattern": "SELECT * FROM FILTER{price > 10}(Stock)"},
         {"id": "c", "expr": "price <"}]), 2.0)
-    assert live_ids(reg) == {"c"} and applied.deleted == 2 and len(reg) == 1
-    assert [orjson.loads(e)["offset"] for e in out.errors.column("value").to_pylist()] == [4]  # c's, not b's or p's
-    assert list(reg.lookup(["p", "q"])) == [0, 0]
+    assert live_ids(reg) == {"a", "b", "c", "q"} and (applied.added, applied.replaced, applied.deleted) == (1, 1, 0)
+    assert reg.lookup(["a", "b", "c", "p", "q"]).tolist() == [PATTERN, EXPRESSION, EXPRESSION, 0, PATTERN]
+    errors = [orjson.loads(e) for e in out.errors.column("value").to_pylist()]
+    assert [(e["offset"], e["stage"]) for e in errors] == [(1, "pattern"), (2, "pattern"), (4, "subscription")]
+    assert sorted(reg.pattern_view()) == ["a", "q"] and sorted(current(reg.directory.uri).patterns) == ["a", "q"]
+
+
+STOCK = "SELECT * FROM FILTER{price > 10}(Stock)"
+KIND_CHANGES = [  # x: expression, pattern, expression; y: pattern, expression, pattern
+    ({"id": "x", "expr": "price > 1"}, {"id": "y", "pattern": STOCK}),
+    ({"id": "x", "pattern": STOCK}, {"id": "y", "expr": "price > 3"}),
+    ({"id": "x", "expr": "price > 2"}, {"id": "y", "pattern": STOCK.replace("10", "20")}),
+]
+
+
+@pytest.mark.parametrize("batches", [1, 2, 3])
+def test_an_id_changing_kind_ends_with_its_last_record(tmp_path, batches):
+    """Ids changing kind expression → pattern → expression (and back) within one batch or across
+    batches: the match index (built from the files, and caught up from each version) and the
+    pattern view end with the last record of each id."""
+    reg = ColumnRegistry(tmp_path / "registry")
+    records = [r for pair in KIND_CHANGES for r in pair]
+    cuts = {1: [0, 6], 2: [0, 3, 6], 3: [0, 2, 4, 6]}[batches]
+    index, at = create("counting"), 0
+    for b, (lo, hi) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        record_batch(reg, b, sub_rows(records[lo:hi]), 1.0 + b)
+        catch_up(index, reg.directory, at, reg.version, 0, 1)
+        at = reg.version
+    events = [{"price": 5}, {"price": 1.5}]  # y's expression (price > 3) and x's first (price > 1) are gone
+    built = build_shard(reg.directory, reg.version, 0, 1, lambda: create("counting"))
+    assert [sorted(m) for m in built.match_events(events)] == [sorted(m) for m in index.match_events(events)] == \
+        [["x"], []]
+    assert reg.lookup(["x", "y"]).tolist() == [EXPRESSION, PATTERN]
+    view = current(reg.directory.uri)
+    assert {i: e[0] for i, e in view.patterns.items()} == {"y": STOCK.replace("10", "20")} == \
+        {i: e[0] for i, e in ColumnRegistry(tmp_path / "registry").pattern_view().items()}
+    assert view.patterns["y"][1] == view.version  # registered at the version of its last record
 
 
 def test_valid_events_are_kept_and_matched_by_new_subscriptions(tmp_path):

@@ -68,7 +68,7 @@ def test_the_tasks_rows_are_the_drivers(monkeypatch, targets):
     todo = parse_tasks(ranges, 5, 7)
     assert len(todo) == 5
     streams = [blob for i in range(len(todo)) for blob in parse_ranges([i], None, todo, targets=targets)]
-    tasks = changes.without_patterns(pa.concat_tables(pa.ipc.open_stream(b).read_all() for b in streams))
+    tasks = pa.concat_tables(pa.ipc.open_stream(b).read_all() for b in streams)
     driver = parse_subscription_records(records, targets=targets)
     assert tasks.schema == driver.schema == PARSED_SCHEMA
     assert _sorted(tasks) == _sorted(driver)
@@ -81,11 +81,12 @@ FAST = [orjson.dumps({"op": "upsert", "id": f"f{i}", "json": {"all": [["a0", "="
         for i in range(6)] + [orjson.dumps({"id": "f9", "json": ["name", "!=", "x"]})]
 """Records of the common JSON form (the fast parse takes them)."""
 GENERAL = [orjson.dumps({"id": f"e{i}", "expr": f"price > {i} AND symbol = 'X{i}'"}) for i in range(6)] + [
-    orjson.dumps({"id": "f1", "op": "delete"}), orjson.dumps({"id": "p", "pattern": "SELECT * FROM ("}),
+    orjson.dumps({"id": "f1", "op": "delete"}), orjson.dumps({"id": "p", "pattern": "SELECT * FROM FILTER{price > 1}(S)"}),
     orjson.dumps({"id": "z", "json": {"all": [["a", "=", True]]}})]
 """Records the fast parse refuses and the general path accepts (deletes and patterns too)."""
 BAD = [b"{broken", b"", None, orjson.dumps({"expr": "price > 1"}), orjson.dumps({"id": "y", "expr": "price >"}),
-       orjson.dumps({"id": "e1", "json": {"price": [{"numeric": [">", 1]}]}}), orjson.dumps([1, 2])]
+       orjson.dumps({"id": "e1", "json": {"price": [{"numeric": [">", 1]}]}}), orjson.dumps([1, 2]),
+       orjson.dumps({"id": "p", "pattern": "SELECT * FROM ("})]
 """Bad records (each gives one error record), some of the common form's near misses."""
 
 

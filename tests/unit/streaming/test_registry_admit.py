@@ -1,7 +1,8 @@
 """The columnar path's quotas and expiry (issue 29, step 2) judge every batch as the rules say:
 micro-batches of subscription records of both kinds, with tenants and quotas that are hit, go
 (a) through a plain model of the match query's gate (:class:`tests.unit.streaming.gate_model.GateModel`,
-a dict of subscriptions) and through the pattern registry's ``apply_pattern_records``, and (b)
+a dict of subscriptions) and through the earlier release's pattern registry
+(:class:`tests.unit.streaming.pattern_model.PatternModel`), and (b)
 through ``parse_records``, ``admit`` and ``ColumnRegistry.apply``; after every batch the live ids
 and kinds, the error records and the counts are the same, and a replayed batch gives what it gave
 the first time.
@@ -23,13 +24,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.patterns.registry import PatternRegistry, apply_pattern_records
-from streaming.records import DEFAULT_LIMITS, default_parser
+from streaming.patterns.registry import current
+from streaming.records import default_parser
 from streaming.registry_columns import EXPRESSION, PATTERN, ColumnRegistry
 from streaming.registry_columns.admit import admit, warm
 from streaming.registry_columns.parse import parse_records
 from streaming.tenants import Tenants
 from tests.unit.streaming.gate_model import GateModel
+from tests.unit.streaming.pattern_model import PatternModel
 
 PARSE = default_parser()
 TENANTS = Tenants(("t1", "t2"), "subs", "notes", "errs",
@@ -96,13 +98,13 @@ class Reference:
     def __init__(self, tmp, tenants: Tenants | None):
         self.tenants = tenants
         self.model = GateModel(PARSE, tenants, topic_exists)
-        self.patterns = PatternRegistry(tmp / "patterns")
+        self.patterns = PatternModel()
 
     def batch(self, batch_id: int, rows: list[tuple], now: float) -> tuple:
         outcome = self.model.batch(batch_id, rows, now)
         ordered = sorted(rows, key=lambda r: (r[2], r[3], r[4]))
-        _, pattern_errors = apply_pattern_records(self.patterns, batch_id, ordered, DEFAULT_LIMITS, self.tenants)
-        expressions, patterns = set(self.model.subscriptions), set(self.patterns.latest()[2])
+        pattern_errors = self.patterns.apply(batch_id, ordered, self.tenants)
+        expressions, patterns = set(self.model.subscriptions), set(self.patterns.latest())
         assert not expressions & patterns
         live = {i: EXPRESSION for i in expressions} | {i: PATTERN for i in patterns}
         route = self.tenants.errors_topic_of if self.tenants is not None else lambda t: "errors"
@@ -159,6 +161,9 @@ def run(tmp, rng: random.Random, batches: int, tenants: Tenants | None) -> None:
         want = reference.batch(batch_id, rows, now)
         got, first = columns.batch(batch_id, rows, now, rng)
         assert got == want, (b, rows)
+        view = columns.registry.pattern_view()  # the view the patterns query reads: the model's texts
+        assert {i: e[0] for i, e in view.items()} == reference.patterns.latest()
+        assert current(str(columns.registry.directory.uri)).patterns == view
         if rng.random() < 0.25:  # Spark runs the batch again after a crash, later
             recorded = columns.registry.batch_id == batch_id
             # (a batch that recorded nothing is not known as a replay: judged again at the same time,

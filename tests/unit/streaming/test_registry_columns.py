@@ -1,6 +1,7 @@
 """The columnar registry's differential test: any interleaving of upserts and cancels of both
-kinds, replayed from any version and read per shard, equals a plain dictionary; plus replays
-after a crash, restarts, and missing or corrupt files."""
+kinds, replayed from any version and read per shard, equals a plain dictionary, and the pattern
+view at every version equals the dictionary's patterns; plus replays after a crash, restarts,
+and missing or corrupt files."""
 
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ from streaming.registry_columns import (
     ColumnRegistry,
     kernels,
     read_shard,
+    view,
 )
 from streaming.registry_columns import files as rfiles
+from streaming.storage import Directory
 
 Model = dict[str, tuple[int, bytes, float, str]]
 """``{id: (kind, record, expires, tenant)}``: what the registry must equal."""
@@ -46,18 +49,26 @@ def apply_model(model: Model, changes: list[tuple]) -> Model:
     return out
 
 
+def packed_of(kind: int, record: bytes | None) -> bytes | None:
+    """An upsert's packed column: an expression's is its record (bytes the registry stores and does
+    not read), a pattern's its text (the record in hex) and partition attribute (by the record's length)."""
+    if record is None or kind not in (EXPRESSION, PATTERN):
+        return None
+    return record if kind == EXPRESSION else view.packed(record.hex(), "a" if len(record) % 2 else None)
+
+
 def batch_of(changes: list[tuple]) -> ChangeBatch:
     """The changes as columns; an upsert's predicate count is its record's length, its packed
-    subscription its record (bytes the registry stores and does not read)."""
+    column :func:`packed_of`."""
     cols: list[tuple] = list(zip(*changes, strict=True)) if changes else [()] * 6
     return ChangeBatch.of(list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), list(cols[5]),
-                          [len(r or b"") for r in cols[3]], list(cols[3]))
+                          [len(r or b"") for r in cols[3]], [packed_of(k, r) for k, r in zip(cols[2], cols[3], strict=True)])
 
 
 def as_model(table: pa.Table) -> Model:
     rows = table.to_pylist()
     assert all(r["predicates"] == len(r["record"]) for r in rows)
-    assert all(r["packed"] == (r["record"] if r["kind"] == EXPRESSION else None) for r in rows)
+    assert all(r["packed"] == packed_of(r["kind"], r["record"]) for r in rows)
     out = {r["id"]: (r["kind"], r["record"], r["expires"], r["tenant"]) for r in rows}
     assert len(out) == len(rows), "an id twice in one table"
     return out
@@ -86,9 +97,10 @@ def stored(directory, version: int) -> bool:
     return version == 0 or not snaps or version >= snaps[0] or (bool(deltas) and deltas[0] == 1)
 
 
-def check_versions(directory, models: dict[int, Model], shards: int) -> None:
+def check_versions(directory, models: dict[int, Model], shards: int, sinces: dict[int, dict[str, int]]) -> None:
     """Every version still stored reads back as its model (per shard, and in another shard
-    count); one whose files were pruned is an error."""
+    count), and its pattern view (the newest at or below it) as the model's patterns; one whose
+    files were pruned is an error."""
     for version, expected in models.items():
         if not stored(directory, version):
             with pytest.raises(RegistryError, match="pruned"):
@@ -96,9 +108,29 @@ def check_versions(directory, models: dict[int, Model], shards: int) -> None:
             continue
         assert same(read_all(directory, version, shards), expected), version
         assert same(read_all(directory, version, shards + 1), expected), version
+        assert view.newest(Directory(str(directory)), version).patterns == patterns_of(expected, sinces[version]), version
 
 
-def check_driver(reg: ColumnRegistry, model: Model) -> None:
+def patterns_of(model: Model, since: dict[str, int]) -> view.Patterns:
+    """The pattern view of a model: ``{id: [text, since, attribute]}`` (:func:`packed_of`)."""
+    return {k: [v[1].hex(), since[k], "a" if len(v[1]) % 2 else None] for k, v in model.items() if v[0] == PATTERN}
+
+
+def next_since(since: dict[str, int], changes: list[tuple], version: int) -> dict[str, int]:
+    """The version of each id's last upsert after ``changes`` recorded as ``version``."""
+    out = dict(since)
+    for sub_id, op, *_ in changes:
+        if op == UPSERT:
+            out[sub_id] = version
+        else:
+            out.pop(sub_id, None)
+    return out
+
+
+def check_driver(reg: ColumnRegistry, model: Model, since: dict[str, int] | None = None) -> None:
+    if since is not None:
+        assert reg.pattern_view() == patterns_of(model, since)
+        assert view.latest(reg.directory.uri).patterns == patterns_of(model, since)
     live = reg.live().to_pylist()
     assert {r["id"]: (r["kind"], _key(r["expires"]), r["tenant"]) for r in live} == {
         k: (v[0], _key(v[2]), v[3]) for k, v in model.items()}
@@ -135,12 +167,16 @@ def run_interleaving(tmp, rng: random.Random, batches: int, pool: list[str], sha
                      restarts: bool = True) -> None:
     reg = ColumnRegistry(tmp, shards=shards, snapshot_every=snapshot_every, snapshots_kept=10_000)
     models: dict[int, Model] = {0: {}}
+    sinces: dict[int, dict[str, int]] = {0: {}}
     model: Model = {}
     batch_id = 0
     for _ in range(batches):
         batch_id += rng.randint(1, 3)
         changes = random_changes(rng, pool, rng.randint(0, 12))
+        before = reg.version
         got = reg.apply(batch_id, batch_of(changes), float(batch_id))
+        sinces[got.version] = next_since(sinces[before], changes, got.version) if got.version != before \
+            else sinces[before]
         new = apply_model(model, changes)
         assert not got.replay
         if same(new, model):
@@ -156,12 +192,12 @@ def run_interleaving(tmp, rng: random.Random, batches: int, pool: list[str], sha
             assert again.replay == recorded and again.version == got.version
         if restarts and rng.random() < 0.2:  # the driver restarts
             reg = ColumnRegistry(tmp, shards=shards, snapshot_every=snapshot_every, snapshots_kept=10_000)
-        check_driver(reg, model)
+        check_driver(reg, model, sinces[reg.version])
         if rng.random() < 0.2:  # the columns at an older version, as a replay of an old batch reads them
             v = rng.choice([v for v in sorted(models) if stored(tmp, v)])
             assert reg.columns_at(v).held_by_tenant() == columns_held(models[v])
-    check_versions(tmp, models, shards)
-    check_driver(ColumnRegistry(tmp, shards=shards), model)
+    check_versions(tmp, models, shards, sinces)
+    check_driver(ColumnRegistry(tmp, shards=shards), model, sinces[reg.version])
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -202,16 +238,20 @@ def test_any_interleaving_equals_a_dictionary(tmp_path_factory, ids, batches, sh
     tmp = tmp_path_factory.mktemp("reg")
     reg = ColumnRegistry(tmp, shards=shards, snapshot_every=snapshot_every, snapshots_kept=1_000)
     models = {0: {}}
+    sinces: dict[int, dict[str, int]] = {0: {}}
     model: Model = {}
     for batch_id, batch in enumerate(batches):
         changes = [(ids[i % len(ids)], op, kind if op == UPSERT else 0, rec if op == UPSERT else None,
                     exp if op == UPSERT else math.nan, ten if op == UPSERT else "")
                    for i, (op, kind, rec, exp, ten) in batch]
+        before = reg.version
         got = reg.apply(batch_id, batch_of(changes), 1.0)
+        sinces[got.version] = next_since(sinces[before], changes, got.version) if got.version != before \
+            else sinces[before]
         model = apply_model(model, changes)
         models[got.version] = model
-    check_driver(reg, model)
-    check_versions(tmp, models, shards)
+        check_driver(reg, model, sinces[got.version])
+    check_versions(tmp, models, shards, sinces)
 
 
 @settings(max_examples=60, deadline=None)
@@ -331,9 +371,11 @@ def test_held_per_tenant_and_target_survive_a_restart(tmp_path):
     reg = ColumnRegistry(tmp_path, snapshot_every=2)
     ups = ChangeBatch.of(["t:x", "t>n.t.a:y", "t>n.t.b:z", "u:p", "plain", ":a>b:c"], ["upsert"] * 6,
                          [EXPRESSION, EXPRESSION, EXPRESSION, PATTERN, EXPRESSION, EXPRESSION], [b"r"] * 6,
-                         tenants=["t", "t", "t", "u", "", ""], predicates=[2, 3, 4, 0, 5, 1], packed=[b"p"] * 6)
+                         tenants=["t", "t", "t", "u", "", ""], predicates=[2, 3, 4, 0, 5, 1],
+                         packed=[b"p"] * 3 + [view.packed("p", None)] + [b"p"] * 2)
     reg.apply(0, ups, 1.0)
-    reg.apply(1, ChangeBatch.of(["u:p"], ["upsert"], [PATTERN], [b"q"], tenants=["u"]), 2.0)  # a snapshot at 2
+    reg.apply(1, ChangeBatch.of(["u:p"], ["upsert"], [PATTERN], [b"q"], tenants=["u"], packed=[view.packed("q", None)]),
+              2.0)  # a snapshot at 2
     reg.apply(2, ChangeBatch.of(["t>n.t.b:z"], ["delete"]), 3.0)
     for r in (reg, ColumnRegistry(tmp_path)):
         assert r.held() == {("t", EXPRESSION): (2, 5), ("u", PATTERN): (1, 0), ("", EXPRESSION): (2, 6)}

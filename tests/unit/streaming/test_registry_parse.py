@@ -1,5 +1,6 @@
 """The columnar parse of subscription records (issue 29, step 1) judges every record as the
-two queries' parsers do today: the same changes, the same error records."""
+earlier release's two parsers did: the same changes, the same error records (a pattern's as
+that release's pattern registry judged it: envelope, then its compiled text)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.patterns.registry import parse_pattern_change
+from matchers.cayuga.compiler import chains, partition_attribute
+from matchers.cayuga.language import parse
+from streaming.patterns.registry import pattern_change
 from streaming.records import (
     DEFAULT_LIMITS,
     DELETE,
@@ -19,8 +22,9 @@ from streaming.records import (
     count_predicates,
     default_parser,
     parse_change,
+    read_envelope,
 )
-from streaming.registry_columns import columns
+from streaming.registry_columns import columns, view
 from streaming.registry_columns.parse import ERROR, PARSED_SCHEMA, parse_partition, parse_records
 
 PARSE = default_parser()
@@ -55,12 +59,21 @@ def _expected(key, value, position, targets):
     if out.op == UPSERT:
         return (out.id, columns.UPSERT, columns.EXPRESSION, value, out.subscription.expires, out.target,
                 count_predicates(out.subscription), None)
-    pattern = parse_pattern_change(key, value, position, {out.id}, DEFAULT_LIMITS)
-    if isinstance(pattern, ErrorRecord):  # a refused pattern keeps its id (the match query drops the id)
-        return out.id, ERROR, columns.PATTERN, None, None, None, 0, pattern.to_json()
-    if pattern is None or pattern[0] == DELETE:
+    envelope = read_envelope(key, value, position, DEFAULT_LIMITS)
+    assert not isinstance(envelope, ErrorRecord)  # parse_change would have refused it
+    op, public, obj = envelope
+    if op == DELETE or obj is None or "pattern" not in obj:
         return out.id, columns.DELETE, 0, None, None, None, 0, None
+    judged = pattern_change(public, obj, key, value, position)
+    if isinstance(judged, ErrorRecord):  # a refused pattern keeps its id
+        return out.id, ERROR, columns.PATTERN, None, None, None, 0, judged.to_json()
     return out.id, columns.UPSERT, columns.PATTERN, value, None, None, 0, None
+
+
+def _packed(row) -> bytes | None:
+    """A pattern upsert's packed column: its text and partition attribute."""
+    obj = orjson.loads(row["record"])
+    return view.packed(obj["pattern"], partition_attribute(chains(parse(obj["pattern"]))))
 
 
 @settings(max_examples=40, deadline=None)
@@ -77,6 +90,8 @@ def test_each_record_is_judged_as_by_both_parsers(records, targets):
         assert tuple(row[c] for c in ("id", "op", "kind", "record", "expires", "target", "predicates",
                                                      "error")) == want
         assert (row["topic"], row["partition"], row["offset"], row["key"]) == ("subs", 0, i, key)
+        if row["kind"] == columns.PATTERN and row["op"] == columns.UPSERT:
+            assert row["packed"] == _packed(row)
 
 
 def test_a_partition_of_batches_comes_back_parsed_batch_by_batch():

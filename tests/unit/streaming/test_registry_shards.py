@@ -31,6 +31,7 @@ from streaming.registry_columns import (
     ChangeBatch,
     ColumnRegistry,
     read_shard,
+    view,
 )
 from streaming.registry_columns import files as rfiles
 from streaming.registry_columns.shards import build_shard, catch_up, subscriptions
@@ -79,8 +80,8 @@ def _parsed(sub_id: str, record: bytes) -> Subscription:
 def batch_of(changes: list[tuple]) -> ChangeBatch:
     """The changes as columns, each expression packed as :mod:`~streaming.registry_columns.parse` does."""
     sub_ids, ops, kinds, records, expires, tenants = (list(c) for c in zip(*changes, strict=True))
-    packed = [pack(_parsed(i, r)) if op == UPSERT and k == EXPRESSION else None
-              for i, op, k, r in zip(sub_ids, ops, kinds, records, strict=True)]
+    packed = [None if op != UPSERT else pack(_parsed(i, r)) if k == EXPRESSION else
+              view.packed(orjson.loads(r)["pattern"], None) for i, op, k, r in zip(sub_ids, ops, kinds, records, strict=True)]
     return ChangeBatch.of(sub_ids, ops, kinds, records, expires, tenants, packed=packed)
 
 

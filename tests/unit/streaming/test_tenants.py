@@ -13,7 +13,7 @@ from streaming.match import BatchContext, match_partition, retro_notifications
 from streaming.match.changes import RECORD_SCHEMA, records_table
 from streaming.match.job import tenant_usage
 from streaming.records import default_parser
-from streaming.registry_columns import EXPRESSION, ColumnRegistry, read_shard
+from streaming.registry_columns import EXPRESSION, PATTERN, ColumnRegistry, read_shard
 from streaming.registry_columns.shards import subscriptions
 from streaming.tenants import Tenants, topic_of
 from streaming.validity import ValidEvent
@@ -162,7 +162,8 @@ def test_a_tenants_pattern_record_replaces_its_boolean_subscription_only(tmp_pat
     record_batch(reg, 0, rows_of(("subscriptions.acme", {"id": "p", "expr": "price < 5"}),
                                  ("subscriptions.beta", {"id": "p", "expr": "price < 5"})), 1.0, t, EXISTS)
     _, _, out = record_batch(reg, 1, rows_of(("subscriptions.acme", {"id": "p", "pattern": "x"})), 2.0, t, EXISTS)
-    assert out.errors.num_rows == 0 and live(reg) == {"beta:p"}  # the patterns query registers acme:p
+    assert out.errors.num_rows == 0 and live(reg) == {"acme:p", "beta:p"}
+    assert reg.lookup(["acme:p", "beta:p"]).tolist() == [PATTERN, EXPRESSION] and list(reg.pattern_view()) == ["acme:p"]
 
 
 def test_notifications_go_to_the_tenants_topic_with_its_own_id(tmp_path):
@@ -245,15 +246,15 @@ def pattern_rows(*records):
 
 
 def test_a_tenants_patterns_are_its_own_held_to_its_quota_and_notify_its_topic(tmp_path, monkeypatch):
+    from streaming.match.changes import records_of, register_records
     from streaming.patterns.operator import PatternOperator
     from streaming.patterns.queries import registry_dir
-    from streaming.patterns.registry import PatternRegistry, apply_pattern_records
     from tests.unit.cayuga.streams import TABLE1, stock_ticks
     from tests.unit.streaming.patterns.test_patterns import Part, _keyed, event_bytes, feed
     from tests.unit.streaming.patterns.test_patterns import event_time_ms as tick_ms
 
     settings = settings_for(tmp_path, quotas={"acme.patterns": 1})
-    t, reg = Tenants.of(settings), PatternRegistry(registry_dir(settings))
+    t, reg = Tenants.of(settings), ColumnRegistry(registry_dir(settings))
     s3 = TABLE1["S3"]
     rows = pattern_rows(("subscriptions.acme", {"id": "p", "pattern": s3}),
                         ("subscriptions.beta", {"id": "p", "pattern": s3}),
@@ -262,17 +263,21 @@ def test_a_tenants_patterns_are_its_own_held_to_its_quota_and_notify_its_topic(t
                         ("subscriptions.beta", {"id": "r", "pattern": "("}),
                         ("subscriptions.beta", {"id": "s", "pattern": s3, "target": "notifications.beta.x"}),
                         ("subscriptions", {"id": "p", "pattern": s3}))
-    version, errors = apply_pattern_records(reg, 0, rows, tenants=t)
-    assert sorted(reg.latest()[2]) == ["acme:p", "beta:p", "p"]
-    where = {(t.errors_topic_of(e.position.topic), e.key): e.reason for e in errors}
+    applied, admitted = register_records(reg, 0, records_of(rows), 1.0, t)
+    assert sorted(reg.pattern_view()) == ["acme:p", "beta:p", "p"]
+    errors = admitted.errors.to_pylist()
+    where = {(e["topic"], orjson.loads(e["value"])["key"]): orjson.loads(e["value"]) for e in errors}
     assert set(where) == {("errors.acme", "q"), ("errors.beta", "r"), ("errors.beta", "s")}
-    assert "subscription 'q' refused: tenant 'acme' would hold 2 patterns, past its quota of 1" in where[("errors.acme", "q")]
-    assert "names no target" in where[("errors.beta", "s")]
-    assert apply_pattern_records(reg, 0, rows, tenants=t) == (version, errors)  # a replay: the same refusals
+    assert {e["stage"] for e in where.values()} == {"pattern"}
+    assert "subscription 'q' refused: tenant 'acme' would hold 2 patterns, past its quota of 1" in \
+        where[("errors.acme", "q")]["reason"]
+    assert "names no target" in where[("errors.beta", "s")]["reason"]
+    again, replayed = register_records(reg, 0, records_of(rows), 5.0, t)  # a replay: the same refusals
+    assert (again.version, again.replay) == (applied.version, True) and replayed.errors.equals(admitted.errors)
     # acme deletes its p (beta's stays); then q fits its quota
-    apply_pattern_records(reg, 1, pattern_rows(("subscriptions.acme", {"op": "delete", "id": "p"}),
-                                               ("subscriptions.acme", {"id": "q", "pattern": s3})), tenants=t)
-    assert sorted(reg.latest()[2]) == ["acme:q", "beta:p", "p"]
+    register_records(reg, 1, records_of(pattern_rows(("subscriptions.acme", {"op": "delete", "id": "p"}),
+                                                     ("subscriptions.acme", {"id": "q", "pattern": s3}))), 2.0, t)
+    assert sorted(reg.pattern_view()) == ["acme:q", "beta:p", "p"]
     events = stock_ticks(60, 4)
     keyed, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch)
     out = feed(PatternOperator(registry_dir(settings), settings), Part(), keyed, tick_ms(events[-1].t1 + 1, 1000))
@@ -284,9 +289,9 @@ def test_each_tenant_counts_its_own_pattern_instances_and_one_at_its_quota_start
     """acme and beta hold the same pattern: each has its own instances (never shared). With acme
     blocked (at its pattern_instances quota) for the second batch, acme's runs in flight complete
     and expire but none starts; beta's matches are the reference's, as if nothing happened."""
+    from streaming.match.changes import records_of, register_records
     from streaming.patterns.operator import PatternOperator, live_instances
     from streaming.patterns.queries import registry_dir
-    from streaming.patterns.registry import PatternRegistry, apply_pattern_records
     from tests.unit.cayuga.helpers import reference_matches
     from tests.unit.cayuga.streams import TABLE1, stock_ticks
     from tests.unit.streaming.patterns.test_patterns import _keyed, event_bytes
@@ -295,9 +300,9 @@ def test_each_tenant_counts_its_own_pattern_instances_and_one_at_its_quota_start
     settings = settings_for(tmp_path, quotas={"acme.pattern_instances": 1})
     t = Tenants.of(settings)
     s3 = TABLE1["S3"]
-    apply_pattern_records(PatternRegistry(registry_dir(settings)), 0, pattern_rows(
-        ("subscriptions.acme", {"id": "p", "pattern": s3}), ("subscriptions.beta", {"id": "p", "pattern": s3})),
-        tenants=t)
+    register_records(ColumnRegistry(registry_dir(settings)), 0, records_of(pattern_rows(
+        ("subscriptions.acme", {"id": "p", "pattern": s3}), ("subscriptions.beta", {"id": "p", "pattern": s3}))),
+        1.0, t)
     events = stock_ticks(80, 5)
     first, second = events[:40], events[40:]
     op, state = PatternOperator(registry_dir(settings), settings), {}

@@ -10,6 +10,7 @@ import pytest
 
 from streaming.config import ConfigError, Settings
 from streaming.config_sources import load
+from streaming.match.changes import records_of, register_records
 from streaming.patterns.census import (
     ATTRIBUTE_WARNING,
     CENSUS_KEY,
@@ -22,7 +23,8 @@ from streaming.patterns.census import (
 )
 from streaming.patterns.keyed import _read_rows, keyed_rows, scan_rows
 from streaming.patterns.queries import AttributeWarnings, registry_dir
-from streaming.patterns.registry import PatternRegistry, apply_pattern_records, partition_keys
+from streaming.patterns.registry import partition_keys
+from streaming.registry_columns import ColumnRegistry
 from tests.unit.streaming.helpers import NO_KAFKA, kafka_batch
 
 from .test_patterns import _tricky_events, register, settings_for
@@ -121,9 +123,9 @@ def test_the_scanned_tally_equals_the_tally_event_by_event(tmp_path, monkeypatch
 
 def test_the_driver_warns_once_per_pattern_and_attribute(tmp_path, caplog):
     settings = settings_for(tmp_path, unknown_attribute_events=5)
-    reg = PatternRegistry(registry_dir(settings))
-    apply_pattern_records(reg, 0, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 0),
-                                   (b"good", orjson.dumps({"id": "good", "pattern": GOOD}), "subscriptions", 0, 1)])
+    reg = ColumnRegistry(registry_dir(settings))
+    register_records(reg, 0, records_of([(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 0),
+                                   (b"good", orjson.dumps({"id": "good", "pattern": GOOD}), "subscriptions", 0, 1)]), 0.0)
     warnings = AttributeWarnings(settings, registry_dir(settings), None)
     watch = warnings.watch()
     assert watch is not None and "prcie" in watch.names
@@ -160,17 +162,17 @@ def test_settings(tmp_path):
 
 def test_a_deleted_patterns_warning_leaves_the_census(tmp_path):
     settings = settings_for(tmp_path, unknown_attribute_events=5)
-    reg = PatternRegistry(registry_dir(settings))
-    apply_pattern_records(reg, 0, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 0)])
+    reg = ColumnRegistry(registry_dir(settings))
+    register_records(reg, 0, records_of([(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 0)]), 0.0)
     warnings = AttributeWarnings(settings, registry_dir(settings), None)
     watch = warnings.watch()
     assert len(warnings.note(0, [_tally("Stock", 10, ["name", "price"], watch)], watch)) == 1
     assert warnings.census.warned == {"bad|1|Stock.prcie"}
-    apply_pattern_records(reg, 1, [(b"bad", orjson.dumps({"op": "delete", "id": "bad"}), "subscriptions", 0, 1)])
+    register_records(reg, 1, records_of([(b"bad", orjson.dumps({"op": "delete", "id": "bad"}), "subscriptions", 0, 1)]), 0.0)
     assert warnings.note(1, [], None) == [] and warnings.census.warned == set()
     assert CurrentWarnings(str(tmp_path / "patterns"))() == []
     # registered again: a new registration, warned again
-    apply_pattern_records(reg, 2, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 2)])
+    register_records(reg, 2, records_of([(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 2)]), 0.0)
     [(_, record)] = warnings.note(2, [], warnings.watch())
     assert warnings.census.warned == {"bad|3|Stock.prcie"} and record.position.offset == 3
 
@@ -180,8 +182,8 @@ def test_the_status_reads_the_census_file_only_when_it_changed(tmp_path, monkeyp
     """The match job's status asks for the warnings every batch: one stat, and a read only after a
     write; a removed, unreadable or broken file gives no warnings and no error."""
     settings = settings_for(tmp_path, unknown_attribute_events=5)
-    reg = PatternRegistry(registry_dir(settings))
-    apply_pattern_records(reg, 0, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 0)])
+    reg = ColumnRegistry(registry_dir(settings))
+    register_records(reg, 0, records_of([(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 0)]), 0.0)
     ckpt = str(tmp_path / "patterns")
     current = CurrentWarnings(ckpt)
     reads: list[str] = []
@@ -201,10 +203,10 @@ def test_the_status_reads_the_census_file_only_when_it_changed(tmp_path, monkeyp
     for _ in range(3):  # unchanged: served from the last read
         assert current() == [shown]
     assert reads == [FILE]
-    apply_pattern_records(reg, 1, [(b"bad", orjson.dumps({"op": "delete", "id": "bad"}), "subscriptions", 0, 1)])
+    register_records(reg, 1, records_of([(b"bad", orjson.dumps({"op": "delete", "id": "bad"}), "subscriptions", 0, 1)]), 0.0)
     warnings.note(1, [], None)  # the census written again, the warning gone
     assert current() == [] and reads == [FILE, FILE]
-    apply_pattern_records(reg, 2, [(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 2)])
+    register_records(reg, 2, records_of([(b"bad", orjson.dumps({"id": "bad", "pattern": MISSPELT}), "subscriptions", 0, 2)]), 0.0)
     warnings.note(2, [], warnings.watch())
     assert [w["pattern"] for w in current()] == ["bad"] and len(reads) == 3
     path = tmp_path / "patterns" / "attribute-census" / FILE

@@ -1,4 +1,5 @@
-"""The patterns queries' pure parts, without Spark: registry, keyed rows, keyed-state lifecycle."""
+"""The patterns query's pure parts, without Spark: pattern records in the registry and its view,
+keyed rows, keyed-state lifecycle."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from streaming.config import Settings
 from streaming.config_sources import load
 from streaming.errors import RegistryError
 from streaming.match import BatchContext, match_partition
+from streaming.match.changes import parse_subscription_records, records_of, register_records
 from streaming.patterns.keyed import (
     NO_KEY,
     PATTERN_EVENT,
@@ -23,14 +25,10 @@ from streaming.patterns.keyed import (
 )
 from streaming.patterns.operator import PATTERN_LATE, PatternOperator
 from streaming.patterns.queries import _starting, _trigger, registry_dir
-from streaming.patterns.registry import (
-    ALL_KEY,
-    PatternRegistry,
-    apply_pattern_records,
-    parse_pattern_change,
-    partition_keys,
-)
+from streaming.patterns.registry import ALL_KEY, current, partition_keys, pattern_change
 from streaming.records import Position
+from streaming.registry_columns import PATTERN, ColumnRegistry, view
+from streaming.registry_columns.parse import ERROR
 from tests.unit.cayuga.helpers import reference_matches
 from tests.unit.cayuga.streams import TABLE1, stock_ticks
 from tests.unit.streaming.helpers import NO_KAFKA, ModelRegistry, kafka_batch
@@ -42,45 +40,52 @@ def _rec(**obj) -> bytes:
     return orjson.dumps(obj)
 
 
+def _rows(records):
+    """``(id, op, kind, packed)`` of each record ``(key, value)`` as the match query parses it."""
+    got = parse_subscription_records(records_of([(k, v, "s", 0, i) for i, (k, v) in enumerate(records)]))
+    return [(r["id"], r["op"], r["kind"], r["packed"]) for r in got.to_pylist()]
+
+
 def test_pattern_records():
-    known = {"old"}
-    assert parse_pattern_change(b"a", _rec(id="a", pattern=TABLE1["S3"]), POS, known) == ("upsert", "a", TABLE1["S3"])
-    assert parse_pattern_change(b"a", _rec(id="a", expr="x > 1"), POS, known) is None  # the match job's
-    assert parse_pattern_change(b"old", _rec(id="old", expr="x > 1"), POS, known) == ("delete", "old", None)
-    assert parse_pattern_change(b"old", None, POS, known) == ("delete", "old", None)
-    assert parse_pattern_change(b"new", None, POS, known) is None
-    assert parse_pattern_change(None, _rec(op="delete", id="old"), POS, known) == ("delete", "old", None)
-    assert parse_pattern_change(None, b"not json", POS, known) is None
-    bad = parse_pattern_change(b"b", _rec(id="b", pattern="S NEXT{x = 1} S"), POS, known)
-    assert "'b'" in bad.reason and "$1." in bad.reason
-    assert "string" in parse_pattern_change(b"c", _rec(id="c", pattern=3), POS, known).reason
-    # a record the match query refuses (bad op, no id, too large) is its to report, not this query's
-    assert parse_pattern_change(b"d", _rec(op="x", id="d", pattern="S"), POS, known) is None
-    assert parse_pattern_change(None, _rec(pattern="S"), POS, known) is None
-    big = _rec(id="e", pattern=TABLE1["S3"] + " " * 70_000)
-    assert parse_pattern_change(b"e", big, POS, known) is None
+    text = TABLE1["S3"]
+    assert pattern_change("a", {"pattern": text}, b"a", b"", POS) == view.packed(text, "name")
+    bad = pattern_change("b", {"pattern": "S NEXT{x = 1} S"}, b"b", b"", POS)
+    assert "'b'" in bad.reason and "$1." in bad.reason and bad.stage == "pattern"
+    assert "string" in pattern_change("c", {"pattern": 3}, b"c", b"", POS).reason
+    assert "target" in pattern_change("t", {"pattern": text, "target": "x"}, b"t", b"", POS).reason
+    rows = _rows([(b"a", _rec(id="a", pattern=text)), (b"a", _rec(id="a", expr="x > 1")), (b"old", None),
+                  (None, _rec(op="delete", id="old")), (b"b", _rec(id="b", pattern="S NEXT{x = 1} S"))])
+    assert [r[:3] for r in rows] == [("a", 0, PATTERN), ("a", 0, 1), ("old", 1, 0), ("old", 1, 0), ("b", ERROR, PATTERN)]
+    assert rows[0][3] == view.packed(text, "name")
+    # a record the envelope refuses (bad op, no id, too large) is one error record, whatever its kind
+    rows = _rows([(b"d", _rec(op="x", id="d", pattern="S")), (None, _rec(pattern="S")),
+                  (b"e", _rec(id="e", pattern=text + " " * 70_000))])
+    assert [(r[0], r[1]) for r in rows] == [(None, ERROR)] * 3
 
 
 def test_registry_versions_and_replay(tmp_path):
-    reg = PatternRegistry(tmp_path)
+    reg = ColumnRegistry(tmp_path)
     rows = [(b"a", _rec(id="a", pattern=TABLE1["S3"]), "s", 0, 0), (b"b", _rec(id="b", pattern=TABLE1["S2"]), "s", 0, 1)]
-    version, errors = apply_pattern_records(reg, 0, rows)
-    assert (version, errors) == (1, [])
-    assert apply_pattern_records(reg, 0, rows) == (1, [])  # a replayed batch is not applied twice
-    version, errors = apply_pattern_records(reg, 1, [(b"a", None, "s", 0, 2), (b"x", _rec(id="x", pattern="("), "s", 0, 3)])
-    assert version == 2 and len(errors) == 1
-    v, batch, patterns = PatternRegistry(tmp_path).latest()
-    assert (v, batch, sorted(patterns)) == (2, 1, ["b"])
-    assert patterns["b"][1] == 1  # registered at version 1
+    applied, admitted = register_records(reg, 0, records_of(rows), 1.0)
+    assert (applied.version, admitted.errors.num_rows) == (1, 0)
+    again, _ = register_records(reg, 0, records_of(rows), 1.0)  # a replayed batch is not applied twice
+    assert (again.version, again.replay) == (1, True)
+    applied, admitted = register_records(reg, 1, records_of([(b"a", None, "s", 0, 2),
+                                                             (b"x", _rec(id="x", pattern="("), "s", 0, 3)]), 2.0)
+    assert applied.version == 2 and admitted.errors.num_rows == 1
+    got = current(str(tmp_path))
+    assert (got.version, got.batch_id, sorted(got.patterns)) == (2, 1, ["b"])
+    assert got.patterns["b"][1] == 1  # registered at version 1
+    assert ColumnRegistry(tmp_path).pattern_view() == got.patterns
     assert partition_keys(str(tmp_path))[1:] == ([], True)
 
 
 def test_a_missing_registry_is_an_error_never_empty(tmp_path):
-    with pytest.raises(RegistryError, match="no pattern registry"):
+    with pytest.raises(RegistryError, match="no pattern view"):
         partition_keys(str(tmp_path / "nowhere"))
-    PatternRegistry((tmp_path / "r").as_uri())  # created (version 0) by the driver, at a URI
+    ColumnRegistry((tmp_path / "r").as_uri())  # created by the driver, at a URI: no pattern yet
     assert partition_keys(str(tmp_path / "r")) == (0, [], False)
-    (tmp_path / "r" / "v000000000000.json").unlink()
+    (tmp_path / "r" / "patterns").rmdir()
     with pytest.raises(RegistryError):
         partition_keys(str(tmp_path / "r"))
 
@@ -115,9 +120,12 @@ def _keyed(values, settings, monkeypatch, marks=False) -> tuple[pd.DataFrame, li
     return (rows if marks else rows[rows["gkey"] != NO_KEY]), sent
 
 
-def register(settings, subs) -> PatternRegistry:
-    reg = PatternRegistry(registry_dir(settings))
-    apply_pattern_records(reg, 0, [(k.encode(), _rec(id=k, pattern=t), "s", 0, i) for i, (k, t) in enumerate(subs.items())])
+def register(settings, subs) -> ColumnRegistry:
+    """The patterns ``{id: text}`` registered as the match query does, in one batch."""
+    reg = ColumnRegistry(registry_dir(settings))
+    _, admitted = register_records(reg, 0, records_of(
+        [(k.encode(), _rec(id=k, pattern=t), "s", 0, i) for i, (k, t) in enumerate(subs.items())]), 0.0)
+    assert not admitted.errors.num_rows
     return reg
 
 
@@ -262,7 +270,7 @@ def test_late_event_is_reported_once(tmp_path, monkeypatch):
 
 def test_events_without_keys_still_move_the_watermark(tmp_path, monkeypatch):
     settings = settings_for(tmp_path)
-    PatternRegistry(registry_dir(settings))
+    ColumnRegistry(registry_dir(settings))
     events = stock_ticks(3, 1)
     rows, _ = _keyed([event_bytes(e) for e in events], settings, monkeypatch, marks=True)
     # only the marks: one per state partition, with the latest event time the task read
