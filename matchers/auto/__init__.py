@@ -14,6 +14,10 @@ matcher with the new index.  A set growing from empty is rebuilt a logarithmic n
 times; events re-decide at most once per :data:`MIN_EVENTS` events, and only after a move
 of :data:`EVENT_DRIFT` (hysteresis: noise around a rule's threshold does not flip it).
 
+A shard's packed rows (:meth:`AutoMatcher.add_packed`) are counted from
+:func:`matchers.packed.decode`'s columns, without an object per subscription, and handed to
+the inner matcher's ``add_packed``.
+
 :meth:`AutoMatcher.describe` says what was chosen and why (logged at each decision).
 """
 

@@ -480,3 +480,28 @@ def test_packed_rows_replacing_and_growing_a_set_keep_the_tally_and_redecide():
     assert {k: getattr(m._tally, k) for k in _counted([])} == _counted(list(live.values()))
     check(m, list(live.values()), evs)
     assert m.describe()["shape"]["subscriptions"] == len(live)  # the drift (150%) redecided on the first match
+
+
+def test_unreadable_packed_rows_change_neither_the_set_nor_the_shape():
+    import random
+
+    import numpy as np
+
+    from matchers.packed import pack
+    from tests.strategies import random_event, random_subscriptions
+
+    rng = random.Random(7)
+    subs = random_subscriptions(rng, 10)
+    m = create("auto")
+    m.add_packed(SubscriptionTable.pack(subs[:5]))
+    counts = {k: getattr(m._tally, k) for k in _counted([])}
+    good = SubscriptionTable.pack(subs[5:])
+    for bad in (b"not packed", b"", pack(subs[0])[:-3], b"(\x01\x00\x00\x00i\x01\x00\x00\x00"):
+        blobs = [pack(subs[5]), bad]
+        offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64)
+        table = SubscriptionTable(good.id_offsets[:3], good.id_bytes[:int(good.id_offsets[2])], offsets,
+                                  np.frombuffer(b"".join(blobs), dtype=np.uint8))
+        with pytest.raises((ValueError, EOFError, TypeError, IndexError)):
+            m.add_packed(table)
+        assert len(m) == 5 and {k: getattr(m._tally, k) for k in _counted([])} == counts
+    check(m, subs[:5], [random_event(rng) for _ in range(30)])
