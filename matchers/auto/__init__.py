@@ -159,9 +159,8 @@ class _Tally:
         if outside.any():
             conj_row = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(rows.entries))
             residual = len(np.unique(np.repeat(conj_row, sizes)[outside[flat]]))
-        self._add(n_rows - len(rows.skipped), n_conjs, [(p, n) for p, n in zip(rows.preds, times.tolist(), strict=True) if n],
-                  residual,
-                  _pairs(rows), sign)
+        preds = [(p, n) for p, n in zip(rows.preds, times.tolist(), strict=True) if n]
+        self._add(n_rows - len(rows.skipped), n_conjs, preds, residual, _pairs(rows), sign)
 
     def _add(self, subs: int, conjs: int, preds: list[tuple[Pred, int]], residual: int,
              pairs: Counter[tuple[str, str]], sign: int) -> None:
