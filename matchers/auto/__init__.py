@@ -14,6 +14,10 @@ matcher with the new index.  A set growing from empty is rebuilt a logarithmic n
 times; events re-decide at most once per :data:`MIN_EVENTS` events, and only after a move
 of :data:`EVENT_DRIFT` (hysteresis: noise around a rule's threshold does not flip it).
 
+A shard's packed rows (:meth:`AutoMatcher.add_packed`) are counted from
+:func:`matchers.packed.decode`'s columns, without an object per subscription, and handed to
+the inner matcher's ``add_packed``.
+
 :meth:`AutoMatcher.describe` says what was chosen and why (logged at each decision).
 """
 
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from itertools import chain, combinations
 from typing import Any
@@ -33,7 +37,8 @@ from matchers.base import Matcher, Matches, SubscriptionTable, register
 from matchers.catalog import create
 from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch
-from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op, Subscription
+from matchers.expr import INDEXED_OPS, ORDER_OPS, STRING_OPS, Kind, Op, Pred, Subscription
+from matchers.packed import Decoded, decode
 
 log = logging.getLogger(__name__)
 
@@ -133,34 +138,55 @@ class _Tally:
         conjs = [conj for sub in subs for conj in sub.conjunctions]
         preds = list(chain.from_iterable(conjs))
         times = Counter(map(id, preds))
+        pairs: list[tuple[str, str]] = []
+        for conj in conjs:
+            pairs.extend(combinations(sorted([p.attr for p in conj if p.op is Op.EQ])[:MAX_PAIRED], 2))
+        distinct = dict(zip(map(id, preds), preds, strict=True))
+        residual = 0
+        if any(_OUTSIDE[p.op] for p in distinct.values()):
+            residual = sum(any(_OUTSIDE[p.op] for c in sub.conjunctions for p in c) for sub in subs)
+        self._add(len(subs), len(conjs), [(p, times[key]) for key, p in distinct.items()], residual,
+                  Counter(pairs), sign)
+
+    def update_columns(self, rows: Decoded, sign: int) -> None:
+        """:meth:`update` of the subscriptions that :func:`matchers.packed.decode` read as ``rows``
+        (those it kept; not its ``skipped`` ones), from the columns: no object per subscription."""
+        n_rows, sizes, flat = len(rows.entries) - 1, rows.sizes, rows.flat
+        n_conjs = len(sizes)
+        times = np.bincount(flat, minlength=len(rows.preds))
+        outside = np.fromiter((_OUTSIDE[p.op] for p in rows.preds), dtype=bool, count=len(rows.preds))
+        residual = 0
+        if outside.any():
+            conj_row = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(rows.entries))
+            residual = len(np.unique(np.repeat(conj_row, sizes)[outside[flat]]))
+        preds = [(p, n) for p, n in zip(rows.preds, times.tolist(), strict=True) if n]
+        self._add(n_rows - len(rows.skipped), n_conjs, preds, residual, _pairs(rows), sign)
+
+    def _add(self, subs: int, conjs: int, preds: list[tuple[Pred, int]], residual: int,
+             pairs: Counter[tuple[str, str]], sign: int) -> None:
+        """Count in (``sign`` 1) or out (-1) ``subs`` subscriptions of ``conjs`` conjunctions whose
+        predicates are ``preds`` (each with its occurrences), ``residual`` of them testing presence."""
         kinds: Counter[int] = Counter()
         attrs: Counter[str] = Counter()
         eq_attrs: Counter[str] = Counter()
         eq_values: Counter[tuple[str, Any]] = Counter()
-        outside = False
-        for key, p in dict(zip(map(id, preds), preds, strict=True)).items():
-            n = times[key]
+        for p, n in preds:
             kinds[_CLASS[p.op][p.kind]] += n
             attrs[p.attr] += n
-            outside = outside or _OUTSIDE[p.op]
             if p.op is Op.EQ:
                 eq_attrs[p.attr] += n
                 eq_values[(p.attr, p.operand)] += n
-        pairs: list[tuple[str, str]] = []
-        for conj in conjs:
-            pairs.extend(combinations(sorted([p.attr for p in conj if p.op is Op.EQ])[:MAX_PAIRED], 2))
-        self.subs += sign * len(subs)
-        self.conjs += sign * len(conjs)
-        self.preds += sign * len(preds)
+        self.subs += sign * subs
+        self.conjs += sign * conjs
+        self.preds += sign * sum(n for _, n in preds)
         self.ranges += sign * kinds[_RANGE]
         self.equalities += sign * (kinds[_EQ] + kinds[_IN])
         self.patterns += sign * kinds[_PATTERN]
-        if outside:
-            self.residual += sign * sum(any(_OUTSIDE[p.op] for c in sub.conjunctions for p in c) for sub in subs)
+        self.residual += sign * residual
         _count(self.attrs, attrs, sign)
         _count(self.eq_attrs, eq_attrs, sign)
         _count(self.eq_values, eq_values, sign)
-        _count(self.pairs, Counter(pairs), sign)
+        _count(self.pairs, pairs, sign)
 
     def shape(self) -> Shape:
         preds, conjs = max(self.preds, 1), max(self.conjs, 1)
@@ -171,6 +197,33 @@ class _Tally:
                      round(self.preds / max(self.conjs, 1), 3), round(self.ranges / preds, 3),
                      round(self.equalities / preds, 3), round(self.patterns / preds, 3),
                      round(self.residual / max(self.subs, 1), 3), round(pair, 3), round(skew, 3))
+
+
+def _pairs(rows: Decoded) -> Counter[tuple[str, str]]:
+    """The pairs of :class:`_Tally` (of the first :data:`MAX_PAIRED` ``=`` attributes of each
+    conjunction, sorted) counted over ``rows``' conjunctions, by array operations."""
+    eq = np.fromiter((p.op is Op.EQ for p in rows.preds), dtype=bool, count=len(rows.preds))
+    names = sorted({p.attr for p in rows.preds if p.op is Op.EQ})
+    rank = {a: i for i, a in enumerate(names)}
+    ranks = np.fromiter((rank.get(p.attr, -1) for p in rows.preds), dtype=np.int64, count=len(rows.preds))
+    elem_conj = np.repeat(np.arange(len(rows.sizes), dtype=np.int64), rows.sizes)
+    mine = eq[rows.flat]
+    conj, r = elem_conj[mine], ranks[rows.flat[mine]]
+    order = np.lexsort((r, conj))
+    conj, r = conj[order], r[order]
+    per_conj = np.bincount(conj, minlength=len(rows.sizes))
+    start = np.cumsum(per_conj) - per_conj
+    codes: list[np.ndarray] = []
+    for k in range(2, MAX_PAIRED + 1):
+        at = np.flatnonzero(np.minimum(per_conj, MAX_PAIRED) == k)
+        if len(at):
+            m = r[start[at][:, None] + np.arange(k)]  # each such conjunction's ranks, sorted
+            codes.extend(m[:, i] * len(names) + m[:, j] for i, j in combinations(range(k), 2))
+    if not codes:
+        return Counter()
+    code, n = np.unique(np.concatenate(codes), return_counts=True)
+    return Counter({(names[c // len(names)], names[c % len(names)]): k for c, k in
+                    zip(code.tolist(), n.tolist(), strict=True)})
 
 
 def _count(counts: Counter, keys: Counter, sign: int) -> None:
@@ -305,19 +358,46 @@ class AutoMatcher(Matcher):
 
     def _add_all(self, subscriptions: Iterable[Subscription]) -> None:
         subs = list({s.id: s for s in subscriptions}.values())
-        inner = self._inner
-        replaced = [inner.subscription(inner.key_of(s.id)) for s in subs if s.id in inner]
-        self._tally.update(replaced, -1)
+        self._tally.update(self._replaced(s.id for s in subs), -1)
         self._tally.update(subs, +1)
-        first = not len(inner)
+        self._grow(len(subs), lambda: self._inner.add(subs))
+
+    def add_packed(self, table: SubscriptionTable) -> None:
+        """:meth:`Matcher.add_packed` by the inner matcher, the shape counted from the rows'
+        columns (:func:`matchers.packed.decode`; the rows it skips, ``ANYTHING BUT``, unpacked
+        and counted as objects); a table with changes or repeated ids goes to :meth:`add`."""
+        ids = table.ids()
+        if table._changed or len(set(ids)) < len(ids):
+            self.add(list(table))
+            return
+        with no_cyclic_gc():
+            if (np.diff(table.sub_offsets) == 0).any():
+                raise EOFError("an empty row: not a packed subscription")
+            rows = decode(table.sub_offsets, table.sub_bytes)  # all read before anything changes
+            apart = [sub for i in rows.skipped.tolist() if (sub := table[i]) is not None]
+            replaced = self._replaced(ids)
+            self._tally.update(replaced, -1)
+            self._tally.update_columns(rows, +1)
+            self._tally.update(apart, +1)
+            self._grow(len(ids), lambda: self._inner.add_packed(table))
+
+    def _replaced(self, ids: Iterable[str]) -> list[Subscription]:
+        """The subscriptions held under ``ids`` (those of them held)."""
+        inner = self._inner
+        return [inner.subscription(inner.key_of(i)) for i in ids if i in inner]
+
+    def _grow(self, n: int, insert: Callable[[], None]) -> None:
+        """Run ``insert`` of ``n`` subscriptions, counted in the tally already (into an empty
+        set: decided on first)."""
+        first = not len(self._inner)
         if first:  # decide on the new set's shape before building anything
             self._redecide()
         try:
-            self._inner.add(subs)
+            insert()
         except BaseException:
             self._recount()  # the replaced subscriptions may be gone
             raise
-        self._changes += len(subs)
+        self._changes += n
         self._stale = True
         if first:
             self._decided_at, self._changes = len(self), 0

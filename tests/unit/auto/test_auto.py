@@ -16,9 +16,11 @@ from matchers.auto import CHOICES, DRIFT, AutoMatcher, Events, Shape, choose
 from matchers.catalog import create
 from matchers.expr import Subscription
 from matchers.language import parse_record
+from matchers.subtable import SubscriptionTable
 from scripts.rules import eventbridge, make_rules
 from scripts.workloads import generate, opindex
-from tests.differential import check
+from tests.differential import check, subscriptions_of
+from tests.strategies import exprs, extended_exprs
 
 
 @pytest.mark.parametrize(("workload", "index"), [
@@ -393,3 +395,113 @@ def test_tally_in_bulk_counts_what_each_predicate_adds(seed, shared):
     want = _counted_one_by_one(left)
     got = {k: getattr(tally, k) for k in want}
     assert {k: +v if hasattr(v, "items") else v for k, v in got.items()} == want
+
+
+def _tallies(subs: list[Subscription]) -> tuple[dict, dict]:
+    """The tally of ``subs`` counted from their objects and from their packed rows' columns
+    (:meth:`auto._Tally.update_columns`; the rows ``decode`` skips, from their objects)."""
+    from matchers.packed import decode
+
+    table = SubscriptionTable.pack(subs)
+    rows = decode(table.sub_offsets, table.sub_bytes)
+    objects, columns = auto._Tally(), auto._Tally()
+    objects.update(subs, +1)
+    columns.update_columns(rows, +1)
+    columns.update([subs[i] for i in rows.skipped.tolist()], +1)
+    return ({k: getattr(objects, k) for k in _counted([])}, {k: getattr(columns, k) for k in _counted([])})
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), extended=st.booleans(), n=st.integers(1, 120))
+def test_tally_from_packed_columns_counts_what_objects_count(seed, extended, n):
+    """Counted from a shard's packed rows (no object per subscription), the tally, the shape and
+    the choice are those of the subscriptions as objects, then counted out again by objects."""
+    import random
+
+    from tests.strategies import random_subscriptions
+
+    subs = random_subscriptions(random.Random(seed), n, extended=extended)
+    objects, columns = _tallies(subs)
+    assert columns == objects
+    assert all(v > 0 for c in columns.values() if hasattr(c, "values") for v in c.values())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trees=st.lists(exprs | extended_exprs, min_size=1, max_size=14))
+def test_tally_from_columns_of_generated_trees(trees):
+    subs = subscriptions_of(trees)
+    if subs:
+        objects, columns = _tallies(subs)
+        assert columns == objects
+
+
+COLUMNAR = ("static", "dynamic", "propagation", "counting")
+"""The indexes taking packed rows as columns (Matcher._insert_columns)."""
+
+
+@pytest.mark.parametrize("workload", ["dense", "fabret-w0", "fabret-w1", "fabret-w2", "fabret-w3", "fabret-w6",
+                                      "amkh", "opindex", "stock", "ecommerce", "vci"])
+def test_the_choice_from_packed_rows_is_the_choice_from_objects(workload):
+    """add_packed decides as add on every workload, counting the rows' columns; the inner
+    matcher takes the rows (its table is the shard's, for an index taking columns), and both
+    match as the oracle."""
+    wl = generate(workload, n_subs=2000, n_events=30, seed=1)
+    plain, packed = create("auto"), create("auto")
+    plain.add(wl.subscriptions)
+    table = SubscriptionTable.pack(wl.subscriptions)
+    packed.add_packed(table)
+    assert packed.describe() == plain.describe()
+    assert {k: getattr(packed._tally, k) for k in _counted([])} == {k: getattr(plain._tally, k) for k in _counted([])}
+    if packed.choice in COLUMNAR:
+        assert packed._inner._subs is table
+    check(packed, wl.subscriptions, wl.events[:30])
+    check(plain, wl.subscriptions, wl.events[:30])
+
+
+def test_packed_rows_replacing_and_growing_a_set_keep_the_tally_and_redecide():
+    """Rows added to a non-empty set count the replaced subscriptions out (their objects) and the
+    rows in (columns); a table repeating an id goes to add; drift redecides as after add."""
+    import random
+
+    from tests.strategies import random_event, random_subscriptions
+
+    rng = random.Random(11)
+    subs = random_subscriptions(rng, 300, extended=True)
+    evs = [random_event(rng, True) for _ in range(40)]
+    m = create("auto")
+    m.add_packed(SubscriptionTable.pack(subs[:100]))
+    live = {s.id: s for s in subs[:100]}
+    change = [Subscription.of(s.id, t.expr) for s, t in zip(subs[:30], subs[100:130], strict=True)] + subs[130:250]
+    m.add_packed(SubscriptionTable.pack(change))
+    live.update((s.id, s) for s in change)
+    again = [subs[0], Subscription.of(subs[0].id, subs[299].expr)]
+    m.add_packed(SubscriptionTable.pack(again))
+    live[subs[0].id] = again[-1]
+    assert {k: getattr(m._tally, k) for k in _counted([])} == _counted(list(live.values()))
+    check(m, list(live.values()), evs)
+    assert m.describe()["shape"]["subscriptions"] == len(live)  # the drift (150%) redecided on the first match
+
+
+def test_unreadable_packed_rows_change_neither_the_set_nor_the_shape():
+    import random
+
+    import numpy as np
+
+    from matchers.packed import pack
+    from tests.strategies import random_event, random_subscriptions
+
+    rng = random.Random(7)
+    subs = random_subscriptions(rng, 10)
+    m = create("auto")
+    m.add_packed(SubscriptionTable.pack(subs[:5]))
+    counts = {k: getattr(m._tally, k) for k in _counted([])}
+    good = SubscriptionTable.pack(subs[5:])
+    for bad in (b"not packed", b"", pack(subs[0])[:-3], b"(\x01\x00\x00\x00i\x01\x00\x00\x00"):
+        blobs = [pack(subs[5]), bad]
+        offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64)
+        table = SubscriptionTable(good.id_offsets[:3], good.id_bytes[:int(good.id_offsets[2])], offsets,
+                                  np.frombuffer(b"".join(blobs), dtype=np.uint8))
+        with pytest.raises((ValueError, EOFError, TypeError, IndexError)):
+            m.add_packed(table)
+        assert len(m) == 5 and {k: getattr(m._tally, k) for k in _counted([])} == counts
+    check(m, subs[:5], [random_event(rng) for _ in range(30)])
