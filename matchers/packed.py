@@ -130,6 +130,16 @@ class Decoded(NamedTuple):
     operand refers to another predicate of its row (:func:`unpack` them)."""
 
 
+def _read_only(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a read-only view: the kernels see one type of array whoever calls (a registry
+    file's Arrow buffers are read-only, warm-up's and the tests' arrays are not), so they are
+    compiled, and cached, once."""
+    if arr.flags.writeable:
+        arr = arr.view()
+        arr.flags.writeable = False
+    return arr
+
+
 def decode(offsets: np.ndarray, data: np.ndarray) -> Decoded:
     """The conjunctions of the rows ``data[offsets[i]:offsets[i + 1]]`` (:func:`pack`'s bytes,
     ``data`` uint8) as :class:`Decoded` columns, read by :mod:`matchers.packed_kernels` without
@@ -142,8 +152,8 @@ def decode(offsets: np.ndarray, data: np.ndarray) -> Decoded:
     ValueError
         If a row is not :func:`pack`'s (nothing is returned).
     """
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    data = np.ascontiguousarray(data, dtype=np.uint8)
+    offsets, data = _read_only(np.ascontiguousarray(offsets, dtype=np.int64)), \
+        _read_only(np.ascontiguousarray(data, dtype=np.uint8))
     n = len(offsets) - 1
     bad, starts, ends, ops, n_fields, n_conj, sizes, local = kernels.read_rows(offsets, data)
     if bad >= 0:
