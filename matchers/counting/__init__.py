@@ -150,20 +150,21 @@ class CountingMatcher(Matcher):
             self._rebuild()
 
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
-        release = self.phase1.release
-        for key, sub in entries:
-            first, count = int(self._key_first[key]), int(self._key_count[key])
-            for slot in range(first, first + count):
-                size = int(self._left[slot])
-                self._dead_pairs += size
-                if size == 1 and slot < self._n_folded:
-                    value = K.encode_single(np.array([key]), np.array([self._slot_key[slot] < 0]))[0]
-                    K.tombstone(self._main_off, self._main_val, self._flat[self._slot_start[slot]], value)
-                self._left[slot] = 0
-            self._key_count[key] = 0
-            for conj in sub.conjunctions:
-                for p in conj:
-                    release(p)
+        keys = np.fromiter((key for key, _ in entries), dtype=np.int64, count=len(entries))
+        count = self._key_count[keys].astype(np.int64)
+        ends = np.cumsum(count)
+        slots = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(self._key_first[keys] - (ends - count), count)
+        sizes = self._left[slots].astype(np.int64)
+        pids = K.gather_segments(self._flat, self._slot_start[slots], sizes)  # the argument types _rebuild gives
+        self._dead_pairs += int(sizes.sum())
+        single = (sizes == 1) & (slots < self._n_folded)  # folded one-predicate slots: a main entry each
+        values = K.encode_single(np.repeat(keys, count)[single], self._slot_key[slots[single]] < 0)
+        for pid, value in zip(self._flat[self._slot_start[slots[single]]], values, strict=True):  # int32 as before
+            K.tombstone(self._main_off, self._main_val, pid, value)
+        self._left[slots] = 0
+        self._key_count[keys] = 0
+        distinct, counts = np.unique(pids, return_counts=True)
+        self.phase1.release_counted(distinct, counts)
         if self._dead_pairs > max(self.dead_min, (len(self._main_val) + self._pend_pairs) // 4):
             self._rebuild()
 

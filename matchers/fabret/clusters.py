@@ -178,7 +178,7 @@ class ClusterStore:
         self.e_key[entries] = -1
         self.e_len[entries] = 0
         self.e_group[entries] = -1
-        self.e_free.extend(int(e) for e in entries)
+        self.e_free.extend(entries.tolist())
         self.n_entries -= len(entries)
         if self.epool_garbage > max(65536, self.epool_top // 2):
             live = np.nonzero(self.e_key[: self.e_top] >= 0)[0]
@@ -191,6 +191,14 @@ class ClusterStore:
         """Predicate ids of an entry (equality predicates of its group first)."""
         s = self.e_start[e]
         return self.epool[s : s + self.e_len[e]]
+
+    def pids_of(self, entries: np.ndarray) -> np.ndarray:
+        """Predicate ids of ``entries``, one entry's after the other's (int64)."""
+        lens = self.e_len[entries].astype(np.int64)
+        ends = np.cumsum(lens)
+        at = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
+        at += np.repeat(self.e_start[entries].astype(np.int64) - (ends - lens), lens)
+        return self.epool[at].astype(np.int64)
 
     def live_entries(self) -> np.ndarray:
         return np.nonzero(self.e_key[: self.e_top] >= 0)[0]
@@ -404,9 +412,9 @@ class ClusterStore:
         clusters = self.e_cluster[entries]
         self._count(entries, clusters, -1)
         kernels.remove_rows(self.pool, self.cl, self.e_cluster, self.e_row, entries.astype(np.int64))
-        for c in np.unique(clusters).tolist():
-            if self.c_len[c] == 0:
-                self._drop_cluster(c)
+        clusters = np.unique(clusters)
+        for c in clusters[self.c_len[clusters] == 0].tolist():
+            self._drop_cluster(c)
 
     def _count(self, entries: np.ndarray, clusters: np.ndarray, sign: int) -> None:
         acc = self.c_access[clusters]

@@ -94,17 +94,15 @@ class TwoPhaseMatcher(Matcher):
         self._changed(n)
 
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
-        ents = self.entries_of([key for key, _ in entries])
-        pids = np.concatenate([self.store.entry_pids(e) for e in ents.tolist()])
+        keys = np.fromiter((key for key, _ in entries), dtype=np.int64, count=len(entries))
+        ents = self.entries_of(keys)
+        distinct, counts = np.unique(self.store.pids_of(ents), return_counts=True)
         self._removing(ents)
-        np.subtract.at(self.pid_refs, pids, 1)
+        self.pid_refs[distinct] -= counts.astype(self.pid_refs.dtype)
         self.store.unplace(ents)
         self.store.free_entries(ents)
-        for key, sub in entries:
-            self.key_entry[key] = -1
-            for conj in sub.conjunctions:
-                for p in conj:
-                    self.phase1.release(p)
+        self.key_entry[keys] = -1
+        self.phase1.release_counted(distinct, counts)
         self._changed(len(entries))
 
     def _match(self, batch: EventBatch) -> Matches:
@@ -149,15 +147,25 @@ class TwoPhaseMatcher(Matcher):
             self._log_nu_events = self.stats.events_total
         return self._log_nu
 
-    def entries_of(self, keys: list[int]) -> np.ndarray:
-        """Entry ids of the conjunctions of subscription keys."""
-        out: list[int] = []
-        for key in keys:
-            e = int(self.key_entry[key])
-            while e >= 0:
-                out.append(e)
-                e = int(self.e_sibling[e])
-        return np.asarray(out, dtype=np.int64)
+    def entries_of(self, keys: np.ndarray | list[int]) -> np.ndarray:
+        """Entry ids of the conjunctions of subscription keys (key by key, each key's
+        entries newest first)."""
+        head = self.key_entry[np.asarray(keys, dtype=np.int64)]
+        at = np.arange(len(head), dtype=np.int64)
+        parts, where, depth = [], [], []
+        d = 0
+        while len(head):
+            live = head >= 0
+            head, at = head[live], at[live]
+            parts.append(head)
+            where.append(at)
+            depth.append(np.full(len(head), d, dtype=np.int64))
+            head = self.e_sibling[head]
+            d += 1
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        ents, at_, deep = np.concatenate(parts), np.concatenate(where), np.concatenate(depth)
+        return ents[np.lexsort((deep, at_))].astype(np.int64)
 
     def _link(self, ents: np.ndarray, keys: list[int]) -> None:
         self.key_entry = grown(self.key_entry, max(keys) + 1, -1)

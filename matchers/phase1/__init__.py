@@ -214,6 +214,27 @@ class PredicateIndex:
             self._preds[pid] = None
             self._free.append(pid)
 
+    def release_counted(self, pids: np.ndarray, counts: np.ndarray | None = None) -> None:
+        """Drop ``counts[i]`` references (one each without ``counts``) to id ``pids[i]`` (distinct
+        live ids), as :meth:`release` per reference; only predicates losing their last one are hashed."""
+        pids = np.asarray(pids, dtype=np.int64)
+        counts = np.ones(len(pids), dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+        if len(pids) == 0:
+            return
+        if len(np.unique(pids)) != len(pids) or pids.min() < 0 or pids.max() >= self.capacity:
+            raise ValueError("release_counted takes distinct ids in the index")
+        left = self._refs[pids] - counts
+        if (left < 0).any() or (counts < 1).any():
+            raise ValueError("release_counted drops more references than an id holds")
+        self._refs[pids] = left
+        for pid in pids[left == 0].tolist():
+            p = self._preds[pid]
+            assert p is not None  # a referenced id holds its predicate
+            self._owner(p).remove(pid, p, self._attr_id(p.attr))
+            self._pid_of[self._ids.pop(p)] = -1
+            self._preds[pid] = None
+            self._free.append(pid)
+
     def renumber(self) -> np.ndarray | None:
         """Give the live predicates ids ``0..len-1`` in (attribute, type, operator, operand) order.
 

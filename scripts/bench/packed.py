@@ -3,7 +3,7 @@ shard built from the registry's files, before (each stored record parsed again) 
 (each packed subscription unpacked), the parse-time cost of packing, and the file bytes.
 
 ``python -m scripts.bench.packed [--subs 100000] [--rounds 3] [--catch-up N [--batch 1000] [--matcher auto]]
-[--build [--shards 1 4] [--matcher dynamic]]``
+[--build [--shards 1 4] [--matcher dynamic]] [--remove N [--batch 1000] [--matcher dynamic]]``
 
 ``--subs`` Fabret W1 subscriptions (as :mod:`scripts.bench.feed` writes their records, the JSON
 form) are parsed by :func:`~streaming.registry_columns.parse.parse_records` and stored in a
@@ -23,6 +23,12 @@ records each and applied one version at a time by
 :func:`~streaming.registry_columns.shards.catch_up` (CPU us per change, best of ``--rounds``);
 then the last round's steps apart on a matcher built again: reading the net changes, unpacking,
 removing every changed id, adding.
+
+``--remove N`` times deletes from a Fabret matcher (``--matcher``, default ``dynamic``) of the
+``--subs`` (added as subscriptions): per round, ``N`` random ids removed in calls of ``--batch``
+and added again (untimed), once by the bulk delete and once by the per-predicate delete it
+replaced (:func:`per_predicate_delete`), interleaved; CPU us per removed id, best of ``--rounds``,
+the load printed.
 
 ``--build`` times the build of the ``--subs`` split into each of ``--shards`` shards, every
 shard built one after the other in this process, before (:meth:`Matcher.add` of the unpacked
@@ -70,7 +76,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--matcher", default="auto", help="the shard's matcher (--catch-up, --build)")
     ap.add_argument("--build", action="store_true", help="shards built before and after add_packed")
     ap.add_argument("--shards", type=int, nargs="+", default=[1, 4], help="shard counts (--build)")
+    ap.add_argument("--remove", type=int, default=0, help="ids removed per round, bulk vs per-predicate delete")
     args = ap.parse_args(argv)
+    if args.remove:
+        remove_figures(args.subs, args.remove, args.batch, args.rounds,
+                       "dynamic" if args.matcher == "auto" else args.matcher)
+        return
     if args.build:
         build_figures(args.subs, args.shards, args.rounds, args.matcher)
         return
@@ -338,6 +349,58 @@ def build_parts(directory: str, version: int, make: Callable[[], Matcher]) -> di
         finally:
             shared_index.remove_application(key.app_id)
     return dict(zip(("read", "columns", "add_packed", "hold", "publish", "load"), np.diff(t).tolist(), strict=True))
+
+
+def per_predicate_delete(matcher, entries: list) -> None:
+    """The Fabret matchers' delete before the bulk one (``TwoPhaseMatcher._delete`` of
+    1a3dcaa): predicate ids entry by entry, each predicate object released in turn."""
+    ents = matcher.entries_of([key for key, _ in entries])
+    pids = np.concatenate([matcher.store.entry_pids(e) for e in ents.tolist()])
+    matcher._removing(ents)
+    np.subtract.at(matcher.pid_refs, pids, 1)
+    matcher.store.unplace(ents)
+    matcher.store.free_entries(ents)
+    for key, sub in entries:
+        matcher.key_entry[key] = -1
+        for conj in sub.conjunctions:
+            for p in conj:
+                matcher.phase1.release(p)
+    matcher._changed(len(entries))
+
+
+def remove_figures(n_subs: int, n_remove: int, batch: int, rounds: int, name: str) -> None:
+    """Print CPU us per removed id, bulk delete vs per-predicate delete (see the module docstring)."""
+    import gc
+    import random
+
+    from matchers.catalog import create
+    from scripts.bench.feed import workload_subscriptions
+    from scripts.bench.kit import load_avg
+
+    subs = list(workload_subscriptions(n_subs, seed=1))
+    matcher = create(name)
+    matcher.add(subs)
+    bulk = type(matcher)._delete
+    by_id = {s.id: s for s in subs}
+    rng = random.Random(1)
+    times: dict[str, list[float]] = {"bulk": [], "per-predicate": []}
+    for _ in range(rounds):
+        for way, delete in (("bulk", bulk), ("per-predicate", per_predicate_delete)):
+            ids = rng.sample(sorted(by_id), n_remove)
+            matcher._delete = delete.__get__(matcher)  # type: ignore[method-assign]  # this instance's delete
+            gc.collect()
+            t = 0.0
+            for i in range(0, n_remove, batch):
+                t0 = time.process_time()
+                matcher.remove(ids[i:i + batch])
+                t += time.process_time() - t0
+            matcher.add([by_id[i] for i in ids])
+            times[way].append(t / n_remove * 1e6)
+            print(f"  {way}: {times[way][-1]:.1f} us/id; load: {load_avg()}", flush=True)
+    assert len(matcher) == n_subs
+    print(f"{n_subs:,} Fabret W1 subscriptions, {name}: remove {n_remove:,} ids in calls of {batch:,}, CPU us per id "
+          f"(best of {rounds}): bulk {min(times['bulk']):.1f}, per-predicate {min(times['per-predicate']):.1f}; "
+          f"load: {load_avg()}")
 
 
 if __name__ == "__main__":
