@@ -161,7 +161,7 @@ def test_match_retro_and_patterns_with_a_relative_checkpoint(
     docs = notes(kafka_config, topics.notifications)
     assert match_pairs(d for d in docs if not d.get("retro")) == want and retro() == want_retro
     assert pattern_witnesses() == want_patterns
-    assert registry_state(tmp_path / "ckpt" / "registry-columns").ids == {s.id for s in subs + late}
+    assert registry_state(tmp_path / "ckpt" / "registry-columns").ids == {s.id for s in subs + late} | {"rise"}  # one registry
     assert_nothing_in_worker_dirs(spark_cluster)
 
 
@@ -171,7 +171,7 @@ def test_match_and_patterns_with_a_hadoop_checkpoint(
     monkeypatch: pytest.MonkeyPatch,
 ):
     """The checkpoint on S3 (``s3a://``) or HDFS (``hdfs://``), its settings given as ``spark.conf``
-    only: the executors' Python workers read the pattern registry and write the patterns' state
+    only: the executors' Python workers read the registry's pattern view and write the patterns' state
     there (through the environment the driver gives them), Spark its logs; every match and
     every pattern notification arrives."""
     rng = random.Random(44)
@@ -212,9 +212,9 @@ def test_match_and_patterns_with_a_hadoop_checkpoint(
         stop_job(job)
     assert match_pairs(notes(kafka_config, topics.notifications)) == want
     assert pattern_witnesses() == want_patterns
-    assert registry_state(join(checkpoint, "registry-columns")).ids == {s.id for s in subs}
+    assert registry_state(join(checkpoint, "registry-columns")).ids == {s.id for s in subs} | {"rise"}  # one registry
     files = hadoop_store.files(checkpoint)
-    for kind in ("query/offsets/", "registry-columns/deltas/", "patterns/pattern-registry/", "patterns/pattern-live/",
+    for kind in ("query/offsets/", "registry-columns/deltas/", "registry-columns/patterns/", "patterns/pattern-live/",
                  "patterns/patterns/state/",
                  "patterns/patterns/offsets/"):
         assert any(f.startswith(kind) for f in files), (kind, files)
