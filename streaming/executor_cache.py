@@ -44,6 +44,7 @@ from matchers.translate import Translation, common_dictionary
 from streaming import shared_index
 from streaming.registry_columns import shards as registry_shards
 from streaming.registry_columns.files import MissingFile
+from streaming.routing import Routing
 
 IndexKey = tuple[str, str, int, int, tuple[tuple[str, Any], ...]]
 """What a cached index is kept under: registry, matcher, shard, shards, parameters."""
@@ -68,6 +69,7 @@ class IndexSpec:
     app_id : the Spark application whose workers share the index on each machine
         (``None``: not shared).
     params : the matcher's parameters (``[match.params]``), sorted ``(name, value)`` pairs.
+    routing : the registry's routing (``match.route_by``, :mod:`streaming.routing`; ``None``: none).
 
     Raises
     ------
@@ -83,6 +85,7 @@ class IndexSpec:
     shards: int = 1
     app_id: str | None = None
     params: tuple[tuple[str, Any], ...] = ()
+    routing: Routing | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.shard < self.shards:
@@ -93,7 +96,7 @@ class IndexSpec:
         return (self.registry, self.matcher, self.shard, self.shards, self.params)
 
     def holds(self, sub_id: str) -> bool:
-        """Whether subscription ``sub_id`` belongs to this index's shard."""
+        """Whether an unrouted subscription ``sub_id`` belongs to this index's shard."""
         return self.shards == 1 or shard_of(sub_id, self.shards) == self.shard
 
 
@@ -142,7 +145,8 @@ def translation(entry: CachedIndex) -> Translation:
 
 
 def shard_of(sub_id: str, shards: int) -> int:
-    """The shard of a subscription: CRC-32 of its id modulo ``shards`` (the same in every process)."""
+    """The shard of an unrouted subscription: CRC-32 of its id modulo ``shards`` (the same in every
+    process; a routed one's: :func:`streaming.routing.shard_keys`)."""
     return zlib.crc32(sub_id.encode("utf-8")) % shards
 
 
@@ -156,7 +160,8 @@ def build(spec: IndexSpec) -> Matcher:
     """
     return registry_shards.build_shard(spec.registry, spec.version, spec.shard, spec.shards,
                                        lambda: create(spec.matcher, **dict(spec.params)),
-                                       packed=spec.app_id is not None)  # to be published: pickled as read
+                                       packed=spec.app_id is not None,  # to be published: pickled as read
+                                       routing=spec.routing)
 
 
 def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
@@ -167,7 +172,7 @@ def _catch_up(entry: CachedIndex, spec: IndexSpec) -> bool:
     try:
         with long_lived():
             registry_shards.catch_up(entry.matcher, spec.registry, entry.version, spec.version, spec.shard,
-                                     spec.shards)
+                                     spec.shards, spec.routing)
     except MissingFile:  # a delta it needs was pruned (read before anything is applied)
         return False
     except BaseException:

@@ -1,7 +1,7 @@
 """The driver's registry state as columns: one row per id, found through a hash table.
 
-Per id the driver keeps its 64-bit hash, its bytes, CRC-32 (its shard is ``crc % shards``, as
-:func:`streaming.executor_cache.shard_of`), kind (``0`` once deleted), version of its last
+Per id the driver keeps its 64-bit hash, its bytes, shard key (``crc``: its shard is ``crc % shards``;
+the id's CRC-32, as :func:`streaming.executor_cache.shard_of`, unless routed, :mod:`streaming.routing`), kind (``0`` once deleted), version of its last
 change, owner code (its tenant and the target topic its id names), expiry time and predicate
 count: about 49 bytes plus the id's own, never a Python object. What each owner holds (live
 subscriptions and predicates per kind) is kept up to date as ids change, for the quotas. The record bytes live in the registry's files only. A deleted id keeps its row
@@ -239,10 +239,12 @@ class IdColumns:
         return rows
 
     def put(self, ids: pa.Array, kinds: np.ndarray, versions: np.ndarray, owners: np.ndarray,
-            expires: np.ndarray, predicates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            expires: np.ndarray, predicates: np.ndarray,
+            keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Set distinct ids' columns (kind ``0`` deletes); ``(rows, kinds before, CRC-32s)``.
 
-        A delete of an absent id adds no row (its row is ``-1``).
+        ``keys``: the ids' shard keys (default: their CRC-32s). A delete of an absent id adds no
+        row (its row is ``-1``).
         """
         off, data = kernels.string_buffers(ids)
         h, crcs = kernels.hash_ids(off, data, kernels.CRC_TABLE)
@@ -261,7 +263,7 @@ class IdColumns:
         self.tenant[r] = owners[present]
         self.expires[r] = expires[present]
         self.predicates[r] = np.where(new_kinds != 0, predicates[present], 0)
-        self.crc[r] = crcs[present]
+        self.crc[r] = (crcs if keys is None else np.asarray(keys, np.uint32))[present]
         now = new_kinds != 0
         self._count(owners[present][now], new_kinds[now], predicates[present][now], 1)
         self.live += int(np.count_nonzero(new_kinds)) - int(np.count_nonzero(before[present]))

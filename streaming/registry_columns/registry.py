@@ -12,6 +12,14 @@ deltas, one shard in memory at a time); old files are pruned when the next batch
 runs it once the batch before is committed), so that a replay of the batch that wrote the
 snapshot still finds the version before it (:meth:`columns_at`).
 
+With a routing (``match.route_by``, :mod:`streaming.routing`) an expression's shard key (the
+``crc`` column) is computed here from its packed form; an upsert that changes a live id's key
+(its route value changed, or it became routed or unrouted) is written after a delete of the id
+under its old key in the same delta, so that its old shard drops it and its new one takes it
+(a reader keeps the last row of each id). The routing is recorded in ``routing.json`` when the
+first version is written with one, and a registry is not opened with another (its keys would
+be wrong).
+
 Patterns are rows of kind :data:`PATTERN` like the expressions (their ``packed`` column: the
 CEL text and partition attribute, :func:`.view.packed`); the driver also keeps the live ones
 (few, bounded by the tenants' quota) and a version that changes any writes the whole set as
@@ -28,12 +36,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import orjson
 import pyarrow as pa
 
+from streaming import routing as routes
 from streaming.errors import RegistryError
 from streaming.registry_columns import files, kernels, view
 from streaming.registry_columns.columns import (
     DELETE,
+    EXPRESSION,
     PATTERN,
     UPSERT,
     ChangeBatch,
@@ -81,13 +92,19 @@ class ColumnRegistry:
     Parameters
     ----------
     directory : URI or path of the registry's files.
-    shards : parts of each snapshot (``crc32(id) % shards``).
+    shards : parts of each snapshot (``key % shards``, the key ``crc32(id)`` unless routed).
     snapshot_every : write a snapshot when this many versions passed since the last one.
     snapshots_kept : snapshots to keep; deltas at or below the oldest kept one are removed.
+    routing : the attribute expressions are routed by, and its spread (``None``: none).
+
+    Raises
+    ------
+    RegistryError
+        If the registry holds versions written with another routing.
     """
 
     def __init__(self, directory: str | Path | Directory, shards: int = 1, snapshot_every: int = 50,
-                 snapshots_kept: int = 2):
+                 snapshots_kept: int = 2, routing: routes.Routing | None = None):
         if shards < 1 or snapshot_every < 1 or snapshots_kept < 1:
             raise ValueError("shards, snapshot_every and snapshots_kept must be at least 1")
         self.directory = directory if isinstance(directory, Directory) else Directory(directory)
@@ -95,6 +112,8 @@ class ColumnRegistry:
         self.directory.sub(files.DELTAS).make()
         self.directory.sub(files.SNAPSHOTS).make()
         self.directory.sub(view.VIEWS).make()
+        self.routing = routing
+        self._check_routing()
         self.columns = IdColumns()
         self.patterns: dict[str, tuple[bytes, int]] = {}
         """The live patterns: ``{id: (packed column, version of its last upsert)}``."""
@@ -105,6 +124,28 @@ class ColumnRegistry:
         self._next_expiry = np.inf
         self._prune_due = True
         self._load()
+
+    def _check_routing(self) -> None:
+        """Record the routing in a registry without versions; refuse another than the one its
+        versions were written with."""
+        if files.latest_version(self.directory) == 0:
+            if self.routing is None:
+                self.directory.remove(ROUTING_FILE)
+            else:
+                self.directory.write(ROUTING_FILE, orjson.dumps(
+                    {"route_by": self.routing.attr, "route_spread": self.routing.spread}))
+            return
+        try:
+            stored = orjson.loads(self.directory.read(ROUTING_FILE))
+            was = routes.routing_of(str(stored["route_by"]), int(stored["route_spread"]))
+        except FileNotFoundError:
+            was = None
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise RegistryError(f"cannot read {self.directory.uri}/{ROUTING_FILE}: {exc}") from None
+        if was != self.routing:
+            raise RegistryError(f"the registry at {self.directory.uri} was written with {_said(was)}; this "
+                                f"configuration has {_said(self.routing)}: the routing cannot change on an "
+                                f"existing checkpoint (set it back, or start from a new checkpoint location)")
 
     # -- reading -------------------------------------------------------------------------
     def _load(self) -> None:
@@ -198,7 +239,8 @@ class ColumnRegistry:
         out.put(table.column("id").combine_chunks(), table.column("kind").to_numpy(),
                 table.column("version").to_numpy(), out.owner_codes(table.column("tenant").combine_chunks(),
                                                                     table.column("id").combine_chunks()),
-                table.column("expires").to_numpy(), table.column("predicates").to_numpy())
+                table.column("expires").to_numpy(), table.column("predicates").to_numpy(),
+                table.column("crc").to_numpy())
         return out
 
     def version_of_batch(self, batch_id: int) -> Stamp:
@@ -251,9 +293,7 @@ class ColumnRegistry:
         if not effective.all():
             net, before, crcs = net.take(np.flatnonzero(effective)), before[effective], crcs[effective]
         version = self.version + 1
-        table = pa.table([net.ids, pa.array(net.ops), pa.array(net.kinds), net.records, pa.array(net.expires),
-                          net.tenants, pa.array(crcs, pa.uint32()), pa.array(net.predicates, pa.int32()), net.packed],
-                         schema=files.DELTA_SCHEMA)
+        table = self._delta(net, before, crcs)
         stamp = Stamp(version, batch_id, float(time))
         files.write_delta(self.directory, stamp, table)
         if self._apply_table(table, version):
@@ -266,6 +306,36 @@ class ColumnRegistry:
         return Applied(version, stamp.time, False, int(np.count_nonzero(up & (before == 0))),
                        int(np.count_nonzero(up & (before != 0))), int(np.count_nonzero(~up)))
 
+    def _delta(self, net: ChangeBatch, before: np.ndarray, crcs: np.ndarray) -> pa.Table:
+        """The delta of the net changes (``before``: each id's kind now): with a routing, each
+        row under its shard key (a delete under the id's current one), and a delete under the old
+        key before each upsert that changes a live id's key."""
+        keys = crcs
+        moved = np.zeros(len(net), np.bool_)
+        if self.routing is not None:
+            expr = (net.ops == UPSERT) & (net.kinds == EXPRESSION)
+            hashes = np.full(len(net), routes.NO_ROUTE, np.int64)
+            if expr.any():
+                hashes[expr] = routes.required_hashes(net.packed.filter(pa.array(expr)), self.routing.attr)
+            keys = routes.shard_keys(crcs, hashes, self.routing.spread)
+            rows = self.columns.find(net.ids)
+            live = before != 0
+            old = keys.copy()
+            old[live] = self.columns.crc[rows[live]]
+            keys = np.where(net.ops == DELETE, old, keys)
+            moved = live & (old != keys)
+        table = pa.table([net.ids, pa.array(net.ops), pa.array(net.kinds), net.records, pa.array(net.expires),
+                          net.tenants, pa.array(keys, pa.uint32()), pa.array(net.predicates, pa.int32()), net.packed],
+                         schema=files.DELTA_SCHEMA)
+        if not moved.any():
+            return table
+        at = pa.array(np.flatnonzero(moved))
+        gone = pa.table([net.ids.take(at), pa.array(np.full(len(at), DELETE, np.int8)), pa.array(np.zeros(len(at), np.int8)),
+                         pa.nulls(len(at), pa.binary()), pa.array(np.full(len(at), np.nan)), net.tenants.take(at),
+                         pa.array(old[moved], pa.uint32()), pa.array(np.zeros(len(at), np.int32)),
+                         pa.nulls(len(at), pa.binary())], schema=files.DELTA_SCHEMA)
+        return pa.concat_tables([gone, table]).combine_chunks()
+
     def _put(self, table: pa.Table, kinds: np.ndarray, versions: np.ndarray) -> bool:
         """Set the columns of a delta's or snapshot part's ids (``kinds``: ``0`` deletes); whether a
         pattern changed."""
@@ -274,7 +344,7 @@ class ColumnRegistry:
         expires = table.column("expires").to_numpy()
         _, before, _ = c.put(ids, np.asarray(kinds, np.int8), versions,
                              c.owner_codes(table.column("tenant").combine_chunks(), ids), expires,
-                             table.column("predicates").to_numpy())
+                             table.column("predicates").to_numpy(), table.column("crc").to_numpy())
         changed = self._put_patterns(table, kinds, versions, before)
         new_min = np.nanmin(expires, initial=np.inf) if len(expires) else np.inf
         self._next_expiry = min(self._next_expiry, float(new_min))
@@ -298,6 +368,8 @@ class ColumnRegistry:
         return True
 
     def _apply_table(self, table: pa.Table, version: int) -> bool:
+        if self.routing is not None:  # a moved id's delete under its old key comes before its upsert
+            table = _last_rows(table)
         kinds = np.where(table.column("op").to_numpy() == DELETE, 0, table.column("kind").to_numpy())
         return self._put(table, kinds, np.full(table.num_rows, version, np.int64))
 
@@ -355,6 +427,26 @@ class ColumnRegistry:
             "deltas_on_disk": len(files.delta_versions(self.directory)),
             "driver_bytes": self.columns.nbytes(),
         }
+
+
+ROUTING_FILE = "routing.json"
+"""The routing a registry's versions were written with (none: no routing)."""
+
+
+def _said(routing: routes.Routing | None) -> str:
+    if routing is None:
+        return "no match.route_by"
+    return f"match.route_by = {routing.attr!r}, match.route_spread = {routing.spread}"
+
+
+def _last_rows(table: pa.Table) -> pa.Table:
+    """The last row of each id of a delta."""
+    if table.num_rows < 2:
+        return table
+    off, data = kernels.string_buffers(table.column("id").combine_chunks())
+    h, _ = kernels.hash_ids(off, data, kernels.CRC_TABLE)
+    keep = kernels.last_occurrences(h, off, data, kernels.table_size(len(h)))
+    return table if keep.all() else table.filter(pa.array(keep))
 
 
 def read_shard(directory: str | Path | Directory, version: int, shard: int = 0, shards: int = 1) -> pa.Table:

@@ -24,6 +24,7 @@ import pyarrow as pa
 from matchers.base import Matcher, SubscriptionTable
 from matchers.expr import Subscription
 from matchers.packed import unpack
+from streaming import routing as routes
 from streaming.errors import RegistryError
 from streaming.registry_columns import files
 from streaming.registry_columns.columns import EXPRESSION
@@ -58,13 +59,15 @@ def subscriptions(table: pa.Table) -> Iterator[Subscription]:
 
 
 def build_shard(directory: str | Directory, version: int, shard: int, shards: int,
-                make: Callable[[], Matcher], packed: bool = False) -> Matcher:
+                make: Callable[[], Matcher], packed: bool = False, routing: routes.Routing | None = None) -> Matcher:
     """A new matcher (from ``make``) holding shard ``shard`` of ``shards``'s expressions at
     ``version``; with ``packed``, its subscriptions kept as the rows' packed bytes
-    (:meth:`Matcher.hold`: for a matcher about to be pickled, which then packs nothing)."""
+    (:meth:`Matcher.hold`: for a matcher about to be pickled, which then packs nothing); with
+    ``routing``, the ids of its unrouted ones (:func:`streaming.routing.track_build`)."""
     matcher = make()
     rows = expressions(read_shard(directory, version, shard, shards))
     _add(matcher, rows)
+    routes.track_build(matcher, rows, routing)
     if packed:
         matcher.hold(table_of(matcher, rows))
     return matcher
@@ -121,7 +124,8 @@ def changes_after(directory: str | Directory, after: int, upto: int, shard: int,
     return files.net_deltas(tables)
 
 
-def catch_up(matcher: Matcher, directory: str | Directory, after: int, upto: int, shard: int, shards: int) -> int:
+def catch_up(matcher: Matcher, directory: str | Directory, after: int, upto: int, shard: int, shards: int,
+             routing: routes.Routing | None = None) -> int:
     """Bring ``matcher``, holding shard ``shard`` of ``shards`` at version ``after``, to ``upto``:
     the expression upserts join (replacing their ids), then every other id changed leaves it
     (deleted or turned into another kind); nothing changes if one cannot be read.
@@ -132,6 +136,8 @@ def catch_up(matcher: Matcher, directory: str | Directory, after: int, upto: int
     joining = expressions(net)
     _add(matcher, joining)  # all read before the matcher changes
     kept = set(joining.column("id").to_pylist())
-    matcher.remove([sub_id for sub_id in net.column("id").to_pylist() if sub_id not in kept])
+    changed = net.column("id").to_pylist()
+    matcher.remove([sub_id for sub_id in changed if sub_id not in kept])
+    routes.track_changes(matcher, changed, joining, routing)
     return net.num_rows
 
