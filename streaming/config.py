@@ -109,6 +109,8 @@ class MatchSettings:
     valid_until_field: str = "valid_until"
     max_validity_s: float = 86400.0
     shards: int = 1
+    route_by: str = ""
+    route_spread: int = 1
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def matcher_params(self) -> tuple[tuple[str, Any], ...]:
@@ -475,9 +477,13 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"kafka.{key} must be at least 1")
     if s.kafka.max_offsets_per_trigger < 0:
         raise ConfigError("kafka.max_offsets_per_trigger must be 0 (no cap) or positive")
-    for key in ("max_terms", "snapshot_every", "snapshots_kept", "max_catchup_versions", "shards"):
+    for key in ("max_terms", "snapshot_every", "snapshots_kept", "max_catchup_versions", "shards", "route_spread"):
         if getattr(s.match, key) < 1:
             raise ConfigError(f"match.{key} must be at least 1")
+    if s.match.route_by != s.match.route_by.strip() or "\0" in s.match.route_by:
+        raise ConfigError(f"match.route_by must be an attribute name (\"\": none), not {s.match.route_by!r}")
+    if s.match.route_spread > 1 and not s.match.route_by:
+        raise ConfigError("match.route_spread needs match.route_by")
     if s.match.max_validity_s <= 0:
         raise ConfigError("match.max_validity_s must be positive")
     scheme = s.spark.checkpoint_dir.split("://", 1)[0].lower() if "://" in s.spark.checkpoint_dir else "file"

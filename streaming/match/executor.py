@@ -38,6 +38,7 @@ from streaming.match.tasks import (
 )
 from streaming.placement import executor_name
 from streaming.records import EVENT, EventRead, Position, error, read_event_fast
+from streaming.routing import EventRoutes, match_routed
 from streaming.validity import ValidEvent, validity_end
 
 Produce = Callable[[Iterator[pa.RecordBatch]], int]
@@ -169,9 +170,11 @@ def _records(batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple
             t1 += m.index_ns - before  # index time is not match time
         prepared = PreparedBatch(rb, ctx.limits)
         read = read_batch(prepared, ctx, executor_cache.common())
+        route = ctx.spec.routing
+        routes = None if route is None else EventRoutes.of(read.batch, executor_cache.common().attr(route.attr, create=False))
         for shard, matcher, translation in indexes:
             yield from shard_records(prepared, read, matcher, translation, ctx, m,
-                                     result.valid_events if shard == 0 else None)
+                                     result.valid_events if shard == 0 else None, (shard, routes))
         m.match_ns += time.perf_counter_ns() - t1
 
 
@@ -202,17 +205,22 @@ class ReadBatch(NamedTuple):
 
 
 def shard_records(p: PreparedBatch, read: ReadBatch, matcher: Any, translation: Translation, ctx: BatchContext,
-                  m: TaskMetrics, valid: list[ValidEvent] | None) -> list[pa.RecordBatch]:
+                  m: TaskMetrics, valid: list[ValidEvent] | None,
+                  routed: tuple[int, EventRoutes | None] = (0, None)) -> list[pa.RecordBatch]:
     """Records of one prepared batch matched by one shard's ``matcher`` (the batch as its own through
     ``translation``): its notifications, and with ``valid`` (shard 0) the batch's error records,
-    event counts and valid events."""
+    event counts and valid events. ``routed``: the shard's number and the batch's route values
+    (with ``match.route_by``: a shard of routed subscriptions only matches the events that can
+    match it, :func:`streaming.routing.match_routed`)."""
     report = valid is not None
     out = Out([], [], [], [])
     rejected = list(read.rejected)
     kept = read.kept
     n_events = len(kept)
     if kept:
-        result = matcher.match(translation.apply(read.batch))
+        shard, routes = routed
+        result = match_routed(matcher, read.batch, translation.apply, routes, shard, ctx.spec.shards,
+                              ctx.spec.routing.spread if ctx.spec.routing is not None else 1)
         n_events -= notify(p, kept, result, matcher, ctx, out, rejected, valid)
         m.matches += result.total
     if report:  # shard 0 reports what belongs to the events

@@ -62,6 +62,7 @@ from streaming.placement import ShardAnchors, pinned_bins
 from streaming.registry_columns import EXPRESSION, ColumnRegistry
 from streaming.registry_columns.admit import admit, warm
 from streaming.registry_columns.migrate import convert_pickled, import_patterns
+from streaming.routing import routing_of
 from streaming.storage import Directory, join
 from streaming.tenants import Tenants
 from streaming.validity import ValidityStore
@@ -174,7 +175,9 @@ class MatchJob:
         self.spark = spark
         self.client_config = client_config
         m = settings.match
-        self.registry = ColumnRegistry(settings.registry_columns_dir, m.shards, m.snapshot_every, m.snapshots_kept)
+        self.routing = routing_of(m.route_by, m.route_spread)
+        self.registry = ColumnRegistry(settings.registry_columns_dir, m.shards, m.snapshot_every, m.snapshots_kept,
+                                       self.routing)
         threading.Thread(target=warm, name="registry-warm", daemon=True).start()  # beside the query's start
         convert_pickled(settings.registry_dir, self.registry)  # a checkpoint of an earlier release, once
         import_patterns(legacy_registry_dir(settings), self.registry)  # its patterns' own registry, once
@@ -230,7 +233,8 @@ class MatchJob:
                 self.settings.notifications.payload,
                 self.settings.limits.message_bytes, self.tenants, m.matcher_params())
             index = IndexSpec(self.registry.directory.uri, m.matcher, applied.version, m.max_catchup_versions, 0, m.shards,
-                              self.spark.sparkContext.applicationId if m.shared_index else None, m.matcher_params())
+                              self.spark.sparkContext.applicationId if m.shared_index else None, m.matcher_params(),
+                              self.routing)
             ctx = BatchContext.of(self.settings, batch_id, now, index, self.client_config)
             driver_rows: list[tuple[bytes | None, bytes, str]] = [(None, e.to_json(), k.errors_topic) for e in retro_errors]
             errors = admitted.errors

@@ -7,6 +7,7 @@ and spreads 1 to 3."""
 
 from __future__ import annotations
 
+import pickle
 import random
 import zlib
 
@@ -282,3 +283,16 @@ def test_shard_keys_put_a_value_in_spread_consecutive_shards():
     keys = routing.shard_keys(crcs, hashes, 3)
     assert (keys[hashes < 0] == crcs[hashes < 0]).all()
     assert set((keys[hashes >= 0] % np.uint32(7)).tolist()) == {12345 % 7, (12345 + 1) % 7, (12345 + 2) % 7}
+
+
+def test_an_index_keeps_its_unrouted_ids_when_pickled(tmp_path):
+    """The shared index file holds a pickled matcher: its unrouted ids go with it."""
+    route = routing.Routing(ATTR, 1)
+    registry = ColumnRegistry(tmp_path / "reg", routing=route)
+    registry.apply(0, batch_of([("a", UPSERT, EXPRESSION, b'{"expr": "region = \'eu\'"}', EU),
+                                ("b", UPSERT, EXPRESSION, b'{"expr": "price > 1"}', None)]), 1.0)
+    built = build_shard(registry.directory, 1, 0, 1, lambda: create("dynamic"), packed=True, routing=route)
+    assert getattr(pickle.loads(pickle.dumps(built)), routing.UNROUTED) == {"b"}
+    assert not routing.routed_only(built)
+    plain = build_shard(registry.directory, 1, 0, 1, lambda: create("dynamic"))
+    assert not routing.routed_only(plain)  # built without a routing: matched on every event
