@@ -194,7 +194,8 @@ class EventRoutes(NamedTuple):
 
     @classmethod
     def of(cls, batch: EventBatch, attr_id: int) -> EventRoutes:
-        """The routes of ``batch`` (encoded with ``attr_id`` the attribute's id; ``-1``: unknown)."""
+        """The routes of ``batch`` (``attr_id``: the attribute's id in the dictionary it was encoded
+        against, ``-1`` if it has none: ``Dictionary.attr_ids.get``, which changes nothing)."""
         n = batch.n
         if attr_id < 0:
             return cls(n, np.zeros(0, np.int64), np.zeros(0, np.int64))

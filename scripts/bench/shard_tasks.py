@@ -185,7 +185,7 @@ def _route_costs(batches: list, route: Any, k: int, rounds: int) -> dict[str, fl
     encoded = [encode_json([v or b"" for v in rb.column("value").to_pylist()], common, lambda i: None,
                            keys=("id", "valid_until"), encode_flat=flat).batch for rb in batches]
     n = sum(b.n for b in encoded)
-    attr = common.attr(route.attr, create=False)
+    attr = common.attr_ids.get(route.attr, -1)
     found = [EventRoutes.of(b, attr) for b in encoded]
     routes_s = kit.best_cpu(rounds, lambda: [EventRoutes.of(b, attr) for b in encoded])
     choose_s = kit.best_cpu(rounds, lambda: [r.events_of(s, k, route.spread) for r in found for s in range(k)])

@@ -171,7 +171,7 @@ def _records(batches: Iterator[pa.RecordBatch], ctx: BatchContext, shards: tuple
         prepared = PreparedBatch(rb, ctx.limits)
         read = read_batch(prepared, ctx, executor_cache.common())
         route = ctx.spec.routing
-        routes = None if route is None else EventRoutes.of(read.batch, executor_cache.common().attr(route.attr, create=False))
+        routes = None if route is None else EventRoutes.of(read.batch, executor_cache.common().attr_ids.get(route.attr, -1))
         for shard, matcher, translation in indexes:
             yield from shard_records(prepared, read, matcher, translation, ctx, m,
                                      result.valid_events if shard == 0 else None, (shard, routes))

@@ -141,7 +141,7 @@ class Shards:
         for t in translations:
             t.update()
         batch = encode([flatten(e) for e in events], common, known_only=True)
-        routes = routing.EventRoutes.of(batch, common.attr(ATTR, create=False))
+        routes = routing.EventRoutes.of(batch, common.attr_ids.get(ATTR, -1))
         got: list[set[str]] = [set() for _ in events]
         saved = 0
         for shard, (m, t) in enumerate(zip(self.matchers, translations, strict=True)):
@@ -265,7 +265,7 @@ def test_event_routes_hash_as_the_subscriptions_do():
     events = [{ATTR: 1}, {ATTR: 1.0}, {ATTR: "1"}, {ATTR: True}, {ATTR: -0.0}, {ATTR: None}, {"x": 1},
               {ATTR: ["eu", "us"], "y": [1, 2]}]
     batch = encode([flatten(e) for e in events], common, known_only=True)
-    routes = routing.EventRoutes.of(batch, common.attr(ATTR, create=False))
+    routes = routing.EventRoutes.of(batch, common.attr_ids.get(ATTR, -1))
     h = dict(zip(["eu", "us", "1", "one", "true", "zero"],
                  routing.value_hashes([EU, US, ONE_STR, ONE, TRUE, ZERO]).tolist(), strict=True))
     pairs = sorted(set(zip(routes.events.tolist(), routes.hashes.tolist(), strict=True)))
