@@ -130,7 +130,8 @@ class ColumnRegistry:
         versions were written with."""
         if files.latest_version(self.directory) == 0:
             if self.routing is None:
-                self.directory.remove(ROUTING_FILE)
+                if ROUTING_FILE in self.directory.names():  # recorded before any version: not binding
+                    self.directory.remove(ROUTING_FILE)
             else:
                 self.directory.write(ROUTING_FILE, orjson.dumps(
                     {"route_by": self.routing.attr, "route_spread": self.routing.spread}))
