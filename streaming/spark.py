@@ -52,6 +52,13 @@ DEFAULT_CONF: dict[str, str] = {
     # tasks and the patterns query's mapInArrow tasks ran in two pools of workers. Off,
     # they share one (full tracebacks).
     "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
+    # Every Spark job broadcasts its task binary in chunks of this size, each chunk allocated
+    # whole however small the binary (a few kB here). Spark's 4 MB is a humongous allocation for
+    # G1 (half a heap region or more: regions are 1-4 MB at 1-8 GB of heap), which can start a
+    # young collection and a marking cycle of the driver's heap: 4-18 such collections in a
+    # 4-minute benchmark, 0-3 with this (docs/e2e.md, "Where the time goes"). 256 kB is under
+    # half the smallest region.
+    "spark.broadcast.blockSize": "256k",
 }
 
 #: Added for local masters only: the driver and its Python workers stay on loopback.

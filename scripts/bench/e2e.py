@@ -471,6 +471,14 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     return result
 
 
+def spark_setting(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--conf`` as ``(KEY, VALUE)`` (the value may hold ``=``)."""
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.bench.e2e", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="100,000 subscriptions, fewer events (about a few minutes)")
@@ -495,6 +503,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated Kafka connectors of the query, each measured in turn in the same run"
                              " (a name may repeat: java,kafka-py,kafka-py,java pairs them against the JVM's warm-up):"
                              " java (Spark's format(\"kafka\")), kafka-py (the project's Python source)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=spark_setting,
+                        help="a Spark setting of the session over the service's (repeatable), e.g."
+                             " spark.driver.extraJavaOptions=-XX:StartFlightRecording=filename=e2e.jfr")
     parser.add_argument("--out", type=Path, default=DOCS / "bench" / "e2e.json")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.subs.split(",")] if args.subs else ([100_000] if args.quick else [100_000, 1_000_000])
@@ -515,7 +526,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: list[dict] = []
     try:
         with EmbeddedBroker(log_path=workdir / "kafka.log") as broker:
-            spark = get_session("pubsub-e2e", "local[2]", {"spark.driver.memory": "6g"})
+            conf = {"spark.driver.memory": "6g", **dict(args.conf)}
+            spark = get_session("pubsub-e2e", "local[2]", conf)
             try:
                 for n in sizes:
                     for connector in args.connectors.split(","):

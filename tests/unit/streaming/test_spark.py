@@ -169,3 +169,10 @@ def test_storage_conf_loads_hadoop_aws_for_s3a_only_and_passes_the_storage_setti
                                 {"spark.hadoop.dfs.namenode.http-address": "nn:9870"})
     assert hdfs == {"spark.executorEnv.PUBSUB_WEBHDFS_ADDRESS": "nn:9870"}  # no jars: pyspark reads HDFS itself
     assert session.storage_conf(["file:///x"], True, {}) == {}
+
+
+def test_broadcast_chunks_stay_below_half_the_smallest_g1_region() -> None:
+    """Each job's task binary is broadcast in chunks of ``spark.broadcast.blockSize``, each
+    allocated whole: one of half a G1 region or more (1 MB regions at a 1 GB heap) is humongous."""
+    size = session.DEFAULT_CONF["spark.broadcast.blockSize"]
+    assert size.endswith("k") and int(size[:-1]) * 1024 < 2**20 // 2
