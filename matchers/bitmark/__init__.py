@@ -49,6 +49,7 @@ from matchers import base
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.bitmark import emit as E
+from matchers.bitmark import ends as EN
 from matchers.bitmark import kernels as K
 from matchers.bitmark import wide as WK
 from matchers.bitmark.layout import Found, Intervals, Layout, Slots
@@ -251,6 +252,16 @@ class BitMarkMatcher(Matcher):
         iv_count, cols, los, his = K.intersect_repeats(iv_off, cols, np.asarray(los, dtype=np.float64),
                                                        np.asarray(his, dtype=np.float64), max(self._n_cols, 1))
         s0, n_new = self._n_slots, len(keys)
+        if s0 == 0:  # the first slots (a bulk load): the arrays as they are, no copy into grown ones
+            self._key = np.asarray(keys, dtype=np.int32)
+            self._iv_off = np.zeros(n_new + 1, dtype=np.int64)
+            np.cumsum(iv_count, out=self._iv_off[1:])
+            self._res_off = np.zeros(n_new + 1, dtype=np.int64)
+            np.cumsum(res_count, out=self._res_off[1:])
+            self._iv_col, self._iv_lo, self._iv_hi = cols, los, his
+            self._res_pid = np.array(pids, dtype=np.int32)
+            self._n_slots = n_new
+            return
         s1 = s0 + n_new
         i0, r0 = int(self._iv_off[s0]), int(self._res_off[s0])
         self._key = grown(self._key, s1, -1)
@@ -368,14 +379,17 @@ class BitMarkMatcher(Matcher):
             order = live[np.argsort(slots.key[live], kind="stable")]
         else:
             order = self._narrow_order(slots, live, col_min, col_span, n_cols)
-        iv_off = K.gather_offsets(slots.iv_off, order)
-        res_off = K.gather_offsets(slots.res_off, order)
-        self._key = slots.key[order]
-        self._iv_off, self._res_off = iv_off, res_off
-        self._iv_col = K.gather_values(slots.iv_off, iv_off, order, slots.iv_col)
-        self._iv_lo = K.gather_values(slots.iv_off, iv_off, order, slots.iv_lo)
-        self._iv_hi = K.gather_values(slots.iv_off, iv_off, order, slots.iv_hi)
-        self._res_pid = K.gather_values(slots.res_off, res_off, order, slots.res_pid)
+        if len(order) == len(slots.key) and K.is_identity(order):  # (a bulk load in key order: as they are)
+            self._key, self._iv_off, self._res_off = slots.key, slots.iv_off, slots.res_off
+            self._iv_col, self._iv_lo, self._iv_hi, self._res_pid = slots.iv_col, slots.iv_lo, slots.iv_hi, slots.res_pid
+        else:
+            iv_off = K.gather_offsets(slots.iv_off, order)
+            res_off = K.gather_offsets(slots.res_off, order)
+            self._key = slots.key[order]
+            self._iv_off, self._res_off = iv_off, res_off
+            self._iv_col, self._iv_lo, self._iv_hi = K.gather_intervals(slots.iv_off, iv_off, order, slots.iv_col,
+                                                                        slots.iv_lo, slots.iv_hi)
+            self._res_pid = K.gather_values(slots.res_off, res_off, order, slots.res_pid)
         n = self._n_slots = self._n_main = len(order)
         self._dead = 0
         by_key = np.argsort(self._key, kind="stable")
@@ -429,15 +443,16 @@ class BitMarkMatcher(Matcher):
         edges_flat = np.concatenate(edges) if edges else np.zeros(0)
         idx_of_col = np.full(len(col_min), -1, dtype=np.int64)
         idx_of_col[idx_col] = np.arange(len(idx_col))
-        bits, check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._wide)
+        ib = K.interval_buckets(slots, n, idx_of_col, edge_off, edges_flat)
+        bits, check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._wide, ib)
         if self._wide:
-            end_off, key, val_off, end_val = WK.build_wide_ends(slots, n, idx_of_col, row_start, edge_off,
-                                                                edges_flat, self._tile)
-            end_key = key.astype(np.uint32 if len(key) == 0 or key.max() < 1 << 32 else np.uint64)
+            end_off, key32, key64, val_off, end_val = EN.build_wide_ends(slots, n, idx_of_col, row_start, edge_off,
+                                                                         edges_flat, self._tile, ib)
+            end_key = key64 if len(key64) else key32
             end_slot = np.zeros(0, dtype=np.int32)
         else:
-            end_off, end_val, end_slot = K.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat,
-                                                      self._tile)
+            end_off, end_val, end_slot = EN.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat,
+                                                       self._tile, ib)
             end_key, val_off = np.zeros(0, dtype=np.uint32), np.zeros(1, dtype=np.int64)
         live = np.full(words, K.ALL, dtype=np.uint64)
         if n % 64:

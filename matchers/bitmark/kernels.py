@@ -108,6 +108,33 @@ def gather_offsets(off, order):
 
 
 @numba.njit(cache=True, nogil=True)
+def is_identity(order):
+    """Whether ``order[i] == i`` for every ``i``."""
+    for i in range(len(order)):
+        if order[i] != i:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_intervals(off, new_off, order, col, lo, hi):
+    """:func:`gather_values` of the three interval columns in one pass (one read of each
+    segment's offsets): ``(col, lo, hi)``."""
+    out_col = np.empty(new_off[-1], dtype=col.dtype)
+    out_lo = np.empty(new_off[-1], dtype=lo.dtype)
+    out_hi = np.empty(new_off[-1], dtype=hi.dtype)
+    for i in range(len(order)):
+        s = order[i]
+        a = off[s]
+        b = new_off[i]
+        for t in range(new_off[i + 1] - b):
+            out_col[b + t] = col[a + t]
+            out_lo[b + t] = lo[a + t]
+            out_hi[b + t] = hi[a + t]
+    return out_col, out_lo, out_hi
+
+
+@numba.njit(cache=True, nogil=True)
 def gather_values(off, new_off, order, values):
     """``values`` of the CSR segments ``order`` of ``off``, packed at ``new_off``."""
     out = np.empty(new_off[-1], dtype=values.dtype)
@@ -132,101 +159,114 @@ def _ends_inside(edges, e0, e1, b, hi):
     return hi < edges[e0 + b] if b < e1 - e0 else hi < np.inf
 
 
+GUIDE_CELLS = 1024
+"""Cells of the uniform grid per indexed attribute whose guesses speed :func:`interval_buckets`."""
+
+
 @numba.njit(cache=True, nogil=True)
-def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges, at_edge):
-    """The marking rows and the check mask of :class:`~matchers.bitmark.layout.Layout` over slots ``0..n_main-1``.
+def interval_buckets(slots, n_main, idx_of_col, edge_off, edges):
+    """Per interval of slots ``0..n_main-1``, the buckets of its low and high bounds among its
+    indexed attribute's edges (``-1`` when its column is not indexed): ``int32[intervals, 2]``,
+    searched once for :func:`build_bits` and the ends.  A bound's bucket is guessed from a
+    uniform grid of ``GUIDE_CELLS`` cells over the attribute's edges (the buckets of the cells'
+    low ends), then corrected by steps over the edges (none or one at quantile edges): exact
+    whatever the guess."""
+    iv_col, iv_lo, iv_hi = slots.iv_col, slots.iv_lo, slots.iv_hi
+    n_idx = len(edge_off) - 1
+    guide = np.zeros((n_idx, GUIDE_CELLS), dtype=np.int64)
+    first = np.zeros(n_idx)
+    scale = np.zeros(n_idx)
+    for j in range(n_idx):
+        e0, e1 = edge_off[j], edge_off[j + 1]
+        if e1 - e0 > 1 and edges[e1 - 1] > edges[e0]:
+            first[j] = edges[e0]
+            scale[j] = GUIDE_CELLS / (edges[e1 - 1] - edges[e0])
+            for c in range(GUIDE_CELLS):
+                guide[j, c] = _bucket(edges, e0, e1, edges[e0] + c / scale[j])
+    m = slots.iv_off[n_main]
+    out = np.empty((m, 2), dtype=np.int32)
+    for t in range(m):
+        j = idx_of_col[iv_col[t]]
+        if j < 0:
+            out[t, 0] = out[t, 1] = -1
+            continue
+        e0, e1 = edge_off[j], edge_off[j + 1]
+        for kind in range(2):
+            v = iv_lo[t] if kind == 0 else iv_hi[t]
+            x = (v - first[j]) * scale[j]  # (NaN when v is infinite and the scale 0: cell 0)
+            c = int(min(max(x, 0.0), GUIDE_CELLS - 1.0)) if x == x else 0
+            b = guide[j, c]
+            while b > 0 and edges[e0 + b - 1] > v:
+                b -= 1
+            while b < e1 - e0 and edges[e0 + b] <= v:
+                b += 1
+            out[t, kind] = b
+    return out
+
+
+BITS_BLOCK = 32
+"""Words of the marking rows :func:`build_bits` builds at a time (two ``rows x words`` blocks in L2)."""
+
+
+@numba.njit(cache=True, nogil=True)
+def build_bits(slots, n_main, idx_of_col, row_start, edge_off, edges, at_edge, ib):
+    """The marking rows and the check mask of :class:`~matchers.bitmark.layout.Layout` over slots
+    ``0..n_main-1``, the intervals' buckets ``ib`` (:func:`interval_buckets`).
 
     With ``at_edge`` (the wide mode), a bucket's row also marks the intervals starting inside
     it: the slots failing the value at the bucket's low edge.  A slot with an empty interval
-    goes to the check mask."""
+    goes to the check mask.  Built ``BITS_BLOCK`` words at a time in two blocks that stay in
+    cache (the intervals ending below each bucket, ORed upwards, and those starting above it,
+    ORed downwards), each row written once."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
     res_off = slots.res_off
     W = (n_main + 63) // 64
     n_rows = row_start[-1]
-    bits = np.zeros((n_rows, W), dtype=np.uint64)
+    bits = np.empty((n_rows, W), dtype=np.uint64)
     check = np.zeros(W, dtype=np.uint64)
-    above = np.zeros((n_rows, W), dtype=np.uint64)  # marks of intervals starting after a bucket
-    for s in range(n_main):
-        w = s >> 6
-        bit = np.uint64(1) << np.uint64(s & 63)
-        if res_off[s + 1] > res_off[s]:
-            check[w] |= bit
-        for t in range(iv_off[s], iv_off[s + 1]):
-            j = idx_of_col[iv_col[t]]
-            if j < 0 or not iv_lo[t] <= iv_hi[t]:  # (an empty interval, a = 0 AND a = 1: the
-                check[w] |= bit  # wide mode's running bitsets hold only for lo <= hi)
-            if j < 0:
-                continue
-            e0, e1 = edge_off[j], edge_off[j + 1]
-            nb = e1 - e0 + 1
-            r0 = row_start[j]
-            bits[r0 + nb, w] |= bit  # missing attribute
-            lb = _bucket(edges, e0, e1, iv_lo[t])
-            hb = _bucket(edges, e0, e1, iv_hi[t])
-            if lb > 0:  # fails every bucket below lb
-                above[r0 + lb - 1, w] |= bit
-            if at_edge and _starts_inside(edges, e0, lb, iv_lo[t]):
-                above[r0 + lb, w] |= bit  # the rows below lb have it already
-            if hb < nb - 1:  # fails every bucket above hb
-                bits[r0 + hb + 1, w] |= bit
-    for j in range(len(row_start) - 1):
-        r0 = row_start[j]
-        nb = edge_off[j + 1] - edge_off[j] + 1
-        for b in range(1, nb):
-            for w in range(W):
-                bits[r0 + b, w] |= bits[r0 + b - 1, w]
-        for b in range(nb - 2, -1, -1):
-            for w in range(W):
-                above[r0 + b, w] |= above[r0 + b + 1, w]
-        for b in range(nb):
-            for w in range(W):
-                bits[r0 + b, w] |= above[r0 + b, w]
-    return bits, check
-
-
-@numba.njit(cache=True, nogil=True)
-def build_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
-    """The ends of :class:`~matchers.bitmark.layout.Layout`: per row and tile, the slots whose interval starts inside
-    the row's bucket, sorted by low bound, then those ending inside it, by high bound."""
-    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
-    tiles = max(1, (n_main + 64 * tile - 1) // (64 * tile))
-    n_iv = iv_off[n_main]
-    seg_of = np.empty(2 * n_iv, dtype=np.int64)  # the ends inside a bucket, in slot order
-    val_of = np.empty(2 * n_iv)
-    slot_of = np.empty(2 * n_iv, dtype=np.int32)
-    m = 0
-    for s in range(n_main):
-        g = s // (64 * tile)
-        for t in range(iv_off[s], iv_off[s + 1]):
-            j = idx_of_col[iv_col[t]]
-            if j >= 0:
+    below = np.empty((n_rows, BITS_BLOCK), dtype=np.uint64)  # marks of intervals ending below a bucket
+    above = np.empty((n_rows, BITS_BLOCK), dtype=np.uint64)  # marks of intervals starting after it
+    for w0 in range(0, W, BITS_BLOCK):
+        w1 = min(W, w0 + BITS_BLOCK)
+        below[:, :] = 0
+        above[:, :] = 0
+        for s in range(w0 * 64, min(n_main, w1 * 64)):
+            w = s >> 6
+            k = w - w0
+            bit = np.uint64(1) << np.uint64(s & 63)
+            if res_off[s + 1] > res_off[s]:
+                check[w] |= bit
+            for t in range(iv_off[s], iv_off[s + 1]):
+                j = idx_of_col[iv_col[t]]
+                if j < 0 or not iv_lo[t] <= iv_hi[t]:  # (an empty interval, a = 0 AND a = 1: the
+                    check[w] |= bit  # wide mode's running bitsets hold only for lo <= hi)
+                if j < 0:
+                    continue
                 e0, e1 = edge_off[j], edge_off[j + 1]
-                lb = _bucket(edges, e0, e1, iv_lo[t])
-                if _starts_inside(edges, e0, lb, iv_lo[t]):
-                    seg_of[m], val_of[m], slot_of[m] = 2 * ((row_start[j] + lb) * tiles + g), iv_lo[t], s
-                    m += 1
-                hb = _bucket(edges, e0, e1, iv_hi[t])
-                if _ends_inside(edges, e0, e1, hb, iv_hi[t]):
-                    seg_of[m], val_of[m], slot_of[m] = 2 * ((row_start[j] + hb) * tiles + g) + 1, iv_hi[t], s
-                    m += 1
-    off = np.zeros(2 * row_start[-1] * tiles + 1, dtype=np.int64)
-    for i in range(m):
-        off[seg_of[i] + 1] += 1
-    for i in range(len(off) - 1):
-        off[i + 1] += off[i]
-    fill = off[:-1].copy()
-    end_val = np.empty(off[-1])
-    end_slot = np.empty(off[-1], dtype=np.int32)
-    for i in range(m):  # a stable counting sort by segment
-        seg = seg_of[i]
-        end_val[fill[seg]], end_slot[fill[seg]] = val_of[i], slot_of[i]
-        fill[seg] += 1
-    for seg in range(len(off) - 1):
-        a, b = off[seg], off[seg + 1]
-        order = np.argsort(end_val[a:b], kind="mergesort")
-        end_val[a:b] = end_val[a:b][order]
-        end_slot[a:b] = end_slot[a:b][order]
-    return off, end_val, end_slot
+                nb = e1 - e0 + 1
+                r0 = row_start[j]
+                below[r0 + nb, k] |= bit  # missing attribute
+                lb, hb = ib[t, 0], ib[t, 1]
+                if lb > 0:  # fails every bucket below lb
+                    above[r0 + lb - 1, k] |= bit
+                if at_edge and _starts_inside(edges, e0, lb, iv_lo[t]):
+                    above[r0 + lb, k] |= bit  # the rows below lb have it already
+                if hb < nb - 1:  # fails every bucket above hb
+                    below[r0 + hb + 1, k] |= bit
+        tw = w1 - w0
+        for j in range(len(row_start) - 1):
+            r0 = row_start[j]
+            nb = edge_off[j + 1] - edge_off[j] + 1
+            for b in range(1, nb):
+                for k in range(tw):
+                    below[r0 + b, k] |= below[r0 + b - 1, k]
+            for b in range(nb - 2, -1, -1):
+                for k in range(tw):
+                    above[r0 + b, k] |= above[r0 + b + 1, k]
+        for r in range(n_rows):
+            for k in range(tw):
+                bits[r, w0 + k] = below[r, k] | above[r, k]
+    return bits, check
 
 
 @numba.njit(cache=True, nogil=True)

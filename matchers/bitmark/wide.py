@@ -9,7 +9,7 @@ the chunk's events are taken per indexed attribute in the order of their values
 (the slots failing its low edge) from which the low ends at or below the value are cleared
 and to which the high ends below it are added, while walking the bucket's ends once for all
 of them in increasing order of the value; each event ORs it into its marks (one OR per
-attribute and word).  The ends are packed (:func:`build_wide_ends`): 4 bytes each, compared
+attribute and word).  The ends are packed (:func:`~matchers.bitmark.ends.build_wide_ends`): 4 bytes each, compared
 as integers with limits found once per chunk (:func:`end_limits`).
 """
 
@@ -18,14 +18,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from matchers.bitmark.kernels import (
-    _bucket,
-    _ends_inside,
-    _holds,
-    _low_bit,
-    _popcount,
-    _starts_inside,
-)
+from matchers.bitmark.ends import offset_bits
+from matchers.bitmark.kernels import _holds, _low_bit, _popcount
 
 
 @numba.njit(cache=True, nogil=True)
@@ -62,138 +56,6 @@ def value_order(vals, rows, idx_col):
         by_row = np.argsort(rows[by_value, j], kind="mergesort")
         order[j] = by_value[by_row]
     return order
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def offset_bits(tile):
-    """Bits of a slot's position in its tile of ``tile`` words (the low bits of a packed end)."""
-    bits = 0
-    while (1 << bits) < 64 * tile:
-        bits += 1
-    return bits
-
-
-SIGN = np.uint64(1) << np.uint64(63)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _ordered(bits):
-    """A float64's bits as a uint64 in the float's order (-0.0 as 0.0; no NaN here)."""
-    bits = np.uint64(0) if bits == SIGN else bits
-    return ~bits if bits & SIGN else bits | SIGN
-
-
-@numba.njit(cache=True, nogil=True)
-def _radix_sort(key, carry, key2, carry2, hist):
-    """Sort ``key`` (uint64) in place, stably, carrying ``carry`` along: LSD by bytes, skipping
-    the bytes all keys share (most of a row's: its bounds lie in one bucket).  ``key2``,
-    ``carry2`` are scratch of the same length, ``hist`` ``(8, 256)`` int64."""
-    n = len(key)
-    hist[:] = 0
-    for i in range(n):
-        k = key[i]
-        for d in range(8):
-            hist[d, (k >> np.uint64(8 * d)) & np.uint64(255)] += 1
-    src_k, src_c, dst_k, dst_c = key, carry, key2, carry2
-    moved = False
-    for d in range(8):
-        h = hist[d]
-        sh = np.uint64(8 * d)
-        if n == 0 or h[(key[0] >> sh) & np.uint64(255)] == n:
-            continue
-        at = 0
-        for b in range(256):
-            at, h[b] = at + h[b], at
-        for i in range(n):
-            k = src_k[i]
-            b = (k >> sh) & np.uint64(255)
-            dst_k[h[b]], dst_c[h[b]] = k, src_c[i]
-            h[b] += 1
-        src_k, src_c, dst_k, dst_c = dst_k, dst_c, src_k, src_c
-        moved = not moved
-    if moved:
-        key[:] = src_k
-        carry[:] = src_c
-
-
-@numba.njit(cache=True, nogil=True)
-def build_wide_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile):
-    """The wide mode's ends: per row, the distinct bounds inside its bucket, sorted (``val_off``
-    CSR over ``val``); per row and tile (segments as :func:`~matchers.bitmark.kernels.build_ends`'),
-    the low then the high ends, each packed as ``rank << offset_bits(tile) | position``: the
-    bound's rank among its row's distinct bounds and the slot's position in its tile, sorted.
-    Returns ``(end_off, end_key int64, val_off, val)``.
-
-    Two passes over the slots count the ends per row and segment, then place them grouped by row
-    (a bound as :func:`_ordered` bits, its segment in the row and its position as a tag: no array
-    per interval), and a radix sort per row ranks them (a row's ends then go to their segments
-    in order: each segment sorted, ties in slot order)."""
-    iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
-    span = 64 * tile
-    tiles = max(1, (n_main + span - 1) // span)
-    shift = offset_bits(tile)
-    n_rows = row_start[-1]
-    lo_bits, hi_bits = iv_lo.view(np.uint64), iv_hi.view(np.uint64)
-    row_off = np.zeros(n_rows + 1, dtype=np.int64)
-    end_off = np.zeros(2 * n_rows * tiles + 1, dtype=np.int64)
-    row_key = np.empty(0, dtype=np.uint64)
-    row_tag = np.empty(0, dtype=np.int64)  # (2 * tile + kind) << shift | position
-    for step in range(2):  # count the ends per row and segment, then place them grouped by row
-        if step:
-            for r in range(n_rows):
-                row_off[r + 1] += row_off[r]
-            for i in range(len(end_off) - 1):
-                end_off[i + 1] += end_off[i]
-            fill = row_off[:-1].copy()
-            row_key = np.empty(row_off[-1], dtype=np.uint64)
-            row_tag = np.empty(row_off[-1], dtype=np.int64)
-        for s in range(n_main):  # the ends inside a bucket, in slot order
-            g = s // span
-            pos = s - g * span
-            for t in range(iv_off[s], iv_off[s + 1]):
-                j = idx_of_col[iv_col[t]]
-                if j < 0:
-                    continue
-                e0, e1 = edge_off[j], edge_off[j + 1]
-                for kind in range(2):
-                    x = iv_lo[t] if kind == 0 else iv_hi[t]
-                    b = _bucket(edges, e0, e1, x)
-                    if not (_starts_inside(edges, e0, b, x) if kind == 0 else _ends_inside(edges, e0, e1, b, x)):
-                        continue
-                    r = row_start[j] + b
-                    if step:
-                        i = fill[r]
-                        row_key[i] = _ordered(lo_bits[t] if kind == 0 else hi_bits[t])
-                        row_tag[i] = ((2 * g + kind) << shift) | pos
-                        fill[r] = i + 1
-                    else:
-                        row_off[r + 1] += 1
-                        end_off[2 * (r * tiles + g) + kind + 1] += 1
-    m = row_off[-1]
-    widest = 0
-    for r in range(n_rows):
-        widest = max(widest, row_off[r + 1] - row_off[r])
-    key2, tag2 = np.empty(widest, dtype=np.uint64), np.empty(widest, dtype=np.int64)
-    hist = np.empty((8, 256), dtype=np.int64)
-    at = end_off[:-1].copy()
-    end_key = np.empty(m, dtype=np.int64)
-    val_off = np.zeros(n_rows + 1, dtype=np.int64)
-    val_bits = np.empty(m, dtype=np.uint64)
-    low = (np.int64(1) << shift) - 1
-    u = 0
-    for r in range(n_rows):
-        a, b = row_off[r], row_off[r + 1]
-        _radix_sort(row_key[a:b], row_tag[a:b], key2[:b - a], tag2[:b - a], hist)
-        for i in range(a, b):
-            k = row_key[i]
-            if i == a or k != row_key[i - 1]:  # a new distinct bound, back to float64 bits
-                val_bits[u] = k ^ SIGN if k & SIGN else ~k
-                u += 1
-            seg = 2 * r * tiles + (row_tag[i] >> shift)
-            end_key[at[seg]] = (np.int64(u - 1 - val_off[r]) << shift) | (row_tag[i] & low)
-            at[seg] += 1
-        val_off[r + 1] = u
-    return end_off, end_key, val_off, val_bits[:u].copy().view(np.float64)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -47,6 +47,7 @@ import numpy as np
 
 from matchers.bitmark.layout import Intervals
 from scripts.bench import kit
+from scripts.bench.text_ints import read_ints
 from scripts.workloads import DenseArrays, dense_arrays
 
 
@@ -70,8 +71,9 @@ def write_peer_files(arrays: DenseArrays, directory: Path) -> tuple[Path, Path]:
 
 def read_peer_subscriptions(path: Path) -> tuple[list[str], Intervals]:
     """The subscriptions file of :func:`write_peer_files` as ids ``s<id>`` and interval columns
-    (one read of its integers, no object per subscription)."""
-    flat = np.fromfile(path, dtype=np.int64, sep=" ")
+    (one read of its integers by a kernel, :func:`~scripts.bench.text_ints.read_ints`; no object
+    per subscription)."""
+    flat = read_ints(path)
     n, d, k = int(flat[0]), int(flat[1]), int(flat[2])
     rows = flat[4:].reshape(n, 2 + 3 * k)
     if (rows[:, 1] != k).any():

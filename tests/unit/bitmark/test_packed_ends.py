@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matchers.bitmark import BitMarkMatcher
+from matchers.bitmark import ends as EN
 from matchers.bitmark import kernels as K
 from matchers.bitmark import wide as WK
 from matchers.catalog import create
@@ -34,7 +35,7 @@ def matcher_of(mode: bool, tile: int = 2, tail_min: int = 16) -> BitMarkMatcher:
 def decoded(matcher: BitMarkMatcher) -> list[tuple[int, int, float, int]]:
     """The wide layout's ends as ``(segment, slot, bound, key)`` in stored order."""
     layout, tile = matcher._layout, matcher._tile
-    shift = WK.offset_bits(tile)
+    shift = EN.offset_bits(tile)
     out = []
     for seg in range(len(layout.end_off) - 1):
         row = seg // 2 // max(1, -(-len(layout.live) // tile))
@@ -66,13 +67,15 @@ def test_packed_ends_are_the_narrow_layouts_ends(seed, tile):
         assert np.all(np.diff(layout.end_val[layout.val_off[r]:layout.val_off[r + 1]]) > 0)
     idx_of_col = np.full(matcher._n_cols, -1, dtype=np.int64)
     idx_of_col[layout.idx_col] = np.arange(len(layout.idx_col))
-    off, val, slot = K.build_ends(matcher._slots(), matcher._n_main, idx_of_col, layout.row_start,
-                                  layout.edge_off, layout.edges, tile)
+    slots = matcher._slots()
+    ib = K.interval_buckets(slots, matcher._n_main, idx_of_col, layout.edge_off, layout.edges)
+    off, val, slot = EN.build_ends(slots, matcher._n_main, idx_of_col, layout.row_start, layout.edge_off,
+                                   layout.edges, tile, ib)
     assert np.array_equal(off, layout.end_off)
     got = decoded(matcher)
     for seg in range(len(off) - 1):
         mine = [(s, v) for g, s, v, _ in got if g == seg]
-        ranks = [k >> WK.offset_bits(tile) for g, _, _, k in got if g == seg]
+        ranks = [k >> EN.offset_bits(tile) for g, _, _, k in got if g == seg]
         assert ranks == sorted(ranks)
         assert sorted(mine) == sorted(zip(slot[off[seg]:off[seg + 1]].tolist(), val[off[seg]:off[seg + 1]].tolist(), strict=True))
 
@@ -129,8 +132,10 @@ def test_a_wide_layout_without_packed_ends_is_rebuilt():
     layout = matcher._layout
     idx_of_col = np.full(matcher._n_cols, -1, dtype=np.int64)
     idx_of_col[layout.idx_col] = np.arange(len(layout.idx_col))
-    off, val, slot = K.build_ends(matcher._slots(), matcher._n_main, idx_of_col, layout.row_start,
-                                  layout.edge_off, layout.edges, 2)
+    slots = matcher._slots()
+    ib = K.interval_buckets(slots, matcher._n_main, idx_of_col, layout.edge_off, layout.edges)
+    off, val, slot = EN.build_ends(slots, matcher._n_main, idx_of_col, layout.row_start, layout.edge_off,
+                                   layout.edges, 2, ib)
     matcher._layout = layout._replace(end_off=off, end_val=val, end_slot=slot, end_key=np.zeros(0, dtype=np.uint32),
                                       val_off=np.zeros(1, dtype=np.int64))
     assert matcher._stale()
@@ -154,7 +159,7 @@ def test_end_limits_are_the_ranks_of_the_value(seed, tile):
     rows = rng.integers(0, n_rows, (n, 2))
     layout = create("bitmark")._layout._replace(end_val=np.concatenate(bounds), val_off=val_off,
                                                 idx_col=np.array([0, 1], dtype=np.int32))
-    lim = WK.end_limits(vals, rows, layout, tile) >> WK.offset_bits(tile)
+    lim = WK.end_limits(vals, rows, layout, tile) >> EN.offset_bits(tile)
     for e in range(n):
         for j in range(2):
             row = bounds[rows[e, j]]
