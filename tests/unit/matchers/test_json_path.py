@@ -294,3 +294,29 @@ def test_table_grows_with_the_dictionary():
         jb = encode_json([raw], d, lambda i: None)
         assert decode(jb.batch, d, 0) == {"a": "v5", "b": "w"} or step < 40
         assert jb.batch.codes.tolist() == [d.strings[0].get("v5", -1), d.strings[1].get("w", -1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 16, 32, 2**40, 2**40 + 16, 2**63]), max_size=40),
+       stamp=st.integers(1, 5))
+def test_has_duplicate_is_a_set_test(values, stamp):
+    """The scan's duplicate test (keys of an object, names of a row): hashes that collide in
+    their low bits and stale slots of earlier calls (other stamps) included."""
+    from matchers.scan import _has_duplicate
+
+    arr = np.array(values, np.uint64)
+    size = 16
+    while size <= 2 * len(values):
+        size *= 2
+    seen = np.array([v for v in values[::-1]] + [7] * (size - len(values)), np.uint64)[:size]
+    stamps = np.array([(i % 5) + 1 for i in range(size)], np.int64)
+    stamps[stamps == stamp] = 0  # an earlier call's slots, left in the set
+    assert _has_duplicate(arr, len(values), seen, stamps, stamp) == (len(set(values)) != len(values))
+
+
+def test_many_keys_with_a_duplicate_at_the_end_take_the_general_path():
+    members = [f'"k{i}": {i}' for i in range(300)]
+    raws = [("{" + ", ".join(members) + "}").encode(), ("{" + ", ".join(members + ['"k7": 1']) + "}").encode(),
+            ("{" + ", ".join(members + ['"k299": {"x": 1}']) + "}").encode()]
+    fast = _check(raws, _dictionary([f"k{i}" for i in range(300)] + ["k299.x"], []))
+    assert fast.tolist() == [True, False, False]
