@@ -525,6 +525,14 @@ class Matcher(ABC):
         subs = self._subs
         return subs.id_of(key) if isinstance(subs, SubscriptionTable) else subs[key].id  # type: ignore[union-attr]  # a live key holds a subscription
 
+    def packed_at(self, keys: Sequence[int]) -> SubscriptionTable | None:
+        """The subscriptions under the live ``keys`` as packed rows (row ``i``: ``keys[i]``'s,
+        :meth:`SubscriptionTable.rows_at`) if held as a table, else ``None`` (objects held)."""
+        subs = self._subs
+        if isinstance(subs, SubscriptionTable) and type(self).subscription is Matcher.subscription:
+            return subs.rows_at(keys)
+        return None
+
     def ids_of(self, keys: np.ndarray) -> list[str]:
         """:meth:`id_of` of each of the live ``keys`` (int, in order), read in bulk from a held table."""
         subs = self._subs

@@ -51,9 +51,19 @@ class SubscriptionTable(Sequence):
             pairs = [subs._encoded(key) for key in range(len(subs))]
         else:
             pairs = [_encode(sub) for sub in subs]
+        return cls._of(pairs)
+
+    @classmethod
+    def _of(cls, pairs: Sequence[tuple[bytes, bytes]]) -> SubscriptionTable:
+        """The table of ``(id, packed bytes)`` pairs (row ``i``: ``pairs[i]``)."""
         ids, blobs = zip(*pairs, strict=True) if pairs else ((), ())
         return cls(_offsets(ids), np.frombuffer(b"".join(ids), dtype=np.uint8),
                    _offsets(blobs), np.frombuffer(b"".join(blobs), dtype=np.uint8))
+
+    def rows_at(self, keys: Sequence[int]) -> SubscriptionTable:
+        """The subscriptions under the live ``keys``, in order, as a table of their own (row ``i``:
+        ``keys[i]``'s), their bytes copied, nothing unpacked (a change held as an object packed)."""
+        return SubscriptionTable._of(list(map(self._encoded, keys)))
 
     def ids(self) -> list[str]:
         """The ids of the packed rows (not of the changes; a free row's is empty)."""

@@ -358,7 +358,7 @@ class AutoMatcher(Matcher):
 
     def _add_all(self, subscriptions: Iterable[Subscription]) -> None:
         subs = list({s.id: s for s in subscriptions}.values())
-        self._tally.update(self._replaced(s.id for s in subs), -1)
+        self._count_out(s.id for s in subs)
         self._tally.update(subs, +1)
         self._grow(len(subs), lambda: self._inner.add(subs))
 
@@ -378,16 +378,24 @@ class AutoMatcher(Matcher):
             elif len(rows.entries) != len(ids) + 1:
                 raise ValueError(f"{len(rows.entries) - 1} decoded rows for a table of {len(ids)}")
             apart = [sub for i in rows.skipped.tolist() if (sub := table[i]) is not None]
-            replaced = self._replaced(ids)
-            self._tally.update(replaced, -1)
+            self._count_out(ids)
             self._tally.update_columns(rows, +1)
             self._tally.update(apart, +1)
             self._grow(len(ids), lambda: self._inner.add_packed(table, rows))  # decoded once
 
-    def _replaced(self, ids: Iterable[str]) -> list[Subscription]:
-        """The subscriptions held under ``ids`` (those of them held)."""
+    def _count_out(self, ids: Iterable[str]) -> None:
+        """Count the subscriptions held under ``ids`` (those of them held) out of the tally: from
+        their packed rows' columns where the inner matcher holds a table (:meth:`Matcher.packed_at`,
+        no object but for the rows :func:`matchers.packed.decode` skips), else as objects."""
         inner = self._inner
-        return [inner.subscription(inner.key_of(i)) for i in ids if i in inner]
+        keys = [inner.key_of(i) for i in ids if i in inner]
+        table = inner.packed_at(keys) if keys else None
+        if table is None:
+            self._tally.update([inner.subscription(key) for key in keys], -1)
+            return
+        rows = decode(table.sub_offsets, table.sub_bytes)
+        self._tally.update_columns(rows, -1)
+        self._tally.update([sub for i in rows.skipped.tolist() if (sub := table[i]) is not None], -1)
 
     def _grow(self, n: int, insert: Callable[[], None]) -> None:
         """Run ``insert`` of ``n`` subscriptions, counted in the tally already (into an empty
@@ -406,7 +414,19 @@ class AutoMatcher(Matcher):
             self._decided_at, self._changes = len(self), 0
 
     def remove(self, ids: Iterable[str]) -> int:
-        return len(self.pop(ids))
+        """:meth:`Matcher.remove` by the inner matcher, the removed subscriptions counted out of the
+        tally first (:meth:`_count_out`: from their packed rows where it holds a table)."""
+        with no_cyclic_gc():
+            ids = list(dict.fromkeys(ids))
+            self._count_out(ids)
+            try:
+                n = self._inner.remove(ids)
+            except BaseException:
+                self._recount()
+                raise
+        self._changes += n
+        self._stale = True
+        return n
 
     def pop(self, ids: Iterable[str]) -> list[Subscription]:
         with no_cyclic_gc():
