@@ -3,7 +3,8 @@ shard built from the registry's files, before (each stored record parsed again) 
 (each packed subscription unpacked), the parse-time cost of packing, and the file bytes.
 
 ``python -m scripts.bench.packed [--subs 100000] [--rounds 3] [--catch-up N [--batch 1000] [--matcher auto]]
-[--build [--shards 1 4] [--matcher dynamic]] [--remove N [--batch 1000] [--matcher dynamic]]``
+[--build [--shards 1 4] [--matcher dynamic]] [--remove N [--batch 1000] [--matcher dynamic]]
+[--matched N [--events 10000] [--wide 120]]``
 
 ``--subs`` Fabret W1 subscriptions (as :mod:`scripts.bench.feed` writes their records, the JSON
 form) are parsed by :func:`~streaming.registry_columns.parse.parse_records` and stored in a
@@ -29,6 +30,13 @@ removing every changed id, adding.
 removed in calls of ``--batch`` and added again (untimed), once by the bulk remove and once by
 the per-id remove it replaced (:func:`per_id_remove`), interleaved; CPU us per removed id, best
 of ``--rounds``, the load printed.
+
+``--matched N`` times :func:`streaming.notifications.matched` of ``--events`` events of ``--wide``
+matches each, keys drawn from ``N`` ids held packed (a :class:`~matchers.subtable.SubscriptionTable`,
+as a shard built from the registry holds them): each distinct key's id read by
+:meth:`~matchers.subtable.SubscriptionTable.id_of` in turn (before) or all at once by
+:meth:`~matchers.subtable.SubscriptionTable.ids_at` (after), interleaved; CPU us per
+notification, best of ``--rounds``, the load printed.
 
 ``--build`` times the build of the ``--subs`` split into each of ``--shards`` shards, every
 shard built one after the other in this process, before (:meth:`Matcher.add` of the unpacked
@@ -77,7 +85,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--build", action="store_true", help="shards built before and after add_packed")
     ap.add_argument("--shards", type=int, nargs="+", default=[1, 4], help="shard counts (--build)")
     ap.add_argument("--remove", type=int, default=0, help="ids removed per round, bulk vs per-id remove")
+    ap.add_argument("--matched", type=int, default=0, help="ids held (matched(): bulk ids_of vs id_of per key)")
+    ap.add_argument("--events", type=int, default=10_000, help="events (--matched)")
+    ap.add_argument("--wide", type=int, default=120, help="matches per event (--matched)")
     args = ap.parse_args(argv)
+    if args.matched:
+        matched_figures(args.matched, args.events, args.wide, args.rounds)
+        return
     if args.remove:
         remove_figures(args.subs, args.remove, args.batch, args.rounds,
                        "dynamic" if args.matcher == "auto" else args.matcher)
@@ -432,6 +446,34 @@ def remove_figures(n_subs: int, n_remove: int, batch: int, rounds: int, name: st
     print(f"{n_subs:,} Fabret W1 subscriptions held packed, {name}: remove {n_remove:,} ids in calls of {batch:,}, "
           f"CPU us per id (best of {rounds}): bulk {min(times['bulk']):.1f}, per-id {min(times['per-id']):.1f}; "
           f"load: {load_avg()}")
+
+
+def matched_figures(n_ids: int, n_events: int, wide: int, rounds: int) -> None:
+    """Print CPU us per notification of :func:`streaming.notifications.matched` (see the module docstring)."""
+    from matchers.subtable import SubscriptionTable
+    from streaming.notifications import matched
+
+    ids = [f"w1-{i}".encode() for i in range(n_ids)]
+    sub_offsets = np.arange(n_ids + 1, dtype=np.int64)  # one byte a row: ids are what is read
+    table = SubscriptionTable(np.concatenate([[0], np.cumsum([len(i) for i in ids])]).astype(np.int64),
+                              np.frombuffer(b"".join(ids), dtype=np.uint8), sub_offsets, np.zeros(n_ids, dtype=np.uint8))
+    del ids
+    rng = np.random.default_rng(1)
+    offsets = np.arange(n_events + 1, dtype=np.int64) * wide
+    keys = np.sort(rng.integers(0, n_ids, (n_events, wide)), axis=1).ravel().astype(np.int32)
+    ways = {"per-key id_of": lambda unique: list(map(table.id_of, unique.tolist())), "bulk ids_of": table.ids_at}
+    matched(offsets[:2], keys[:wide], table.ids_at)  # Arrow's first take
+    best = {way: float("inf") for way in ways}
+    got = {}
+    for r in range(rounds):
+        for way in kit.interleaved(list(ways), r):
+            t0 = time.process_time()
+            got[way] = matched(offsets, keys, ways[way])
+            best[way] = min(best[way], (time.process_time() - t0) / len(keys) * 1e6)
+            print(f"  round {r}, {way}: {best[way]:.3f} us/notification; load {kit.load_avg()}", flush=True)
+    assert got["per-key id_of"] == got["bulk ids_of"]
+    print(f"matched() of {n_events:,} events x {wide} matches among {n_ids:,} ids held packed, CPU us per notification "
+          f"(best of {rounds}): " + ", ".join(f"{way} {v:.3f}" for way, v in best.items()) + f"; load {kit.load_avg()}")
 
 
 if __name__ == "__main__":
