@@ -32,7 +32,9 @@ A new index: set :attr:`Matcher.indexed_ops` to what it evaluates (the default,
 :data:`~matchers.expr.INDEXED_OPS`, has the string operators of
 :class:`matchers.strings.StringEvaluator`); override :meth:`Matcher._add` (not ``add``) to
 insert in bulk, and :meth:`Matcher._insert_columns` to take packed rows without an object per
-subscription (:meth:`Matcher.add_packed`); rebuild from :meth:`Matcher.indexed` (not ``subscriptions``).
+subscription (:meth:`Matcher.add_packed`), and :meth:`Matcher._delete_keys` (not ``_delete``) if it
+deletes by key alone (:meth:`Matcher.remove` then reads no subscription object); rebuild from
+:meth:`Matcher.indexed` (not ``subscriptions``).
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ def merge_rows(matches: Matches, rows: np.ndarray, capacity: int) -> Matches:
 class Matcher(ABC):
     """A content-based matching index.
 
-    Subclasses implement :meth:`_insert`, :meth:`_delete`, :meth:`_match` and
+    Subclasses implement :meth:`_insert`, :meth:`_delete` (or :meth:`_delete_keys`), :meth:`_match` and
     :meth:`memory_bytes`, and are registered with :func:`register`.
 
     Parameters
@@ -173,6 +175,12 @@ class Matcher(ABC):
             raise ValueError(f"a table of {len(table)} subscriptions for {self.capacity} keys")
         self._subs = table
 
+    def held_table(self) -> SubscriptionTable | None:
+        """The table the subscriptions are held as, if it is :meth:`hold`'s form already (packed
+        rows without changes, row = key: every key live), else ``None``."""
+        subs = self._subs
+        return subs if isinstance(subs, SubscriptionTable) and not subs._changed else None
+
     # -- public API -------------------------------------------------------------
     def indexes(self, p: Pred) -> bool:
         """Whether this index evaluates ``p`` itself (its operator is in :attr:`indexed_ops`), or
@@ -207,12 +215,13 @@ class Matcher(ABC):
             if native or stated:
                 self._add(native, stated)
 
-    def add_packed(self, table: SubscriptionTable) -> None:
+    def add_packed(self, table: SubscriptionTable, rows: Decoded | None = None) -> None:
         """:meth:`add` of the subscriptions packed in ``table`` (rows with distinct ids, without
         changes: a shard's rows as the registry stores them), which the matcher may keep as it
         is to hold them (:meth:`hold`'s form). An index that takes columns
         (:meth:`_insert_columns`) is given the rows whose operators it evaluates itself as
-        :func:`matchers.packed.decode` reads them, without an object per subscription; the other
+        :func:`matchers.packed.decode` reads them (``rows``, if the caller has read them already),
+        without an object per subscription; the other
         rows (presence tests, ``ANYTHING BUT``, an operator of the residual matcher), and every
         row for another index, a matcher holding subscription objects or a table with repeated
         ids, are unpacked and given to :meth:`add`.
@@ -231,7 +240,10 @@ class Matcher(ABC):
             self.add(list(table))  # all read before anything changes (no free row: checked)
             return
         with no_cyclic_gc():
-            rows = decode(table.sub_offsets, table.sub_bytes)
+            if rows is None:
+                rows = decode(table.sub_offsets, table.sub_bytes)
+            elif len(rows.entries) != len(ids) + 1:
+                raise ValueError(f"{len(rows.entries) - 1} decoded rows for a table of {len(ids)}")
             entry_row = np.repeat(np.arange(len(ids), dtype=np.int64), np.diff(rows.entries))
             elem_row = np.repeat(entry_row, rows.sizes)
             foreign = np.fromiter((p.op not in self.indexed_ops for p in rows.preds), dtype=bool, count=len(rows.preds))
@@ -374,31 +386,53 @@ class Matcher(ABC):
         return gone
 
     def _remove(self, ids: Iterable[str], gone: list[Subscription] | None = None) -> int:
-        """Delete subscriptions by id, appending each removed one to ``gone`` if given."""
-        entries: list[tuple[int, Subscription]] = []
-        residual: list[str] = []
-        for sub_id in dict.fromkeys(ids):
-            key = self._key_of.pop(sub_id, None)
-            if key is None:
-                continue
-            if key in self._residual_keys:
-                self._residual_keys.discard(key)
-                residual.append(sub_id)
-                if gone is not None:
-                    gone.append(self._subs[key])  # type: ignore[arg-type]  # a live key holds a subscription
-            else:
-                sub: Subscription = self._subs[key]  # type: ignore[assignment]  # a live key holds a subscription
-                if gone is not None:
-                    gone.append(sub)
-                entries.append((key, self._unstate(key, sub)))
-            self._subs[key] = None
-            self._free.append(key)
+        """Delete subscriptions by id, appending each removed one to ``gone`` if given: the ids
+        looked up at once, the index's own keys deleted in one call (:meth:`_delete_keys`, where
+        the index deletes by key: no subscription read but those testing presence; else
+        :meth:`_delete`, given each subscription, read once)."""
+        pop = self._key_of.pop
+        found = [(sub_id, key) for sub_id in dict.fromkeys(ids) if (key := pop(sub_id, None)) is not None]
+        if not found:
+            return 0
+        every = [key for _, key in found]
+        subs = self._subs
+        read: dict[int, Subscription] = {}
+        if gone is not None:
+            read = dict(zip(every, map(subs.__getitem__, every), strict=True))  # type: ignore[arg-type]  # live keys hold subscriptions
+            gone.extend(read.values())
+        keys = every
+        residual = self._residual_keys.intersection(every) if self._residual_keys else set()
         if residual:
-            self._residual.remove(residual)  # type: ignore[union-attr]  # residual keys exist: so does the matcher
+            self._residual_keys -= residual
+            self._residual.remove([sub_id for sub_id, key in found if key in residual])  # type: ignore[union-attr]  # residual keys exist: so does the matcher
             self._residual_outer = None
-        if entries:
-            self._delete(entries)
-        return len(entries) + len(residual)
+            keys = [key for key in every if key not in residual]
+
+        def held(key: int) -> Subscription:
+            return read[key] if key in read else subs[key]  # type: ignore[return-value]  # a live key holds a subscription
+
+        if type(self)._delete_keys is Matcher._delete_keys:
+            entries = [(key, self._unstate(key, held(key))) for key in keys]
+            self._free_keys(every)
+            if entries:
+                self._delete(entries)
+        else:
+            for key in self._stated.intersection(keys) if self._stated else ():
+                self._unstate(key, held(key))
+            self._free_keys(every)
+            if keys:
+                self._delete_keys(np.asarray(keys, dtype=np.int64))
+        return len(found)
+
+    def _free_keys(self, keys: list[int]) -> None:
+        """Free ``keys`` (their subscriptions forgotten), to be reused last first."""
+        subs = self._subs
+        if isinstance(subs, SubscriptionTable):
+            subs.free(keys)
+        else:
+            for key in keys:
+                subs[key] = None
+        self._free.extend(keys)
 
     def encode(self, events: Iterable[FlatEvent]) -> EventBatch:
         """Encode flat events with this matcher's dictionary."""
@@ -491,6 +525,21 @@ class Matcher(ABC):
         subs = self._subs
         return subs.id_of(key) if isinstance(subs, SubscriptionTable) else subs[key].id  # type: ignore[union-attr]  # a live key holds a subscription
 
+    def packed_at(self, keys: Sequence[int]) -> SubscriptionTable | None:
+        """The subscriptions under the live ``keys`` as packed rows (row ``i``: ``keys[i]``'s,
+        :meth:`SubscriptionTable.rows_at`) if held as a table, else ``None`` (objects held)."""
+        subs = self._subs
+        if isinstance(subs, SubscriptionTable) and type(self).subscription is Matcher.subscription:
+            return subs.rows_at(keys)
+        return None
+
+    def ids_of(self, keys: np.ndarray) -> list[str]:
+        """:meth:`id_of` of each of the live ``keys`` (int, in order), read in bulk from a held table."""
+        subs = self._subs
+        if isinstance(subs, SubscriptionTable) and type(self).id_of is Matcher.id_of:
+            return subs.ids_at(keys)
+        return list(map(self.id_of, np.asarray(keys).tolist()))
+
     def key_of(self, sub_id: str) -> int:
         """The key of a subscription id (``KeyError`` if absent)."""
         return self._key_of[sub_id]
@@ -534,9 +583,15 @@ class Matcher(ABC):
         (:meth:`add_packed`; an index that does not override this is given objects)."""
         raise NotImplementedError
 
-    @abstractmethod
     def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
-        """Forget subscriptions (their keys may be reused by a later insert)."""
+        """Forget subscriptions (their keys may be reused by a later insert). An index overrides
+        this or, if it needs nothing but the keys, :meth:`_delete_keys`."""
+        self._delete_keys(np.fromiter((key for key, _ in entries), dtype=np.int64, count=len(entries)))
+
+    def _delete_keys(self, keys: np.ndarray) -> None:
+        """:meth:`_delete` of the subscriptions under ``keys`` (int64, distinct), for an index that
+        needs nothing else: :meth:`remove` then reads no subscription but those testing presence."""
+        raise NotImplementedError
 
     @abstractmethod
     def _match(self, batch: EventBatch) -> Matches:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
+import pyarrow as pa
 
 from matchers.expr import Subscription
 from matchers.packed import pack, unpack
@@ -39,6 +40,7 @@ class SubscriptionTable(Sequence):
         self.sub_offsets, self.sub_bytes = sub_offsets, sub_bytes
         self._len = len(sub_offsets) - 1
         self._changed: dict[int, Subscription | Packed | None] = {}
+        self._id_strings: pa.LargeStringArray | None = None  # the ids as Arrow strings, made on first use
 
     @classmethod
     def pack(cls, subs: Sequence[Subscription | None]) -> SubscriptionTable:
@@ -49,9 +51,19 @@ class SubscriptionTable(Sequence):
             pairs = [subs._encoded(key) for key in range(len(subs))]
         else:
             pairs = [_encode(sub) for sub in subs]
+        return cls._of(pairs)
+
+    @classmethod
+    def _of(cls, pairs: Sequence[tuple[bytes, bytes]]) -> SubscriptionTable:
+        """The table of ``(id, packed bytes)`` pairs (row ``i``: ``pairs[i]``)."""
         ids, blobs = zip(*pairs, strict=True) if pairs else ((), ())
         return cls(_offsets(ids), np.frombuffer(b"".join(ids), dtype=np.uint8),
                    _offsets(blobs), np.frombuffer(b"".join(blobs), dtype=np.uint8))
+
+    def rows_at(self, keys: Sequence[int]) -> SubscriptionTable:
+        """The subscriptions under the live ``keys``, in order, as a table of their own (row ``i``:
+        ``keys[i]``'s), their bytes copied, nothing unpacked (a change held as an object packed)."""
+        return SubscriptionTable._of(list(map(self._encoded, keys)))
 
     def ids(self) -> list[str]:
         """The ids of the packed rows (not of the changes; a free row's is empty)."""
@@ -113,6 +125,10 @@ class SubscriptionTable(Sequence):
                 yield unpack(data[lo:hi], str(ids[id_bounds[key]:id_bounds[key + 1]], "utf-8"), cache) \
                     if hi > lo else None
 
+    def free(self, keys: Iterable[int]) -> None:
+        """``table[key] = None`` for each of ``keys`` (each below :func:`len`), at once."""
+        self._changed.update(dict.fromkeys(keys))
+
     def append(self, sub: Subscription | None) -> None:
         self._changed[self._len] = sub
         self._len += 1
@@ -120,6 +136,24 @@ class SubscriptionTable(Sequence):
     def extend(self, subs: Iterable[Subscription | None]) -> None:
         for sub in subs:
             self.append(sub)
+
+    def ids_at(self, keys: np.ndarray) -> list[str]:
+        """:meth:`id_of` of each of the live ``keys`` (int, in order): the packed rows' ids taken at
+        once (Arrow's ``take`` of the id bytes, viewed as strings once), the changes' one by one."""
+        keys = np.asarray(keys, dtype=np.int64)
+        changed = self._changed
+        mine = np.fromiter(map(changed.__contains__, keys.tolist()), dtype=bool, count=len(keys)) if changed \
+            else np.zeros(len(keys), dtype=bool)
+        if self._id_strings is None:
+            self._id_strings = pa.LargeStringArray.from_buffers(
+                len(self.id_offsets) - 1, pa.py_buffer(np.ascontiguousarray(self.id_offsets, dtype=np.int64)),
+                pa.py_buffer(np.ascontiguousarray(self.id_bytes)))
+        if not mine.any():
+            return self._id_strings.take(pa.array(keys)).to_pylist()
+        out = np.empty(len(keys), dtype=object)
+        out[~mine] = self._id_strings.take(pa.array(keys[~mine])).to_pylist()
+        out[mine] = [changed[k].id for k in keys[mine].tolist()]  # type: ignore[union-attr]  # a live key holds a subscription or its bytes
+        return out.tolist()
 
     def id_of(self, key: int) -> str:
         """The id of the subscription under a live ``key``."""

@@ -152,13 +152,13 @@ class Matched(NamedTuple):
     """Per match, its subscription's index in ``ids``."""
 
 
-def matched(offsets: np.ndarray, keys: np.ndarray, id_of: Callable[[int], str]) -> Matched:
+def matched(offsets: np.ndarray, keys: np.ndarray, ids_of: Callable[[np.ndarray], list[str]]) -> Matched:
     """The result ``offsets``/``keys`` (event ``i`` matched ``keys[offsets[i]:offsets[i + 1]]``)
-    grouped for :func:`match_records`, each key's id looked up once with ``id_of``."""
+    grouped for :func:`match_records`, the distinct keys' ids looked up at once with ``ids_of``
+    (:meth:`matchers.base.Matcher.ids_of`)."""
     hits = np.flatnonzero(offsets[1:] != offsets[:-1]).tolist()
     unique, which = np.unique(keys, return_inverse=True)
-    return Matched(hits, offsets[hits + [len(offsets) - 1]].tolist(), list(map(id_of, unique.tolist())),
-                   which.ravel().tolist())
+    return Matched(hits, offsets[hits + [len(offsets) - 1]].tolist(), ids_of(unique), which.ravel().tolist())
 
 
 class EventColumns(NamedTuple):

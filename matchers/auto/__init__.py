@@ -16,7 +16,7 @@ of :data:`EVENT_DRIFT` (hysteresis: noise around a rule's threshold does not fli
 
 A shard's packed rows (:meth:`AutoMatcher.add_packed`) are counted from
 :func:`matchers.packed.decode`'s columns, without an object per subscription, and handed to
-the inner matcher's ``add_packed``.
+the inner matcher's ``add_packed`` with those columns (decoded once).
 
 :meth:`AutoMatcher.describe` says what was chosen and why (logged at each decision).
 """
@@ -358,11 +358,11 @@ class AutoMatcher(Matcher):
 
     def _add_all(self, subscriptions: Iterable[Subscription]) -> None:
         subs = list({s.id: s for s in subscriptions}.values())
-        self._tally.update(self._replaced(s.id for s in subs), -1)
+        self._count_out(s.id for s in subs)
         self._tally.update(subs, +1)
         self._grow(len(subs), lambda: self._inner.add(subs))
 
-    def add_packed(self, table: SubscriptionTable) -> None:
+    def add_packed(self, table: SubscriptionTable, rows: Decoded | None = None) -> None:
         """:meth:`Matcher.add_packed` by the inner matcher, the shape counted from the rows'
         columns (:func:`matchers.packed.decode`; the rows it skips, ``ANYTHING BUT``, unpacked
         and counted as objects); a table with changes or repeated ids goes to :meth:`add`."""
@@ -373,18 +373,29 @@ class AutoMatcher(Matcher):
         with no_cyclic_gc():
             if (np.diff(table.sub_offsets) == 0).any():
                 raise EOFError("an empty row: not a packed subscription")
-            rows = decode(table.sub_offsets, table.sub_bytes)  # all read before anything changes
+            if rows is None:  # all read before anything changes
+                rows = decode(table.sub_offsets, table.sub_bytes)
+            elif len(rows.entries) != len(ids) + 1:
+                raise ValueError(f"{len(rows.entries) - 1} decoded rows for a table of {len(ids)}")
             apart = [sub for i in rows.skipped.tolist() if (sub := table[i]) is not None]
-            replaced = self._replaced(ids)
-            self._tally.update(replaced, -1)
+            self._count_out(ids)
             self._tally.update_columns(rows, +1)
             self._tally.update(apart, +1)
-            self._grow(len(ids), lambda: self._inner.add_packed(table))
+            self._grow(len(ids), lambda: self._inner.add_packed(table, rows))  # decoded once
 
-    def _replaced(self, ids: Iterable[str]) -> list[Subscription]:
-        """The subscriptions held under ``ids`` (those of them held)."""
+    def _count_out(self, ids: Iterable[str]) -> None:
+        """Count the subscriptions held under ``ids`` (those of them held) out of the tally: from
+        their packed rows' columns where the inner matcher holds a table (:meth:`Matcher.packed_at`,
+        no object but for the rows :func:`matchers.packed.decode` skips), else as objects."""
         inner = self._inner
-        return [inner.subscription(inner.key_of(i)) for i in ids if i in inner]
+        keys = [inner.key_of(i) for i in ids if i in inner]
+        table = inner.packed_at(keys) if keys else None
+        if table is None:
+            self._tally.update([inner.subscription(key) for key in keys], -1)
+            return
+        rows = decode(table.sub_offsets, table.sub_bytes)
+        self._tally.update_columns(rows, -1)
+        self._tally.update([sub for i in rows.skipped.tolist() if (sub := table[i]) is not None], -1)
 
     def _grow(self, n: int, insert: Callable[[], None]) -> None:
         """Run ``insert`` of ``n`` subscriptions, counted in the tally already (into an empty
@@ -403,7 +414,19 @@ class AutoMatcher(Matcher):
             self._decided_at, self._changes = len(self), 0
 
     def remove(self, ids: Iterable[str]) -> int:
-        return len(self.pop(ids))
+        """:meth:`Matcher.remove` by the inner matcher, the removed subscriptions counted out of the
+        tally first (:meth:`_count_out`: from their packed rows where it holds a table)."""
+        with no_cyclic_gc():
+            ids = list(dict.fromkeys(ids))
+            self._count_out(ids)
+            try:
+                n = self._inner.remove(ids)
+            except BaseException:
+                self._recount()
+                raise
+        self._changes += n
+        self._stale = True
+        return n
 
     def pop(self, ids: Iterable[str]) -> list[Subscription]:
         with no_cyclic_gc():
@@ -416,6 +439,9 @@ class AutoMatcher(Matcher):
     def hold(self, table: SubscriptionTable) -> None:
         self._inner.hold(table)
 
+    def held_table(self) -> SubscriptionTable | None:
+        return self._inner.held_table()
+
     def match(self, batch: EventBatch) -> Matches:
         if self._changes > DRIFT * max(self._decided_at, 1) or self._events_drifted():
             self._redecide()
@@ -425,6 +451,9 @@ class AutoMatcher(Matcher):
 
     def id_of(self, key: int) -> str:
         return self._inner.id_of(key)
+
+    def ids_of(self, keys: np.ndarray) -> list[str]:
+        return self._inner.ids_of(keys)
 
     def key_of(self, sub_id: str) -> int:
         return self._inner.key_of(sub_id)

@@ -149,8 +149,7 @@ class CountingMatcher(Matcher):
         if self._pend_pairs > max(self.pending_min, len(self._main_val) // 8):
             self._rebuild()
 
-    def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
-        keys = np.fromiter((key for key, _ in entries), dtype=np.int64, count=len(entries))
+    def _delete_keys(self, keys: np.ndarray) -> None:
         count = self._key_count[keys].astype(np.int64)
         ends = np.cumsum(count)
         slots = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(self._key_first[keys] - (ends - count), count)

@@ -93,8 +93,7 @@ class TwoPhaseMatcher(Matcher):
         self.store.place(ents, self.log_nu())
         self._changed(n)
 
-    def _delete(self, entries: list[tuple[int, Subscription]]) -> None:
-        keys = np.fromiter((key for key, _ in entries), dtype=np.int64, count=len(entries))
+    def _delete_keys(self, keys: np.ndarray) -> None:
         ents = self.entries_of(keys)
         distinct, counts = np.unique(self.store.pids_of(ents), return_counts=True)
         self._removing(ents)
@@ -103,7 +102,7 @@ class TwoPhaseMatcher(Matcher):
         self.store.free_entries(ents)
         self.key_entry[keys] = -1
         self.phase1.release_counted(distinct, counts)
-        self._changed(len(entries))
+        self._changed(len(keys))
 
     def _match(self, batch: EventBatch) -> Matches:
         offsets, pids = self.phase1.satisfied(batch)

@@ -119,7 +119,7 @@ def step_costs(subs, events: list[dict], matcher_name: str):
     t3 = time.perf_counter()
     res = m.match(batch)
     t4 = time.perf_counter()
-    hits, bounds, ids, which = notifications.matched(res.offsets, res.keys, m.id_of)
+    hits, bounds, ids, which = notifications.matched(res.offsets, res.keys, m.ids_of)
     notifications.match_records(notifications.EventColumns(["events"] * len(hits), [0] * len(hits), hits, hits,
                                                            [raw[i] for i in hits], [1] * len(hits)),
                                 bounds, ids, which, 2, 0, 2**62, ([], [], []), ids)

@@ -3,7 +3,8 @@ shard built from the registry's files, before (each stored record parsed again) 
 (each packed subscription unpacked), the parse-time cost of packing, and the file bytes.
 
 ``python -m scripts.bench.packed [--subs 100000] [--rounds 3] [--catch-up N [--batch 1000] [--matcher auto]]
-[--build [--shards 1 4] [--matcher dynamic]] [--remove N [--batch 1000] [--matcher dynamic]]``
+[--build [--shards 1 4] [--matcher dynamic]] [--remove N [--batch 1000] [--matcher dynamic]]
+[--matched N [--events 10000] [--wide 120]]``
 
 ``--subs`` Fabret W1 subscriptions (as :mod:`scripts.bench.feed` writes their records, the JSON
 form) are parsed by :func:`~streaming.registry_columns.parse.parse_records` and stored in a
@@ -24,11 +25,18 @@ records each and applied one version at a time by
 then the last round's steps apart on a matcher built again: reading the net changes, unpacking,
 removing every changed id, adding.
 
-``--remove N`` times deletes from a Fabret matcher (``--matcher``, default ``dynamic``) of the
-``--subs`` (added as subscriptions): per round, ``N`` random ids removed in calls of ``--batch``
-and added again (untimed), once by the bulk delete and once by the per-predicate delete it
-replaced (:func:`per_predicate_delete`), interleaved; CPU us per removed id, best of ``--rounds``,
-the load printed.
+``--remove N`` times deletes from a matcher that deletes by key (``--matcher``, default
+``dynamic``) of the ``--subs`` (added as packed rows, a shard's form): per round, ``N`` random ids
+removed in calls of ``--batch`` and added again (untimed), once by the bulk remove and once by
+the per-id remove it replaced (:func:`per_id_remove`), interleaved; CPU us per removed id, best
+of ``--rounds``, the load printed.
+
+``--matched N`` times :func:`streaming.notifications.matched` of ``--events`` events of ``--wide``
+matches each, keys drawn from ``N`` ids held packed (a :class:`~matchers.subtable.SubscriptionTable`,
+as a shard built from the registry holds them): each distinct key's id read by
+:meth:`~matchers.subtable.SubscriptionTable.id_of` in turn (before) or all at once by
+:meth:`~matchers.subtable.SubscriptionTable.ids_at` (after), interleaved; CPU us per
+notification, best of ``--rounds``, the load printed.
 
 ``--build`` times the build of the ``--subs`` split into each of ``--shards`` shards, every
 shard built one after the other in this process, before (:meth:`Matcher.add` of the unpacked
@@ -76,8 +84,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--matcher", default="auto", help="the shard's matcher (--catch-up, --build)")
     ap.add_argument("--build", action="store_true", help="shards built before and after add_packed")
     ap.add_argument("--shards", type=int, nargs="+", default=[1, 4], help="shard counts (--build)")
-    ap.add_argument("--remove", type=int, default=0, help="ids removed per round, bulk vs per-predicate delete")
+    ap.add_argument("--remove", type=int, default=0, help="ids removed per round, bulk vs per-id remove")
+    ap.add_argument("--matched", type=int, default=0, help="ids held (matched(): bulk ids_of vs id_of per key)")
+    ap.add_argument("--events", type=int, default=10_000, help="events (--matched)")
+    ap.add_argument("--wide", type=int, default=120, help="matches per event (--matched)")
     args = ap.parse_args(argv)
+    if args.matched:
+        matched_figures(args.matched, args.events, args.wide, args.rounds)
+        return
     if args.remove:
         remove_figures(args.subs, args.remove, args.batch, args.rounds,
                        "dynamic" if args.matcher == "auto" else args.matcher)
@@ -339,7 +353,8 @@ def build_parts(directory: str, version: int, make: Callable[[], Matcher]) -> di
         matcher = make()
         matcher.add_packed(table)
         t.append(time.process_time())
-        matcher.hold(table_of(matcher, rows))
+        if matcher.held_table() is None:  # as build_shard(packed=True)
+            matcher.hold(table_of(matcher, rows))
         t.append(time.process_time())
         try:
             path = shared_index.publish(matcher, key, version)
@@ -349,6 +364,35 @@ def build_parts(directory: str, version: int, make: Callable[[], Matcher]) -> di
         finally:
             shared_index.remove_application(key.app_id)
     return dict(zip(("read", "columns", "add_packed", "hold", "publish", "load"), np.diff(t).tolist(), strict=True))
+
+
+def per_id_remove(matcher, ids, gone=None) -> int:
+    """``Matcher._remove`` before the bulk one (a4b14b5): each id looked up, its subscription read
+    (unpacked from a held table) and freed in turn, the index given ``(key, subscription)`` pairs."""
+    entries: list = []
+    residual: list[str] = []
+    for sub_id in dict.fromkeys(ids):
+        key = matcher._key_of.pop(sub_id, None)
+        if key is None:
+            continue
+        if key in matcher._residual_keys:
+            matcher._residual_keys.discard(key)
+            residual.append(sub_id)
+            if gone is not None:
+                gone.append(matcher._subs[key])
+        else:
+            sub = matcher._subs[key]
+            if gone is not None:
+                gone.append(sub)
+            entries.append((key, matcher._unstate(key, sub)))
+        matcher._subs[key] = None
+        matcher._free.append(key)
+    if residual:
+        matcher._residual.remove(residual)
+        matcher._residual_outer = None
+    if entries:
+        matcher._delete(entries)
+    return len(entries) + len(residual)
 
 
 def per_predicate_delete(matcher, entries: list) -> None:
@@ -369,38 +413,67 @@ def per_predicate_delete(matcher, entries: list) -> None:
 
 
 def remove_figures(n_subs: int, n_remove: int, batch: int, rounds: int, name: str) -> None:
-    """Print CPU us per removed id, bulk delete vs per-predicate delete (see the module docstring)."""
+    """Print CPU us per removed id, bulk remove vs the per-id remove (see the module docstring)."""
     import gc
     import random
 
     from matchers.catalog import create
+    from matchers.subtable import SubscriptionTable
     from scripts.bench.feed import workload_subscriptions
     from scripts.bench.kit import load_avg
 
     subs = list(workload_subscriptions(n_subs, seed=1))
     matcher = create(name)
-    matcher.add(subs)
-    bulk = type(matcher)._delete
+    matcher.add_packed(SubscriptionTable.pack(subs))
     by_id = {s.id: s for s in subs}
     rng = random.Random(1)
-    times: dict[str, list[float]] = {"bulk": [], "per-predicate": []}
-    for _ in range(rounds):
-        for way, delete in (("bulk", bulk), ("per-predicate", per_predicate_delete)):
+    times: dict[str, list[float]] = {"bulk": [], "per-id": []}
+    for r in range(rounds):
+        for way in kit.interleaved(list(times), r):
             ids = rng.sample(sorted(by_id), n_remove)
-            matcher._delete = delete.__get__(matcher)  # type: ignore[method-assign]  # this instance's delete
+            remove = type(matcher)._remove.__get__(matcher) if way == "bulk" else \
+                (lambda got: per_id_remove(matcher, got))
             gc.collect()
             t = 0.0
             for i in range(0, n_remove, batch):
                 t0 = time.process_time()
-                matcher.remove(ids[i:i + batch])
+                remove(ids[i:i + batch])
                 t += time.process_time() - t0
-            matcher.add([by_id[i] for i in ids])
+            matcher.add_packed(SubscriptionTable.pack([by_id[i] for i in ids]))
             times[way].append(t / n_remove * 1e6)
             print(f"  {way}: {times[way][-1]:.1f} us/id; load: {load_avg()}", flush=True)
     assert len(matcher) == n_subs
-    print(f"{n_subs:,} Fabret W1 subscriptions, {name}: remove {n_remove:,} ids in calls of {batch:,}, CPU us per id "
-          f"(best of {rounds}): bulk {min(times['bulk']):.1f}, per-predicate {min(times['per-predicate']):.1f}; "
+    print(f"{n_subs:,} Fabret W1 subscriptions held packed, {name}: remove {n_remove:,} ids in calls of {batch:,}, "
+          f"CPU us per id (best of {rounds}): bulk {min(times['bulk']):.1f}, per-id {min(times['per-id']):.1f}; "
           f"load: {load_avg()}")
+
+
+def matched_figures(n_ids: int, n_events: int, wide: int, rounds: int) -> None:
+    """Print CPU us per notification of :func:`streaming.notifications.matched` (see the module docstring)."""
+    from matchers.subtable import SubscriptionTable
+    from streaming.notifications import matched
+
+    ids = [f"w1-{i}".encode() for i in range(n_ids)]
+    sub_offsets = np.arange(n_ids + 1, dtype=np.int64)  # one byte a row: ids are what is read
+    table = SubscriptionTable(np.concatenate([[0], np.cumsum([len(i) for i in ids])]).astype(np.int64),
+                              np.frombuffer(b"".join(ids), dtype=np.uint8), sub_offsets, np.zeros(n_ids, dtype=np.uint8))
+    del ids
+    rng = np.random.default_rng(1)
+    offsets = np.arange(n_events + 1, dtype=np.int64) * wide
+    keys = np.sort(rng.integers(0, n_ids, (n_events, wide)), axis=1).ravel().astype(np.int32)
+    ways = {"per-key id_of": lambda unique: list(map(table.id_of, unique.tolist())), "bulk ids_of": table.ids_at}
+    matched(offsets[:2], keys[:wide], table.ids_at)  # Arrow's first take
+    best = {way: float("inf") for way in ways}
+    got = {}
+    for r in range(rounds):
+        for way in kit.interleaved(list(ways), r):
+            t0 = time.process_time()
+            got[way] = matched(offsets, keys, ways[way])
+            best[way] = min(best[way], (time.process_time() - t0) / len(keys) * 1e6)
+            print(f"  round {r}, {way}: {best[way]:.3f} us/notification; load {kit.load_avg()}", flush=True)
+    assert got["per-key id_of"] == got["bulk ids_of"]
+    print(f"matched() of {n_events:,} events x {wide} matches among {n_ids:,} ids held packed, CPU us per notification "
+          f"(best of {rounds}): " + ", ".join(f"{way} {v:.3f}" for way, v in best.items()) + f"; load {kit.load_avg()}")
 
 
 if __name__ == "__main__":

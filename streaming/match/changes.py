@@ -281,7 +281,7 @@ def retro_notifications(
     matcher.add(subscriptions)
     flat = [flat_event(orjson.loads(e.raw)) for e in events]
     result = matcher.match(matcher.encode(flat))
-    m = notifications.matched(result.offsets, result.keys, matcher.id_of)
+    m = notifications.matched(result.offsets, result.keys, matcher.ids_of)
     hit = [events[i] for i in m.hits]
     cols = notifications.EventColumns([e.topic for e in hit], [e.partition for e in hit], [e.offset for e in hit],
                                       [e.event_id for e in hit],

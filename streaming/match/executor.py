@@ -250,7 +250,7 @@ def notify(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], result: Any,
     and with ``valid`` the events still valid to it; returns how many events got no
     notification because none could be built (each added to ``rejected`` with its reason)."""
     topics, parts, offsets, stamps, values = p.topics, p.parts, p.offsets, p.stamps, p.values
-    m = notifications.matched(result.offsets, result.keys, matcher.id_of)
+    m = notifications.matched(result.offsets, result.keys, matcher.ids_of)
     rows = [kept[j][0] for j in m.hits]  # the kept events with matches
     event_ids = [kept[j][1] for j in m.hits]
     for n, (i, eid) in enumerate(zip(rows, event_ids, strict=True)):

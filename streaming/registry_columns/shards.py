@@ -62,13 +62,14 @@ def build_shard(directory: str | Directory, version: int, shard: int, shards: in
                 make: Callable[[], Matcher], packed: bool = False, routing: routes.Routing | None = None) -> Matcher:
     """A new matcher (from ``make``) holding shard ``shard`` of ``shards``'s expressions at
     ``version``; with ``packed``, its subscriptions kept as the rows' packed bytes
-    (:meth:`Matcher.hold`: for a matcher about to be pickled, which then packs nothing); with
+    (:meth:`Matcher.hold`: for a matcher about to be pickled, which then packs nothing; one that
+    took the rows' table as it is, :meth:`Matcher.held_table`, holds it already); with
     ``routing``, the ids of its unrouted ones (:func:`streaming.routing.track_build`)."""
     matcher = make()
     rows = expressions(read_shard(directory, version, shard, shards))
     _add(matcher, rows)
     routes.track_build(matcher, rows, routing)
-    if packed:
+    if packed and matcher.held_table() is None:
         matcher.hold(table_of(matcher, rows))
     return matcher
 

@@ -482,6 +482,36 @@ def test_packed_rows_replacing_and_growing_a_set_keep_the_tally_and_redecide():
     assert m.describe()["shape"]["subscriptions"] == len(live)  # the drift (150%) redecided on the first match
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_removes_and_replaces_counted_out_from_packed_rows_keep_the_tally(seed):
+    """Removes and replaces of subscriptions held as packed rows (counted out of the tally from
+    their rows' columns) or as objects (added by add), interleaved: the tally is the live set's
+    and the matches the oracle's."""
+    import random
+
+    from tests.strategies import random_event, random_subscriptions
+
+    rng = random.Random(seed)
+    subs = random_subscriptions(rng, 400, extended=True)
+    evs = [random_event(rng, True) for _ in range(40)]
+    m = create("auto")
+    m.add_packed(SubscriptionTable.pack(subs[:150]))
+    live = {s.id: s for s in subs[:150]}
+    for step in range(6):
+        gone = rng.sample(sorted(live), rng.choice([1, 10, 40]))
+        assert m.remove(gone + ["never-added"]) == len(gone)
+        for i in gone:
+            del live[i]
+        assert {k: getattr(m._tally, k) for k in _counted([])} == _counted(list(live.values())), step
+        fresh = subs[150 + 40 * step:170 + 40 * step]
+        change = [Subscription.of(i, s.expr) for i, s in zip(rng.sample(sorted(live), 10), fresh, strict=False)] \
+            + subs[170 + 40 * step:190 + 40 * step]
+        m.add(change) if step % 2 else m.add_packed(SubscriptionTable.pack(change))
+        live.update((s.id, s) for s in change)
+        assert {k: getattr(m._tally, k) for k in _counted([])} == _counted(list(live.values())), step
+        check(m, list(live.values()), evs)
+
+
 def test_unreadable_packed_rows_change_neither_the_set_nor_the_shape():
     import random
 

@@ -1,5 +1,6 @@
-"""The bulk delete of the Fabret matchers (entries' predicate ids gathered at once, released by
-id with PredicateIndex.release_counted) against the per-entry, per-predicate delete it replaced,
+"""The bulk remove and delete of the Fabret matchers (ids to keys at once, no subscription read,
+entries' predicate ids gathered at once, released by id with PredicateIndex.release_counted)
+against the per-id remove and per-entry, per-predicate delete they replaced,
 ``add`` of the survivors and the oracle (the counting matcher's, which releases the same way,
 against the last two): deletes, re-adds and replaces interleaved (packed or
 not), predicates shared by removed and kept subscriptions, and counts reaching zero."""
@@ -18,7 +19,7 @@ from matchers.expr import Subscription
 from matchers.language import parse_subscription
 from matchers.packed import pack, unpack
 from matchers.subtable import SubscriptionTable
-from scripts.bench.packed import per_predicate_delete
+from scripts.bench.packed import per_id_remove, per_predicate_delete
 from tests import differential
 from tests.strategies import random_event, random_subscriptions
 from tests.unit.fabret.test_fabret import CONFIGS, IDS, check_store
@@ -30,9 +31,11 @@ def check(m, live: dict[str, Subscription], evs: list[dict]) -> None:
 
 
 def _old(name: str, params: dict):
-    """A matcher deleting as before the bulk delete."""
+    """A matcher removing as before the bulk remove and delete (id by id, each subscription read,
+    its predicates released one by one)."""
     m = create(name, **params)
     m._delete = per_predicate_delete.__get__(m)  # type: ignore[method-assign]  # the delete replaced, on one instance
+    m._remove = per_id_remove.__get__(m)  # type: ignore[method-assign]  # the remove replaced, on one instance
     return m
 
 

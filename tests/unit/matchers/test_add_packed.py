@@ -41,11 +41,14 @@ def rows(subs: list[Subscription]) -> SubscriptionTable:
 
 
 def same(packed, plain, live: dict[str, Subscription], evs: list[dict]) -> None:
-    """Both matchers hold ``live`` and match ``evs`` as the oracle does."""
+    """Both matchers hold ``live`` (their ids read one by one and in bulk) and match ``evs`` as the oracle does."""
     assert len(packed) == len(plain) == len(live)
     assert {s.id: s for _, s in packed.subscriptions()} == {s.id: s for _, s in plain.subscriptions()} == live
     assert all(packed.subscription(packed.key_of(i)) == s for i, s in live.items())
     assert sorted(map(packed.id_of, (packed.key_of(i) for i in live))) == sorted(live)
+    for m in (packed, plain):  # in bulk, as the notifications read them, in any order
+        keys = [m.key_of(i) for i in live][::-1]
+        assert m.ids_of(np.asarray(keys, dtype=np.int64)) == list(map(m.id_of, keys))
     check(packed, live, evs)
     check(plain, live, evs)
 
@@ -137,6 +140,49 @@ def test_a_fresh_matcher_keeps_the_rows_as_its_table_and_the_others_apart():
     assert all(m.key_of(subs[i].id) == i for i in native)
     assert m.capacity == len(subs)
     check(m, subs, [random_event(random.Random(6), True) for _ in range(60)])
+
+
+@pytest.mark.parametrize("name", [*COLUMNAR, "auto"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_rows_decoded_by_the_caller_build_what_the_table_alone_builds(name, seed):
+    """add_packed given the table's decode (as auto passes its own) equals add_packed decoding
+    itself, through replaces and removes; decoded rows of another table are refused, nothing
+    changed."""
+    rng = random.Random(seed)
+    subs = random_subscriptions(rng, 160, extended=True)
+    evs = [random_event(rng, True) for _ in range(60)]
+    given_rows, alone = create(name), create(name)
+    live: dict[str, Subscription] = {}
+    for chunk in (subs[:100], [Subscription.of(s.id, t.expr) for s, t in zip(subs[:30], subs[100:], strict=False)] + subs[130:]):
+        table = rows(chunk)
+        given_rows.add_packed(table, decode(table.sub_offsets, table.sub_bytes))
+        alone.add_packed(rows(chunk))
+        live.update({s.id: s for s in chunk})
+        same(given_rows, alone, live, evs)
+        assert given_rows.match_events(evs) == alone.match_events(evs)
+        gone = [s.id for s in rng.sample(list(live.values()), 20)]
+        for m in (given_rows, alone):
+            m.remove(gone)
+        for i in gone:
+            del live[i]
+    other = rows(subs[140:145])
+    with pytest.raises(ValueError, match="decoded rows for a table of"):
+        given_rows.add_packed(rows(subs[150:]), decode(other.sub_offsets, other.sub_bytes))
+    same(given_rows, alone, live, evs)
+
+
+def test_auto_decodes_the_rows_once(monkeypatch):
+    import matchers.auto
+    import matchers.base
+
+    calls: list[int] = []
+    for module in (matchers.auto, matchers.base):
+        monkeypatch.setattr(module, "decode", lambda offsets, data, real=module.decode: calls.append(1) or real(offsets, data))
+    subs = random_subscriptions(random.Random(3), 50)
+    m = create("auto")
+    m.add_packed(rows(subs))
+    assert m.choice in COLUMNAR and len(calls) == 1
+    check(m, subs, [random_event(random.Random(4)) for _ in range(40)])
 
 
 @pytest.mark.parametrize("name", COLUMNAR)

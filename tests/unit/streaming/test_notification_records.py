@@ -196,7 +196,7 @@ def test_notify_equals_the_per_record_loop(seed, tenanted):
                        None, limits, tenants)
     got_out, got_rejected, got_valid = executor.Out([], [], [], []), [], []
     with mock.patch("time.time", return_value=1234.567):
-        got = executor.notify(p, kept, result, SimpleNamespace(id_of=ids.__getitem__), ctx, got_out, got_rejected,
+        got = executor.notify(p, kept, result, SimpleNamespace(ids_of=lambda k: list(map(ids.__getitem__, k.tolist()))), ctx, got_out, got_rejected,
                               got_valid)
     want_out, want_rejected, want_valid = executor.Out([], [], [], []), [], []
     want = _reference_notify(p, kept, result, ids.__getitem__, ctx, want_out, want_rejected, want_valid)

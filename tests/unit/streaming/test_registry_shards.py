@@ -273,6 +273,33 @@ def test_a_built_shard_holds_its_rows_packed_as_the_subscriptions_added_one_by_o
             assert index.match_events(events) == want
 
 
+@pytest.mark.parametrize("matcher", ["auto", "dynamic", "counting", "bitmark"])
+def test_a_packed_shard_keeps_the_table_it_was_built_from_where_it_took_it(tmp_path, monkeypatch, matcher):
+    """build_shard(packed=True) of a matcher that took the rows' table as it is (its rows, no
+    changes) keeps it, without table_of; one that holds objects, or rows added apart (a presence
+    test), is given table_of's; both the same bytes by key as table_of makes."""
+    from streaming.registry_columns import shards
+
+    made: list[SubscriptionTable] = []
+    real = shards.table_of
+    for extended in (False, True):
+        reg = ModelRegistry(tmp_path / f"reg-{extended}")
+        subs = random_subscriptions(random.Random(11), 60, extended=extended)
+        reg.apply(0, subs)
+        made.clear()
+        monkeypatch.setattr(shards, "table_of", lambda m, rows: made.append(real(m, rows)) or made[-1])
+        built = build_shard(reg.uri, reg.version, 0, 1, lambda: create(matcher), packed=True)
+        monkeypatch.setattr(shards, "table_of", real)
+        held = built.held_table()
+        assert held is not None and (held is made[0] if made else True)
+        assert bool(made) == (extended or matcher == "bitmark")
+        want = real(built, shards.expressions(read_shard(reg.uri, reg.version)))
+        for a, b in ((held.id_offsets, want.id_offsets), (held.id_bytes, want.id_bytes),
+                     (held.sub_offsets, want.sub_offsets), (held.sub_bytes, want.sub_bytes)):
+            assert a.tolist() == b.tolist()
+        assert {s.id: s for _, s in built.subscriptions()} == reg.subscriptions
+
+
 def test_hold_refuses_a_table_of_other_keys(tmp_path):
     reg = ModelRegistry(tmp_path / "reg")
     reg.apply(0, random_subscriptions(random.Random(3), 5))
@@ -283,8 +310,10 @@ def test_hold_refuses_a_table_of_other_keys(tmp_path):
 
 @pytest.mark.parametrize("matcher", ["auto", "dynamic", "counting"])
 def test_removing_from_a_held_or_unpickled_matcher_reads_each_subscription_once(tmp_path, monkeypatch, matcher):
-    """Matcher.pop returns what it removed; auto's remove reads each removed subscription once
-    (through its inner matcher's pop), not once more to count it out of its tally."""
+    """Matcher.pop returns what it removed, each read once; remove of a matcher that deletes by
+    key reads only the removed subscriptions that test presence (auto's counts the removed
+    ones out of its tally from their packed rows: at most one read each, of those with an
+    ``ANYTHING BUT``)."""
     subs = random_subscriptions(random.Random(4), 40, extended=True)
     reg = ModelRegistry(tmp_path / "reg")
     reg.apply(0, subs)
@@ -293,10 +322,19 @@ def test_removing_from_a_held_or_unpickled_matcher_reads_each_subscription_once(
     unpacked = SubscriptionTable.__getitem__
     monkeypatch.setattr(SubscriptionTable, "__getitem__", lambda self, key: reads.append(key) or unpacked(self, key))
     gone = [s.id for s in subs[::3]]
+    inner = index._inner if matcher == "auto" else index
+    keys = {inner.key_of(i) for i in gone}
+    stated = keys & inner._stated
+    assert stated and stated < keys  # both kinds removed
     assert index.remove(gone + ["absent"]) == len(gone)
-    assert len(reads) == len(set(reads)) == len(gone)
+    if matcher == "auto":
+        assert len(reads) < len(gone)
+    else:
+        assert len(reads) == len(set(reads)) and set(reads) == stated
+    reads.clear()
     popped = index.pop([s.id for s in subs[1::3]] + [gone[0]])
     assert popped == [s for s in subs[1::3]]
+    assert len(reads) == len(set(reads)) == len(popped)
     rng = random.Random(4)
     events = [random_event(rng, extended=True) for _ in range(30)]
     left = [s for s in subs if s.id not in set(gone) | {p.id for p in popped}]
