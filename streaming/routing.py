@@ -121,14 +121,15 @@ def required_hashes(packed: pa.Array, attr: str) -> np.ndarray:
         flat_conj = np.repeat(np.arange(len(d.sizes), dtype=np.int64), d.sizes)
         rank = pred_rank[d.flat]
         hit = rank >= 0
-        pairs = np.unique(np.stack([flat_conj[hit], rank[hit]], axis=1), axis=0)  # (conjunction, value) once
+        width = len(values)
+        pairs = np.unique(flat_conj[hit] * width + rank[hit])  # (conjunction, value) once each
         if len(pairs):
-            rows = conj_row[pairs[:, 0]]
-            row_val, counts = np.unique(np.stack([rows, pairs[:, 1]], axis=1), axis=0, return_counts=True)
-            full = counts == n_conj[row_val[:, 0]]  # the value is in every conjunction of its row
-            best = np.full(n, len(values), np.int64)
-            np.minimum.at(best, row_val[full, 0], row_val[full, 1])
-            routed = best < len(values)
+            row_val, counts = np.unique(conj_row[pairs // width] * width + pairs % width, return_counts=True)
+            rows, ranks = row_val // width, row_val % width
+            full = counts == n_conj[rows]  # the value is in every conjunction of its row
+            best = np.full(n, width, np.int64)
+            np.minimum.at(best, rows[full], ranks[full])
+            routed = best < width
             out[routed] = value_hashes(values)[best[routed]]
     for r in d.skipped.tolist():  # rows decode leaves out (an ANYTHING BUT): read one by one
         out[r] = _required_one(arr[r].as_py(), attr)

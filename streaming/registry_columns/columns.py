@@ -1,9 +1,9 @@
 """The driver's registry state as columns: one row per id, found through a hash table.
 
-Per id the driver keeps its 64-bit hash, its bytes, shard key (``crc``: its shard is ``crc % shards``;
-the id's CRC-32, as :func:`streaming.executor_cache.shard_of`, unless routed, :mod:`streaming.routing`), kind (``0`` once deleted), version of its last
-change, owner code (its tenant and the target topic its id names), expiry time and predicate
-count: about 49 bytes plus the id's own, never a Python object. What each owner holds (live
+Per id the driver keeps its 64-bit hash, its bytes, shard key (``crc``: its shard is ``crc %
+shards``; the id's CRC-32, as :func:`streaming.executor_cache.shard_of`, unless routed,
+:mod:`streaming.routing`), kind (``0`` once deleted), version of its last change, owner code
+(its tenant and the target topic its id names), expiry time and predicate count: about 49 bytes plus the id's own, never a Python object. What each owner holds (live
 subscriptions and predicates per kind) is kept up to date as ids change, for the quotas. The record bytes live in the registry's files only. A deleted id keeps its row
 until :meth:`IdColumns.compact` (run when a quarter of the rows are dead).
 """
