@@ -323,39 +323,52 @@ class StringEvaluator:
             self._cache[key] = hit
         return hit
 
-    def entry_hits(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
-        """CSR over the batch's entries of the satisfied side-path predicates: entry ``j``
-        satisfies ``pids[offsets[j]:offsets[j + 1]]``."""
-        offsets = np.zeros(len(batch.attrs) + 1, dtype=np.int64)
+    def _distinct_hits(self, batch: EventBatch) -> tuple[np.ndarray, ...] | None:
+        """The string entries of the batch's side-path attributes (ascending), the distinct
+        (attribute, string) of each, and the hits of those ``flat[starts[d]:starts[d] + sizes[d]]``
+        (each evaluated once); ``None`` without such entries."""
         if not self._attrs:
-            return offsets, _EMPTY
+            return None
         entries = np.flatnonzero(batch.kinds == STR)
         attrs = batch.attrs[entries]
         wanted = np.isin(attrs, np.fromiter(self._attrs, dtype=np.int32, count=len(self._attrs)))
         entries, attrs = entries[wanted], attrs[wanted]
         if len(entries) == 0:
-            return offsets, _EMPTY
+            return None
         strings = batch.strings
         width = max(len(strings), 1)
         pairs, inverse = np.unique(attrs.astype(np.int64) * width + batch.texts[entries], return_inverse=True)
         parts = [self.pids_for(a, strings[t]) for a, t in zip((pairs // width).tolist(), (pairs % width).tolist(),
                                                                strict=True)]  # once per distinct (attribute, string)
         sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-        starts = np.cumsum(sizes) - sizes
+        return entries, inverse, np.cumsum(sizes) - sizes, sizes, np.concatenate(parts).astype(np.int32)
+
+    def entry_hits(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
+        """CSR over the batch's entries of the satisfied side-path predicates: entry ``j``
+        satisfies ``pids[offsets[j]:offsets[j + 1]]``."""
+        offsets = np.zeros(len(batch.attrs) + 1, dtype=np.int64)
+        hits = self._distinct_hits(batch)
+        if hits is None:
+            return offsets, _EMPTY
+        entries, inverse, starts, sizes, flat = hits
         lengths = sizes[inverse]
         counts = np.zeros(len(batch.attrs), dtype=np.int64)
         counts[entries] = lengths
         np.cumsum(counts, out=offsets[1:])
-        flat = np.concatenate(parts).astype(np.int32)
         return offsets, flat[np.repeat(starts[inverse] - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())]
 
     def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
         """``(event_idx, pid)`` pairs of satisfied side-path predicates."""
-        offsets, pids = self.entry_hits(batch)
-        if len(pids) == 0:
+        from matchers.phase1 import kernels  # matchers.phase1 imports this module
+
+        hits = self._distinct_hits(batch)
+        if hits is None:
             return _EMPTY, _EMPTY
-        events = np.searchsorted(batch.offsets, np.arange(len(batch.attrs)), side="right") - 1
-        return np.repeat(events.astype(np.int32), np.diff(offsets)), pids
+        entries, inverse, starts, sizes, flat = hits
+        total = int(sizes[inverse].sum())
+        ev, pid = np.empty(total, dtype=np.int32), np.empty(total, dtype=np.int32)
+        kernels.entry_pairs(batch.offsets, entries, inverse, starts, sizes, flat, ev, pid)
+        return ev, pid
 
     def memory_bytes(self) -> int:
         total = 0

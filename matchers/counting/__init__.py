@@ -87,6 +87,7 @@ class CountingMatcher(Matcher):
         self._multi_top = 0  # one more than the largest such key
         self._stamp = np.zeros(1, dtype=np.int64)
         self._visited = np.zeros(1024, dtype=np.int32)
+        self._out_keys = np.zeros(1024, dtype=np.int32)  # a batch's keys before they are copied out
         self._sat_per_event = 0.0  # satisfied predicates per event seen last (0: none yet; sizes phase-1 chunks)
 
     # -- updates --------------------------------------------------------------------
@@ -213,7 +214,7 @@ class CountingMatcher(Matcher):
         self._key_seen = grown(self._key_seen, self._multi_top)
         bits = bitmap_for(self.capacity)  # sorts an event's keys
         out_off = np.zeros(batch.n + 1, dtype=np.int64)
-        out_keys = np.empty(max(1024, batch.n), dtype=np.int32)
+        out_keys = self._out_keys  # reused: the result is a copy
         k = 0
         lo = 0
         while lo < batch.n:
@@ -223,7 +224,7 @@ class CountingMatcher(Matcher):
             if self._stamp[0] > STAMP_LIMIT:
                 self._stamp[0] = 0
                 self._key_seen[:] = 0
-            sat_off, sat_pid = self.phase1.satisfied(batch.slice(lo, hi))
+            sat_off, sat_pid = self.phase1.satisfied(batch.slice(lo, hi), reuse=True)  # read before the next call
             self._sat_per_event = max(1.0, 1.25 * len(sat_pid) / (hi - lo))
             off = np.empty(hi - lo + 1, dtype=np.int64)
             off[0] = k
@@ -231,11 +232,15 @@ class CountingMatcher(Matcher):
                 sat_off, sat_pid, conj, self._key_seen, bits, self._stamp, self._visited, off, out_keys, k)
             out_off[lo + 1:hi + 1] = off[1:]
             lo = hi
+        self._out_keys = out_keys
         return Matches(out_off, out_keys[:k].copy())
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "_out_keys": np.zeros(1024, dtype=np.int32)}  # scratch: not shipped
 
     def memory_bytes(self) -> int:
         arrays: tuple[np.ndarray, ...] = (self._left, self._slot_key, self._slot_start, self._flat, self._key_first, self._key_count,
-                  self._main_off, self._main_val, self._key_seen, self._visited, *self._pending(),
+                  self._main_off, self._main_val, self._key_seen, self._visited, self._out_keys, *self._pending(),
                   *self._pend_pid, *self._pend_slot)
         return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
 

@@ -9,8 +9,8 @@ counted) and hands it to the evaluator that owns its operator:
 * :class:`~matchers.strings.StringEvaluator`: the string side path.
 
 An evaluator has ``owns(pred) -> bool``, ``add(pid, pred, attr_id)``,
-``remove(pid, pred, attr_id)``, ``satisfied(batch) -> (event_idx, pid)`` (int32 pairs)
-and ``memory_bytes()``.
+``remove(pid, pred, attr_id)``, ``satisfied(batch) -> (event_idx, pid)`` (int32 pairs, held
+until its next call) and ``memory_bytes()``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from matchers.expr import Pred
 from matchers.phase1 import kernels
 from matchers.phase1.columns import PredColumns
 from matchers.phase1.equality import EqualityEvaluator
+from matchers.phase1.layout import Scratch
 from matchers.phase1.ranges import RangeEvaluator
 from matchers.strings import StringEvaluator
 
@@ -68,6 +69,7 @@ class PredicateIndex:
         self._free: list[int] = []
         self.unordered = 0
         """Ids given out of order since the last :meth:`renumber` (reused or single acquisitions)."""
+        self._merged = Scratch(1)  # satisfied's pids with reuse
 
     def _owner(self, p: Pred):
         """The evaluator of ``p`` (by operator and type, looked up once per pair)."""
@@ -282,15 +284,20 @@ class PredicateIndex:
         """One more than the largest id ever given (size for per-predicate arrays)."""
         return len(self._preds)
 
-    def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
-        """Satisfied predicate ids of each event, as CSR ``(offsets int64[n+1], pids int32)``."""
-        parts = [e.satisfied(batch) for e in self.evaluators]
+    def satisfied(self, batch: EventBatch, reuse: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Satisfied predicate ids of each event, as CSR ``(offsets int64[n+1], pids int32)``;
+        with ``reuse`` the pids may be in a buffer of the index that its next call overwrites
+        (for a caller done with them by then: no allocation, no page faults)."""
+        parts = [e.satisfied(batch) for e in self.evaluators]  # each held until the evaluator's next call
         parts = [p for p in parts if len(p[0])] or parts[:1]
-        self.per_event = sum(len(p[0]) for p in parts) / max(batch.n, 1)
+        total = sum(len(p[0]) for p in parts)
+        self.per_event = total / max(batch.n, 1)
         if len(parts) == 1:
-            return kernels.grouped_to_csr(batch.n, parts[0][0], parts[0][1])
+            ev, pid = parts[0]
+            return kernels.grouped_to_csr(batch.n, ev, pid if reuse else pid.copy())
+        out = self._merged.take(total)[0] if reuse else np.empty(total, dtype=np.int32)
         merged = kernels.merge_grouped(batch.n, tuple(np.ascontiguousarray(p[0], np.int32) for p in parts),
-                                       tuple(np.ascontiguousarray(p[1], np.int32) for p in parts))
+                                       tuple(np.ascontiguousarray(p[1], np.int32) for p in parts), out)
         if merged is not None:
             return merged
         return kernels.pairs_to_csr(batch.n, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))

@@ -20,7 +20,7 @@ from matchers.events import Dictionary, EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
 from matchers.phase1.columns import PredColumns, renumbered
-from matchers.phase1.layout import EqualityTable
+from matchers.phase1.layout import EqualityTable, Scratch
 
 _OPS = frozenset({Op.EQ, Op.NE, Op.IN, Op.NOT_IN})
 _NEGATED = frozenset({Op.NE, Op.NOT_IN})
@@ -53,6 +53,7 @@ class EqualityEvaluator:
         self._veto = np.zeros(0, dtype=np.int64)
         self._stamp = np.zeros(1, dtype=np.int64)
         self._expect = 1.0
+        self._out = Scratch(2)  # satisfied's pairs, reused
 
     @staticmethod
     def owns(p: Pred) -> bool:
@@ -149,20 +150,17 @@ class EqualityEvaluator:
         self._dirty = False
 
     def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
-        """``(event_idx, pid)`` pairs of satisfied predicates, grouped by event."""
+        """``(event_idx, pid)`` pairs of satisfied predicates, grouped by event (held until the next call)."""
         if not self._n:
             return _EMPTY, _EMPTY
         if self._dirty:
             self._build()
         vbits = K.value_bits(batch.kinds, batch.nums, batch.codes)
         args = (batch.arrays, vbits, self._table, self._veto, self._stamp)
-        cap = int(self._expect * len(batch.attrs)) + 64
-        ev = np.empty(cap, dtype=np.int32)
-        pid = np.empty(cap, dtype=np.int32)
+        ev, pid = self._out.take(int(self._expect * len(batch.attrs)) + 64)
         n = K.equality_pairs(*args, ev, pid)
-        if n > cap:  # the estimate was short: rerun into exact buffers
-            ev = np.empty(n, dtype=np.int32)
-            pid = np.empty(n, dtype=np.int32)
+        if n > len(ev):  # the estimate was short: rerun into buffers that hold them
+            ev, pid = self._out.take(n)
             K.equality_pairs(*args, ev, pid)
         self._expect = max(self._expect, 1.25 * n / max(len(batch.attrs), 1))
         return ev[:n], pid[:n]

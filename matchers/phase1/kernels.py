@@ -179,6 +179,25 @@ def block_max(values, block):
 
 
 @numba.njit(cache=True, nogil=True)
+def entry_pairs(offsets, entries, group, starts, sizes, flat, out_ev, out_pid):
+    """(event, pid) pairs of entries ``entries`` (ascending; ``offsets`` the batch's CSR of
+    events over entries), entry ``entries[i]`` satisfying ``flat[starts[g]:starts[g] + sizes[g]]``
+    with ``g = group[i]``, written to ``out_*`` (as long as the pairs): grouped by event."""
+    k = 0
+    e = 0
+    for i in range(len(entries)):
+        j = entries[i]
+        while offsets[e + 1] <= j:
+            e += 1
+        g = group[i]
+        for t in range(starts[g], starts[g] + sizes[g]):
+            out_ev[k] = e
+            out_pid[k] = flat[t]
+            k += 1
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
 def _event_offsets(n_events, ev):
     """CSR offsets of (event, pid) pairs by event: ``offsets[e]`` pairs are of events before ``e``."""
     offsets = np.zeros(n_events + 1, dtype=np.int64)
@@ -208,15 +227,15 @@ def grouped_to_csr(n_events, ev, pid):
 
 
 @numba.njit(cache=True, nogil=True)
-def merge_grouped(n_events, evs, pids):
+def merge_grouped(n_events, evs, pids, out):
     """CSR of (event, pid) pairs given as parts (tuples of int32 arrays), each ascending by
     event: per event, the pids of each part in turn (what :func:`pairs_to_csr` gives for
-    the parts concatenated), in one pass; ``None`` if a part is not ascending."""
+    the parts concatenated), in one pass, the pids written to ``out[:total]`` (int32, at
+    least as long as the parts together); ``None`` if a part is not ascending."""
     total = 0
     for p in range(len(evs)):
         total += len(evs[p])
     offsets = np.zeros(n_events + 1, dtype=np.int64)
-    out = np.empty(total, dtype=np.int32)
     at = np.zeros(len(evs), dtype=np.int64)
     k = 0
     for e in range(n_events):
@@ -231,4 +250,4 @@ def merge_grouped(n_events, evs, pids):
         offsets[e + 1] = k
     if k != total:
         return None
-    return offsets, out
+    return offsets, out[:total]

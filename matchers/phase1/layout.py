@@ -64,3 +64,27 @@ class Ranges(NamedTuple):
 
 BLOCK = 32
 """Rows per block of :attr:`Between.block_max` (the kernel shifts by 5)."""
+
+
+class Scratch:
+    """Output buffers kept from call to call (freshly allocated ones cost page faults each
+    batch: about 0.9 µs per event on the EventBridge-like rules): what a caller builds on
+    :meth:`take` is overwritten by the owner's next call, which is why it is only ever handed
+    to code that is done with it by then."""
+
+    def __init__(self, n_arrays: int) -> None:
+        self.arrays = tuple(np.zeros(0, dtype=np.int32) for _ in range(n_arrays))
+
+    def take(self, n: int) -> tuple[np.ndarray, ...]:
+        """The int32 buffers, each of at least ``n`` entries (regrown, unfilled, when shorter)."""
+        if n > len(self.arrays[0]):
+            size = max(n, len(self.arrays[0]) * 5 // 4, 1024)
+            self.arrays = tuple(np.empty(size, dtype=np.int32) for _ in self.arrays)
+        return self.arrays
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+    def __reduce__(self) -> tuple:
+        return Scratch, (len(self.arrays),)  # pickled empty: a matcher shipped to a worker carries no scratch

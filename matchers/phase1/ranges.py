@@ -16,7 +16,7 @@ from matchers.events import EventBatch
 from matchers.expr import Kind, Op, Pred
 from matchers.phase1 import kernels as K
 from matchers.phase1.columns import PredColumns, renumbered
-from matchers.phase1.layout import BLOCK, Between, Bound, NotBetween, Ranges
+from matchers.phase1.layout import BLOCK, Between, Bound, NotBetween, Ranges, Scratch
 
 _OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE, Op.BETWEEN, Op.NOT_BETWEEN})
 _PAIRS = frozenset({Op.BETWEEN, Op.NOT_BETWEEN})
@@ -43,6 +43,7 @@ class RangeEvaluator:
         self._dirty = True
         self._ranges: Ranges | None = None  # built from the columns when dirty
         self._expect = 1.0
+        self._out = Scratch(2)  # satisfied's pairs, reused
 
     @staticmethod
     def owns(p: Pred) -> bool:
@@ -120,19 +121,16 @@ class RangeEvaluator:
         self._dirty = False
 
     def satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
-        """``(event_idx, pid)`` pairs of satisfied predicates, grouped by event."""
+        """``(event_idx, pid)`` pairs of satisfied predicates, grouped by event (held until the next call)."""
         if not self._n:
             return _EMPTY, _EMPTY
         if self._dirty:
             self._build()
         args = (batch.arrays, self._ranges)
-        cap = int(self._expect * len(batch.attrs)) + 64
-        ev = np.empty(cap, dtype=np.int32)
-        pid = np.empty(cap, dtype=np.int32)
+        ev, pid = self._out.take(int(self._expect * len(batch.attrs)) + 64)
         n = K.range_pairs(*args, ev, pid)
-        if n > cap:  # the estimate was short: rerun into exact buffers
-            ev = np.empty(n, dtype=np.int32)
-            pid = np.empty(n, dtype=np.int32)
+        if n > len(ev):  # the estimate was short: rerun into buffers that hold them
+            ev, pid = self._out.take(n)
             K.range_pairs(*args, ev, pid)
         self._expect = max(self._expect, 1.25 * n / max(len(batch.attrs), 1))
         return ev[:n], pid[:n]

@@ -17,7 +17,7 @@ def _check(n_events: int, parts: list[tuple[list[int], list[int]]]) -> None:
     evs = tuple(np.array(sorted(ev), np.int32) for ev, _ in parts)
     pids = tuple(np.array(pid, np.int32) for _, pid in parts)
     expected = pairs_to_csr(n_events, np.concatenate(evs), np.concatenate(pids))
-    got = merge_grouped(n_events, evs, pids)
+    got = merge_grouped(n_events, evs, pids, np.full(sum(map(len, pids)) + 3, -7, np.int32))
     assert got is not None
     assert got[0].tolist() == expected[0].tolist() and got[1].tolist() == expected[1].tolist()
 
@@ -46,7 +46,7 @@ def test_merge_equals_the_counting_sort_for_any_parts(n_events, data):
 def test_a_part_not_ascending_is_refused():
     evs = (np.array([0, 2, 1], np.int32), np.array([1], np.int32))
     pids = (np.array([5, 6, 7], np.int32), np.array([8], np.int32))
-    assert merge_grouped(3, evs, pids) is None
+    assert merge_grouped(3, evs, pids, np.empty(4, np.int32)) is None
 
 
 def test_parts_of_other_dtypes_and_strides_through_phase1():
