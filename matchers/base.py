@@ -44,15 +44,15 @@ import operator
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from matchers import rows as rows_kernels
 from matchers.arrays import stored
 from matchers.collector import no_cyclic_gc
 from matchers.events import Dictionary, EventBatch, FlatEvent, encode
 from matchers.expr import INDEXED_OPS, PRESENCE_OPS, Kind, Op, Pred, Subscription, Value
+from matchers.matches import Matches, concat, merge_rows, no_matches, without_nulls
 from matchers.packed import Decoded, decode
 from matchers.presence import Presence, rewrite, tested
 from matchers.states import with_states
@@ -73,53 +73,7 @@ EVENT_BYTES = 256
 """Working bytes per event whatever it matches (its values, offsets, marks)."""
 
 
-class Matches(NamedTuple):
-    """Matches of a batch as CSR: event ``i`` matched keys ``keys[offsets[i]:offsets[i+1]]``.
-
-    Keys are the matcher's subscription keys, sorted and distinct within each event.
-    """
-
-    offsets: np.ndarray
-    keys: np.ndarray
-
-    @property
-    def total(self) -> int:
-        return int(self.offsets[-1])
-
-
 _OP = operator.attrgetter("op")
-
-
-def _no_matches(n: int) -> Matches:
-    return Matches(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
-
-
-def without_nulls(batch: EventBatch) -> EventBatch:
-    """The batch without its ``null`` values (what an index sees: no predicate it
-    evaluates holds on one)."""
-    keep = batch.kinds != int(Kind.NULL)
-    if keep.all():
-        return batch
-    event_of = np.repeat(np.arange(batch.n, dtype=np.int64), np.diff(batch.offsets))
-    offsets = np.zeros(batch.n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(event_of[keep], minlength=batch.n), out=offsets[1:])
-    return EventBatch(offsets, batch.attrs[keep], batch.kinds[keep], batch.nums[keep], batch.codes[keep],
-                      batch.texts[keep], batch.strings)
-
-
-def concat(parts: Sequence[Matches]) -> Matches:
-    """The matches of consecutive chunks of a batch as the batch's."""
-    if len(parts) == 1:
-        return parts[0]
-    starts = np.cumsum([0] + [p.total for p in parts[:-1]])
-    offsets = np.concatenate([parts[0].offsets[:1], *(p.offsets[1:] + s for p, s in zip(parts, starts, strict=True))])
-    return Matches(offsets, np.concatenate([p.keys for p in parts]))
-
-
-def merge_rows(matches: Matches, rows: np.ndarray, capacity: int) -> Matches:
-    """Matches of rows merged per event (event ``i`` owns rows ``rows[i]:rows[i+1]``;
-    keys below ``capacity``)."""
-    return Matches(*rows_kernels.merge_rows(rows, matches.offsets, matches.keys, max(capacity, 1)))
 
 
 class Matcher(ABC):
@@ -390,49 +344,31 @@ class Matcher(ABC):
         looked up at once, the index's own keys deleted in one call (:meth:`_delete_keys`, where
         the index deletes by key: no subscription read but those testing presence; else
         :meth:`_delete`, given each subscription, read once)."""
-        pop = self._key_of.pop
+        pop, subs = self._key_of.pop, self._subs
         found = [(sub_id, key) for sub_id in dict.fromkeys(ids) if (key := pop(sub_id, None)) is not None]
-        if not found:
-            return 0
         every = [key for _, key in found]
-        subs = self._subs
         read: dict[int, Subscription] = {}
         if gone is not None:
             read = dict(zip(every, map(subs.__getitem__, every), strict=True))  # type: ignore[arg-type]  # live keys hold subscriptions
             gone.extend(read.values())
-        keys = every
-        residual = self._residual_keys.intersection(every) if self._residual_keys else set()
+        residual = self._residual_keys.intersection(every)
         if residual:
             self._residual_keys -= residual
             self._residual.remove([sub_id for sub_id, key in found if key in residual])  # type: ignore[union-attr]  # residual keys exist: so does the matcher
             self._residual_outer = None
-            keys = [key for key in every if key not in residual]
-
-        def held(key: int) -> Subscription:
-            return read[key] if key in read else subs[key]  # type: ignore[return-value]  # a live key holds a subscription
-
-        if type(self)._delete_keys is Matcher._delete_keys:
-            entries = [(key, self._unstate(key, held(key))) for key in keys]
-            self._free_keys(every)
-            if entries:
-                self._delete(entries)
-        else:
-            for key in self._stated.intersection(keys) if self._stated else ():
-                self._unstate(key, held(key))
-            self._free_keys(every)
-            if keys:
-                self._delete_keys(np.asarray(keys, dtype=np.int64))
-        return len(found)
-
-    def _free_keys(self, keys: list[int]) -> None:
-        """Free ``keys`` (their subscriptions forgotten), to be reused last first."""
-        subs = self._subs
+        keys = [key for key in every if key not in residual]
+        by_key = type(self)._delete_keys is not Matcher._delete_keys
+        entries = [(key, self._unstate(key, read[key] if key in read else subs[key]))  # type: ignore[arg-type]  # live keys
+                   for key in (self._stated.intersection(keys) if by_key else keys)]  # by key: the presence tests' only
         if isinstance(subs, SubscriptionTable):
-            subs.free(keys)
+            subs.free(every)
         else:
-            for key in keys:
+            for key in every:
                 subs[key] = None
-        self._free.extend(keys)
+        self._free.extend(every)
+        if keys:
+            self._delete_keys(np.asarray(keys, dtype=np.int64)) if by_key else self._delete(entries)
+        return len(found)
 
     def encode(self, events: Iterable[FlatEvent]) -> EventBatch:
         """Encode flat events with this matcher's dictionary."""
@@ -441,7 +377,7 @@ class Matcher(ABC):
     def match(self, batch: EventBatch) -> Matches:
         """Match a batch of events encoded with this matcher's dictionary."""
         if batch.n == 0 or not self._key_of:
-            return _no_matches(batch.n)
+            return no_matches(batch.n)
         if batch.rows is not None:
             return merge_rows(self.match(batch._replace(rows=None)), batch.rows, self.capacity)
         own_batch = self._own_batch(batch)
