@@ -444,11 +444,12 @@ class BitMarkMatcher(Matcher):
         idx_of_col = np.full(len(col_min), -1, dtype=np.int64)
         idx_of_col[idx_col] = np.arange(len(idx_col))
         ib = K.interval_buckets(slots, n, idx_of_col, edge_off, edges_flat)
-        bits, check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._wide, ib)
+        bits = np.empty((int(row_start[-1]), words), dtype=np.uint64)
+        check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges_flat, self._wide, ib, bits)
         if self._wide:
             end_off, key32, key64, val_off, end_val = EN.build_wide_ends(slots, n, idx_of_col, row_start, edge_off,
                                                                          edges_flat, self._tile, ib)
-            end_key = key64 if len(key64) else key32
+            end_key = np.array(key64 if len(key64) else key32)  # a numpy array: huge pages for the walk
             end_slot = np.zeros(0, dtype=np.int32)
         else:
             end_off, end_val, end_slot = EN.build_ends(slots, n, idx_of_col, row_start, edge_off, edges_flat,

@@ -105,6 +105,7 @@ def serve(name: str, arrays: DenseArrays, batch: int, params: dict, subs_file: P
     # the checkout's, when one is used:
     from matchers.bitmark.layout import Intervals as Local
     from matchers.catalog import create
+    from scripts.bench.dense import read_peer_subscriptions as read_local
     from scripts.workloads import dense_events, dense_subscriptions
 
     base, _, source = name.partition("@")
@@ -120,7 +121,7 @@ def serve(name: str, arrays: DenseArrays, batch: int, params: dict, subs_file: P
     if source == "columns":
         matcher.add_intervals([f"s{i}" for i in range(len(arrays.attrs))], Local(*_columns(arrays, slice(None))))  # type: ignore[attr-defined]  # bitmark
     elif source == "file":
-        ids, columns = read_peer_subscriptions(subs_file)  # type: ignore[arg-type]  # written for it
+        ids, columns = read_local(subs_file)  # type: ignore[arg-type]  # written for it
         matcher.add_intervals(ids, Local(*columns))  # type: ignore[attr-defined]  # bitmark
     elif source:
         raise ValueError(f"unknown source {source!r} (columns, file)")
@@ -225,9 +226,10 @@ def table(run: dict, baseline: str | None) -> str:
         rounds = ", ".join(f"{x:.3f}" for x in r["ms"])
         memory = f"{r['memory_bytes'] / 1e6:.0f}" if "memory_bytes" in r else ""
         build = f"{r['build_cpu_s']:.2f}" if r.get("build_cpu_s") is not None else ""
+        whole = f"whole process {min(r['process_cpu_s']):.2f} CPU s" if r.get("process_cpu_s") else ""
         objects = f"{r['objects_cpu_s']:.2f}" if r.get("objects_cpu_s") else ""
         lines.append(f"| {name} | {best:.4f} | {rounds} | {ratio} | {r.get('matches_per_event', 0):.2f} | "
-                     f"{r.get('count_mismatches', '')} | {memory} | {objects} | {build} | {r.get('note', '')} |"
+                     f"{r.get('count_mismatches', '')} | {memory} | {objects} | {build} | {r.get('note', whole)} |"
                      if best is not None else f"| {name} | | | | | | | | | {r.get('note', '')} |")
     return "\n".join(lines)
 

@@ -104,8 +104,9 @@ def reference_ends(slots, n, idx_of_col, row_start, edge_off, edges, tile):
 def test_build_bits_is_its_contract(seed, n, at_edge):
     """Several blocks of words (``BITS_BLOCK``), a partial last word, at and off the edges."""
     slots, idx_of_col, row_start, edge_off, edges = random_index(seed, n + 40)
-    bits, check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges, at_edge,
-                               K.interval_buckets(slots, n, idx_of_col, edge_off, edges))
+    bits = np.full((row_start[-1], (n + 63) // 64), 12345, dtype=np.uint64)  # every entry is written
+    check = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges, at_edge,
+                         K.interval_buckets(slots, n, idx_of_col, edge_off, edges), bits)
     want_bits, want_check = reference_bits(slots, n, idx_of_col, row_start, edge_off, edges, at_edge)
     assert np.array_equal(bits, want_bits) and np.array_equal(check, want_check)
 
@@ -114,8 +115,9 @@ def test_build_bits_is_its_contract(seed, n, at_edge):
 def test_build_bits_over_many_blocks(seed):
     n = 64 * K.BITS_BLOCK * 3 + 17
     slots, idx_of_col, row_start, edge_off, edges = random_index(seed, n)
-    got = K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges, seed % 2 == 0,
-                       K.interval_buckets(slots, n, idx_of_col, edge_off, edges))
+    bits = np.full((row_start[-1], (n + 63) // 64), 12345, dtype=np.uint64)
+    got = bits, K.build_bits(slots, n, idx_of_col, row_start, edge_off, edges, seed % 2 == 0,
+                             K.interval_buckets(slots, n, idx_of_col, edge_off, edges), bits)
     want = reference_bits(slots, n, idx_of_col, row_start, edge_off, edges, seed % 2 == 0)
     assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
 
