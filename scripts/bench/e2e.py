@@ -384,11 +384,12 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     query = job.start()
     query.processAllAvailable()
     wall = time.perf_counter() - t
+    threads1 = e2e_threads.snapshot()  # before the query's threads end
     query.stop()
     batches = job.history[before:]
     drained = sum(b.events for b in batches)
     result["drain_cpu_us_per_event"] = cpu_delta(cpu0, drained)
-    result["drain_threads_us_per_event"] = e2e_threads.per_event(threads0, e2e_threads.snapshot(), drained)
+    result["drain_threads_us_per_event"] = e2e_threads.per_event(threads0, threads1, drained)
     result["drain_load_average"] = os.getloadavg()
     result.update({
         "drain_wall_s": wall, "drained_events": drained, "events_per_s": drained / wall,

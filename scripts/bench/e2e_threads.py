@@ -5,7 +5,8 @@ broker's CPU goes outside the Python tasks (docs/e2e.md, "Where the time goes").
 (Linux keeps the first 15 characters of a thread's name) and sums them by :data:`GROUPS`;
 the ``children`` group is the CPU of the processes it started and waited for (the ``chmod``
 that Hadoop's local file system starts for each checkpoint log file). :func:`per_event`
-turns two snapshots into microseconds per event.
+turns two snapshots into microseconds per event, the threads that ended between them as
+``ended threads`` (the process's CPU less its live threads').
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ GROUPS = (
     ("data-plane", "requests"), ("kafka-network", "requests"), ("kafka-request", "requests"),
 )
 """Thread name prefixes and their groups; a thread matching none is ``other``."""
+
+
+_PROCESS = "process"
+"""The key of a snapshot's whole-process CPU (its threads', ended ones' too)."""
 
 
 def group(name: str) -> str:
@@ -58,6 +63,7 @@ def snapshot() -> dict[str, dict[str, float]]:
         except OSError:
             continue
         counts["children"] += p.reaped_s
+        counts[_PROCESS] += p.cpu_s
         kind = "broker" if " kafka.Kafka " in f" {p.cmd} " else "jvm"
         into = out.setdefault(kind, defaultdict(float))
         for g, seconds in counts.items():
@@ -67,12 +73,15 @@ def snapshot() -> dict[str, dict[str, float]]:
 
 def per_event(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]],
               n: int) -> dict[str, dict[str, float]]:
-    """Microseconds per event of each group between two :func:`snapshot` s, largest first
-    (a thread that ended meanwhile counts as negative in its group: groups are floored at 0)."""
+    """Microseconds per event of each group between two :func:`snapshot` s, largest first, and
+    ``ended threads``: the process's CPU that no live thread accounts for (a group whose
+    threads ended meanwhile would be negative: groups are floored at 0)."""
     out = {}
     for kind, counts in after.items():
-        d = {g: max(0.0, 1e6 * (s - before.get(kind, {}).get(g, 0.0)) / max(1, n)) for g, s in counts.items()}
-        out[kind] = dict(sorted(d.items(), key=lambda kv: -kv[1]))
+        d = {g: 1e6 * (s - before.get(kind, {}).get(g, 0.0)) / max(1, n) for g, s in counts.items()}
+        process = d.pop(_PROCESS, 0.0)
+        d["ended threads"] = process - sum(us for g, us in d.items() if g != "children")
+        out[kind] = dict(sorted(((g, max(0.0, us)) for g, us in d.items()), key=lambda kv: -kv[1]))
     return out
 
 
