@@ -59,7 +59,7 @@ import numpy as np
 import orjson
 from tqdm import tqdm
 
-from scripts.bench import kit
+from scripts.bench import e2e_threads, kit
 from scripts.bench.e2e_report import registration_line, registration_phases, save
 from scripts.bench.feed import (
     WORKLOAD,
@@ -273,7 +273,7 @@ def latency_run(bootstrap: str, topics: dict[str, str], job, query, values: list
     reader.start()
     time.sleep(3)
     before = len(job.history)
-    cpu0 = kit.cpu_by_kind()
+    cpu0, threads0 = kit.cpu_by_kind(), e2e_threads.snapshot()
     churn = None
     if changes:
         churn = threading.Thread(target=offered_load, daemon=True,
@@ -303,6 +303,7 @@ def latency_run(bootstrap: str, topics: dict[str, str], job, query, values: list
         "events_per_batch_median": float(np.median([b.events for b in batches])) if batches else None,
         "changes_offered": len(changes or ()), "changes_applied": sum(b.subscription_changes for b in batches),
         "cpu_us_per_event": cpu_delta(cpu0, offered), "load_average": os.getloadavg(),
+        "threads_us_per_event": e2e_threads.per_event(threads0, e2e_threads.snapshot(), offered),
         "steps_ms": {name: {"median": float(np.median([getattr(b, name) for b in batches])),
                             "max": float(max(getattr(b, name) for b in batches))} for name in BATCH_STEPS}
         if batches else {},
@@ -386,15 +387,17 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     produce_all(bootstrap, topics["events"], [(None, orjson.dumps({"id": i, **e})) for i, e in enumerate(backlog)],
                 "backlog")
     before = len(job.history)
-    cpu0 = kit.cpu_by_kind()
+    cpu0, threads0 = kit.cpu_by_kind(), e2e_threads.snapshot()
     t = time.perf_counter()
     query = job.start()
     query.processAllAvailable()
     wall = time.perf_counter() - t
+    threads1 = e2e_threads.snapshot()  # before the query's threads end
     query.stop()
     batches = job.history[before:]
     drained = sum(b.events for b in batches)
     result["drain_cpu_us_per_event"] = cpu_delta(cpu0, drained)
+    result["drain_threads_us_per_event"] = e2e_threads.per_event(threads0, threads1, drained)
     result["drain_load_average"] = os.getloadavg()
     result.update({
         "drain_wall_s": wall, "drained_events": drained, "events_per_s": drained / wall,
@@ -412,7 +415,7 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     log(f"sustained: {drained:,} events in {wall:.1f} s = {result['events_per_s']:,.0f} events/s "
         f"({len(batches)} batches, {result['matches']:,} notifications); CPU us/event "
         + ", ".join(f"{k} {v:.0f}" for k, v in result["drain_cpu_us_per_event"].items())
-        + f"; load {result['drain_load_average'][0]:.1f}")
+        + f"; load {result['drain_load_average'][0]:.1f}; by thread: {e2e_threads.line(result['drain_threads_us_per_event'])}")
 
     # steady state: the same backlog again, put on the topic while the query runs (started,
     # idle after a batch), so that the drain holds no query start
@@ -442,7 +445,9 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
     # changes offered beside the events (--churn changes/s), and the registry checked after it
     values = [orjson.dumps({"id": f"l{i}", **e}) for i, e in enumerate(backlog[: int(args.rate * 10)])]
     result["latency"] = latency_run(bootstrap, topics, job, query, values, args)
-    log(f"latency at {args.rate:,.0f}/s: p50 {result['latency']['p50_s']} s, p99 {result['latency']['p99_s']} s")
+    log(f"latency at {args.rate:,.0f}/s: p50 {result['latency']['p50_s']} s, p99 {result['latency']['p99_s']} s; CPU us/event "
+        + ", ".join(f"{k} {v:.0f}" for k, v in result["latency"]["cpu_us_per_event"].items())
+        + f"; by thread: {e2e_threads.line(result['latency']['threads_us_per_event'])}")
     if args.churn:
         changes, expected = churn_records(n_subs, int(args.churn * args.duration), seed)
         result["churn"] = latency_run(bootstrap, topics, job, query, values, args, changes)

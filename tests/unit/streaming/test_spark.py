@@ -176,3 +176,27 @@ def test_broadcast_chunks_stay_below_half_the_smallest_g1_region() -> None:
     allocated whole: one of half a G1 region or more (1 MB regions at a 1 GB heap) is humongous."""
     size = session.DEFAULT_CONF["spark.broadcast.blockSize"]
     assert size.endswith("k") and int(size[:-1]) * 1024 < 2**20 // 2
+
+
+@pytest.mark.parametrize(("banner", "major"), [
+    ('openjdk version "17.0.15" 2025-04-15', 17),
+    ('openjdk version "21" 2023-09-19', 21),
+    ('java version "1.8.0_402"', 8),
+    ('openjdk version "25-ea" 2025-09-16', 25),
+    ("java", None),
+])
+def test_java_major_reads_the_version_banner(banner: str, major: int | None) -> None:
+    assert session.java_major(banner) == major
+
+
+@pytest.mark.parametrize(("banner", "vfork"), [
+    ('openjdk version "17.0.15" 2025-04-15', True),
+    ('openjdk version "21.0.2" 2024-01-16', True),
+    ('openjdk version "25" 2025-09-16', False),  # deprecated there
+    ('java version "1.8.0_402"', False),
+    ("", False),
+])
+def test_the_driver_spawns_by_vfork_on_java_17_to_21_only(banner: str, vfork: bool) -> None:
+    options = session.java_options("/logs", "-Dmine=1", banner).split(" ")
+    assert (session.DRIVER_SPAWN in options) is vfork
+    assert options[-1] == "-Dmine=1" and session.DRIVER_JIT in options  # the caller's options last: they win
