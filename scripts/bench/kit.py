@@ -22,8 +22,10 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -292,6 +294,8 @@ class Proc(NamedTuple):
     """User + system CPU seconds."""
     reaped_s: float
     """User + system CPU seconds of its children that ended and were waited for."""
+    start: int = 0
+    """When it started (clock ticks after boot): a pid with another start is another process."""
 
 
 def processes() -> dict[int, Proc]:
@@ -305,7 +309,8 @@ def processes() -> dict[int, Proc]:
         except OSError:
             continue  # ended meanwhile
         f = stat[stat.rindex(")") + 2:].split()
-        out[int(entry)] = Proc(int(f[1]), cmd.strip(), (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick)
+        out[int(entry)] = Proc(int(f[1]), cmd.strip(), (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick,
+                               int(f[19]))
     return out
 
 
@@ -345,25 +350,107 @@ def tree_cpu_s(by_command: bool = False) -> Any:
     return out
 
 
-def cpu_by_kind() -> dict[str, float]:
-    """CPU seconds (user + system, with reaped children) of this process and its descendants, by kind:
-    ``driver`` (this process), ``jvm`` (Spark), ``python workers`` (Spark's Python daemon and
-    workers), ``broker`` (the embedded broker), ``other``."""
-    procs = processes()
+_KINDS = ("driver", "jvm", "python workers", "broker", "other")
+
+
+def _kinds(procs: Mapping[int, Proc]) -> dict[int, str]:
+    """The kind of this process and of each live descendant (a zombie takes its parent's)."""
     children: dict[int, list[int]] = {}
     for pid, p in procs.items():
         children.setdefault(p.ppid, []).append(pid)
-    out = {"driver": 0.0, "jvm": 0.0, "python workers": 0.0, "broker": 0.0, "other": 0.0}
+    out: dict[int, str] = {}
     todo = [(os.getpid(), "driver")]
     while todo:
         pid, parent_kind = todo.pop()
         p = procs.get(pid, Proc(0, "", 0.0, 0.0))
-        kind = ("driver" if pid == os.getpid() else parent_kind if not p.cmd  # a zombie: its parent's kind
-                else "broker" if " kafka.Kafka " in f" {p.cmd} " else "jvm" if "java" in p.cmd.split(" ")[0]
-                else "python workers" if "pyspark" in p.cmd else "other")
-        out[kind] += p.cpu_s + p.reaped_s
-        todo += [(child, kind) for child in children.get(pid, [])]
+        out[pid] = ("driver" if pid == os.getpid() else parent_kind if not p.cmd
+                    else "broker" if " kafka.Kafka " in f" {p.cmd} " else "jvm" if "java" in p.cmd.split(" ")[0]
+                    else "python workers" if "pyspark" in p.cmd else "other")
+        todo += [(child, out[pid]) for child in children.get(pid, [])]
     return out
+
+
+def ignores_sigchld(pid: int) -> bool:
+    """Whether ``pid`` ignores SIGCHLD: its children are then reaped by the kernel and their CPU
+    is added to nobody's (as ``pyspark.daemon`` does with its workers)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigIgn:"):
+                return bool(int(line.split()[1], 16) >> (signal.SIGCHLD - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
+class _Seen(NamedTuple):
+    kind: str
+    start: int
+    cpu_s: float
+    """Its CPU with its reaped children's, when last sampled."""
+    lost: bool
+    """Whether its CPU is lost when it ends: its parent ignores SIGCHLD, or is not this tree's."""
+
+
+class CpuTracker:
+    """CPU seconds by kind of this process and its descendants, those that ended included.
+
+    A process that ended is in its parent's CPU only if the parent waited for it; the workers
+    of ``pyspark.daemon`` (which ignores SIGCHLD) and orphans are not. So every process of the
+    tree is remembered (by pid and start time) at each :meth:`sample`, and when one has ended
+    unwaited for, its last sample stays counted (``gone``): what it spent after that sample is
+    lost. :meth:`start` samples in a thread every ``every`` seconds."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, _Seen] = {}
+        self.gone = dict.fromkeys(_KINDS, 0.0)
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def sample(self) -> dict[str, float]:
+        """The CPU seconds by kind now, those of ended processes as last sampled."""
+        procs = processes()
+        with self.lock:
+            kinds = _kinds(procs)
+            for pid in [p for p, seen in self.seen.items() if p not in procs or procs[p].start != seen.start]:
+                ended = self.seen.pop(pid)
+                if ended.lost:
+                    self.gone[ended.kind] += ended.cpu_s
+            for pid, seen in self.seen.items():  # alive but no longer below us (orphaned): still ours
+                kinds.setdefault(pid, seen.kind)
+            waits = {pid: not ignores_sigchld(pid) for pid in {procs[p].ppid for p in kinds if p in procs}}
+            out = dict(self.gone)
+            for pid, kind in kinds.items():
+                p = procs.get(pid)
+                if p is None:
+                    continue
+                out[kind] += p.cpu_s + p.reaped_s
+                if pid != os.getpid():
+                    self.seen[pid] = _Seen(kind, p.start, p.cpu_s + p.reaped_s, not (p.ppid in kinds and waits[p.ppid]))
+            return out
+
+    def start(self, every: float = 1.0) -> None:
+        """Sample every ``every`` seconds in a daemon thread (once)."""
+        if self.thread is None:
+            def run() -> None:
+                while True:
+                    time.sleep(every)
+                    self.sample()
+
+            self.thread = threading.Thread(target=run, name="cpu-tracker", daemon=True)
+            self.thread.start()
+
+
+_TRACKER = CpuTracker()
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds (user + system, with reaped children) of this process and its descendants, by kind:
+    ``driver`` (this process), ``jvm`` (Spark), ``python workers`` (Spark's Python daemon and
+    workers), ``broker`` (the embedded broker), ``other``. The first call starts the sampling of
+    a :class:`CpuTracker` (every second, in this process): from then on, processes that end
+    stay counted."""
+    _TRACKER.start()
+    return _TRACKER.sample()
 
 
 def process_memory(pid: int) -> dict[str, int]:

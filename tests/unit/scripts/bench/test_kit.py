@@ -102,6 +102,66 @@ def test_the_process_table_sees_a_child_its_command_and_its_cpu() -> None:
         child.wait()
 
 
+_DAEMON = """
+import os, signal, sys, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as Spark's Python daemon: children reaped unwaited for
+go = sys.argv[1]
+pid = os.fork()
+if pid == 0:
+    t = time.process_time()
+    while time.process_time() - t < 0.3:
+        pass
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    os._exit(0)
+print(pid, flush=True)
+time.sleep(60)
+"""
+
+
+def _until(cond, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_the_cpu_of_a_child_reaped_unwaited_for_stays_counted(tmp_path: Path) -> None:
+    import subprocess
+
+    go = tmp_path / "go"
+    daemon = subprocess.Popen([sys.executable, "-c", _DAEMON, str(go)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert daemon.stdout is not None
+        worker = int(daemon.stdout.readline())
+        tracker = kit.CpuTracker()
+        _until(lambda: kit.processes().get(worker, kit.Proc(0, "", 0.0, 0.0)).cpu_s >= 0.25, "the worker's CPU")
+        assert kit.ignores_sigchld(daemon.pid) and not kit.ignores_sigchld(os.getpid())
+        seen = tracker.sample()["other"]
+        assert seen >= 0.25
+        go.touch()
+        _until(lambda: worker not in kit.processes(), "the worker's end")
+        assert kit.processes()[daemon.pid].reaped_s < 0.25  # the kernel reaped it: nobody's CPU
+        assert tracker.sample()["other"] >= seen - 0.01  # its last sample still counted
+        assert tracker.gone["other"] >= 0.25
+        assert kit.cpu_by_kind()["other"] >= 0.0
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+def test_a_child_waited_for_is_counted_once_in_its_parent() -> None:
+    import subprocess
+
+    tracker = kit.CpuTracker()
+    before = tracker.sample()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                    "while time.process_time() - t < 0.3: pass"], check=True)
+    after = tracker.sample()
+    assert tracker.gone["other"] == 0.0  # waited for: in the driver's reaped CPU, not kept twice
+    assert after["driver"] - before["driver"] >= 0.25
+
+
 def test_interleaved_rounds_alternate_the_order() -> None:
     assert [kit.interleaved(["a", "b", "c"], r) for r in range(3)] == [["a", "b", "c"], ["c", "b", "a"],
                                                                         ["a", "b", "c"]]
