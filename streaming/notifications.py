@@ -31,7 +31,15 @@ import numpy as np
 import orjson
 
 from matchers.errors import PubSubError
-from streaming.notes_kernel import Strings, hash_inputs, pack, quoted, write_values
+from streaming.notes_kernel import (
+    EventParts,
+    Strings,
+    event_parts,
+    hash_inputs,
+    pack,
+    quoted,
+    write_values,
+)
 
 KIND_MATCH = "match"
 KIND_PATTERN = "pattern"
@@ -209,29 +217,28 @@ def build_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
     packed = pack(keys)
     sub_json = quoted(packed) if _plain(sub_ids, keys) else pack([orjson.dumps(s) for s in sub_ids])
     mid = b',"matched_ms":%d,"batch":%d,"retro":%s' % (int(matched_ms), int(batch_id), b"true" if retro else b"false")
-    heads, positions, unbuilt = _heads(events, mid)
+    parts, unbuilt = _event_parts(events, mid)
     failures = [(j, why) for j, why in unbuilt if bounds[j] < bounds[j + 1]]  # an event without any: none to fail
-    raws = events.raws
-    tails = ([head + b"}" for head in heads] if raws is None
-             else [b'%s,"event":%s}' % (head, raw.strip()) for head, raw in zip(heads, raws, strict=True)])
     hashed = hash_inputs(packed, np.fromiter(map(len, sub_ids), dtype=np.int64, count=len(sub_ids)))
     subs = np.asarray(which, dtype=np.int64)
-    data, ends = write_values(hashed, sub_json, pack(positions), pack(tails), bounds, subs)
+    tails = parts.tails
+    data, ends = write_values(hashed, sub_json, parts.positions, tails, bounds, subs)
     widest = _BEFORE_SUB + _longest(packed) + _longest(sub_json)  # at least any record's
     skip = {j for j, _ in failures}
-    wide = ([j for j, tail in enumerate(tails) if widest + len(tail) > room and j not in skip]
-            if widest + max(map(len, tails), default=0) > room else [])
+    wide = ([j for j in np.flatnonzero(widest + np.diff(tails.bounds) > room).tolist() if j not in skip]
+            if widest + _longest(tails) > room else [])
     if not wide and not failures:
         return Built(Strings(data, ends), subs, keys, failures)
     values = _unpacked(Strings(data, ends))  # records to fit or drop: one by one
     json_list = _unpacked(sub_json)
     for j in wide:
-        _fit(values, range(bounds[j], bounds[j + 1]), which, keys, json_list, heads[j], room, retro, j, failures)
+        head = tails.data[tails.bounds[j]:tails.bounds[j] + parts.heads[j]].tobytes()
+        _fit(values, range(bounds[j], bounds[j + 1]), which, keys, json_list, head, room, retro, j, failures)
     if failures:
         failures.sort(key=lambda f: f[0])
         dropped = {j for j, _ in failures}
         counts: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
-        event_of = np.repeat(np.arange(len(heads)), counts).tolist()
+        event_of = np.repeat(np.arange(len(parts.heads)), counts).tolist()
         kept = [k for k, j in enumerate(event_of) if j not in dropped]
         values, subs = [values[k] for k in kept], subs[kept]
     return Built(pack(values), subs, keys, failures)
@@ -271,44 +278,48 @@ def _plain(strings: Sequence[str], utf8: Sequence[bytes]) -> bool:
     return len(orjson.dumps(list(strings))) == sum(map(len, utf8)) + 3 * len(utf8) + (1 if utf8 else 2)
 
 
-def _json_strings(strings: Sequence[str], utf8: Sequence[bytes]) -> list[bytes]:
-    """Each of ``strings`` as JSON (``orjson.dumps``'s), given their UTF-8: quoted as they are
-    when :func:`_plain`."""
-    if _plain(strings, utf8):
-        return [b'"%s"' % u for u in utf8]
-    return [orjson.dumps(s) for s in strings]
-
-
-def _heads(events: EventColumns, mid: bytes) -> tuple[list[bytes], list[bytes], list[tuple[int, str]]]:
-    """Per event, its fields as JSON after the subscription (without the event and the
-    closing brace; ``mid`` the fields after ``event_time_ms``) and its position in the id
-    hash; and ``(j, reason)`` of each event whose fields cannot be written (its head empty)."""
+def _event_parts(events: EventColumns, mid: bytes) -> tuple[EventParts, list[tuple[int, str]]]:
+    """Per event, its fields as JSON after the subscription (``mid`` the fields after
+    ``event_time_ms``) and its position in the id hash (:func:`~streaming.notes_kernel.event_parts`);
+    and ``(j, reason)`` of each event whose fields cannot be written (its id left empty)."""
     dumps = orjson.dumps
-    topics, parts, offsets, event_ids, event_ms = events.topics, events.partitions, events.offsets, events.event_ids, \
-        events.event_ms
+    topics, event_ids, event_ms = events.topics, events.event_ids, events.event_ms
     failures: list[tuple[int, str]] = []
     try:
-        topic_parts = {t: (("|" + t).encode("utf-8"), dumps(t)) for t in set(topics)}
+        distinct = {t: i for i, t in enumerate(dict.fromkeys(topics))}
+        topic_parts = [(("|" + t).encode("utf-8"), dumps(t)) for t in distinct]
         if all(type(e) is str for e in event_ids):
-            id_json = _json_strings(event_ids, [e.encode("utf-8") for e in event_ids])
+            utf8 = [e.encode("utf-8") for e in event_ids]
+            id_json = quoted(pack(utf8)) if _plain(event_ids, utf8) else pack([dumps(e) for e in event_ids])
         else:
-            id_json = [dumps(e) if type(e) is str else dumps([e])[1:-1] for e in event_ids]  # [e]: as deep as in the fields
+            id_json = pack([dumps(e) if type(e) is str else dumps([e])[1:-1] for e in event_ids])  # [e]: as deep as in the fields
     except _BUILD_ERRORS:  # again, one event at a time
-        topic_parts, id_json = {}, []
+        distinct, topic_parts, ids = {}, [], []
         for j, (t, e) in enumerate(zip(topics, event_ids, strict=True)):
             try:
-                got = topic_parts.get(t) or (("|" + t).encode("utf-8"), dumps(t))
-                id_json.append(dumps(e) if type(e) is str else dumps([e])[1:-1])
-                topic_parts[t] = got
+                got = topic_parts[distinct[t]] if t in distinct else (("|" + t).encode("utf-8"), dumps(t))
+                ids.append(dumps(e) if type(e) is str else dumps([e])[1:-1])
+                if t not in distinct:
+                    distinct[t] = len(topic_parts)
+                    topic_parts.append(got)
             except _BUILD_ERRORS as exc:
                 failures.append((j, f"cannot build its notification: {type(exc).__name__}: {exc}"))
-                id_json.append(b"")
-    tps = [topic_parts.get(t, (b"", b"")) for t in topics]  # a failed event's may be missing
-    heads = [b',"kind":"match","event_id":%s,"topic":%s,"partition":%d,"offset":%d,"event_time_ms":%s%s' % (
-        ej, tp[1], p, o, b"null" if ms is None else b"%d" % ms, mid)
-        for ej, tp, p, o, ms in zip(id_json, tps, parts, offsets, event_ms, strict=True)]
-    positions = [b"%s|%d|%d" % (tp[0], p, o) for tp, p, o in zip(tps, parts, offsets, strict=True)]
-    return heads, positions, failures
+                ids.append(b"")
+        id_json = pack(ids)
+    missing = len(topic_parts)  # a failed event's topic may be missing: written empty
+    topic_of = np.fromiter((distinct.get(t, missing) for t in topics), dtype=np.int64, count=len(topics))
+    topic_parts.append((b"", b""))
+    n = len(event_ms)
+    if None in event_ms:
+        has_ms = np.fromiter((ms is not None for ms in event_ms), dtype=np.bool_, count=n)
+        ms_of = np.fromiter((0 if ms is None else ms for ms in event_ms), dtype=np.int64, count=n)
+    else:
+        has_ms, ms_of = np.ones(n, dtype=np.bool_), np.asarray(event_ms, dtype=np.int64).reshape(n)
+    parts = event_parts(topic_of, pack([tj for _, tj in topic_parts]), pack([th for th, _ in topic_parts]), id_json,
+                        np.asarray(events.partitions, dtype=np.int64).reshape(n),
+                        np.asarray(events.offsets, dtype=np.int64).reshape(n), ms_of, has_ms,
+                        None if events.raws is None else pack(events.raws), mid)
+    return parts, failures
 
 
 def _fit(values: list[bytes], records: range, which: Sequence[int], keys: list[bytes], sub_json: list[bytes],

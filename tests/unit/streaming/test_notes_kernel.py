@@ -79,3 +79,37 @@ def test_hash_inputs_and_quoted(ids):
     assert listed(hashed) == [b"%d:%s" % (len(s), u) for s, u in zip(ids, utf8, strict=True)]
     assert listed(quoted) == [b'"%s"' % u for u in utf8]
     assert notes_kernel.hash_inputs(packed, [10**12] * len(ids)).bounds[-1] == sum(map(len, utf8)) + 14 * len(ids)
+
+
+_INT64 = st.integers(-2**63, 2**63 - 1) | st.sampled_from([-2**63, 2**63 - 1, -1, 0, 9, 10, -10, 99, 100])
+_PADDED = st.builds(lambda a, body, b: a + body + b, st.text(" \t\n\r\x0b\x0c", max_size=3).map(str.encode),
+                    _BYTES, st.text(" \t\n\r\x0b\x0c", max_size=3).map(str.encode))
+
+
+def _listed(strings):
+    return [strings.data[a:b].tobytes() for a, b in zip(strings.bounds[:-1], strings.bounds[1:], strict=True)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_BYTES, _BYTES), min_size=1, max_size=3),
+       st.lists(st.tuples(st.integers(0, 2), _BYTES, _INT64, _INT64, st.none() | _INT64, _PADDED), max_size=8),
+       st.booleans(), _BYTES)
+def test_event_parts_equal_the_format(topics, events, embed, mid):
+    """Per event: ``,"kind":"match","event_id":ID,"topic":T,"partition":%d,"offset":%d,"event_time_ms":%d|null``
+    + mid (+ ``,"event":`` + the raw stripped as ``bytes.strip``) + ``}``, its head up to ``mid``'s end,
+    and ``|topic|partition|offset``; every 64-bit integer in decimal."""
+    events = [(t % len(topics), *rest) for t, *rest in events]
+    n = len(events)
+    got = notes_kernel.event_parts(
+        np.array([e[0] for e in events], dtype=np.int64), notes_kernel.pack([j for j, _ in topics]),
+        notes_kernel.pack([h for _, h in topics]), notes_kernel.pack([e[1] for e in events]),
+        np.array([e[2] for e in events], dtype=np.int64).reshape(n), np.array([e[3] for e in events], dtype=np.int64).reshape(n),
+        np.array([0 if e[4] is None else e[4] for e in events], dtype=np.int64).reshape(n),
+        np.array([e[4] is not None for e in events], dtype=np.bool_).reshape(n),
+        notes_kernel.pack([e[5] for e in events]) if embed else None, mid)
+    heads = [b',"kind":"match","event_id":%s,"topic":%s,"partition":%d,"offset":%d,"event_time_ms":%s%s' % (
+        ident, topics[t][0], p, o, b"null" if ms is None else b"%d" % ms, mid) for t, ident, p, o, ms, _ in events]
+    tails = [b'%s,"event":%s}' % (h, e[5].strip()) if embed else h + b"}" for h, e in zip(heads, events, strict=True)]
+    assert _listed(got.tails) == tails
+    assert [t[:h] for t, h in zip(tails, got.heads.tolist(), strict=True)] == heads
+    assert _listed(got.positions) == [b"%s|%d|%d" % (topics[t][1], p, o) for t, _, p, o, _, _ in events]
