@@ -1,11 +1,11 @@
-"""Numba kernel of bitmark's output: the keys of a chunk's matching slots, per event, sorted."""
+"""Numba kernels of bitmark's output: the keys of a chunk's matching slots, per event, sorted."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-from matchers.bitmark.kernels import _low_bit, _popcount
+from matchers.bitmark.kernels import _holds, _low_bit, _popcount
 
 
 @numba.njit(cache=True, nogil=True)
@@ -124,54 +124,125 @@ def _word_starts(key, n_words):
 @numba.njit(cache=True, nogil=True, inline="always")
 def _emit_ordered(row, hit, e, key, start, tile, out, k):
     """Write at ``out[k:]`` the keys of the slots set in ``row`` (event ``e``'s, in the tiles
-    ``hit`` flags), in slot order, clearing both; returns the new end.  Four keys per word are
-    written whether or not the word has them (a word's first bits are about all at wide
-    intervals) and ``k`` moves by its count: no branch per word (the writes beyond land in
-    the next word's place, or in ``out``'s spare 3).  A word whose keys run on by one
-    (``start``, :func:`_word_starts`) writes its first key plus the bit's position, without
-    reading ``key`` (4 MB at 1,000,000 slots, per event)."""
+    ``hit`` flags), in slot order, clearing both; returns the new end (:func:`emit_words`)."""
     n_words = len(row)
-    last = len(key) - 1
-    high = np.uint64(1) << np.uint64(63)
-    one = np.uint64(1)
     for g in range(hit.shape[1]):
         if not hit[e, g]:
             continue
         hit[e, g] = False
-        for w in range(g * tile, min(n_words, (g + 1) * tile)):
-            m = row[w]
-            row[w] = 0
-            base = w * 64
-            c = _popcount(m)
-            s = start[w]
-            if s >= 0:
-                out[k] = s + _low_bit(m | high)
-                m &= m - one
-                out[k + 1] = s + _low_bit(m | high)
-                m &= m - one
-                out[k + 2] = s + _low_bit(m | high)
-                m &= m - one
-                out[k + 3] = s + _low_bit(m | high)
-                m &= m - one
-                i = k + 4
-                while m:
-                    out[i] = s + _low_bit(m)
-                    m &= m - one
-                    i += 1
-                k += c
-                continue
-            out[k] = key[min(base + _low_bit(m | high), last)]
+        w0, w1 = g * tile, min(n_words, (g + 1) * tile)
+        k = emit_words(row[w0:w1], w0, key, start, out, k)
+        row[w0:w1] = 0
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def emit_words(words, w0, key, start, out, k):
+    """Write at ``out[k:]`` the keys of the slots set in ``words`` (the slot words ``w0``,
+    ``w0 + 1``, ...), in slot order; returns the new end.  Four keys per word are written
+    whether or not the word has them (a word's first bits are about all at wide intervals)
+    and ``k`` moves by its count: no branch per word (the writes beyond land in the next
+    word's place, or in ``out``'s spare 3).  A word whose keys run on by one (``start``,
+    :func:`_word_starts`) writes its first key plus the bit's position, without reading
+    ``key`` (4 MB at 1,000,000 slots, per event).  One call per run of words: a call per word
+    (its arrays' reference counts) made the emission 7x slower."""
+    last = len(key) - 1
+    high = np.uint64(1) << np.uint64(63)
+    one = np.uint64(1)
+    for q in range(len(words)):
+        m = words[q]
+        w = w0 + q
+        base = w * 64
+        c = _popcount(m)
+        s = start[w]
+        if s >= 0:
+            out[k] = s + _low_bit(m | high)
             m &= m - one
-            out[k + 1] = key[min(base + _low_bit(m | high), last)]
+            out[k + 1] = s + _low_bit(m | high)
             m &= m - one
-            out[k + 2] = key[min(base + _low_bit(m | high), last)]
+            out[k + 2] = s + _low_bit(m | high)
             m &= m - one
-            out[k + 3] = key[min(base + _low_bit(m | high), last)]
+            out[k + 3] = s + _low_bit(m | high)
             m &= m - one
             i = k + 4
             while m:
-                out[i] = key[base + _low_bit(m)]
+                out[i] = s + _low_bit(m)
                 m &= m - one
                 i += 1
             k += c
+            continue
+        out[k] = key[min(base + _low_bit(m | high), last)]
+        m &= m - one
+        out[k + 1] = key[min(base + _low_bit(m | high), last)]
+        m &= m - one
+        out[k + 2] = key[min(base + _low_bit(m | high), last)]
+        m &= m - one
+        out[k + 3] = key[min(base + _low_bit(m | high), last)]
+        m &= m - one
+        i = k + 4
+        while m:
+            out[i] = key[base + _low_bit(m)]
+            m &= m - one
+            i += 1
+        k += c
     return k
+
+
+@numba.njit(cache=True, nogil=True)
+def grown(buf, used, need):
+    """``buf`` if it holds ``need`` items, else a copy of its first ``used`` in one at least
+    twice as long."""
+    if len(buf) >= need:
+        return buf
+    more = np.empty(max(need, 2 * len(buf)), dtype=buf.dtype)
+    more[:used] = buf[:used]
+    return more
+
+
+@numba.njit(cache=True, nogil=True)
+def tail_keys(vals, sat_off, sat_pid, slots, n_main, n_slots):
+    """The keys of the unindexed tail's matching slots (``n_main..n_slots-1``, each checked
+    exactly) per event, as CSR ``(offsets, keys)``, in slot order."""
+    n = vals.shape[0]
+    off = np.zeros(n + 1, dtype=np.int64)
+    keys = np.empty(16, dtype=np.int32)
+    k = 0
+    for e in range(n):
+        for s in range(n_main, n_slots):
+            if slots.key[s] >= 0 and _holds(slots, s, vals, e, sat_off, sat_pid):
+                keys = grown(keys, k, k + 1)
+                keys[k] = slots.key[s]
+                k += 1
+        off[e + 1] = k
+    return off, keys[:k]
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_keys(buf, seg, n, tail_off, tail_key, increasing, out):
+    """The keys of a chunk's ``n`` events as CSR from the tile-major keys of
+    :func:`~matchers.bitmark.wide.match_wide` (event ``e``'s in tile ``g`` at
+    ``buf[seg[g * n + e]:seg[g * n + e + 1]]``, in slot order) and the tail's (``tail_off``,
+    ``tail_key``: :func:`tail_keys`): per event its tiles' keys in turn, then its tail's, sorted
+    and made distinct when not strictly increasing (not checked when ``increasing``, see
+    :func:`_word_starts`, and the event has no tail match).  The keys go to ``out`` (int32, at
+    least ``seg[-1] + len(tail_key)`` long); returns the offsets and a view of ``out``."""
+    tiles = (len(seg) - 1) // n if n else 0
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    k = 0
+    for e in range(n):
+        a = k
+        for g in range(tiles):
+            s0, s1 = seg[g * n + e], seg[g * n + e + 1]
+            out[k:k + s1 - s0] = buf[s0:s1]
+            k += s1 - s0
+        t0, t1 = tail_off[e], tail_off[e + 1]
+        out[k:k + t1 - t0] = tail_key[t0:t1]
+        k += t1 - t0
+        if not increasing or t1 > t0:
+            unsorted = False
+            for i in range(a + 1, k):
+                unsorted |= out[i] <= out[i - 1]
+            if unsorted:
+                k = _sort_distinct(out, a, k)
+        offsets[e + 1] = k
+    return offsets, out[:k]

@@ -59,7 +59,7 @@ class Layout(NamedTuple):
 
 
 class Found(NamedTuple):
-    """The matches of a chunk of events, as bitmaps (cleared by ``emit_keys``)."""
+    """The matches of a chunk of events, as bitmaps (cleared by ``emit_keys``; the narrow mode's)."""
 
     surv: np.ndarray  # uint64[events, slot words]: the matching slots of each event
     hit: np.ndarray  # bool[events, tiles]: the tiles of words where each event has matches

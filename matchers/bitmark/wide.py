@@ -10,7 +10,8 @@ the chunk's events are taken per indexed attribute in the order of their values
 and to which the high ends below it are added, while walking the bucket's ends once for all
 of them in increasing order of the value; each event ORs it into its marks (one OR per
 attribute and word).  The ends are packed (:func:`~matchers.bitmark.ends.build_wide_ends`): 4 bytes each, compared
-as integers with limits found once per chunk (:func:`end_limits`).
+as integers with limits found once per chunk (:func:`end_limits`).  The matching slots' keys
+are written from the marks of each tile while they are in the cache (:func:`match_wide`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from matchers.bitmark.emit import emit_words, grown
 from matchers.bitmark.ends import offset_bits
-from matchers.bitmark.kernels import _holds, _low_bit, _popcount
+from matchers.bitmark.kernels import _holds, _low_bit
 
 
 @numba.njit(cache=True, nogil=True)
@@ -148,15 +150,19 @@ def _mark_bucket(layout, lim, mask, rows, order, j, i0, i1, g, tiles, w0, w1, ac
 
 
 @numba.njit(cache=True, nogil=True)
-def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, found_in):
-    """The matching indexed slots of a chunk of events, like
-    :func:`~matchers.bitmark.kernels.match_chunk` (``found_in`` all zero on entry, set for the
-    matches; returns the matches per event), by marking a tile at a time for the whole chunk,
-    an attribute at a time (see the module docstring).  The slots of the check mask that
-    survive the marking are checked exactly."""
-    surv, hit = found_in
+def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, start, buf):
+    """The keys of the matching indexed slots of a chunk of events, by marking a tile at a time
+    for the whole chunk, an attribute at a time (see the module docstring).  The slots of the
+    check mask that survive the marking are checked exactly.
+
+    The keys are written tile after tile, straight from the marks while they are in the cache
+    (no bitmap of the chunk's matching slots, 62 MB at 500 events and 1,000,000 slots, written
+    and read back): event ``e``'s in tile ``g`` at ``buf[seg[g * n + e]:seg[g * n + e + 1]]``,
+    in slot order (:func:`~matchers.bitmark.emit.emit_words`, ``start``: the words' first keys,
+    :func:`~matchers.bitmark.emit._word_starts`); :func:`~matchers.bitmark.emit.gather_keys`
+    makes them CSR.  Returns ``(buf, seg)``: ``buf`` itself, or a longer copy when it was short."""
     n, n_idx = rows.shape
-    live, check = layout.live, layout.check
+    live, check, key = layout.live, layout.check, slots.key
     W = len(live)
     tiles = max(1, (W + tile - 1) // tile)
     order = value_order(vals, rows, layout.idx_col)
@@ -164,7 +170,10 @@ def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, found_in):
     mask = (np.int64(1) << offset_bits(tile)) - 1
     acc = np.empty((n, min(tile, W)), dtype=np.uint64)
     run = np.empty(min(tile, W), dtype=np.uint64)
-    counts = np.zeros(n, dtype=np.int64)
+    found = np.empty(min(tile, W), dtype=np.uint64)  # an event's matching slots in the tile
+    seg = np.zeros(tiles * n + 1, dtype=np.int64)
+    one = np.uint64(1)
+    k = 0
     for w0 in range(0, W, tile):
         w1 = min(W, w0 + tile)
         tw = w1 - w0
@@ -179,26 +188,22 @@ def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, found_in):
                 _mark_bucket(layout, lim, mask, rows, order, j, i0, i1, g, tiles, w0, w1, acc, run)
                 i0 = i1
         checked = False
-        for k in range(tw):
-            checked |= check[w0 + k] != 0
+        for q in range(tw):
+            checked |= check[w0 + q] != 0
         for e in range(n):
-            c = 0
-            for k in range(tw):  # vectorised
-                sure = ~acc[e, k] & ~check[w0 + k]
-                surv[e, w0 + k] = sure
-                c += _popcount(sure)
+            for q in range(tw):  # vectorised
+                found[q] = ~acc[e, q] & ~check[w0 + q]
             if checked:  # the survivors of the check mask, checked exactly
-                for k in range(tw):
-                    w = w0 + k
-                    left = ~acc[e, k] & check[w]
+                for q in range(tw):
+                    w = w0 + q
+                    left = ~acc[e, q] & check[w]
                     while left:
                         b = _low_bit(left)
-                        left &= left - np.uint64(1)
+                        left &= left - one
                         if _holds(slots, w * 64 + b, vals, e, sat_off, sat_pid):
-                            surv[e, w] |= np.uint64(1) << np.uint64(b)
-                            c += 1
-            if c:
-                counts[e] += c
-                hit[e, g] = True
-    return counts
-
+                            found[q] |= one << np.uint64(b)
+            buf = grown(buf, k, k + 64 * tw + 4)  # emit_words writes up to 3 beyond
+            seg[g * n + e] = k
+            k = emit_words(found[:tw], w0, key, start, buf, k)
+    seg[tiles * n] = k
+    return buf, seg

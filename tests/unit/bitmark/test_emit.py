@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matchers.bitmark.emit import _word_starts, emit_keys
+from matchers.bitmark.emit import _word_starts, emit_keys, gather_keys
 
 
 def keys_of(rng: np.random.Generator, n_slots: int, kind: str) -> np.ndarray:
@@ -78,3 +78,31 @@ def test_word_starts():
     key[64:] -= 10  # runs on within each word, but the second word's keys overlap the first's
     start, increasing = _word_starts(key, 2)
     assert start.tolist() == [0, 54] and not increasing
+
+
+def check_gather(seed: int, n_events: int, tiles: int, tail: bool, increasing: bool) -> None:
+    """:func:`gather_keys` against a plain reference: random tile-major segments (empty ones
+    too) and tail keys, increasing per event or not (then sorted and made distinct)."""
+    rng = np.random.default_rng(seed)
+    parts = [[np.sort(rng.choice(1000, rng.integers(0, 6), replace=False)) + 1000 * g if increasing
+              else rng.integers(0, 50, rng.integers(0, 6)) for e in range(n_events)] for g in range(tiles)]
+    seg = np.zeros(tiles * n_events + 1, dtype=np.int64)
+    flat = [x for g in range(tiles) for e in range(n_events) for x in parts[g][e]]
+    for i, (g, e) in enumerate((g, e) for g in range(tiles) for e in range(n_events)):
+        seg[i + 1] = seg[i] + len(parts[g][e])
+    buf = np.array(flat + [-5] * 4, dtype=np.int32)
+    tails = [rng.integers(0, 5000, rng.integers(0, 3)) if tail else np.zeros(0, dtype=np.int64) for _ in range(n_events)]
+    tail_off = np.concatenate([[0], np.cumsum([len(t) for t in tails])]).astype(np.int64)
+    tail_key = np.concatenate([np.zeros(0), *tails]).astype(np.int32)
+    out = np.full(len(flat) + len(tail_key), -9, dtype=np.int32)
+    offsets, found = gather_keys(buf, seg, n_events, tail_off, tail_key, increasing, out)
+    assert offsets[0] == 0 and offsets[-1] == len(found)
+    for e in range(n_events):
+        want = np.unique(np.concatenate([np.zeros(0)] + [parts[g][e] for g in range(tiles)] + [tails[e]]))
+        assert found[offsets[e]:offsets[e + 1]].tolist() == want.astype(int).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 7), st.integers(1, 5), st.booleans(), st.booleans())
+def test_gather_matches_reference(seed, n_events, tiles, tail, increasing):
+    check_gather(seed, n_events, tiles, tail, increasing)

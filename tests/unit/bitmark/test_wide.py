@@ -154,3 +154,57 @@ def test_empty_interval_never_matches(mode):
     more = [Subscription.of(f"x{i}", pred("a", "<=", float(i))) for i in range(8)]
     matcher.add(more)  # over the tail's bound: the next match rebuilds
     check(matcher, subs + more, evs)
+
+
+@pytest.mark.parametrize("n_subs, tile", [(64 * 6, 2), (64 * 6 + 1, 2), (64 * 7 - 1, 3), (1, 1), (130, 64)])
+def test_keys_from_the_marking_on_tile_edges_all_and_none(n_subs, tile):
+    """The keys written straight from the marks (:func:`~matchers.bitmark.wide.match_wide`, then
+    :func:`~matchers.bitmark.emit.gather_keys`): slot counts on and next to word and tile edges,
+    events matching every slot, none, or some; a tail and deletes after the build."""
+    rng = random.Random(n_subs + tile)
+    subs = [Subscription.of(f"s{i}", And((pred("x", "between", (lo, lo + 70.0)), pred("y", ">=", lo / 3))))
+            for i, lo in enumerate(rng.uniform(0, 30) for _ in range(n_subs))]
+    evs = [{"x": 50.0, "y": 100.0}, {"x": -1.0, "y": 100.0}, {"y": 5.0}, {"x": 31.0, "y": 0.0}]
+    evs += [{"x": rng.uniform(-5, 105), "y": rng.uniform(-5, 40)} for _ in range(12)]
+    matcher = wide(tile=tile, tail_min=10**6)
+    matcher.add(subs)
+    assert check(matcher, subs, evs) > 0 and matcher._wide
+    assert len(matcher.match_events(evs[:1])[0]) == n_subs and matcher.match_events(evs[1:3]) == [[], []]
+    more = [Subscription.of(f"t{i}", pred("x", "<=", float(i))) for i in range(5)]
+    matcher.add(more)  # the tail: after the indexed keys, then sorted
+    gone = {s.id for s in subs[::3]}
+    matcher.remove(list(gone))
+    check(matcher, [s for s in subs if s.id not in gone] + more, evs)
+
+
+def test_key_buffer_grows_and_chunks(monkeypatch):
+    """A chunk with more keys than the key buffer holds (it grows inside the kernel and is kept
+    for the next match), and batches cut into several chunks; a pickled copy matches alike."""
+    work = dense(n_subs=3000, n_events=80, d=2, k=1, width=0.95, seed=12)
+    matcher = wide(tile=4)
+    matcher.add(work.subscriptions)
+    assert check(matcher, work.subscriptions, work.events) > 1 << 16
+    assert len(matcher._keys) == 1 and len(matcher._keys[0]) > 1 << 16
+    monkeypatch.setattr("matchers.bitmark.CHUNK_EVENTS", 7)
+    assert check(matcher, work.subscriptions, work.events[:30]) > 0
+    check(pickle.loads(pickle.dumps(matcher)), work.subscriptions, work.events[:10])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_subs=st.integers(1, 400), tile=st.integers(1, 5),
+       width=st.sampled_from([0.5, 0.9, 1.0]))
+def test_hypothesis_keys_from_the_marking(seed, n_subs, tile, width):
+    """Random slot counts and tiles, wide intervals up to the whole span (all match), both modes
+    on the same subscriptions and events."""
+    rng = random.Random(seed)
+    subs = []
+    for i in range(n_subs):
+        lo = rng.uniform(0, 100 * (1 - width))
+        subs.append(Subscription.of(f"s{i}", And((pred("a", "between", (lo, lo + 100 * width)),
+                                                  pred("b", "between", (lo / 2, lo / 2 + 100 * width))))))
+    evs = [{"a": rng.choice([rng.uniform(-1, 101), 0.0, 100.0]), "b": rng.uniform(-1, 101)} for _ in range(8)]
+    for mode in (True, False):
+        matcher = wide(tile=tile, mode=mode)
+        matcher.add(subs)
+        check(matcher, subs, evs)
+        assert matcher._wide is mode
