@@ -13,10 +13,10 @@ Layout, chosen for memory latency (phase 2 is a random walk over the slots):
 * a slot's counter is a uint16 counting down from its size, restored after each
   event by replaying the list of visits; its key is read only on a match;
 * a conjunction of one predicate has no counter: "main" holds its key directly;
-* a folded conjunction is not listed under its predicates that hold on nearly every event
-  (:func:`~matchers.counting.layout.near_always`: negated tests, ``NOT EXISTS``), unless it
-  has no other: these are checked once the others are all satisfied (most events would
-  otherwise visit it for nothing).
+* a conjunction is not listed under its predicates that hold on nearly every event
+  (:func:`~matchers.counting.layout.near_always`: negated tests, ``NOT EXISTS``; chosen as
+  it is added), unless it has no other: these are checked once the others are all
+  satisfied (most events would otherwise visit it for nothing).
 
 Deleted slots get size 0 (their one-predicate entries in "main" a tombstone) and are
 skipped.  Pending and dead entries are folded into a new main, dead slots dropped and
@@ -76,9 +76,9 @@ class CountingMatcher(Matcher):
         self._n_folded = 0  # slots below this are in main (the rest are pending)
         self._size = np.zeros(0, dtype=np.uint16)  # predicates of a slot (0: deleted)
         self._left = np.zeros(0, dtype=np.uint16)  # its triggers (0: deleted); a counter while matching
-        self._n_def = np.zeros(0, dtype=np.uint16)  # its deferred pids, first in _flat (0 while pending)
+        self._n_def = np.zeros(0, dtype=np.uint16)  # its deferred pids, first in its part of _flat
         self._pid_seen = np.zeros(0, dtype=np.int32)  # per pid, while some slot defers one
-        self._deferring = False  # whether some folded slot defers a pid
+        self._deferring = False  # whether some slot defers a pid
         self._slot_key = np.zeros(0, dtype=np.int32)  # key, ~key if the key has several slots
         self._slot_start = np.zeros(0, dtype=np.int32)  # into _flat
         self._flat = np.zeros(0, dtype=np.int32)  # pids of each slot, contiguous
@@ -139,12 +139,16 @@ class CountingMatcher(Matcher):
         self._slot_key = grown(self._slot_key, slot)
         self._slot_start = grown(self._slot_start, slot)
         self._flat = grown(self._flat, f0 + n_pids)
+        lengths = sizes.astype(np.int64)
+        pid_arr, n_def = K.deferred_first(pid_arr, np.cumsum(lengths) - lengths, lengths, self._near_always(pid_arr))
+        triggers = (sizes - n_def).astype(np.int64)
         multi = np.repeat(n_conj > 1, n_conj)
         if (n_conj > 1).any():
             self._multi_top = max(self._multi_top, int(keys[n_conj > 1].max()) + 1)
         self._size[s0:slot] = sizes
-        self._left[s0:slot] = sizes
-        self._n_def[s0:slot] = 0
+        self._left[s0:slot] = triggers
+        self._n_def[s0:slot] = n_def
+        self._deferring |= bool(n_def.any())
         slot_keys = np.repeat(keys, n_conj)
         self._slot_key[s0:slot] = np.where(multi, ~slot_keys, slot_keys)
         self._slot_start[s0:slot] = f0 + np.r_[0, np.cumsum(sizes)[:-1]]
@@ -155,9 +159,9 @@ class CountingMatcher(Matcher):
         self._key_first[keys] = s0 + np.r_[0, np.cumsum(n_conj)[:-1]]
         self._key_count[keys] = n_conj
         self._n_slots, self._n_flat = slot, f0 + n_pids
-        self._pend_pid.append(pid_arr)
-        self._pend_slot.append(np.repeat(np.arange(s0, slot, dtype=np.int32), sizes))
-        self._pend_pairs += n_pids
+        self._pend_pid.append(pid_arr[_triggers(lengths, n_def)])
+        self._pend_slot.append(np.repeat(np.arange(s0, slot, dtype=np.int32), triggers))
+        self._pend_pairs += int(triggers.sum())
         self._pend_csr = None
         if self._pend_pairs > max(self.pending_min, len(self._main_val) // 8):
             self._rebuild()
@@ -195,14 +199,12 @@ class CountingMatcher(Matcher):
             pid_of_old = phase1.renumber()
             if pid_of_old is not None:
                 flat = pid_of_old[flat]
-        starts = (np.cumsum(lengths) - lengths).astype(np.int32)
-        near = self._near_always(flat)
-        flat, self._n_def = K.deferred_first(flat, starts, lengths, near)
+        self._n_def = self._n_def[:n][live]
         self._deferring = bool(self._n_def.any())
         self._size = self._size[:n][live]
         self._left = self._size - self._n_def
         self._slot_key = self._slot_key[:n][live]
-        self._slot_start = starts
+        self._slot_start = (np.cumsum(lengths) - lengths).astype(np.int32)
         self._flat = flat
         self._n_slots, self._n_flat = len(live), len(flat)
         present = np.flatnonzero(self._key_count > 0)
@@ -211,8 +213,7 @@ class CountingMatcher(Matcher):
         value = np.arange(len(live), dtype=np.int32)
         slot_key = self._slot_key[single]
         value[single] = K.encode_single(np.where(slot_key < 0, ~slot_key, slot_key), slot_key < 0)
-        trigger = np.arange(len(flat)) - np.repeat(starts, lengths) >= np.repeat(self._n_def, lengths)
-        self._main_off, self._main_val = K.csr_by_key(phase1.capacity, flat[trigger],
+        self._main_off, self._main_val = K.csr_by_key(phase1.capacity, flat[_triggers(lengths, self._n_def)],
                                                       np.repeat(value, self._left.astype(np.int64)))
         self._n_folded = len(live)
         self._pend_pid, self._pend_slot, self._pend_pairs, self._pend_csr = [], [], 0, None
@@ -239,8 +240,6 @@ class CountingMatcher(Matcher):
 
     # -- matching -------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
-        if self._pend_pairs and not self._n_folded:  # a first build below the fold's threshold: fold it now
-            self._rebuild()
         deferring = self._deferring
         if deferring:
             self._pid_seen = grown(self._pid_seen, self.phase1.capacity)
@@ -282,3 +281,7 @@ class CountingMatcher(Matcher):
         return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
 
 
+def _triggers(lengths: np.ndarray, n_def: np.ndarray) -> np.ndarray:
+    """Mask over the slots' pids (``lengths[i]`` each, contiguous): those past a slot's ``n_def`` deferred ones."""
+    starts = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum())) - np.repeat(starts, lengths) >= np.repeat(n_def, lengths)

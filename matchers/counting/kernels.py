@@ -153,7 +153,7 @@ def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_of
                     v = pend_slot[j]
                     done = _visit(left, visited, nv, v, one)
                     nv += 1
-                    if not done:
+                    if not done or (deferring and not _deferred_hold(flat, slot_start[v], n_def[v], pid_seen, s)):
                         continue
                     key = slot_key[v]
                     if key < 0:
