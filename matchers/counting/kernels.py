@@ -89,8 +89,9 @@ def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_of
     Every satisfied pid walks its values in the main CSR (counted slots and
     one-predicate conjunctions) and its slots in the pending CSR.  A visit decrements
     the slot's ``left`` and records the slot; a slot matches when it reaches 0; the
-    recorded visits are undone after the event (the counters are back to the sizes); a
-    slot with deferred predicates matches only if the event satisfies them too.
+    recorded visits are undone after the event (the counters are back to the sizes).  The
+    entries that complete are listed first and decoded after the walk (which keeps the walk's
+    loop small): a slot with deferred predicates matches only if the event satisfies them too.
     A key is emitted once per event (``key_seen`` holds the stamp of the event that
     last emitted a multi-conjunction key); keys are sorted within the event
     (:func:`~matchers.keysort.sort_distinct`, ``bits`` a zeroed bitmap of the keys).  Returns
@@ -122,6 +123,7 @@ def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_of
         if k + bound > len(out_keys):
             out_keys = enlarged(out_keys, len(out_keys), k + bound + 1024)
         nv = 0
+        nd = k  # the event's completed entries, out_keys[start:nd] (raw values), decoded below
         for i in range(sat_off[e], sat_off[e + 1]):
             pid = sat_pid[i]
             if pid < n_main:
@@ -130,39 +132,39 @@ def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_of
                     if v >= 0:
                         done = _visit(left, visited, nv, v, one)
                         nv += 1
-                        if not done or (deferring and not _deferred_hold(flat, slot_start[v], n_def[v], pid_seen, s)):
-                            continue
-                        key = slot_key[v]
-                        multi = key < 0
-                        if multi:
-                            key = ~key
+                        if done:
+                            out_keys[nd] = v
+                            nd += 1
                     elif v != TOMBSTONE:
-                        u = -v - 2
-                        key = u >> 1
-                        multi = (u & 1) != 0
-                    else:
-                        continue
-                    if multi:
-                        if key_seen[key] == s:
-                            continue
-                        key_seen[key] = s
-                    out_keys[k] = key
-                    k += 1
+                        out_keys[nd] = v
+                        nd += 1
             if pid < n_pend:
                 for j in range(pend_off[pid], pend_off[pid + 1]):
                     v = pend_slot[j]
                     done = _visit(left, visited, nv, v, one)
                     nv += 1
-                    if not done or (deferring and not _deferred_hold(flat, slot_start[v], n_def[v], pid_seen, s)):
-                        continue
-                    key = slot_key[v]
-                    if key < 0:
-                        key = ~key
-                        if key_seen[key] == s:
-                            continue
-                        key_seen[key] = s
-                    out_keys[k] = key
-                    k += 1
+                    if done:
+                        out_keys[nd] = v
+                        nd += 1
+        for t in range(start, nd):  # in place: the keys written never pass the entries read
+            v = out_keys[t]
+            if v >= 0:
+                if deferring and not _deferred_hold(flat, slot_start[v], n_def[v], pid_seen, s):
+                    continue
+                key = slot_key[v]
+                multi = key < 0
+                if multi:
+                    key = ~key
+            else:
+                u = -v - 2
+                key = u >> 1
+                multi = (u & 1) != 0
+            if multi:
+                if key_seen[key] == s:
+                    continue
+                key_seen[key] = s
+            out_keys[k] = key
+            k += 1
         for t in range(nv):
             left[visited[t]] += one
         sort_distinct(out_keys, start, k, bits)
