@@ -12,7 +12,11 @@ Layout, chosen for memory latency (phase 2 is a random walk over the slots):
   operand) order, so the runs of satisfied range predicates read "main" sequentially;
 * a slot's counter is a uint16 counting down from its size, restored after each
   event by replaying the list of visits; its key is read only on a match;
-* a conjunction of one predicate has no counter: "main" holds its key directly.
+* a conjunction of one predicate has no counter: "main" holds its key directly;
+* a conjunction is not listed under its predicates that hold on nearly every event
+  (:func:`~matchers.counting.layout.near_always`: negated tests, ``NOT EXISTS``; chosen as
+  it is added), unless it has no other: these are checked once the others are all
+  satisfied (most events would otherwise visit it for nothing).
 
 Deleted slots get size 0 (their one-predicate entries in "main" a tombstone) and are
 skipped.  Pending and dead entries are folded into a new main, dead slots dropped and
@@ -30,7 +34,7 @@ import numpy as np
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
 from matchers.counting import kernels as K
-from matchers.counting.layout import Conjunctions
+from matchers.counting.layout import Conjunctions, near_always
 from matchers.errors import SubscriptionError
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import Subscription
@@ -70,7 +74,11 @@ class CountingMatcher(Matcher):
         self._n_slots = 0
         self._n_flat = 0
         self._n_folded = 0  # slots below this are in main (the rest are pending)
-        self._left = np.zeros(0, dtype=np.uint16)  # size (0: deleted); a counter while matching
+        self._size = np.zeros(0, dtype=np.uint16)  # predicates of a slot (0: deleted)
+        self._left = np.zeros(0, dtype=np.uint16)  # its triggers (0: deleted); a counter while matching
+        self._n_def = np.zeros(0, dtype=np.uint16)  # its deferred pids, first in its part of _flat
+        self._pid_seen = np.zeros(0, dtype=np.int32)  # per pid, while some slot defers one
+        self._deferring = False  # whether some slot defers a pid
         self._slot_key = np.zeros(0, dtype=np.int32)  # key, ~key if the key has several slots
         self._slot_start = np.zeros(0, dtype=np.int32)  # into _flat
         self._flat = np.zeros(0, dtype=np.int32)  # pids of each slot, contiguous
@@ -125,14 +133,22 @@ class CountingMatcher(Matcher):
         slot, n_pids = s0 + len(sizes), len(pid_arr)
         if f0 + n_pids >= 2**31:
             raise MemoryError("the counting matcher holds at most 2**31 - 1 predicate occurrences")
+        self._size = grown(self._size, slot)
         self._left = grown(self._left, slot)
+        self._n_def = grown(self._n_def, slot)
         self._slot_key = grown(self._slot_key, slot)
         self._slot_start = grown(self._slot_start, slot)
         self._flat = grown(self._flat, f0 + n_pids)
+        lengths = sizes.astype(np.int64)
+        pid_arr, n_def = K.deferred_first(pid_arr, np.cumsum(lengths) - lengths, lengths, self._near_always(pid_arr))
+        triggers = (sizes - n_def).astype(np.int64)
         multi = np.repeat(n_conj > 1, n_conj)
         if (n_conj > 1).any():
             self._multi_top = max(self._multi_top, int(keys[n_conj > 1].max()) + 1)
-        self._left[s0:slot] = sizes
+        self._size[s0:slot] = sizes
+        self._left[s0:slot] = triggers
+        self._n_def[s0:slot] = n_def
+        self._deferring |= bool(n_def.any())
         slot_keys = np.repeat(keys, n_conj)
         self._slot_key[s0:slot] = np.where(multi, ~slot_keys, slot_keys)
         self._slot_start[s0:slot] = f0 + np.r_[0, np.cumsum(sizes)[:-1]]
@@ -143,9 +159,9 @@ class CountingMatcher(Matcher):
         self._key_first[keys] = s0 + np.r_[0, np.cumsum(n_conj)[:-1]]
         self._key_count[keys] = n_conj
         self._n_slots, self._n_flat = slot, f0 + n_pids
-        self._pend_pid.append(pid_arr)
-        self._pend_slot.append(np.repeat(np.arange(s0, slot, dtype=np.int32), sizes))
-        self._pend_pairs += n_pids
+        self._pend_pid.append(pid_arr[_triggers(lengths, n_def)])
+        self._pend_slot.append(np.repeat(np.arange(s0, slot, dtype=np.int32), triggers))
+        self._pend_pairs += int(triggers.sum())
         self._pend_csr = None
         if self._pend_pairs > max(self.pending_min, len(self._main_val) // 8):
             self._rebuild()
@@ -154,13 +170,14 @@ class CountingMatcher(Matcher):
         count = self._key_count[keys].astype(np.int64)
         ends = np.cumsum(count)
         slots = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(self._key_first[keys] - (ends - count), count)
-        sizes = self._left[slots].astype(np.int64)
+        sizes = self._size[slots].astype(np.int64)
         pids = K.gather_segments(self._flat, self._slot_start[slots], sizes)  # the argument types _rebuild gives
         self._dead_pairs += int(sizes.sum())
         single = (sizes == 1) & (slots < self._n_folded)  # folded one-predicate slots: a main entry each
         values = K.encode_single(np.repeat(keys, count)[single], self._slot_key[slots[single]] < 0)
         for pid, value in zip(self._flat[self._slot_start[slots[single]]], values, strict=True):  # int32 as before
             K.tombstone(self._main_off, self._main_val, pid, value)
+        self._size[slots] = 0
         self._left[slots] = 0
         self._key_count[keys] = 0
         distinct, counts = np.unique(pids, return_counts=True)
@@ -171,7 +188,7 @@ class CountingMatcher(Matcher):
     def _rebuild(self) -> None:
         """Fold pending entries into main, drop dead slots and renumber the live ones."""
         n = self._n_slots
-        sizes = self._left[:n].astype(np.int64)
+        sizes = self._size[:n].astype(np.int64)
         live = np.flatnonzero(sizes > 0)
         new_of_old = np.full(n, -1, dtype=np.int64)
         new_of_old[live] = np.arange(len(live))
@@ -182,9 +199,12 @@ class CountingMatcher(Matcher):
             pid_of_old = phase1.renumber()
             if pid_of_old is not None:
                 flat = pid_of_old[flat]
-        self._left = self._left[:n][live]
+        self._n_def = self._n_def[:n][live]
+        self._deferring = bool(self._n_def.any())
+        self._size = self._size[:n][live]
+        self._left = self._size - self._n_def
         self._slot_key = self._slot_key[:n][live]
-        self._slot_start = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int32)
+        self._slot_start = (np.cumsum(lengths) - lengths).astype(np.int32)
         self._flat = flat
         self._n_slots, self._n_flat = len(live), len(flat)
         present = np.flatnonzero(self._key_count > 0)
@@ -193,10 +213,20 @@ class CountingMatcher(Matcher):
         value = np.arange(len(live), dtype=np.int32)
         slot_key = self._slot_key[single]
         value[single] = K.encode_single(np.where(slot_key < 0, ~slot_key, slot_key), slot_key < 0)
-        self._main_off, self._main_val = K.csr_by_key(phase1.capacity, flat, np.repeat(value, lengths))
+        self._main_off, self._main_val = K.csr_by_key(phase1.capacity, flat[_triggers(lengths, self._n_def)],
+                                                      np.repeat(value, self._left.astype(np.int64)))
         self._n_folded = len(live)
         self._pend_pid, self._pend_slot, self._pend_pairs, self._pend_csr = [], [], 0, None
         self._dead_pairs = 0
+
+    def _near_always(self, flat: np.ndarray) -> np.ndarray:
+        """Per pid (over the capacity), whether it is in ``flat`` and holds on nearly every event."""
+        near = np.zeros(self.phase1.capacity, dtype=np.bool_)
+        pids = np.unique(flat)
+        predicate = self.phase1.predicate
+        near[pids] = np.fromiter((near_always(predicate(pid)) for pid in pids.tolist()), dtype=np.bool_,
+                                 count=len(pids))
+        return near
 
     def _pending(self) -> tuple[np.ndarray, np.ndarray]:
         if self._pend_csr is None:
@@ -210,7 +240,11 @@ class CountingMatcher(Matcher):
 
     # -- matching -------------------------------------------------------------------
     def _match(self, batch: EventBatch) -> Matches:
-        conj = Conjunctions(self._main_off, self._main_val, *self._pending(), self._left, self._slot_key)
+        deferring = self._deferring
+        if deferring:
+            self._pid_seen = grown(self._pid_seen, self.phase1.capacity)
+        conj = Conjunctions(self._main_off, self._main_val, *self._pending(), self._left, self._slot_key, self._flat,
+                            self._slot_start, self._n_def, self._pid_seen if deferring else self._pid_seen[:0])
         self._key_seen = grown(self._key_seen, self._multi_top)
         bits = bitmap_for(self.capacity)  # sorts an event's keys
         out_off = np.zeros(batch.n + 1, dtype=np.int64)
@@ -224,6 +258,7 @@ class CountingMatcher(Matcher):
             if self._stamp[0] > STAMP_LIMIT:
                 self._stamp[0] = 0
                 self._key_seen[:] = 0
+                self._pid_seen[:] = 0
             sat_off, sat_pid = self.phase1.satisfied(batch.slice(lo, hi), reuse=True)  # read before the next call
             self._sat_per_event = max(1.0, 1.25 * len(sat_pid) / (hi - lo))
             off = np.empty(hi - lo + 1, dtype=np.int64)
@@ -236,12 +271,17 @@ class CountingMatcher(Matcher):
         return Matches(out_off, out_keys[:k].copy())
 
     def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "_out_keys": np.zeros(1024, dtype=np.int32)}  # scratch: not shipped
+        return {**super().__getstate__(), "_out_keys": np.zeros(1024, dtype=np.int32),  # scratch: not shipped
+                "_pid_seen": np.zeros(0, dtype=np.int32)}
 
     def memory_bytes(self) -> int:
-        arrays: tuple[np.ndarray, ...] = (self._left, self._slot_key, self._slot_start, self._flat, self._key_first, self._key_count,
+        arrays: tuple[np.ndarray, ...] = (self._size, self._left, self._n_def, self._pid_seen, self._slot_key, self._slot_start, self._flat, self._key_first, self._key_count,
                   self._main_off, self._main_val, self._key_seen, self._visited, self._out_keys, *self._pending(),
                   *self._pend_pid, *self._pend_slot)
         return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
 
 
+def _triggers(lengths: np.ndarray, n_def: np.ndarray) -> np.ndarray:
+    """Mask over the slots' pids (``lengths[i]`` each, contiguous): those past a slot's ``n_def`` deferred ones."""
+    starts = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum())) - np.repeat(starts, lengths) >= np.repeat(n_def, lengths)

@@ -9,7 +9,11 @@ Layout (see :mod:`matchers.counting`):
   conjunctions (so the key must be emitted once per event);
 * a CSR from predicate id to int32 values: a value ``v >= 0`` is a counted slot; a
   conjunction of one predicate needs no counter and is stored as its key,
-  ``v = -(2 * key + multi) - 2``; ``v = -1`` is a deleted entry.
+  ``v = -(2 * key + multi) - 2``; ``v = -1`` is a deleted entry;
+* a slot's *deferred* predicates (``n_def`` of them, first in its segment of ``flat``) are
+  not in the CSR: ``left`` counts its other predicates (its *triggers*), and once these are
+  all satisfied the deferred ones are looked up in ``pid_seen`` (the event's stamp on each
+  of its satisfied pids).
 """
 
 from __future__ import annotations
@@ -41,13 +45,53 @@ def _visit(left, visited, nv, v, one):
 
 
 @numba.njit(cache=True, nogil=True)
+def _deferred_hold(flat, start, n, pid_seen, s):
+    """Whether event ``s`` satisfies the ``n`` pids of ``flat`` from ``start`` on."""
+    for j in range(start, start + n):
+        if pid_seen[flat[j]] != s:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def deferred_first(flat, starts, lengths, near):
+    """Each slot's pids (``flat[starts[i]:starts[i] + lengths[i]]``) with its ``near`` ones
+    (``near[pid]``: holds on nearly every event) first, in a new array, and how many of these
+    each slot defers (uint16): all its near ones but the last when it has no other."""
+    out = np.empty(lengths.sum(), dtype=flat.dtype)
+    n_def = np.zeros(len(starts), dtype=np.uint16)
+    k = 0
+    for i in range(len(starts)):
+        a, b = starts[i], starts[i] + lengths[i]
+        d = 0
+        for j in range(a, b):
+            if near[flat[j]]:
+                d += 1
+        if d == lengths[i] and d > 0:
+            d -= 1  # a trigger is needed: the last one
+        n_def[i] = d
+        lo, hi = k, k + d
+        for j in range(a, b):
+            if near[flat[j]] and lo < k + d:
+                out[lo] = flat[j]
+                lo += 1
+            else:
+                out[hi] = flat[j]
+                hi += 1
+        k += lengths[i]
+    return out, n_def
+
+
+@numba.njit(cache=True, nogil=True)
 def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_off, out_keys, base):
     """Count satisfied predicates per conjunction; emit each event's matched keys.
 
     Every satisfied pid walks its values in the main CSR (counted slots and
     one-predicate conjunctions) and its slots in the pending CSR.  A visit decrements
     the slot's ``left`` and records the slot; a slot matches when it reaches 0; the
-    recorded visits are undone after the event (the counters are back to the sizes).
+    recorded visits are undone after the event (the counters are back to the sizes).  The
+    entries that complete are listed first and decoded after the walk (which keeps the walk's
+    loop small): a slot with deferred predicates matches only if the event satisfies them too.
     A key is emitted once per event (``key_seen`` holds the stamp of the event that
     last emitted a multi-conjunction key); keys are sorted within the event
     (:func:`~matchers.keysort.sort_distinct`, ``bits`` a zeroed bitmap of the keys).  Returns
@@ -55,7 +99,8 @@ def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_of
     from ``base`` on.  The buffers are grown, if need be, once per event.  ``conj`` is a
     :class:`~matchers.counting.layout.Conjunctions`.
     """
-    main_off, main_val, pend_off, pend_slot, left, slot_key = conj
+    main_off, main_val, pend_off, pend_slot, left, slot_key, flat, slot_start, n_def, pid_seen = conj
+    deferring = len(pid_seen) > 0
     k = base
     n_main = len(main_off) - 1
     n_pend = len(pend_off) - 1
@@ -71,11 +116,14 @@ def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_of
                 bound += main_off[pid + 1] - main_off[pid]
             if pid < n_pend:
                 bound += pend_off[pid + 1] - pend_off[pid]
+            if deferring:
+                pid_seen[pid] = s
         if bound > len(visited):
             visited = enlarged(visited, len(visited), bound + 1024)
         if k + bound > len(out_keys):
             out_keys = enlarged(out_keys, len(out_keys), k + bound + 1024)
         nv = 0
+        nd = k  # the event's completed entries, out_keys[start:nd] (raw values), decoded below
         for i in range(sat_off[e], sat_off[e + 1]):
             pid = sat_pid[i]
             if pid < n_main:
@@ -84,39 +132,39 @@ def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_of
                     if v >= 0:
                         done = _visit(left, visited, nv, v, one)
                         nv += 1
-                        if not done:
-                            continue
-                        key = slot_key[v]
-                        multi = key < 0
-                        if multi:
-                            key = ~key
+                        if done:
+                            out_keys[nd] = v
+                            nd += 1
                     elif v != TOMBSTONE:
-                        u = -v - 2
-                        key = u >> 1
-                        multi = (u & 1) != 0
-                    else:
-                        continue
-                    if multi:
-                        if key_seen[key] == s:
-                            continue
-                        key_seen[key] = s
-                    out_keys[k] = key
-                    k += 1
+                        out_keys[nd] = v
+                        nd += 1
             if pid < n_pend:
                 for j in range(pend_off[pid], pend_off[pid + 1]):
                     v = pend_slot[j]
                     done = _visit(left, visited, nv, v, one)
                     nv += 1
-                    if not done:
-                        continue
-                    key = slot_key[v]
-                    if key < 0:
-                        key = ~key
-                        if key_seen[key] == s:
-                            continue
-                        key_seen[key] = s
-                    out_keys[k] = key
-                    k += 1
+                    if done:
+                        out_keys[nd] = v
+                        nd += 1
+        for t in range(start, nd):  # in place: the keys written never pass the entries read
+            v = out_keys[t]
+            if v >= 0:
+                if deferring and not _deferred_hold(flat, slot_start[v], n_def[v], pid_seen, s):
+                    continue
+                key = slot_key[v]
+                multi = key < 0
+                if multi:
+                    key = ~key
+            else:
+                u = -v - 2
+                key = u >> 1
+                multi = (u & 1) != 0
+            if multi:
+                if key_seen[key] == s:
+                    continue
+                key_seen[key] = s
+            out_keys[k] = key
+            k += 1
         for t in range(nv):
             left[visited[t]] += one
         sort_distinct(out_keys, start, k, bits)
