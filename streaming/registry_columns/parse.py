@@ -6,8 +6,9 @@ changes out, as columns (step 1 of the registry's wiring plan, ``docs/service.md
 for an expression or :func:`streaming.patterns.registry.pattern_change` for a pattern) and
 returns a row per record: the change (id, op, kind, the record's bytes, an expression's
 subscription packed (:func:`matchers.packed.pack`) or a pattern's text and partition attribute
-(:func:`streaming.registry_columns.view.packed`), expiry, target topic) or its error
-record (``error``: the errors topic's JSON), with the record's position.
+(:func:`streaming.registry_columns.view.packed`), expiry, target topic, and with a routing
+attribute its route hash, :mod:`streaming.routing`) or its error record (``error``: the errors
+topic's JSON), with the record's position.
 No Python object per subscription outlives the call, so it runs in a Spark task
 (:func:`parse_partition`: the match query's tasks call it, :mod:`streaming.match.changes`)
 and the driver gets columns.
