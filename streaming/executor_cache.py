@@ -95,10 +95,6 @@ class IndexSpec:
     def key(self) -> IndexKey:
         return (self.registry, self.matcher, self.shard, self.shards, self.params)
 
-    def holds(self, sub_id: str) -> bool:
-        """Whether an unrouted subscription ``sub_id`` belongs to this index's shard."""
-        return self.shards == 1 or shard_of(sub_id, self.shards) == self.shard
-
 
 @dataclass
 class CachedIndex:

@@ -6,7 +6,10 @@ one same literal ``v`` (a number, a string or a boolean: :func:`required_hashes`
 ``1.0`` are one number, a number and a string are not). Its shard key is ``h(v) + crc32(id) %
 spread`` (:func:`shard_keys`; ``h``, :func:`value_hashes`, is below ``2**31``), the key of
 any other subscription (and of every pattern) its id's CRC-32; its shard is ``key % shards``
-for any number of shards, so the registry stores the key (its ``crc`` column).
+for any number of shards, so the registry stores the key (its ``crc`` column). The parse tasks
+find each expression upsert's ``h(v)`` (:func:`expression_routes`, a column of their rows) and
+the driver only adds the id's part (:func:`shard_keys`); changes parsed without the routing
+(:data:`UNSET`: imports, tools) get theirs on the driver, by the same function.
 
 An event can match a routed subscription of shard ``s`` only if it holds a value ``v`` of the
 attribute with ``(s - h(v)) % shards < spread`` (:class:`EventRoutes`): a shard whose
@@ -32,6 +35,9 @@ from matchers.packed import decode, unpack
 
 NO_ROUTE = -1
 """The route hash of a subscription that is not routed."""
+UNSET = -2
+"""The route hash of a change whose route was not computed (parsed without a routing): the
+registry computes it (:func:`expression_routes`)."""
 UNROUTED = "routing_unrouted"
 """The matcher attribute holding the ids of its index's unrouted subscriptions (a set)."""
 _NUM, _STR, _BOOL = int(Kind.NUM), int(Kind.STR), int(Kind.BOOL)
@@ -145,6 +151,15 @@ def _required_one(blob: bytes, attr: str) -> int:
         if not common:
             return NO_ROUTE
     return int(value_hashes([min(common)])[0]) if common else NO_ROUTE
+
+
+def expression_routes(packed: pa.Array, expressions: np.ndarray, attr: str) -> np.ndarray:
+    """The route hash of each change: :func:`required_hashes` of the ``packed`` expressions where
+    ``expressions`` (a mask: the expression upserts), :data:`NO_ROUTE` elsewhere."""
+    out = np.full(len(expressions), NO_ROUTE, np.int64)
+    if expressions.any():
+        out[expressions] = required_hashes(packed.filter(pa.array(expressions)), attr)
+    return out
 
 
 def shard_keys(crcs: np.ndarray, routes: np.ndarray, spread: int) -> np.ndarray:

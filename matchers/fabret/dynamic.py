@@ -240,9 +240,10 @@ class DynamicMatcher(TwoPhaseMatcher):
         if not marked.any():
             return
         ents = entries[marked]
-        pairs, inverse = np.unique(np.stack([self.store.e_group[ents], widths[marked].astype(np.int32) - 1]),
-                                   axis=1, return_inverse=True)
-        amounts = np.bincount(inverse.ravel(), self.mark_nu[ents], minlength=pairs.shape[1])
-        self._credit(pairs[0], -amounts, pairs[1])
+        # (group, width - 1) pairs once each, as one int64 key (group, then width order: np.unique's of the pairs)
+        keys, inverse = np.unique((self.store.e_group[ents].astype(np.int64) << 32) | (widths[marked].astype(np.int64) - 1),
+                                  return_inverse=True)
+        amounts = np.bincount(inverse.ravel(), self.mark_nu[ents], minlength=len(keys))
+        self._credit(keys >> 32, -amounts, keys & 0xFFFFFFFF)
         self.mark_width[ents] = 0
         self.mark_nu[ents] = 0.0

@@ -22,14 +22,18 @@ machine's other workers), then, per round, ``N`` changes drawn as :func:`scripts
 draws them (a third replace, a third delete, a third new ids) recorded as versions of ``--batch``
 records each and applied one version at a time by
 :func:`~streaming.registry_columns.shards.catch_up` (CPU us per change, best of ``--rounds``);
-then the last round's steps apart on a matcher built again: reading the net changes, unpacking,
-removing every changed id, adding.
+then the last round's steps apart on a matcher built again, as ``catch_up`` takes them: reading
+the net changes, their expression rows as a packed table (:func:`~streaming.registry_columns.shards.packed_rows`),
+removing every changed id (the bulk :meth:`Matcher.remove`, by key where the index deletes so;
+the replaced ids' removal, which ``add_packed`` does itself in ``catch_up``, counted here),
+:meth:`Matcher.add_packed` of the rows.
 
 ``--remove N`` times deletes from a matcher that deletes by key (``--matcher``, default
 ``dynamic``) of the ``--subs`` (added as packed rows, a shard's form): per round, ``N`` random ids
 removed in calls of ``--batch`` and added again (untimed), once by the bulk remove and once by
-the per-id remove it replaced (:func:`per_id_remove`), interleaved; CPU us per removed id, best
-of ``--rounds``, the load printed.
+the per-id remove it replaced (:func:`per_id_remove`), and for the dynamic matcher once by the
+bulk remove with the ``_unmark`` it replaced (:func:`pairwise_unmark`), interleaved; CPU us per
+removed id, best of ``--rounds``, the load printed.
 
 ``--matched N`` times :func:`streaming.notifications.matched` of ``--events`` events of ``--wide``
 matches each, keys drawn from ``N`` ids held packed (a :class:`~matchers.subtable.SubscriptionTable`,
@@ -176,7 +180,8 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name:
         build_shard,
         catch_up,
         changes_after,
-        subscriptions,
+        expressions,
+        packed_rows,
     )
 
     records = list(subscription_records(workload_subscriptions(n_subs, seed=1)))
@@ -208,19 +213,20 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name:
             totals.append(time.process_time() - t0)
             if twin is None:
                 continue
-            for a, b in zip(vs, vs[1:], strict=False):  # the steps apart, on the copy
+            for a, b in zip(vs, vs[1:], strict=False):  # catch_up's steps apart, on the copy
                 t = [time.process_time()]
                 net = changes_after(tmp, a, b, 0, 1)
                 ups = (net.column("op").to_numpy() == UPSERT) & (net.column("kind").to_numpy() == EXPRESSION)
                 t.append(time.process_time())
-                subs = list(subscriptions(net))
+                joining = packed_rows(expressions(net))
                 t.append(time.process_time())
-                twin.remove(net.column("id").to_pylist())  # replaced ids too: apart from their insert
+                twin.remove(net.column("id").to_pylist())  # bulk, _delete_keys; replaced ids too (add_packed's part)
                 t.append(time.process_time())
-                twin.add(subs)
+                twin.add_packed(joining)
                 t.append(time.process_time())
                 steps += np.diff(t)
-                assert len(subs) == int(ups.sum())
+                assert len(joining) == int(ups.sum())
+            assert len(twin) == len(matcher)  # both at the round's last version
     load = load_avg()
     us = min(totals) / n_changes * 1e6
     print(f"{n_subs:,} Fabret W1 subscriptions, {name} matcher ({matcher.describe()['matcher']}); load: {load}")
@@ -229,7 +235,8 @@ def catch_up_figures(n_subs: int, n_changes: int, batch: int, rounds: int, name:
     print(f"  catch_up {n_changes:,} changes in versions of {batch:,}: {us:.1f} us/change (CPU, best of "
           f"{rounds}: {', '.join(f'{t / n_changes * 1e6:.1f}' for t in totals)})")
     print("  apart (us/change): " + ", ".join(f"{step} {v / n_changes * 1e6:.1f}" for step, v in
-                                             zip(("read/net", "unpack", "remove", "add"), steps, strict=True)))
+                                             zip(("read/net", "packed rows", "remove", "add_packed"), steps,
+                                                 strict=True)))
 
 
 def _registry(directory: str, n_subs: int) -> int:
@@ -412,6 +419,27 @@ def per_predicate_delete(matcher, entries: list) -> None:
     matcher._changed(len(entries))
 
 
+def pairwise_unmark(matcher, entries: np.ndarray) -> None:
+    """The dynamic matcher's ``_unmark`` before the int64 keys (56f798e): the (group, width)
+    pairs made distinct by ``np.unique(axis=1)`` of a 2-row array."""
+    from matchers.arrays import grown
+
+    if len(entries) == 0:
+        return
+    matcher.mark_width = grown(matcher.mark_width, matcher.store.e_top, 0)
+    widths = matcher.mark_width[entries]
+    marked = widths > 0
+    if not marked.any():
+        return
+    ents = entries[marked]
+    pairs, inverse = np.unique(np.stack([matcher.store.e_group[ents], widths[marked].astype(np.int32) - 1]),
+                               axis=1, return_inverse=True)
+    amounts = np.bincount(inverse.ravel(), matcher.mark_nu[ents], minlength=pairs.shape[1])
+    matcher._credit(pairs[0], -amounts, pairs[1])
+    matcher.mark_width[ents] = 0
+    matcher.mark_nu[ents] = 0.0
+
+
 def remove_figures(n_subs: int, n_remove: int, batch: int, rounds: int, name: str) -> None:
     """Print CPU us per removed id, bulk remove vs the per-id remove (see the module docstring)."""
     import gc
@@ -428,24 +456,30 @@ def remove_figures(n_subs: int, n_remove: int, batch: int, rounds: int, name: st
     by_id = {s.id: s for s in subs}
     rng = random.Random(1)
     times: dict[str, list[float]] = {"bulk": [], "per-id": []}
+    unmark = getattr(type(matcher), "_unmark", None)
+    if unmark is not None:  # the dynamic matcher: also with the _unmark it replaced
+        times["bulk, pairwise unmark"] = []
     for r in range(rounds):
         for way in kit.interleaved(list(times), r):
             ids = rng.sample(sorted(by_id), n_remove)
-            remove = type(matcher)._remove.__get__(matcher) if way == "bulk" else \
+            remove = type(matcher)._remove.__get__(matcher) if way != "per-id" else \
                 (lambda got: per_id_remove(matcher, got))
+            if way == "bulk, pairwise unmark":
+                matcher._unmark = pairwise_unmark.__get__(matcher)  # type: ignore[attr-defined]  # on one instance
             gc.collect()
             t = 0.0
             for i in range(0, n_remove, batch):
                 t0 = time.process_time()
                 remove(ids[i:i + batch])
                 t += time.process_time() - t0
+            matcher.__dict__.pop("_unmark", None)
             matcher.add_packed(SubscriptionTable.pack([by_id[i] for i in ids]))
             times[way].append(t / n_remove * 1e6)
             print(f"  {way}: {times[way][-1]:.1f} us/id; load: {load_avg()}", flush=True)
     assert len(matcher) == n_subs
     print(f"{n_subs:,} Fabret W1 subscriptions held packed, {name}: remove {n_remove:,} ids in calls of {batch:,}, "
-          f"CPU us per id (best of {rounds}): bulk {min(times['bulk']):.1f}, per-id {min(times['per-id']):.1f}; "
-          f"load: {load_avg()}")
+          f"CPU us per id (best of {rounds}): " + ", ".join(f"{way} {min(t):.1f}" for way, t in times.items())
+          + f"; load: {load_avg()}")
 
 
 def matched_figures(n_ids: int, n_events: int, wide: int, rounds: int) -> None:

@@ -83,10 +83,12 @@ def read_records(kafka: KafkaClientConfig, ranges: Iterable[OffsetRange]) -> pa.
 
 def parse_subscription_records(records: pa.Table, parse: SubscriptionParser | None = None,
                                max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
-                               targets: bool = False) -> pa.Table:
+                               targets: bool = False, route_by: str = "") -> pa.Table:
     """The :data:`~streaming.registry_columns.parse.PARSED_SCHEMA` rows of a batch's records (in
-    their order: :func:`~streaming.registry_columns.admit.admit` judges them in offset order)."""
-    parsed = [parse_records(rb, parse, max_terms, limits, targets) for rb in records.to_batches() if rb.num_rows]
+    their order: :func:`~streaming.registry_columns.admit.admit` judges them in offset order;
+    ``route_by``: the registry's routing attribute, ``match.route_by``)."""
+    parsed = [parse_records(rb, parse, max_terms, limits, targets, route_by) for rb in records.to_batches()
+              if rb.num_rows]
     return pa.Table.from_batches(parsed, schema=PARSED_SCHEMA)
 
 
@@ -103,7 +105,8 @@ def register_records(registry: ColumnRegistry, batch_id: int, records: pa.Table,
     """A batch of subscription records (:data:`RECORD_SCHEMA`, expressions and patterns) parsed,
     judged and recorded on the driver, as the match query's step does it
     (:meth:`streaming.match.job.MatchJob.process`, without tasks): for tools and tests."""
-    parsed = parse_subscription_records(records, limits=limits, targets=tenants is not None)
+    parsed = parse_subscription_records(records, limits=limits, targets=tenants is not None,
+                                        route_by=registry.routing.attr if registry.routing else "")
     admitted = admit(parsed, registry, batch_id, tenants, topic_exists, now, errors_topic)
     return registry.apply(batch_id, admitted.changes, admitted.now), admitted
 
@@ -171,23 +174,23 @@ def _stream(batches: Iterable[pa.RecordBatch]) -> bytes:
 
 def parse_ranges(numbers: Iterable[int], kafka: KafkaClientConfig, todo: Sequence[tuple[OffsetRange, ...]],
                  max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
-                 targets: bool = False) -> Iterator[bytes]:
+                 targets: bool = False, route_by: str = "") -> Iterator[bytes]:
     """What a parse task of ranges runs: the records of its ranges (``todo[i]`` for each ``i``
     of ``numbers``, a partition of ``parallelize(range(len(todo)))``) read from Kafka and parsed
     (:func:`~streaming.registry_columns.parse.parse_partition`), yielded as one Arrow IPC
     stream of :data:`PARSED_SCHEMA` rows."""
     batches = (rb for i in numbers for rng in todo[i] for rb in read_range(kafka, rng))
-    yield _stream(parse_partition(batches, max_terms, limits, targets))
+    yield _stream(parse_partition(batches, max_terms, limits, targets, route_by))
 
 
-def driver_parse(records: pa.Table, max_terms: int = DEFAULT_MAX_TERMS,
-                 limits: LimitsSettings = DEFAULT_LIMITS) -> tuple[pa.Table, pa.Table]:
+def driver_parse(records: pa.Table, max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
+                 route_by: str = "") -> tuple[pa.Table, pa.Table]:
     """The rows of the records (:data:`RECORD_SCHEMA`) the fast parse takes, and the other
     records (for the general path: on the driver or in tasks)."""
     done, rest = [], []
     for rb in records.to_batches():
         if rb.num_rows:
-            rows, other = parse_fast(rb, max_terms, limits)
+            rows, other = parse_fast(rb, max_terms, limits, route_by)
             done.append(rows)
             rest.append(other)
     return pa.Table.from_batches(done, schema=PARSED_SCHEMA), pa.Table.from_batches(rest, schema=RECORD_SCHEMA)
@@ -206,19 +209,20 @@ def general_tasks(records: pa.Table, slots: int, task_records: int = GENERAL_TAS
 
 
 def parse_blobs(blobs: Iterable[bytes], max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
-                targets: bool = False) -> Iterator[bytes]:
+                targets: bool = False, route_by: str = "") -> Iterator[bytes]:
     """What a parse task of records runs: the records of each of ``blobs`` (a partition of
     :func:`general_tasks`' list) parsed by the general path (the driver's fast parse refused
     them), yielded as one Arrow IPC stream of :data:`PARSED_SCHEMA` rows."""
     parse = default_parser()
     batches = (rb for blob in blobs for rb in pa.ipc.open_file(blob).read_all().to_batches())
-    yield _stream(parse_records(rb, parse, max_terms, limits, targets) for rb in batches if rb.num_rows)
+    yield _stream(parse_records(rb, parse, max_terms, limits, targets, route_by) for rb in batches if rb.num_rows)
 
 
 def parse_in_tasks(sc: SparkContext, kafka: KafkaClientConfig, ranges: Sequence[OffsetRange],
                    max_terms: int = DEFAULT_MAX_TERMS, limits: LimitsSettings = DEFAULT_LIMITS,
                    targets: bool = False, task_records: int = TASK_RECORDS,
-                   driver_records: int | None = None, general_records: int | None = None) -> pa.Table:
+                   driver_records: int | None = None, general_records: int | None = None,
+                   route_by: str = "") -> pa.Table:
     """The rows of the subscription records in ``ranges`` (as :func:`parse_subscription_records`
     gives them, in no particular order), read and parsed by Spark tasks: one RDD job
     (:func:`parse_tasks`, :func:`parse_ranges`); the driver gets columns.
@@ -227,21 +231,24 @@ def parse_in_tasks(sc: SparkContext, kafka: KafkaClientConfig, ranges: Sequence[
     are read by the driver (:func:`read_records`), which parses those the fast parse takes
     (:func:`driver_parse`) and the others too when they are fewer than ``general_records``
     (:data:`GENERAL_RECORDS`); when they are more, one RDD job parses them
-    (:func:`general_tasks`, :func:`parse_blobs`). Every path gives the same rows.
+    (:func:`general_tasks`, :func:`parse_blobs`). Every path gives the same rows, with their
+    routes by ``route_by`` (``match.route_by``: the registry's routing) found where they are parsed.
     """
     count = sum(max(0, r.end - r.start) for r in ranges)
     if count < max(1, DRIVER_RECORDS if driver_records is None else driver_records):  # none: no job, no read
-        done, rest = driver_parse(read_records(kafka, ranges), max_terms, limits)
+        done, rest = driver_parse(read_records(kafka, ranges), max_terms, limits, route_by)
         if rest.num_rows < max(1, GENERAL_RECORDS if general_records is None else general_records):
-            general = [parse_records(rb, default_parser(), max_terms, limits, targets) for rb in rest.to_batches()]
+            general = [parse_records(rb, default_parser(), max_terms, limits, targets, route_by)
+                       for rb in rest.to_batches()]
             return pa.Table.from_batches([*done.to_batches(), *general], schema=PARSED_SCHEMA)
         blobs = general_tasks(rest, sc.defaultParallelism)
         streams = sc.parallelize(blobs, len(blobs)).mapPartitions(
-            partial(parse_blobs, max_terms=max_terms, limits=limits, targets=targets)).collect()
+            partial(parse_blobs, max_terms=max_terms, limits=limits, targets=targets, route_by=route_by)).collect()
         return pa.concat_tables([done, *(pa.ipc.open_stream(b).read_all() for b in streams)])
     todo = parse_tasks(ranges, sc.defaultParallelism, task_records)
     streams = sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
-        partial(parse_ranges, kafka=kafka, todo=todo, max_terms=max_terms, limits=limits, targets=targets)).collect()
+        partial(parse_ranges, kafka=kafka, todo=todo, max_terms=max_terms, limits=limits, targets=targets,
+                route_by=route_by)).collect()
     tables = [pa.ipc.open_stream(blob).read_all() for blob in streams]
     return pa.concat_tables(tables) if tables else PARSED_SCHEMA.empty_table()
 

@@ -215,7 +215,7 @@ class MatchJob:
         sub_topics = self.subscription_topics
         parsed = parse_in_tasks(self.spark.sparkContext, self.client_config,
                                 [r for r in ranges if r.topic in sub_topics], m.max_terms, self.settings.limits,
-                                self.tenants is not None)
+                                self.tenants is not None, route_by=m.route_by)
         t_parsed = time.perf_counter()
         admitted = admit(parsed, self.registry, batch_id, self.tenants, self.topic_exists, time.time(), k.errors_topic)
         now = admitted.now  # a replay's: the time it recorded

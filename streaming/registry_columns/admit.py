@@ -44,6 +44,7 @@ from streaming.registry_columns.columns import (
 )
 from streaming.registry_columns.parse import ERROR, PARSED_SCHEMA
 from streaming.registry_columns.registry import ColumnRegistry
+from streaming.routing import UNSET
 from streaming.tenants import OPERATOR, SEP, Tenants
 
 ERRORS_SCHEMA = pa.schema([("topic", pa.string()), ("value", pa.binary())])
@@ -110,7 +111,7 @@ def admit(parsed: pa.Table | pa.RecordBatch | Sequence[pa.RecordBatch], registry
 
 _NARROW = ("id", "op", "kind", "expires", "target", "predicates", "topic", "partition", "offset")
 """The columns of the parsed rows :func:`admit` judges by; the others (the record's bytes, the
-packed subscription, the error record and the key) are taken only for the rows that need
+packed subscription, its route, the error record and the key) are taken only for the rows that need
 them (:class:`_Wide`), without a copy of the whole batch's bytes in record order."""
 
 
@@ -209,7 +210,8 @@ def _judged(rows: pa.Table, at: np.ndarray, wide: _Wide, state: IdColumns, tenan
         codes.dictionary.take(pa.array(np.where(is_move, moved[src], out_id[src]))),
         np.where(is_move, DELETE, op[src]).astype(np.int8), np.where(is_move, 0, kind[src]),
         wide.at("record", at[src]), np.where(is_move, np.nan, rows.column("expires").to_numpy()[src]),
-        tenant.take(source), np.where(is_move, 0, preds[src]), wide.at("packed", at[src]))
+        tenant.take(source), np.where(is_move, 0, preds[src]), wide.at("packed", at[src]),
+        pc.fill_null(wide.at("route", at[src]), UNSET).to_numpy())
     return changes, refusal != 0, reasons
 
 

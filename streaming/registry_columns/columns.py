@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from matchers.errors import PubSubError
 from streaming.registry_columns import kernels
+from streaming.routing import UNSET
 from streaming.tenants import targets_of
 
 UPSERT, DELETE = 0, 1
@@ -45,13 +46,14 @@ class ChangeBatch(NamedTuple):
     tenants: pa.Array
     predicates: np.ndarray
     packed: pa.Array
+    routes: np.ndarray
 
     def __len__(self) -> int:
         return len(self.ids)
 
     @classmethod
     def of(cls, ids, ops, kinds=None, records=None, expires=None, tenants=None, predicates=None,
-           packed=None) -> ChangeBatch:
+           packed=None, routes=None) -> ChangeBatch:
         """Checked columns of changes.
 
         Parameters
@@ -65,6 +67,9 @@ class ChangeBatch(NamedTuple):
         predicates : each expression upsert's predicate count (the tenants' quota; 0 when omitted).
         packed : each expression upsert's subscription packed (:func:`matchers.packed.pack`),
             each pattern upsert's text and partition attribute (:func:`.view.packed`); ignored for a delete.
+        routes : each expression upsert's route hash by the registry's routing, as the parse tasks
+            find it (:func:`streaming.routing.expression_routes`); :data:`~streaming.routing.UNSET`
+            (all when omitted): the registry computes it.
 
         Raises
         ------
@@ -103,13 +108,18 @@ class ChangeBatch(NamedTuple):
         if np.asarray(pk.is_null().to_numpy(zero_copy_only=False))[upsert].any():
             raise ChangeBatchError("every upsert needs its packed subscription or pattern")
         pk = _where_null(pk, ~upsert)
-        return cls(ids, op_codes, kind_codes, recs, exp, ten, np.where(upsert, preds, 0).astype(np.int32), pk)
+        rts = np.full(n, UNSET, np.int64) if routes is None else np.asarray(routes, np.int64)
+        if rts.shape != (n,) or (rts < UNSET).any() or (rts >= 2**31).any():
+            raise ChangeBatchError(f"routes: {n} route hashes in [{UNSET}, 2**31) needed")
+        return cls(ids, op_codes, kind_codes, recs, exp, ten, np.where(upsert, preds, 0).astype(np.int32), pk,
+                   np.where(upsert & (kind_codes == EXPRESSION), rts, UNSET))
 
     def take(self, rows: np.ndarray) -> ChangeBatch:
         """The changes at ``rows``."""
         idx = pa.array(rows, pa.int64())
         return ChangeBatch(self.ids.take(idx), self.ops[rows], self.kinds[rows], self.records.take(idx),
-                           self.expires[rows], self.tenants.take(idx), self.predicates[rows], self.packed.take(idx))
+                           self.expires[rows], self.tenants.take(idx), self.predicates[rows], self.packed.take(idx),
+                           self.routes[rows])
 
     @classmethod
     def concat(cls, parts: Sequence[ChangeBatch]) -> ChangeBatch:

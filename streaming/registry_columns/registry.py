@@ -13,7 +13,8 @@ runs it once the batch before is committed), so that a replay of the batch that 
 snapshot still finds the version before it (:meth:`columns_at`).
 
 With a routing (``match.route_by``, :mod:`streaming.routing`) an expression's shard key (the
-``crc`` column) is computed here from its packed form; an upsert that changes a live id's key
+``crc`` column) is its route hash, which the parse tasks found (computed here for changes parsed
+without it), plus its id's part; an upsert that changes a live id's key
 (its route value changed, or it became routed or unrouted) is written after a delete of the id
 under its old key in the same delta, so that its old shard drops it and its new one takes it
 (a reader keeps the last row of each id). The routing is recorded in ``routing.json`` when the
@@ -315,9 +316,10 @@ class ColumnRegistry:
         moved = np.zeros(len(net), np.bool_)
         if self.routing is not None:
             expr = (net.ops == UPSERT) & (net.kinds == EXPRESSION)
-            hashes = np.full(len(net), routes.NO_ROUTE, np.int64)
-            if expr.any():
-                hashes[expr] = routes.required_hashes(net.packed.filter(pa.array(expr)), self.routing.attr)
+            hashes = np.where(expr, net.routes, routes.NO_ROUTE)
+            unset = hashes == routes.UNSET  # parsed without the routing: computed here
+            if unset.any():
+                hashes[unset] = routes.expression_routes(net.packed, unset, self.routing.attr)[unset]
             keys = routes.shard_keys(crcs, hashes, self.routing.spread)
             rows = self.columns.find(net.ids)
             live = before != 0

@@ -3,13 +3,15 @@ entries' predicate ids gathered at once, released by id with PredicateIndex.rele
 against the per-id remove and per-entry, per-predicate delete they replaced,
 ``add`` of the survivors and the oracle (the counting matcher's, which releases the same way,
 against the last two): deletes, re-adds and replaces interleaved (packed or
-not), predicates shared by removed and kept subscriptions, and counts reaching zero."""
+not), predicates shared by removed and kept subscriptions, and counts reaching zero; the dynamic
+matcher's ``_unmark`` against the pairwise one it replaced."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,10 +21,10 @@ from matchers.expr import Subscription
 from matchers.language import parse_subscription
 from matchers.packed import pack, unpack
 from matchers.subtable import SubscriptionTable
-from scripts.bench.packed import per_id_remove, per_predicate_delete
+from scripts.bench.packed import pairwise_unmark, per_id_remove, per_predicate_delete
 from tests import differential
 from tests.strategies import random_event, random_subscriptions
-from tests.unit.fabret.test_fabret import CONFIGS, IDS, check_store
+from tests.unit.fabret.test_fabret import CONFIGS, IDS, SMALL_DYNAMIC, check_store
 
 
 def check(m, live: dict[str, Subscription], evs: list[dict]) -> None:
@@ -132,3 +134,51 @@ def test_a_predicate_shared_by_removed_and_kept_subscriptions_stays():
     assert {str(p): n for p, n in _refs(m).items()} == {"x = 1": 1, "z < 3": 1}
     assert gone in ix._free
     check(m, {"b": subs[1]}, [{"x": 1}, {"z": 1}, {"y": 5}])
+
+
+@pytest.mark.parametrize("params", [SMALL_DYNAMIC, dict(SMALL_DYNAMIC, max_schema=2), {}], ids=["small", "pairs", "default"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_unmark_by_int64_keys_equals_the_pairwise_unmark(params, seed):
+    """The dynamic matcher's ``_unmark`` (the (group, width) pairs as int64 keys) against the
+    ``np.unique(axis=1)`` one it replaced: the same benefits (bit for bit), marks, tables and
+    matches through removes, re-adds, replaces and maintenance."""
+    rng = random.Random(seed)
+    subs = random_subscriptions(rng, 300)
+    evs = [random_event(rng) for _ in range(60)]
+    new, old = create("dynamic", **params), create("dynamic", **params)
+    old._unmark = pairwise_unmark.__get__(old)  # the one replaced, on one instance
+    calls = [0]
+    unmark = new._unmark
+
+    def counted(entries):
+        width = new.mark_width  # not grown yet: entries past it are unmarked
+        calls[0] += int((width[entries[entries < len(width)]] > 0).sum())
+        unmark(entries)
+
+    new._unmark = counted  # counts the marked entries taken back
+    live = {s.id: s for s in subs[:200]}
+    for m in (new, old):
+        m.add(subs[:200])
+    for step in range(6):
+        for m in (new, old):
+            m.match_events(evs)  # events drive the statistics and maintenance
+        gone = rng.sample(sorted(live), rng.choice([5, 30, 80]))
+        replaced = [Subscription.of(i, s.expr) for i, s in zip(rng.sample(sorted(set(live) - set(gone)), 10),
+                                                                 rng.sample(subs, 10), strict=True)]
+        back = [live[i] for i in gone[::2]]
+        for m in (new, old):
+            m.remove(gone)
+            m.add(replaced)
+            m.add_packed(SubscriptionTable.pack(back)) if step % 2 else m.add(back)
+            m.maintain()
+        for i in gone:
+            del live[i]
+        live.update({s.id: s for s in replaced + back})
+        n = len(old.benefit)
+        assert np.array_equal(new.benefit[:n], old.benefit) and not new.benefit[n:].any()
+        assert np.array_equal(new.mark_width[:len(old.mark_width)], old.mark_width[:len(new.mark_width)])
+        assert (new.tables_created, new.tables_deleted, new.moves) == (old.tables_created, old.tables_deleted, old.moves)
+        assert new.match_events(evs) == old.match_events(evs)
+        for m in (new, old):  # both see the same events: they drive the statistics
+            check(m, live, evs)
+    assert calls[0] > 0 or not params  # marked entries were taken back (the small thresholds')

@@ -124,6 +124,7 @@ def record_batch(registry: ColumnRegistry, batch_id: int, records: pa.Table, now
                  tenants: Tenants | None = None, topic_exists: Any = lambda topic: True) -> tuple:
     """What the driver does with a batch's subscription records (:meth:`MatchJob._process`):
     ``(applied, the batch's time, admitted)``."""
-    parsed = parse_subscription_records(records, targets=tenants is not None)
+    parsed = parse_subscription_records(records, targets=tenants is not None,
+                                        route_by=registry.routing.attr if registry.routing else "")
     admitted = admit(parsed, registry, batch_id, tenants, topic_exists, now)
     return registry.apply(batch_id, admitted.changes, admitted.now), admitted.now, admitted

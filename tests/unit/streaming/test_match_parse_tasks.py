@@ -53,7 +53,8 @@ def _sorted(table: pa.Table) -> list[dict]:
 
 
 @pytest.mark.parametrize("targets", [False, True])
-def test_the_tasks_rows_are_the_drivers(monkeypatch, targets):
+@pytest.mark.parametrize("route_by", ["", "a0"])
+def test_the_tasks_rows_are_the_drivers(monkeypatch, targets, route_by):
     records = _records()
     by_partition = {p: records.filter(pa.compute.equal(records.column("partition"), p)) for p in range(3)}
 
@@ -67,9 +68,11 @@ def test_the_tasks_rows_are_the_drivers(monkeypatch, targets):
     ranges = [OffsetRange("subs", p, 0, by_partition[p].num_rows) for p in range(3)]
     todo = parse_tasks(ranges, 5, 7)
     assert len(todo) == 5
-    streams = [blob for i in range(len(todo)) for blob in parse_ranges([i], None, todo, targets=targets)]
+    streams = [blob for i in range(len(todo))
+               for blob in parse_ranges([i], None, todo, targets=targets, route_by=route_by)]
     tasks = pa.concat_tables(pa.ipc.open_stream(b).read_all() for b in streams)
-    driver = parse_subscription_records(records, targets=targets)
+    driver = parse_subscription_records(records, targets=targets, route_by=route_by)
+    assert (tasks.column("route").null_count == tasks.num_rows) == (not route_by)
     assert tasks.schema == driver.schema == PARSED_SCHEMA
     assert _sorted(tasks) == _sorted(driver)
     assert tasks.num_rows == records.num_rows  # one row, so at most one error record, per record
@@ -125,13 +128,14 @@ def _mixed(rng: random.Random, n: int) -> pa.Table:
                     schema=changes.RECORD_SCHEMA)
 
 
-def _in_tasks(monkeypatch, records: pa.Table, general_records: int, targets: bool = False) -> tuple[pa.Table, int]:
+def _in_tasks(monkeypatch, records: pa.Table, general_records: int, targets: bool = False,
+              route_by: str = "") -> tuple[pa.Table, int]:
     """:func:`parse_in_tasks` of ``records`` (read from the table) and the jobs it ran."""
     monkeypatch.setattr(changes, "read_records", lambda kafka, ranges: records)
     _Context.jobs = 0
     ranges = [OffsetRange("subs", p, 0, records.num_rows) for p in (0,)]
     got = changes.parse_in_tasks(_Context(), None, ranges, targets=targets,  # type: ignore[arg-type]  # the stand-in job
-                                 general_records=general_records)
+                                 general_records=general_records, route_by=route_by)
     return got, _Context.jobs
 
 
@@ -140,15 +144,16 @@ def _in_tasks(monkeypatch, records: pa.Table, general_records: int, targets: boo
 def test_below_and_above_the_general_bound_the_rows_are_the_all_driver_paths(monkeypatch, seed, targets):
     rng = random.Random(seed)
     records = _mixed(rng, rng.randint(1, 80))
-    want = _sorted(parse_subscription_records(records, targets=targets))
+    route_by = "a0" if seed % 2 else ""  # the routes found where the rows are parsed
+    want = _sorted(parse_subscription_records(records, targets=targets, route_by=route_by))
     done, rest = changes.driver_parse(records)
     refused = rest.num_rows
     assert done.num_rows + refused == records.num_rows
     for bound, jobs in ((refused + 1, 0), (refused, 1 if refused else 0), (1, 1 if refused else 0)):
-        got, ran = _in_tasks(monkeypatch, records, bound, targets)
+        got, ran = _in_tasks(monkeypatch, records, bound, targets, route_by)
         assert ran == jobs
         assert got.schema == PARSED_SCHEMA and _sorted(got) == want
-        again, _ = _in_tasks(monkeypatch, records, bound, targets)  # a replay: the same rows
+        again, _ = _in_tasks(monkeypatch, records, bound, targets, route_by)  # a replay: the same rows
         assert _sorted(again) == want
     assert got.num_rows == records.num_rows  # one row, so at most one error record, per record
 

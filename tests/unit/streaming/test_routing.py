@@ -3,7 +3,7 @@ registry's shards hold each expression where its route value (or, unrouted, its 
 move between shards as their expressions change, and the shards, built at any version or caught
 up from an older one, matched only on the events whose route value hashes into them (shards of
 routed subscriptions only), notify what the oracle says of all subscriptions, for 1 to 8 shards
-and spreads 1 to 3."""
+and spreads 1 to 3; the routes the parse tasks find give the keys the driver computes."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from matchers.packed import pack
 from matchers.translate import Translation, common_dictionary
 from streaming import routing
 from streaming.errors import RegistryError
+from streaming.match.changes import RECORD_SCHEMA, parse_subscription_records
 from streaming.records import default_parser
 from streaming.registry_columns import (
     DELETE,
@@ -38,6 +39,8 @@ from streaming.registry_columns import (
     view,
 )
 from streaming.registry_columns import files as rfiles
+from streaming.registry_columns.admit import admit
+from streaming.registry_columns.columns import ChangeBatchError
 from streaming.registry_columns.shards import build_shard, catch_up, expressions
 from tests.strategies import random_subscriptions
 
@@ -296,3 +299,77 @@ def test_an_index_keeps_its_unrouted_ids_when_pickled(tmp_path):
     assert not routing.routed_only(built)
     plain = build_shard(registry.directory, 1, 0, 1, lambda: create("dynamic"))
     assert not routing.routed_only(plain)  # built without a routing: matched on every event
+
+
+FAST_VALUES: list = ["eu", "us", 1, 1.0, -0.0, 0, "1", 2.5]
+
+
+def _route_records(seed: int, n: int) -> pa.Table:
+    """Subscription records of :func:`_history`'s kinds plus the common JSON form (the fast
+    parse: none, one or two values of the attribute), keyed by id, some bad."""
+    rnd = random.Random(seed)
+    values: list[bytes] = []
+    for _ in range(n):
+        sub_id, roll = rnd.choice(IDS), rnd.random()
+        if roll < 0.15:
+            values.append(orjson.dumps({"op": "delete", "id": sub_id}))
+        elif roll < 0.2:
+            values.append(orjson.dumps({"id": sub_id, "pattern": "SELECT * FROM FILTER{price > 1}(S)"}))
+        elif roll < 0.25:
+            values.append(orjson.dumps({"id": sub_id, "expr": "region ="}))
+        elif roll < 0.6:
+            values.append(orjson.dumps({"id": sub_id, **orjson.loads(_record(rnd)[0])}))
+        else:
+            items: list = [[ATTR, "=", rnd.choice(FAST_VALUES)] for _ in range(rnd.choice([0, 1, 1, 2]))]
+            items += [["price", rnd.choice([">", "=", "<="]), rnd.randrange(5)], [ATTR, "!=", "eu"]][:rnd.randrange(1, 3)]
+            values.append(orjson.dumps({"op": "upsert", "id": sub_id, "json": {"all": rnd.sample(items, len(items))}}))
+    keys = [orjson.loads(v)["id"].encode() for v in values]
+    return pa.table({"key": keys, "value": values, "topic": ["subs"] * n, "partition": [0] * n,
+                     "offset": list(range(n))}, schema=RECORD_SCHEMA)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_routes_found_in_the_parse_give_the_drivers_keys(tmp_path, seed):
+    """Records parsed with the routing attribute (the parse tasks' ``route`` column, both parse
+    paths) give the registry the deltas and keys it computes itself from records parsed without."""
+    spread = 1 + seed % 3
+    route = routing.Routing(ATTR, spread)
+    tasks = ColumnRegistry(tmp_path / "tasks", shards=3, routing=route)
+    driver = ColumnRegistry(tmp_path / "driver", shards=3, routing=route)
+    routed = 0
+    for batch_id in range(8):
+        records = _route_records(seed * 100 + batch_id, 12)
+        with_routes = parse_subscription_records(records, route_by=ATTR)
+        without = parse_subscription_records(records)
+        assert without.column("route").null_count == without.num_rows
+        assert with_routes.column("route").null_count == 0
+        assert with_routes.drop_columns(["route"]).equals(without.drop_columns(["route"]))
+        a = admit(with_routes, tasks, batch_id, None, lambda t: True, 1000.0 + batch_id)
+        b = admit(without, driver, batch_id, None, lambda t: True, 1000.0 + batch_id)
+        expressions = (a.changes.ops == UPSERT) & (a.changes.kinds == EXPRESSION)
+        assert (a.changes.routes[expressions] != routing.UNSET).all()
+        routed += int(np.count_nonzero(a.changes.routes >= 0))
+        assert (b.changes.routes == routing.UNSET).all()
+        va, vb = tasks.apply(batch_id, a.changes, a.now).version, driver.apply(batch_id, b.changes, b.now).version
+        assert va == vb
+        if va:
+            _same(rfiles.read_delta(tasks.directory, va)[0], rfiles.read_delta(driver.directory, vb)[0])
+    _same(tasks.live().sort_by("id"), driver.live().sort_by("id"))
+    assert tasks.live().num_rows > 0 and routed > 0
+
+
+def _same(a: pa.Table, b: pa.Table) -> None:
+    """Equal tables (NaN expiry times equal)."""
+    assert a.drop_columns(["expires"]).equals(b.drop_columns(["expires"]))
+    assert np.array_equal(a.column("expires").to_numpy(), b.column("expires").to_numpy(), equal_nan=True)
+
+
+def test_change_batches_check_their_routes():
+    with pytest.raises(ChangeBatchError, match="routes"):
+        ChangeBatch.of(["a"], [UPSERT], [EXPRESSION], [b"{}"], packed=[b"x"], routes=[-3])
+    with pytest.raises(ChangeBatchError, match="routes"):
+        ChangeBatch.of(["a", "b"], [UPSERT, UPSERT], [EXPRESSION] * 2, [b"{}"] * 2, packed=[b"x"] * 2, routes=[1])
+    got = ChangeBatch.of(["a", "b", "c"], [UPSERT, DELETE, UPSERT], [EXPRESSION, 0, PATTERN], [b"{}", None, b"{}"],
+                         packed=[b"x", None, b"y"], routes=[7, 8, 9])
+    assert got.routes.tolist() == [7, routing.UNSET, routing.UNSET]  # kept for expression upserts only
+    assert got.take(np.array([0])).routes.tolist() == [7]
