@@ -63,7 +63,6 @@ from streaming.registry_columns import EXPRESSION, ColumnRegistry
 from streaming.registry_columns.admit import admit, warm
 from streaming.registry_columns.migrate import convert_pickled, import_patterns
 from streaming.routing import routing_of
-from streaming.spark import WorkerKeeper
 from streaming.storage import Directory, join
 from streaming.tenants import Tenants
 from streaming.validity import ValidityStore
@@ -73,6 +72,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from streaming.patterns.census import CurrentWarnings
+    from streaming.spark import WorkerKeeper
 
 log = logging.getLogger("streaming.match")
 
@@ -408,6 +408,9 @@ class MatchJob:
             self.keeper.stop()
             self.keeper = None
         if s.worker_keepalive_s:
+            # imported here: the driver's only, not on the executors' imports of this package
+            from streaming.spark import WorkerKeeper
+
             self.keeper = WorkerKeeper(spark.sparkContext, s.worker_keepalive_s, lambda: bool(query.isActive))
             self.keeper.start()
         return query
