@@ -347,7 +347,8 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
                "subscriptions_topic": topics["subscriptions"], "notifications_topic": topics["notifications"],
                "errors_topic": topics["errors"], "max_offsets_per_trigger": max(args.per_trigger, args.register_per_trigger or n_subs + 1),
                "use_java_connector": connector == "java"},
-        spark={"checkpoint_dir": str(workdir / tag), "trigger_interval": "0 seconds"},
+        spark={"checkpoint_dir": str(workdir / tag), "trigger_interval": "0 seconds",
+               "worker_keepalive_s": args.keepalive},
         match={"matcher": args.matcher, "snapshot_every": 1000, "shards": args.shards},
         status={"status_file": str(workdir / f"{tag}-status.json")},
     )
@@ -504,6 +505,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="maxOffsetsPerTrigger of the registration (0: every subscription in one batch)")
     parser.add_argument("--trigger", default="0 seconds",
                         help="trigger interval of the steady drain and the latency runs (the drain's: 0 seconds)")
+    parser.add_argument("--keepalive", type=float, default=30.0,
+                        help="spark.worker_keepalive_s of the service (0: no keep-alive job)")
     parser.add_argument("--rate", type=float, default=5000.0, help="offered events/s of the latency run")
     parser.add_argument("--duration", type=float, default=None, help="seconds of the latency run (60; quick 15)")
     parser.add_argument("--matcher", default="dynamic",
