@@ -91,6 +91,9 @@ class SparkSettings:
     master: str = "local[2]"
     trigger_interval: str = "1 second"
     checkpoint_dir: str = "var/checkpoint"
+    # An empty job when none ran for this many seconds keeps the Python workers and their
+    # indexes alive (Spark stops them after a minute idle: streaming.spark.WorkerKeeper); 0: none.
+    worker_keepalive_s: float = 30.0
     conf: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
@@ -475,6 +478,9 @@ def _validate(s: Settings) -> None:
     for key in ("events_partitions", "subscriptions_partitions", "notifications_partitions", "errors_partitions"):
         if getattr(s.kafka, key) < 1:
             raise ConfigError(f"kafka.{key} must be at least 1")
+    if s.spark.worker_keepalive_s != 0 and not 0 < s.spark.worker_keepalive_s < 60:
+        raise ConfigError("spark.worker_keepalive_s must be 0 (none) or between 0 and 60 (Spark stops a worker "
+                          "idle for a minute)")
     if s.kafka.max_offsets_per_trigger < 0:
         raise ConfigError("kafka.max_offsets_per_trigger must be 0 (no cap) or positive")
     for key in ("max_terms", "snapshot_every", "snapshots_kept", "max_catchup_versions", "shards", "route_spread"):

@@ -18,7 +18,9 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +279,68 @@ def get_session(
 
     register(spark)
     return spark
+
+
+#: Spark stops every idle Python worker of an executor once none was released for a minute
+#: (``PythonWorkerFactory.IDLE_WORKER_TIMEOUT_NS``, checked every 10 s; fixed in Spark 4.x: no
+#: setting changes it, ``spark.python.worker.idleTimeoutSeconds`` is about a running task), and a
+#: worker's cached indexes go with it (at 10,000,000 subscriptions a new worker took 49 s to map
+#: its shards back in). Any worker's release restarts that minute for all of them.
+WORKER_IDLE_S = 60.0
+
+
+def _nothing(_: Any) -> None:
+    """The keep-alive job's task (:class:`WorkerKeeper`)."""
+
+
+class WorkerKeeper(threading.Thread):
+    """Keeps the executors' Python workers (and the indexes they cache) alive while no batch
+    runs: a job of ``tasks`` empty tasks (``sc.defaultParallelism`` by default: on a local
+    master every slot's worker) whenever no job ran for ``period`` seconds (under
+    :data:`WORKER_IDLE_S`); :meth:`touch` says one did. Stops when ``alive()`` turns false or
+    a job fails (the session stopping). ``run_job`` (default: the empty job on ``sc``) and
+    ``clock`` are for tests."""
+
+    def __init__(self, sc: Any, period: float, alive: Callable[[], bool], tasks: int = 0,
+                 run_job: Callable[[], None] | None = None, clock: Callable[[], float] = time.monotonic):
+        super().__init__(name="python-worker-keeper", daemon=True)
+        if not 0 < period < WORKER_IDLE_S:
+            raise ValueError(f"keep-alive period {period} s: must be over 0 and under {WORKER_IDLE_S:.0f} s")
+        self.period, self.alive, self.clock = period, alive, clock
+        n = tasks or sc.defaultParallelism
+        self.run_job = run_job or (lambda: sc.parallelize(range(n), n).foreach(_nothing))
+        self.last = clock()
+        self.jobs = 0
+        self.stopped = threading.Event()
+
+    def touch(self) -> None:
+        """A job just ran Python workers."""
+        self.last = self.clock()
+
+    def wait_s(self) -> float:
+        """Seconds until the next keep-alive job is due (0: now)."""
+        return max(0.0, self.last + self.period - self.clock())
+
+    def step(self) -> bool:
+        """Run the keep-alive job if due; False when the keeper should stop."""
+        if self.stopped.is_set():
+            return False
+        try:
+            if not self.alive():
+                return False
+            if self.wait_s() > 0:
+                return True
+            self.run_job()
+        except Exception as exc:  # the session stopping under the job
+            log.info("Python worker keep-alive stopped: %s", str(exc).splitlines()[0] if str(exc) else exc)
+            return False
+        self.jobs += 1
+        self.touch()
+        return True
+
+    def run(self) -> None:
+        while self.step():
+            self.stopped.wait(self.wait_s() or self.period)
+
+    def stop(self) -> None:
+        self.stopped.set()

@@ -347,14 +347,15 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
                "subscriptions_topic": topics["subscriptions"], "notifications_topic": topics["notifications"],
                "errors_topic": topics["errors"], "max_offsets_per_trigger": max(args.per_trigger, args.register_per_trigger or n_subs + 1),
                "use_java_connector": connector == "java"},
-        spark={"checkpoint_dir": str(workdir / tag), "trigger_interval": "0 seconds"},
+        spark={"checkpoint_dir": str(workdir / tag), "trigger_interval": "0 seconds",
+               "worker_keepalive_s": args.keepalive},
         match={"matcher": args.matcher, "snapshot_every": 1000, "shards": args.shards},
         status={"status_file": str(workdir / f"{tag}-status.json")},
     )
     result: dict[str, Any] = {"n_subs": n_subs, "connector": connector, "workload": f"fabret-{WORKLOAD}",
                               "matcher": args.matcher,
                               "shards": args.shards,
-                              "events": len(backlog), "per_trigger": args.per_trigger,
+                              "events": len(backlog), "per_trigger": args.per_trigger, "trigger": args.trigger,
                               "register_per_trigger": args.register_per_trigger}
 
     produce_all(bootstrap, topics["subscriptions"], subscription_records(workload_subscriptions(n_subs, seed)),
@@ -418,7 +419,9 @@ def run_size(spark, bootstrap: str, n_subs: int, args: argparse.Namespace, workd
         + f"; load {result['drain_load_average'][0]:.1f}; by thread: {e2e_threads.line(result['drain_threads_us_per_event'])}")
 
     # steady state: the same backlog again, put on the topic while the query runs (started,
-    # idle after a batch), so that the drain holds no query start
+    # idle after a batch), so that the drain holds no query start; this query (the latency
+    # runs' too) triggers every --trigger
+    job.settings = settings.replace(spark={"trigger_interval": args.trigger})
     query = job.start()
     query.processAllAvailable()
     time.sleep(2)
@@ -500,6 +503,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-trigger", type=int, default=50_000, help="maxOffsetsPerTrigger of the drain")
     parser.add_argument("--register-per-trigger", type=int, default=0,
                         help="maxOffsetsPerTrigger of the registration (0: every subscription in one batch)")
+    parser.add_argument("--trigger", default="0 seconds",
+                        help="trigger interval of the steady drain and the latency runs (the drain's: 0 seconds)")
+    parser.add_argument("--keepalive", type=float, default=30.0,
+                        help="spark.worker_keepalive_s of the service (0: no keep-alive job)")
     parser.add_argument("--rate", type=float, default=5000.0, help="offered events/s of the latency run")
     parser.add_argument("--duration", type=float, default=None, help="seconds of the latency run (60; quick 15)")
     parser.add_argument("--matcher", default="dynamic",
@@ -527,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.sql_events = (50 if args.quick else 200) if args.sql_events is None else args.sql_events
     args.cost_events = min(args.cost_events, args.events)
     print(f"e2e: subscriptions {sizes}, backlog {args.events:,} events, {args.per_trigger:,} per trigger, "
-          f"latency at {args.rate:,.0f}/s for {args.duration:.0f} s, matcher {args.matcher}, "
+          f"latency at {args.rate:,.0f}/s for {args.duration:.0f} s (trigger {args.trigger}), matcher {args.matcher}, "
           f"Spark SQL on {args.sql_events} events", file=sys.stderr)
 
     from streaming.kafka.broker import EmbeddedBroker

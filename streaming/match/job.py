@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from streaming.patterns.census import CurrentWarnings
+    from streaming.spark import WorkerKeeper
 
 log = logging.getLogger("streaming.match")
 
@@ -198,6 +199,8 @@ class MatchJob:
         self.batches = 0
         self._census_warnings: CurrentWarnings | None = None
         self._lock = threading.Lock()
+        self.keeper: WorkerKeeper | None = None
+        """Keeps the Python workers and their indexes alive between batches (:meth:`start`)."""
 
     # foreachBatch
     def process(self, df: DataFrame, batch_id: int) -> None:
@@ -299,16 +302,22 @@ class MatchJob:
         sc = self.spark.sparkContext
         if self.anchors is None:
             todo = plan_tasks(events, self.settings.match.shards, sc.defaultParallelism)
-            return sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
+            rows = sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
                 partial(match_ranges, ctx=ctx, todo=todo)).collect()
+            if self.keeper is not None:
+                self.keeper.touch()
+            return rows
         made = self.anchors.made
         anchors, groups = self.anchors.current(sc)
         if self.anchors.made != made:
             self.placement = {}
         bins = pinned_bins(events, len(groups), sc.defaultParallelism, TASK_EVENTS)
         todo = pinned_tasks(bins, groups)
-        return anchors.cartesian(sc.parallelize(range(len(bins)), len(bins))).mapPartitions(
+        rows = anchors.cartesian(sc.parallelize(range(len(bins)), len(bins))).mapPartitions(
             partial(match_pinned, ctx=ctx, todo=todo, n_bins=len(bins))).collect()
+        if self.keeper is not None:
+            self.keeper.touch()
+        return rows
 
     def _note_placement(self, results: list[TaskResult]) -> None:
         """Count the tasks that matched each shard on each executor (:attr:`placement`)."""
@@ -390,8 +399,18 @@ class MatchJob:
                          options=None if k.use_java_connector else
                          {"initialOffsetsLog": join(self.query_checkpoint, "sources", "0")})
         self.status.write("starting", registry=dict(self.registry.describe()))
-        return (df.writeStream.queryName("match")
-                .foreachBatch(self.process)
-                .option("checkpointLocation", self.query_checkpoint)
-                .trigger(processingTime=s.trigger_interval)
-                .start())
+        query = (df.writeStream.queryName("match")
+                 .foreachBatch(self.process)
+                 .option("checkpointLocation", self.query_checkpoint)
+                 .trigger(processingTime=s.trigger_interval)
+                 .start())
+        if self.keeper is not None:  # a restarted query's: the new one takes over
+            self.keeper.stop()
+            self.keeper = None
+        if s.worker_keepalive_s:
+            # imported here: the driver's only, not on the executors' imports of this package
+            from streaming.spark import WorkerKeeper
+
+            self.keeper = WorkerKeeper(spark.sparkContext, s.worker_keepalive_s, lambda: bool(query.isActive))
+            self.keeper.start()
+        return query

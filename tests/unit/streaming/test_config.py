@@ -150,3 +150,12 @@ def test_matcher_parameters_reach_the_index(tmp_path):
     registry = ColumnRegistry(tmp_path / "registry")
     spec = IndexSpec(registry.directory.uri, "bitmark", 0, params=s.match.matcher_params())
     assert build(spec).buckets == 32
+
+
+def test_worker_keepalive_is_under_sparks_idle_minute_or_off():
+    assert load(ROOT / "conf" / "pubsub.toml", environ={}).spark.worker_keepalive_s == 30.0
+    assert load(None, ["spark.worker_keepalive_s=0"], {}).spark.worker_keepalive_s == 0.0
+    assert load(None, ["spark.worker_keepalive_s=59.5"], {}).spark.worker_keepalive_s == 59.5
+    for bad in ("-1", "60", "600"):
+        with pytest.raises(ConfigError, match="worker_keepalive_s"):
+            load(None, [f"spark.worker_keepalive_s={bad}"], {})

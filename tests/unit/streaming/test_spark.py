@@ -200,3 +200,77 @@ def test_the_driver_spawns_by_vfork_on_java_17_to_21_only(banner: str, vfork: bo
     options = session.java_options("/logs", "-Dmine=1", banner).split(" ")
     assert (session.DRIVER_SPAWN in options) is vfork
     assert options[-1] == "-Dmine=1" and session.DRIVER_JIT in options  # the caller's options last: they win
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_worker_keeper_runs_a_job_only_when_none_ran_for_its_period() -> None:
+    clock, jobs, alive = _Clock(), [], [True]
+    keeper = session.WorkerKeeper(SimpleNamespace(defaultParallelism=2), 30.0, lambda: alive[0],
+                                  run_job=lambda: jobs.append(clock.now), clock=clock)
+    assert keeper.step() and jobs == [] and keeper.wait_s() == 30.0
+    clock.now += 29.0
+    keeper.touch()  # a match job ran
+    clock.now += 29.0
+    assert keeper.step() and jobs == [] and keeper.wait_s() == 1.0
+    clock.now += 1.0
+    assert keeper.step() and jobs == [159.0] and keeper.jobs == 1 and keeper.wait_s() == 30.0
+    clock.now += 45.0  # late (a loaded machine): runs at once
+    assert keeper.step() and jobs == [159.0, 204.0]
+    alive[0] = False  # the query stopped
+    clock.now += 30.0
+    assert not keeper.step() and len(jobs) == 2
+
+
+def test_the_worker_keeper_stops_when_told_or_when_its_job_fails() -> None:
+    clock = _Clock()
+    keeper = session.WorkerKeeper(SimpleNamespace(defaultParallelism=2), 10.0, lambda: True,
+                                  run_job=lambda: None, clock=clock)
+    keeper.stop()
+    clock.now += 10.0
+    assert not keeper.step() and keeper.jobs == 0
+
+    def stopped_session() -> None:
+        raise RuntimeError("SparkContext was shut down")
+
+    failing = session.WorkerKeeper(SimpleNamespace(defaultParallelism=2), 10.0, lambda: True,
+                                   run_job=stopped_session, clock=clock)
+    clock.now += 10.0
+    assert not failing.step()
+    def gone() -> bool:
+        raise RuntimeError("py4j: the Java side is gone")
+
+    broken = session.WorkerKeeper(SimpleNamespace(defaultParallelism=2), 10.0, gone, clock=clock)
+    assert not broken.step()
+
+
+@pytest.mark.parametrize("period", [0.0, -1.0, session.WORKER_IDLE_S, 90.0])
+def test_the_worker_keeper_period_must_be_under_sparks_idle_minute(period: float) -> None:
+    with pytest.raises(ValueError, match="keep-alive period"):
+        session.WorkerKeeper(SimpleNamespace(defaultParallelism=2), period, lambda: True)
+
+
+def test_the_worker_keepers_job_has_one_empty_task_per_slot() -> None:
+    calls: list[tuple[int | str, int]] = []
+
+    class _RDD:
+        def foreach(self, fn: Any) -> None:
+            assert fn(0) is None
+            calls.append(("foreach", 0))
+
+    class _SC:
+        defaultParallelism = 3
+
+        def parallelize(self, data: Any, slices: int) -> _RDD:
+            calls.append((len(data), slices))
+            return _RDD()
+
+    keeper = session.WorkerKeeper(_SC(), 5.0, lambda: True)
+    keeper.run_job()
+    assert calls == [(3, 3), ("foreach", 0)]
