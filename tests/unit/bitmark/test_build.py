@@ -136,6 +136,18 @@ def test_build_ends_is_its_contract(seed, n, tile):
         assert got == want.get(seg, [])
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 900), tile=st.sampled_from([1, 2, 5, 256]))
+def test_wide_tags_build_the_same_ends(seed, n, tile):
+    """The ``int64`` tags (past ``small_tags``: billions of slots) give the ends the ``uint32`` ones give."""
+    slots, idx_of_col, row_start, edge_off, edges = random_index(seed, n + 30)
+    args = (slots, n, idx_of_col, row_start, edge_off, edges, tile, K.interval_buckets(slots, n, idx_of_col, edge_off, edges))
+    assert EN.small_tags(n, tile) and not EN.small_tags(1 << 32, tile)
+    for build in (EN._build_ends, EN._build_wide_ends):
+        small, wide = build(*args, np.empty(0, np.uint32)), build(*args, np.empty(0, np.int64))
+        assert all(np.array_equal(a, b) for a, b in zip(small, wide, strict=True))
+
+
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000), spread=st.integers(0, 64), shift=st.integers(0, 63))
 def test_radix_sort_is_a_stable_sort(seed, n, spread, shift):
