@@ -190,21 +190,44 @@ def _build_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile, ib,
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _pack_ends(end_off, row_off, key, tag, val_off, tiles, shift, out):
-    """Each end into ``out`` at its place in its segment: its bound's rank in its row's distinct
-    bounds (``val_off``) shifted by ``shift``, or'ed with its position in its tile."""
+def _pack_ends(end_off, row_off, key, tag, tiles, shift, val_off, val_bits, out):
+    """In one pass over each row's sorted ends: its distinct bounds as float64 bits into
+    ``val_bits`` (``val_off`` CSR), and each end into ``out`` at its place in its segment, its
+    bound's rank among them shifted by ``shift``, or'ed with its position in its tile.  Returns
+    the number of distinct bounds."""
     low = (np.int64(1) << shift) - 1
     at = end_off[:-1].copy()
+    u = 0
     for r in range(len(row_off) - 1):
         a, b = row_off[r], row_off[r + 1]
-        u = -1
         for i in range(a, b):
-            if i == a or key[i] != key[i - 1]:
+            if i == a or key[i] != key[i - 1]:  # a new distinct bound, back to float64 bits
+                val_bits[u] = _unordered(key[i])
                 u += 1
             t = np.int64(tag[i])
             seg = 2 * r * tiles + (t >> shift)
-            out[at[seg]] = (np.int64(u) << shift) | (t & low)
+            out[at[seg]] = (np.int64(u - 1 - val_off[r]) << shift) | (t & low)
             at[seg] += 1
+        val_off[r + 1] = u
+    return u
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fits32(ranks, shift):
+    """Whether an end packed with ``ranks`` distinct bounds in its row fits in 32 bits."""
+    return ranks == 0 or ((np.int64(ranks - 1) << shift) | ((np.int64(1) << shift) - 1)) < np.int64(1) << 32
+
+
+@numba.njit(cache=True, nogil=True)
+def _most_distinct(row_off, key):
+    """The most distinct keys in a row of the sorted rows."""
+    most = 0
+    for r in range(len(row_off) - 1):
+        u = 0
+        for i in range(row_off[r], row_off[r + 1]):
+            u += i == row_off[r] or key[i] != key[i - 1]
+        most = max(most, u)
+    return most
 
 
 @numba.njit(cache=True, nogil=True)
@@ -227,23 +250,16 @@ def _build_wide_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile
     n_rows = len(row_off) - 1
     tiles = (len(end_off) - 1) // max(1, 2 * n_rows)
     shift = offset_bits(tile)
-    val_off = np.zeros(n_rows + 1, dtype=np.int64)
-    val_bits = np.empty(len(key), dtype=np.uint64)
-    u = 0
-    widest = 0
+    longest = 0
     for r in range(n_rows):
-        a, b = row_off[r], row_off[r + 1]
-        for i in range(a, b):
-            if i == a or key[i] != key[i - 1]:  # a new distinct bound, back to float64 bits
-                val_bits[u] = _unordered(key[i])
-                u += 1
-        val_off[r + 1] = u
-        widest = max(widest, u - val_off[r])
-    small = widest == 0 or ((np.int64(widest - 1) << shift) | ((np.int64(1) << shift) - 1)) < np.int64(1) << 32
+        longest = max(longest, row_off[r + 1] - row_off[r])
+    small = _fits32(longest, shift) or _fits32(_most_distinct(row_off, key), shift)  # (the rows' lengths bound it)
     key32 = np.empty(len(key) if small else 0, dtype=np.uint32)
     key64 = np.empty(0 if small else len(key), dtype=np.uint64)
+    val_off = np.zeros(n_rows + 1, dtype=np.int64)
+    val_bits = np.empty(len(key), dtype=np.uint64)
     if small:
-        _pack_ends(end_off, row_off, key, tag, val_off, tiles, shift, key32)
+        u = _pack_ends(end_off, row_off, key, tag, tiles, shift, val_off, val_bits, key32)
     else:
-        _pack_ends(end_off, row_off, key, tag, val_off, tiles, shift, key64)
+        u = _pack_ends(end_off, row_off, key, tag, tiles, shift, val_off, val_bits, key64)
     return end_off, key32, key64, val_off, val_bits[:u].copy().view(np.float64)
