@@ -42,7 +42,7 @@ from __future__ import annotations
 import importlib
 import operator
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -107,7 +107,7 @@ class Matcher(ABC):
         if params:
             raise TypeError(f"{type(self).__name__} got unknown parameters: {sorted(params)}")
         self.dictionary = dictionary if dictionary is not None else Dictionary()
-        self._key_of: dict[str, int] = {}
+        self._key_of: MutableMapping[str, int] = {}  # (bitmark's LazyKeys after a bulk load)
         self._subs: list[Subscription | None] | SubscriptionTable = []
         self._free: list[int] = []
 

@@ -53,6 +53,7 @@ from matchers.bitmark import emit as E
 from matchers.bitmark import ends as EN
 from matchers.bitmark import kernels as K
 from matchers.bitmark import wide as WK
+from matchers.bitmark.ids import LazyKeys
 from matchers.bitmark.layout import Found, Intervals, Layout, Slots
 from matchers.events import Dictionary, EventBatch
 from matchers.expr import And, Kind, Op, Or, Pred, Subscription, pred
@@ -223,28 +224,24 @@ class BitMarkMatcher(Matcher):
             raise ValueError("every conjunction needs an interval, and bounds must not be NaN")
         if len(intervals.attr) and not 0 <= intervals.attr.min() <= intervals.attr.max() < len(intervals.names):
             raise ValueError("an attribute index is outside names")
-        start = len(self._subs)
-        if not self._key_of:  # the bulk build: the ids' dictionary is made once
-            key_of = dict(zip(ids, range(start, start + n), strict=True))
-            if len(key_of) != n:
-                raise ValueError("repeated ids")
-        elif len(dict.fromkeys(ids)) != n:
+        if len(set(ids)) != n:
             raise ValueError("repeated ids")
         for name in intervals.names:
             if self.dictionary.attr(name) < 0:
                 raise MemoryError(f"attribute dictionary is full ({self.dictionary.max_attributes} names)")
         if self._key_of:
             self.remove([i for i in ids if i in self._key_of])
-            start = len(self._subs)
-            self._key_of.update(zip(ids, range(start, start + n), strict=True))
-        else:
-            self._key_of = key_of
+        start = len(self._subs)
         col_of_name = np.array([self._column(name) for name in intervals.names], dtype=np.int32)
         keys = np.arange(start, start + n, dtype=np.int64)
         self._subs.extend(itertools.repeat(None, n))  # made from the slots when read (see subscription)
         known = self._id_of_key
         self._id_of_key = np.concatenate([known, np.full(start + n - len(known), None, dtype=object)])
         self._id_of_key[start:] = ids
+        if self._key_of:
+            self._key_of.update(zip(ids, range(start, start + n), strict=True))
+        else:  # the bulk build: the ids' dictionary is made when first asked
+            self._key_of = LazyKeys(self._id_of_key[start:].copy(), start)
         self._append(keys, np.asarray(intervals.off, dtype=np.int64), col_of_name[intervals.attr], intervals.lo,
                      intervals.hi, np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int32))
 
@@ -391,9 +388,9 @@ class BitMarkMatcher(Matcher):
             res_off = K.gather_offsets(slots.res_off, order)
             self._key = slots.key[order]
             self._iv_off, self._res_off = iv_off, res_off
-            self._iv_col, self._iv_lo, self._iv_hi = K.gather_intervals(slots.iv_off, iv_off, order, slots.iv_col,
-                                                                        slots.iv_lo, slots.iv_hi)
-            self._res_pid = K.gather_values(slots.res_off, res_off, order, slots.res_pid)
+            at = K.gather_positions(slots.iv_off, iv_off, order)
+            self._iv_col, self._iv_lo, self._iv_hi = slots.iv_col[at], slots.iv_lo[at], slots.iv_hi[at]
+            self._res_pid = slots.res_pid[K.gather_positions(slots.res_off, res_off, order)]
         n = self._n_slots = self._n_main = len(order)
         self._dead = 0
         by_key = np.argsort(self._key, kind="stable")

@@ -117,33 +117,17 @@ def is_identity(order):
 
 
 @numba.njit(cache=True, nogil=True)
-def gather_intervals(off, new_off, order, col, lo, hi):
-    """:func:`gather_values` of the three interval columns in one pass (one read of each
-    segment's offsets): ``(col, lo, hi)``."""
-    out_col = np.empty(new_off[-1], dtype=col.dtype)
-    out_lo = np.empty(new_off[-1], dtype=lo.dtype)
-    out_hi = np.empty(new_off[-1], dtype=hi.dtype)
+def gather_positions(off, new_off, order):
+    """Where each value of the CSR segments ``order`` of ``off``, packed at ``new_off``, comes
+    from: ``values[positions]`` gathers any column of ``off``'s values (numpy's take of the three
+    interval columns: 0.31 s at 1,000,000 slots of 10 against 0.37 for one fused kernel, 0.46 for
+    one kernel per column)."""
+    out = np.empty(new_off[-1], dtype=np.int64)
     for i in range(len(order)):
-        s = order[i]
-        a = off[s]
+        a = off[order[i]]
         b = new_off[i]
         for t in range(new_off[i + 1] - b):
-            out_col[b + t] = col[a + t]
-            out_lo[b + t] = lo[a + t]
-            out_hi[b + t] = hi[a + t]
-    return out_col, out_lo, out_hi
-
-
-@numba.njit(cache=True, nogil=True)
-def gather_values(off, new_off, order, values):
-    """``values`` of the CSR segments ``order`` of ``off``, packed at ``new_off``."""
-    out = np.empty(new_off[-1], dtype=values.dtype)
-    for i in range(len(order)):
-        s = order[i]
-        a = off[s]
-        b = new_off[i]
-        for t in range(off[s + 1] - a):
-            out[b + t] = values[a + t]
+            out[b + t] = a + t
     return out
 
 

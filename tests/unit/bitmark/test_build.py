@@ -136,6 +136,42 @@ def test_build_ends_is_its_contract(seed, n, tile):
         assert got == want.get(seg, [])
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 900), tile=st.sampled_from([1, 2, 5, 256]))
+def test_wide_tags_build_the_same_ends(seed, n, tile):
+    """The ``int64`` tags (past ``small_tags``: billions of slots) give the ends the ``uint32`` ones give."""
+    slots, idx_of_col, row_start, edge_off, edges = random_index(seed, n + 30)
+    args = (slots, n, idx_of_col, row_start, edge_off, edges, tile, K.interval_buckets(slots, n, idx_of_col, edge_off, edges))
+    assert EN.small_tags(n, tile) and not EN.small_tags(1 << 32, tile)
+    for build in (EN._build_ends, EN._build_wide_ends):
+        small, wide = build(*args, np.empty(0, np.uint32)), build(*args, np.empty(0, np.int64))
+        assert all(np.array_equal(a, b) for a, b in zip(small, wide, strict=True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 900), tile=st.sampled_from([1, 5, 1 << 24]))
+def test_packed_ends_decode_to_the_narrow_ends(seed, n, tile):
+    """The wide mode's packed ends, decoded (bound by its rank among its row's distinct bounds, slot
+    by its position in its tile), are the narrow mode's; ``uint32`` exactly when the most distinct
+    bounds of a row fit (tiles of 2**24 words: 4 ranks; rows often longer with fewer distinct)."""
+    slots, idx_of_col, row_start, edge_off, edges = random_index(seed, n + 30)
+    args = (slots, n, idx_of_col, row_start, edge_off, edges, tile, K.interval_buckets(slots, n, idx_of_col, edge_off, edges))
+    off, key32, key64, val_off, val = EN.build_wide_ends(*args)
+    n_off, n_val, n_slot = EN.build_ends(*args)
+    shift = EN.offset_bits(tile)
+    rows = row_start[-1]
+    tiles = (len(off) - 1) // max(1, 2 * rows)
+    distinct = [len(np.unique(val[val_off[r]:val_off[r + 1]])) for r in range(rows)]
+    assert distinct == np.diff(val_off).tolist() and np.array_equal(off, n_off)
+    assert (len(key64) == 0) == (max(distinct, default=0) - 1 < 1 << (32 - shift))
+    packed = (key64 if len(key64) else key32).astype(np.int64)
+    for seg in range(len(off) - 1):
+        r, g = seg // (2 * tiles), seg // 2 % tiles
+        k = packed[off[seg]:off[seg + 1]]
+        assert np.array_equal(val[val_off[r] + (k >> shift)], n_val[off[seg]:off[seg + 1]])
+        assert np.array_equal(g * 64 * tile + (k & ((1 << shift) - 1)), n_slot[off[seg]:off[seg + 1]])
+
+
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000), spread=st.integers(0, 64), shift=st.integers(0, 63))
 def test_radix_sort_is_a_stable_sort(seed, n, spread, shift):

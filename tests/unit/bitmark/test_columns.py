@@ -5,6 +5,7 @@ bounds, repeated attributes, inserts and deletes after a columnar build."""
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from matchers import oracle
 from matchers.bitmark import BitMarkMatcher
+from matchers.bitmark.ids import LazyKeys
 from matchers.bitmark.layout import Intervals
 from matchers.expr import And, Subscription, pred
 from scripts.workloads import dense_arrays, dense_events, dense_subscriptions
@@ -121,3 +123,60 @@ def test_bad_columns_are_refused():
     with pytest.raises(ValueError):
         matcher.add_intervals(["x"], one._replace(off=np.array([0, 0])))
     assert len(matcher) == 0
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(n=st.integers(0, 30), start=st.integers(0, 5),
+       ops=st.lists(st.tuples(st.sampled_from(["get", "in", "pop", "set", "del", "len", "items"]),
+                              st.integers(0, 40)), max_size=12))
+def test_lazy_keys_behave_as_their_dict(n, start, ops):
+    ids = [f"s{i}" for i in range(n)]
+    lazy, plain = LazyKeys(np.array(ids, dtype=object), start), dict(zip(ids, range(start, start + n), strict=True))
+    assert len(lazy) == len(plain) and bool(lazy) == bool(plain)  # (before the dict is made)
+    for op, i in ops:
+        sub_id = f"s{i}"
+        if op == "get":
+            assert lazy.get(sub_id) == plain.get(sub_id)
+        elif op == "in":
+            assert (sub_id in lazy) == (sub_id in plain)
+        elif op == "pop":
+            assert lazy.pop(sub_id, None) == plain.pop(sub_id, None)
+        elif op == "set":
+            lazy[sub_id] = plain[sub_id] = i
+        elif op == "del" and sub_id in plain:
+            del lazy[sub_id], plain[sub_id]
+        elif op == "len":
+            assert len(lazy) == len(plain)
+        else:
+            assert dict(lazy.items()) == plain
+    assert dict(lazy) == plain and len(lazy) == len(plain)
+
+
+@pytest.mark.parametrize("pickled", [False, True])
+def test_ids_after_a_columnar_load_are_found_by_id(pickled):
+    arrays = dense_arrays(500, 20, d=6, k=3, width=0.3, seed=3)
+    subs = dense_subscriptions(arrays)
+    columnar, objects = BitMarkMatcher(), BitMarkMatcher()
+    columnar.add_intervals([s.id for s in subs], Intervals.of_rows(arrays.attrs, arrays.lo, arrays.hi,
+                                                                   tuple(f"a{j}" for j in range(6))))
+    objects.add(subs)
+    evs = dense_events(arrays)
+    assert columnar.match_events(evs) == objects.match_events(evs)  # (no lookup by id made the dict)
+    if pickled:  # as the shared index file does: protocol 5, the arrays out of band
+        buffers: list[pickle.PickleBuffer] = []
+        header = pickle.dumps(columnar, protocol=5, buffer_callback=buffers.append)
+        columnar = pickle.loads(header, buffers=[b.raw() for b in buffers])
+    assert len(columnar) == 500 and "s7" in columnar and "t7" not in columnar
+    assert columnar.key_of("s7") == 7 and columnar.ids_of(np.array([3, 7])) == ["s3", "s7"]
+    gone = [s.id for s in subs[::4]] + ["absent"]
+    assert columnar.remove(gone) == objects.remove(gone) == 125
+    with pytest.raises(ValueError):  # repeated ids: refused, nothing changed
+        columnar.add_intervals(["s1", "s1"], Intervals.of_rows(arrays.attrs[:2], arrays.lo[:2], arrays.hi[:2],
+                                                                 tuple(f"a{j}" for j in range(6))))
+    again = [subs[1], subs[4]]  # one present, one removed: both (re)added as columns
+    columnar.add_intervals([s.id for s in again], Intervals.of_rows(arrays.attrs[[1, 4]], arrays.lo[[1, 4]],
+                                                                     arrays.hi[[1, 4]], tuple(f"a{j}" for j in range(6))))
+    objects.remove([subs[1].id])
+    objects.add(again)
+    assert len(columnar) == len(objects) == 376
+    assert columnar.match_events(evs) == objects.match_events(evs)
