@@ -3,15 +3,18 @@
 :func:`check` compares every event's matches with the oracle's; :func:`subscriptions_of`
 turns generated expression trees into subscriptions; :func:`insert_delete` is the add /
 remove loop with a check after each change; :func:`check_trees` and :func:`check_pickled`
-add subscriptions and check. Random workloads: :mod:`tests.strategies`.
+add subscriptions and check; :func:`check_updates` checks after a drawn delete and re-add. Random workloads: :mod:`tests.strategies`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+from hypothesis import strategies as st
 
 from matchers import oracle
 from matchers.errors import SubscriptionError
@@ -64,6 +67,29 @@ def check_pickled(matcher: Any, subs: Sequence[Subscription], evs: Sequence[dict
     assert clone.match_events(evs) == before
     clone.remove([s.id for s in subs[:gone]])
     check(clone, subs[gone:], evs)
+
+
+def check_updates(matcher: Any, subs: Sequence[Subscription], evs: Sequence[dict], data: Any,
+                  trees: st.SearchStrategy[Expr]) -> dict[str, Subscription]:
+    """Add ``subs`` to ``matcher`` and check it on ``evs``, again after removing ids drawn from
+    ``data`` and after re-adding drawn ids with trees drawn from ``trees`` (one over the DNF bound
+    is left out). Returns the subscriptions the matcher holds then."""
+    matcher.add(subs)
+    live = {s.id: s for s in subs}
+    check(matcher, live, evs)
+    gone = data.draw(st.lists(st.sampled_from(sorted(live)), unique=True)) if live else []
+    assert matcher.remove(gone) == len(gone)
+    for sub_id in gone:
+        del live[sub_id]
+    check(matcher, live, evs)
+    again = []
+    for sub_id in data.draw(st.lists(st.sampled_from([s.id for s in subs]), unique=True)) if subs else []:
+        with contextlib.suppress(SubscriptionError):
+            again.append(Subscription.of(sub_id, data.draw(trees), max_terms=64))
+    matcher.add(again)
+    live.update({s.id: s for s in again})
+    check(matcher, live, evs)
+    return live
 
 
 def no_regex(subs: Iterable[Subscription]) -> list[Subscription]:

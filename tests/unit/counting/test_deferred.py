@@ -4,7 +4,6 @@ through folds, deletes, re-adds and pickling."""
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 
 import numpy as np
@@ -14,7 +13,6 @@ from hypothesis import strategies as st
 from matchers.counting import CountingMatcher
 from matchers.counting import kernels as K
 from matchers.counting.layout import near_always
-from matchers.errors import SubscriptionError
 from matchers.events import flatten
 from matchers.expr import Subscription
 from matchers.language import parse_text
@@ -89,19 +87,5 @@ def test_hypothesis_patterns_through_folds_updates_and_pickling(patterns, evs, f
     subs = differential.subscriptions_of(parse_pattern(p) for p in patterns)
     matcher = CountingMatcher()
     matcher.pending_min = matcher.dead_min = fold
-    matcher.add(subs)
-    live = {s.id: s for s in subs}
-    differential.check(matcher, live, evs)
-    gone = data.draw(st.lists(st.sampled_from(sorted(live)), unique=True)) if live else []
-    assert matcher.remove(gone) == len(gone)
-    for sub_id in gone:
-        del live[sub_id]
-    differential.check(matcher, live, evs)
-    again = []
-    for sub_id in data.draw(st.lists(st.sampled_from([s.id for s in subs]), unique=True)) if subs else []:
-        with contextlib.suppress(SubscriptionError):  # over the DNF bound
-            again.append(Subscription.of(sub_id, parse_pattern(data.draw(event_patterns())), max_terms=64))
-    matcher.add(again)
-    live.update({s.id: s for s in again})
-    differential.check(matcher, live, evs)
+    live = differential.check_updates(matcher, subs, evs, data, event_patterns().map(parse_pattern))
     differential.check(pickle.loads(pickle.dumps(matcher)), live, evs)

@@ -3,7 +3,6 @@ every index through presence states, and the residual matcher of an index."""
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 
 import pytest
@@ -142,22 +141,7 @@ def test_hypothesis_event_patterns_with_updates(name, patterns, evs, data):
     """EventBridge patterns (exists, null, anything-but beside exact values, $or) on events with
     nulls and arrays, through an insert, a delete and an upsert, against the oracle."""
     subs = differential.subscriptions_of(parse_pattern(p) for p in patterns)
-    matcher = create(name)
-    matcher.add(subs)
-    live = {s.id: s for s in subs}
-    differential.check(matcher, live, evs)
-    gone = data.draw(st.lists(st.sampled_from(sorted(live)), unique=True)) if live else []
-    assert matcher.remove(gone) == len(gone)
-    for sub_id in gone:
-        del live[sub_id]
-    differential.check(matcher, live, evs)
-    again = []
-    for sub_id in data.draw(st.lists(st.sampled_from([s.id for s in subs]), unique=True)) if subs else []:
-        with contextlib.suppress(SubscriptionError):  # over the DNF bound
-            again.append(Subscription.of(sub_id, parse_pattern(data.draw(event_patterns())), max_terms=64))
-    matcher.add(again)
-    live.update({s.id: s for s in again})
-    differential.check(matcher, live, evs)
+    differential.check_updates(create(name), subs, evs, data, event_patterns().map(parse_pattern))
 
 
 def test_a_full_dictionary_leaves_the_matcher_unchanged():
