@@ -29,9 +29,9 @@ from numba.typed import List
 from matchers.arrays import stored
 
 from . import flat_kernels as K
+from . import flat_layout as L
 from .automaton import Automaton, Match, Node, Out, Start, new
 from .compiler import Chain, view_static_atoms
-from .flat_layout import Steps
 from .flat_rules import FLAT_PREFIX
 from .static import holds, tag
 from .store import Row
@@ -50,11 +50,11 @@ class FlatStore:
     def __init__(self, merge: bool):
         self.graph = Automaton(merge, self)
         self.starts, self.nodes, self._subs = self.graph.starts, self.graph.nodes, self.graph.subs
-        ints, flts = K.empty_layout()
+        ints, flts = L.empty_layout()
         self._tints, self._tflts = List(ints), List(flts)  # what the kernels take
         self.ints, self.flts = ints, flts  # the same arrays, read from Python (a typed list's item costs a call)
         self._grown = 0
-        self._free_rows: dict[int, list[int]] = {K.NODE: [], K.OUT: [], K.TGT: [], K.ATOM: [], K.START: []}
+        self._free_rows: dict[int, list[int]] = {L.NODE: [], L.OUT: [], L.TGT: [], L.ATOM: [], L.START: []}
         self._node_row: dict[str, int] = {}
         self._row_node: dict[int, Node] = {}
         self._out_row: dict[int, int] = {}  # id(Out) -> row
@@ -82,7 +82,7 @@ class FlatStore:
     @property
     def instances(self) -> int:
         """Live instances (rows)."""
-        return int(self.ints[K.META][0, K.M_LIVE])
+        return int(self.ints[L.META][0, L.M_LIVE])
 
     def add(self, sub_id: str, chs: list[Chain], since: int) -> None:
         self._sync(self.graph.link(sub_id, chs, since))
@@ -102,12 +102,12 @@ class FlatStore:
 
     def _refresh(self) -> None:
         """Take the arrays a kernel call replaced (and room for as many records)."""
-        grown = int(self.ints[K.META][0, K.M_GROWN])
+        grown = int(self.ints[L.META][0, L.M_GROWN])
         if grown != self._grown:
             self._grown = grown
             self.ints[:] = list(self._tints)
             self.flts[:] = list(self._tflts)
-            self._recs.extend([None] * (self.ints[K.REC].shape[0] - len(self._recs)))
+            self._recs.extend([None] * (self.ints[L.REC].shape[0] - len(self._recs)))
 
     def _new_row(self, slot: int) -> int:
         free = self._free_rows[slot]
@@ -116,13 +116,13 @@ class FlatStore:
         arr = self.ints[slot]
         n = arr.shape[0]
         self._put(slot, np.concatenate([arr, _rows(max(n, 16), arr.shape[1])]))
-        if slot == K.NODE:
-            self._put(K.NOK, np.concatenate([self.ints[K.NOK], _rows(max(n, 16), 1, 0)]))
-            self._putf(K.NDEAD, np.concatenate([self.flts[K.NDEAD], np.full((max(n, 16), 1), math.inf)]))
-        if slot == K.OUT:
-            self._putf(K.OUTK, np.concatenate([self.flts[K.OUTK], np.zeros((max(n, 16), K.MAX_DUR_TESTS))]))
-        if slot == K.ATOM:
-            self._putf(K.ATOMK, np.concatenate([self.flts[K.ATOMK], np.zeros((max(n, 16), 1))]))
+        if slot == L.NODE:
+            self._put(L.NOK, np.concatenate([self.ints[L.NOK], _rows(max(n, 16), 1, 0)]))
+            self._putf(L.NDEAD, np.concatenate([self.flts[L.NDEAD], np.full((max(n, 16), 1), math.inf)]))
+        if slot == L.OUT:
+            self._putf(L.OUTK, np.concatenate([self.flts[L.OUTK], np.zeros((max(n, 16), L.MAX_DUR_TESTS))]))
+        if slot == L.ATOM:
+            self._putf(L.ATOMK, np.concatenate([self.flts[L.ATOMK], np.zeros((max(n, 16), 1))]))
         free.extend(range(n + max(n, 16) - 1, n, -1))  # popped in order
         return n
 
@@ -131,39 +131,39 @@ class FlatStore:
         s = self._slot.get(name)
         if s is None:
             s = self._slot[name] = len(self._slot)
-            rec = self.ints[K.REC]
-            col = np.full((rec.shape[0], 1), K.NO_KEY, dtype=np.int64)
-            used = int(self.ints[K.META][0, K.M_RUSED])
+            rec = self.ints[L.REC]
+            col = np.full((rec.shape[0], 1), L.NO_KEY, dtype=np.int64)
+            used = int(self.ints[L.META][0, L.M_RUSED])
             for r in np.flatnonzero(rec[:used, 0] > 0).tolist():  # live records: their value of ``name``
-                col[r, 0] = max(self._key(self._recs[r][1], name), K.NO_KEY)
+                col[r, 0] = max(self._key(self._recs[r][1], name), L.NO_KEY)
                 if col[r, 0] >= 0:
-                    self.ints[K.KREF][col[r, 0], 0] += 1
-            self._put(K.REC, np.ascontiguousarray(np.concatenate([rec, col], axis=1)))
+                    self.ints[L.KREF][col[r, 0], 0] += 1
+            self._put(L.REC, np.ascontiguousarray(np.concatenate([rec, col], axis=1)))
         return s
 
     def new_node(self, nid: str, spec) -> Node:
         node = Node(nid, spec, True, closures=False)  # the kernels check the node's atoms
-        row = self._new_row(K.NODE)
+        row = self._new_row(L.NODE)
         self._node_row[nid] = row
         self._row_node[row] = node
         gkey = (node.stream, node.eq_attrs)
         g = self._group_row.get(gkey)
         if g is None:
-            g = self._group_row[gkey] = self.ints[K.GROUP].shape[0]
-            grow = _rows(1, K.G_COLS)
-            grow[0, K.G_STREAM] = self._stream(node.stream)
+            g = self._group_row[gkey] = self.ints[L.GROUP].shape[0]
+            grow = _rows(1, L.G_COLS)
+            grow[0, L.G_STREAM] = self._stream(node.stream)
             for a, name in enumerate(node.eq_attrs):
-                grow[0, K.G_A0 + a] = self._slot_of(name)
-            self._put(K.GROUP, np.concatenate([self.ints[K.GROUP], grow]))
-        nrow = self.ints[K.NODE][row]
+                grow[0, L.G_A0 + a] = self._slot_of(name)
+            self._put(L.GROUP, np.concatenate([self.ints[L.GROUP], grow]))
+        nrow = self.ints[L.NODE][row]
         nrow[:] = -1
-        nrow[K.N_GROUP] = g
-        nrow[K.N_FOLD] = node.kind == "fold"
-        nrow[K.N_STATIC] = bool(node.static_atoms)
+        nrow[L.N_GROUP] = g
+        nrow[L.N_FOLD] = node.kind == "fold"
+        nrow[L.N_STATIC] = bool(node.static_atoms)
         for a, name in enumerate(node.eq_names or ()):
-            self.ints[K.NODE][row, K.N_E0 + a] = self._slot_of(name)
+            self.ints[L.NODE][row, L.N_E0 + a] = self._slot_of(name)
         head, rows = self._atoms(node.static_atoms)
-        self.ints[K.NODE][row, K.N_ATOM] = head
+        self.ints[L.NODE][row, L.N_ATOM] = head
         self._node_atoms[nid] = rows
         if rows:
             self._static_nodes[row] = node
@@ -176,29 +176,29 @@ class FlatStore:
         self._refresh()
         self._collect()
         del self._row_node[row]
-        self._free_rows[K.ATOM].extend(self._node_atoms.pop(node.id))
+        self._free_rows[L.ATOM].extend(self._node_atoms.pop(node.id))
         self._static_nodes.pop(row, None)
         for out in self._node_outs.pop(node.id):
             self._drop_out(out)
-        self.ints[K.NODE][row] = -1
-        self.flts[K.NDEAD][row, 0] = math.inf
-        self._free_rows[K.NODE].append(row)
+        self.ints[L.NODE][row] = -1
+        self.flts[L.NDEAD][row, 0] = math.inf
+        self._free_rows[L.NODE].append(row)
 
     def _atoms(self, atoms: Sequence[tuple[str, str, Any]]) -> tuple[int, list[int]]:
         """Rows for static atoms (:func:`.flat_rules.kernel_atom`): the first one's (-1: none) and all."""
         head, rows = -1, []
         for attr, op, c in reversed(atoms):
-            a = self._new_row(K.ATOM)
-            arow = self.ints[K.ATOM][a]
-            arow[K.A_NEXT] = head
-            arow[K.A_SLOT] = self._sslot.setdefault(attr, len(self._sslot))
-            arow[K.A_OP] = K.OPS.index(op)
-            arow[K.A_CONST] = self._const_id.setdefault(tag(c), len(self._const_id))
+            a = self._new_row(L.ATOM)
+            arow = self.ints[L.ATOM][a]
+            arow[L.A_NEXT] = head
+            arow[L.A_SLOT] = self._sslot.setdefault(attr, len(self._sslot))
+            arow[L.A_OP] = L.OPS.index(op)
+            arow[L.A_CONST] = self._const_id.setdefault(tag(c), len(self._const_id))
             if type(c) in (int, float):
-                arow[K.A_KIND] = K.NUMBER
-                self.flts[K.ATOMK][a, 0] = float(c)
+                arow[L.A_KIND] = L.NUMBER
+                self.flts[L.ATOMK][a, 0] = float(c)
             else:
-                arow[K.A_KIND] = K.STRING if type(c) is str else K.BOOLEAN
+                arow[L.A_KIND] = L.STRING if type(c) is str else L.BOOLEAN
             head = a
             rows.append(a)
         return head, rows
@@ -210,13 +210,13 @@ class FlatStore:
         start = Start(sid, c.start, closures=False)
         atoms = view_static_atoms(c.start)
         eq = next((a for a in atoms if a[1] == "="), None)
-        row = self._start_row[sid] = self._new_row(K.START)
+        row = self._start_row[sid] = self._new_row(L.START)
         head, rows = self._atoms([a for a in atoms if a is not eq])
-        self.ints[K.START][row, K.S_ATOM] = head
-        self.ints[K.START][row, K.S_OUT] = -1
+        self.ints[L.START][row, L.S_ATOM] = head
+        self.ints[L.START][row, L.S_OUT] = -1
         self._node_atoms[sid] = rows
         stream = self._stream(c.start.stream)
-        key = (stream, K.SCAN, K.SCAN)
+        key = (stream, L.SCAN, L.SCAN)
         if eq is not None:
             key = (stream, self._sslot.setdefault(eq[0], len(self._sslot)),
                    self._const_id.setdefault(tag(eq[2]), len(self._const_id)))
@@ -231,10 +231,10 @@ class FlatStore:
         K.unindex_start(self._tints, *self._start_key.pop(row), row)
         self._refresh()
         del self._stream_starts[start.view.stream][row]
-        self._free_rows[K.ATOM].extend(self._node_atoms.pop(start.id))
+        self._free_rows[L.ATOM].extend(self._node_atoms.pop(start.id))
         self._drop_out(start.out)
-        self.ints[K.START][row] = -1
-        self._free_rows[K.START].append(row)
+        self.ints[L.START][row] = -1
+        self._free_rows[L.START].append(row)
 
     def _stream(self, name: str) -> int:
         return self._stream_id.setdefault(name, len(self._stream_id))
@@ -245,14 +245,14 @@ class FlatStore:
         for sid, path in links:
             start = self.starts.get(sid)
             if start is not None:
-                self.ints[K.START][self._start_row[sid], K.S_OUT] = self._sync_out(start.out)
+                self.ints[L.START][self._start_row[sid], L.S_OUT] = self._sync_out(start.out)
             for nid, _post in path:
                 node = self.nodes.get(nid)
                 if node is None:
                     continue
                 row = self._node_row[nid]
                 d = node.deadline
-                self.flts[K.NDEAD][row, 0] = math.inf if d is None else float(d)
+                self.flts[L.NDEAD][row, 0] = math.inf if d is None else float(d)
                 outs = list(node.outs.values())
                 for out in self._node_outs[nid]:
                     if all(out is not o for o in outs):
@@ -261,42 +261,42 @@ class FlatStore:
                 first = -1
                 for out in reversed(outs):
                     o = self._sync_out(out)
-                    self.ints[K.OUT][o, K.O_NEXT] = first
+                    self.ints[L.OUT][o, L.O_NEXT] = first
                     first = o
-                self.ints[K.NODE][row, K.N_OUT] = first
+                self.ints[L.NODE][row, L.N_OUT] = first
 
     def _sync_out(self, out: Out) -> int:
         """The row of forward edge ``out``, written from it (its targets as a diff)."""
         row = self._out_row.get(id(out))
         if row is None:
-            row = self._out_row[id(out)] = self._new_row(K.OUT)
+            row = self._out_row[id(out)] = self._new_row(L.OUT)
             self._out_of_row[row] = out
             self._out_tgts[row] = {}
-            self.ints[K.OUT][row] = -1
-            self.ints[K.OUT][row, K.O_ND] = 0
+            self.ints[L.OUT][row] = -1
+            self.ints[L.OUT][row, L.O_ND] = 0
             for j, (op, k) in enumerate(out.durs or ()):
-                self.ints[K.OUT][row, K.O_OP0 + j] = op
-                self.flts[K.OUTK][row, j] = float(k)
-            self.ints[K.OUT][row, K.O_ND] = len(out.durs or ())
-        orow = self.ints[K.OUT][row]
-        orow[K.O_ACCEPT] = bool(out.accept)
+                self.ints[L.OUT][row, L.O_OP0 + j] = op
+                self.flts[L.OUTK][row, j] = float(k)
+            self.ints[L.OUT][row, L.O_ND] = len(out.durs or ())
+        orow = self.ints[L.OUT][row]
+        orow[L.O_ACCEPT] = bool(out.accept)
         if row >= len(self._accepts):
             self._accepts.extend([None] * (row + 1 - len(self._accepts)))
         self._accepts[row] = (tuple(out.accept), max(out.accept.values(), default=0))
-        orow[K.O_NT] = len(out.targets)
+        orow[L.O_NT] = len(out.targets)
         tgts = self._out_tgts[row]
         want = {self._node_row[n.id] for n in out.targets}
         for n in set(tgts) - want:
-            self._free_rows[K.TGT].append(tgts.pop(n))
+            self._free_rows[L.TGT].append(tgts.pop(n))
         for n in want - set(tgts):
-            t = tgts[n] = self._new_row(K.TGT)
-            self.ints[K.TGT][t, 0] = n
-        tgt = self.ints[K.TGT]
+            t = tgts[n] = self._new_row(L.TGT)
+            self.ints[L.TGT][t, 0] = n
+        tgt = self.ints[L.TGT]
         head = -1
         for t in tgts.values():
             tgt[t, 1] = head
             head = t
-        self.ints[K.OUT][row, K.O_TGT] = head
+        self.ints[L.OUT][row, L.O_TGT] = head
         return row
 
     def _drop_out(self, out: Out) -> None:
@@ -305,31 +305,31 @@ class FlatStore:
             return
         del self._out_of_row[row]
         self._accepts[row] = None
-        self._free_rows[K.TGT].extend(self._out_tgts.pop(row).values())
-        self.ints[K.OUT][row] = -1
-        self._free_rows[K.OUT].append(row)
+        self._free_rows[L.TGT].extend(self._out_tgts.pop(row).values())
+        self.ints[L.OUT][row] = -1
+        self._free_rows[L.OUT].append(row)
 
     # ------------------------------------------------------------ keys and records
     def _key(self, attrs: dict, name: str) -> int:
-        """The key id of ``attrs[name]`` (:data:`~.flat_kernels.ABSENT`, :data:`~.flat_kernels.NO_KEY`);
+        """The key id of ``attrs[name]`` (:data:`~.flat_layout.ABSENT`, :data:`~.flat_layout.NO_KEY`);
         an id made for it is listed in ``self._new_keys`` (freed after the kernel call if no
         record holds it)."""
         if name not in attrs:
-            return K.ABSENT
+            return L.ABSENT
         v = attrs[name]
         if v is None or v != v:
-            return K.NO_KEY
+            return L.NO_KEY
         t = tag(v)
         try:
             k = self._key_id.get(t)
         except TypeError:  # unhashable (a list): equal to no bound value
-            return K.NO_KEY
+            return L.NO_KEY
         if k is None:
             k = stored(self._key_val, self._key_free, t)
-            kref = self.ints[K.KREF]
+            kref = self.ints[L.KREF]
             if k >= kref.shape[0]:
-                self._put(K.KREF, np.concatenate([kref, np.zeros((max(16, kref.shape[0]), 2), np.int64)]))
-            self.ints[K.KREF][k] = 0
+                self._put(L.KREF, np.concatenate([kref, np.zeros((max(16, kref.shape[0]), 2), np.int64)]))
+            self.ints[L.KREF][k] = 0
             self._key_id[t] = k
             self._new_keys.append(k)
         return k
@@ -339,20 +339,20 @@ class FlatStore:
         events of :meth:`run`) and its matches, forget the records it freed, free the
         key ids no record holds; the matches as ``(index of the event, match)``."""
         ints, recs = self.ints, self._recs
-        meta = ints[K.META][0]
-        n = int(meta[K.M_NEWREC])
+        meta = ints[L.META][0]
+        n = int(meta[L.M_NEWREC])
         if n:
-            for r, parent, ei in ints[K.NEWREC][:n].tolist():
+            for r, parent, ei in ints[L.NEWREC][:n].tolist():
                 if parent < 0:
                     recs[r] = (wits[ei], attrs[ei])
                 else:
                     pw, pa = recs[parent]
                     recs[r] = (pw + wits[ei], {**pa, **attrs[ei]})
         out: list[tuple[int, Match]] = []
-        n = int(meta[K.M_MATCH])
+        n = int(meta[L.M_MATCH])
         if n:
             accepts, add = self._accepts, out.append
-            for ei, o, r, t0, t1, born in ints[K.MATCH][:n].tolist():
+            for ei, o, r, t0, t1, born in ints[L.MATCH][:n].tolist():
                 wit, attrs = recs[r]
                 subs, last = accepts[o]
                 if born >= last:  # every subscription of the edge sees the instance
@@ -362,10 +362,10 @@ class FlatStore:
                     for sub, since in self._out_of_row[o].accept.items():
                         if born >= since:
                             add((ei, new(Match, (sub, attrs, t0, t1, wit))))
-        for r in ints[K.FREEREC][: int(meta[K.M_FREEREC]), 0].tolist():
+        for r in ints[L.FREEREC][: int(meta[L.M_FREEREC]), 0].tolist():
             recs[r] = None
-        kref = ints[K.KREF]
-        for k in ints[K.FREEKEY][: int(meta[K.M_FREEKEY]), 0].tolist() + self._new_keys:
+        kref = ints[L.KREF]
+        for k in ints[L.FREEKEY][: int(meta[L.M_FREEKEY]), 0].tolist() + self._new_keys:
             if kref[k, 0] == 0 and self._key_val[k] is not None:
                 del self._key_id[self._key_val[k]]
                 self._key_val[k] = None
@@ -395,10 +395,10 @@ class FlatStore:
             sout: list[int] = []
             snode: list[int] = []
             soff, noff = [0], [0]
-            start_out = self.ints[K.START][:, K.S_OUT]
+            start_out = self.ints[L.START][:, L.S_OUT]
             for i, (stream, a, *_) in enumerate(events):
                 if i in exact:
-                    ev[K.E_EXACT, i] = 1
+                    ev[L.E_EXACT, i] = 1
                     snode += [r for r, node in self._static_nodes.items()
                               if all(holds(atom, a) for atom in node.static_atoms)]
                     sout += [int(start_out[r]) for r, atoms in self._stream_starts.get(stream, {}).items()
@@ -408,7 +408,7 @@ class FlatStore:
             lists = [np.array(a, dtype=np.int64) for a in (sout, soff, snode, noff)]
         else:  # no exact event: no lists from here
             lists = [_ZEROS if n < len(_ZEROS) else np.zeros(n + 1, dtype=np.int64)] * 4
-        K.step(self._tints, self._tflts, Steps(ev, evn, *lists), epoch, starting)
+        K.step(self._tints, self._tflts, L.Steps(ev, evn, *lists), epoch, starting)
         self._refresh()
         return self._collect(attrs, wits)
 
@@ -419,10 +419,10 @@ class FlatStore:
             vals = [a.get(name) for a in attrs]
             if set(map(type, vals)) <= _PLAIN_KEYS:  # hashable and their own tag: known ids looked up at once
                 get = self._key_id.get
-                ids = [get(v, K.ABSENT) for v in vals]
-                if K.ABSENT not in ids:
+                ids = [get(v, L.ABSENT) for v in vals]
+                if L.ABSENT not in ids:
                     return ids
-                return [k if k != K.ABSENT else key(a, name) for k, a in zip(ids, attrs, strict=True)]
+                return [k if k != L.ABSENT else key(a, name) for k, a in zip(ids, attrs, strict=True)]
         return [key(a, name) for a in attrs]
 
     def _static_column(self, vals: list, exact: set[int]) -> tuple[list[int], list[int], list[float]]:
@@ -432,14 +432,14 @@ class FlatStore:
         if len(vals) >= _COLUMN:
             kinds = set(map(type, vals))
             if kinds == {float}:
-                return [K.T_NUMBER] * len(vals), [consts.get(v, -1) for v in vals], vals
+                return [L.T_NUMBER] * len(vals), [consts.get(v, -1) for v in vals], vals
             if kinds == {str}:
-                return [K.T_STRING] * len(vals), [consts.get(v, -1) for v in vals], [0.0] * len(vals)
+                return [L.T_STRING] * len(vals), [consts.get(v, -1) for v in vals], [0.0] * len(vals)
         codes, ids, nums = [], [], []
         for i, v in enumerate(vals):
             tv = type(v)
             if tv is int or tv is float:
-                codes.append(K.T_NUMBER)
+                codes.append(L.T_NUMBER)
                 ids.append(consts.get(v, -1))
                 if tv is int and not -(2**53) < v < 2**53:
                     exact.add(i)
@@ -448,16 +448,16 @@ class FlatStore:
                 continue
             nums.append(0.0)
             if v is None:
-                codes.append(K.T_NONE)
+                codes.append(L.T_NONE)
                 ids.append(-1)
             elif tv is bool:
-                codes.append(K.T_BOOLEAN)
+                codes.append(L.T_BOOLEAN)
                 ids.append(consts.get(tag(v), -1))
             elif isinstance(v, str):
-                codes.append(K.T_STRING)
+                codes.append(L.T_STRING)
                 ids.append(consts.get(v, -1))
             else:
-                codes.append(K.T_OTHER)
+                codes.append(L.T_OTHER)
                 ids.append(-1)
         return codes, ids, nums
 
@@ -473,10 +473,10 @@ class FlatStore:
 
     # ------------------------------------------------------------ state
     def export_instances(self) -> list[tuple]:
-        inst = self.ints[K.INST][: int(self.ints[K.META][0, K.M_IUSED])]
+        inst = self.ints[L.INST][: int(self.ints[L.META][0, L.M_IUSED])]
         recs, nodes = self._recs, self._row_node
         out = []
-        for n, t0, t1, born, seq, first, cur in inst[inst[:, K.I_NODE] >= 0][:, :K.I_CUR + 1].tolist():
+        for n, t0, t1, born, seq, first, cur in inst[inst[:, L.I_NODE] >= 0][:, :L.I_CUR + 1].tolist():
             wit, attrs = recs[cur]
             nid = nodes[n].id
             out.append((FLAT_PREFIX + nid[1:], recs[first][1], attrs, t0, t1, wit, born, seq))
@@ -495,11 +495,11 @@ class FlatStore:
             if row is None:
                 continue
             kf = len(keys)
-            keys.append([max(self._key(first, s), K.NO_KEY) for s in slots])
+            keys.append([max(self._key(first, s), L.NO_KEY) for s in slots])
             kc = kf
             if cur is not first:
                 kc = len(keys)
-                keys.append([max(self._key(cur, s), K.NO_KEY) for s in slots])
+                keys.append([max(self._key(cur, s), L.NO_KEY) for s in slots])
             table.append([row, kf, kc, t0, t1, born, seq])
             datas.append((first, cur, tuple(wit)))
         if not table:
@@ -518,14 +518,14 @@ class FlatStore:
 
     def clear_instances(self) -> None:
         ints = self.ints
-        meta = ints[K.META]
-        for col in (K.M_IUSED, K.M_IFREE, K.M_RUSED, K.M_RFREE, K.M_BUSED, K.M_BFREE, K.M_HEAP, K.M_LIVE,
-                    K.M_HBN, K.M_HAN):
+        meta = ints[L.META]
+        for col in (L.M_IUSED, L.M_IFREE, L.M_RUSED, L.M_RFREE, L.M_BUSED, L.M_BFREE, L.M_HEAP, L.M_LIVE,
+                    L.M_HBN, L.M_HAN):
             meta[0, col] = 0
-        ints[K.NODE][:, K.N_BKT] = -1
-        ints[K.KREF][:] = 0
-        ints[K.HB][:] = K.EMPTY
-        ints[K.HA][:] = K.EMPTY
+        ints[L.NODE][:, L.N_BKT] = -1
+        ints[L.KREF][:] = 0
+        ints[L.HB][:] = L.EMPTY
+        ints[L.HA][:] = L.EMPTY
         self._key_id.clear()
         self._key_val.clear()
         self._key_free.clear()

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import algebra as A
-from . import flat_kernels as K
+from . import flat_layout as L
 from .automaton import Node, dur_tests
 from .compiler import Chain, node_preds, view_is_static, view_static_atoms
 
@@ -40,12 +40,12 @@ def flat_chain(c: Chain) -> bool:
         if spec.kind == "fold" and (spec.cont != A.TRUE or spec.aggs):
             return False
         preds = node_preds(spec)
-        if preds.rest or len(preds.eq) > K.MAX_KEY or not all(map(kernel_atom, preds.static)):
+        if preds.rest or len(preds.eq) > L.MAX_KEY or not all(map(kernel_atom, preds.static)):
             return False
         if not all(isinstance(t, A.Attr) and t.scope == A.LAST for _, t in preds.eq):
             return False
         durs = dur_tests(post)
-        if durs is None or len(durs) > K.MAX_DUR_TESTS:
+        if durs is None or len(durs) > L.MAX_DUR_TESTS:
             return False
     return True
 
@@ -55,7 +55,7 @@ def kernel_atom(atom: tuple[str, str, Any]) -> bool:
     constant with any comparison, a string or boolean one with ``=`` or ``!=``."""
     _, op, c = atom
     if type(c) in (int, float):
-        return op in K.OPS
+        return op in L.OPS
     return type(c) in (str, bool) and op in ("=", "!=")
 
 
