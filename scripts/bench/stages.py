@@ -102,10 +102,13 @@ def _bare_consume(bootstrap: str, topic: str, n: int) -> int:
 def _baseline(tree: Path) -> dict[str, ModuleType]:
     """The notification, sink and scan modules of the code ``tree`` (their other imports are this tree's);
     the scan from a copy, so that numba's cache of the tree's own module stays its own."""
+    import atexit
     import shutil
     import tempfile
 
-    copy = Path(tempfile.mkdtemp(prefix="stages-baseline-")) / "baseline_scan.py"
+    where = tempfile.mkdtemp(prefix="stages-baseline-")
+    atexit.register(shutil.rmtree, where, True)
+    copy = Path(where) / "baseline_scan.py"
     shutil.copy(tree / "matchers/scan.py", copy)
     mods = {}
     for label, path in (("new", tree / "streaming/notifications.py"), ("produce", tree / "streaming/kafka/sink.py"),
