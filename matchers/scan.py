@@ -394,10 +394,19 @@ def scan(buf, starts, ends, table, limits, key0, key1, drop0):
             elif c == 110 and hi - p >= 4 and buf[p + 1] == 117 and buf[p + 2] == 108 and buf[p + 3] == 108:
                 v_kind, p = NULL, p + 4
             else:
-                v_num, q, _plain = _number(buf, p, hi)
-                if q < 0:
-                    slow = True
-                    break
+                q = p  # a plain integer of at most 15 digits here, inline: the call to _number cost W1 0.5 µs
+                iv = np.int64(0)
+                while q < hi and 48 <= buf[q] <= 57 and q - p < 15:
+                    iv = iv * 10 + (buf[q] - 48)
+                    q += 1
+                if q == p or (c == 48 and q > p + 1) or (q < hi and (48 <= buf[q] <= 57 or buf[q] == 46
+                                                                      or buf[q] == 101 or buf[q] == 69)):
+                    v_num, q, _plain = _number(buf, p, hi)  # a sign, a fraction, an exponent, a leading 0, or long
+                    if q < 0:
+                        slow = True
+                        break
+                else:
+                    v_num = float(iv)
                 p = q
             if p < hi and not (buf[p] == 44 or buf[p] == 125 or buf[p] == 93 or buf[p] == 32
                                or buf[p] == 10 or buf[p] == 13 or buf[p] == 9):

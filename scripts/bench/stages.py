@@ -31,7 +31,8 @@ subscriptions drawn from the index's (or, with ``--wide-ids N``, from ``N`` ids 
 and produced (:func:`streaming.kafka.sink.produce_batches`), in µs of CPU per notification;
 with ``--baseline TREE`` (a checkout of an older commit, e.g. a git worktree of main) the
 same with that tree's ``streaming/notifications.py`` and ``streaming/kafka/sink.py``,
-interleaved with these in every round.
+interleaved with these in every round.  ``--baseline`` also times the scan's kernel alone
+(:func:`matchers.scan.scan_records`) of both trees on the same bytes, interleaved.
 
 Run ``python -m scripts.bench.stages [--events 20000] [--subs 100000] [--rounds 3] [--quick]
 [--wide 120 [--wide-ids 10000000] [--baseline TREE]]``.
@@ -50,6 +51,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -98,10 +100,20 @@ def _bare_consume(bootstrap: str, topic: str, n: int) -> int:
 
 
 def _baseline(tree: Path) -> dict[str, ModuleType]:
-    """The notification and sink modules of the code ``tree`` (its other imports are this tree's)."""
+    """The notification, sink and scan modules of the code ``tree`` (their other imports are this tree's);
+    the scan from a copy, so that numba's cache of the tree's own module stays its own."""
+    import atexit
+    import shutil
+    import tempfile
+
+    where = tempfile.mkdtemp(prefix="stages-baseline-")
+    atexit.register(shutil.rmtree, where, True)
+    copy = Path(where) / "baseline_scan.py"
+    shutil.copy(tree / "matchers/scan.py", copy)
     mods = {}
-    for label, rel in (("new", "streaming/notifications.py"), ("produce", "streaming/kafka/sink.py")):
-        spec = importlib.util.spec_from_file_location(f"baseline_{label}", tree / rel)
+    for label, path in (("new", tree / "streaming/notifications.py"), ("produce", tree / "streaming/kafka/sink.py"),
+                        ("scan", copy)):
+        spec = importlib.util.spec_from_file_location(f"baseline_{label}", path)
         assert spec is not None and spec.loader is not None
         mods[label] = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up
         spec.loader.exec_module(mods[label])
@@ -137,6 +149,37 @@ class _Wide:
         out: tuple[list, list, list] = ([], [], [])
         notes.match_records(events, self.bounds, self.ids, self.which, stamp, 0, 2**40, out, self.topics)
         return [out_batch(*out)]
+
+
+def _scan_kernels(clock: _Clock, trees: dict[str, dict[str, ModuleType]], prepared: list, common: Any, r: int) -> None:
+    """Time the scan's kernel (:func:`matchers.scan.scan_records`) of this tree and of the baseline's, interleaved,
+    on the same bytes, each against its own table of the same dictionary; their outputs must be equal."""
+    from matchers import scan
+    from matchers.scan_types import ScanTable
+    from streaming.records import DEFAULT_LIMITS
+
+    table = common._scan.table
+    live = np.flatnonzero(table.lengths >= 0)
+    mods = {"wide": scan, "baseline": trees["baseline"]["scan"]}
+    tables = {}
+    for label, mod in mods.items():
+        tables[label] = ScanTable.empty(len(table.hashes), table.blob)
+        mod.table_insert(tables[label], table.tags[live], table.starts[live], table.starts[live] + table.lengths[live],
+                         table.values[live])
+    bufs = []
+    for p in prepared:
+        raws = [v or b"" for v in p.values]
+        lengths = np.fromiter(map(len, raws), np.int64, len(raws))
+        ends = np.cumsum(lengths)
+        bufs.append((np.frombuffer(b"".join(raws), np.uint8), ends - lengths, ends))
+    outs: dict[str, list] = {}
+    for label in kit.interleaved(list(mods), r):
+        with clock("scan kernel" if label == "wide" else "baseline scan kernel"):
+            outs[label] = [mods[label].scan_records(b, lo, hi, tables[label], DEFAULT_LIMITS.scan(), ("id", "valid_until"))
+                           for b, lo, hi in bufs]
+    if r == 0:
+        assert all(np.array_equal(x, y, equal_nan=True) for a, b in zip(outs["wide"], outs["baseline"], strict=True)
+                   for x, y in zip(a, b, strict=True)), "the trees' scans differ"
 
 
 def _named(w: int) -> str:
@@ -205,6 +248,8 @@ def measure(bootstrap: str, n_events: int, n_subs: int, rounds: int, seed: int =
             for p in prepared:
                 encode_json([v or b"" for v in p.values], common, slow.append, DEFAULT_LIMITS.scan(),
                             ("id", "valid_until"), encode_flat=lambda flats: encode(flats, common, known_only=True))
+        if "baseline" in trees:
+            _scan_kernels(clock, trees, prepared, common, r)
         with clock("read events"):
             read = [executor.read_batch(p, ctx, common) for p in prepared]
         clock.note("event ids", clock.last["read events"] - clock.last["scan"])
@@ -260,6 +305,10 @@ def render(rec: dict[str, Any]) -> str:
             f"{p['rounds']} rounds, {rec['date']} {rec['time_utc']} UTC, load {rec['load_avg']}; command "
             f"`{rec['command']}`.\n\n")
     text = head + kit.table(("stage", "µs of CPU per event", "its limit", "limit µs", "stage / limit"), rows, "lrlrr")
+    if "scan kernel" in best:
+        text += (f"\n\nThe scan's kernel alone (`matchers.scan.scan_records`, the same bytes and dictionary), µs of CPU "
+                 f"per event: this tree {best['scan kernel']:.2f}, baseline {best['baseline scan kernel']:.2f} "
+                 f"(`{p['baseline']}`, interleaved).")
     wide = rec["results"].get("us_per_notification") or {}
     if wide:
         labels = [label for label in ("wide", "baseline") if f"{label}_build" in wide]
@@ -290,7 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-record", action="store_true", help="print only; docs/ unchanged")
     ap.add_argument("--wide", type=int, default=0, help="also build and produce K notifications per event")
     ap.add_argument("--wide-ids", type=int, default=0, help="with --wide: draw from this many ids (default: the index's)")
-    ap.add_argument("--baseline", type=Path, help="with --wide: a code tree to compare with (e.g. a git worktree)")
+    ap.add_argument("--baseline", type=Path, help="a code tree to compare the scan's kernel (and with --wide the "
+                    "notifications) with (e.g. a git worktree)")
     args = ap.parse_args(argv)
     if args.quick:
         args.events, args.subs, args.rounds = 5_000, 20_000, 1

@@ -320,3 +320,16 @@ def test_many_keys_with_a_duplicate_at_the_end_take_the_general_path():
             ("{" + ", ".join(members + ['"k299": {"x": 1}']) + "}").encode()]
     fast = _check(raws, _dictionary([f"k{i}" for i in range(300)] + ["k299.x"], []))
     assert fast.tolist() == [True, False, False]
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.from_regex(r"\A-?0*[0-9]{0,18}\Z"), st.sampled_from(["", ".5", "e1", "E-2", "x", "0"]),
+                          st.booleans()), min_size=1, max_size=4),
+       st.sampled_from(["", " ", "\n", "]", "}}"]))
+def test_integers_of_the_short_path_and_their_neighbours(members, tail):
+    """Integers up to 15 digits are read inline (:func:`matchers.scan.scan`); longer ones, leading zeros, signs,
+    fractions, exponents, junk after the digits, in arrays or truncated, as before (the general parse or the general path)."""
+    parts = [f'"k{i}": ' + (f"[{digits}{rest}]" if in_array else f"{digits}{rest}")
+             for i, (digits, rest, in_array) in enumerate(members)]
+    raw = ("{" + ", ".join(parts) + tail.rstrip("}") + ("}" if tail != "}}" else "}}")).encode()
+    _check([raw, raw[:-1]], _dictionary([f"k{i}" for i in range(len(members))], []))
