@@ -76,7 +76,7 @@ def run_project(matcher_name: str, records: list[dict], raws: list[bytes], round
         out = []
         for chunk in chunks:
             result, event_ids, offsets = match_chunk(matcher, "-", chunk, sink)
-            match_lines(event_ids, offsets, result.offsets, result.keys, *table, *LINE_PARTS)
+            match_lines(event_ids, offsets, result.offsets, result.keys, table, *LINE_PARTS)
             out.append(result)
         return out
 
