@@ -21,8 +21,8 @@ a selective one), as
   ours too.
 
 Each round runs this project (and the baseline) in a fresh process of its own
-(:func:`run_tree`), so both are measured alike (the bench's own process, which holds every
-round's ids, ran the project up to 5 % slower than a fresh one).
+(:func:`run_tree`), so both are measured alike (in the bench's own process, which holds every
+round's ids, a change read 1.01x of its baseline where fresh processes read 1.09x).
 
 CPU seconds (``time.process_time`` here, ``getrusage`` in the binary; the cyclic garbage
 collector paused in each timed step, after a collection), numba on one thread, with the
