@@ -160,7 +160,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     matcher = catalog.create(args.matcher)
     matcher.add(subs)
     built = time.perf_counter()
-    rank, id_json, id_offsets = id_table([(s.id, matcher.key_of(s.id)) for s in subs], matcher.capacity)
+    table = id_table([(s.id, matcher.key_of(s.id)) for s in subs], matcher.capacity)
     out = open(args.out, "wb") if args.out != "-" else sys.stdout.buffer
     n_events = n_matches = 0
     match_seconds = 0.0
@@ -174,8 +174,7 @@ def cmd_match(args: argparse.Namespace) -> int:
                 bad += len(chunk) - n_good
                 n_events += n_good
                 n_matches += result.total
-                out.write(match_lines(event_ids, event_offsets, result.offsets, result.keys, rank, id_json, id_offsets,
-                                      *LINE_PARTS).tobytes())
+                out.write(match_lines(event_ids, event_offsets, result.offsets, result.keys, table, *LINE_PARTS).tobytes())
                 bar.update(len(chunk))
     finally:
         if out is not sys.stdout.buffer:

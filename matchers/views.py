@@ -36,8 +36,9 @@ folding keeps, so each test holds exactly where ``anything-but`` does.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
-from matchers.events import BOOL, NULL, NUM, STR, Dictionary, EventBatch
+from matchers.events import BOOL, NULL, NUM, STR, Dictionary, EventArrays, EventBatch
 from matchers.expr import COMPLEMENT, Kind, Op, Pred, pred
 from matchers.operands import like_escape
 
@@ -145,17 +146,54 @@ def with_views(batch: EventBatch, sources: np.ndarray, views: np.ndarray, tails:
                 strings.append(text)
             texts[i], codes[i] = at, table.get(text, -1)
         parts.append((rows[sel], view, codes[inverse.reshape(-1)], texts[inverse.reshape(-1)]))
-    keep = ~np.isin(batch.attrs, views)
-    if not parts and keep.all():
+    if not parts and not np.isin(batch.attrs, views).any():
         return batch
-    n_new = sum(len(p[0]) for p in parts)
-    all_rows = np.concatenate([rows[keep], *(p[0] for p in parts)])
-    attrs = np.concatenate([batch.attrs[keep], *(np.full(len(p[0]), p[1], dtype=batch.attrs.dtype) for p in parts)])
-    kinds = np.concatenate([batch.kinds[keep], np.full(n_new, STR, dtype=batch.kinds.dtype)])
-    nums = np.concatenate([batch.nums[keep], np.full(n_new, np.nan, dtype=batch.nums.dtype)])
-    codes = np.concatenate([batch.codes[keep], *(p[2] for p in parts)])
-    texts = np.concatenate([batch.texts[keep], *(p[3] for p in parts)])
-    order = np.lexsort((attrs, all_rows))
-    offsets = np.zeros(batch.n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(all_rows, minlength=batch.n), out=offsets[1:])
-    return EventBatch(offsets, attrs[order], kinds[order], nums[order], codes[order], texts[order], strings)
+    new_rows = np.concatenate([p[0] for p in parts]) if parts else rows[:0]
+    new_attrs = np.concatenate([np.full(len(p[0]), p[1], dtype=batch.attrs.dtype) for p in parts]) \
+        if parts else batch.attrs[:0]
+    order = np.lexsort((new_attrs, new_rows))  # a few per row: one per view of an attribute it holds
+    added = EventArrays(new_rows[order], new_attrs[order], np.full(len(order), STR, dtype=batch.kinds.dtype),
+                        np.full(len(order), np.nan, dtype=batch.nums.dtype),
+                        np.concatenate([p[2] for p in parts])[order] if parts else batch.codes[:0],
+                        np.concatenate([p[3] for p in parts])[order] if parts else batch.texts[:0])
+    drop = np.zeros(int(max(batch.attrs.max(initial=0), views.max(initial=0))) + 1, dtype=np.bool_)
+    drop[views] = True
+    offsets, attrs, kinds, nums, codes, texts = insert_entries(batch.arrays, drop, added)
+    return EventBatch(offsets, attrs, kinds, nums, codes, texts, strings)
+
+
+@njit(cache=True, nogil=True)
+def insert_entries(batch, drop, added):
+    """The rows of ``batch`` (an :class:`~matchers.events.EventArrays`) without their entries of
+    an attribute ``a`` with ``drop[a]`` and with the ``added`` entries (an ``EventArrays`` whose
+    ``offsets`` are the rows the entries go to, sorted by row and attribute) among theirs, in
+    attribute order: an ``EventArrays`` (a row's entries before those added under the same attribute)."""
+    offsets, attrs, kinds, nums, codes, texts = batch
+    rows, a_attrs, a_kinds, a_nums, a_codes, a_texts = added
+    n, size = len(offsets) - 1, len(attrs) + len(rows)
+    out = EventArrays(np.zeros(n + 1, offsets.dtype), np.empty(size, attrs.dtype), np.empty(size, kinds.dtype),
+                      np.empty(size, nums.dtype), np.empty(size, codes.dtype), np.empty(size, texts.dtype))
+    pos = 0
+    q = 0
+    for r in range(n):
+        for j in range(offsets[r], offsets[r + 1] + 1):
+            last = j == offsets[r + 1]
+            a = 0 if last else attrs[j]
+            while q < len(rows) and rows[q] == r and (last or a_attrs[q] < a):
+                _put_entry(out, pos, a_attrs[q], a_kinds[q], a_nums[q], a_codes[q], a_texts[q])
+                pos += 1
+                q += 1
+            if not last and not (a < len(drop) and drop[a]):
+                _put_entry(out, pos, a, kinds[j], nums[j], codes[j], texts[j])
+                pos += 1
+        out.offsets[r + 1] = pos
+    return out.offsets, out.attrs[:pos], out.kinds[:pos], out.nums[:pos], out.codes[:pos], out.texts[:pos]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_entry(out, pos, attr, kind, num, code, text):
+    out.attrs[pos] = attr
+    out.kinds[pos] = kind
+    out.nums[pos] = num
+    out.codes[pos] = code
+    out.texts[pos] = text

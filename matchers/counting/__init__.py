@@ -49,7 +49,7 @@ SAT_BUDGET = 8 << 20
 chunk follow the satisfied predicates per event of the previous chunk, every predicate
 at first (a dense workload satisfies millions per event)."""
 STAMP_LIMIT = 2**31 - 2 * CHUNK_EVENTS
-"""Event stamps (int32 in ``key_seen``) restart from 0 past this."""
+"""Event stamps (int32 in ``pid_seen``) restart from 0 past this."""
 
 
 @register("counting")
@@ -79,7 +79,7 @@ class CountingMatcher(Matcher):
         self._n_def = np.zeros(0, dtype=np.uint16)  # its deferred pids, first in its part of _flat
         self._pid_seen = np.zeros(0, dtype=np.int32)  # per pid, while some slot defers one
         self._deferring = False  # whether some slot defers a pid
-        self._slot_key = np.zeros(0, dtype=np.int32)  # key, ~key if the key has several slots
+        self._slot_key = np.zeros(0, dtype=np.int32)  # its key
         self._slot_start = np.zeros(0, dtype=np.int32)  # into _flat
         self._flat = np.zeros(0, dtype=np.int32)  # pids of each slot, contiguous
         self._key_first = np.zeros(0, dtype=np.int32)  # first slot of a key
@@ -91,8 +91,6 @@ class CountingMatcher(Matcher):
         self._pend_pairs = 0
         self._pend_csr: tuple[np.ndarray, np.ndarray] | None = None
         self._dead_pairs = 0
-        self._key_seen = np.zeros(0, dtype=np.int32)  # per key with several conjunctions
-        self._multi_top = 0  # one more than the largest such key
         self._stamp = np.zeros(1, dtype=np.int64)
         self._visited = np.zeros(1024, dtype=np.int32)
         self._out_keys = np.zeros(1024, dtype=np.int32)  # a batch's keys before they are copied out
@@ -142,15 +140,11 @@ class CountingMatcher(Matcher):
         lengths = sizes.astype(np.int64)
         pid_arr, n_def = K.deferred_first(pid_arr, np.cumsum(lengths) - lengths, lengths, self._near_always(pid_arr))
         triggers = (sizes - n_def).astype(np.int64)
-        multi = np.repeat(n_conj > 1, n_conj)
-        if (n_conj > 1).any():
-            self._multi_top = max(self._multi_top, int(keys[n_conj > 1].max()) + 1)
         self._size[s0:slot] = sizes
         self._left[s0:slot] = triggers
         self._n_def[s0:slot] = n_def
         self._deferring |= bool(n_def.any())
-        slot_keys = np.repeat(keys, n_conj)
-        self._slot_key[s0:slot] = np.where(multi, ~slot_keys, slot_keys)
+        self._slot_key[s0:slot] = np.repeat(keys, n_conj)
         self._slot_start[s0:slot] = f0 + np.r_[0, np.cumsum(sizes)[:-1]]
         self._flat[f0:f0 + n_pids] = pid_arr
         cap = self.capacity
@@ -174,7 +168,7 @@ class CountingMatcher(Matcher):
         pids = K.gather_segments(self._flat, self._slot_start[slots], sizes)  # the argument types _rebuild gives
         self._dead_pairs += int(sizes.sum())
         single = (sizes == 1) & (slots < self._n_folded)  # folded one-predicate slots: a main entry each
-        values = K.encode_single(np.repeat(keys, count)[single], self._slot_key[slots[single]] < 0)
+        values = K.encode_single(np.repeat(keys, count)[single])
         for pid, value in zip(self._flat[self._slot_start[slots[single]]], values, strict=True):  # int32 as before
             K.tombstone(self._main_off, self._main_val, pid, value)
         self._size[slots] = 0
@@ -211,8 +205,7 @@ class CountingMatcher(Matcher):
         self._key_first[present] = new_of_old[self._key_first[present]]
         single = lengths == 1
         value = np.arange(len(live), dtype=np.int32)
-        slot_key = self._slot_key[single]
-        value[single] = K.encode_single(np.where(slot_key < 0, ~slot_key, slot_key), slot_key < 0)
+        value[single] = K.encode_single(self._slot_key[single])
         self._main_off, self._main_val = K.csr_by_key(phase1.capacity, flat[_triggers(lengths, self._n_def)],
                                                       np.repeat(value, self._left.astype(np.int64)))
         self._n_folded = len(live)
@@ -245,8 +238,7 @@ class CountingMatcher(Matcher):
             self._pid_seen = grown(self._pid_seen, self.phase1.capacity)
         conj = Conjunctions(self._main_off, self._main_val, *self._pending(), self._left, self._slot_key, self._flat,
                             self._slot_start, self._n_def, self._pid_seen if deferring else self._pid_seen[:0])
-        self._key_seen = grown(self._key_seen, self._multi_top)
-        bits = bitmap_for(self.capacity)  # sorts an event's keys
+        bits = bitmap_for(self.capacity)  # drops repeats of an event's keys and sorts them
         out_off = np.zeros(batch.n + 1, dtype=np.int64)
         out_keys = self._out_keys  # reused: the result is a copy
         k = 0
@@ -257,14 +249,13 @@ class CountingMatcher(Matcher):
             hi = min(lo + chunk, batch.n)
             if self._stamp[0] > STAMP_LIMIT:
                 self._stamp[0] = 0
-                self._key_seen[:] = 0
                 self._pid_seen[:] = 0
             sat_off, sat_pid = self.phase1.satisfied(batch.slice(lo, hi), reuse=True)  # read before the next call
             self._sat_per_event = max(1.0, 1.25 * len(sat_pid) / (hi - lo))
             off = np.empty(hi - lo + 1, dtype=np.int64)
             off[0] = k
             out_keys, self._visited, k = K.count_matches(
-                sat_off, sat_pid, conj, self._key_seen, bits, self._stamp, self._visited, off, out_keys, k)
+                sat_off, sat_pid, conj, bits, self._stamp, self._visited, off, out_keys, k)
             out_off[lo + 1:hi + 1] = off[1:]
             lo = hi
         self._out_keys = out_keys
@@ -276,7 +267,7 @@ class CountingMatcher(Matcher):
 
     def memory_bytes(self) -> int:
         arrays: tuple[np.ndarray, ...] = (self._size, self._left, self._n_def, self._pid_seen, self._slot_key, self._slot_start, self._flat, self._key_first, self._key_count,
-                  self._main_off, self._main_val, self._key_seen, self._visited, self._out_keys, *self._pending(),
+                  self._main_off, self._main_val, self._visited, self._out_keys, *self._pending(),
                   *self._pend_pid, *self._pend_slot)
         return sum(a.nbytes for a in arrays) + self.phase1.memory_bytes()
 

@@ -5,11 +5,10 @@ Layout (see :mod:`matchers.counting`):
 * ``left`` uint16 per conjunction slot: how many of its predicates the current event
   has not yet satisfied; between events, its size (0 once deleted: a deleted slot
   never reaches 0, since it is visited at most :data:`MAX_SIZE` times);
-* ``slot_key`` int32 per slot: its key, or ``~key`` when the key has several
-  conjunctions (so the key must be emitted once per event);
+* ``slot_key`` int32 per slot: its key;
 * a CSR from predicate id to int32 values: a value ``v >= 0`` is a counted slot; a
   conjunction of one predicate needs no counter and is stored as its key,
-  ``v = -(2 * key + multi) - 2``; ``v = -1`` is a deleted entry;
+  ``v = -key - 2``; ``v = -1`` is a deleted entry;
 * a slot's *deferred* predicates (``n_def`` of them, first in its segment of ``flat``) are
   not in the CSR: ``left`` counts its other predicates (its *triggers*), and once these are
   all satisfied the deferred ones are looked up in ``pid_seen`` (the event's stamp on each
@@ -20,28 +19,19 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from matchers.arrays import enlarged
-from matchers.keysort import sort_distinct
+from matchers.keysort import WORDS_PER_VALUE
 
 MAX_SIZE = 2**16 - 1
 """Largest conjunction a uint16 slot counter holds."""
 TOMBSTONE = -1
 
 
-def encode_single(keys: np.ndarray, multi: np.ndarray) -> np.ndarray:
-    """CSR values of one-predicate conjunctions of ``keys`` (``multi``: the key has several)."""
-    return (-(2 * keys.astype(np.int64) + multi) - 2).astype(np.int32)
-
-
-@numba.njit(cache=True, nogil=True)
-def _visit(left, visited, nv, v, one):
-    """A visit of slot ``v``: one predicate fewer left, the slot recorded at ``visited[nv]``
-    (to be undone after the event); whether the slot now matches (none left)."""
-    r = left[v] - one
-    left[v] = r
-    visited[nv] = v
-    return r == 0
+def encode_single(keys: np.ndarray) -> np.ndarray:
+    """CSR values of one-predicate conjunctions of ``keys``."""
+    return (-keys.astype(np.int64) - 2).astype(np.int32)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -83,21 +73,22 @@ def deferred_first(flat, starts, lengths, near):
 
 
 @numba.njit(cache=True, nogil=True)
-def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_off, out_keys, base):
+def count_matches(sat_off, sat_pid, conj, bits, stamp, visited, out_off, out_keys, base):
     """Count satisfied predicates per conjunction; emit each event's matched keys.
 
     Every satisfied pid walks its values in the main CSR (counted slots and
     one-predicate conjunctions) and its slots in the pending CSR.  A visit decrements
     the slot's ``left`` and records the slot; a slot matches when it reaches 0; the
-    recorded visits are undone after the event (the counters are back to the sizes).  The
-    entries that complete are listed first and decoded after the walk (which keeps the walk's
-    loop small): a slot with deferred predicates matches only if the event satisfies them too.
-    A key is emitted once per event (``key_seen`` holds the stamp of the event that
-    last emitted a multi-conjunction key); keys are sorted within the event
-    (:func:`~matchers.keysort.sort_distinct`, ``bits`` a zeroed bitmap of the keys).  Returns
-    the (possibly regrown) ``out_keys`` and ``visited`` and the number of keys written
-    from ``base`` on.  The buffers are grown, if need be, once per event.  ``conj`` is a
-    :class:`~matchers.counting.layout.Conjunctions`.
+    recorded visits are undone after the event (the counters are back to the sizes).  Every
+    entry visited is written at the end of the event's keys and kept when it completes (no
+    branch in the walk), and decoded after it: a slot with deferred predicates matches only
+    if the event satisfies them too.  The keys go through ``bits`` (a zeroed bitmap of the
+    keys, zeroed again on return), which drops a key's repeats (a key of several
+    conjunctions) and sorts them (:func:`_distinct_sorted`).  Returns the (possibly regrown)
+    ``out_keys`` and ``visited`` and the number of keys written from ``base`` on.  The
+    buffers are grown, if need be, once per event.  ``conj`` is a
+    :class:`~matchers.counting.layout.Conjunctions`; ``stamp[0]`` numbers the events (in
+    ``pid_seen``).
     """
     main_off, main_val, pend_off, pend_slot, left, slot_key, flat, slot_start, n_def, pid_seen = conj
     deferring = len(pid_seen) > 0
@@ -120,7 +111,7 @@ def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_of
                 pid_seen[pid] = s
         if bound > len(visited):
             visited = enlarged(visited, len(visited), bound + 1024)
-        if k + bound > len(out_keys):
+        if k + bound + 1 > len(out_keys):
             out_keys = enlarged(out_keys, len(out_keys), k + bound + 1024)
         nv = 0
         nd = k  # the event's completed entries, out_keys[start:nd] (raw values), decoded below
@@ -129,47 +120,77 @@ def count_matches(sat_off, sat_pid, conj, key_seen, bits, stamp, visited, out_of
             if pid < n_main:
                 for j in range(main_off[pid], main_off[pid + 1]):
                     v = main_val[j]
+                    out_keys[nd] = v
                     if v >= 0:
-                        done = _visit(left, visited, nv, v, one)
+                        r = left[v] - one
+                        left[v] = r
+                        visited[nv] = v
                         nv += 1
-                        if done:
-                            out_keys[nd] = v
-                            nd += 1
-                    elif v != TOMBSTONE:
-                        out_keys[nd] = v
-                        nd += 1
+                        nd += r == 0
+                    else:
+                        nd += v != TOMBSTONE
             if pid < n_pend:
                 for j in range(pend_off[pid], pend_off[pid + 1]):
                     v = pend_slot[j]
-                    done = _visit(left, visited, nv, v, one)
+                    r = left[v] - one
+                    left[v] = r
+                    visited[nv] = v
                     nv += 1
-                    if done:
-                        out_keys[nd] = v
-                        nd += 1
+                    out_keys[nd] = v
+                    nd += r == 0
+        for t in range(nv):
+            left[visited[t]] += one
         for t in range(start, nd):  # in place: the keys written never pass the entries read
             v = out_keys[t]
             if v >= 0:
                 if deferring and not _deferred_hold(flat, slot_start[v], n_def[v], pid_seen, s):
                     continue
-                key = slot_key[v]
-                multi = key < 0
-                if multi:
-                    key = ~key
+                out_keys[k] = slot_key[v]
             else:
-                u = -v - 2
-                key = u >> 1
-                multi = (u & 1) != 0
-            if multi:
-                if key_seen[key] == s:
-                    continue
-                key_seen[key] = s
-            out_keys[k] = key
+                out_keys[k] = -v - 2
             k += 1
-        for t in range(nv):
-            left[visited[t]] += one
-        sort_distinct(out_keys, start, k, bits)
+        k = _distinct_sorted(out_keys, start, k, bits)
         out_off[e + 1] = k
     return out_keys, visited, k
+
+
+@numba.njit(cache=True, nogil=True)
+def _distinct_sorted(a, lo, hi, bits):
+    """Sort ``a[lo:hi]`` (values below ``64 * len(bits)``) in place without its repeats; returns
+    the new end.  Through the bitmap ``bits`` (zero on entry and on return): read word by word
+    when the values span few words for their number, else the values kept in order and sorted."""
+    if hi <= lo:
+        return hi
+    one = np.uint64(1)
+    low = a[lo]
+    top = low
+    for i in range(lo, hi):
+        v = a[i]
+        bits[v >> 6] |= one << np.uint64(v & 63)
+        low = min(low, v)
+        top = max(top, v)
+    w0, w1 = low >> 6, top >> 6
+    pos = lo
+    if w1 - w0 + 1 <= WORDS_PER_VALUE * (hi - lo):
+        for w in range(w0, w1 + 1):
+            x = bits[w]
+            if x:
+                bits[w] = 0
+                base = w << 6
+                while x:
+                    a[pos] = base + np.int64(trailing_zeros(x))
+                    pos += 1
+                    x &= x - one
+        return pos
+    for i in range(lo, hi):
+        v = a[i]
+        bit = one << np.uint64(v & 63)
+        if bits[v >> 6] & bit:
+            bits[v >> 6] ^= bit
+            a[pos] = v
+            pos += 1
+    a[lo:pos].sort()
+    return pos
 
 
 @numba.njit(cache=True, nogil=True)

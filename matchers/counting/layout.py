@@ -24,7 +24,7 @@ class Conjunctions(NamedTuple):
     pend_off: np.ndarray  # int32[pids + 1]: CSR of the slots added since the last fold
     pend_slot: np.ndarray  # int32: those slots
     left: np.ndarray  # uint16[slots]: its triggers (0: deleted); counts down while matching, restored after
-    slot_key: np.ndarray  # int32[slots]: its key, ~key if the key has several conjunctions
+    slot_key: np.ndarray  # int32[slots]: its key
     flat: np.ndarray  # int32: the pids of each slot, its deferred ones first
     slot_start: np.ndarray  # int32[slots]: where a slot's pids start in flat
     n_def: np.ndarray  # uint16[slots]: its deferred pids (checked once its triggers are all satisfied)

@@ -60,8 +60,8 @@ def _check(lines: list[bytes]) -> None:
     got_subs = [sorted(matcher.ids(result.keys[result.offsets[i]:result.offsets[i + 1]]))
                 for i in range(len(offsets) - 1)]
     assert list(zip(got_ids, got_subs, strict=True)) == expected
-    rank, id_json, id_offsets = id_table([(s.id, matcher.key_of(s.id)) for s in subs], matcher.capacity)
-    out = match_lines(ids, offsets, result.offsets, result.keys, rank, id_json, id_offsets, *LINE_PARTS).tobytes()
+    table = id_table([(s.id, matcher.key_of(s.id)) for s in subs], matcher.capacity)
+    out = match_lines(ids, offsets, result.offsets, result.keys, table, *LINE_PARTS).tobytes()
     assert [json.loads(x) for x in out.splitlines()] == [{"event": e, "subscriptions": s} for e, s in expected]
 
 

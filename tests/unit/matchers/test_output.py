@@ -22,7 +22,7 @@ def _lines(event_ids: list[object], per_event: list[list[int]], keyed: list[tupl
     np.cumsum([len(k) for k in per_event], out=offsets[1:])
     keys = np.array([k for ks in per_event for k in ks], np.int32)
     return match_lines(np.frombuffer(b"".join(chunks), np.uint8), event_offsets, offsets, keys,
-                       *id_table(keyed, capacity), *LINE_PARTS).tobytes()
+                       id_table(keyed, capacity), *LINE_PARTS).tobytes()
 
 
 def _expected(event_ids: list[object], per_event: list[list[int]], keyed: list[tuple[str, int]]) -> list[dict]:
@@ -52,3 +52,14 @@ def test_lines_equal_python_for_any_ids(ids, data):
     event_ids = list(range(len(per_event)))
     out = _lines(event_ids, per_event, keyed, len(ids))
     assert [json.loads(line) for line in out.splitlines()] == _expected(event_ids, per_event, keyed)
+
+
+def test_ids_each_side_of_one_word_and_events_without_matches():
+    """Ids whose JSON with its comma takes 3 to 13 bytes (one word up to 8: ``WORD``), events
+    matching none, one or all of them."""
+    keyed = [("x" * n, n) for n in range(12)] + [('q"\\', 12)]
+    per_event = [[], list(range(13)), [7], [6, 5], [11, 0], []]
+    event_ids = ["a", 1, {"b": 2}, None, "e", 5]
+    out = _lines(event_ids, per_event, keyed, 13)
+    assert [json.loads(line) for line in out.splitlines()] == _expected(event_ids, per_event, keyed)
+    assert _lines([], [], keyed, 13) == b""

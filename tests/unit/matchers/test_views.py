@@ -164,3 +164,37 @@ def test_with_views_gives_each_value_its_view(exprs, evs):
     assert added == _view_rows(batch, sources, views, tails, m.dictionary)
     for row in range(got.n):  # entries stay sorted by attribute
         assert (np.diff(got.attrs[got.offsets[row]:got.offsets[row + 1]]) >= 0).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), n=st.integers(1, 6), n_attrs=st.integers(1, 8))
+def test_insert_entries_as_a_sort_by_row_and_attribute(data, n, n_attrs):
+    """``insert_entries`` gives what dropping the entries and a stable sort by (row, attribute) of
+    the rows' entries then the added ones give."""
+    from matchers.events import EventArrays
+    from matchers.views import insert_entries
+
+    row_attrs = [sorted(data.draw(st.sets(st.integers(0, n_attrs - 1)))) for _ in range(n)]
+    attrs = np.array([a for r in row_attrs for a in r], np.int32)
+    rows = np.repeat(np.arange(n), [len(r) for r in row_attrs])
+    offsets = np.r_[0, np.cumsum([len(r) for r in row_attrs])].astype(np.int64)
+    m = len(attrs)
+    batch = EventArrays(offsets, attrs, np.arange(m, dtype=np.int8) % 5, np.arange(m, dtype=np.float64),
+                        np.arange(m, dtype=np.int32), -np.arange(m, dtype=np.int32))
+    drop = np.zeros(n_attrs + 2, np.bool_)
+    views = data.draw(st.sets(st.integers(0, n_attrs + 1), max_size=3))
+    drop[list(views)] = True
+    pairs = sorted({(data.draw(st.integers(0, n - 1)), v) for v in views for _ in range(data.draw(st.integers(0, 3)))})
+    k = len(pairs)
+    added = EventArrays(np.array([r for r, _ in pairs], np.int64), np.array([v for _, v in pairs], np.int32),
+                        np.full(k, 3, np.int8), np.full(k, np.nan), 100 + np.arange(k, dtype=np.int32),
+                        200 + np.arange(k, dtype=np.int32))
+    got = insert_entries(batch, drop, added)
+    keep = ~drop[attrs]
+    all_rows = np.r_[rows[keep], added.offsets]
+    order = np.lexsort((np.r_[attrs[keep], added.attrs], all_rows))
+    assert got[0].tolist() == np.r_[0, np.cumsum(np.bincount(all_rows, minlength=n))].tolist()
+    for i, field in enumerate(EventArrays._fields[1:], 1):
+        want = np.r_[batch[i][keep], added[i]][order]
+        np.testing.assert_array_equal(got[i], want, err_msg=field)
+        assert got[i].dtype == batch[i].dtype
