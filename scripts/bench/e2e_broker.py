@@ -17,8 +17,12 @@ module settings, the bench producer's); variants run interleaved, ``--rounds`` t
 on topics of their own. The broker's idle CPU per second is measured first and reported,
 not subtracted.
 
+``--jvm-option`` adds an option to the broker's JVM (:data:`streaming.kafka.broker.JVM_OPTIONS`),
+and the broker's CPU from its start to the end is printed: runs with and without it compare
+what its JIT compilers cost.
+
 Usage: ``python -m scripts.bench.e2e_broker --events 200000 --rounds 2 --variant current
---variant 'tuned=linger.ms=20,batch.size=1000000'``.
+--variant 'lz4=compression.type=lz4' [--jvm-option -XX:TieredStopAtLevel=1]``.
 """
 
 from __future__ import annotations
@@ -166,13 +170,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warm", type=int, default=2, help="rounds of the current settings first, not reported")
     ap.add_argument("--variant", action="append", default=[], help="name or name=prop=value,prop=value")
+    ap.add_argument("--jvm-option", action="append", default=[],
+                    help="one more option of the broker's JVM (e.g. -XX:TieredStopAtLevel=1)")
     args = ap.parse_args(argv)
     variants = dict(map(parse_variant, args.variant or ["current"]))
     raws = [orjson.dumps({"id": i, **e}) for i, e in enumerate(feed.workload_events(args.events, 7))]
-    from streaming.kafka.broker import EmbeddedBroker
+    from streaming.kafka import broker as embedded
 
-    with EmbeddedBroker() as broker:
+    embedded.JVM_OPTIONS = (*embedded.JVM_OPTIONS, *args.jvm_option)
+    with embedded.EmbeddedBroker() as broker:
         pid = broker.pids["kafka"]
+        started = cpu_s(pid)
         for w in range(args.warm):
             warm = measure(broker.bootstrap_servers, pid, raws, args.per_trigger, {}, f"warm{w}")
             print(f"warm-up {w}: " + ", ".join(f"{k} {v['broker_us']:.2f}" for k, v in warm.items()), flush=True)
@@ -188,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       + ", ".join(f"{k} {v['client_us']:.2f}" for k, v in got.items())
                       + "; wall s " + ", ".join(f"{v['wall_s']:.1f}" for v in got.values())
                       + f"; load {kit.load_avg()}", flush=True)
+        print(f"the broker's CPU from its start (JVM options {list(embedded.JVM_OPTIONS)}): {started:.2f} s to answer, "
+              f"{cpu_s(pid) - started:.2f} s since; load {kit.load_avg()}", flush=True)
     return 0
 
 
