@@ -327,7 +327,7 @@ def quoted(keys: Strings) -> Strings:
     return Strings(*_framed(keys, np.zeros(0, dtype=np.int64), False))
 
 
-def write_values(hashed: Strings, json: Strings, positions: Strings, tails: Strings, bounds: Sequence[int],
+def write_values(hashed: Strings, json: Strings, positions: Strings, tails: Strings, bounds: Sequence[int] | np.ndarray,
                  which: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The values of the records of event ``j`` to subscriptions ``which[bounds[j]:bounds[j + 1]]``,
     in that order, in one ``uint8`` buffer and their ``int64`` bounds (module docstring)."""

@@ -148,25 +148,27 @@ def _too_large(size: int, retro: bool) -> str:
 
 class Matched(NamedTuple):
     """A match result (``offsets``, ``keys`` of :class:`~matchers.base.Matches`) as
-    :func:`match_records` takes it: the events with matches, their bounds, each subscription once."""
+    :func:`build_records` takes it: the events with matches, their bounds, each subscription
+    once; the integers as ``int64`` arrays, no Python object per event or match."""
 
-    hits: list[int]
+    hits: np.ndarray
     """The events (indices of the result) with at least one match."""
-    bounds: list[int]
+    bounds: np.ndarray
     """Their matches' ranges in ``which``: event ``hits[j]``'s are ``bounds[j]:bounds[j + 1]``."""
     ids: list[str]
     """Each matched subscription's id once."""
-    which: list[int]
+    which: np.ndarray
     """Per match, its subscription's index in ``ids``."""
 
 
 def matched(offsets: np.ndarray, keys: np.ndarray, ids_of: Callable[[np.ndarray], list[str]]) -> Matched:
     """The result ``offsets``/``keys`` (event ``i`` matched ``keys[offsets[i]:offsets[i + 1]]``)
-    grouped for :func:`match_records`, the distinct keys' ids looked up at once with ``ids_of``
+    grouped for :func:`build_records`, the distinct keys' ids looked up at once with ``ids_of``
     (:meth:`matchers.base.Matcher.ids_of`)."""
-    hits = np.flatnonzero(offsets[1:] != offsets[:-1]).tolist()
+    offsets = np.asarray(offsets, dtype=np.int64)
+    hits = np.flatnonzero(offsets[1:] != offsets[:-1]).astype(np.int64)
     unique, which = np.unique(keys, return_inverse=True)
-    return Matched(hits, offsets[hits + [len(offsets) - 1]].tolist(), ids_of(unique), which.ravel().tolist())
+    return Matched(hits, offsets[np.append(hits, len(offsets) - 1)], ids_of(unique), which.ravel().astype(np.int64))
 
 
 class EventColumns(NamedTuple):
@@ -199,7 +201,7 @@ class Built(NamedTuple):
     """``(j, reason)`` of each event that gets no notification, in order."""
 
 
-def build_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence[str], which: Sequence[int],
+def build_records(events: EventColumns, bounds: Sequence[int] | np.ndarray, sub_ids: Sequence[str], which: Sequence[int] | np.ndarray,
                   matched_ms: int, batch_id: int, room: int, retro: bool = False) -> Built:
     """The match notifications in bulk, the records exactly :meth:`EventNotes.add_records`'s.
 
@@ -244,7 +246,7 @@ def build_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence
     return Built(pack(values), subs, keys, failures)
 
 
-def match_records(events: EventColumns, bounds: Sequence[int], sub_ids: Sequence[str], which: Sequence[int],
+def match_records(events: EventColumns, bounds: Sequence[int] | np.ndarray, sub_ids: Sequence[str], which: Sequence[int] | np.ndarray,
                   matched_ms: int, batch_id: int, room: int, out: tuple[list, list, list], tags: Sequence[Any],
                   retro: bool = False) -> list[tuple[int, str]]:
     """Append :func:`build_records`' records to ``out``'s keys (the ids in UTF-8), values and
@@ -322,7 +324,7 @@ def _event_parts(events: EventColumns, mid: bytes) -> tuple[EventParts, list[tup
     return parts, failures
 
 
-def _fit(values: list[bytes], records: range, which: Sequence[int], keys: list[bytes], sub_json: list[bytes],
+def _fit(values: list[bytes], records: range, which: Sequence[int] | np.ndarray, keys: list[bytes], sub_json: list[bytes],
          head: bytes, room: int, retro: bool, j: int, failures: list[tuple[int, str]]) -> None:
     """Event ``j``'s ``records`` within ``room`` (its fields ``head``): one past it in the
     id-only form with the note of the first such; ``(j, reason)`` added to ``failures`` if

@@ -62,6 +62,7 @@ from tqdm import tqdm
 from scripts.bench import e2e_threads, kit
 from scripts.bench.e2e_report import registration_line, registration_phases, save
 from scripts.bench.feed import (
+    READER_SETTINGS,
     WORKLOAD,
     produce_all,
     producer,
@@ -119,7 +120,8 @@ def step_costs(subs, events: list[dict], matcher_name: str):
     t3 = time.perf_counter()
     res = m.match(batch)
     t4 = time.perf_counter()
-    hits, bounds, ids, which = notifications.matched(res.offsets, res.keys, m.ids_of)
+    got = notifications.matched(res.offsets, res.keys, m.ids_of)
+    hits, bounds, ids, which = got.hits.tolist(), got.bounds, got.ids, got.which
     notifications.match_records(notifications.EventColumns(["events"] * len(hits), [0] * len(hits), hits, hits,
                                                            [raw[i] for i in hits], [1] * len(hits)),
                                 bounds, ids, which, 2, 0, 2**62, ([], [], []), ids)
@@ -195,8 +197,7 @@ class NotificationReader(threading.Thread):
         super().__init__(daemon=True)
         from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
-        self.consumer = Consumer({**KafkaClientConfig.create(bootstrap).rdkafka("consumer"), "group.id": "e2e-unused",
-                                  "enable.auto.commit": False, "fetch.wait.max.ms": 20})
+        self.consumer = Consumer({**KafkaClientConfig.create(bootstrap).rdkafka("consumer"), **READER_SETTINGS})
         self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
         self.latencies_ms: list[float] = []
         self.seen_events: set[str] = set()

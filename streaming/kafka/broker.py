@@ -52,8 +52,11 @@ LOG4J_CONF = PROJECT_ROOT / "conf" / "kafka-log4j2.properties"
 NODE_ID = 1
 #: JVM options of the broker: a small heap is plenty on loopback; Kafka's own scripts use 1 GB.
 #: The heap starts at its largest: from 64 MB, G1 kept a young generation of a few MB and
-#: collected it over and over while the match tasks read and wrote (docs/e2e.md).
-JVM_OPTIONS = ("-Xms512m", "-Xmx512m", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
+#: collected it over and over while the match tasks read and wrote (docs/e2e.md). It compiles
+#: with C1 only: C2's compilations were about half the CPU of a broker minutes old (2.5 s
+#: to start against 4.3, 4.4 µs per event served against 7.3-8.1; scripts.bench.e2e_broker).
+JVM_OPTIONS = ("-Xms512m", "-Xmx512m", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+               "-XX:TieredStopAtLevel=1")
 
 #: Settings of a single-node broker (one copy of everything, no wait for a group's members).
 #: Records up to 20 MiB are taken (Kafka's default is 1 MiB), so that the service's own

@@ -289,7 +289,7 @@ def retro_notifications(
     flat = [flat_event(orjson.loads(e.raw)) for e in events]
     result = matcher.match(matcher.encode(flat))
     m = notifications.matched(result.offsets, result.keys, matcher.ids_of)
-    hit = [events[i] for i in m.hits]
+    hit = [events[i] for i in m.hits.tolist()]
     cols = notifications.EventColumns([e.topic for e in hit], [e.partition for e in hit], [e.offset for e in hit],
                                       [e.event_id for e in hit],
                                       [e.raw for e in hit] if payload == notifications.PAYLOAD_EVENT else None,

@@ -251,8 +251,9 @@ def notify(p: PreparedBatch, kept: Sequence[tuple[int, Any, dict]], result: Any,
     notification because none could be built (each added to ``rejected`` with its reason)."""
     topics, parts, offsets, stamps, values = p.topics, p.parts, p.offsets, p.stamps, p.values
     m = notifications.matched(result.offsets, result.keys, matcher.ids_of)
-    rows = [kept[j][0] for j in m.hits]  # the kept events with matches
-    event_ids = [kept[j][1] for j in m.hits]
+    hit: list[tuple[int, Any, dict]] = [kept[j] for j in m.hits.tolist()]  # the kept events with matches
+    rows = [i for i, _, _ in hit]
+    event_ids = [eid for _, eid, _ in hit]
     for n, (i, eid) in enumerate(zip(rows, event_ids, strict=True)):
         if eid is None:
             event_ids[n] = p.position(i).event_id()

@@ -304,17 +304,15 @@ class MatchJob:
             todo = plan_tasks(events, self.settings.match.shards, sc.defaultParallelism)
             rows = sc.parallelize(range(len(todo)), len(todo)).mapPartitions(
                 partial(match_ranges, ctx=ctx, todo=todo)).collect()
-            if self.keeper is not None:
-                self.keeper.touch()
-            return rows
-        made = self.anchors.made
-        anchors, groups = self.anchors.current(sc)
-        if self.anchors.made != made:
-            self.placement = {}
-        bins = pinned_bins(events, len(groups), sc.defaultParallelism, TASK_EVENTS)
-        todo = pinned_tasks(bins, groups)
-        rows = anchors.cartesian(sc.parallelize(range(len(bins)), len(bins))).mapPartitions(
-            partial(match_pinned, ctx=ctx, todo=todo, n_bins=len(bins))).collect()
+        else:
+            made = self.anchors.made
+            anchors, groups = self.anchors.current(sc)
+            if self.anchors.made != made:
+                self.placement = {}
+            bins = pinned_bins(events, len(groups), sc.defaultParallelism, TASK_EVENTS)
+            pinned = pinned_tasks(bins, groups)
+            rows = anchors.cartesian(sc.parallelize(range(len(bins)), len(bins))).mapPartitions(
+                partial(match_pinned, ctx=ctx, todo=pinned, n_bins=len(bins))).collect()
         if self.keeper is not None:
             self.keeper.touch()
         return rows

@@ -246,3 +246,27 @@ def test_notes_batches_split_where_the_values_pass_the_cap(cap):
     assert all(sum(map(len, b.column("value").to_pylist())) <= max(cap, 115) for b in batches)
     assert len(batches) == (1 if cap == 10**9 else len(batches)) and (cap >= 234 or len(batches) > 1)
     assert tasks.notes_batches(pack([]), subs[:0], [b"a"], ["t"]) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 30), max_size=6), max_size=12))
+def test_matched_gives_arrays_equal_to_the_per_event_lists(per_event):
+    """:func:`notifications.matched`'s ``int64`` arrays hold what the lists of the per-event
+    grouping it replaced held (events with matches, their bounds, each key once), and
+    :func:`build_records` builds the same records from them as from those lists."""
+    offsets = np.concatenate([[0], np.cumsum([len(k) for k in per_event])]).astype(np.int64)
+    keys = np.array([k for ks in per_event for k in ks], dtype=np.int32)
+    m = notifications.matched(offsets, keys, lambda unique: [f"s{k}" for k in unique.tolist()])
+    hits = [i for i, ks in enumerate(per_event) if ks]
+    bounds = [int(offsets[i]) for i in hits] + [int(offsets[-1])]
+    assert all(a.dtype == np.int64 for a in (m.hits, m.bounds, m.which))
+    assert m.hits.tolist() == hits and m.bounds.tolist() == bounds
+    assert m.ids == [f"s{k}" for k in sorted(set(keys.tolist()))]
+    assert [m.ids[w] for w in m.which.tolist()] == [f"s{k}" for k in keys.tolist()]
+    events = notifications.EventColumns(["t"] * len(hits), [0] * len(hits), hits, [f"e{i}" for i in hits],
+                                        [b'{"a":%d}' % i for i in hits], [7] * len(hits))
+    as_arrays = notifications.build_records(events, m.bounds, m.ids, m.which, 5, 1, 10_000)
+    as_lists = notifications.build_records(events, bounds, m.ids, m.which.tolist(), 5, 1, 10_000)
+    assert as_arrays.values.data.tobytes() == as_lists.values.data.tobytes()
+    assert as_arrays.values.bounds.tolist() == as_lists.values.bounds.tolist()
+    assert as_arrays.subs.tolist() == as_lists.subs.tolist() and as_arrays.failures == as_lists.failures
