@@ -52,6 +52,7 @@ from matchers.base import Matcher, Matches, register
 from matchers.bitmark import emit as E
 from matchers.bitmark import ends as EN
 from matchers.bitmark import kernels as K
+from matchers.bitmark import sorts as SO
 from matchers.bitmark import wide as WK
 from matchers.bitmark.ids import LazyKeys
 from matchers.bitmark.layout import Found, Intervals, Layout, Slots
@@ -393,10 +394,7 @@ class BitMarkMatcher(Matcher):
             self._res_pid = slots.res_pid[K.gather_positions(slots.res_off, res_off, order)]
         n = self._n_slots = self._n_main = len(order)
         self._dead = 0
-        by_key = np.argsort(self._key, kind="stable")
-        key_off = np.zeros(self.capacity + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self._key, minlength=self.capacity), out=key_off[1:])
-        self._main_of_key = (key_off, by_key)
+        self._main_of_key = SO.key_order(self._key, self.capacity)
         self._layout = self._pack(n, col_min, col_span, count)
         self._ordered = bool(self._wide or np.all(np.diff(self._key) >= 0))
         self._built = True
