@@ -577,12 +577,7 @@ def _packed_key(parts: list[np.ndarray], lo: np.ndarray, col: np.ndarray, col_mi
         bits = max(1, int(values.max()).bit_length()) if len(values) else 1
         key = (key << np.uint64(bits)) | values.astype(np.uint64)
         used += bits
-    left = max(0, min(40, 64 - used))
-    ok = (col >= 0) & (col < len(col_min))
-    c = np.where(ok, col, 0)
-    share = np.clip(np.where(ok, (lo - col_min[c]) / col_span[c], 0.0), 0.0, 1.0)
-    cell = np.minimum(np.floor(share * float(1 << left)), float((1 << left) - 1)).astype(np.uint64)
-    return (key << np.uint64(left)) | cell
+    return SO.cell_keys(key, lo, col, col_min, col_span, max(0, min(40, 64 - used)))
 
 
 def _empty_layout() -> Layout:

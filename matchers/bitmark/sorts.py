@@ -1,9 +1,9 @@
 """Numba kernels sorting bitmark's build keys without a comparison sort: a stable LSD radix sort
 of ``uint64`` keys over only the bits in which they differ (:func:`radix_sort`, a row's ends), and
 a counting sort of the slots by their subscription key (:func:`key_order`: 0.018 s at 1,000,000
-slots against 0.127 for numpy's stable argsort and a ``bincount``).  The narrow order's packed
-keys (up to 45 bits) stay with numpy's argsort: 0.031 s at 1,000,000 against 0.05-0.06 for four
-radix passes."""
+slots against 0.127 for numpy's stable argsort and a ``bincount``); and the narrow order's packed
+keys in one pass (:func:`cell_keys`), which numpy's argsort then sorts (0.031 s at 1,000,000,
+against 0.05-0.06 for four radix passes of their up to 45 bits)."""
 
 from __future__ import annotations
 
@@ -77,3 +77,23 @@ def key_order(key, capacity):
         by_key[at[k]] = s
         at[k] += 1
     return key_off, by_key
+
+
+@numba.njit(cache=True, nogil=True)
+def cell_keys(key, lo, col, col_min, col_span, left):
+    """``key << left | cell`` per slot (the narrow order's packed keys): ``cell`` is ``lo``'s
+    place in the span of column ``col`` in ``left`` bits (``floor(share * 2 ** left)``, the share
+    clipped to [0, 1], at most ``2 ** left - 1``), 0 where ``col`` is not a column or the share
+    is NaN.  One pass where numpy's expression took about 16 (0.08 s at 1,000,000)."""
+    out = np.empty(len(key), dtype=np.uint64)
+    scale = float(np.int64(1) << left)
+    top = scale - 1.0
+    shift = np.uint64(left)
+    for i in range(len(key)):
+        c = col[i]
+        share = 0.0
+        if 0 <= c < len(col_min):
+            share = (lo[i] - col_min[c]) / col_span[c]
+            share = 0.0 if share != share else min(max(share, 0.0), 1.0)
+        out[i] = (key[i] << shift) | np.uint64(min(np.floor(share * scale), top))
+    return out
