@@ -52,6 +52,7 @@ from matchers.base import Matcher, Matches, register
 from matchers.bitmark import emit as E
 from matchers.bitmark import ends as EN
 from matchers.bitmark import kernels as K
+from matchers.bitmark import sorts as SO
 from matchers.bitmark import wide as WK
 from matchers.bitmark.ids import LazyKeys
 from matchers.bitmark.layout import Found, Intervals, Layout, Slots
@@ -393,10 +394,7 @@ class BitMarkMatcher(Matcher):
             self._res_pid = slots.res_pid[K.gather_positions(slots.res_off, res_off, order)]
         n = self._n_slots = self._n_main = len(order)
         self._dead = 0
-        by_key = np.argsort(self._key, kind="stable")
-        key_off = np.zeros(self.capacity + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self._key, minlength=self.capacity), out=key_off[1:])
-        self._main_of_key = (key_off, by_key)
+        self._main_of_key = SO.key_order(self._key, self.capacity)
         self._layout = self._pack(n, col_min, col_span, count)
         self._ordered = bool(self._wide or np.all(np.diff(self._key) >= 0))
         self._built = True
@@ -579,12 +577,7 @@ def _packed_key(parts: list[np.ndarray], lo: np.ndarray, col: np.ndarray, col_mi
         bits = max(1, int(values.max()).bit_length()) if len(values) else 1
         key = (key << np.uint64(bits)) | values.astype(np.uint64)
         used += bits
-    left = max(0, min(40, 64 - used))
-    ok = (col >= 0) & (col < len(col_min))
-    c = np.where(ok, col, 0)
-    share = np.clip(np.where(ok, (lo - col_min[c]) / col_span[c], 0.0), 0.0, 1.0)
-    cell = np.minimum(np.floor(share * float(1 << left)), float((1 << left) - 1)).astype(np.uint64)
-    return (key << np.uint64(left)) | cell
+    return SO.cell_keys(key, lo, col, col_min, col_span, max(0, min(40, 64 - used)))
 
 
 def _empty_layout() -> Layout:

@@ -3,7 +3,7 @@ and tile of words, the slots whose interval starts inside the bucket, sorted by 
 those ending inside it, sorted by high bound (see :class:`~matchers.bitmark.layout.Layout`).
 
 Both modes build them one way (:func:`row_ends`): two passes over the slots count the ends per
-row and segment, then place them grouped by row (a bound as :func:`_ordered` bits, its segment
+row and segment, then place them grouped by row (a bound as the :func:`_ordered` bits, its segment
 in the row and the slot's position in its tile as a tag: no array per interval), and an LSD
 radix sort per row orders them by bound (stable: ties in slot order).  A row's ends then go to
 their segments in order: the narrow mode stores each end's bound and slot
@@ -15,7 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from matchers.bitmark.kernels import _cttz, _ends_inside, _starts_inside
+from matchers.bitmark.kernels import _ends_inside, _starts_inside
+from matchers.bitmark.sorts import RADIX_BITS, radix_sort
 
 SIGN = np.uint64(1) << np.uint64(63)
 
@@ -42,54 +43,6 @@ def _unordered(k):
     return k ^ SIGN if k & SIGN else ~k
 
 
-RADIX_BITS = 12
-"""Most bits of a digit of :func:`_radix_sort` (a histogram of 4,096 counts, in L1)."""
-
-
-@numba.njit(cache=True, nogil=True)
-def _radix_sort(key, carry, key2, carry2, hist):
-    """Sort ``key`` (uint64) in place, stably, carrying ``carry`` along: LSD over the bits in
-    which the keys differ (a row's bounds lie in one bucket: most of their bits are shared), in
-    as few digits of at most ``RADIX_BITS`` as they need.  ``key2``, ``carry2`` are scratch of the
-    same length, ``hist`` ``(64 // RADIX_BITS + 1, 2 ** RADIX_BITS)`` int64."""
-    n = len(key)
-    if n < 2:
-        return
-    diff = np.uint64(0)
-    for i in range(n):
-        diff |= key[i] ^ key[0]
-    if diff == 0:
-        return
-    low = np.int64(_cttz(diff))
-    high = 64
-    while not (diff >> np.uint64(high - 1)) & np.uint64(1):
-        high -= 1
-    passes = (high - low + RADIX_BITS - 1) // RADIX_BITS
-    bits = (high - low + passes - 1) // passes
-    mask = np.uint64((1 << bits) - 1)
-    hist[:passes, :1 << bits] = 0
-    for i in range(n):
-        k = key[i] >> np.uint64(low)
-        for d in range(passes):
-            hist[d, (k >> np.uint64(d * bits)) & mask] += 1
-    src_k, src_c, dst_k, dst_c = key, carry, key2, carry2
-    for d in range(passes):
-        h = hist[d]
-        sh = np.uint64(low + d * bits)
-        at = 0
-        for b in range(1 << bits):
-            at, h[b] = at + h[b], at
-        for i in range(n):
-            k = src_k[i]
-            b = (k >> sh) & mask
-            dst_k[h[b]], dst_c[h[b]] = k, src_c[i]
-            h[b] += 1
-        src_k, src_c, dst_k, dst_c = dst_k, dst_c, src_k, src_c
-    if passes % 2:
-        key[:] = src_k
-        carry[:] = src_c
-
-
 @numba.njit(cache=True, nogil=True, inline="always")
 def small_tags(n_main, tile):
     """Whether every tag of :func:`row_ends` over ``n_main`` slots fits in a ``uint32``."""
@@ -103,7 +56,7 @@ def row_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile, ib, ta
     grouped by row, each row's sorted by bound:
     ``(end_off, row_off, key, tag)``.  ``end_off`` is the CSR of the segments (``2 * (row * tiles +
     tile) + kind``, kind 0 the low ends), ``row_off`` that of the rows over ``key`` (the bounds as
-    :func:`_ordered` bits) and ``tag`` (``(2 * tile + kind) << offset_bits(tile) | position`` of the
+    the :func:`_ordered` bits) and ``tag`` (``(2 * tile + kind) << offset_bits(tile) | position`` of the
     slot in its tile), of ``tag_like``'s type: ``uint32`` when :func:`small_tags` (12 bytes an end
     to place and sort, not 16), else ``int64``."""
     iv_off, iv_col, iv_lo, iv_hi = slots.iv_off, slots.iv_col, slots.iv_lo, slots.iv_hi
@@ -155,7 +108,7 @@ def row_ends(slots, n_main, idx_of_col, row_start, edge_off, edges, tile, ib, ta
     hist = np.empty((64 // RADIX_BITS + 1, 1 << RADIX_BITS), dtype=np.int64)
     for r in range(n_rows):
         a, b = row_off[r], row_off[r + 1]
-        _radix_sort(key[a:b], tag[a:b], key2[:b - a], tag2[:b - a], hist)
+        radix_sort(key[a:b], tag[a:b], key2[:b - a], tag2[:b - a], hist)
     return end_off, row_off, key, tag
 
 

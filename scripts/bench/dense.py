@@ -19,14 +19,19 @@ that load changes on this shared machine hit all of them alike; each figure is t
 round, in CPU time, and the ratios compare figures of the same run.  Match counts are
 compared per event with the first contestant's.
 
-Build times (CPU, in the child, up to an index ready to match): ``bitmark`` makes the
-subscriptions as objects (``objects CPU s``) and adds them; ``bitmark@columns`` adds the
-workload's arrays as interval columns and ``bitmark@file`` the peer's subscriptions file read
-as columns (:func:`read_peer_subscriptions`), no object per subscription.  A name ending in
+Build times (CPU, in the child, from the matcher's input in memory up to an index ready to match,
+the first match included): ``bitmark`` adds the subscriptions as objects, ``bitmark@columns`` the
+workload's arrays as interval columns (no object per subscription); making that input from the
+workload's arrays (the objects; the ids' strings and the float interval columns) is timed apart
+(``input CPU s``).  ``bitmark@file`` is timed from the peer's subscriptions file, read as columns
+(:func:`read_peer_subscriptions`), to a ready index.  A name ending in
 ``#LABEL`` (``bitmark@columns#main``) runs the code of another checkout (``--checkout
 main=/work/main``): its child imports ``matchers`` and ``scripts`` from there, for an A/B of
 two versions in one interleaved run.  A peer that prints
-``build_s X`` (its insert CPU seconds) has it reported as its build.
+``build_s X`` has it reported as its build, and ``initbits_s Y`` as its ready index (HEM5's
+scratch driver: ``build_s`` its ``insert`` of the subscriptions, parsed from the file before the
+clock starts, into unsorted buckets; ``initbits_s`` that plus ``initBits``, which sorts the
+buckets and builds the bitsets: the span of ``bitmark@columns``' build).
 
 Run ``python -m scripts.bench.dense --n-subs 100000 --peer hem5-be4=PATH:4 ...``; results
 go to ``docs/bench/dense.json`` (with ``--record``) and a section of ``docs/bench.md``.
@@ -92,12 +97,13 @@ def _use_checkout(path: str) -> None:
 
 def serve(name: str, arrays: DenseArrays, batch: int, params: dict, subs_file: Path | None = None,
           checkouts: dict[str, str] | None = None):
-    """Build ``name`` once and yield ``{"build_cpu_s", "objects_cpu_s"}``; then answer ``"round"`` with
+    """Build ``name`` once and yield ``{"build_cpu_s", "input_cpu_s"}``; then answer ``"round"`` with
     ``(cpu_s, counts)`` and ``"stats"`` with its memory (runs in a :class:`~scripts.bench.kit.Child`).
 
     ``bitmark@columns`` is bitmark built from the arrays (:meth:`~matchers.bitmark.BitMarkMatcher.add_intervals`),
-    ``bitmark@file`` from the peer's subscriptions file; otherwise the subscriptions are made as
-    objects first (``objects_cpu_s``) and added.  The build includes the first match (lazy packing).
+    ``bitmark@file`` from the peer's subscriptions file; otherwise from the subscriptions as
+    objects.  The input (the objects, or the ids and columns) is made before the clock starts and
+    timed apart (``input_cpu_s``); the build includes the first match (lazy packing).
     ``name#LABEL`` runs the code of the checkout ``checkouts[LABEL]``."""
     name, _, label = name.partition("#")
     if label:
@@ -116,26 +122,29 @@ def serve(name: str, arrays: DenseArrays, batch: int, params: dict, subs_file: P
         warm.add_intervals(["x"], Local(*_columns(arrays, slice(0, 1))))  # type: ignore[attr-defined]  # a columnar source is bitmark's
     del warm
     matcher = create(base, **params)
+    if source not in ("", "columns", "file"):
+        raise ValueError(f"unknown source {source!r} (columns, file)")
     c0 = time.process_time()
-    objects_s = 0.0
+    made: tuple = ()
     if source == "columns":
-        matcher.add_intervals([f"s{i}" for i in range(len(arrays.attrs))], Local(*_columns(arrays, slice(None))))  # type: ignore[attr-defined]  # bitmark
-    elif source == "file":
+        made = ([f"s{i}" for i in range(len(arrays.attrs))], Local(*_columns(arrays, slice(None))))
+    elif not source:
+        made = (dense_subscriptions(arrays),)
+    input_s = time.process_time() - c0 if made else 0.0
+    c0 = time.process_time()
+    if source == "file":
         ids, columns = read_local(subs_file)  # type: ignore[arg-type]  # written for it
         matcher.add_intervals(ids, Local(*columns))  # type: ignore[attr-defined]  # bitmark
     elif source:
-        raise ValueError(f"unknown source {source!r} (columns, file)")
+        matcher.add_intervals(*made)  # type: ignore[attr-defined]  # bitmark
     else:
-        subscriptions = dense_subscriptions(arrays)
-        objects_s = time.process_time() - c0
-        c0 = time.process_time()
-        matcher.add(subscriptions)
-        del subscriptions
+        matcher.add(*made)
     build_s = time.process_time() - c0
+    made = ()
     encoded = matcher.encode(dense_events(arrays))
     c0 = time.process_time()
     matcher.match(encoded.slice(0, 1))  # lazy packing, where a matcher packs lazily
-    answer: object = dict(build_cpu_s=build_s + time.process_time() - c0, objects_cpu_s=objects_s)
+    answer: object = dict(build_cpu_s=build_s + time.process_time() - c0, input_cpu_s=input_s)
     while True:
         if (yield answer) == "stats":
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -154,13 +163,13 @@ def _columns(arrays: DenseArrays, rows: slice) -> Intervals:
 
 
 def run_peer(path: str, args: Sequence[str], subs: Path, events: Path, rounds: int,
-             timeout_s: float) -> tuple[float, list[int], float, float | None]:
+             timeout_s: float) -> tuple[float, list[int], float, float | None, float | None]:
     """One run of a peer binary: ``(ms per event, counts, CPU seconds of the whole process, its
-    build CPU seconds if it prints ``build_s``)``."""
+    build and ready-index CPU seconds if it prints ``build_s`` and ``initbits_s``)``."""
     ran = kit.run([path, str(subs), str(events), *args, str(rounds)], timeout_s=timeout_s).check()
     fields = {line.split()[0]: line.split()[1:] for line in ran.stdout.splitlines() if line.strip()}
-    build = float(fields["build_s"][0]) if "build_s" in fields else None
-    return float(fields["ms_per_event"][0]), [int(c) for c in fields["counts"]], ran.cpu_s, build
+    build, ready = (float(fields[f][0]) if f in fields else None for f in ("build_s", "initbits_s"))
+    return float(fields["ms_per_event"][0]), [int(c) for c in fields["counts"]], ran.cpu_s, build, ready
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -182,7 +191,7 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
                 results[name] = dict(kind="project", note=str(exc), ms=[])
         counts: dict[str, list[int]] = {}
         for name in peers:
-            results[name] = dict(kind="peer", ms=[], process_cpu_s=[], build_cpu_s=[])
+            results[name] = dict(kind="peer", ms=[], process_cpu_s=[], build_cpu_s=[], ready_cpu_s=[])
         for _ in range(rounds):
             for name, child in list(children.items()):
                 try:
@@ -194,10 +203,11 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
                 results[name]["ms"].append(1000 * cpu / m)
                 counts[name] = got
             for name, (path, args) in peers.items():
-                ms, got, cpu, build = run_peer(path, args, subs, events, 1, timeout_s)  # type: ignore[arg-type]  # with peers the files are written
+                ms, got, cpu, build, ready = run_peer(path, args, subs, events, 1, timeout_s)  # type: ignore[arg-type]  # with peers the files are written
                 results[name]["ms"].append(ms)
                 results[name]["process_cpu_s"].append(cpu)
                 results[name]["build_cpu_s"] += [] if build is None else [build]
+                results[name]["ready_cpu_s"] += [] if ready is None else [ready]
                 counts[name] = got
     for name, child in children.items():
         results[name].update(child.ask("stats"))
@@ -206,7 +216,8 @@ def bench(arrays: DenseArrays, matchers: Sequence[str], peers: dict[str, tuple[s
     for name, r in results.items():
         r["best_ms"] = min(r["ms"]) if r["ms"] else None
         if r["kind"] == "peer":
-            r["build_cpu_s"] = min(r["build_cpu_s"]) if r["build_cpu_s"] else None
+            for field in ("build_cpu_s", "ready_cpu_s"):
+                r[field] = min(r[field]) if r[field] else None
         if name in counts:
             r["matches_per_event"] = sum(counts[name]) / m
             r["count_mismatches"] = int(sum(a != b for a, b in zip(counts[name], reference, strict=True)))
@@ -219,7 +230,7 @@ def table(run: dict, baseline: str | None) -> str:
     """Markdown rows: best ms/event, ratio ``baseline / contestant`` (above 1: faster than it)."""
     base = run["results"].get(baseline, {}).get("best_ms") if baseline else None
     lines = [f"| contestant | ms/event (best) | rounds | × {baseline or '-'} | matches/ev | count mismatches "
-             "| memory MB | objects CPU s | build CPU s | note |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| memory MB | input CPU s | build CPU s | note |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for name, r in sorted(run["results"].items(), key=lambda kv: kv[1]["best_ms"] or float("inf")):
         best = r["best_ms"]
         ratio = f"{base / best:.2f}" if base and best else ""
@@ -227,7 +238,9 @@ def table(run: dict, baseline: str | None) -> str:
         memory = f"{r['memory_bytes'] / 1e6:.0f}" if "memory_bytes" in r else ""
         build = f"{r['build_cpu_s']:.2f}" if r.get("build_cpu_s") is not None else ""
         whole = f"whole process {min(r['process_cpu_s']):.2f} CPU s" if r.get("process_cpu_s") else ""
-        objects = f"{r['objects_cpu_s']:.2f}" if r.get("objects_cpu_s") else ""
+        if r.get("ready_cpu_s") is not None:
+            whole += f"; ready index {r['ready_cpu_s']:.2f} CPU s"
+        objects = f"{r['input_cpu_s']:.2f}" if r.get("input_cpu_s") else ""
         lines.append(f"| {name} | {best:.4f} | {rounds} | {ratio} | {r.get('matches_per_event', 0):.2f} | "
                      f"{r.get('count_mismatches', '')} | {memory} | {objects} | {build} | {r.get('note', whole)} |"
                      if best is not None else f"| {name} | | | | | | | | | {r.get('note', '')} |")

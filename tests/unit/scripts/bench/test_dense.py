@@ -22,6 +22,8 @@ PEER = textwrap.dedent("""
     att, lo, hi = rows[:, 2::3], rows[:, 3::3], rows[:, 4::3]
     counts = [int(((lo <= v[att]) & (v[att] <= hi)).all(axis=1).sum()) for v in values]
     print("ms_per_event 1.5")
+    print("build_s 0.25")
+    print("initbits_s 0.75")
     print("counts", *counts)
 """)
 
@@ -53,6 +55,8 @@ def test_peer_files_and_a_run_next_to_a_peer(tmp_path):
                 params={})
     ours, theirs = run["results"]["bitmark"], run["results"]["numpy-peer"]
     assert len(ours["ms"]) == len(theirs["ms"]) == 2 and theirs["best_ms"] == 1.5
+    assert theirs["build_cpu_s"] == 0.25 and theirs["ready_cpu_s"] == 0.75  # its insert; insert and initBits
+    assert ours["input_cpu_s"] > 0 and run["results"]["bitmark@file"]["input_cpu_s"] == 0  # the file's read is its build
     assert ours["count_mismatches"] == theirs["count_mismatches"] == 0
     assert ours["matches_per_event"] == theirs["matches_per_event"] > 0
     for name in ("bitmark@columns", "bitmark@file"):
