@@ -481,8 +481,9 @@ class BitMarkMatcher(Matcher):
         done = 0
         tile = self._tile or self.tile_words
         if self._wide:
-            buf = self._keys_scratch(int(1.25 * min(chunk, batch.n) * (self._matches_per_event or 0)))
-            start, increasing = E._word_starts(slots.key[:self._n_main], len(layout.live))
+            buf = self._keys_scratch(int(1.25 * min(chunk, batch.n) * (self._matches_per_event or 0)),
+                                     _position_type(tile))
+            base_key, increasing = E.tile_bases(slots.key[:self._n_main], 64 * tile)
         else:
             surv, hit = self._scratch_for(min(chunk, batch.n), slot_words, tile)
         for lo in range(0, batch.n, chunk):
@@ -491,10 +492,11 @@ class BitMarkMatcher(Matcher):
             rows = K.event_rows(vals, layout)
             sat_off, sat_pid = self._satisfied(part)
             if self._wide:
-                buf, seg = WK.match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, start, buf)
+                buf, seg = WK.match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, buf)
                 tail_off, tail_key = E.tail_keys(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots)
                 out = np.empty(int(seg[-1]) + len(tail_key), dtype=np.int32)  # numpy's: huge pages
-                off, found = E.gather_keys(buf, seg, part.n, tail_off, tail_key, increasing, out)
+                off, found = E.gather_keys(buf, seg, part.n, base_key, slots.key, 64 * tile, tail_off, tail_key,
+                                           increasing, out)
             else:
                 found_in = Found(surv[:part.n], hit[:part.n])
                 counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, tile, self.dense_share, found_in)
@@ -538,16 +540,16 @@ class BitMarkMatcher(Matcher):
             hit = np.zeros((n, tiles), dtype=np.bool_)
         return surv, hit
 
-    def _keys_scratch(self, size: int) -> np.ndarray:
-        """The wide mode's buffer of a chunk's keys (:func:`~matchers.bitmark.wide.match_wide`,
+    def _keys_scratch(self, size: int, dtype: type) -> np.ndarray:
+        """The wide mode's buffer of a chunk's matching positions (:func:`~matchers.bitmark.wide.match_wide`,
         which grows it when short): the last match's, whose pages are mapped already, or a new
-        one of ``size`` when that is shorter (numpy's: huge pages).  Taken out of ``_keys``
-        (``list.pop`` is atomic), so concurrent matches never share one."""
+        one of ``size`` when that is shorter or of another ``dtype`` (numpy's: huge pages).  Taken
+        out of ``_keys`` (``list.pop`` is atomic), so concurrent matches never share one."""
         try:
             buf = self.__dict__.setdefault("_keys", []).pop()  # (older pickles lack it)
         except IndexError:
-            buf = np.zeros(0, dtype=np.int32)
-        return buf if len(buf) >= size else np.empty(max(size, 1 << 16), dtype=np.int32)
+            buf = np.zeros(0, dtype=dtype)
+        return buf if len(buf) >= size and buf.dtype == dtype else np.empty(max(size, 1 << 16), dtype=dtype)
 
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "_scratch": [], "_keys": []}
@@ -585,6 +587,11 @@ def _packed_key(parts: list[np.ndarray], lo: np.ndarray, col: np.ndarray, col_mi
     share = np.clip(np.where(ok, (lo - col_min[c]) / col_span[c], 0.0), 0.0, 1.0)
     cell = np.minimum(np.floor(share * float(1 << left)), float((1 << left) - 1)).astype(np.uint64)
     return (key << np.uint64(left)) | cell
+
+
+def _position_type(tile: int) -> type:
+    """The type of a slot's position in a tile of ``tile`` words (the wide mode's matches)."""
+    return np.uint16 if 64 * tile <= 1 << 16 else np.int32
 
 
 def _empty_layout() -> Layout:
