@@ -28,7 +28,7 @@ constrain it at all (an event lacking the attribute fails them).  An event
 A chunk of events shares one pass over the words, a tile at a time, so that a tile's
 rows come from memory once for the whole chunk.  The matching slots go to a bitmap of
 the chunk's events by slots, read once per event to write its sorted keys (the wide mode
-writes the keys from its marks, per tile, and gathers them per event).  Matching
+writes positions from its marks, per tile, and makes them keys per event).  Matching
 holds per chunk only its values, rows, satisfied residual ids and that bitmap, within
 fixed budgets (``VALUE_BUDGET``, ``SAT_BUDGET``, ``SURVIVOR_BUDGET``), beyond the
 matches returned.
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -69,7 +70,7 @@ SURVIVOR_BUDGET = 64 << 20
 """Bytes of a chunk's bitmap of matching slots (``events x slots / 8``: fewer events per chunk
 at millions of slots); at wide intervals it is smaller than the ``(event, key)`` pairs it
 replaced (27,888 matches per event at n = 1,000,000, width 0.7, are 223 KB of pairs).  The
-wide mode writes keys instead (no bitmap) and keeps the same chunks: its marks over a tile,
+wide mode writes positions in tiles instead (no bitmap) and keeps the same chunks: its marks over a tile,
 ``events x 2 KB``, stay in the core's L2 at 500 events."""
 SAT_BUDGET = 4 << 20
 """Satisfied residual predicate ids a chunk may produce, at worst (fewer events per chunk)."""
@@ -494,16 +495,17 @@ class BitMarkMatcher(Matcher):
             if self._wide:
                 buf, seg = WK.match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, buf)
                 tail_off, tail_key = E.tail_keys(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots)
-                out = np.empty(int(seg[-1]) + len(tail_key), dtype=np.int32)  # numpy's: huge pages
+                out = self._output(int(seg[-1]) + len(tail_key))
                 off, found = E.gather_keys(buf, seg, part.n, base_key, slots.key, 64 * tile, tail_off, tail_key,
                                            increasing, out)
             else:
                 found_in = Found(surv[:part.n], hit[:part.n])
                 counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, tile, self.dense_share, found_in)
                 K.match_tail(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots, tile, found_in, counts)
-                out = np.empty(int(counts.sum()) + 4, dtype=np.int32)  # numpy's: huge pages, few page faults
+                out = self._output(int(counts.sum()) + 4)
                 off, found = E.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, tile,
                                          self._ordered, out)
+            self.__dict__.setdefault("_outs", []).append(out)  # (older pickles lack it)
             offsets.append(off[1:] + done)
             keys.append(found)
             done += len(found)
@@ -551,8 +553,27 @@ class BitMarkMatcher(Matcher):
             buf = np.zeros(0, dtype=dtype)
         return buf if len(buf) >= size and buf.dtype == dtype else np.empty(max(size, 1 << 16), dtype=dtype)
 
+    def _output(self, size: int) -> np.ndarray:
+        """An ``int32`` array of at least ``size`` for a chunk's keys: one of the last match's
+        outputs when nothing but this matcher refers to it any more (its caller dropped the
+        matches and every view of them: the same reference count as a new array's), whose pages
+        are mapped; else a new one (numpy's: huge pages), with an eighth more room.  A new one
+        costs its first touch, page faults of 56 MB per 500 events at n = 1,000,000, width 0.7,
+        which a loaded machine made up to 0.3 ms per event of system time.  Taken out of ``_outs``
+        (``list.pop`` is atomic), so concurrent matches never share one."""
+        kept = self.__dict__.setdefault("_outs", [])  # (older pickles lack it)
+        while kept:
+            try:
+                out = kept.pop()
+            except IndexError:
+                break
+            fresh = np.empty(0, dtype=np.int32)
+            if len(out) >= size and sys.getrefcount(out) == sys.getrefcount(fresh):
+                return out
+        return np.empty(size + (size >> 3) + 64, dtype=np.int32)
+
     def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "_scratch": [], "_keys": []}
+        return {**super().__getstate__(), "_scratch": [], "_keys": [], "_outs": []}
 
     def _satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
         """Satisfied residual predicate ids per event, sorted (CSR)."""

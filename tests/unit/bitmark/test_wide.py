@@ -200,6 +200,30 @@ def test_positions_to_keys_with_several_slots_per_key(tile):
     check(pickle.loads(pickle.dumps(matcher)), left + more, evs)
 
 
+@pytest.mark.parametrize("mode", [True, False])
+def test_output_reused_only_when_dropped(mode):
+    """A match's keys go to the last match's output only when nothing refers to it any more:
+    matches kept by the caller (or a view of their keys) stay intact; dropped ones are reused."""
+    work = dense(n_subs=700, n_events=40, d=3, k=2, width=0.8, seed=5)
+    matcher = wide(tile=2, mode=mode)
+    matcher.add(work.subscriptions)
+    batch_a, batch_b = matcher.encode(work.events[:20]), matcher.encode(work.events[20:])
+    first = matcher.match(batch_a)
+    want_a = first.keys.copy()
+    view = first.keys[3:]
+    del first
+    second = matcher.match(batch_b)  # the first's output is still referred to by the view
+    want_b = second.keys.copy()
+    assert (view == want_a[3:]).all() and not np.shares_memory(second.keys, view)
+    del view
+    matcher.match(matcher.encode(work.events))  # dropped at once: its output is kept for the next
+    kept = matcher._outs[-1].ctypes.data  # (no reference: one would keep it from reuse)
+    again = matcher.match(batch_a)
+    assert again.keys.ctypes.data == kept and (again.keys == want_a).all() and (second.keys == want_b).all()
+    check(matcher, work.subscriptions, work.events)
+    check(pickle.loads(pickle.dumps(matcher)), work.subscriptions, work.events)
+
+
 def test_key_buffer_grows_and_chunks(monkeypatch):
     """A chunk with more keys than the key buffer holds (it grows inside the kernel and is kept
     for the next match), and batches cut into several chunks; a pickled copy matches alike."""
