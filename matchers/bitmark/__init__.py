@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -50,6 +49,7 @@ import numpy as np
 from matchers import base
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
+from matchers.bitmark import buffers as B
 from matchers.bitmark import emit as E
 from matchers.bitmark import ends as EN
 from matchers.bitmark import kernels as K
@@ -481,8 +481,10 @@ class BitMarkMatcher(Matcher):
         offsets, keys = [np.zeros(1, dtype=np.int64)], []
         done = 0
         tile = self._tile or self.tile_words
+        outs = self.__dict__.setdefault("_outs", [])  # outputs kept for the next match (older pickles lack it)
         if self._wide:
-            buf = self._keys_scratch(int(min(chunk, batch.n) * (self._matches_per_event or 0)), _position_type(tile))
+            buf = B.positions(self.__dict__.setdefault("_keys", []), int(min(chunk, batch.n) * (self._matches_per_event or 0)),
+                              B.position_type(tile))  # (older pickles lack _keys)
             base_key, increasing = E.tile_bases(slots.key[:self._n_main], 64 * tile)
         else:
             surv, hit = self._scratch_for(min(chunk, batch.n), slot_words, tile)
@@ -494,22 +496,22 @@ class BitMarkMatcher(Matcher):
             if self._wide:
                 buf, seg = WK.match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, buf)
                 tail_off, tail_key = E.tail_keys(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots)
-                out = self._output(int(seg[-1]) + len(tail_key))
+                out = B.output(outs, int(seg[-1]) + len(tail_key))
                 off, found = E.gather_keys(buf, seg, part.n, base_key, slots.key, 64 * tile, tail_off, tail_key,
                                            increasing, out)
             else:
                 found_in = Found(surv[:part.n], hit[:part.n])
                 counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, tile, self.dense_share, found_in)
                 K.match_tail(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots, tile, found_in, counts)
-                out = self._output(int(counts.sum()) + 4)
+                out = B.output(outs, int(counts.sum()) + 4)
                 off, found = E.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, tile,
                                          self._ordered, out)
-            self.__dict__.setdefault("_outs", []).append(out)  # (older pickles lack it)
+            outs.append(out)
             offsets.append(off[1:] + done)
             keys.append(found)
             done += len(found)
         if self._wide:
-            self.__dict__.setdefault("_keys", []).append(buf)
+            self._keys.append(buf)
         else:
             self._scratch.append((surv, hit))
         if len(keys) == 1:  # one chunk: no copy (27,888 keys per event at n = 1,000,000, width 0.7)
@@ -540,38 +542,6 @@ class BitMarkMatcher(Matcher):
             surv = np.zeros((n, words), dtype=np.uint64)
             hit = np.zeros((n, tiles), dtype=np.bool_)
         return surv, hit
-
-    def _keys_scratch(self, size: int, dtype: type) -> np.ndarray:
-        """The wide mode's buffer of a chunk's matching positions (:func:`~matchers.bitmark.wide.match_wide`,
-        which grows it when short): the last match's, whose pages are mapped already, when it holds
-        the ``size`` expected and is of ``dtype``, else a new one with a quarter more room (numpy's:
-        huge pages; its first touch cost up to 0.36 ms per event of system time at n = 1,000,000,
-        width 0.7, on a loaded machine).  Taken out of ``_keys`` (``list.pop`` is atomic), so
-        concurrent matches never share one."""
-        try:
-            buf = self.__dict__.setdefault("_keys", []).pop()  # (older pickles lack it)
-        except IndexError:
-            buf = np.zeros(0, dtype=dtype)
-        return buf if len(buf) >= size and buf.dtype == dtype else np.empty(max(size + (size >> 2), 1 << 16), dtype=dtype)
-
-    def _output(self, size: int) -> np.ndarray:
-        """An ``int32`` array of at least ``size`` for a chunk's keys: one of the last match's
-        outputs when nothing but this matcher refers to it any more (its caller dropped the
-        matches and every view of them: the same reference count as a new array's), whose pages
-        are mapped; else a new one (numpy's: huge pages), with an eighth more room.  A new one
-        costs its first touch, page faults of 56 MB per 500 events at n = 1,000,000, width 0.7,
-        which a loaded machine made up to 0.3 ms per event of system time.  Taken out of ``_outs``
-        (``list.pop`` is atomic), so concurrent matches never share one."""
-        kept = self.__dict__.setdefault("_outs", [])  # (older pickles lack it)
-        while kept:
-            try:
-                out = kept.pop()
-            except IndexError:
-                break
-            fresh = np.empty(0, dtype=np.int32)
-            if len(out) >= size and sys.getrefcount(out) == sys.getrefcount(fresh):
-                return out
-        return np.empty(size + (size >> 3) + 64, dtype=np.int32)
 
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "_scratch": [], "_keys": [], "_outs": []}
@@ -609,11 +579,6 @@ def _packed_key(parts: list[np.ndarray], lo: np.ndarray, col: np.ndarray, col_mi
     share = np.clip(np.where(ok, (lo - col_min[c]) / col_span[c], 0.0), 0.0, 1.0)
     cell = np.minimum(np.floor(share * float(1 << left)), float((1 << left) - 1)).astype(np.uint64)
     return (key << np.uint64(left)) | cell
-
-
-def _position_type(tile: int) -> type:
-    """The type of a slot's position in a tile of ``tile`` words (the wide mode's matches)."""
-    return np.uint16 if 64 * tile <= 1 << 16 else np.int32
 
 
 def _empty_layout() -> Layout:
