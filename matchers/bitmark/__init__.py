@@ -28,7 +28,7 @@ constrain it at all (an event lacking the attribute fails them).  An event
 A chunk of events shares one pass over the words, a tile at a time, so that a tile's
 rows come from memory once for the whole chunk.  The matching slots go to a bitmap of
 the chunk's events by slots, read once per event to write its sorted keys (the wide mode
-writes the keys from its marks, per tile, and gathers them per event).  Matching
+writes positions from its marks, per tile, and makes them keys per event).  Matching
 holds per chunk only its values, rows, satisfied residual ids and that bitmap, within
 fixed budgets (``VALUE_BUDGET``, ``SAT_BUDGET``, ``SURVIVOR_BUDGET``), beyond the
 matches returned.
@@ -49,6 +49,7 @@ import numpy as np
 from matchers import base
 from matchers.arrays import grown
 from matchers.base import Matcher, Matches, register
+from matchers.bitmark import buffers as B
 from matchers.bitmark import emit as E
 from matchers.bitmark import ends as EN
 from matchers.bitmark import kernels as K
@@ -70,7 +71,7 @@ SURVIVOR_BUDGET = 64 << 20
 """Bytes of a chunk's bitmap of matching slots (``events x slots / 8``: fewer events per chunk
 at millions of slots); at wide intervals it is smaller than the ``(event, key)`` pairs it
 replaced (27,888 matches per event at n = 1,000,000, width 0.7, are 223 KB of pairs).  The
-wide mode writes keys instead (no bitmap) and keeps the same chunks: its marks over a tile,
+wide mode writes positions in tiles instead (no bitmap) and keeps the same chunks: its marks over a tile,
 ``events x 2 KB``, stay in the core's L2 at 500 events."""
 SAT_BUDGET = 4 << 20
 """Satisfied residual predicate ids a chunk may produce, at worst (fewer events per chunk)."""
@@ -478,9 +479,11 @@ class BitMarkMatcher(Matcher):
         offsets, keys = [np.zeros(1, dtype=np.int64)], []
         done = 0
         tile = self._tile or self.tile_words
+        outs = self.__dict__.setdefault("_outs", [])  # outputs kept for the next match (older pickles lack it)
         if self._wide:
-            buf = self._keys_scratch(int(1.25 * min(chunk, batch.n) * (self._matches_per_event or 0)))
-            start, increasing = E._word_starts(slots.key[:self._n_main], len(layout.live))
+            buf = B.positions(self.__dict__.setdefault("_keys", []), int(min(chunk, batch.n) * (self._matches_per_event or 0)),
+                              B.position_type(tile))  # (older pickles lack _keys)
+            base_key, increasing = E.tile_bases(slots.key[:self._n_main], 64 * tile)
         else:
             surv, hit = self._scratch_for(min(chunk, batch.n), slot_words, tile)
         for lo in range(0, batch.n, chunk):
@@ -489,22 +492,24 @@ class BitMarkMatcher(Matcher):
             rows = K.event_rows(vals, layout)
             sat_off, sat_pid = self._satisfied(part)
             if self._wide:
-                buf, seg = WK.match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, start, buf)
+                buf, seg = WK.match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, buf)
                 tail_off, tail_key = E.tail_keys(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots)
-                out = np.empty(int(seg[-1]) + len(tail_key), dtype=np.int32)  # numpy's: huge pages
-                off, found = E.gather_keys(buf, seg, part.n, tail_off, tail_key, increasing, out)
+                out = B.output(outs, int(seg[-1]) + len(tail_key))
+                off, found = E.gather_keys(buf, seg, part.n, base_key, slots.key, 64 * tile, tail_off, tail_key,
+                                           increasing, out)
             else:
                 found_in = Found(surv[:part.n], hit[:part.n])
                 counts = K.match_chunk(vals, rows, sat_off, sat_pid, layout, slots, tile, self.dense_share, found_in)
                 K.match_tail(vals, sat_off, sat_pid, slots, self._n_main, self._n_slots, tile, found_in, counts)
-                out = np.empty(int(counts.sum()) + 4, dtype=np.int32)  # numpy's: huge pages, few page faults
+                out = B.output(outs, int(counts.sum()) + 4)
                 off, found = E.emit_keys(surv[:part.n], hit[:part.n], counts, slots.key, self.capacity, tile,
                                          self._ordered, out)
+            outs.append(out)
             offsets.append(off[1:] + done)
             keys.append(found)
             done += len(found)
         if self._wide:
-            self.__dict__.setdefault("_keys", []).append(buf)
+            self._keys.append(buf)
         else:
             self._scratch.append((surv, hit))
         if len(keys) == 1:  # one chunk: no copy (27,888 keys per event at n = 1,000,000, width 0.7)
@@ -536,19 +541,8 @@ class BitMarkMatcher(Matcher):
             hit = np.zeros((n, tiles), dtype=np.bool_)
         return surv, hit
 
-    def _keys_scratch(self, size: int) -> np.ndarray:
-        """The wide mode's buffer of a chunk's keys (:func:`~matchers.bitmark.wide.match_wide`,
-        which grows it when short): the last match's, whose pages are mapped already, or a new
-        one of ``size`` when that is shorter (numpy's: huge pages).  Taken out of ``_keys``
-        (``list.pop`` is atomic), so concurrent matches never share one."""
-        try:
-            buf = self.__dict__.setdefault("_keys", []).pop()  # (older pickles lack it)
-        except IndexError:
-            buf = np.zeros(0, dtype=np.int32)
-        return buf if len(buf) >= size else np.empty(max(size, 1 << 16), dtype=np.int32)
-
     def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "_scratch": [], "_keys": []}
+        return {**super().__getstate__(), "_scratch": [], "_keys": [], "_outs": []}
 
     def _satisfied(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
         """Satisfied residual predicate ids per event, sorted (CSR)."""

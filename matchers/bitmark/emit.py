@@ -218,13 +218,89 @@ def tail_keys(vals, sat_off, sat_pid, slots, n_main, n_slots):
 
 
 @numba.njit(cache=True, nogil=True)
-def gather_keys(buf, seg, n, tail_off, tail_key, increasing, out):
-    """The keys of a chunk's ``n`` events as CSR from the tile-major keys of
+def emit_positions(words, out, k):
+    """Write at ``out[k:]`` the positions (``64 q + bit``) of the bits set in ``words``, in
+    order; returns the new end.  Four per word are written whether or not the word has them (a
+    word's first bits are about all at wide intervals) and ``k`` moves by its count: no branch
+    per word (the writes beyond land in the next word's place, or in the 4 places after the
+    end).  The wide mode's positions in a tile (:func:`~matchers.bitmark.wide.match_wide`): ``uint16``
+    up to 1,024 words a tile, half the bytes of its keys, which :func:`gather_keys` makes."""
+    high = np.uint64(1) << np.uint64(63)
+    one = np.uint64(1)
+    for q in range(len(words)):
+        m = words[q]
+        s = q << 6
+        c = _popcount(m)
+        out[k] = s + _low_bit(m | high)
+        m &= m - one
+        out[k + 1] = s + _low_bit(m | high)
+        m &= m - one
+        out[k + 2] = s + _low_bit(m | high)
+        m &= m - one
+        out[k + 3] = s + _low_bit(m | high)
+        m &= m - one
+        i = k + 4
+        while m:
+            out[i] = s + _low_bit(m)
+            m &= m - one
+            i += 1
+        k += c
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def tile_bases(key, tile_slots):
+    """Per tile of ``tile_slots`` slots, ``b`` when each of its slots ``t0 + i`` not deleted holds
+    key ``b + i`` (then a position's key is ``b`` plus the position; a tile of deleted slots only
+    has some ``b``), else -1; and whether every tile is such and holds larger keys than the tiles
+    before it (then a tile's matching keys, in slot order, increase across the tiles)."""
+    n = len(key)
+    tiles = max(1, (n + tile_slots - 1) // tile_slots)
+    base = np.full(tiles, -1, dtype=np.int64)
+    increasing = True
+    prev = np.int64(-1)
+    for g in range(tiles):
+        t0 = g * tile_slots
+        b = np.int64(-1)
+        first = np.int64(-1)
+        last = np.int64(-1)
+        ok = True
+        for s in range(t0, min(n, t0 + tile_slots)):
+            x = np.int64(key[s])
+            if x < 0:
+                continue
+            if first < 0:
+                first = x
+                b = x - (s - t0)
+            ok &= x == b + (s - t0)
+            last = x
+        if first < 0:  # deleted slots only: nothing to find
+            base[g] = 0
+        elif ok and b >= 0:
+            base[g] = b
+            increasing &= first > prev
+            prev = last
+        else:
+            increasing = False
+    return base, increasing
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _add_to(out, pos, b):
+    """``out[:] = b + pos`` (vectorised)."""
+    for i in range(len(out)):
+        out[i] = b + np.int32(pos[i])
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_keys(buf, seg, n, base, key, tile_slots, tail_off, tail_key, increasing, out):
+    """The keys of a chunk's ``n`` events as CSR from the tile-major positions of
     :func:`~matchers.bitmark.wide.match_wide` (event ``e``'s in tile ``g`` at
-    ``buf[seg[g * n + e]:seg[g * n + e + 1]]``, in slot order) and the tail's (``tail_off``,
-    ``tail_key``: :func:`tail_keys`): per event its tiles' keys in turn, then its tail's, sorted
-    and made distinct when not strictly increasing (not checked when ``increasing``, see
-    :func:`_word_starts`, and the event has no tail match).  The keys go to ``out`` (int32, at
+    ``buf[seg[g * n + e]:seg[g * n + e + 1]]``, in slot order, a slot's position in its tile of
+    ``tile_slots``) and the tail's (``tail_off``, ``tail_key``: :func:`tail_keys`): per event its
+    tiles' keys in turn (``base[g]`` plus the position, :func:`tile_bases`, else read from
+    ``key``), then its tail's, sorted and made distinct when not strictly increasing (not checked
+    when ``increasing`` and the event has no tail match).  The keys go to ``out`` (int32, at
     least ``seg[-1] + len(tail_key)`` long); returns the offsets and a view of ``out``."""
     tiles = (len(seg) - 1) // n if n else 0
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -233,7 +309,13 @@ def gather_keys(buf, seg, n, tail_off, tail_key, increasing, out):
         a = k
         for g in range(tiles):
             s0, s1 = seg[g * n + e], seg[g * n + e + 1]
-            out[k:k + s1 - s0] = buf[s0:s1]
+            b = np.int32(base[g])
+            if b >= 0:
+                _add_to(out[k:k + s1 - s0], buf[s0:s1], b)
+            else:
+                t0 = g * tile_slots
+                for i in range(s1 - s0):
+                    out[k + i] = key[t0 + np.int64(buf[s0 + i])]
             k += s1 - s0
         t0, t1 = tail_off[e], tail_off[e + 1]
         out[k:k + t1 - t0] = tail_key[t0:t1]

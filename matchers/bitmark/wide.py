@@ -11,7 +11,8 @@ and to which the high ends below it are added, while walking the bucket's ends o
 of them in increasing order of the value; each event ORs it into its marks (one OR per
 attribute and word).  The ends are packed (:func:`~matchers.bitmark.ends.build_wide_ends`): 4 bytes each, compared
 as integers with limits found once per chunk (:func:`end_limits`).  The matching slots' keys
-are written from the marks of each tile while they are in the cache (:func:`match_wide`).
+are written from the marks of each tile while they are in the cache, as positions in the tile
+(:func:`match_wide`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from matchers.bitmark.emit import emit_words, grown
+from matchers.bitmark.emit import emit_positions, grown
 from matchers.bitmark.ends import offset_bits
 from matchers.bitmark.kernels import _holds, _low_bit
 
@@ -150,19 +151,21 @@ def _mark_bucket(layout, lim, mask, rows, order, j, i0, i1, g, tiles, w0, w1, ac
 
 
 @numba.njit(cache=True, nogil=True)
-def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, start, buf):
+def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, buf):
     """The keys of the matching indexed slots of a chunk of events, by marking a tile at a time
     for the whole chunk, an attribute at a time (see the module docstring).  The slots of the
     check mask that survive the marking are checked exactly.
 
-    The keys are written tile after tile, straight from the marks while they are in the cache
-    (no bitmap of the chunk's matching slots, 62 MB at 500 events and 1,000,000 slots, written
-    and read back): event ``e``'s in tile ``g`` at ``buf[seg[g * n + e]:seg[g * n + e + 1]]``,
-    in slot order (:func:`~matchers.bitmark.emit.emit_words`, ``start``: the words' first keys,
-    :func:`~matchers.bitmark.emit._word_starts`); :func:`~matchers.bitmark.emit.gather_keys`
-    makes them CSR.  Returns ``(buf, seg)``: ``buf`` itself, or a longer copy when it was short."""
+    The matching slots are written tile after tile, straight from the marks while they are in
+    the cache (no bitmap of the chunk's matching slots, 62 MB at 500 events and 1,000,000
+    slots, written and read back), as their positions in the tile (``buf``: ``uint16`` up to
+    1,024 words a tile, 2 bytes per match where a key takes 4): event ``e``'s in tile ``g`` at
+    ``buf[seg[g * n + e]:seg[g * n + e + 1]]``, in slot order
+    (:func:`~matchers.bitmark.emit.emit_positions`); :func:`~matchers.bitmark.emit.gather_keys`
+    makes them keys, as CSR.  Returns ``(buf, seg)``: ``buf`` itself, or a longer copy when it
+    was short."""
     n, n_idx = rows.shape
-    live, check, key = layout.live, layout.check, slots.key
+    live, check = layout.live, layout.check
     W = len(live)
     tiles = max(1, (W + tile - 1) // tile)
     order = value_order(vals, rows, layout.idx_col)
@@ -202,8 +205,8 @@ def match_wide(vals, rows, sat_off, sat_pid, layout, slots, tile, start, buf):
                         left &= left - one
                         if _holds(slots, w * 64 + b, vals, e, sat_off, sat_pid):
                             found[q] |= one << np.uint64(b)
-            buf = grown(buf, k, k + 64 * tw + 4)  # emit_words writes up to 3 beyond
+            buf = grown(buf, k, k + 64 * tw + 4)  # emit_positions writes up to 3 beyond
             seg[g * n + e] = k
-            k = emit_words(found[:tw], w0, key, start, buf, k)
+            k = emit_positions(found[:tw], buf, k)
     seg[tiles * n] = k
     return buf, seg

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from matchers.bitmark import BitMarkMatcher
 from matchers.bitmark.layout import Intervals
 from matchers.catalog import create
-from matchers.expr import And, Subscription, pred
+from matchers.expr import And, Or, Subscription, pred
 from scripts.workloads import dense
 from tests.differential import check, insert_delete, subscriptions_of
 from tests.strategies import events, exprs, random_event, random_subscriptions
@@ -156,7 +156,7 @@ def test_empty_interval_never_matches(mode):
     check(matcher, subs + more, evs)
 
 
-@pytest.mark.parametrize("n_subs, tile", [(64 * 6, 2), (64 * 6 + 1, 2), (64 * 7 - 1, 3), (1, 1), (130, 64)])
+@pytest.mark.parametrize("n_subs, tile", [(64 * 6, 2), (64 * 6 + 1, 2), (64 * 7 - 1, 3), (1, 1), (130, 64), (700, 1025)])
 def test_keys_from_the_marking_on_tile_edges_all_and_none(n_subs, tile):
     """The keys written straight from the marks (:func:`~matchers.bitmark.wide.match_wide`, then
     :func:`~matchers.bitmark.emit.gather_keys`): slot counts on and next to word and tile edges,
@@ -175,6 +175,53 @@ def test_keys_from_the_marking_on_tile_edges_all_and_none(n_subs, tile):
     gone = {s.id for s in subs[::3]}
     matcher.remove(list(gone))
     check(matcher, [s for s in subs if s.id not in gone] + more, evs)
+
+
+@pytest.mark.parametrize("tile", [1, 2, 1025])
+def test_positions_to_keys_with_several_slots_per_key(tile):
+    """Matches written as positions in their tile (``uint16``, ``int32`` past 1,024 words a tile)
+    and made keys: by the tile's first key where keys run on by one, else looked up (a key with
+    several slots, deletes inside a tile); adds after the build and a pickled copy alike."""
+    rng = random.Random(tile)
+    subs = []
+    for i in range(300):
+        lo = rng.uniform(0, 30)
+        one = And((pred("a", "between", (lo, lo + 70.0)), pred("b", ">=", lo / 2)))
+        subs.append(Subscription.of(f"s{i}", Or((one, pred("b", "between", (lo, lo + 60.0)))) if i % 7 == 3 else one))
+    evs = [{"a": rng.uniform(-5, 105), "b": rng.uniform(-5, 80)} for _ in range(16)] + [{"a": 50.0, "b": 90.0}]
+    matcher = wide(tile=tile, tail_min=10**6)
+    matcher.add(subs)
+    assert check(matcher, subs, evs) > 0 and matcher._wide
+    matcher.remove([s.id for s in subs[5:40:2]])
+    left = [s for i, s in enumerate(subs) if not (5 <= i < 40 and i % 2)]
+    more = [Subscription.of(f"t{i}", pred("a", ">=", float(10 * i))) for i in range(4)]
+    matcher.add(more)
+    check(matcher, left + more, evs)
+    check(pickle.loads(pickle.dumps(matcher)), left + more, evs)
+
+
+@pytest.mark.parametrize("mode", [True, False])
+def test_output_reused_only_when_dropped(mode):
+    """A match's keys go to the last match's output only when nothing refers to it any more:
+    matches kept by the caller (or a view of their keys) stay intact; dropped ones are reused."""
+    work = dense(n_subs=700, n_events=40, d=3, k=2, width=0.8, seed=5)
+    matcher = wide(tile=2, mode=mode)
+    matcher.add(work.subscriptions)
+    batch_a, batch_b = matcher.encode(work.events[:20]), matcher.encode(work.events[20:])
+    first = matcher.match(batch_a)
+    want_a = first.keys.copy()
+    view = first.keys[3:]
+    del first
+    second = matcher.match(batch_b)  # the first's output is still referred to by the view
+    want_b = second.keys.copy()
+    assert (view == want_a[3:]).all() and not np.shares_memory(second.keys, view)
+    del view
+    matcher.match(matcher.encode(work.events))  # dropped at once: its output is kept for the next
+    kept = matcher._outs[-1].ctypes.data  # (no reference: one would keep it from reuse)
+    again = matcher.match(batch_a)
+    assert again.keys.ctypes.data == kept and (again.keys == want_a).all() and (second.keys == want_b).all()
+    check(matcher, work.subscriptions, work.events)
+    check(pickle.loads(pickle.dumps(matcher)), work.subscriptions, work.events)
 
 
 def test_key_buffer_grows_and_chunks(monkeypatch):
