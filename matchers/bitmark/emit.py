@@ -156,20 +156,7 @@ def emit_words(words, w0, key, start, out, k):
         c = _popcount(m)
         s = start[w]
         if s >= 0:
-            out[k] = s + _low_bit(m | high)
-            m &= m - one
-            out[k + 1] = s + _low_bit(m | high)
-            m &= m - one
-            out[k + 2] = s + _low_bit(m | high)
-            m &= m - one
-            out[k + 3] = s + _low_bit(m | high)
-            m &= m - one
-            i = k + 4
-            while m:
-                out[i] = s + _low_bit(m)
-                m &= m - one
-                i += 1
-            k += c
+            k = _word_positions(m, s, out, k)
             continue
         out[k] = key[min(base + _low_bit(m | high), last)]
         m &= m - one
@@ -225,27 +212,33 @@ def emit_positions(words, out, k):
     per word (the writes beyond land in the next word's place, or in the 4 places after the
     end).  The wide mode's positions in a tile (:func:`~matchers.bitmark.wide.match_wide`): ``uint16``
     up to 1,024 words a tile, half the bytes of its keys, which :func:`gather_keys` makes."""
+    for q in range(len(words)):
+        k = _word_positions(words[q], q << 6, out, k)
+    return k
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _word_positions(m, s, out, k):
+    """Write at ``out[k:]`` ``s`` plus the position of each bit set in the word ``m``, in order;
+    returns ``k`` moved by their count.  The first four are written whether or not ``m`` has
+    them (no branch: the writes beyond are overwritten by the next word's)."""
     high = np.uint64(1) << np.uint64(63)
     one = np.uint64(1)
-    for q in range(len(words)):
-        m = words[q]
-        s = q << 6
-        c = _popcount(m)
-        out[k] = s + _low_bit(m | high)
+    c = _popcount(m)
+    out[k] = s + _low_bit(m | high)
+    m &= m - one
+    out[k + 1] = s + _low_bit(m | high)
+    m &= m - one
+    out[k + 2] = s + _low_bit(m | high)
+    m &= m - one
+    out[k + 3] = s + _low_bit(m | high)
+    m &= m - one
+    i = k + 4
+    while m:
+        out[i] = s + _low_bit(m)
         m &= m - one
-        out[k + 1] = s + _low_bit(m | high)
-        m &= m - one
-        out[k + 2] = s + _low_bit(m | high)
-        m &= m - one
-        out[k + 3] = s + _low_bit(m | high)
-        m &= m - one
-        i = k + 4
-        while m:
-            out[i] = s + _low_bit(m)
-            m &= m - one
-            i += 1
-        k += c
-    return k
+        i += 1
+    return k + c
 
 
 @numba.njit(cache=True, nogil=True)

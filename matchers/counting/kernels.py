@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba.cpython.unsafe.numbers import trailing_zeros
 
 from matchers.arrays import enlarged
-from matchers.keysort import WORDS_PER_VALUE
+from matchers.keysort import sort_unique
 
 MAX_SIZE = 2**16 - 1
 """Largest conjunction a uint16 slot counter holds."""
@@ -84,7 +83,7 @@ def count_matches(sat_off, sat_pid, conj, bits, stamp, visited, out_off, out_key
     branch in the walk), and decoded after it: a slot with deferred predicates matches only
     if the event satisfies them too.  The keys go through ``bits`` (a zeroed bitmap of the
     keys, zeroed again on return), which drops a key's repeats (a key of several
-    conjunctions) and sorts them (:func:`_distinct_sorted`).  Returns the (possibly regrown)
+    conjunctions) and sorts them (:func:`sort_unique`).  Returns the (possibly regrown)
     ``out_keys`` and ``visited`` and the number of keys written from ``base`` on.  The
     buffers are grown, if need be, once per event.  ``conj`` is a
     :class:`~matchers.counting.layout.Conjunctions`; ``stamp[0]`` numbers the events (in
@@ -149,48 +148,9 @@ def count_matches(sat_off, sat_pid, conj, bits, stamp, visited, out_off, out_key
             else:
                 out_keys[k] = -v - 2
             k += 1
-        k = _distinct_sorted(out_keys, start, k, bits)
+        k = sort_unique(out_keys, start, k, bits)
         out_off[e + 1] = k
     return out_keys, visited, k
-
-
-@numba.njit(cache=True, nogil=True)
-def _distinct_sorted(a, lo, hi, bits):
-    """Sort ``a[lo:hi]`` (values below ``64 * len(bits)``) in place without its repeats; returns
-    the new end.  Through the bitmap ``bits`` (zero on entry and on return): read word by word
-    when the values span few words for their number, else the values kept in order and sorted."""
-    if hi <= lo:
-        return hi
-    one = np.uint64(1)
-    low = a[lo]
-    top = low
-    for i in range(lo, hi):
-        v = a[i]
-        bits[v >> 6] |= one << np.uint64(v & 63)
-        low = min(low, v)
-        top = max(top, v)
-    w0, w1 = low >> 6, top >> 6
-    pos = lo
-    if w1 - w0 + 1 <= WORDS_PER_VALUE * (hi - lo):
-        for w in range(w0, w1 + 1):
-            x = bits[w]
-            if x:
-                bits[w] = 0
-                base = w << 6
-                while x:
-                    a[pos] = base + np.int64(trailing_zeros(x))
-                    pos += 1
-                    x &= x - one
-        return pos
-    for i in range(lo, hi):
-        v = a[i]
-        bit = one << np.uint64(v & 63)
-        if bits[v >> 6] & bit:
-            bits[v >> 6] ^= bit
-            a[pos] = v
-            pos += 1
-    a[lo:pos].sort()
-    return pos
 
 
 @numba.njit(cache=True, nogil=True)

@@ -1,4 +1,4 @@
-"""``_distinct_sorted`` (how the counting kernel drops an event's repeated keys and sorts them)
+"""``keysort.sort_unique`` (how the counting kernel drops an event's repeated keys and sorts them)
 gives ``sorted(set(values))`` by both of its ways (bitmap read word by word, or the values kept
 in order and sorted), moves nothing outside the run, and leaves its bitmap zeroed."""
 
@@ -8,14 +8,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from matchers.counting.kernels import _distinct_sorted
-from matchers.keysort import bitmap_for
+from matchers.keysort import bitmap_for, sort_unique
 
 
 def _check(values: list[int], limit: int, pad: int = 2) -> None:
     a = np.array([-7] * pad + values + [-9] * pad, np.int32)
     bits = bitmap_for(limit)
-    end = _distinct_sorted(a, pad, pad + len(values), bits)
+    end = sort_unique(a, pad, pad + len(values), bits)
     want = sorted(set(values))
     assert end == pad + len(want)
     assert a[pad:end].tolist() == want
